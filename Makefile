@@ -1,0 +1,140 @@
+# kdalab — build, test and run everything.
+#
+#   make            library, command-line tool, experiments, chapters, benchmark
+#   make run        the main job: every experiment, then every plot (results/)
+#   make test       the cmocka test suite
+#   make check-asan the test suite under AddressSanitizer + UBSan
+#   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
+#   make bench      the SIMD benchmark (not a test: prints speeds)
+#   make chapters   the side-by-side chapter programs and their diffs
+#   make clean
+#
+# Files are found by pattern, so a new experiment, chapter or test needs no
+# edit here: experiments/NN_name.c -> bin/NN_name, chapters/NN_name.c ->
+# bin/chapters/NN_name, tests/test_name.c -> $(BUILD)/tests/test_name.
+
+CC      ?= cc
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+BUILD   ?= build
+CPPFLAGS += -Ilib
+WARN    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unused-parameter
+ALL_CFLAGS = $(WARN) $(CFLAGS) -fPIC -fopenmp
+LDLIBS  := -lgsl -lgslcblas -lm
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# ---- the library --------------------------------------------------------------
+LIB_SRC  := $(wildcard lib/*.c) $(wildcard lib/simd/*.c)
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+LIB_A    := $(BUILD)/libkdalab.a
+LIB_SO   := $(BUILD)/libkdalab.so
+LIB_PC   := $(BUILD)/kdalab.pc
+HEADERS  := $(wildcard lib/*.h) $(wildcard lib/simd/*.h)
+
+# Per-file instruction sets for the SIMD kernels (the dispatcher picks one at run time).
+$(BUILD)/lib/simd/avx512.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
+$(BUILD)/lib/simd/avx2.o:   ISA := -mavx2 -mfma
+
+$(BUILD)/%.o: %.c $(HEADERS) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(ISA) -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ)
+	$(CC) -shared -fopenmp -o $@ $^ $(LDLIBS)
+
+$(LIB_PC): Makefile
+	@mkdir -p $(dir $@)
+	printf 'prefix=%s\nlibdir=$${prefix}/$(BUILD)\nincludedir=$${prefix}/lib\n\nName: kdalab\nDescription: numerical reference for the lineage ending in Kimi Delta Attention\nVersion: 0.1.0\nLibs: -L$${libdir} -lkdalab -fopenmp -lgsl -lgslcblas -lm\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
+
+lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
+
+# ---- programs -------------------------------------------------------------------
+EXP_SRC   := $(wildcard experiments/[0-9][0-9]_*.c)
+EXP_BIN   := $(patsubst experiments/%.c,bin/%,$(EXP_SRC))
+EXP_COMMON_SRC := $(wildcard experiments/common.c)
+EXP_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(EXP_COMMON_SRC))
+CHAP_SRC  := $(wildcard chapters/[0-9][0-9]_*.c)
+CHAP_BIN  := $(patsubst chapters/%.c,bin/chapters/%,$(CHAP_SRC))
+TOOL_BIN  := $(patsubst tools/%.c,bin/%,$(wildcard tools/*.c))
+BENCH_BIN := $(patsubst bench/%.c,bin/bench_%,$(wildcard bench/*.c))
+
+all: lib $(TOOL_BIN) $(EXP_BIN) $(CHAP_BIN) $(BENCH_BIN)
+
+bin/%: $(BUILD)/tools/%.o $(LIB_A)
+	@mkdir -p bin
+	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bin/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
+	@mkdir -p bin
+	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+bin/bench_%: $(BUILD)/bench/%.o $(LIB_A)
+	@mkdir -p bin
+	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Chapters are self-contained: no lib/, only libm.
+bin/chapters/%: chapters/%.c | deps
+	@mkdir -p bin/chapters
+	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lm
+
+chapters: $(CHAP_BIN)
+	@if [ -x chapters/diffs.sh ]; then sh chapters/diffs.sh; fi
+
+# ---- the main job -----------------------------------------------------------------
+RESULTS ?= results
+
+run: all
+	@mkdir -p $(RESULTS)
+	@for e in $(EXP_BIN); do \
+	  echo "== $$e" >&2; \
+	  ./$$e --out $(RESULTS) || exit 1; \
+	done
+	@for p in $(wildcard plots/*.gp); do \
+	  echo "== gnuplot $$p" >&2; \
+	  gnuplot -e "dir='$(RESULTS)'" $$p || exit 1; \
+	done
+	@echo "results: $$(ls $(RESULTS)/*.tsv 2>/dev/null | wc -l) TSV files, $$(ls $(RESULTS)/*.png 2>/dev/null | wc -l) PNG figures in $(RESULTS)/"
+
+# ---- tests ----------------------------------------------------------------------------
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_COMMON := $(BUILD)/tests/common.o
+
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
+	$(CC) -fopenmp $(CFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+# Tests that drive the command-line tool need it built first.
+test: all $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+
+check-asan:
+	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN_FLAGS)" test
+
+# ---- fuzzing ----------------------------------------------------------------------------
+FUZZ_SECONDS ?= 60
+$(BUILD)/fuzz/fuzz_npy: fuzz/fuzz_npy.c lib/npy.c lib/status.c $(HEADERS)
+	@sh scripts/deps.sh --fuzz
+	@mkdir -p $(dir $@)
+	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ fuzz/fuzz_npy.c lib/npy.c lib/status.c
+
+fuzz: $(BUILD)/fuzz/fuzz_npy
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_npy -max_total_time=$(FUZZ_SECONDS) -max_len=4096 $(BUILD)/fuzz/corpus fuzz/corpus
+
+# ---- benchmark ---------------------------------------------------------------------------
+bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do ./$$b || exit 1; done
+
+# ---- housekeeping --------------------------------------------------------------------------
+deps:
+	@sh scripts/deps.sh
+
+clean:
+	rm -rf build build-asan bin
+
+.PHONY: all lib run test check-asan fuzz bench chapters deps clean
+.SECONDARY:

@@ -1,0 +1,64 @@
+/*
+ * tests/common.h — helpers shared by the cmocka tests: the golden cases,
+ * error measures, random inputs from GSL.
+ */
+#ifndef KDALAB_TESTS_COMMON_H
+#define KDALAB_TESTS_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <gsl/gsl_rng.h>
+
+#include "kdalab.h"
+
+/* One golden case of tests/golden/MANIFEST.tsv, with its arrays loaded. */
+typedef struct {
+    char name[64];
+    kdalab_mechanism mech;
+    kdalab_dims dims;
+    double scale;
+    int has_h0;
+    /* inputs (NULL where the mechanism or case has none) and expected outputs */
+    kdalab_array q, k, v, beta, g, h0, o, ht;
+} golden_case;
+
+/* The directory holding the golden files (tests/golden, or $KDALAB_GOLDEN). */
+const char *golden_dir(void);
+
+/* Load every case of MANIFEST.tsv; returns the count, fails the test on error. */
+size_t golden_load_all(golden_case *cases, size_t max);
+void golden_free(golden_case *c);
+
+/* max |a - b| / max(max |b|, tiny) over n elements (non-finite a gives +inf). */
+double rel_err_f64(const double *a, const double *b, size_t n);
+double rel_err_f32(const float *a, const double *b, size_t n);
+
+/* Copies between precisions; malloc'd, caller frees. */
+float *to_f32(const double *x, size_t n);
+double *to_f64(const float *x, size_t n);
+
+/* Random inputs for a mechanism: q, k unit-norm rows (as fla's tests L2-normalise),
+ * v ~ N(0,1), beta ~ U(0,1), g = log(sigmoid-ish) in [g_min, 0]. All malloc'd. */
+typedef struct {
+    kdalab_dims dims;
+    kdalab_mechanism mech;
+    double *q, *k, *v, *beta, *g, *h0; /* h0 may be NULL */
+} random_problem;
+
+void random_problem_make(random_problem *p, gsl_rng *rng, kdalab_mechanism mech,
+                         kdalab_dims dims, double g_min, int with_h0);
+void random_problem_free(random_problem *p);
+
+/* Sizes of the arrays of a problem. */
+size_t n_qk(const kdalab_dims *d);
+size_t n_v(const kdalab_dims *d);
+size_t n_bth(const kdalab_dims *d);
+size_t n_state(const kdalab_dims *d);
+
+/* A GSL generator seeded from $GSL_RNG_SEED or the given seed. */
+gsl_rng *test_rng(unsigned long seed);
+
+#endif
