@@ -1,0 +1,285 @@
+/*
+ * experiments/common.c — flags, TSV headers, progress and timing for the
+ * numbered experiments. See common.h for the contract of each function.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gsl/gsl_randist.h>
+
+double exp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double exp_elapsed(const exp_ctx *x) { return exp_now() - x->t_start; }
+
+void exp_init(exp_ctx *x, const char *name, const char *about)
+{
+    memset(x, 0, sizeof *x);
+    x->name = name;
+    x->about = about;
+    x->out = "results";
+    x->seed = 1;
+    x->t_start = exp_now();
+    x->t_progress = x->t_start;
+}
+
+static void add_flag(exp_ctx *x, const char *name, exp_flag_type type, void *target,
+                     const char *help)
+{
+    if (x->nflags == EXP_MAX_FLAGS) {
+        fprintf(stderr, "%s: too many flags (EXP_MAX_FLAGS = %d)\n", x->name, EXP_MAX_FLAGS);
+        exit(1);
+    }
+    x->flags[x->nflags++] = (exp_flag){name, type, target, help};
+}
+
+void exp_flag_size(exp_ctx *x, const char *name, size_t *target, const char *help)
+{
+    add_flag(x, name, EXP_FLAG_SIZE, target, help);
+}
+void exp_flag_int(exp_ctx *x, const char *name, long *target, const char *help)
+{
+    add_flag(x, name, EXP_FLAG_INT, target, help);
+}
+void exp_flag_double(exp_ctx *x, const char *name, double *target, const char *help)
+{
+    add_flag(x, name, EXP_FLAG_DOUBLE, target, help);
+}
+void exp_flag_string(exp_ctx *x, const char *name, const char **target, const char *help)
+{
+    add_flag(x, name, EXP_FLAG_STRING, target, help);
+}
+
+static void print_default(FILE *f, const exp_flag *fl)
+{
+    switch (fl->type) {
+    case EXP_FLAG_SIZE: fprintf(f, "%zu", *(size_t *)fl->target); break;
+    case EXP_FLAG_INT: fprintf(f, "%ld", *(long *)fl->target); break;
+    case EXP_FLAG_DOUBLE: fprintf(f, "%g", *(double *)fl->target); break;
+    case EXP_FLAG_STRING: {
+        const char *s = *(const char **)fl->target;
+        fprintf(f, "\"%s\"", s ? s : "");
+        break;
+    }
+    }
+}
+
+static void usage(const exp_ctx *x, FILE *f)
+{
+    fprintf(f, "usage: %s [flags]\n%s\n\nflags (default in brackets):\n", x->name, x->about);
+    fprintf(f, "  --%-14s %s [%s]\n", "out DIR", "directory for the TSV results", x->out);
+    fprintf(f, "  --%-14s %s [%lu]\n", "seed N", "seed of the GSL random generator", x->seed);
+    for (size_t i = 0; i < x->nflags; i++) {
+        const exp_flag *fl = &x->flags[i];
+        static const char *const meta[] = {"N", "INT", "X", "STR"};
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "%s %s", fl->name, meta[fl->type]);
+        fprintf(f, "  --%-14s %s [", lhs, fl->help);
+        print_default(f, fl);
+        fprintf(f, "]\n");
+    }
+    fprintf(f, "  --%-14s %s\n", "help", "print this list and exit");
+}
+
+static void bad_usage(const exp_ctx *x, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", x->name);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    usage(x, stderr);
+    exit(2);
+}
+
+/* Parse one value into a flag's target; returns 0 on success. */
+static int set_value(exp_flag *fl, const char *s)
+{
+    char *end = NULL;
+    errno = 0;
+    switch (fl->type) {
+    case EXP_FLAG_SIZE: {
+        if (*s == '-' || *s == '\0') return -1;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || *end != '\0' || v > (unsigned long long)SIZE_MAX) return -1;
+        *(size_t *)fl->target = (size_t)v;
+        return 0;
+    }
+    case EXP_FLAG_INT: {
+        long v = strtol(s, &end, 10);
+        if (errno || *s == '\0' || *end != '\0') return -1;
+        *(long *)fl->target = v;
+        return 0;
+    }
+    case EXP_FLAG_DOUBLE: {
+        double v = strtod(s, &end);
+        if (errno || *s == '\0' || *end != '\0' || !isfinite(v)) return -1;
+        *(double *)fl->target = v;
+        return 0;
+    }
+    case EXP_FLAG_STRING: *(const char **)fl->target = s; return 0;
+    }
+    return -1;
+}
+
+void exp_parse(exp_ctx *x, int argc, char **argv)
+{
+    x->argc = argc;
+    x->argv = argv;
+    /* --out and --seed live in the flag table during parsing only. */
+    unsigned long long seed = x->seed;
+    const char *seed_str = NULL;
+    exp_flag common[2] = {{"out", EXP_FLAG_STRING, &x->out, ""},
+                          {"seed", EXP_FLAG_STRING, &seed_str, ""}};
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(x, stdout);
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) != 0) bad_usage(x, "unexpected argument '%s'", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        exp_flag *fl = NULL;
+        for (size_t j = 0; j < 2 && !fl; j++)
+            if (strlen(common[j].name) == len && strncmp(common[j].name, name, len) == 0)
+                fl = &common[j];
+        for (size_t j = 0; j < x->nflags && !fl; j++)
+            if (strlen(x->flags[j].name) == len && strncmp(x->flags[j].name, name, len) == 0)
+                fl = &x->flags[j];
+        if (!fl) bad_usage(x, "unknown flag '%s'", a);
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val) {
+            if (i + 1 >= argc) bad_usage(x, "flag '%s' needs a value", a);
+            val = argv[++i];
+        }
+        if (set_value(fl, val) != 0) bad_usage(x, "bad value '%s'", val);
+    }
+    if (seed_str) {
+        char *end = NULL;
+        errno = 0;
+        seed = strtoull(seed_str, &end, 10);
+        if (errno || *seed_str == '-' || *seed_str == '\0' || *end != '\0')
+            bad_usage(x, "bad seed '%s' (a non-negative integer)", seed_str);
+        x->seed = (unsigned long)seed;
+    }
+    if (x->out[0] == '\0') bad_usage(x, "empty --out directory%s", "");
+    if (mkdir(x->out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, x->out,
+                strerror(errno));
+        exit(1);
+    }
+}
+
+gsl_rng *exp_rng(const exp_ctx *x)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!r) {
+        fprintf(stderr, "%s: out of memory (gsl_rng_alloc)\n", x->name);
+        exit(1);
+    }
+    gsl_rng_set(r, x->seed);
+    return r;
+}
+
+FILE *exp_tsv_open(const exp_ctx *x, const char *file, const char *const *columns,
+                   const char *params_fmt, ...)
+{
+    size_t n = strlen(x->out) + strlen(file) + 6;
+    char *path = malloc(n);
+    if (!path) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
+    }
+    snprintf(path, n, "%s/%s.tsv", x->out, file);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "%s: cannot open '%s': %s\n", x->name, path, strerror(errno));
+        exit(1);
+    }
+    free(path);
+    fprintf(f, "# %s: %s\n# command:", x->name, x->about);
+    for (int i = 0; i < x->argc; i++) fprintf(f, " %s", x->argv[i]);
+    fprintf(f, "\n# seed: %lu\n# parameters: ", x->seed);
+    if (params_fmt) {
+        va_list ap;
+        va_start(ap, params_fmt);
+        vfprintf(f, params_fmt, ap);
+        va_end(ap);
+    }
+    fprintf(f, "\n# columns:\n");
+    size_t ncol = 0;
+    for (size_t i = 0; columns && columns[i] && columns[i + 1]; i += 2, ncol++)
+        fprintf(f, "#   %2zu  %-12s %s\n", ncol + 1, columns[i], columns[i + 1]);
+    fprintf(f, "#");
+    for (size_t i = 0; columns && columns[i] && columns[i + 1]; i += 2)
+        fprintf(f, "%s%s", i ? "\t" : " ", columns[i]);
+    fprintf(f, "\n");
+    return f;
+}
+
+void exp_tsv_close(const exp_ctx *x, FILE *f)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, "%s: writing a TSV file failed\n", x->name);
+        exit(1);
+    }
+}
+
+void exp_progress(exp_ctx *x, const char *what, size_t done, size_t total)
+{
+    double now = exp_now();
+    int tty = isatty(fileno(stderr));
+    int last = done >= total;
+    if (!last && now - x->t_progress < (tty ? 0.1 : 2.0)) return;
+    x->t_progress = now;
+    fprintf(stderr, "%s[%s] %s %zu/%zu  (%.1f s)%s", tty ? "\r" : "", x->name, what, done,
+            total, now - x->t_start, (tty && !last) ? "" : "\n");
+    fflush(stderr);
+}
+
+void exp_random_unit(gsl_rng *rng, double *v, size_t n)
+{
+    double norm2;
+    do {
+        norm2 = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            v[i] = gsl_ran_gaussian(rng, 1.0);
+            norm2 += v[i] * v[i];
+        }
+    } while (norm2 == 0.0);
+    double inv = 1.0 / sqrt(norm2);
+    for (size_t i = 0; i < n; i++) v[i] *= inv;
+}
+
+void exp_check(const exp_ctx *x, kdalab_status status, const char *what)
+{
+    if (status == KDALAB_OK) return;
+    fprintf(stderr, "%s: %s: %s (%s)\n", x->name, what, kdalab_strerror(status),
+            kdalab_last_error());
+    exit(1);
+}
+
+double *exp_zeros(const exp_ctx *x, size_t n)
+{
+    double *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory (%zu doubles)\n", x->name, n);
+        exit(1);
+    }
+    return p;
+}
