@@ -1,0 +1,612 @@
+/*
+ * npy.c — read and write NumPy .npy files, the interchange format of the field.
+ *
+ * The format (NumPy Enhancement Proposal 1, "A simple file format for NumPy
+ * arrays", and numpy/lib/format.py's documentation of versions 2.0 and 3.0):
+ *
+ *   bytes 0..5   magic "\x93NUMPY"
+ *   byte  6, 7   major, minor version: 1.0, 2.0 or 3.0
+ *   then         header length HLEN, little-endian: 2 bytes (1.0) or 4 bytes (2.0, 3.0)
+ *   then         HLEN bytes of header: a Python dict literal
+ *                  {'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }
+ *                padded with spaces and ended by '\n' (latin-1 in 1.0/2.0, UTF-8 in 3.0)
+ *   then         the raw elements, C order (last index fastest) unless
+ *                fortran_order is True (first index fastest)
+ *
+ * kdalab reads '<f8', '>f8', '<f4', '>f4' in either order and always returns
+ * float64 in C order; it writes '<f8' or '<f4', C order, version 1.0 (2.0
+ * only if the header would not fit in 65535 bytes).
+ *
+ * The reader treats every file as hostile: every length is checked against
+ * the bytes actually present before it is used, every product of sizes is
+ * checked for overflow, and nothing is allocated before the bytes it stands
+ * for are known to exist (so a tiny file that declares a 4 GiB header or a
+ * 2^60-element shape is an error, not an allocation).
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* fileno, fdopen, mkstemp, fchmod, fsync */
+#endif
+#include "kdalab.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------- */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------- */
+
+static const unsigned char NPY_MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+
+/* Clear the thread's error detail after a successful call. */
+static kdalab_status npy_ok(void)
+{
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+/* What the header of a .npy image says. */
+typedef struct {
+    int ndim;
+    size_t shape[KDALAB_NPY_MAX_DIMS];
+    size_t size;       /* product of the shape                   */
+    size_t itemsize;   /* 8 or 4                                 */
+    int big_endian;    /* '>' byte order                         */
+    int fortran;       /* fortran_order: True                    */
+    kdalab_dtype dtype;
+} npy_header;
+
+/* A cursor over the header text [p, end). */
+typedef struct {
+    const char *p;
+    const char *end;
+    const char *name; /* file name or "<buffer>", for messages */
+} cursor;
+
+static void skip_ws(cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+/* Consume the character ch (after optional whitespace); 1 if it was there. */
+static int accept(cursor *c, char ch)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == ch) {
+        c->p++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Consume the identifier word (True, False) if it is next. */
+static int accept_word(cursor *c, const char *word)
+{
+    size_t n = strlen(word);
+    skip_ws(c);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0)
+        return 0;
+    /* "Falsey" is not False */
+    if ((size_t)(c->end - c->p) > n) {
+        char next = c->p[n];
+        if ((next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z') ||
+            (next >= '0' && next <= '9') || next == '_')
+            return 0;
+    }
+    c->p += n;
+    return 1;
+}
+
+/* A Python string literal in single or double quotes, no escapes, copied to
+ * out (NUL-terminated, at most cap-1 characters). */
+static kdalab_status parse_string(cursor *c, char *out, size_t cap, const char *what)
+{
+    skip_ws(c);
+    if (c->p >= c->end || (*c->p != '\'' && *c->p != '"'))
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: expected a quoted %s", c->name,
+                           what);
+    char quote = *c->p++;
+    size_t n = 0;
+    while (c->p < c->end && *c->p != quote) {
+        if (*c->p == '\\')
+            return kdalab_fail(KDALAB_EFORMAT,
+                               "%s: .npy header: escape sequence in %s not supported", c->name,
+                               what);
+        if (n + 1 >= cap)
+            return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: %s longer than %zu characters",
+                               c->name, what, cap - 1);
+        out[n++] = *c->p++;
+    }
+    if (c->p >= c->end)
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: unterminated %s", c->name, what);
+    c->p++; /* closing quote */
+    out[n] = '\0';
+    return KDALAB_OK;
+}
+
+/* One dimension: decimal digits (an old Python 2 'L' suffix is allowed). */
+static kdalab_status parse_dim(cursor *c, size_t *out)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '-')
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: negative dimension in shape",
+                           c->name);
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9')
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: expected a dimension in shape",
+                           c->name);
+    size_t v = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        size_t digit = (size_t)(*c->p - '0');
+        if (v > (SIZE_MAX - digit) / 10)
+            return kdalab_fail(KDALAB_EOVERFLOW,
+                               "%s: .npy header: a dimension of the shape overflows size_t",
+                               c->name);
+        v = v * 10 + digit;
+        c->p++;
+    }
+    if (c->p < c->end && *c->p == 'L')
+        c->p++;
+    *out = v;
+    return KDALAB_OK;
+}
+
+/* A shape tuple: (), (5,), (2, 3), (2,3,), ... Python's (5) is an int, not a
+ * tuple, and NumPy rejects it; so do we. */
+static kdalab_status parse_shape(cursor *c, npy_header *h)
+{
+    if (!accept(c, '('))
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: shape is not a tuple", c->name);
+    h->ndim = 0;
+    if (accept(c, ')'))
+        return KDALAB_OK;
+    for (;;) {
+        size_t d = 0;
+        kdalab_status s = parse_dim(c, &d);
+        if (s != KDALAB_OK)
+            return s;
+        if (h->ndim == KDALAB_NPY_MAX_DIMS)
+            return kdalab_fail(KDALAB_EFORMAT,
+                               "%s: .npy shape has more than %d dimensions (kdalab reads up to %d)",
+                               c->name, KDALAB_NPY_MAX_DIMS, KDALAB_NPY_MAX_DIMS);
+        h->shape[h->ndim++] = d;
+        if (accept(c, ')')) {
+            if (h->ndim == 1)
+                return kdalab_fail(KDALAB_EFORMAT,
+                                   "%s: .npy header: shape (%zu) is not a tuple (expected (%zu,))",
+                                   c->name, d, d);
+            return KDALAB_OK;
+        }
+        if (!accept(c, ','))
+            return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: expected ',' or ')' in shape",
+                               c->name);
+        if (accept(c, ')'))
+            return KDALAB_OK;
+    }
+}
+
+/* The descr value: only the four float dtypes are read. */
+static kdalab_status parse_descr(cursor *c, npy_header *h)
+{
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '[')
+        return kdalab_fail(KDALAB_EDTYPE,
+                           "%s: structured dtype is not supported (only <f8, >f8, <f4, >f4)",
+                           c->name);
+    char descr[32];
+    kdalab_status s = parse_string(c, descr, sizeof descr, "descr");
+    if (s != KDALAB_OK)
+        return s;
+    if (strcmp(descr, "<f8") == 0 || strcmp(descr, ">f8") == 0) {
+        h->dtype = KDALAB_DTYPE_F64;
+        h->itemsize = 8;
+    } else if (strcmp(descr, "<f4") == 0 || strcmp(descr, ">f4") == 0) {
+        h->dtype = KDALAB_DTYPE_F32;
+        h->itemsize = 4;
+    } else {
+        return kdalab_fail(KDALAB_EDTYPE,
+                           "%s: dtype '%s' is not supported (only <f8, >f8, <f4, >f4)", c->name,
+                           descr);
+    }
+    h->big_endian = descr[0] == '>';
+    return KDALAB_OK;
+}
+
+/* The header dict: exactly the keys descr, fortran_order and shape, in any
+ * order, each once, optional trailing comma, then only whitespace. */
+static kdalab_status parse_dict(cursor *c, npy_header *h)
+{
+    int have_descr = 0, have_order = 0, have_shape = 0;
+    kdalab_status s;
+
+    if (!accept(c, '{'))
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header is not a dict (no '{')", c->name);
+    while (!accept(c, '}')) {
+        char key[32];
+        s = parse_string(c, key, sizeof key, "key");
+        if (s != KDALAB_OK)
+            return s;
+        if (!accept(c, ':'))
+            return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: expected ':' after '%s'",
+                               c->name, key);
+        if (strcmp(key, "descr") == 0 && !have_descr) {
+            s = parse_descr(c, h);
+            have_descr = 1;
+        } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
+            if (accept_word(c, "True"))
+                h->fortran = 1;
+            else if (accept_word(c, "False"))
+                h->fortran = 0;
+            else
+                s = kdalab_fail(KDALAB_EFORMAT,
+                                "%s: .npy header: fortran_order is neither True nor False",
+                                c->name);
+            have_order = 1;
+        } else if (strcmp(key, "shape") == 0 && !have_shape) {
+            s = parse_shape(c, h);
+            have_shape = 1;
+        } else if (strcmp(key, "descr") == 0 || strcmp(key, "fortran_order") == 0 ||
+                   strcmp(key, "shape") == 0) {
+            s = kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: key '%s' appears twice", c->name,
+                            key);
+        } else {
+            s = kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: unexpected key '%s'", c->name,
+                            key);
+        }
+        if (s != KDALAB_OK)
+            return s;
+        if (accept(c, ','))
+            continue;
+        if (accept(c, '}'))
+            break;
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: expected ',' or '}'", c->name);
+    }
+    skip_ws(c);
+    if (c->p != c->end)
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header: unexpected text after the dict",
+                           c->name);
+    if (!have_descr || !have_order || !have_shape)
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy header lacks the key '%s'", c->name,
+                           !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+    return KDALAB_OK;
+}
+
+/* One element at index i of raw data, converted to double. */
+static double load_element(const unsigned char *src, size_t i, const npy_header *h)
+{
+    const unsigned char *b = src + i * h->itemsize;
+    if (h->itemsize == 8) {
+        uint64_t u = 0;
+        for (int j = 0; j < 8; j++) {
+            int byte = h->big_endian ? j : 7 - j; /* most significant first */
+            u = (u << 8) | b[byte];
+        }
+        double d;
+        memcpy(&d, &u, sizeof d);
+        return d;
+    }
+    uint32_t u = 0;
+    for (int j = 0; j < 4; j++) {
+        int byte = h->big_endian ? j : 3 - j;
+        u = (u << 8) | b[byte];
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return (double)f;
+}
+
+/*
+ * The core: parse the image buf[0..len) whose name (for messages) is name.
+ * On error *out is zeroed and the thread's error detail names the file.
+ */
+static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const char *name,
+                                     kdalab_array *out)
+{
+    npy_header h;
+    memset(&h, 0, sizeof h);
+
+    /* magic, version, header length */
+    size_t head = len < sizeof NPY_MAGIC ? len : sizeof NPY_MAGIC;
+    if (memcmp(buf, NPY_MAGIC, head) != 0)
+        return kdalab_fail(KDALAB_EFORMAT, "%s: not a .npy file (wrong magic string)", name);
+    if (len < 8)
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy file truncated inside its preamble (%zu bytes)",
+                           name, len);
+    int major = buf[6], minor = buf[7];
+    if ((major != 1 && major != 2 && major != 3) || minor != 0)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy format version %d.%d is not supported (1.0, 2.0, 3.0)", name,
+                           major, minor);
+    size_t prefix = major == 1 ? 10 : 12;
+    if (len < prefix)
+        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy file truncated inside its preamble", name);
+    size_t hlen = major == 1 ? (size_t)buf[8] | (size_t)buf[9] << 8
+                             : (size_t)buf[8] | (size_t)buf[9] << 8 |
+                                   (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+    if (hlen > len - prefix)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy header length %zu points past the end of the file "
+                           "(%zu bytes follow the preamble)",
+                           name, hlen, len - prefix);
+
+    /* the header dict */
+    cursor c = {(const char *)buf + prefix, (const char *)buf + prefix + hlen, name};
+    kdalab_status s = parse_dict(&c, &h);
+    if (s != KDALAB_OK)
+        return s;
+
+    /* sizes */
+    h.size = 1;
+    for (int i = 0; i < h.ndim; i++)
+        if (!kdalab_mul_size(h.size, h.shape[i], &h.size))
+            return kdalab_fail(KDALAB_EOVERFLOW,
+                               "%s: the element count of the .npy shape overflows size_t", name);
+    size_t nbytes, outbytes;
+    if (!kdalab_mul_size(h.size, h.itemsize, &nbytes) || !kdalab_mul_size(h.size, sizeof(double), &outbytes))
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "%s: the byte count of the .npy data overflows size_t", name);
+    size_t avail = len - prefix - hlen;
+    if (nbytes > avail)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
+                           name, nbytes, avail);
+
+    /* the data, converted to float64 in C order */
+    double *data = NULL;
+    if (h.size > 0) {
+        data = malloc(outbytes);
+        if (data == NULL)
+            return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu elements", name, h.size);
+        const unsigned char *src = buf + prefix + hlen;
+        if (!h.fortran || h.ndim < 2) {
+            for (size_t i = 0; i < h.size; i++)
+                data[i] = load_element(src, i, &h);
+        } else {
+            /* Fortran order: element (i0,..,in-1) sits at i0 + d0*(i1 + d1*(...)).
+             * Walk the C-order index with an odometer (last index fastest). */
+            size_t fstride[KDALAB_NPY_MAX_DIMS], idx[KDALAB_NPY_MAX_DIMS] = {0};
+            fstride[0] = 1;
+            for (int d = 1; d < h.ndim; d++)
+                fstride[d] = fstride[d - 1] * h.shape[d - 1]; /* <= size: no overflow */
+            size_t foff = 0;
+            for (size_t i = 0; i < h.size; i++) {
+                data[i] = load_element(src, foff, &h);
+                for (int d = h.ndim - 1; d >= 0; d--) {
+                    if (++idx[d] < h.shape[d]) {
+                        foff += fstride[d];
+                        break;
+                    }
+                    foff -= (idx[d] - 1) * fstride[d];
+                    idx[d] = 0;
+                }
+            }
+        }
+    }
+
+    out->ndim = h.ndim;
+    for (int i = 0; i < h.ndim; i++)
+        out->shape[i] = h.shape[i];
+    out->size = h.size;
+    out->dtype = h.dtype;
+    out->data = data;
+    return npy_ok();
+}
+
+/* ------------------------------------------------------------------------- */
+/* Public reader                                                             */
+/* ------------------------------------------------------------------------- */
+
+kdalab_status kdalab_npy_parse(const void *buf, size_t len, kdalab_array *out)
+{
+    if (out == NULL)
+        return kdalab_fail(KDALAB_ENULL, "kdalab_npy_parse: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (buf == NULL)
+        return kdalab_fail(KDALAB_ENULL, "kdalab_npy_parse: buf is NULL");
+    kdalab_status s = npy_parse_named(buf, len, "<buffer>", out);
+    if (s != KDALAB_OK)
+        memset(out, 0, sizeof *out);
+    return s;
+}
+
+kdalab_status kdalab_npy_read(const char *path, kdalab_array *out)
+{
+    if (out == NULL)
+        return kdalab_fail(KDALAB_ENULL, "kdalab_npy_read: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (path == NULL)
+        return kdalab_fail(KDALAB_ENULL, "kdalab_npy_read: path is NULL");
+
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return kdalab_fail(KDALAB_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
+        fclose(f);
+        return kdalab_fail(KDALAB_EIO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fclose(f);
+        return kdalab_fail(KDALAB_EIO, "%s: not a regular file", path);
+    }
+    /* The allocation is the size the file really has, never a size its header
+     * claims: a header that points past the end is caught by the parser. */
+    if (st.st_size < 0 || (uintmax_t)st.st_size > (uintmax_t)SIZE_MAX) {
+        fclose(f);
+        return kdalab_fail(KDALAB_EOVERFLOW, "%s: file too large for this machine", path);
+    }
+    size_t len = (size_t)st.st_size;
+    unsigned char *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        fclose(f);
+        return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu bytes", path, len);
+    }
+    size_t got = fread(buf, 1, len, f);
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error || got != len) {
+        free(buf);
+        return kdalab_fail(KDALAB_EIO, "%s: read %zu of %zu bytes", path, got, len);
+    }
+
+    kdalab_status s = npy_parse_named(buf, len, path, out);
+    free(buf);
+    if (s != KDALAB_OK)
+        memset(out, 0, sizeof *out);
+    return s;
+}
+
+void kdalab_array_free(kdalab_array *a)
+{
+    if (a == NULL)
+        return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Writer                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Little-endian bytes of one element, whatever the host's byte order. */
+static void store_element(unsigned char *dst, double x, kdalab_dtype dtype)
+{
+    if (dtype == KDALAB_DTYPE_F64) {
+        uint64_t u;
+        memcpy(&u, &x, sizeof u);
+        for (int j = 0; j < 8; j++)
+            dst[j] = (unsigned char)(u >> (8 * j));
+    } else {
+        float f = (float)x;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        for (int j = 0; j < 4; j++)
+            dst[j] = (unsigned char)(u >> (8 * j));
+    }
+}
+
+/* Build the preamble + header, padded with spaces and '\n' to a multiple of
+ * 64 bytes as NumPy does. Returns its length (0 on failure). */
+static size_t build_header(char *out, size_t cap, kdalab_dtype dtype, int ndim,
+                           const size_t *shape)
+{
+    char dict[256];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     dtype == KDALAB_DTYPE_F64 ? "<f8" : "<f4");
+    for (int i = 0; i < ndim; i++)
+        n += snprintf(dict + n, sizeof dict - (size_t)n, i == 0 ? "%zu" : ", %zu", shape[i]);
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", ndim == 1 ? "," : "");
+    size_t dlen = (size_t)n;
+
+    /* version 1.0 if the header length fits in 2 bytes, else 2.0 */
+    size_t prefix = 10;
+    size_t total = (prefix + dlen + 1 + 63) / 64 * 64;
+    if (total - prefix > 65535) {
+        prefix = 12;
+        total = (prefix + dlen + 1 + 63) / 64 * 64;
+    }
+    if (total > cap)
+        return 0;
+    size_t hlen = total - prefix;
+    memcpy(out, NPY_MAGIC, sizeof NPY_MAGIC);
+    out[6] = prefix == 10 ? 1 : 2;
+    out[7] = 0;
+    for (size_t j = 0; j < prefix - 8; j++)
+        out[8 + j] = (char)(unsigned char)(hlen >> (8 * j));
+    memcpy(out + prefix, dict, dlen);
+    memset(out + prefix + dlen, ' ', hlen - dlen - 1);
+    out[total - 1] = '\n';
+    return total;
+}
+
+kdalab_status kdalab_npy_write(const char *path, kdalab_dtype dtype, const double *data,
+                               int ndim, const size_t *shape)
+{
+    if (path == NULL)
+        return kdalab_fail(KDALAB_ENULL, "kdalab_npy_write: path is NULL");
+    if (ndim < 0 || ndim > KDALAB_NPY_MAX_DIMS)
+        return kdalab_fail(KDALAB_EINVAL, "%s: cannot write %d dimensions (0..%d)", path, ndim,
+                           KDALAB_NPY_MAX_DIMS);
+    if (dtype != KDALAB_DTYPE_F64 && dtype != KDALAB_DTYPE_F32)
+        return kdalab_fail(KDALAB_EINVAL, "%s: unknown dtype %d", path, (int)dtype);
+    if (ndim > 0 && shape == NULL)
+        return kdalab_fail(KDALAB_ENULL, "%s: shape is NULL for %d dimensions", path, ndim);
+    size_t size = 1, itemsize = dtype == KDALAB_DTYPE_F64 ? 8 : 4, nbytes;
+    for (int i = 0; i < ndim; i++)
+        if (!kdalab_mul_size(size, shape[i], &size))
+            return kdalab_fail(KDALAB_EOVERFLOW, "%s: element count overflows size_t", path);
+    if (!kdalab_mul_size(size, itemsize, &nbytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "%s: byte count overflows size_t", path);
+    if (size > 0 && data == NULL)
+        return kdalab_fail(KDALAB_ENULL, "%s: data is NULL for %zu elements", path, size);
+
+    char header[512];
+    size_t hbytes = build_header(header, sizeof header, dtype, ndim, shape);
+    if (hbytes == 0) /* cannot happen for <= 4 dims of size_t */
+        return kdalab_fail(KDALAB_EINVAL, "%s: header too long", path);
+
+    /* A temporary name in the same directory (so rename is atomic). */
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + sizeof ".tmp.XXXXXX");
+    if (tmp == NULL)
+        return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory", path);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return kdalab_fail(KDALAB_EIO, "%s: cannot create a temporary file: %s", path,
+                           strerror(e));
+    }
+    (void)fchmod(fd, 0644); /* mkstemp makes 0600; a data file is world-readable */
+    FILE *f = fdopen(fd, "wb");
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        return kdalab_fail(KDALAB_EIO, "%s: %s", path, strerror(e));
+    }
+
+    int ok = fwrite(header, 1, hbytes, f) == hbytes;
+    unsigned char block[8 * 1024];
+    size_t per_block = sizeof block / itemsize;
+    for (size_t i = 0; ok && i < size; i += per_block) {
+        size_t n = size - i < per_block ? size - i : per_block;
+        for (size_t j = 0; j < n; j++)
+            store_element(block + j * itemsize, data[i + j], dtype);
+        ok = fwrite(block, itemsize, n, f) == n;
+    }
+    int e = ok ? 0 : errno;
+    if (ok && fflush(f) != 0) {
+        ok = 0;
+        e = errno;
+    }
+    if (ok && fsync(fileno(f)) != 0 && errno != EINVAL) {
+        ok = 0;
+        e = errno;
+    }
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        free(tmp);
+        return kdalab_fail(KDALAB_EIO, "%s: write failed: %s", path,
+                           e ? strerror(e) : "short write");
+    }
+    free(tmp);
+    return npy_ok();
+}
