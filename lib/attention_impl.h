@@ -1,0 +1,58 @@
+/*
+ * lib/attention_impl.h — causal softmax attention (chapter 01), written once
+ * for float64 and float32 (instantiated by lib/attention.c via lib/real.h).
+ */
+
+/*
+ * o = sum_{j<n} softmax_j(s q . k_j) v_j over n keys/values whose rows sit
+ * stride elements apart (k_j = k + j*kstride, v_j = v + j*vstride).
+ * Computed in one pass with a running maximum (the online softmax), so no
+ * exp() ever sees a positive argument. n >= 1.
+ */
+static void FN(attend_one)(size_t K, size_t V, real scale, const real *q, const real *k,
+                           size_t kstride, const real *v, size_t vstride, size_t n, real *o)
+{
+    real m = -INFINITY, z = 0; /* running max of the scores, running normaliser */
+    for (size_t j = 0; j < V; j++)
+        o[j] = 0;
+    for (size_t t = 0; t < n; t++) {
+        real score = 0;
+        for (size_t c = 0; c < K; c++)
+            score += q[c] * k[t * kstride + c];
+        score *= scale;
+        if (score > m) { /* a new maximum: rescale what was summed so far */
+            real r = EXP(m - score);
+            z *= r;
+            for (size_t j = 0; j < V; j++)
+                o[j] *= r;
+            m = score;
+        }
+        real p = EXP(score - m);
+        z += p;
+        for (size_t j = 0; j < V; j++)
+            o[j] += p * v[t * vstride + j];
+    }
+    for (size_t j = 0; j < V; j++)
+        o[j] /= z;
+}
+
+kdalab_status FN(kdalab_attention)(const kdalab_dims *dims, real scale, const real *q,
+                                   const real *k, const real *v, real *o)
+{
+    /* same validation as the linear mechanisms: no beta, no g */
+    kdalab_status s = FN(kdalab_check)(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
+                                       NULL, NULL, o, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t t = 0; t < T; t++) {
+                size_t first = (b * T) * H + h;   /* (b, 0, h)  */
+                size_t bth = (b * T + t) * H + h; /* (b, t, h)  */
+                FN(attend_one)(K, V, scale, q + bth * K, k + first * K, H * K,
+                               v + first * V, H * V, t + 1, o + bth * V);
+            }
+    kdalab_clear_error();
+    return KDALAB_OK;
+}

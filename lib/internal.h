@@ -1,0 +1,70 @@
+/*
+ * lib/internal.h — helpers shared inside the library (not installed).
+ */
+#ifndef KDALAB_INTERNAL_H
+#define KDALAB_INTERNAL_H
+
+#include <stddef.h>
+#include "kdalab.h"
+
+/* Record the detail of an error for kdalab_last_error() and return status.
+ * fmt is printf-style; the message is truncated at 512 bytes. */
+kdalab_status kdalab_fail(kdalab_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Clear the thread's error detail (called on success paths that report). */
+void kdalab_clear_error(void);
+
+/* *out = a * b; returns 0 on overflow (and leaves *out unspecified), 1 otherwise. */
+int kdalab_mul_size(size_t a, size_t b, size_t *out);
+
+/* Element counts of one problem, computed with overflow checks. */
+typedef struct {
+    size_t qk;    /* B*T*H*K : q, k (and g for KDA) */
+    size_t v;     /* B*T*H*V : v, o                 */
+    size_t bth;   /* B*T*H   : beta (and g for GDN) */
+    size_t state; /* B*H*K*V : h0, ht               */
+    size_t g;     /* g elements: 0, bth or qk        */
+} kdalab_counts;
+
+/* Element counts of dims for a mechanism: ESIZE for B, H, K or V == 0,
+ * EOVERFLOW when an element or byte count (elem_bytes each) overflows. */
+kdalab_status kdalab_count_dims(const kdalab_dims *dims, kdalab_mechanism mech,
+                                size_t elem_bytes, kdalab_counts *out);
+
+/*
+ * Validate one call of the recurrent/chunkwise family in full, before any
+ * output is written: pointers (NULL allowed for empty arrays when T == 0, and
+ * for h0/ht always), sizes (B, H, K, V >= 1; no overflow of element or byte
+ * counts), scale finite and > 0, every input finite, g <= 0, beta in [0, 2].
+ * Fills *counts on success. Returns the status (with kdalab_last_error set).
+ * The f32 version is what the SIMD path calls too.
+ */
+kdalab_status kdalab_check_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                               const double *q, const double *k, const double *v,
+                               const double *g, const double *beta, const double *h0,
+                               const double *o, kdalab_counts *counts);
+kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                               const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, const float *h0,
+                               const float *o, kdalab_counts *counts);
+
+/* Validate chunk options (NULL means defaults) into *out. want_fp32: the
+ * precision must be FP32 (the float64 form). */
+kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,
+                                      kdalab_chunk_opts *out);
+
+/* Validate one decode step's arguments (see kdalab_step_f64). */
+kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                    const double *q, const double *k, const double *v,
+                                    const double *g, double beta, const double *S,
+                                    const double *o);
+kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                    const float *q, const float *k, const float *v,
+                                    const float *g, float beta, const float *S,
+                                    const float *o);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * lib/precision.c — emulated low-precision storage (REFERENCE.md, "Low
+ * precision, as production kernels use it").
+ *
+ * A production kernel stores its operands in bf16 or fp16 and accumulates in
+ * fp32. We emulate the storage by rounding an fp32 value to the nearest value
+ * of the smaller format (round to nearest, ties to even) and handing it back
+ * as an fp32, so every later sum is an fp32 sum, as on a tensor core.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kdalab.h"
+
+static uint32_t bits_of(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
+static float float_of(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
+
+/* bfloat16 keeps fp32's sign and 8-bit exponent and the top 7 of its 23
+ * mantissa bits: round the low 16 bits away, ties to even. */
+float kdalab_round_bf16(float x)
+{
+    if (isnan(x))
+        return x;
+    uint32_t u = bits_of(x);
+    uint32_t lsb = (u >> 16) & 1u;          /* last kept bit, for ties to even */
+    u += 0x7fffu + lsb;                      /* may carry into the exponent:    */
+    u &= 0xffff0000u;                        /* rounding up to inf is correct   */
+    return float_of(u);
+}
+
+/* IEEE binary16: 1 sign, 5 exponent, 10 mantissa bits; max 65504; smallest
+ * subnormal 2^-24. Round the value onto that grid with ties to even. */
+float kdalab_round_fp16(float x)
+{
+    if (isnan(x) || isinf(x) || x == 0.0f)
+        return x;
+    float a = fabsf(x);
+    /* Values at or beyond 65520 (halfway between 65504 and the next binade
+     * step, 65536) round to infinity. */
+    if (a >= 65520.0f)
+        return copysignf(INFINITY, x);
+    int e;
+    frexpf(a, &e);                           /* a = m * 2^e, m in [0.5, 1)       */
+    int exp_unbiased = e - 1;                /* a in [2^exp, 2^(exp+1))          */
+    if (exp_unbiased < -14)
+        exp_unbiased = -14;                  /* subnormal range: fixed spacing   */
+    float quantum = ldexpf(1.0f, exp_unbiased - 10);  /* spacing of fp16 values */
+    float r = nearbyintf(a / quantum) * quantum;      /* ties to even (default  */
+    return copysignf(r, x);                           /* rounding mode)         */
+}
+
+float kdalab_round(kdalab_precision p, float x)
+{
+    switch (p) {
+    case KDALAB_BF16: return kdalab_round_bf16(x);
+    case KDALAB_FP16: return kdalab_round_fp16(x);
+    default:          return x;
+    }
+}

@@ -1,0 +1,98 @@
+/*
+ * lib/recurrent_impl.h — the recurrent form and the decode step, written once
+ * for float64 and float32 (instantiated by lib/recurrent.c via lib/real.h).
+ *
+ * This is the reference: it reads like the update table of REFERENCE.md and
+ * like fla's fla/ops/<mechanism>/naive.py recurrences.
+ */
+
+/*
+ * One token, one head: S_{t-1} -> S_t in place, o = s * S_t^T q.
+ *   S [K,V]; q, k [K]; v, o [V]; g: [1] (GDN), [K] (KDA), unused otherwise.
+ * Inputs are assumed valid (the public functions check them first).
+ */
+static void FN(step_head)(kdalab_mechanism mech, size_t K, size_t V, real scale,
+                          const real *q, const real *k, const real *v, const real *g,
+                          real beta, real *S, real *o)
+{
+    /* 1. decay: S' = alpha S (Gated DeltaNet) or Diag(a) S (KDA), a = exp(g) */
+    if (mech == KDALAB_GATED_DELTANET) {
+        real alpha = EXP(g[0]);
+        for (size_t c = 0; c < K; c++)
+            for (size_t j = 0; j < V; j++)
+                S[c * V + j] *= alpha;
+    } else if (mech == KDALAB_KDA) {
+        for (size_t c = 0; c < K; c++) {
+            real a = EXP(g[c]); /* row c = everything written through key channel c */
+            for (size_t j = 0; j < V; j++)
+                S[c * V + j] *= a;
+        }
+    }
+
+    /* 2. write, one value column j at a time:
+     *      linear attention  S[:,j] += k v_j
+     *      delta rule        S[:,j] += beta k (v_j - S'[:,j] . k)   (uses the decayed S')
+     * 3. read the same column of the new state: o_j = s S_t[:,j] . q */
+    for (size_t j = 0; j < V; j++) {
+        real write = v[j];
+        if (mech != KDALAB_LINEAR_ATTENTION) {
+            real predicted = 0; /* S'^T k: what the state already returns for key k */
+            for (size_t c = 0; c < K; c++)
+                predicted += S[c * V + j] * k[c];
+            write = beta * (v[j] - predicted);
+        }
+        real read = 0;
+        for (size_t c = 0; c < K; c++) {
+            S[c * V + j] += k[c] * write;
+            read += S[c * V + j] * q[c];
+        }
+        o[j] = scale * read;
+    }
+}
+
+kdalab_status FN(kdalab_step)(kdalab_mechanism mech, size_t K, size_t V, real scale,
+                              const real *q, const real *k, const real *v, const real *g,
+                              real beta, real *S, real *o)
+{
+    kdalab_status s = FN(kdalab_check_step)(mech, K, V, scale, q, k, v, g, beta, S, o);
+    if (s != KDALAB_OK)
+        return s;
+    FN(step_head)(mech, K, V, scale, q, k, v, g, beta, S, o);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+kdalab_status FN(kdalab_recurrent)(const kdalab_dims *dims, kdalab_mechanism mech, real scale,
+                                   const real *q, const real *k, const real *v, const real *g,
+                                   const real *beta, const real *h0, real *o, real *ht)
+{
+    kdalab_counts n;
+    kdalab_status s = FN(kdalab_check)(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    const size_t gw = kdalab_mechanism_g_width(mech, K); /* g values per (b,t,h) */
+
+    real *S = malloc(K * V * sizeof *S); /* one head's state [K,V] */
+    if (!S)
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
+
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t bh = b * H + h;
+            if (h0)
+                memcpy(S, h0 + bh * K * V, K * V * sizeof *S);
+            else
+                memset(S, 0, K * V * sizeof *S); /* no h0: a zero state */
+            for (size_t t = 0; t < T; t++) {
+                size_t bth = (b * T + t) * H + h; /* index of (b,t,h) */
+                FN(step_head)(mech, K, V, scale, q + bth * K, k + bth * K, v + bth * V,
+                              gw ? g + bth * gw : NULL, beta ? beta[bth] : 1, S, o + bth * V);
+            }
+            if (ht)
+                memcpy(ht + bh * K * V, S, K * V * sizeof *S);
+        }
+    free(S);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
