@@ -58,6 +58,18 @@ size_t n_v(const kdalab_dims *d);
 size_t n_bth(const kdalab_dims *d);
 size_t n_state(const kdalab_dims *d);
 
+/* Run the recurrent form (opts == NULL) or the chunkwise form with opts, on
+ * float64 inputs; run_f32 converts to float32, runs the float32 form and
+ * converts o and ht back. ht may be NULL. */
+kdalab_status run_f64(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                      const kdalab_dims *d, double scale, const double *q, const double *k,
+                      const double *v, const double *g, const double *beta, const double *h0,
+                      double *o, double *ht, kdalab_report *report);
+kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                      const kdalab_dims *d, double scale, const double *q, const double *k,
+                      const double *v, const double *g, const double *beta, const double *h0,
+                      double *o, double *ht, kdalab_report *report);
+
 /* A GSL generator seeded from $GSL_RNG_SEED or the given seed. */
 gsl_rng *test_rng(unsigned long seed);
 

@@ -1,0 +1,234 @@
+/*
+ * tests/common.c — helpers shared by the cmocka tests (see tests/common.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "common.h"
+
+const char *golden_dir(void)
+{
+    const char *d = getenv("KDALAB_GOLDEN");
+    return d && *d ? d : "tests/golden";
+}
+
+static void load_array(const char *name, const char *key, kdalab_array *a, int required)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%s.npy", golden_dir(), name, key);
+    memset(a, 0, sizeof *a);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (required)
+            fail_msg("golden file %s is missing", path);
+        return;
+    }
+    fclose(f);
+    kdalab_status s = kdalab_npy_read(path, a);
+    if (s != KDALAB_OK)
+        fail_msg("reading %s: %s (%s)", path, kdalab_strerror(s), kdalab_last_error());
+}
+
+size_t golden_load_all(golden_case *cases, size_t max)
+{
+    char path[512], line[512];
+    snprintf(path, sizeof path, "%s/MANIFEST.tsv", golden_dir());
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s (run the tests from the repository root)", path);
+    size_t n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        golden_case *c = &cases[n];
+        memset(c, 0, sizeof *c);
+        char mech[64];
+        if (sscanf(line, "%63s %63s %zu %zu %zu %zu %zu %lf %d", c->name, mech, &c->dims.B,
+                   &c->dims.T, &c->dims.H, &c->dims.K, &c->dims.V, &c->scale, &c->has_h0) != 9)
+            fail_msg("malformed MANIFEST line: %s", line);
+        if (kdalab_mechanism_parse(mech, &c->mech) != KDALAB_OK)
+            fail_msg("unknown mechanism %s in MANIFEST", mech);
+        load_array(c->name, "q", &c->q, 1);
+        load_array(c->name, "k", &c->k, 1);
+        load_array(c->name, "v", &c->v, 1);
+        load_array(c->name, "beta", &c->beta, kdalab_mechanism_has_beta(c->mech));
+        load_array(c->name, "g", &c->g, kdalab_mechanism_g_width(c->mech, 1) > 0);
+        load_array(c->name, "h0", &c->h0, c->has_h0);
+        load_array(c->name, "o", &c->o, 1);
+        load_array(c->name, "ht", &c->ht, 1);
+        n++;
+    }
+    fclose(f);
+    assert_true(n > 0);
+    return n;
+}
+
+void golden_free(golden_case *c)
+{
+    kdalab_array *all[] = {&c->q, &c->k, &c->v, &c->beta, &c->g, &c->h0, &c->o, &c->ht};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        kdalab_array_free(all[i]);
+}
+
+static double max_abs(const double *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(b[i]) > m)
+            m = fabs(b[i]);
+    return m;
+}
+
+double rel_err_f64(const double *a, const double *b, size_t n)
+{
+    double m = max_abs(b, n), e = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]))
+            return INFINITY;
+        if (fabs(a[i] - b[i]) > e)
+            e = fabs(a[i] - b[i]);
+    }
+    return e / (m > 1e-300 ? m : 1e-300);
+}
+
+double rel_err_f32(const float *a, const double *b, size_t n)
+{
+    double *w = to_f64(a, n);
+    double e = rel_err_f64(w, b, n);
+    free(w);
+    return e;
+}
+
+float *to_f32(const double *x, size_t n)
+{
+    if (!x)
+        return NULL;
+    float *y = malloc((n ? n : 1) * sizeof *y);
+    assert_non_null(y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = (float)x[i];
+    return y;
+}
+
+double *to_f64(const float *x, size_t n)
+{
+    if (!x)
+        return NULL;
+    double *y = malloc((n ? n : 1) * sizeof *y);
+    assert_non_null(y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
+}
+
+size_t n_qk(const kdalab_dims *d) { return d->B * d->T * d->H * d->K; }
+size_t n_v(const kdalab_dims *d) { return d->B * d->T * d->H * d->V; }
+size_t n_bth(const kdalab_dims *d) { return d->B * d->T * d->H; }
+size_t n_state(const kdalab_dims *d) { return d->B * d->H * d->K * d->V; }
+
+gsl_rng *test_rng(unsigned long seed)
+{
+    gsl_rng_env_setup(); /* honours GSL_RNG_SEED / GSL_RNG_TYPE */
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_default);
+    assert_non_null(r);
+    if (!getenv("GSL_RNG_SEED"))
+        gsl_rng_set(r, seed);
+    return r;
+}
+
+static double *alloc_n(size_t n)
+{
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    return x;
+}
+
+/* rows of length K drawn from N(0,1) and scaled to unit norm */
+static void unit_rows(gsl_rng *rng, double *x, size_t rows, size_t K)
+{
+    for (size_t r = 0; r < rows; r++) {
+        double n2 = 0;
+        for (size_t c = 0; c < K; c++) {
+            x[r * K + c] = gsl_ran_gaussian(rng, 1.0);
+            n2 += x[r * K + c] * x[r * K + c];
+        }
+        double inv = 1.0 / sqrt(n2 > 0 ? n2 : 1.0);
+        for (size_t c = 0; c < K; c++)
+            x[r * K + c] *= inv;
+    }
+}
+
+void random_problem_make(random_problem *p, gsl_rng *rng, kdalab_mechanism mech,
+                         kdalab_dims dims, double g_min, int with_h0)
+{
+    memset(p, 0, sizeof *p);
+    p->dims = dims;
+    p->mech = mech;
+    size_t bth = n_bth(&dims);
+    p->q = alloc_n(n_qk(&dims));
+    p->k = alloc_n(n_qk(&dims));
+    p->v = alloc_n(n_v(&dims));
+    p->beta = alloc_n(bth);
+    p->g = alloc_n(n_qk(&dims)); /* wide enough for KDA; GDN uses the first bth */
+    unit_rows(rng, p->q, bth, dims.K);
+    unit_rows(rng, p->k, bth, dims.K);
+    for (size_t i = 0; i < n_v(&dims); i++)
+        p->v[i] = gsl_ran_gaussian(rng, 1.0);
+    for (size_t i = 0; i < bth; i++)
+        p->beta[i] = gsl_rng_uniform(rng);
+    for (size_t i = 0; i < n_qk(&dims); i++)
+        p->g[i] = g_min * gsl_rng_uniform(rng);
+    if (with_h0) {
+        p->h0 = alloc_n(n_state(&dims));
+        for (size_t i = 0; i < n_state(&dims); i++)
+            p->h0[i] = gsl_ran_gaussian(rng, 1.0);
+    }
+}
+
+void random_problem_free(random_problem *p)
+{
+    free(p->q); free(p->k); free(p->v); free(p->beta); free(p->g); free(p->h0);
+    memset(p, 0, sizeof *p);
+}
+
+kdalab_status run_f64(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                      const kdalab_dims *d, double scale, const double *q, const double *k,
+                      const double *v, const double *g, const double *beta, const double *h0,
+                      double *o, double *ht, kdalab_report *report)
+{
+    if (!opts)
+        return kdalab_recurrent_f64(d, mech, scale, q, k, v, g, beta, h0, o, ht);
+    return kdalab_chunk_f64(d, mech, scale, q, k, v, g, beta, h0, o, ht, opts, report);
+}
+
+kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                      const kdalab_dims *d, double scale, const double *q, const double *k,
+                      const double *v, const double *g, const double *beta, const double *h0,
+                      double *o, double *ht, kdalab_report *report)
+{
+    size_t nqk = n_qk(d), nv = n_v(d), ns = n_state(d);
+    size_t ng = kdalab_mechanism_g_width(mech, d->K) * n_bth(d);
+    float *qf = to_f32(q, nqk), *kf = to_f32(k, nqk), *vf = to_f32(v, nv);
+    float *gf = ng ? to_f32(g, ng) : NULL, *bf = to_f32(beta, n_bth(d));
+    float *h0f = to_f32(h0, ns);
+    float *of = malloc((nv ? nv : 1) * sizeof *of), *htf = malloc(ns * sizeof *htf);
+    assert_non_null(of);
+    assert_non_null(htf);
+    kdalab_status s =
+        opts ? kdalab_chunk_f32(d, mech, (float)scale, qf, kf, vf, gf, bf, h0f, of,
+                                ht ? htf : NULL, opts, report)
+             : kdalab_recurrent_f32(d, mech, (float)scale, qf, kf, vf, gf, bf, h0f, of,
+                                    ht ? htf : NULL);
+    if (s == KDALAB_OK || s == KDALAB_ERANGE) {
+        for (size_t i = 0; i < nv; i++)
+            o[i] = of[i];
+        for (size_t i = 0; ht && i < ns; i++)
+            ht[i] = htf[i];
+    }
+    free(qf); free(kf); free(vf); free(gf); free(bf); free(h0f); free(of); free(htf);
+    return s;
+}
