@@ -1,0 +1,532 @@
+/*
+ * 03_subchunk_range — the floating-point range problem of the chunkwise KDA
+ * form (chapter 06, "What changes in the kernel"; REFERENCE.md, "Where the
+ * floating-point range problem lives").
+ *
+ * The chapter absorbs per-channel decay into the vectors: q~ = q * gamma,
+ * k~ = k / gamma. 1/gamma grows as exp(|sum g|) over the span it is taken
+ * relative to, and overflows once that sum passes ln(max finite) of the
+ * storage format: 709.8 (fp64), 88.7 (fp32, bf16), 11.1 (fp16).
+ *
+ * One KDA head (B = H = 1), random unit-norm q and k, v ~ N(0,1),
+ * beta ~ U(0,1), and a CONSTANT per-step log-decay g on every channel and
+ * position (so |sum g| over a span of n positions is n|g|). For every g of
+ * the sweep, chunk size C, decay mode and precision:
+ *   max 1/gamma built  exp(report.max_exponent)
+ *   non-finite count   report.nonfinite_o + report.nonfinite_ht
+ *   error              max |o - o_ref| / max |o_ref|, o_ref the float64
+ *                      recurrent form on the unrounded inputs
+ * Then, by bisection on |g|, the overflow threshold of each (precision,
+ * mode): the largest span |sum g| the mode survives, against ln(max).
+ *
+ * Outputs (DIR = --out):
+ *   03_subchunk_range.tsv            the sweep, one line per run
+ *   03_subchunk_range_threshold.tsv  the overflow thresholds
+ *   03_subchunk_range_claims.tsv     the chapter's numbers, computed and measured
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "common.h"
+#include "kdalab.h"
+
+/* The precisions of the sweep: float64 (kdalab_chunk_f64) and the three
+ * storage formats of kdalab_chunk_f32. */
+enum { P_FP64 = 0, P_FP32, P_BF16, P_FP16, N_PREC };
+static const char *const prec_name[N_PREC] = {"fp64", "fp32", "bf16", "fp16"};
+/* ln of the largest finite value of each format. bf16's largest finite is
+ * (2 - 2^-7) * 2^127 = 3.3895e38, fp32's (2 - 2^-23) * 2^127 = 3.4028e38. */
+static double ln_max(int p)
+{
+    switch (p) {
+    case P_FP64: return log(DBL_MAX);
+    case P_FP32: return log((double)FLT_MAX);
+    case P_BF16: return log((2.0 - ldexp(1.0, -7)) * ldexp(1.0, 127));
+    default: return log(65504.0);
+    }
+}
+
+/* The decay modes of the sweep, as issue 5 lists them. subchunk == 0 means
+ * "the chunk itself" (rescaled and pairwise ignore the sub-chunk). */
+typedef struct {
+    const char *label; /* column value and plot key */
+    kdalab_decay_mode mode;
+    size_t subchunk;
+} mode_cfg;
+static const mode_cfg modes[] = {
+    {"rescaled", KDALAB_DECAY_RESCALED, 0},
+    {"anchored16", KDALAB_DECAY_ANCHORED, 16},
+    {"anchored32", KDALAB_DECAY_ANCHORED, 32},
+    {"safe16", KDALAB_DECAY_SAFE, 16},
+    {"pairwise", KDALAB_DECAY_PAIRWISE, 0},
+};
+#define N_MODES (sizeof modes / sizeof modes[0])
+
+static const size_t chunks[] = {16, 32, 64, 128};
+#define N_CHUNKS (sizeof chunks / sizeof chunks[0])
+
+/* One KDA problem in float64 and its float32 copy. */
+typedef struct {
+    kdalab_dims d;
+    size_t nqk, nv, nbth, nst;
+    double scale;
+    double *q, *k, *v, *beta, *g, *o_ref, *o, *ht;
+    float *qf, *kf, *vf, *betaf, *gf, *of, *htf;
+} problem;
+
+static float *floats(const exp_ctx *x, size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
+        exit(1);
+    }
+    return p;
+}
+
+static void problem_make(const exp_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t K,
+                         size_t V)
+{
+    memset(pb, 0, sizeof *pb);
+    pb->d = (kdalab_dims){.B = 1, .T = T, .H = 1, .K = K, .V = V};
+    pb->nqk = T * K;
+    pb->nv = T * V;
+    pb->nbth = T;
+    pb->nst = K * V;
+    pb->scale = kdalab_default_scale(K);
+    pb->q = exp_zeros(x, pb->nqk);
+    pb->k = exp_zeros(x, pb->nqk);
+    pb->v = exp_zeros(x, pb->nv);
+    pb->beta = exp_zeros(x, pb->nbth);
+    pb->g = exp_zeros(x, pb->nqk);
+    pb->o_ref = exp_zeros(x, pb->nv);
+    pb->o = exp_zeros(x, pb->nv);
+    pb->ht = exp_zeros(x, pb->nst);
+    for (size_t t = 0; t < T; t++) {
+        exp_random_unit(rng, pb->q + t * K, K);
+        exp_random_unit(rng, pb->k + t * K, K);
+        for (size_t j = 0; j < V; j++) pb->v[t * V + j] = gsl_ran_gaussian(rng, 1.0);
+        pb->beta[t] = gsl_rng_uniform(rng);
+    }
+    pb->qf = floats(x, pb->nqk);
+    pb->kf = floats(x, pb->nqk);
+    pb->vf = floats(x, pb->nv);
+    pb->betaf = floats(x, pb->nbth);
+    pb->gf = floats(x, pb->nqk);
+    pb->of = floats(x, pb->nv);
+    pb->htf = floats(x, pb->nst);
+    for (size_t i = 0; i < pb->nqk; i++) {
+        pb->qf[i] = (float)pb->q[i];
+        pb->kf[i] = (float)pb->k[i];
+    }
+    for (size_t i = 0; i < pb->nv; i++) pb->vf[i] = (float)pb->v[i];
+    for (size_t i = 0; i < pb->nbth; i++) pb->betaf[i] = (float)pb->beta[i];
+}
+
+static void problem_free(problem *pb)
+{
+    double *d[] = {pb->q, pb->k, pb->v, pb->beta, pb->g, pb->o_ref, pb->o, pb->ht};
+    float *f[] = {pb->qf, pb->kf, pb->vf, pb->betaf, pb->gf, pb->of, pb->htf};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(d[i]);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
+}
+
+/* Set the constant per-step log-decay g (<= 0) on every position and channel
+ * and recompute the float64 recurrent reference. */
+static void problem_set_g(const exp_ctx *x, problem *pb, double g)
+{
+    for (size_t i = 0; i < pb->nqk; i++) {
+        pb->g[i] = g;
+        pb->gf[i] = (float)g;
+    }
+    exp_check(x,
+              kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
+                                   pb->beta, NULL, pb->o_ref, NULL),
+              "recurrent_f64 reference");
+}
+
+/* max |a - ref| / max |ref|; NaN when a holds a non-finite value. */
+static double rel_err(const double *a, const float *af, const double *ref, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double ai = a ? a[i] : (double)af[i];
+        if (!isfinite(ai)) return NAN;
+        num = fmax(num, fabs(ai - ref[i]));
+        den = fmax(den, fabs(ref[i]));
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+/* The outcome of one chunkwise run. */
+typedef struct {
+    kdalab_status status;
+    kdalab_report rep;
+    double err;
+} outcome;
+
+/* One chunkwise run at precision p (g already set). ERANGE is a measurement. */
+static outcome run_chunk(const exp_ctx *x, problem *pb, int p, size_t C, const mode_cfg *m)
+{
+    kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+    opts.chunk = C;
+    opts.subchunk = m->subchunk ? m->subchunk : C;
+    opts.decay = m->mode;
+    outcome r;
+    memset(&r, 0, sizeof r);
+    if (p == P_FP64) {
+        opts.precision = KDALAB_FP32;
+        r.status = kdalab_chunk_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
+                                    pb->beta, NULL, pb->o, pb->ht, &opts, &r.rep);
+    } else {
+        opts.precision = p == P_FP32 ? KDALAB_FP32 : p == P_BF16 ? KDALAB_BF16 : KDALAB_FP16;
+        r.status = kdalab_chunk_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
+                                    pb->vf, pb->gf, pb->betaf, NULL, pb->of, pb->htf, &opts,
+                                    &r.rep);
+    }
+    if (r.status != KDALAB_ERANGE) exp_check(x, r.status, "chunkwise form");
+    r.err = p == P_FP64 ? rel_err(pb->o, NULL, pb->o_ref, pb->nv)
+                        : rel_err(NULL, pb->of, pb->o_ref, pb->nv);
+    return r;
+}
+
+static size_t nonfinite(const outcome *r) { return r->rep.nonfinite_o + r->rep.nonfinite_ht; }
+
+/* The input-rounding floor of a storage format: the float64 recurrent form
+ * on inputs rounded to the format (what no chunking scheme can beat). */
+static double rounding_floor(const exp_ctx *x, problem *pb, int p)
+{
+    kdalab_precision kp = p == P_BF16 ? KDALAB_BF16 : KDALAB_FP16;
+    size_t nmax = pb->nqk > pb->nv ? pb->nqk : pb->nv;
+    double *buf[5];
+    for (int i = 0; i < 5; i++) buf[i] = exp_zeros(x, nmax);
+    const double *src[5] = {pb->q, pb->k, pb->v, pb->g, pb->beta};
+    size_t n[5] = {pb->nqk, pb->nqk, pb->nv, pb->nqk, pb->nbth};
+    for (int i = 0; i < 5; i++)
+        for (size_t j = 0; j < n[i]; j++) buf[i][j] = kdalab_round(kp, (float)src[i][j]);
+    exp_check(x,
+              kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, buf[0], buf[1], buf[2],
+                                   buf[3], buf[4], NULL, pb->o, NULL),
+              "recurrent_f64 on rounded inputs");
+    double e = rel_err(pb->o, NULL, pb->o_ref, pb->nv);
+    for (int i = 0; i < 5; i++) free(buf[i]);
+    return e;
+}
+
+/* The float32 recurrent form: the fp32 floor. */
+static double recurrent_f32_err(const exp_ctx *x, problem *pb)
+{
+    exp_check(x,
+              kdalab_recurrent_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
+                                   pb->vf, pb->gf, pb->betaf, NULL, pb->of, NULL),
+              "recurrent_f32");
+    return rel_err(NULL, pb->of, pb->o_ref, pb->nv);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The |g| grid: n_log log-spaced points over [g_lo, g_hi] and the points the
+ * chapter and REFERENCE.md name. Sorted, duplicates dropped. Returns count. */
+static size_t make_grid(double *grid, size_t n_log, double g_lo, double g_hi)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < n_log; i++)
+        grid[n++] = g_lo * pow(g_hi / g_lo, n_log > 1 ? (double)i / (double)(n_log - 1) : 0.0);
+    const double special[] = {
+        -log(0.9), /* the chapter's a = 0.9                          */
+        5.0,       /* production bound g >= -5                       */
+        5.5,       /* reported overflow of unbounded gates           */
+        6.0, 12.0, /* past the bound                                 */
+        27.6,      /* a decay factor of ~1e-12, reported NaN prefill */
+    };
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) grid[n++] = special[i];
+    qsort(grid, n, sizeof grid[0], cmp_double);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || grid[i] > grid[m - 1] * (1.0 + 1e-9)) grid[m++] = grid[i];
+    return m;
+}
+
+/* The overflow threshold of one (precision, C, mode): bisection on ln|g|
+ * between a finite and a non-finite run. */
+typedef struct {
+    double g_ok, g_bad;       /* largest finite |g|, smallest non-finite |g|      */
+    double exp_ok, exp_bad;   /* report.max_exponent at those two runs            */
+    int found;                /* 0: finite up to the top of the bracket           */
+} threshold;
+
+static threshold find_threshold(const exp_ctx *x, problem *pb, int p, size_t C,
+                                const mode_cfg *m, double lo, double hi, int iters)
+{
+    threshold th = {0};
+    problem_set_g(x, pb, -hi);
+    outcome r = run_chunk(x, pb, p, C, m);
+    if (nonfinite(&r) == 0) {
+        th.g_ok = hi;
+        th.exp_ok = r.rep.max_exponent;
+        return th;
+    }
+    th.found = 1;
+    th.g_bad = hi;
+    th.exp_bad = r.rep.max_exponent;
+    problem_set_g(x, pb, -lo);
+    r = run_chunk(x, pb, p, C, m);
+    th.g_ok = lo;
+    th.exp_ok = r.rep.max_exponent;
+    for (int it = 0; it < iters; it++) {
+        double mid = sqrt(th.g_ok * th.g_bad);
+        problem_set_g(x, pb, -mid);
+        r = run_chunk(x, pb, p, C, m);
+        if (nonfinite(&r) == 0) {
+            th.g_ok = mid;
+            th.exp_ok = r.rep.max_exponent;
+        } else {
+            th.g_bad = mid;
+            th.exp_bad = r.rep.max_exponent;
+        }
+    }
+    return th;
+}
+
+int main(int argc, char **argv)
+{
+    exp_ctx x;
+    size_t T = 256, K = 32, V = 32, n_log = 24, iters = 30;
+    double g_lo = 0.01, g_hi = 5.0;
+    exp_init(&x, "03_subchunk_range",
+             "the floating-point range problem of chunkwise KDA: 1/gamma, non-finite values "
+             "and error by chunk size, decay mode and precision");
+    exp_flag_size(&x, "T", &T, "sequence length (positions)");
+    exp_flag_size(&x, "K", &K, "key dimension");
+    exp_flag_size(&x, "V", &V, "value dimension");
+    exp_flag_size(&x, "points", &n_log, "log-spaced |g| points between --gmin and --gmax");
+    exp_flag_double(&x, "gmin", &g_lo, "smallest per-step decay |g| of the log grid");
+    exp_flag_double(&x, "gmax", &g_hi, "largest per-step decay |g| of the log grid");
+    exp_flag_size(&x, "iters", &iters, "bisection steps per overflow threshold");
+    exp_parse(&x, argc, argv);
+    if (T < 1 || K < 1 || V < 1 || !(g_lo > 0.0) || !(g_hi >= g_lo) || n_log > 1000) {
+        fprintf(stderr, "%s: need T, K, V >= 1, 0 < gmin <= gmax, points <= 1000\n", x.name);
+        return 2;
+    }
+
+    gsl_rng *rng = exp_rng(&x);
+    problem pb;
+    problem_make(&x, &pb, rng, T, K, V);
+
+    double *grid = malloc((n_log + 16) * sizeof *grid);
+    if (!grid) return 1;
+    size_t ng = make_grid(grid, n_log, g_lo, g_hi);
+
+    /* ---- the sweep ---------------------------------------------------------- */
+    static const char *const cols[] = {
+        "g", "per-step log-decay on every channel (<= 0)",
+        "C", "chunk size, positions (0: not chunked)",
+        "mode", "decay mode: rescaled, anchored16/32, safe16, pairwise; recurrent_f32; "
+                "floor = float64 recurrence on inputs rounded to the format",
+        "subchunk", "sub-chunk size c, positions (= C for rescaled/pairwise)",
+        "precision", "fp64 (chunk_f64), fp32/bf16/fp16 (chunk_f32 storage format)",
+        "span_sum_g", "|sum g| over the span the mode rescales against: C|g| rescaled, c|g| "
+                      "anchored, 0 safe/pairwise",
+        "max_exp", "report.max_exponent: largest exp() argument formed",
+        "log10_inv_gamma", "log10 of the largest 1/gamma built = max_exp / ln 10",
+        "nonfinite", "non-finite values written to o and ht",
+        "status", "library status (0 ok, 8 ERANGE)",
+        "err", "max|o - o_ref| / max|o_ref| vs the float64 recurrent form (nan if non-finite)",
+        NULL};
+    FILE *f = exp_tsv_open(&x, "03_subchunk_range", cols,
+                           "KDA, B=1 H=1 T=%zu K=%zu V=%zu, unit-norm q,k, v~N(0,1), "
+                           "beta~U(0,1), constant g on every channel and position; "
+                           "|g| grid: %zu log points in [%g, %g] + ln(1/0.9), 5.5, 6, 12, 27.6",
+                           T, K, V, n_log, g_lo, g_hi);
+
+    size_t total = ng, done = 0;
+    /* Results kept for the summary: [g][C][mode][prec]. */
+    size_t ncell = ng * N_CHUNKS * N_MODES * N_PREC;
+    outcome *res = calloc(ncell, sizeof *res);
+    if (!res) return 1;
+#define CELL(gi, ci, mi, pi) ((((gi) * N_CHUNKS + (ci)) * N_MODES + (mi)) * N_PREC + (pi))
+
+    double *floor_err = calloc(3 * ng, sizeof *floor_err); /* fp32 recurrent, bf16, fp16 */
+    if (!floor_err) return 1;
+    for (size_t gi = 0; gi < ng; gi++) {
+        problem_set_g(&x, &pb, -grid[gi]);
+        for (size_t ci = 0; ci < N_CHUNKS; ci++)
+            for (size_t mi = 0; mi < N_MODES; mi++) {
+                if (modes[mi].subchunk > chunks[ci]) continue; /* sub-chunk > chunk */
+                for (int p = 0; p < N_PREC; p++)
+                    res[CELL(gi, ci, mi, p)] = run_chunk(&x, &pb, p, chunks[ci], &modes[mi]);
+            }
+        /* The floors: fp32 recurrence, and float64 on inputs rounded to bf16/fp16. */
+        floor_err[3 * gi + 0] = recurrent_f32_err(&x, &pb);
+        floor_err[3 * gi + 1] = rounding_floor(&x, &pb, P_BF16);
+        floor_err[3 * gi + 2] = rounding_floor(&x, &pb, P_FP16);
+        exp_progress(&x, "decay values", ++done, total);
+    }
+    /* Written series by series (precision, mode, C; g ascending in |g|) so that
+     * each plotted line is a contiguous block. */
+    for (int p = 0; p < N_PREC; p++) {
+        for (size_t mi = 0; mi < N_MODES; mi++) {
+            const mode_cfg *m = &modes[mi];
+            for (size_t ci = 0; ci < N_CHUNKS; ci++) {
+                size_t C = chunks[ci];
+                if (m->subchunk > C) continue;
+                size_t c = m->subchunk ? m->subchunk : C;
+                for (size_t gi = 0; gi < ng; gi++) {
+                    const outcome *r = &res[CELL(gi, ci, mi, p)];
+                    double span = m->mode == KDALAB_DECAY_RESCALED   ? (double)C * grid[gi]
+                                  : m->mode == KDALAB_DECAY_ANCHORED ? (double)c * grid[gi]
+                                                                     : 0.0;
+                    fprintf(f, "%.6g\t%zu\t%s\t%zu\t%s\t%.6g\t%.6g\t%.6g\t%zu\t%d\t%.6e\n",
+                            -grid[gi], C, m->label, c, prec_name[p], span, r->rep.max_exponent,
+                            r->rep.max_exponent / log(10.0), nonfinite(r), (int)r->status,
+                            r->err);
+                }
+            }
+        }
+        if (p == P_FP64) continue;
+        for (size_t gi = 0; gi < ng; gi++)
+            fprintf(f, "%.6g\t0\t%s\t0\t%s\t0\t0\t0\t0\t0\t%.6e\n", -grid[gi],
+                    p == P_FP32 ? "recurrent_f32" : "floor", prec_name[p],
+                    floor_err[3 * gi + (size_t)(p - P_FP32)]);
+    }
+    free(floor_err);
+    exp_tsv_close(&x, f);
+    double t_sweep = exp_elapsed(&x);
+
+    /* ---- overflow thresholds -------------------------------------------------- */
+    /* The threshold of a sub-chunked mode depends on the sub-chunk only; measure
+     * it at C = 64. Rescaled: every C. One chunk of positions is enough (g is
+     * constant, every chunk forms the same exponents), so use T = 128. */
+    problem pt;
+    {
+        gsl_rng *rng2 = exp_rng(&x);
+        problem_make(&x, &pt, rng2, T < 128 ? T : 128, K, V);
+        gsl_rng_free(rng2);
+    }
+    static const char *const tcols[] = {
+        "precision", "fp64, fp32, bf16, fp16",
+        "mode", "rescaled or anchored16/32 (safe and pairwise never overflow)",
+        "C", "chunk size",
+        "span", "positions the mode rescales over (C or c)",
+        "ln_max", "ln of the largest finite value of the format",
+        "g_ok", "largest per-step |g| with no non-finite value",
+        "g_bad", "smallest per-step |g| with non-finite values (0: none up to 200)",
+        "exp_ok", "report.max_exponent at g_ok: the largest |sum g| survived",
+        "exp_bad", "report.max_exponent at g_bad",
+        "span_g_ok", "span * g_ok (the same |sum g| computed from the grid)",
+        NULL};
+    FILE *ft = exp_tsv_open(&x, "03_subchunk_range_threshold", tcols,
+                            "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g; bisection on ln|g| in "
+                            "[1e-3, 200], %zu steps",
+                            pt.d.T, K, V, iters);
+    printf("\nOverflow thresholds (largest |sum g| over the rescaled span before a non-finite "
+           "value):\n");
+    printf("%-5s %-11s %4s %5s %9s %10s %10s %10s\n", "prec", "mode", "C", "span", "ln(max)",
+           "|g|_max", "exp_ok", "span*|g|");
+    const size_t th_chunks[] = {16, 32, 64, 128};
+    size_t nth = N_PREC * (N_CHUNKS + 2), dth = 0;
+    for (int p = 0; p < N_PREC; p++) {
+        for (size_t j = 0; j < N_CHUNKS + 2; j++) {
+            const mode_cfg *m = j < N_CHUNKS ? &modes[0] : &modes[1 + (j - N_CHUNKS)];
+            size_t C = j < N_CHUNKS ? th_chunks[j] : 64;
+            if (C > pt.d.T) continue;
+            size_t span = m->subchunk ? m->subchunk : C;
+            threshold th = find_threshold(&x, &pt, p, C, m, 1e-3, 200.0, (int)iters);
+            fprintf(ft, "%s\t%s\t%zu\t%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", prec_name[p],
+                    m->label, C, span, ln_max(p), th.g_ok, th.found ? th.g_bad : 0.0,
+                    th.exp_ok, th.exp_bad, (double)span * th.g_ok);
+            printf("%-5s %-11s %4zu %5zu %9.2f %10.4g %10.4g %10.4g%s\n", prec_name[p],
+                   m->label, C, span, ln_max(p), th.g_ok, th.exp_ok, (double)span * th.g_ok,
+                   th.found ? "" : "  (finite up to |g| = 200)");
+            exp_progress(&x, "thresholds", ++dth, nth);
+        }
+    }
+    exp_progress(&x, "thresholds", nth, nth);
+    exp_tsv_close(&x, ft);
+    problem_free(&pt);
+
+    /* ---- the chapter's numbers -------------------------------------------------- */
+    size_t gi09 = 0;
+    for (size_t gi = 0; gi < ng; gi++)
+        if (fabs(grid[gi] + log(0.9)) < 1e-12) gi09 = gi;
+    static const char *const ccols[] = {
+        "claim", "short name of the checked statement",
+        "computed", "the arithmetic value",
+        "measured", "the value the library measured",
+        "note", "what was measured",
+        NULL};
+    FILE *fc = exp_tsv_open(&x, "03_subchunk_range_claims", ccols,
+                            "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g = ln 0.9", T, K, V);
+    printf("\nThe chapter's numbers (a = 0.9, g = ln 0.9 = %.5f):\n", log(0.9));
+    for (size_t ci = 2; ci < N_CHUNKS; ci++) { /* C = 64, 128 */
+        size_t C = chunks[ci];
+        const outcome *r = &res[CELL(gi09, ci, 0, P_FP64)];
+        double computed = pow(0.9, -(double)C);
+        printf("  1/gamma over %3zu positions: 0.9^-%zu = %.4g; measured max 1/gamma "
+               "(rescaled, fp64) = %.4g\n",
+               C, C, computed, exp(r->rep.max_exponent));
+        fprintf(fc, "inv_gamma_C%zu\t%.6g\t%.6g\t0.9^-C vs exp(max_exponent), rescaled fp64\n",
+                C, computed, exp(r->rep.max_exponent));
+    }
+    printf("  rescaled keys at C = 128, a = 0.9, by precision (pairwise = same precision, "
+           "no rescaling):\n");
+    printf("    %-5s %10s %10s %12s %12s\n", "prec", "1/gamma", "nonfinite", "err rescaled",
+           "err pairwise");
+    for (int p = 0; p < N_PREC; p++) {
+        const outcome *r = &res[CELL(gi09, 3, 0, p)];
+        const outcome *rp = &res[CELL(gi09, 3, 4, p)];
+        printf("    %-5s %10.4g %10zu %12.3e %12.3e\n", prec_name[p], exp(r->rep.max_exponent),
+               nonfinite(r), r->err, rp->err);
+        fprintf(fc, "rescaled_C128_%s\t%zu\t%.6e\tnonfinite count (computed col) and err "
+                    "(measured col) of rescaled, C=128, a=0.9; pairwise err %.3e\n",
+                prec_name[p], nonfinite(r), r->err, rp->err);
+    }
+    printf("  C = 64, a = 0.9, rescaled:   ");
+    for (int p = 0; p < N_PREC; p++)
+        printf(" %s nonfinite %zu err %.2e;", prec_name[p], nonfinite(&res[CELL(gi09, 2, 0, p)]),
+               res[CELL(gi09, 2, 0, p)].err);
+    printf("\n");
+    printf("  C x C x K decay tensor at C = 64, d_k = 128: %d elements\n", 64 * 64 * 128);
+    fprintf(fc, "mask_tensor_elements\t%d\t%d\tC*C*d_k at C=64, d_k=128\n", 64 * 64 * 128,
+            64 * 64 * 128);
+    exp_tsv_close(&x, fc);
+
+    /* ---- production and past it: C = 64 ----------------------------------------- */
+    printf("\nC = 64 around the production bound: non-finite count / error\n");
+    printf("%8s %-11s", "g", "mode");
+    for (int p = 0; p < N_PREC; p++) printf(" %21s", prec_name[p]);
+    printf("\n");
+    const double show[] = {-log(0.9), 5.0, 5.5, 6.0, 12.0, 27.6};
+    for (size_t s = 0; s < sizeof show / sizeof show[0]; s++) {
+        size_t gi = ng;
+        for (size_t i = 0; i < ng; i++)
+            if (fabs(grid[i] - show[s]) < 1e-9 * show[s]) gi = i;
+        if (gi == ng) continue;
+        for (size_t mi = 0; mi < N_MODES; mi++) {
+            printf("%8.4g %-11s", -grid[gi], modes[mi].label);
+            for (int p = 0; p < N_PREC; p++) {
+                const outcome *r = &res[CELL(gi, 2, mi, p)];
+                printf("   %8zu / %9.2e", nonfinite(r), r->err);
+            }
+            printf("\n");
+        }
+    }
+    printf("\n%s: sweep %.1f s, total %.1f s; results in %s/03_subchunk_range*.tsv\n", x.name,
+           t_sweep, exp_elapsed(&x), x.out);
+
+    free(res);
+    free(grid);
+    problem_free(&pb);
+    gsl_rng_free(rng);
+    return 0;
+}
