@@ -225,6 +225,9 @@ nomem:
 kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned long seed,
                                        kdalab_hybrid **out)
 {
+    if (!out)
+        return kdalab_fail(KDALAB_ENULL, "hybrid_new_random: out is NULL");
+    *out = NULL;
     kdalab_hybrid *s = NULL;
     kdalab_status st = hybrid_alloc(cfg, &s);
     if (st != KDALAB_OK)
@@ -299,6 +302,9 @@ static int weight_path(char *buf, size_t len, const char *dir, size_t layer, con
 kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char *dir,
                                     kdalab_hybrid **out)
 {
+    if (!out)
+        return kdalab_fail(KDALAB_ENULL, "hybrid_new_npy: out is NULL");
+    *out = NULL;
     if (!dir)
         return kdalab_fail(KDALAB_ENULL, "hybrid_new_npy: dir is NULL");
     kdalab_hybrid *s = NULL;
