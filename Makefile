@@ -12,11 +12,13 @@
 # Files are found by pattern, so a new experiment, chapter or test needs no
 # edit here: experiments/NN_name.c -> bin/NN_name, chapters/NN_name.c ->
 # bin/chapters/NN_name, tests/test_name.c -> $(BUILD)/tests/test_name.
+# Tests find the programs through the environment variable KDALAB_BIN (bin, or build-asan/bin).
 
 CC      ?= cc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 BUILD   ?= build
+BIN     ?= bin
 CPPFLAGS += -Ilib
 WARN    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unused-parameter
 ALL_CFLAGS = $(WARN) $(CFLAGS) -fPIC -fopenmp
@@ -54,31 +56,31 @@ lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 
 # ---- programs -------------------------------------------------------------------
 EXP_SRC   := $(wildcard experiments/[0-9][0-9]_*.c)
-EXP_BIN   := $(patsubst experiments/%.c,bin/%,$(EXP_SRC))
+EXP_BIN   := $(patsubst experiments/%.c,$(BIN)/%,$(EXP_SRC))
 EXP_COMMON_SRC := $(wildcard experiments/common.c)
 EXP_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(EXP_COMMON_SRC))
 CHAP_SRC  := $(wildcard chapters/[0-9][0-9]_*.c)
-CHAP_BIN  := $(patsubst chapters/%.c,bin/chapters/%,$(CHAP_SRC))
-TOOL_BIN  := $(patsubst tools/%.c,bin/%,$(wildcard tools/*.c))
-BENCH_BIN := $(patsubst bench/%.c,bin/bench_%,$(wildcard bench/*.c))
+CHAP_BIN  := $(patsubst chapters/%.c,$(BIN)/chapters/%,$(CHAP_SRC))
+TOOL_BIN  := $(patsubst tools/%.c,$(BIN)/%,$(wildcard tools/*.c))
+BENCH_BIN := $(patsubst bench/%.c,$(BIN)/bench_%,$(wildcard bench/*.c))
 
 all: lib $(TOOL_BIN) $(EXP_BIN) $(CHAP_BIN) $(BENCH_BIN)
 
-bin/%: $(BUILD)/tools/%.o $(LIB_A)
-	@mkdir -p bin
+$(BIN)/%: $(BUILD)/tools/%.o $(LIB_A)
+	@mkdir -p $(BIN)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-bin/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
-	@mkdir -p bin
+$(BIN)/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
+	@mkdir -p $(BIN)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-bin/bench_%: $(BUILD)/bench/%.o $(LIB_A)
-	@mkdir -p bin
+$(BIN)/bench_%: $(BUILD)/bench/%.o $(LIB_A)
+	@mkdir -p $(BIN)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Chapters are self-contained: no lib/, only libm.
-bin/chapters/%: chapters/%.c | deps
-	@mkdir -p bin/chapters
+$(BIN)/chapters/%: chapters/%.c | deps
+	@mkdir -p $(BIN)/chapters
 	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lm
 
 chapters: $(CHAP_BIN)
@@ -109,10 +111,10 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
 
 # Tests that drive the command-line tool need it built first.
 test: all $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+	@KDALAB_BIN=$(BIN) sh tests/run.sh $(TEST_BIN)
 
 check-asan:
-	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g $(SAN_FLAGS)" test
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin CFLAGS="-O1 -g $(SAN_FLAGS)" test
 
 # ---- fuzzing ----------------------------------------------------------------------------
 FUZZ_SECONDS ?= 60
