@@ -14,6 +14,8 @@
 # bin/chapters/NN_name, tests/test_name.c -> $(BUILD)/tests/test_name.
 # Tests find the programs through the environment variable KDALAB_BIN (bin, or build-asan/bin).
 
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
