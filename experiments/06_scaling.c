@@ -1,0 +1,295 @@
+/*
+ * 06_scaling — time against sequence length T for every mechanism and form of
+ * the lineage (REFERENCE.md; chapter 06's table, "Read per token": O(d^2) for
+ * the recurrent mechanisms, O(N d) for softmax attention).
+ *
+ * Series: linear attention, DeltaNet, Gated DeltaNet and KDA, each in the
+ * recurrent form (kdalab_recurrent_f64/f32) and the chunkwise form
+ * (kdalab_chunk_f64/f32, default options: C = 64, safe sub-chunks of 16),
+ * and causal softmax attention (kdalab_attention_f64/f32). One problem of
+ * length T_max is drawn once; a run at T uses its first T positions (B = 1).
+ * Each point is the minimum wall time of at least --reps runs, repeated
+ * further (up to 50 runs) until --min-time seconds were spent on it, so that
+ * millisecond points are not one noisy sample on a shared machine; a single
+ * run longer than --long seconds is not repeated. A series stops growing T when
+ * its next point would take longer than --budget seconds (predicted from the
+ * last two points), so the default run stays near a minute.
+ *
+ * The exponent p of time ~ T^p is the least-squares slope of ln(time) on
+ * ln(T) (gsl_fit_linear) over the points with T >= --fit-min: about 1 for the
+ * linear mechanisms, about 2 for softmax attention.
+ *
+ * Outputs (DIR = --out):
+ *   06_scaling.tsv      one line per (series, T)
+ *   06_scaling_fit.tsv  one line per series: exponent, its standard error
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_fit.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "common.h"
+#include "kdalab.h"
+
+typedef enum { FORM_RECURRENT = 0, FORM_CHUNK, FORM_ATTENTION } form_kind;
+static const char *const form_name[] = {"recurrent", "chunkwise", "attention"};
+
+typedef struct {
+    char label[48];  /* "kda_chunkwise_f32": series name in the TSV and the plot */
+    const char *mech_name;
+    kdalab_mechanism mech;
+    form_kind form;
+    int f32;
+} series;
+
+/* The shared inputs at T_max, in both precisions. B = 1, so a prefix of
+ * length T of every [B,T,H,...] array is a valid problem of length T. */
+typedef struct {
+    size_t Tmax, H, K, V;
+    double *q, *k, *v, *beta, *g_kda, *g_gdn, *o;
+    float *qf, *kf, *vf, *betaf, *g_kdaf, *g_gdnf, *of;
+} inputs;
+
+static float *floats_of(const exp_ctx *x, const double *src, size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
+        exit(1);
+    }
+    for (size_t i = 0; i < n && src; i++) p[i] = (float)src[i];
+    return p;
+}
+
+static void inputs_make(const exp_ctx *x, inputs *in, gsl_rng *rng)
+{
+    size_t nqk = in->Tmax * in->H * in->K, nv = in->Tmax * in->H * in->V,
+           nth = in->Tmax * in->H;
+    in->q = exp_zeros(x, nqk);
+    in->k = exp_zeros(x, nqk);
+    in->v = exp_zeros(x, nv);
+    in->beta = exp_zeros(x, nth);
+    in->g_kda = exp_zeros(x, nqk);
+    in->g_gdn = exp_zeros(x, nth);
+    in->o = exp_zeros(x, nv);
+    for (size_t r = 0; r < nth; r++) {
+        exp_random_unit(rng, in->q + r * in->K, in->K);
+        exp_random_unit(rng, in->k + r * in->K, in->K);
+        for (size_t j = 0; j < in->V; j++) in->v[r * in->V + j] = gsl_ran_gaussian(rng, 1.0);
+        in->beta[r] = gsl_rng_uniform(rng);
+        /* Decays in [-0.1, 0]: a = 0.905..1, no subnormal slow paths in the timing. */
+        in->g_gdn[r] = -0.1 * gsl_rng_uniform(rng);
+        for (size_t c = 0; c < in->K; c++) in->g_kda[r * in->K + c] = -0.1 * gsl_rng_uniform(rng);
+    }
+    in->qf = floats_of(x, in->q, nqk);
+    in->kf = floats_of(x, in->k, nqk);
+    in->vf = floats_of(x, in->v, nv);
+    in->betaf = floats_of(x, in->beta, nth);
+    in->g_kdaf = floats_of(x, in->g_kda, nqk);
+    in->g_gdnf = floats_of(x, in->g_gdn, nth);
+    in->of = floats_of(x, NULL, nv);
+}
+
+static void inputs_free(inputs *in)
+{
+    double *d[] = {in->q, in->k, in->v, in->beta, in->g_kda, in->g_gdn, in->o};
+    float *f[] = {in->qf, in->kf, in->vf, in->betaf, in->g_kdaf, in->g_gdnf, in->of};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(d[i]);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
+}
+
+/* One timed call of a series at length T; returns seconds. */
+static double time_one(const exp_ctx *x, const series *s, const inputs *in, size_t T)
+{
+    kdalab_dims d = {.B = 1, .T = T, .H = in->H, .K = in->K, .V = in->V};
+    double scale = kdalab_default_scale(in->K);
+    const double *g = s->mech == KDALAB_KDA ? in->g_kda : in->g_gdn;
+    const float *gf = s->mech == KDALAB_KDA ? in->g_kdaf : in->g_gdnf;
+    kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+    kdalab_status st = KDALAB_OK;
+    double t0 = exp_now();
+    switch (s->form) {
+    case FORM_RECURRENT:
+        st = s->f32 ? kdalab_recurrent_f32(&d, s->mech, (float)scale, in->qf, in->kf, in->vf, gf,
+                                           in->betaf, NULL, in->of, NULL)
+                    : kdalab_recurrent_f64(&d, s->mech, scale, in->q, in->k, in->v, g, in->beta,
+                                           NULL, in->o, NULL);
+        break;
+    case FORM_CHUNK:
+        st = s->f32 ? kdalab_chunk_f32(&d, s->mech, (float)scale, in->qf, in->kf, in->vf, gf,
+                                       in->betaf, NULL, in->of, NULL, &opts, NULL)
+                    : kdalab_chunk_f64(&d, s->mech, scale, in->q, in->k, in->v, g, in->beta,
+                                       NULL, in->o, NULL, &opts, NULL);
+        break;
+    case FORM_ATTENTION:
+        st = s->f32 ? kdalab_attention_f32(&d, (float)scale, in->qf, in->kf, in->vf, in->of)
+                    : kdalab_attention_f64(&d, scale, in->q, in->k, in->v, in->o);
+        break;
+    }
+    double t = exp_now() - t0;
+    exp_check(x, st, s->label);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    exp_ctx x;
+    size_t Tmin = 256, Tmax = 8192, H = 1, K = 64, V = 64, reps = 3, fit_min = 512;
+    double budget = 8.0, long_run = 0.5, min_time = 0.3;
+    exp_init(&x, "06_scaling",
+             "time vs sequence length T for every mechanism and form; fitted exponents");
+    exp_flag_size(&x, "Tmin", &Tmin, "smallest T (then doubled up to --Tmax)");
+    exp_flag_size(&x, "Tmax", &Tmax, "largest T");
+    exp_flag_size(&x, "H", &H, "heads");
+    exp_flag_size(&x, "K", &K, "key dimension per head");
+    exp_flag_size(&x, "V", &V, "value dimension per head");
+    exp_flag_size(&x, "reps", &reps, "runs per point (the minimum is kept)");
+    exp_flag_size(&x, "fit-min", &fit_min, "smallest T used in the exponent fit");
+    exp_flag_double(&x, "budget", &budget, "skip a point predicted to take longer (seconds)");
+    exp_flag_double(&x, "long", &long_run, "a run longer than this (seconds) is not repeated");
+    exp_flag_double(&x, "min-time", &min_time, "keep repeating a point until this many seconds");
+    exp_parse(&x, argc, argv);
+    if (Tmin < 1 || Tmax < Tmin || H < 1 || K < 1 || V < 1 || reps < 1 || !(budget > 0.0)) {
+        fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V, reps >= 1, budget > 0\n", x.name);
+        return 2;
+    }
+
+    /* The T grid: Tmin, 2 Tmin, ... up to Tmax (Tmax itself always included). */
+    size_t Ts[64], nT = 0;
+    for (size_t T = Tmin; T < Tmax && nT < 63; T *= 2) Ts[nT++] = T;
+    Ts[nT++] = Tmax;
+
+    series ser[18];
+    size_t ns = 0;
+    const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                      KDALAB_GATED_DELTANET, KDALAB_KDA};
+    for (size_t m = 0; m < 4; m++)
+        for (int form = FORM_RECURRENT; form <= FORM_CHUNK; form++)
+            for (int f32 = 0; f32 <= 1; f32++) {
+                series *s = &ser[ns++];
+                s->mech = mechs[m];
+                s->mech_name = kdalab_mechanism_name(mechs[m]);
+                s->form = (form_kind)form;
+                s->f32 = f32;
+                snprintf(s->label, sizeof s->label, "%s_%s_%s", s->mech_name, form_name[form],
+                         f32 ? "f32" : "f64");
+            }
+    for (int f32 = 0; f32 <= 1; f32++) {
+        series *s = &ser[ns++];
+        s->mech = KDALAB_LINEAR_ATTENTION; /* unused */
+        s->mech_name = "softmax_attention";
+        s->form = FORM_ATTENTION;
+        s->f32 = f32;
+        snprintf(s->label, sizeof s->label, "softmax_attention_%s", f32 ? "f32" : "f64");
+    }
+
+    gsl_rng *rng = exp_rng(&x);
+    inputs in = {.Tmax = Tmax, .H = H, .K = K, .V = V};
+    inputs_make(&x, &in, rng);
+
+    static const char *const cols[] = {
+        "series", "mechanism_form_precision",
+        "mechanism", "linear_attention, deltanet, gated_deltanet, kda, softmax_attention",
+        "form", "recurrent, chunkwise (C=64, safe sub-chunks of 16), attention",
+        "precision", "f64 or f32",
+        "T", "sequence length, positions",
+        "seconds", "minimum wall time over the runs, s",
+        "runs", "timed runs at this point",
+        "head_tokens_per_s", "B*H*T / seconds",
+        "ns_per_token_head", "seconds / (B*H*T) in ns",
+        NULL};
+    FILE *f = exp_tsv_open(&x, "06_scaling", cols,
+                           "B=1 H=%zu K=%zu V=%zu, T = %zu..%zu doubling, reps=%zu, "
+                           "budget=%gs per point, min-time=%gs, unit-norm q,k, v~N(0,1), beta~U(0,1), "
+                           "g~U(-0.1,0); single thread",
+                           H, K, V, Tmin, Tmax, reps, budget, min_time);
+    static const char *const fcols[] = {
+        "series", "mechanism_form_precision",
+        "exponent", "slope p of ln(seconds) = c + p ln(T) (gsl_fit_linear)",
+        "stderr", "standard error of p",
+        "points", "points in the fit (T >= fit-min)",
+        "T_max_reached", "largest T timed (smaller than --Tmax when the budget cut it)",
+        "expected", "1 for the recurrent mechanisms, 2 for softmax attention",
+        NULL};
+
+    double secs[18][64];
+    size_t runs[18][64], npts[18];
+    size_t total = ns * nT, done = 0;
+    for (size_t si = 0; si < ns; si++) {
+        npts[si] = 0;
+        for (size_t ti = 0; ti < nT; ti++) {
+            size_t T = Ts[ti];
+            /* Predict this point from the last two and skip it if over budget. */
+            if (ti >= 2) {
+                double p = log(secs[si][ti - 1] / secs[si][ti - 2]) /
+                           log((double)Ts[ti - 1] / (double)Ts[ti - 2]);
+                if (!(p > 1.0)) p = 1.0;
+                double pred = secs[si][ti - 1] * pow((double)T / (double)Ts[ti - 1], p);
+                if (pred > budget) {
+                    done += nT - ti;
+                    break;
+                }
+            }
+            double best = INFINITY, spent = 0.0;
+            size_t r = 0;
+            while (r < reps || (spent < min_time && r < 50)) {
+                double t = time_one(&x, &ser[si], &in, T);
+                r++;
+                spent += t;
+                if (t < best) best = t;
+                if (t > long_run) break;
+            }
+            secs[si][ti] = best;
+            runs[si][ti] = r;
+            npts[si] = ti + 1;
+            exp_progress(&x, "points", ++done, total);
+        }
+    }
+    exp_progress(&x, "points", total, total);
+
+    for (size_t si = 0; si < ns; si++) {
+        const series *s = &ser[si];
+        for (size_t ti = 0; ti < npts[si]; ti++) {
+            double ht = (double)(H * Ts[ti]);
+            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%zu\t%.6e\t%.4f\n", s->label, s->mech_name,
+                    form_name[s->form], s->f32 ? "f32" : "f64", Ts[ti], secs[si][ti],
+                    runs[si][ti], ht / secs[si][ti], 1e9 * secs[si][ti] / ht);
+        }
+    }
+    exp_tsv_close(&x, f);
+
+    FILE *ff = exp_tsv_open(&x, "06_scaling_fit", fcols,
+                            "B=1 H=%zu K=%zu V=%zu, fit over T >= %zu", H, K, V, fit_min);
+    printf("\n%-32s %9s %8s %6s %8s %14s %14s\n", "series", "exponent", "stderr", "points",
+           "T_max", "s at T_max", "head-tok/s");
+    for (size_t si = 0; si < ns; si++) {
+        const series *s = &ser[si];
+        double lx[64], ly[64];
+        size_t n = 0;
+        for (size_t ti = 0; ti < npts[si]; ti++)
+            if (Ts[ti] >= fit_min) {
+                lx[n] = log((double)Ts[ti]);
+                ly[n] = log(secs[si][ti]);
+                n++;
+            }
+        double c0 = NAN, c1 = NAN, cov00, cov01, cov11 = NAN, sumsq;
+        if (n >= 2) gsl_fit_linear(lx, 1, ly, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+        double se = n >= 3 ? sqrt(cov11) : NAN;
+        size_t tl = npts[si] ? Ts[npts[si] - 1] : 0;
+        double sl = npts[si] ? secs[si][npts[si] - 1] : NAN;
+        int expected = s->form == FORM_ATTENTION ? 2 : 1;
+        fprintf(ff, "%s\t%.4f\t%.4f\t%zu\t%zu\t%d\n", s->label, c1, se, n, tl, expected);
+        printf("%-32s %9.3f %8.3f %6zu %8zu %14.4g %14.4g\n", s->label, c1, se, n, tl, sl,
+               (double)(H * tl) / sl);
+    }
+    exp_tsv_close(&x, ff);
+    printf("\n%s: %.1f s; results in %s/06_scaling*.tsv\n", x.name, exp_elapsed(&x), x.out);
+
+    inputs_free(&in);
+    gsl_rng_free(rng);
+    return 0;
+}
