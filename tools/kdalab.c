@@ -207,7 +207,8 @@ static const char RUN_HELP[] =
     "  --form F          recurrent (default) | chunk\n"
     "  --precision P     fp64 (default) | fp32 | bf16 | fp16 (bf16/fp16: emulated\n"
     "                    storage rounding, chunk form only)\n"
-    "  --impl I          reference (default) | simd (float32 precisions only)\n"
+    "  --impl I          reference (default) | simd: the float32 fast path (needs a\n"
+    "                    float32 precision; the recurrent form repeats its decode step)\n"
     "  --chunk C         chunk size, >= 1 (default 64; chunk form)\n"
     "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
     "                    (default 16; chunk form, safe and anchored decay)\n"
@@ -306,6 +307,39 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/*
+ * The recurrent form on the SIMD path: the recurrence is the decode step
+ * repeated, so run kdalab_simd_step_f32 token by token for every (b, h).
+ * Shapes as kdalab_recurrent_f32; the inputs were validated by the caller
+ * (finite, g <= 0, beta in [0, 2]), and a step error still stops the run
+ * before any output file is written.
+ */
+static kdalab_status simd_recurrent(const kdalab_dims *d, kdalab_mechanism mech, float scale,
+                                    const float *q, const float *k, const float *v,
+                                    const float *g, const float *beta, const float *h0,
+                                    float *o, float *ht)
+{
+    size_t gw = kdalab_mechanism_g_width(mech, d->K);
+    size_t kv = d->K * d->V; /* fits: the caller allocated ht of B*H*K*V floats */
+    for (size_t b = 0; b < d->B; b++)
+        for (size_t h = 0; h < d->H; h++) {
+            float *S = ht + (b * d->H + h) * kv;
+            if (h0)
+                memcpy(S, h0 + (b * d->H + h) * kv, kv * sizeof *S);
+            else
+                memset(S, 0, kv * sizeof *S);
+            for (size_t t = 0; t < d->T; t++) {
+                size_t row = (b * d->T + t) * d->H + h; /* index into [B, T, H] */
+                kdalab_status s = kdalab_simd_step_f32(
+                    mech, d->K, d->V, scale, q + row * d->K, k + row * d->K, v + row * d->V,
+                    gw ? g + row * gw : NULL, beta ? beta[row] : 0.0f, S, o + row * d->V);
+                if (s != KDALAB_OK)
+                    return s;
+            }
+        }
+    return KDALAB_OK;
+}
+
 enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
 
 static int cmd_run(int argc, char **argv)
@@ -387,14 +421,9 @@ static int cmd_run(int argc, char **argv)
     double scale = 0;
     if (scale_s && (rc = parse_number("scale", scale_s, 1, &scale)))
         return rc;
-    if (simd) {
-        if (prec < 0)
-            return fail(EXIT_BAD, "--impl simd computes in float32: add --precision fp32, "
-                                  "bf16 or fp16");
-        return fail(EXIT_BAD, "--impl simd: the SIMD path is not built into this kdalab "
-                              "(lib/kdalab.h declares no kdalab_simd_* functions); use "
-                              "--impl reference");
-    }
+    if (simd && prec < 0)
+        return fail(EXIT_BAD, "--impl simd computes in float32: add --precision fp32 (or "
+                              "bf16/fp16 with --form chunk)");
 
     /* ---- which files ---- */
     int need_beta = kdalab_mechanism_has_beta(mech);
@@ -545,7 +574,14 @@ static int cmd_run(int argc, char **argv)
             goto done;
         }
         t0 = now_seconds();
-        if (chunk_form)
+        if (simd && chunk_form)
+            s = kdalab_simd_chunk_f32(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K],
+                                      fin[IN_V], fin[IN_G], fin[IN_BETA], fin[IN_H0], fo, fht,
+                                      &opts, &report);
+        else if (simd)
+            s = simd_recurrent(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K], fin[IN_V],
+                               fin[IN_G], fin[IN_BETA], fin[IN_H0], fo, fht);
+        else if (chunk_form)
             s = kdalab_chunk_f32(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K], fin[IN_V],
                                  fin[IN_G], fin[IN_BETA], fin[IN_H0], fo, fht, &opts, &report);
         else
@@ -723,7 +759,9 @@ static int cmd_info(int argc, char **argv)
         return 0;
     }
     printf("version=%s\n", KDALAB_VERSION);
-    printf("simd_level=not built (lib/kdalab.h declares no SIMD path)\n");
+    const char *forced = getenv("KDALAB_SIMD");
+    printf("simd_level=%s%s%s%s\n", kdalab_simd_level_name(), forced ? " (KDALAB_SIMD=" : "",
+           forced ? forced : "", forced ? ")" : "");
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();
     printf("cpu_features=");
