@@ -1,0 +1,67 @@
+/*
+ * lib/simd/avx2.c — the AVX2 + FMA level of the optimized path (8 floats per
+ * vector), compiled with -mavx2 -mfma; only ever called after the dispatcher
+ * (lib/simd/dispatch.c) has seen both features on the CPU.
+ */
+#include <immintrin.h>
+
+#include "simd_internal.h"
+
+typedef __m256 vf;
+#define VLEN 8
+#define VZERO() _mm256_setzero_ps()
+#define VSET1(x) _mm256_set1_ps(x)
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps((p), (v))
+#define VADD(a, b) _mm256_add_ps((a), (b))
+#define VSUB(a, b) _mm256_sub_ps((a), (b))
+#define VMUL(a, b) _mm256_mul_ps((a), (b))
+#define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define VHSUM(v) avx2_hsum(v)
+#define VEXP(v) avx2_exp(v)
+#define VALL_LT(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LT_OQ)) == 0xff)
+#define SIMD_FN(name) name##_avx2
+
+static inline float avx2_hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/*
+ * exp(x) for x <= 0: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two parts so
+ * n*ln2 is exact enough), exp(r) by its Taylor polynomial to degree 7
+ * (truncation < 5e-9 relative, below float's 6e-8), times 2^n built in the
+ * exponent field. Lanes below -87 (where exp < 1.7e-38) give exactly 0.
+ */
+static inline __m256 avx2_exp(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.0f);
+    __m256 xc = _mm256_max_ps(x, lo);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
+}
+
+#include "kernels.h"
+
+const simd_table kdalab_simd_table_avx2 = {
+    .name = "avx2",
+    .work_floats = work_floats_avx2,
+    .chunk_head = chunk_head_avx2,
+    .step = step_avx2,
+};

@@ -1,0 +1,56 @@
+/*
+ * lib/simd/avx512.c — the AVX-512 level of the optimized path (16 floats per
+ * vector), compiled with -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma; only
+ * ever called after the dispatcher (lib/simd/dispatch.c) has seen AVX-512F,
+ * DQ and VL on the CPU. The same kernels as avx2.c (lib/simd/kernels.h) with
+ * a wider vector: only the vocabulary below differs.
+ */
+#include <immintrin.h>
+
+#include "simd_internal.h"
+
+typedef __m512 vf;
+#define VLEN 16
+#define VZERO() _mm512_setzero_ps()
+#define VSET1(x) _mm512_set1_ps(x)
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps((p), (v))
+#define VADD(a, b) _mm512_add_ps((a), (b))
+#define VSUB(a, b) _mm512_sub_ps((a), (b))
+#define VMUL(a, b) _mm512_mul_ps((a), (b))
+#define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VEXP(v) avx512_exp(v)
+#define VALL_LT(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LT_OQ) == 0xffff)
+#define SIMD_FN(name) name##_avx512
+
+/* exp(x) for x <= 0, as avx2_exp in lib/simd/avx2.c (same reduction and polynomial). */
+static inline __m512 avx512_exp(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.0f);
+    __m512 xc = _mm512_max_ps(x, lo);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), y);
+}
+
+#include "kernels.h"
+
+const simd_table kdalab_simd_table_avx512 = {
+    .name = "avx512",
+    .work_floats = work_floats_avx512,
+    .chunk_head = chunk_head_avx512,
+    .step = step_avx512,
+};

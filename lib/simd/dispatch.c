@@ -1,0 +1,332 @@
+/*
+ * lib/simd/dispatch.c — the public entry points of the optimized float32 path
+ * (kdalab_simd_*, see lib/kdalab.h): the one place that picks the
+ * instruction-set level, validates the call (with the reference's own checks,
+ * lib/check.c) and spreads the heads over OpenMP threads.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "simd_internal.h"
+
+/* ---------------------------------------------------------------------------- */
+/* Levels                                                                       */
+/* ---------------------------------------------------------------------------- */
+
+static const char *const level_names[] = {"scalar", "avx2", "avx512", "auto"};
+
+const char *kdalab_simd_level_str(kdalab_simd_level level)
+{
+    return (unsigned)level <= KDALAB_SIMD_AUTO ? level_names[level] : "?";
+}
+
+kdalab_status kdalab_simd_level_parse(const char *name, kdalab_simd_level *out)
+{
+    if (!name || !out)
+        return kdalab_fail(KDALAB_ENULL, "name or out is NULL");
+    for (int l = 0; l <= KDALAB_SIMD_AUTO; l++)
+        if (strcmp(name, level_names[l]) == 0) {
+            *out = (kdalab_simd_level)l;
+            return KDALAB_OK;
+        }
+    return kdalab_fail(KDALAB_EINVAL, "unknown SIMD level '%s' (scalar, avx2, avx512, auto)",
+                       name);
+}
+
+int kdalab_simd_level_available(kdalab_simd_level level)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    switch (level) {
+    case KDALAB_SIMD_SCALAR:
+    case KDALAB_SIMD_AUTO:
+        return 1;
+    case KDALAB_SIMD_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case KDALAB_SIMD_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+    }
+    return 0;
+#else
+    return level == KDALAB_SIMD_SCALAR || level == KDALAB_SIMD_AUTO;
+#endif
+}
+
+static kdalab_simd_level best_level(void)
+{
+    if (kdalab_simd_level_available(KDALAB_SIMD_AVX512))
+        return KDALAB_SIMD_AVX512;
+    if (kdalab_simd_level_available(KDALAB_SIMD_AVX2))
+        return KDALAB_SIMD_AVX2;
+    return KDALAB_SIMD_SCALAR;
+}
+
+/* The level in use; -1 until the first call resolves it. */
+static atomic_int active_level = -1;
+
+/* From KDALAB_SIMD if set and runnable, else the best the CPU has. */
+static kdalab_simd_level level_from_env(void)
+{
+    const char *env = getenv("KDALAB_SIMD");
+    kdalab_simd_level want;
+    if (!env || !*env)
+        return best_level();
+    if (kdalab_simd_level_parse(env, &want) != KDALAB_OK) {
+        fprintf(stderr, "kdalab: KDALAB_SIMD='%s' is not scalar, avx2, avx512 or auto; "
+                        "using %s\n", env, level_names[best_level()]);
+        return best_level();
+    }
+    if (want == KDALAB_SIMD_AUTO)
+        return best_level();
+    if (!kdalab_simd_level_available(want)) {
+        fprintf(stderr, "kdalab: KDALAB_SIMD=%s but this CPU cannot run it; using %s\n", env,
+                level_names[best_level()]);
+        return best_level();
+    }
+    return want;
+}
+
+/* THE dispatch point: every kernel call goes through the table returned here. */
+static const simd_table *active_table(void)
+{
+    int l = atomic_load(&active_level);
+    if (l < 0) {
+        int expected = -1;
+        int fresh = (int)level_from_env();
+        if (!atomic_compare_exchange_strong(&active_level, &expected, fresh))
+            l = expected; /* another thread resolved it first */
+        else
+            l = fresh;
+    }
+    switch ((kdalab_simd_level)l) {
+    case KDALAB_SIMD_AVX512:
+        return &kdalab_simd_table_avx512;
+    case KDALAB_SIMD_AVX2:
+        return &kdalab_simd_table_avx2;
+    default:
+        return &kdalab_simd_table_scalar;
+    }
+}
+
+kdalab_simd_level kdalab_simd_get_level(void)
+{
+    active_table();
+    return (kdalab_simd_level)atomic_load(&active_level);
+}
+
+const char *kdalab_simd_level_name(void)
+{
+    return active_table()->name;
+}
+
+kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
+{
+    if ((unsigned)level > KDALAB_SIMD_AUTO)
+        return kdalab_fail(KDALAB_EINVAL, "unknown SIMD level %d", (int)level);
+    if (level == KDALAB_SIMD_AUTO)
+        level = best_level();
+    if (!kdalab_simd_level_available(level))
+        return kdalab_fail(KDALAB_EINVAL, "this CPU cannot run SIMD level %s",
+                           level_names[level]);
+    atomic_store(&active_level, (int)level);
+    return KDALAB_OK;
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Chunkwise form                                                               */
+/* ---------------------------------------------------------------------------- */
+
+kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    float scale, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta,
+                                    const float *h0, float *o, float *ht,
+                                    const kdalab_chunk_opts *opts, kdalab_report *report)
+{
+    kdalab_counts n;
+    kdalab_chunk_opts op;
+    kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
+    if (s != KDALAB_OK)
+        return s;
+    s = kdalab_check_chunk_opts(opts, 0, &op);
+    if (s != KDALAB_OK)
+        return s;
+    if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
+        return kdalab_chunk_f32(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op, report);
+
+    const simd_table *tab = active_table();
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
+    const size_t c = op.subchunk < C ? op.subchunk : C;
+
+    /* tasks: every (b, h), and when there are fewer heads than threads, split
+     * the value columns (independent in every mechanism) into blocks of 16 */
+    int nth = omp_get_max_threads();
+    size_t BH = B * H, nsplit = 1, width = V;
+    if (BH < (size_t)nth && V > 16) {
+        size_t want = ((size_t)nth + BH - 1) / BH;
+        width = (V + want - 1) / want;
+        width = (width + 15) / 16 * 16;
+        nsplit = (V + width - 1) / width;
+    }
+    size_t ntasks = BH * nsplit;
+    if ((size_t)nth > ntasks)
+        nth = (int)ntasks;
+
+    /* workspace per thread, allocated before anything is written */
+    size_t CC, CKV, floats, bytes;
+    if (!kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(C, K + width + 16, &CKV) ||
+        !kdalab_mul_size(CC + CKV, 32, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
+                           C, K, V);
+    floats = tab->work_floats(C, c, K, width);
+    bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    float **work = calloc((size_t)nth, sizeof *work);
+    int ok = work != NULL;
+    for (int t = 0; ok && t < nth; t++)
+        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
+    if (!ok) {
+        for (int t = 0; work && t < nth; t++)
+            free(work[t]);
+        free(work);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
+                           bytes);
+    }
+
+    const size_t gw = kdalab_mechanism_g_width(mech, K);
+    size_t bad_o = 0, bad_ht = 0;
+#pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
+    {
+        float *mywork = work[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+        for (size_t task = 0; task < ntasks; task++) {
+            size_t bh = task / nsplit, part = task % nsplit;
+            size_t b = bh / H, h = bh % H;
+            size_t v0 = part * width, v1 = v0 + width < V ? v0 + width : V;
+            size_t row0 = b * T * H + h; /* (b, t = 0, h) */
+            simd_head_args a = {
+                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1,
+                .chunk = C, .subchunk = c, .scale = scale,
+                .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
+                .v = v ? v + row0 * V : NULL,
+                .g = (gw && g) ? g + row0 * gw : NULL,
+                .beta = (mech != KDALAB_LINEAR_ATTENTION && beta) ? beta + row0 : NULL,
+                .h0 = h0 ? h0 + bh * K * V : NULL,
+                .o = o ? o + row0 * V : NULL, .ht = ht ? ht + bh * K * V : NULL,
+                .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
+            };
+            tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
+        }
+    }
+    for (int t = 0; t < nth; t++)
+        free(work[t]);
+    free(work);
+
+    if (report) {
+        report->nonfinite_o = bad_o;
+        report->nonfinite_ht = bad_ht;
+        report->max_exponent = 0;
+    }
+    if (bad_o || bad_ht)
+        return kdalab_fail(KDALAB_ERANGE, "%zu non-finite values in o and %zu in ht", bad_o,
+                           bad_ht);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Decode step                                                                  */
+/* ---------------------------------------------------------------------------- */
+
+/* First non-finite element of x[0..n), or n. */
+static size_t first_nonfinite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return n;
+}
+
+#define TRY(expr)                                                                        \
+    do {                                                                                 \
+        kdalab_status s_ = (expr);                                                       \
+        if (s_ != KDALAB_OK)                                                             \
+            return s_;                                                                   \
+    } while (0)
+
+static kdalab_status check_finite(const char *name, const float *x, size_t n)
+{
+    size_t i = first_nonfinite(x, n);
+    if (i < n)
+        return kdalab_fail(KDALAB_ENONFINITE, "%s[%zu] is %g: inputs must be finite", name, i,
+                           (double)x[i]);
+    return KDALAB_OK;
+}
+
+/*
+ * The checks of kdalab_check_step_f32 (lib/check_impl.h), with the same
+ * statuses and messages, except the finiteness of S: scanning 16K floats
+ * alone would cost more than the whole step, so the kernel checks S during
+ * its read-only first pass, before anything is written.
+ */
+static kdalab_status check_step_but_S(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                      const float *q, const float *k, const float *v,
+                                      const float *g, float beta, const float *S,
+                                      const float *o)
+{
+    kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
+    kdalab_counts c;
+    TRY(kdalab_count_dims(&d, mech, sizeof(float), &c));
+    if ((unsigned)mech > (unsigned)KDALAB_KDA)
+        return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
+    if (!isfinite(scale) || !(scale > 0))
+        return kdalab_fail(KDALAB_EDOMAIN, "scale = %g; it must be finite and > 0",
+                           (double)scale);
+    if (!q || !k || !v || !S || !o)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL",
+                           !q ? "q" : !k ? "k" : !v ? "v" : !S ? "S" : "o");
+    if (c.g > 0 && !g)
+        return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
+                           kdalab_mechanism_name(mech));
+    TRY(check_finite("q", q, K));
+    TRY(check_finite("k", k, K));
+    TRY(check_finite("v", v, V));
+    if (c.g > 0) {
+        TRY(check_finite("g", g, c.g));
+        for (size_t i = 0; i < c.g; i++)
+            if (g[i] > 0)
+                return kdalab_fail(KDALAB_EDOMAIN,
+                                   "g[%zu] = %g > 0: g is a log-decay and must be <= 0", i,
+                                   (double)g[i]);
+    }
+    if (kdalab_mechanism_has_beta(mech)) {
+        TRY(check_finite("beta", &beta, 1));
+        if (!(beta >= 0 && beta <= 2))
+            return kdalab_fail(KDALAB_EDOMAIN, "beta[%zu] = %g is outside [0, 2]", (size_t)0,
+                               (double)beta);
+    }
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, float beta, float *S, float *o)
+{
+    TRY(check_step_but_S(mech, K, V, scale, q, k, v, g, beta, S, o));
+    size_t bad = 0;
+    kdalab_status s = active_table()->step(mech, K, V, scale, q, k, v, g, beta, S, o, &bad);
+    if (s == KDALAB_ENONFINITE)
+        return kdalab_fail(KDALAB_ENONFINITE, "S[%zu] is %g: inputs must be finite", bad,
+                           (double)S[bad]);
+    if (s == KDALAB_ENOMEM)
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for a decode step of K = %zu, V = %zu",
+                           K, V);
+    kdalab_clear_error();
+    return s;
+}

@@ -1,0 +1,36 @@
+/*
+ * lib/simd/scalar.c — the portable level of the optimized path: the kernels of
+ * lib/simd/kernels.h with a "vector" of one float (the compiler may still
+ * vectorize loops with the default instruction set). Runs on any CPU; it is
+ * the fallback when neither AVX2 nor AVX-512 is present or wanted.
+ */
+#include <math.h>
+
+#include "simd_internal.h"
+
+typedef float vf;
+#define VLEN 1
+#define VZERO() 0.0f
+#define VSET1(x) ((float)(x))
+#define VLOAD(p) (*(p))
+#define VSTORE(p, v) (*(p) = (v))
+#define VADD(a, b) ((a) + (b))
+#define VSUB(a, b) ((a) - (b))
+#define VMUL(a, b) ((a) * (b))
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#define VHSUM(v) (v)
+#define VEXP(v) scalar_exp(v)
+#define VALL_LT(v, x) ((v) < (x))
+#define SIMD_FN(name) name##_scalar
+
+/* exp for x <= 0, exactly 0 below the floor the vector levels use. */
+static inline float scalar_exp(float x) { return x < -87.0f ? 0.0f : expf(x); }
+
+#include "kernels.h"
+
+const simd_table kdalab_simd_table_scalar = {
+    .name = "scalar",
+    .work_floats = work_floats_scalar,
+    .chunk_head = chunk_head_scalar,
+    .step = step_scalar,
+};

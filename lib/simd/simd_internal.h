@@ -1,0 +1,58 @@
+/*
+ * lib/simd/simd_internal.h — what the dispatcher (lib/simd/dispatch.c) and
+ * the per-ISA kernel files (scalar.c, avx2.c, avx512.c) share. Not installed.
+ *
+ * Each kernel file instantiates lib/simd/kernels.h once for its instruction
+ * set and exports one table of entry points; the dispatcher picks one table
+ * at run time (the only dispatch point) and runs the threading and the input
+ * validation around it.
+ */
+#ifndef KDALAB_SIMD_INTERNAL_H
+#define KDALAB_SIMD_INTERNAL_H
+
+#include <stddef.h>
+#include "kdalab.h"
+
+/*
+ * One head (b, h) of one chunkwise call, restricted to the value columns
+ * [v0, v1) (columns of V are independent in every mechanism of the lineage,
+ * so a head can be split across threads by columns).
+ *
+ * Row r of the head's sequence is at q + r*ld_qk (K floats), k + r*ld_qk,
+ * v + r*ld_v (V floats), g + r*ld_g (gw floats), beta + r*ld_b, o + r*ld_v.
+ * h0/ht point at the head's [K, V] state (NULL: zero / not wanted).
+ */
+typedef struct {
+    kdalab_mechanism mech;
+    size_t T, K, V;          /* sequence length and head dims                  */
+    size_t v0, v1;           /* value columns handled by this call             */
+    size_t chunk, subchunk;  /* C and c                                        */
+    float scale;
+    const float *q, *k, *v, *g, *beta, *h0;
+    float *o, *ht;
+    size_t ld_qk, ld_v, ld_g, ld_b;
+} simd_head_args;
+
+/* A kernel table: one per instruction-set level. */
+typedef struct {
+    const char *name;
+    /* Floats of workspace one task needs (chunk C, sub-chunk c, K, W value columns). */
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W);
+    /* Run one task (one head, columns [v0, v1)) with work_floats() of 64-byte
+     * aligned workspace. Cannot fail: inputs were validated. Adds the number
+     * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
+    void (*chunk_head)(const simd_head_args *a, float *work, size_t *bad_o, size_t *bad_ht);
+    /* One decode step on validated arguments except S, whose finiteness the
+     * kernel checks while reading it (before anything is written): returns
+     * KDALAB_OK, or KDALAB_ENONFINITE with *bad = index of a non-finite S
+     * element (S and o untouched). */
+    kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                          const float *q, const float *k, const float *v, const float *g,
+                          float beta, float *S, float *o, size_t *bad);
+} simd_table;
+
+extern const simd_table kdalab_simd_table_scalar;
+extern const simd_table kdalab_simd_table_avx2;
+extern const simd_table kdalab_simd_table_avx512;
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * tests/test_simd.c — the optimized float32 path (lib/simd/, kdalab_simd_*)
+ * against the float64 reference, at every dispatch level this CPU can run
+ * (levels it cannot run are skipped with a message).
+ *
+ * Tolerance: 1e-5 relative (max |error| / max |reference|), the accuracy the
+ * issue asks of a float32 implementation: float32 rounds at 6e-8, the
+ * longest sums here have ~128-256 terms and the UT solve and the chunk-to-
+ * chunk state carry amplify that by at most a few tens on these
+ * (well-conditioned, unit-norm-key) problems; the reference f32 forms land
+ * near 1e-6. A wrong decay, a missing term or a lost chunk is >= 1e-3.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define TOL 1e-5
+#define MAX_CASES 32
+
+static const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
+                                           KDALAB_SIMD_AVX512};
+#define N_LEVELS (sizeof levels / sizeof levels[0])
+
+/* The largest error seen per level (printed at the end, for the record). */
+static double worst[N_LEVELS];
+static void note(double e)
+{
+    kdalab_simd_level l = kdalab_simd_get_level();
+    if (e > worst[l])
+        worst[l] = e;
+}
+
+/* Select the level for the following calls; 0 (with a message) when this CPU
+ * cannot run it. */
+static int use_level(kdalab_simd_level l)
+{
+    static int told[N_LEVELS];
+    if (!kdalab_simd_level_available(l)) {
+        if (!told[l]++)
+            printf("    [ SKIP     ] level %s: not available on this CPU (skipped in every "
+                   "test)\n", kdalab_simd_level_str(l));
+        return 0;
+    }
+    assert_int_equal(kdalab_simd_set_level(l), KDALAB_OK);
+    assert_string_equal(kdalab_simd_level_name(), kdalab_simd_level_str(l));
+    return 1;
+}
+
+/* Run the SIMD chunkwise form on float64 inputs (rounded to float32) and
+ * return the relative errors of o and ht against the given references. */
+static void simd_vs(const kdalab_dims *d, kdalab_mechanism mech, double scale,
+                    const double *q, const double *k, const double *v, const double *g,
+                    const double *beta, const double *h0, const double *o_ref,
+                    const double *ht_ref, const kdalab_chunk_opts *opts, double *err_o,
+                    double *err_ht)
+{
+    size_t nqk = n_qk(d), nv = n_v(d), ns = n_state(d);
+    size_t ng = kdalab_mechanism_g_width(mech, d->K) * n_bth(d);
+    float *qf = to_f32(q, nqk), *kf = to_f32(k, nqk), *vf = to_f32(v, nv);
+    float *gf = ng ? to_f32(g, ng) : NULL;
+    float *bf = beta ? to_f32(beta, n_bth(d)) : NULL;
+    float *h0f = h0 ? to_f32(h0, ns) : NULL;
+    float *of = malloc((nv ? nv : 1) * sizeof *of), *htf = malloc(ns * sizeof *htf);
+    assert_non_null(of);
+    assert_non_null(htf);
+    kdalab_report rep;
+    kdalab_status s = kdalab_simd_chunk_f32(d, mech, (float)scale, qf, kf, vf, gf, bf, h0f,
+                                            of, htf, opts, &rep);
+    assert_int_equal(s, KDALAB_OK);
+    assert_int_equal(rep.nonfinite_o, 0);
+    assert_int_equal(rep.nonfinite_ht, 0);
+    *err_o = nv ? rel_err_f32(of, o_ref, nv) : 0;
+    *err_ht = rel_err_f32(htf, ht_ref, ns);
+    note(*err_o);
+    note(*err_ht);
+    free(qf); free(kf); free(vf); free(gf); free(bf); free(h0f); free(of); free(htf);
+}
+
+/* ---------------------------------------------------------------------------- */
+
+static void test_golden_every_level(void **state)
+{
+    (void)state;
+    static golden_case cases[MAX_CASES];
+    size_t n = golden_load_all(cases, MAX_CASES);
+    assert_true(n >= 6);
+    kdalab_chunk_opts opt_default = kdalab_chunk_opts_default();
+    kdalab_chunk_opts opt_small = opt_default;
+    opt_small.chunk = 24; /* does not divide the golden T's; 3 sub-chunks of 8 */
+    opt_small.subchunk = 8;
+    kdalab_chunk_opts opt_odd = opt_default;
+    opt_odd.chunk = 13; /* ragged sub-chunks too */
+    opt_odd.subchunk = 5;
+    const kdalab_chunk_opts *opts[] = {NULL, &opt_small, &opt_odd};
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            golden_case *gc = &cases[i];
+            for (size_t oi = 0; oi < 3; oi++) {
+                double eo, eh;
+                simd_vs(&gc->dims, gc->mech, gc->scale, gc->q.data, gc->k.data, gc->v.data,
+                        gc->g.data, gc->beta.data, gc->has_h0 ? gc->h0.data : NULL,
+                        gc->o.data, gc->ht.data, opts[oi], &eo, &eh);
+                if (eo > TOL || eh > TOL)
+                    print_error("level %s, case %s, opts %zu: o %.3g, ht %.3g\n",
+                                kdalab_simd_level_str(levels[li]), gc->name, oi, eo, eh);
+                assert_true(eo <= TOL);
+                assert_true(eh <= TOL);
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        golden_free(&cases[i]);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
+/* Random shapes: ragged T, C not dividing T, K != V, B*H > 1 and == 1 (the
+ * column split across threads), strong decay (g down to -1000) and a mix of
+ * tiny and huge g in the same sub-chunk (where differences of cumulative
+ * sums would cancel). */
+typedef struct {
+    size_t B, T, H, K, V, C, c;
+    double g_min;
+    int spikes; /* 1: g mostly in [-0.05, 0] with -1000 spikes */
+} shape;
+
+static const shape shapes[] = {
+    {1, 77, 2, 24, 20, 64, 16, -1.0, 0},  {2, 100, 3, 40, 72, 32, 8, -3.0, 0},
+    {1, 130, 1, 128, 128, 64, 16, -0.5, 0}, {1, 90, 1, 16, 40, 64, 16, -1000.0, 0},
+    {2, 70, 2, 32, 32, 64, 16, -20.0, 0}, {1, 200, 2, 64, 48, 64, 16, 0, 1},
+    {1, 33, 1, 9, 7, 10, 3, -2.0, 0},     {1, 1, 1, 8, 8, 64, 16, -1.0, 0},
+    {1, 65, 4, 128, 64, 64, 16, -0.1, 0},
+};
+
+static void test_random_every_level(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(7);
+    const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                      KDALAB_GATED_DELTANET, KDALAB_KDA};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *sh = &shapes[si];
+        kdalab_dims d = {sh->B, sh->T, sh->H, sh->K, sh->V};
+        for (size_t mi = 0; mi < 4; mi++) {
+            kdalab_mechanism mech = mechs[mi];
+            random_problem p;
+            random_problem_make(&p, rng, mech, d, sh->spikes ? -0.05 : sh->g_min, si % 2);
+            if (sh->spikes)
+                for (size_t i = 0; i < n_qk(&d); i++)
+                    if (gsl_rng_uniform(rng) < 0.03)
+                        p.g[i] = -1000.0;
+            double scale = kdalab_default_scale(d.K);
+            size_t nv = n_v(&d), ns = n_state(&d);
+            double *o = malloc(nv * sizeof *o), *ht = malloc(ns * sizeof *ht);
+            assert_non_null(o);
+            assert_non_null(ht);
+            const double *g = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET ? p.g : NULL;
+            const double *beta = mech == KDALAB_LINEAR_ATTENTION ? NULL : p.beta;
+            assert_int_equal(kdalab_recurrent_f64(&d, mech, scale, p.q, p.k, p.v, g, beta,
+                                                  p.h0, o, ht),
+                             KDALAB_OK);
+            kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+            opts.chunk = sh->C;
+            opts.subchunk = sh->c;
+            for (size_t li = 0; li < N_LEVELS; li++) {
+                if (!use_level(levels[li]))
+                    continue;
+                double eo, eh;
+                simd_vs(&d, mech, scale, p.q, p.k, p.v, g, beta, p.h0, o, ht, &opts, &eo,
+                        &eh);
+                if (eo > TOL || eh > TOL)
+                    print_error("level %s, shape %zu, %s: o %.3g, ht %.3g\n",
+                                kdalab_simd_level_str(levels[li]), si,
+                                kdalab_mechanism_name(mech), eo, eh);
+                assert_true(eo <= TOL);
+                assert_true(eh <= TOL);
+            }
+            free(o);
+            free(ht);
+            random_problem_free(&p);
+        }
+    }
+    gsl_rng_free(rng);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
+/* g = -1000 everywhere: each step forgets everything before it; the result
+ * must stay finite and match the reference. */
+static void test_extreme_decay_finite(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(11);
+    kdalab_dims d = {1, 150, 2, 64, 64};
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_KDA, d, -1000.0, 1);
+    for (size_t i = 0; i < n_qk(&d); i++)
+        p.g[i] = -1000.0;
+    double scale = kdalab_default_scale(d.K);
+    double *o = malloc(n_v(&d) * sizeof *o), *ht = malloc(n_state(&d) * sizeof *ht);
+    assert_int_equal(kdalab_recurrent_f64(&d, KDALAB_KDA, scale, p.q, p.k, p.v, p.g, p.beta,
+                                          p.h0, o, ht),
+                     KDALAB_OK);
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        double eo, eh;
+        simd_vs(&d, KDALAB_KDA, scale, p.q, p.k, p.v, p.g, p.beta, p.h0, o, ht, NULL, &eo,
+                &eh);
+        assert_true(eo <= TOL);
+        assert_true(eh <= TOL);
+    }
+    free(o);
+    free(ht);
+    random_problem_free(&p);
+    gsl_rng_free(rng);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
+/* The decode step, 40 tokens in a row, against kdalab_step_f64. */
+static void test_step_every_level(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(5);
+    const size_t KV[][2] = {{128, 128}, {24, 20}, {7, 45}, {64, 40}};
+    const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                      KDALAB_GATED_DELTANET, KDALAB_KDA};
+    for (size_t si = 0; si < 4; si++)
+        for (size_t mi = 0; mi < 4; mi++) {
+            size_t K = KV[si][0], V = KV[si][1], steps = 40;
+            kdalab_dims d = {1, steps, 1, K, V};
+            random_problem p;
+            random_problem_make(&p, rng, mechs[mi], d, si == 3 ? -50.0 : -1.0, 1);
+            double scale = kdalab_default_scale(K);
+            double *S = malloc(K * V * sizeof *S), *o = malloc(steps * V * sizeof *o);
+            memcpy(S, p.h0, K * V * sizeof *S);
+            size_t gw = kdalab_mechanism_g_width(mechs[mi], K);
+            for (size_t t = 0; t < steps; t++)
+                assert_int_equal(kdalab_step_f64(mechs[mi], K, V, scale, p.q + t * K,
+                                                 p.k + t * K, p.v + t * V,
+                                                 gw ? p.g + t * gw : NULL, p.beta[t], S,
+                                                 o + t * V),
+                                 KDALAB_OK);
+            for (size_t li = 0; li < N_LEVELS; li++) {
+                if (!use_level(levels[li]))
+                    continue;
+                float *Sf = to_f32(p.h0, K * V), *of = malloc(steps * V * sizeof *of);
+                float *qf = to_f32(p.q, steps * K), *kf = to_f32(p.k, steps * K);
+                float *vf = to_f32(p.v, steps * V), *gf = to_f32(p.g, steps * K);
+                for (size_t t = 0; t < steps; t++)
+                    assert_int_equal(kdalab_simd_step_f32(mechs[mi], K, V, (float)scale,
+                                                          qf + t * K, kf + t * K, vf + t * V,
+                                                          gw ? gf + t * gw : NULL,
+                                                          (float)p.beta[t], Sf, of + t * V),
+                                     KDALAB_OK);
+                double eo = rel_err_f32(of, o, steps * V), es = rel_err_f32(Sf, S, K * V);
+                note(eo);
+                note(es);
+                if (eo > TOL || es > TOL)
+                    print_error("level %s, K %zu V %zu %s: o %.3g S %.3g\n",
+                                kdalab_simd_level_str(levels[li]), K, V,
+                                kdalab_mechanism_name(mechs[mi]), eo, es);
+                assert_true(eo <= TOL);
+                assert_true(es <= TOL);
+                free(Sf); free(of); free(qf); free(kf); free(vf); free(gf);
+            }
+            free(S);
+            free(o);
+            random_problem_free(&p);
+        }
+    gsl_rng_free(rng);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
+/* Bad input: the same status as the reference, outputs untouched. */
+static void test_errors_match_reference(void **state)
+{
+    (void)state;
+    enum { K = 8, V = 8, T = 5 };
+    float q[T * K], k[T * K], v[T * V], g[T * K], beta[T], o[T * V], o2[T * V];
+    for (int i = 0; i < T * K; i++) {
+        q[i] = 0.1f * (float)(i % 7);
+        k[i] = 0.2f;
+        g[i] = -0.5f;
+    }
+    for (int i = 0; i < T * V; i++)
+        v[i] = 1.0f;
+    for (int i = 0; i < T; i++)
+        beta[i] = 0.5f;
+    kdalab_dims d = {1, T, 1, K, V};
+    /* g > 0, beta > 2, NaN in q, NULL v, zero K, bad scale, bad chunk */
+    for (int trial = 0; trial < 7; trial++) {
+        float gb[T * K], bb[T], qb[T * K];
+        memcpy(gb, g, sizeof g);
+        memcpy(bb, beta, sizeof beta);
+        memcpy(qb, q, sizeof q);
+        kdalab_dims db = d;
+        const float *vp = v;
+        float sc = 0.3f;
+        kdalab_chunk_opts op = kdalab_chunk_opts_default();
+        switch (trial) {
+        case 0: gb[3] = 0.1f; break;
+        case 1: bb[2] = 2.5f; break;
+        case 2: qb[4] = NAN; break;
+        case 3: vp = NULL; break;
+        case 4: db.K = 0; break;
+        case 5: sc = -1.0f; break;
+        case 6: op.chunk = 0; break;
+        }
+        for (int i = 0; i < T * V; i++)
+            o[i] = o2[i] = 42.0f;
+        kdalab_status want = kdalab_chunk_f32(&db, KDALAB_KDA, sc, qb, k, vp, gb, bb, NULL,
+                                              o2, NULL, &op, NULL);
+        kdalab_status got = kdalab_simd_chunk_f32(&db, KDALAB_KDA, sc, qb, k, vp, gb, bb,
+                                                  NULL, o, NULL, &op, NULL);
+        assert_int_not_equal(want, KDALAB_OK);
+        assert_int_equal(got, want);
+        for (int i = 0; i < T * V; i++)
+            assert_true(o[i] == 42.0f);
+    }
+    /* the decode step: a NaN in S is refused and S, o stay as they were */
+    float S[K * V], S0[K * V], os[V];
+    for (int i = 0; i < K * V; i++)
+        S[i] = S0[i] = 0.01f * (float)i;
+    S[K * V - 3] = INFINITY;
+    S0[K * V - 3] = INFINITY;
+    for (int i = 0; i < V; i++)
+        os[i] = 7.0f;
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        for (int m = 0; m < 4; m++) {
+            kdalab_status s = kdalab_simd_step_f32((kdalab_mechanism)m, K, V, 0.3f, q, k, v,
+                                                   g, 0.5f, S, os);
+            assert_int_equal(s, KDALAB_ENONFINITE);
+            assert_memory_equal(S, S0, sizeof S);
+            for (int i = 0; i < V; i++)
+                assert_true(os[i] == 7.0f);
+        }
+        assert_int_equal(kdalab_simd_step_f32(KDALAB_KDA, K, V, 0.3f, q, k, v, g, 2.5f, S, os),
+                         KDALAB_EDOMAIN);
+        assert_int_equal(kdalab_simd_step_f32(KDALAB_KDA, K, V, 0.3f, q, k, v, NULL, 0.5f, S,
+                                              os),
+                         KDALAB_ENULL);
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
+/* Levels: names round-trip; a level the CPU lacks is refused, never run. */
+static void test_levels(void **state)
+{
+    (void)state;
+    for (int l = 0; l <= KDALAB_SIMD_AUTO; l++) {
+        kdalab_simd_level back;
+        assert_int_equal(kdalab_simd_level_parse(kdalab_simd_level_str(l), &back), KDALAB_OK);
+        assert_int_equal(back, l);
+    }
+    kdalab_simd_level dummy;
+    assert_int_equal(kdalab_simd_level_parse("sse9", &dummy), KDALAB_EINVAL);
+    assert_true(kdalab_simd_level_available(KDALAB_SIMD_SCALAR));
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        kdalab_status s = kdalab_simd_set_level(levels[li]);
+        if (kdalab_simd_level_available(levels[li])) {
+            assert_int_equal(s, KDALAB_OK);
+            assert_int_equal(kdalab_simd_get_level(), levels[li]);
+        } else {
+            assert_int_equal(s, KDALAB_EINVAL);
+            assert_int_not_equal(kdalab_simd_get_level(), levels[li]);
+        }
+    }
+    assert_int_equal(kdalab_simd_set_level(KDALAB_SIMD_AUTO), KDALAB_OK);
+    printf("    level in use: %s\n", kdalab_simd_level_name());
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_levels),
+        cmocka_unit_test(test_golden_every_level),
+        cmocka_unit_test(test_random_every_level),
+        cmocka_unit_test(test_extreme_decay_finite),
+        cmocka_unit_test(test_step_every_level),
+        cmocka_unit_test(test_errors_match_reference),
+    };
+    int failed = cmocka_run_group_tests_name("simd", tests, NULL, NULL);
+    for (size_t li = 0; li < N_LEVELS; li++)
+        if (kdalab_simd_level_available(levels[li]))
+            printf("    level %s: largest relative error against float64 %.2e (tolerance %.0e)\n",
+                   kdalab_simd_level_str(levels[li]), worst[li], TOL);
+    return failed;
+}
