@@ -104,9 +104,12 @@ static void parse_cost(chapter_output *out, char *line)
 /* Run bin/chapters/<name>, parse every block; fails the test if it cannot. */
 static void run_chapter(const char *name, chapter_output *out)
 {
-    const char *dir = getenv("KDALAB_CHAPTERS_BIN");
+    const char *dir = getenv("KDALAB_CHAPTERS_BIN"), *bin = getenv("KDALAB_BIN");
     char cmd[512], line[1024];
-    snprintf(cmd, sizeof cmd, "%s/%s", dir ? dir : "bin/chapters", name);
+    if (dir)
+        snprintf(cmd, sizeof cmd, "%s/%s", dir, name);
+    else
+        snprintf(cmd, sizeof cmd, "%s/chapters/%s", bin && *bin ? bin : "bin", name);
     FILE *f = fopen(cmd, "rb");
     if (!f)
         fail_msg("%s not found: run `make chapters` (or set KDALAB_CHAPTERS_BIN)", cmd);
