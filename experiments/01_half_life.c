@@ -318,10 +318,11 @@ int main(int argc, char **argv)
            qv[2], qv[3], qv[4], qv[5], qv[6]);
     printf("    channels under 6 tokens: %zu of %zu (%.1f%%); over 1e6 tokens: %zu (%.1f%%)\n", under6, nch,
            100.0 * under6 / nch, over1e6, 100.0 * over1e6 / nch);
-    printf("  chapter: \"from about six tokens to effectively permanent\": the upper end holds (%.1f%% of "
-           "channels beyond 1e6 tokens);\n  the lower end is %s: the shortest channel is %.3g tokens and the "
-           "gate's floor is %.3f tokens.\n", 100.0 * over1e6 / nch,
-           qv[0] < 3.0 ? "NOT six tokens" : "about right", qv[0], log(2.0) / -lower_bound);
+    printf("  chapter: \"from about six tokens to effectively permanent\": with x std %g the upper end holds "
+           "(%.1f%% of channels\n  beyond 1e6 tokens) and the shortest channel is %.3g tokens (%s); the gate's "
+           "floor is %.3f tokens per token,\n  not six. Both ends move with the scale of x (table below).\n",
+           x_std, 100.0 * over1e6 / nch, qv[0], qv[0] >= 3.0 && qv[0] <= 12.0 ? "about six" : "NOT about six",
+           log(2.0) / -lower_bound);
 
     /* how much the spread depends on the scale of the gate input x */
     static const double xs[3] = {1.0 / 3.0, 1.0, 3.0};
