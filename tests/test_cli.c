@@ -1,0 +1,801 @@
+/*
+ * test_cli.c — bin/kdalab end to end (issue 4).
+ *
+ * Every golden case goes through `kdalab run` (each form and precision) and
+ * `kdalab compare` against the expected o and ht; the bad inputs of issue 4
+ * (truncated files, wrong magic, header past the end, overflowing shape,
+ * big-endian data, integer dtypes, Fortran order, NaN/Inf, g > 0, mismatched
+ * B/T/H, empty arrays) each get their own check of the exit status, the one
+ * error line, and that no output file was left behind or half-written.
+ *
+ * The binary is ./bin/kdalab relative to the repository root, where `make
+ * test` runs the tests (override with $KDALAB_BIN). Scratch files live in a
+ * mkdtemp directory. Each result read back in-process is also checked with
+ * rel_err_f64, so a lying `compare` would not hide a wrong `run`.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "kdalab.h"
+
+static char tmpdir[256];
+static const char *kdalab_bin;
+static char out_text[8192], err_text[8192]; /* stdout / stderr of the last run */
+
+/* ------------------------------------------------------------------------- */
+/* Running the tool                                                          */
+/* ------------------------------------------------------------------------- */
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Run "kdalab <args>" (printf-style); returns its exit status, captures
+ * stdout and stderr. A death by signal fails the test: never a crash. */
+static int kdalab(const char *fmt, ...)
+{
+    char args[6144], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s >%s/stdout 2>%s/stderr", kdalab_bin, args, tmpdir, tmpdir);
+    int st = system(cmd);
+    char p[512];
+    snprintf(p, sizeof p, "%s/stdout", tmpdir);
+    slurp(p, out_text, sizeof out_text);
+    snprintf(p, sizeof p, "%s/stderr", tmpdir);
+    slurp(p, err_text, sizeof err_text);
+    if (st == -1 || !WIFEXITED(st))
+        fail_msg("kdalab %s: did not exit normally (status %d)\n%s", args, st, err_text);
+    int rc = WEXITSTATUS(st);
+    if (rc == 126 || rc == 127 || rc > 2)
+        fail_msg("kdalab %s: exit %d (a crash or a sanitizer report?)\n%s", args, rc, err_text);
+    return rc;
+}
+
+/* The last run failed with exit code rc and ONE line on stderr holding every
+ * needle (NULL-terminated list). */
+static void expect_error(int got, int rc, ...)
+{
+    if (got != rc)
+        fail_msg("exit %d, expected %d; stderr: %s", got, rc, err_text);
+    size_t len = strlen(err_text);
+    assert_true(len > 0);
+    if (strchr(err_text, '\n') != err_text + len - 1)
+        fail_msg("error is not exactly one line: '%s'", err_text);
+    va_list ap;
+    va_start(ap, rc);
+    const char *needle;
+    while ((needle = va_arg(ap, const char *)) != NULL)
+        if (!strstr(err_text, needle))
+            fail_msg("error '%s' lacks '%s'", err_text, needle);
+    va_end(ap);
+}
+
+static const char *tmp(const char *name)
+{
+    static char paths[8][512];
+    static int next = 0;
+    char *p = paths[next++ % 8];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Entries of tmpdir whose name starts with prefix (catches temp leftovers). */
+static int count_entries(const char *prefix)
+{
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void write_array(const char *path, kdalab_dtype dtype, const kdalab_array *a)
+{
+    kdalab_status s = kdalab_npy_write(path, dtype, a->data, a->ndim, a->shape);
+    if (s != KDALAB_OK)
+        fail_msg("writing %s: %s", path, kdalab_last_error());
+}
+
+static void read_array(const char *path, kdalab_array *a)
+{
+    kdalab_status s = kdalab_npy_read(path, a);
+    if (s != KDALAB_OK)
+        fail_msg("reading %s: %s", path, kdalab_last_error());
+}
+
+/* Bytes of a file (malloc'd). */
+static unsigned char *file_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+static void put_bytes(const char *path, const void *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Golden cases end to end                                                   */
+/* ------------------------------------------------------------------------- */
+
+static char golden_path_buf[8][512];
+static const char *golden_path(const char *name, const char *key)
+{
+    static int next = 0;
+    char *p = golden_path_buf[next++ % 8];
+    snprintf(p, 512, "%s/%s.%s.npy", golden_dir(), name, key);
+    return p;
+}
+
+/* The input flags of a golden case: "--q .. --k .. --v .. [--beta ..] [--g ..] [--h0 ..]". */
+static const char *case_inputs(const golden_case *c)
+{
+    static char buf[4096];
+    int n = snprintf(buf, sizeof buf, "--mechanism %s --scale %.17g --q %s --k %s --v %s",
+                     kdalab_mechanism_name(c->mech), c->scale, golden_path(c->name, "q"),
+                     golden_path(c->name, "k"), golden_path(c->name, "v"));
+    if (kdalab_mechanism_has_beta(c->mech))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s", golden_path(c->name, "beta"));
+    if (kdalab_mechanism_g_width(c->mech, 1))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s", golden_path(c->name, "g"));
+    if (c->has_h0)
+        snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s", golden_path(c->name, "h0"));
+    return buf;
+}
+
+/* Run one golden case with extra options; check o and ht by `compare` at
+ * rtol and in-process by rel_err_f64 at the same bound. */
+static void golden_run(const golden_case *c, const char *options, double rtol)
+{
+    const char *o = tmp("o.npy"), *ht = tmp("ht.npy");
+    unlink(o);
+    unlink(ht);
+    int rc = kdalab("run %s %s --o %s --ht %s", case_inputs(c), options, o, ht);
+    if (rc != 0)
+        fail_msg("%s [%s]: exit %d: %s", c->name, options, rc, err_text);
+    const char *keys[2] = {"o", "ht"}, *outs[2] = {o, ht};
+    const kdalab_array *want[2] = {&c->o, &c->ht};
+    for (int i = 0; i < 2; i++) {
+        rc = kdalab("compare %s %s --rtol %g", outs[i], golden_path(c->name, keys[i]), rtol);
+        if (rc != 0)
+            fail_msg("%s [%s]: compare %s exit %d:\n%s", c->name, options, keys[i], rc,
+                     out_text);
+        assert_non_null(strstr(out_text, "result=PASS"));
+        kdalab_array got;
+        read_array(outs[i], &got);
+        assert_int_equal(got.dtype, KDALAB_DTYPE_F64);
+        assert_int_equal(got.ndim, 4);
+        for (int d = 0; d < 4; d++)
+            assert_int_equal(got.shape[d], want[i]->shape[d]);
+        double e = rel_err_f64(got.data, want[i]->data, got.size);
+        if (!(e <= rtol))
+            fail_msg("%s [%s]: %s rel err %g > %g", c->name, options, keys[i], e, rtol);
+        kdalab_array_free(&got);
+    }
+}
+
+/* float64 agrees with fla's float64 reference to rounding: 1e-12 relative
+ * (the forms differ in summation order only). float32: 1e-5 (24-bit
+ * mantissa, error growing with T and the condition of the UT transform). */
+static void golden_reference(void **state)
+{
+    golden_case cases[16];
+    size_t n = golden_load_all(cases, 16);
+    assert_true(n >= 6);
+    for (size_t i = 0; i < n; i++) {
+        const golden_case *c = &cases[i];
+        golden_run(c, "", 1e-12);
+        golden_run(c, "--form recurrent --precision fp64 --impl reference", 1e-12);
+        golden_run(c, "--form chunk", 1e-12);
+        golden_run(c, "--form chunk --chunk 16 --subchunk 4", 1e-12);
+        golden_run(c, "--form chunk --chunk 13 --subchunk none", 1e-12);
+        golden_run(c, "--form recurrent --precision fp32", 1e-5);
+        golden_run(c, "--form chunk --precision fp32", 1e-5);
+        if (c->mech == KDALAB_KDA) {
+            golden_run(c, "--form chunk --decay pairwise --chunk 32", 1e-12);
+            golden_run(c, "--form chunk --decay anchored --chunk 16 --subchunk 4", 1e-12);
+        }
+        golden_free(&cases[i]);
+    }
+}
+
+/* The SIMD path through the CLI: float32, so 1e-5. */
+static void golden_simd(void **state)
+{
+    golden_case cases[16];
+    size_t n = golden_load_all(cases, 16);
+    for (size_t i = 0; i < n; i++) {
+        golden_run(&cases[i], "--impl simd --precision fp32 --form chunk", 1e-5);
+        golden_run(&cases[i], "--impl simd --precision fp32 --form recurrent", 1e-5);
+        golden_free(&cases[i]);
+    }
+}
+
+/* Emulated bf16 runs and yields finite output on every golden case except
+ * the deliberately extreme one; its error is the lead's measured bound, so
+ * here only "runs, finite, shaped right" is asserted. */
+static void golden_bf16_runs(void **state)
+{
+    golden_case cases[16];
+    size_t n = golden_load_all(cases, 16);
+    for (size_t i = 0; i < n; i++) {
+        const golden_case *c = &cases[i];
+        if (c->mech == KDALAB_KDA || c->mech == KDALAB_GATED_DELTANET) {
+            const char *o = tmp("o.npy");
+            int rc = kdalab("run %s --form chunk --precision bf16 --o %s", case_inputs(c), o);
+            if (rc != 0)
+                fail_msg("%s bf16: exit %d: %s", c->name, rc, err_text);
+            kdalab_array got;
+            read_array(o, &got);
+            assert_int_equal(got.size, c->o.size);
+            for (size_t j = 0; j < got.size; j++)
+                assert_true(isfinite(got.data[j]));
+            kdalab_array_free(&got);
+        }
+        golden_free(&cases[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* compare                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static void compare_semantics(void **state)
+{
+    kdalab_array b;
+    read_array(golden_path("kda_small", "o"), &b);
+    const char *pb = tmp("b.npy"), *pa = tmp("a.npy");
+    write_array(pb, KDALAB_DTYPE_F64, &b);
+
+    /* identical */
+    assert_int_equal(kdalab("compare %s %s", pb, pb), 0);
+    assert_non_null(strstr(out_text, "max_abs_err=0.000000e+00"));
+    assert_non_null(strstr(out_text, "result=PASS"));
+
+    /* one element off by 1e-3 of max|B|: fails at the default 1e-12, names
+     * the element, passes at rtol 1e-2 */
+    double maxb = 0;
+    for (size_t i = 0; i < b.size; i++)
+        maxb = fmax(maxb, fabs(b.data[i]));
+    size_t at = 2 * 16 + 5; /* (0, 1, 0, 5) in [1, 64, 2, 16] */
+    b.data[at] += 1e-3 * maxb;
+    write_array(pa, KDALAB_DTYPE_F64, &b);
+    assert_int_equal(kdalab("compare %s %s", pa, pb), 1);
+    assert_non_null(strstr(out_text, "worst_index=(0, 1, 0, 5)"));
+    const char *rel = strstr(out_text, "max_rel_err=");
+    double rel_value = 0;
+    assert_non_null(rel);
+    assert_int_equal(sscanf(rel, "max_rel_err=%lf", &rel_value), 1);
+    assert_true(fabs(rel_value - 1e-3) < 1e-9);
+    assert_non_null(strstr(out_text, "result=FAIL"));
+    assert_int_equal(kdalab("compare %s %s --rtol 1e-2", pa, pb), 0);
+    assert_int_equal(kdalab("compare %s %s --atol=1", pa, pb), 0);
+
+    /* non-finite: the same NaN in both agrees; NaN on one side only fails */
+    b.data[at] = NAN;
+    write_array(pa, KDALAB_DTYPE_F64, &b);
+    assert_int_equal(kdalab("compare %s %s --rtol 1", pa, pa), 0);
+    assert_non_null(strstr(out_text, "nonfinite_a=1 nonfinite_b=1 nonfinite_mismatch=0"));
+    assert_int_equal(kdalab("compare %s %s --rtol 1", pa, pb), 1);
+    assert_non_null(strstr(out_text, "nonfinite_a=1 nonfinite_b=0 nonfinite_mismatch=1"));
+
+    /* bad input: exit 2 */
+    kdalab_array ht;
+    read_array(golden_path("kda_small", "ht"), &ht);
+    expect_error(kdalab("compare %s %s", pb, golden_path("kda_small", "ht")), 2,
+                 "(1, 64, 2, 16)", "(1, 2, 32, 16)", NULL);
+    expect_error(kdalab("compare %s %s", pb, tmp("missing.npy")), 2, "missing.npy", NULL);
+    expect_error(kdalab("compare %s", pb), 2, "two files", NULL);
+    expect_error(kdalab("compare %s %s --rtol abc", pb, pb), 2, "--rtol", NULL);
+    expect_error(kdalab("compare %s %s --atol -1", pb, pb), 2, "--atol", NULL);
+
+    /* empty arrays compare equal */
+    size_t eshape[2] = {0, 3};
+    assert_int_equal(kdalab_npy_write(tmp("e.npy"), KDALAB_DTYPE_F64, NULL, 2, eshape),
+                     KDALAB_OK);
+    assert_int_equal(kdalab("compare %s %s", tmp("e.npy"), tmp("e.npy")), 0);
+    assert_non_null(strstr(out_text, "worst_index=none"));
+
+    kdalab_array_free(&b);
+    kdalab_array_free(&ht);
+}
+
+/* ------------------------------------------------------------------------- */
+/* run: bad inputs                                                           */
+/* ------------------------------------------------------------------------- */
+
+/* kda_small's flags with one input replaced (key = "q", "k", "v", "beta",
+ * "g" or "h0"; path NULL drops it). */
+static const char *kda_with(const char *key, const char *path)
+{
+    static char buf[4096];
+    static const char *keys[] = {"q", "k", "v", "beta", "g", "h0"};
+    int n = snprintf(buf, sizeof buf, "--mechanism kda");
+    for (int i = 0; i < 6; i++) {
+        const char *p = golden_path("kda_small", keys[i]);
+        if (key && strcmp(key, keys[i]) == 0)
+            p = path;
+        if (p)
+            n += snprintf(buf + n, sizeof buf - (size_t)n, " --%s %s", keys[i], p);
+    }
+    return buf;
+}
+
+/* Run kda_small with one input replaced, expecting failure with the needles;
+ * a pre-existing o.npy must come through untouched and no temp file appear. */
+static void run_fails(const char *key, const char *path, int rc, const char *n1,
+                      const char *n2)
+{
+    const char *o = tmp("o.npy");
+    const char marker[] = "previous contents";
+    put_bytes(o, marker, sizeof marker);
+    unlink(tmp("ht.npy"));
+    expect_error(kdalab("run %s --o %s --ht %s", kda_with(key, path), o, tmp("ht.npy")), rc,
+                 n1, n2, NULL);
+    size_t len;
+    unsigned char *b = file_bytes(o, &len);
+    assert_int_equal(len, sizeof marker);
+    assert_memory_equal(b, marker, sizeof marker);
+    free(b);
+    assert_false(exists(tmp("ht.npy")));
+    assert_int_equal(count_entries("o.npy"), 1);
+    assert_int_equal(count_entries("ht.npy"), 0);
+    unlink(o);
+}
+
+/* Run kda_small with one input replaced; expect the golden answer. */
+static void run_matches_golden(const char *key, const char *path)
+{
+    const char *o = tmp("o.npy");
+    int rc = kdalab("run %s --scale 0.1767766952966369 --o %s", kda_with(key, path), o);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, err_text);
+    assert_int_equal(kdalab("compare %s %s", o, golden_path("kda_small", "o")), 0);
+    unlink(o);
+}
+
+static void bad_files(void **state)
+{
+    size_t len;
+    unsigned char *q = file_bytes(golden_path("kda_small", "q"), &len);
+
+    /* truncated: in the data, in the header, in the magic */
+    put_bytes(tmp("trunc.npy"), q, len / 2);
+    run_fails("q", tmp("trunc.npy"), 2, "--q", "truncated");
+    put_bytes(tmp("trunc.npy"), q, 40);
+    run_fails("q", tmp("trunc.npy"), 2, "--q", "trunc.npy");
+    put_bytes(tmp("trunc.npy"), q, 3);
+    run_fails("k", tmp("trunc.npy"), 2, "--k", "trunc.npy");
+    put_bytes(tmp("trunc.npy"), q, 0);
+    run_fails("v", tmp("trunc.npy"), 2, "--v", "trunc.npy");
+
+    /* wrong magic */
+    unsigned char *bad = malloc(len);
+    assert_non_null(bad);
+    memcpy(bad, q, len);
+    memcpy(bad + 1, "NUMPZ", 5);
+    put_bytes(tmp("magic.npy"), bad, len);
+    run_fails("q", tmp("magic.npy"), 2, "--q", "magic");
+    char manifest[512];
+    snprintf(manifest, sizeof manifest, "%s/MANIFEST.tsv", golden_dir()); /* not .npy at all */
+    run_fails("q", manifest, 2, "--q", "magic");
+
+    /* header length past the end (1.0 and a 4 GiB 2.0 header) */
+    memcpy(bad, q, len);
+    bad[8] = 0xff;
+    bad[9] = 0xff;
+    put_bytes(tmp("hlen.npy"), bad, len);
+    run_fails("g", tmp("hlen.npy"), 2, "--g", "past the end");
+    const unsigned char tiny[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xff, 0xff, 0xff, 0xff};
+    put_bytes(tmp("tiny.npy"), tiny, sizeof tiny);
+    run_fails("beta", tmp("tiny.npy"), 2, "--beta", "past the end");
+
+    /* overflowing shape: same header length, shape text replaced */
+    const char *hdr = "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, "
+                      "4294967296, 2, 32), }";
+    memcpy(bad, q, len);
+    memset(bad + 10, ' ', 117);
+    memcpy(bad + 10, hdr, strlen(hdr));
+    put_bytes(tmp("ovf.npy"), bad, len);
+    run_fails("q", tmp("ovf.npy"), 2, "--q", "overflow");
+
+    /* integer dtypes */
+    static const char *ints[] = {"<i8", "|u1", "<i4"};
+    for (int i = 0; i < 3; i++) {
+        memcpy(bad, q, len);
+        memcpy(bad + 21, ints[i], 3); /* 'descr': '<f8' -> the integer dtype */
+        put_bytes(tmp("int.npy"), bad, len);
+        char needle[16];
+        snprintf(needle, sizeof needle, "'%s'", ints[i]);
+        run_fails("q", tmp("int.npy"), 2, "--q", needle);
+    }
+
+    /* a directory and a missing file */
+    run_fails("h0", tmpdir, 2, "--h0", "not a regular file");
+    run_fails("h0", tmp("missing.npy"), 2, "--h0", "missing.npy");
+    free(bad);
+    free(q);
+}
+
+/* Big-endian and float32 files and Fortran order are read correctly. */
+static void other_layouts_read_correctly(void **state)
+{
+    kdalab_array q;
+    read_array(golden_path("kda_small", "q"), &q);
+
+    /* big-endian: swap every element's bytes and mark the dtype '>f8' */
+    size_t len;
+    unsigned char *b = file_bytes(golden_path("kda_small", "q"), &len);
+    assert_int_equal(b[22], 'f');
+    b[21] = '>';
+    for (size_t i = 128; i + 8 <= len; i += 8)
+        for (int j = 0; j < 4; j++) {
+            unsigned char t = b[i + (size_t)j];
+            b[i + (size_t)j] = b[i + 7 - (size_t)j];
+            b[i + 7 - (size_t)j] = t;
+        }
+    put_bytes(tmp("be.npy"), b, len);
+    run_matches_golden("q", tmp("be.npy"));
+    free(b);
+
+    /* Fortran order: same values stored first-index-fastest */
+    b = file_bytes(golden_path("kda_small", "q"), &len);
+    const char *hdr = "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 64, 2, 32), }";
+    memset(b + 10, ' ', 117);
+    memcpy(b + 10, hdr, strlen(hdr));
+    const size_t *sh = q.shape;
+    for (size_t i = 0; i < q.size; i++) {
+        size_t rem = i, idx[4];
+        for (int d = 3; d >= 0; d--) {
+            idx[d] = rem % sh[d];
+            rem /= sh[d];
+        }
+        size_t f = idx[0] + sh[0] * (idx[1] + sh[1] * (idx[2] + sh[2] * idx[3]));
+        memcpy(b + 128 + 8 * f, &q.data[i], 8); /* host order: little-endian here */
+    }
+    put_bytes(tmp("fortran.npy"), b, len);
+    run_matches_golden("q", tmp("fortran.npy"));
+    free(b);
+
+    /* float32 inputs: same result as float64 files holding the rounded values */
+    kdalab_array r;
+    write_array(tmp("q32.npy"), KDALAB_DTYPE_F32, &q);
+    read_array(tmp("q32.npy"), &r);
+    assert_int_equal(r.dtype, KDALAB_DTYPE_F32);
+    write_array(tmp("q64.npy"), KDALAB_DTYPE_F64, &r);
+    assert_int_equal(kdalab("run %s --o %s", kda_with("q", tmp("q32.npy")), tmp("o32.npy")), 0);
+    assert_int_equal(kdalab("run %s --o %s", kda_with("q", tmp("q64.npy")), tmp("o64.npy")), 0);
+    assert_int_equal(kdalab("compare %s %s --rtol 0", tmp("o32.npy"), tmp("o64.npy")), 0);
+    kdalab_array_free(&r);
+    kdalab_array_free(&q);
+}
+
+/* NaN or Inf in q, k, v, g, beta, h0; g > 0; beta > 2. */
+static void bad_values(void **state)
+{
+    static const struct {
+        const char *key;
+        size_t at;
+        double value;
+        const char *n1, *n2;
+    } cases[] = {
+        {"q", 70, NAN, "--q", "NaN"},
+        {"k", 0, INFINITY, "--k", "+Inf"},
+        {"v", 33, -INFINITY, "--v", "-Inf"},
+        {"g", 5, NAN, "--g", "NaN"},
+        {"g", 100, INFINITY, "--g", "Inf"},
+        {"beta", 3, NAN, "--beta", "NaN"},
+        {"h0", 9, INFINITY, "--h0", "Inf"},
+        {"g", 7, 0.25, "--g", "must be <= 0"},
+        {"g", 0, 1e-300, "--g", "must be <= 0"},
+        {"beta", 1, 2.5, "--beta", "outside [0, 2]"},
+        {"beta", 2, -0.1, "--beta", "outside [0, 2]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kdalab_array a;
+        read_array(golden_path("kda_small", cases[i].key), &a);
+        assert_true(cases[i].at < a.size);
+        a.data[cases[i].at] = cases[i].value;
+        write_array(tmp("bad.npy"), KDALAB_DTYPE_F64, &a);
+        run_fails(cases[i].key, tmp("bad.npy"), 2, cases[i].n1, cases[i].n2);
+        kdalab_array_free(&a);
+    }
+    /* the element's index is named: q element 70 of [1, 64, 2, 32] is (0, 1, 0, 6) */
+    kdalab_array a;
+    read_array(golden_path("kda_small", "q"), &a);
+    a.data[70] = NAN;
+    write_array(tmp("bad.npy"), KDALAB_DTYPE_F64, &a);
+    run_fails("q", tmp("bad.npy"), 2, "(0, 1, 0, 6)", "bad.npy");
+    kdalab_array_free(&a);
+    /* g = 0 exactly is legal (no decay) */
+    read_array(golden_path("kda_small", "g"), &a);
+    for (size_t i = 0; i < a.size; i++)
+        a.data[i] = 0.0;
+    write_array(tmp("g0.npy"), KDALAB_DTYPE_F64, &a);
+    assert_int_equal(kdalab("run %s --o %s", kda_with("g", tmp("g0.npy")), tmp("o.npy")), 0);
+    kdalab_array_free(&a);
+    unlink(tmp("o.npy"));
+}
+
+/* Mismatched B/T/H (and K, V) between files: both shapes in the message. */
+static void mismatched_shapes(void **state)
+{
+    /* kda_small: q [1,64,2,32], v [1,64,2,16]; deltanet_small: [1,45,2,16], v [1,45,2,8] */
+    run_fails("k", golden_path("kda_ragged", "k"), 2, "(2, 77, 3, 24)", "(1, 64, 2, 32)");
+    run_fails("v", golden_path("deltanet_small", "v"), 2, "(1, 45, 2, 8)", "(1, 64, 2, 32)");
+    run_fails("beta", golden_path("deltanet_small", "beta"), 2, "(1, 45, 2)", "(1, 64, 2, 32)");
+    run_fails("g", golden_path("gated_deltanet_small", "g"), 2, "(2, 50, 2)", "(1, 64, 2, 32)");
+    run_fails("g", golden_path("kda_strong_decay", "g"), 2, "(1, 200, 2, 64)",
+              "(1, 64, 2, 32)");
+    run_fails("h0", golden_path("deltanet_small", "h0"), 2, "(1, 2, 16, 8)", "(1, 2, 32, 16)");
+    /* q not 4-D */
+    run_fails("q", golden_path("kda_small", "beta"), 2, "--q", "(1, 64, 2)");
+    /* v with a different H only */
+    kdalab_array v;
+    read_array(golden_path("kda_small", "v"), &v);
+    v.shape[2] = 1;
+    v.shape[1] = 128;
+    write_array(tmp("v_h1.npy"), KDALAB_DTYPE_F64, &v);
+    run_fails("v", tmp("v_h1.npy"), 2, "(1, 128, 1, 16)", "(1, 64, 2, 32)");
+    kdalab_array_free(&v);
+}
+
+/* Usage errors: one line naming the flag, exit 2, nothing written. */
+static void usage_errors(void **state)
+{
+    const char *o = tmp("o.npy");
+    char in[4096];
+    snprintf(in, sizeof in, "%s", kda_with(NULL, NULL));
+    expect_error(kdalab(""), 2, "no command", NULL);
+    expect_error(kdalab("frobnicate"), 2, "'frobnicate'", NULL);
+    expect_error(kdalab("run"), 2, "--mechanism", NULL);
+    expect_error(kdalab("run --mechanism mamba %s --o %s", in + 15, o), 2, "'mamba'", NULL);
+    expect_error(kdalab("run %s", in), 2, "--o", NULL);
+    expect_error(kdalab("run %s --o %s --bogus 1", in, o), 2, "'--bogus'", NULL);
+    expect_error(kdalab("run %s --o %s --form zigzag", in, o), 2, "--form", NULL);
+    expect_error(kdalab("run %s --o %s --form chunk --chunk 0", in, o), 2, "--chunk", NULL);
+    expect_error(kdalab("run %s --o %s --form chunk --chunk -3", in, o), 2, "--chunk", NULL);
+    expect_error(kdalab("run %s --o %s --form chunk --chunk 99999999999999999999999", in, o),
+                 2, "--chunk", NULL);
+    expect_error(kdalab("run %s --o %s --form chunk --subchunk 0", in, o), 2, "--subchunk",
+                 NULL);
+    expect_error(kdalab("run %s --o %s --chunk 16", in, o), 2, "--chunk", "--form chunk", NULL);
+    expect_error(kdalab("run %s --o %s --form chunk --decay fast", in, o), 2, "--decay", NULL);
+    expect_error(kdalab("run %s --o %s --precision fp8", in, o), 2, "--precision", NULL);
+    expect_error(kdalab("run %s --o %s --precision bf16", in, o), 2, "--precision",
+                 "--form chunk", NULL);
+    expect_error(kdalab("run %s --o %s --impl gpu", in, o), 2, "--impl", NULL);
+    expect_error(kdalab("run %s --o %s --impl simd", in, o), 2, "--impl simd", NULL);
+    expect_error(kdalab("run %s --o %s --scale 0", in, o), 2, "--scale", NULL);
+    expect_error(kdalab("run %s --o %s --scale inf", in, o), 2, "--scale", NULL);
+    expect_error(kdalab("run %s --o %s --q x.npy", in, o), 2, "--q", "twice", NULL);
+    expect_error(kdalab("run %s --o", in), 2, "--o", "value", NULL);
+    expect_error(kdalab("run %s --o %s --ht %s", in, o, o), 2, "same file", NULL);
+    expect_error(kdalab("run %s --o %s", kda_with("beta", NULL), o), 2, "--beta", "required",
+                 NULL);
+    expect_error(kdalab("run %s --o %s", kda_with("g", NULL), o), 2, "--g", "required", NULL);
+    expect_error(kdalab("run --mechanism linear_attention %s --o %s", in + 15, o), 2, "--beta",
+                 "not used", NULL);
+    assert_false(exists(o));
+    /* an output directory that does not exist: exit 1, nothing created */
+    expect_error(kdalab("run %s --o %s", in, tmp("nodir/o.npy")), 1, "--o", "nodir", NULL);
+    expect_error(kdalab("run %s --o %s --ht %s", in, o, tmp("nodir/ht.npy")), 1, "--ht", NULL);
+}
+
+static void help_everywhere(void **state)
+{
+    static const char *cmds[] = {"--help", "run --help", "compare --help", "info --help",
+                                 "run -h", "compare --rtol 1 --help"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        assert_int_equal(kdalab("%s", cmds[i]), 0);
+        assert_non_null(strstr(out_text, "usage: kdalab"));
+        assert_string_equal(err_text, "");
+    }
+}
+
+static void info_and_time(void **state)
+{
+    assert_int_equal(kdalab("info"), 0);
+    assert_non_null(strstr(out_text, "version=" KDALAB_VERSION));
+    assert_non_null(strstr(out_text, "simd_level="));
+    assert_non_null(strstr(out_text, "cpu_features="));
+
+    assert_int_equal(kdalab("run %s --o %s --time", kda_with(NULL, NULL), tmp("o.npy")), 0);
+    double sec = -1, rate = -1;
+    assert_int_equal(sscanf(err_text, "compute_seconds=%lf head_tokens_per_s=%lf", &sec, &rate),
+                     2);
+    assert_true(sec >= 0);
+    assert_true(rate >= 0);
+    /* without --time, stderr stays quiet */
+    assert_int_equal(kdalab("run %s --o %s", kda_with(NULL, NULL), tmp("o.npy")), 0);
+    assert_string_equal(err_text, "");
+    unlink(tmp("o.npy"));
+}
+
+/* T = 0 is legal: o is [B, 0, H, V] and empty, ht = h0 (or zero). */
+static void empty_sequences(void **state)
+{
+    static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                             KDALAB_GATED_DELTANET, KDALAB_KDA};
+    const size_t B = 2, H = 3, K = 4, V = 5;
+    size_t qs[4] = {B, 0, H, K}, vs[4] = {B, 0, H, V}, bs[3] = {B, 0, H}, hs[4] = {B, H, K, V};
+    double h0[2 * 3 * 4 * 5];
+    for (size_t i = 0; i < B * H * K * V; i++)
+        h0[i] = 0.01 * (double)i - 0.3;
+    assert_int_equal(kdalab_npy_write(tmp("eq.npy"), KDALAB_DTYPE_F64, NULL, 4, qs), KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tmp("ev.npy"), KDALAB_DTYPE_F32, NULL, 4, vs), KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tmp("eb.npy"), KDALAB_DTYPE_F64, NULL, 3, bs), KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tmp("eh0.npy"), KDALAB_DTYPE_F64, h0, 4, hs), KDALAB_OK);
+    for (size_t m = 0; m < 4; m++) {
+        char extra[1024] = "";
+        if (kdalab_mechanism_has_beta(mechs[m]))
+            snprintf(extra, sizeof extra, "--beta %s", tmp("eb.npy"));
+        if (mechs[m] == KDALAB_GATED_DELTANET)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --g %s",
+                     tmp("eb.npy"));
+        if (mechs[m] == KDALAB_KDA)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " --g %s",
+                     tmp("eq.npy"));
+        static const char *forms[] = {"", "--form chunk", "--precision fp32",
+                                      "--form chunk --precision fp32 --impl simd"};
+        for (int f = 0; f < 4; f++)
+            for (int with_h0 = 0; with_h0 < 2; with_h0++) {
+                unlink(tmp("o.npy"));
+                unlink(tmp("ht.npy"));
+                int rc = kdalab("run --mechanism %s --q %s --k %s --v %s %s %s %s %s --o %s "
+                                "--ht %s",
+                                kdalab_mechanism_name(mechs[m]), tmp("eq.npy"), tmp("eq.npy"),
+                                tmp("ev.npy"), extra, with_h0 ? "--h0" : "",
+                                with_h0 ? tmp("eh0.npy") : "", forms[f], tmp("o.npy"),
+                                tmp("ht.npy"));
+                if (rc != 0)
+                    fail_msg("%s %s: exit %d: %s", kdalab_mechanism_name(mechs[m]), forms[f],
+                             rc, err_text);
+                kdalab_array o, ht;
+                read_array(tmp("o.npy"), &o);
+                assert_int_equal(o.ndim, 4);
+                assert_int_equal(o.size, 0);
+                for (int d = 0; d < 4; d++)
+                    assert_int_equal(o.shape[d], vs[d]);
+                read_array(tmp("ht.npy"), &ht);
+                assert_int_equal(ht.size, B * H * K * V);
+                for (size_t i = 0; i < ht.size; i++) {
+                    /* float32 paths round h0; compare at float32 precision there */
+                    double want = with_h0 ? h0[i] : 0.0;
+                    double tol = strstr(forms[f], "fp32") ? 1e-7 : 0.0;
+                    assert_true(fabs(ht.data[i] - want) <= tol);
+                }
+                kdalab_array_free(&o);
+                kdalab_array_free(&ht);
+            }
+    }
+    /* B = 0 is not a sequence of length 0: refused */
+    size_t zb[4] = {0, 3, H, K};
+    assert_int_equal(kdalab_npy_write(tmp("zb.npy"), KDALAB_DTYPE_F64, NULL, 4, zb), KDALAB_OK);
+    expect_error(kdalab("run --mechanism linear_attention --q %s --k %s --v %s --o %s",
+                        tmp("zb.npy"), tmp("zb.npy"), tmp("zb.npy"), tmp("o.npy")),
+                 2, "--q", "only T may be 0", NULL);
+}
+
+/* The rescaled decay without sub-chunks overflows float32 on the strong-decay
+ * case at C = 64 (issue 2's premise): exit 1, the counts on stderr, and the
+ * outputs ARE written, so they can be studied. */
+static void overflow_is_reported(void **state)
+{
+    golden_case cases[16];
+    size_t n = golden_load_all(cases, 16);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(cases[i].name, "kda_strong_decay") == 0) {
+            const char *o = tmp("o.npy");
+            unlink(o);
+            expect_error(kdalab("run %s --form chunk --decay rescaled --chunk 64 --precision "
+                                "fp32 --o %s",
+                                case_inputs(&cases[i]), o),
+                         1, "overflowed", "non-finite", NULL);
+            kdalab_array a;
+            read_array(o, &a);
+            size_t nonfinite = 0;
+            for (size_t j = 0; j < a.size; j++)
+                nonfinite += !isfinite(a.data[j]);
+            assert_true(nonfinite > 0);
+            kdalab_array_free(&a);
+            /* and the default (safe) mode does not */
+            golden_run(&cases[i], "--form chunk --precision fp32", 1e-5);
+        }
+        golden_free(&cases[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    kdalab_bin = getenv("KDALAB_BIN");
+    if (!kdalab_bin || !*kdalab_bin)
+        kdalab_bin = "./bin/kdalab";
+    if (access(kdalab_bin, X_OK) != 0) {
+        fprintf(stderr, "test_cli: %s not found: run `make` (or set KDALAB_BIN) from the "
+                        "repository root\n",
+                kdalab_bin);
+        return -1;
+    }
+    /* a sanitizer report in the tool must not pass for exit 1 or 2 */
+    setenv("ASAN_OPTIONS", "exitcode=86", 0);
+    setenv("UBSAN_OPTIONS", "exitcode=86:print_stacktrace=1", 0);
+    snprintf(tmpdir, sizeof tmpdir, "%s/kdalab_cli_XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(golden_reference),
+        cmocka_unit_test(golden_simd),
+        cmocka_unit_test(golden_bf16_runs),
+        cmocka_unit_test(compare_semantics),
+        cmocka_unit_test(bad_files),
+        cmocka_unit_test(other_layouts_read_correctly),
+        cmocka_unit_test(bad_values),
+        cmocka_unit_test(mismatched_shapes),
+        cmocka_unit_test(usage_errors),
+        cmocka_unit_test(help_everywhere),
+        cmocka_unit_test(info_and_time),
+        cmocka_unit_test(empty_sequences),
+        cmocka_unit_test(overflow_is_reported),
+    };
+    return cmocka_run_group_tests_name("cli", tests, setup, teardown);
+}
