@@ -49,23 +49,6 @@
 
 #define MAX_A 16
 
-/* Parse "0.5,0.9" into a[]; every value must lie in (0, 1). Returns the count, 0 on error. */
-static size_t parse_decays(const char *s, double *a, size_t max)
-{
-    size_t n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end = NULL;
-        double v = strtod(p, &end);
-        if (end == p || !(v > 0.0 && v < 1.0) || n == max) return 0;
-        a[n++] = v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p) return 0;
-    }
-    return n;
-}
-
 /* The retained fraction r(t), t = 0..T, of one association under a constant
  * decay a, for Gated DeltaNet (kda == 0) or KDA (kda == 1). */
 static void retained(const exp_ctx *x, gsl_rng *rng, size_t K, size_t V, size_t T, double a,
@@ -137,7 +120,9 @@ int main(int argc, char **argv)
     exp_parse(&x, argc, argv);
 
     double a[MAX_A];
-    size_t na = parse_decays(decays, a, MAX_A);
+    size_t na = exp_parse_list(decays, a, MAX_A);
+    for (size_t i = 0; i < na; i++)
+        if (!(a[i] > 0.0 && a[i] < 1.0)) na = 0;
     if (na == 0 || K == 0 || V == 0 || T < 2 || heads == 0 || channels == 0 || tokens == 0 ||
         !(lower_bound < 0) || !(x_std >= 0) || !(r_min > 0 && r_min < 1)) {
         fprintf(stderr, "01_half_life: bad parameters (need a in (0,1), at most %d values; K, V, heads, "

@@ -51,23 +51,6 @@ static const char *const keys_name[N_KEYS] = {"random", "orthonormal"};
 
 #define MAX_N 64
 
-/* Parse "0.25,1,2" into ratios; returns the count, 0 on error. */
-static size_t parse_ratios(const char *s, double *r, size_t max)
-{
-    size_t n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end = NULL;
-        double v = strtod(p, &end);
-        if (end == p || !(v > 0.0) || n == max) return 0;
-        r[n++] = v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p) return 0;
-    }
-    return n;
-}
-
 /* N orthonormal keys in R^K (N <= K): the first N columns of the Q factor of
  * a K x N Gaussian matrix. keys is [N, K]. */
 static void orthonormal_keys(const exp_ctx *x, gsl_rng *rng, size_t N, size_t K, double *keys)
@@ -135,7 +118,9 @@ int main(int argc, char **argv)
     exp_flag_double(&x, "clean-cos", &clean_cos, "mean cosine that counts as a clean readout");
     exp_parse(&x, argc, argv);
     double ratios[MAX_N];
-    size_t nr = parse_ratios(ratios_s, ratios, MAX_N);
+    size_t nr = exp_parse_list(ratios_s, ratios, MAX_N);
+    for (size_t i = 0; i < nr; i++)
+        if (!(ratios[i] > 0.0 && ratios[i] <= 64.0)) nr = 0;
     if (sm_scale == 0.0) sm_scale = sqrt((double)K);
     if (nr == 0 || K == 0 || seeds < 2 || !(beta > 0 && beta <= 2) || !(gdn_alpha > 0 && gdn_alpha <= 1) ||
         !(hl_min > 0 && hl_min <= hl_max) || !(sm_scale > 0) || !(clean > 0 && clean <= 1)) {

@@ -274,6 +274,24 @@ void exp_check(const exp_ctx *x, kdalab_status status, const char *what)
     exit(1);
 }
 
+size_t exp_parse_list(const char *s, double *out, size_t max)
+{
+    size_t n = 0;
+    const char *p = s;
+    if (!s || !*s) return 0;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || n == max) return 0;
+        out[n++] = v;
+        p = end;
+        if (*p == ',' && p[1] != '\0') p++;
+        else if (*p) return 0;
+    }
+    return n;
+}
+
 double *exp_zeros(const exp_ctx *x, size_t n)
 {
     double *p = calloc(n ? n : 1, sizeof *p);

@@ -123,6 +123,11 @@ void exp_random_unit(gsl_rng *rng, double *v, size_t n);
  * and exit 1. Returns nothing; use after every library call. */
 void exp_check(const exp_ctx *x, kdalab_status status, const char *what);
 
+/* Parse a comma-separated list of numbers ("0.5,0.9,1e-3") into out[0..max-1].
+ * Returns the count, or 0 when the list is empty, malformed, holds a
+ * non-finite number or has more than max entries. */
+size_t exp_parse_list(const char *s, double *out, size_t max);
+
 /* Allocate n doubles set to zero, exiting 1 on failure. */
 double *exp_zeros(const exp_ctx *x, size_t n);
 
