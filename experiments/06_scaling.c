@@ -8,12 +8,16 @@
  * (kdalab_chunk_f64/f32, default options: C = 64, safe sub-chunks of 16),
  * and causal softmax attention (kdalab_attention_f64/f32). One problem of
  * length T_max is drawn once; a run at T uses its first T positions (B = 1).
- * Each point is the minimum wall time of at least --reps runs, repeated
- * further (up to 50 runs) until --min-time seconds were spent on it, so that
- * millisecond points are not one noisy sample on a shared machine; a single
- * run longer than --long seconds is not repeated. A series stops growing T when
- * its next point would take longer than --budget seconds (predicted from the
- * last two points), so the default run stays near a minute.
+ * The clock is the process CPU time (CLOCK_PROCESS_CPUTIME_ID): on a shared
+ * machine a descheduled process loses wall time that is not its work, and the
+ * exponent is about work. Wall time is recorded too. Each point is the
+ * minimum over --reps rounds; a round times every point once, so the rounds
+ * are spread over the run rather than bunched, and a slow spell on the
+ * machine hits one round of every point instead of every round of a few.
+ * A point whose first run takes longer than --long seconds is not repeated.
+ * A series stops growing T when its next point would take longer than
+ * --budget seconds (predicted from its last two points), so the default run
+ * stays under a minute.
  *
  * The exponent p of time ~ T^p is the least-squares slope of ln(time) on
  * ln(T) (gsl_fit_linear) over the points with T >= --fit-min: about 1 for the
@@ -32,8 +36,19 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include <time.h>
+
 #include "common.h"
 #include "kdalab.h"
+
+/* CPU seconds used by the process (all threads). Local to this experiment:
+ * common.h has only the monotonic wall clock (exp_now). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 typedef enum { FORM_RECURRENT = 0, FORM_CHUNK, FORM_ATTENTION } form_kind;
 static const char *const form_name[] = {"recurrent", "chunkwise", "attention"};
@@ -102,8 +117,10 @@ static void inputs_free(inputs *in)
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
 }
 
-/* One timed call of a series at length T; returns seconds. */
-static double time_one(const exp_ctx *x, const series *s, const inputs *in, size_t T)
+/* One timed call of a series at length T; returns CPU seconds, *wall gets
+ * the wall seconds. */
+static double time_one(const exp_ctx *x, const series *s, const inputs *in, size_t T,
+                       double *wall)
 {
     kdalab_dims d = {.B = 1, .T = T, .H = in->H, .K = in->K, .V = in->V};
     double scale = kdalab_default_scale(in->K);
@@ -111,7 +128,7 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
     const float *gf = s->mech == KDALAB_KDA ? in->g_kdaf : in->g_gdnf;
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     kdalab_status st = KDALAB_OK;
-    double t0 = exp_now();
+    double w0 = exp_now(), c0 = cpu_now();
     switch (s->form) {
     case FORM_RECURRENT:
         st = s->f32 ? kdalab_recurrent_f32(&d, s->mech, (float)scale, in->qf, in->kf, in->vf, gf,
@@ -130,7 +147,8 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
                     : kdalab_attention_f64(&d, scale, in->q, in->k, in->v, in->o);
         break;
     }
-    double t = exp_now() - t0;
+    double t = cpu_now() - c0;
+    *wall = exp_now() - w0;
     exp_check(x, st, s->label);
     return t;
 }
@@ -138,8 +156,8 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
 int main(int argc, char **argv)
 {
     exp_ctx x;
-    size_t Tmin = 256, Tmax = 8192, H = 1, K = 64, V = 64, reps = 3, fit_min = 512;
-    double budget = 8.0, long_run = 0.5, min_time = 0.3;
+    size_t Tmin = 256, Tmax = 8192, H = 1, K = 64, V = 64, reps = 5, fit_min = 512;
+    double budget = 10.0, long_run = 0.4;
     exp_init(&x, "06_scaling",
              "time vs sequence length T for every mechanism and form; fitted exponents");
     exp_flag_size(&x, "Tmin", &Tmin, "smallest T (then doubled up to --Tmax)");
@@ -147,11 +165,10 @@ int main(int argc, char **argv)
     exp_flag_size(&x, "H", &H, "heads");
     exp_flag_size(&x, "K", &K, "key dimension per head");
     exp_flag_size(&x, "V", &V, "value dimension per head");
-    exp_flag_size(&x, "reps", &reps, "runs per point (the minimum is kept)");
+    exp_flag_size(&x, "reps", &reps, "rounds: runs per point (the minimum is kept)");
     exp_flag_size(&x, "fit-min", &fit_min, "smallest T used in the exponent fit");
     exp_flag_double(&x, "budget", &budget, "skip a point predicted to take longer (seconds)");
     exp_flag_double(&x, "long", &long_run, "a run longer than this (seconds) is not repeated");
-    exp_flag_double(&x, "min-time", &min_time, "keep repeating a point until this many seconds");
     exp_parse(&x, argc, argv);
     if (Tmin < 1 || Tmax < Tmin || H < 1 || K < 1 || V < 1 || reps < 1 || !(budget > 0.0)) {
         fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V, reps >= 1, budget > 0\n", x.name);
@@ -197,67 +214,67 @@ int main(int argc, char **argv)
         "form", "recurrent, chunkwise (C=64, safe sub-chunks of 16), attention",
         "precision", "f64 or f32",
         "T", "sequence length, positions",
-        "seconds", "minimum wall time over the runs, s",
+        "seconds", "minimum process CPU time over the runs, s",
+        "wall_seconds", "minimum wall time over the runs, s",
         "runs", "timed runs at this point",
-        "head_tokens_per_s", "B*H*T / seconds",
-        "ns_per_token_head", "seconds / (B*H*T) in ns",
+        "head_tokens_per_s", "B*H*T / seconds (CPU)",
+        "ns_per_token_head", "seconds (CPU) / (B*H*T) in ns",
         NULL};
     FILE *f = exp_tsv_open(&x, "06_scaling", cols,
                            "B=1 H=%zu K=%zu V=%zu, T = %zu..%zu doubling, reps=%zu, "
-                           "budget=%gs per point, min-time=%gs, unit-norm q,k, v~N(0,1), beta~U(0,1), "
+                           "budget=%gs per point, long=%gs, unit-norm q,k, v~N(0,1), beta~U(0,1), "
                            "g~U(-0.1,0); single thread",
-                           H, K, V, Tmin, Tmax, reps, budget, min_time);
+                           H, K, V, Tmin, Tmax, reps, budget, long_run);
     static const char *const fcols[] = {
         "series", "mechanism_form_precision",
-        "exponent", "slope p of ln(seconds) = c + p ln(T) (gsl_fit_linear)",
+        "exponent", "slope p of ln(CPU seconds) = c + p ln(T) (gsl_fit_linear)",
         "stderr", "standard error of p",
         "points", "points in the fit (T >= fit-min)",
         "T_max_reached", "largest T timed (smaller than --Tmax when the budget cut it)",
         "expected", "1 for the recurrent mechanisms, 2 for softmax attention",
         NULL};
 
-    double secs[18][64];
+    double secs[18][64], wall[18][64];
     size_t runs[18][64], npts[18];
-    size_t total = ns * nT, done = 0;
+    size_t total = ns * nT * reps, done = 0;
+    /* Round 0 decides which points exist (the budget) and times each once. */
     for (size_t si = 0; si < ns; si++) {
         npts[si] = 0;
         for (size_t ti = 0; ti < nT; ti++) {
             size_t T = Ts[ti];
-            /* Predict this point from the last two and skip it if over budget. */
-            if (ti >= 2) {
+            if (ti >= 2) { /* predict this point from the last two */
                 double p = log(secs[si][ti - 1] / secs[si][ti - 2]) /
                            log((double)Ts[ti - 1] / (double)Ts[ti - 2]);
                 if (!(p > 1.0)) p = 1.0;
-                double pred = secs[si][ti - 1] * pow((double)T / (double)Ts[ti - 1], p);
-                if (pred > budget) {
-                    done += nT - ti;
-                    break;
-                }
+                if (secs[si][ti - 1] * pow((double)T / (double)Ts[ti - 1], p) > budget) break;
             }
-            double best = INFINITY, spent = 0.0;
-            size_t r = 0;
-            while (r < reps || (spent < min_time && r < 50)) {
-                double t = time_one(&x, &ser[si], &in, T);
-                r++;
-                spent += t;
-                if (t < best) best = t;
-                if (t > long_run) break;
-            }
-            secs[si][ti] = best;
-            runs[si][ti] = r;
+            secs[si][ti] = time_one(&x, &ser[si], &in, T, &wall[si][ti]);
+            runs[si][ti] = 1;
             npts[si] = ti + 1;
-            exp_progress(&x, "points", ++done, total);
+            exp_progress(&x, "runs", ++done, total);
         }
     }
-    exp_progress(&x, "points", total, total);
+    /* Rounds 1..reps-1: every point once more, except the long ones. */
+    for (size_t r = 1; r < reps; r++)
+        for (size_t si = 0; si < ns; si++)
+            for (size_t ti = 0; ti < npts[si]; ti++) {
+                if (secs[si][ti] > long_run) continue;
+                double w, t = time_one(&x, &ser[si], &in, Ts[ti], &w);
+                if (t < secs[si][ti]) secs[si][ti] = t;
+                if (w < wall[si][ti]) wall[si][ti] = w;
+                runs[si][ti]++;
+                exp_progress(&x, "runs", ++done, total);
+            }
+    exp_progress(&x, "runs", total, total);
 
     for (size_t si = 0; si < ns; si++) {
         const series *s = &ser[si];
         for (size_t ti = 0; ti < npts[si]; ti++) {
             double ht = (double)(H * Ts[ti]);
-            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%zu\t%.6e\t%.4f\n", s->label, s->mech_name,
-                    form_name[s->form], s->f32 ? "f32" : "f64", Ts[ti], secs[si][ti],
-                    runs[si][ti], ht / secs[si][ti], 1e9 * secs[si][ti] / ht);
+            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%.6e\t%zu\t%.6e\t%.4f\n", s->label,
+                    s->mech_name, form_name[s->form], s->f32 ? "f32" : "f64", Ts[ti],
+                    secs[si][ti], wall[si][ti], runs[si][ti], ht / secs[si][ti],
+                    1e9 * secs[si][ti] / ht);
         }
     }
     exp_tsv_close(&x, f);

@@ -43,7 +43,7 @@ set xrange [200:10000]
 set yrange [1e-4:20]
 set xtics (256, 512, 1024, 2048, 4096, 8192)
 set xlabel 'sequence length T (positions; log scale)'
-set ylabel 'wall time per call, s (min of repeats; log scale)'
+set ylabel 'process CPU time per call, s (min of 5 rounds; log scale)'
 set grid xtics ytics lc rgb '#dddddd'
 set key top left font ',9' spacing 1.05 opaque box
 
