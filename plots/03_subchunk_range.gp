@@ -113,7 +113,7 @@ set terminal pngcairo size 1100,750 enhanced font 'Sans,11'
 set key default
 set key bottom right font ',10' opaque box
 set label 1 at 0.112, graph 0.04
-set label 2 at 4.6, graph 0.04
+set label 2 at 4.6, graph 0.96
 set yrange [0.01:3000]
 set format y '%g'
 set ylabel 'log_{10} of the largest 1/{/Symbol g} formed  (= report.max\_exponent / ln 10)'
