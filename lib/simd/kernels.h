@@ -188,42 +188,54 @@ typedef struct {
     float *gam, *kdec;          /* [C] scalar gamma and decay-to-end                */
 } SIMD_FN(ws);
 
-/* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value columns. */
-static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W)
+/*
+ * Lay the workspace out from base (or only count it, base == NULL); returns
+ * the floats used. Buffers of the score phase (steps 1, 5: the packed q, k, g
+ * rows and the KDA or the scalar-decay temporaries) share memory with those of
+ * the state phase (steps 2-4, 6, 7: W, U, O), so one task's working set stays
+ * small enough for the L2 cache (C = 64, K = V = 128: about 430 KB).
+ */
+static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c, size_t K,
+                                size_t W)
 {
-    size_t nsub = (C + c - 1) / c;
-    size_t CK = C * K, CW = C * W, CC = C * C;
-    size_t pad = 16; /* per array, to keep each one 64-byte aligned */
-    return (3 * CK + CW + C) + K * W + 2 * CK + CK + nsub * K + K + K * c + 2 * c * c +
-           2 * c * VLEN + 5 * CC + 3 * CK + CK + 2 * CW + K * C + K + 3 * C + 40 * pad;
-}
-
-static void SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c, size_t K,
-                              size_t W)
-{
-    size_t nsub = (C + c - 1) / c;
+    size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
     w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub;
-    float *p = base;
 #define SIMD_TAKE(ptr, n)                                                                     \
     do {                                                                                      \
-        (ptr) = p;                                                                            \
-        p += ((n) + 15) / 16 * 16;                                                            \
+        (ptr) = base ? base + cur : NULL;                                                     \
+        cur += ((n) + 15) / 16 * 16; /* 64-byte aligned */                                    \
     } while (0)
+    /* both phases */
+    SIMD_TAKE(w->v, C * W); SIMD_TAKE(w->b, C); SIMD_TAKE(w->S, K * W);
+    SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
+    SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
+    SIMD_TAKE(w->gl, K); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
+    size_t region = cur;
+    /* score phase: packed rows, then KDA's or the scalar decays' temporaries */
     SIMD_TAKE(w->q, C * K); SIMD_TAKE(w->k, C * K); SIMD_TAKE(w->g, C * K);
-    SIMD_TAKE(w->v, C * W); SIMD_TAKE(w->b, C);
-    SIMD_TAKE(w->S, K * W);
-    SIMD_TAKE(w->kqf, 2 * C * K);
-    SIMD_TAKE(w->kb, C * K);
+    mark = cur;
+    SIMD_TAKE(w->kqf, 2 * C * K); SIMD_TAKE(w->kb, C * K);
     SIMD_TAKE(w->gsub, nsub * K); SIMD_TAKE(w->dvec, K);
     SIMD_TAKE(w->X, K * c); SIMD_TAKE(w->blk, 2 * c * c);
     SIMD_TAKE(w->pkk, c * VLEN); SIMD_TAKE(w->pqk, c * VLEN);
-    SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
-    SIMD_TAKE(w->Gk, C * C); SIMD_TAKE(w->Gq, C * C);
-    SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
+    endA = cur;
+    cur = mark;
+    SIMD_TAKE(w->Gk, C * C); SIMD_TAKE(w->Gq, C * C); SIMD_TAKE(w->kt, K * C);
+    SIMD_TAKE(w->dsc, C);
+    endA = cur > endA ? cur : endA;
+    /* state phase, over the score phase's memory */
+    cur = region;
     SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W); SIMD_TAKE(w->O, C * W);
-    SIMD_TAKE(w->kt, K * C); SIMD_TAKE(w->gl, K);
-    SIMD_TAKE(w->dsc, C); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
+    endB = cur;
 #undef SIMD_TAKE
+    return endA > endB ? endA : endB;
+}
+
+/* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value columns. */
+static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W)
+{
+    SIMD_FN(ws) w;
+    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W);
 }
 
 /* ---------------------------------------------------------------------------- */
@@ -585,6 +597,19 @@ static size_t SIMD_FN(count_nonfinite)(const float *x, size_t n)
     return bad;
 }
 
+/* Ask for n floats from p to be brought towards the cache (the inputs stream
+ * from memory with a stride of H rows, which the hardware prefetcher misses). */
+static inline void SIMD_FN(prefetch)(const float *p, size_t n)
+{
+#if defined(__GNUC__)
+    for (size_t i = 0; i < n; i += 16)
+        __builtin_prefetch(p + i, 0, 2);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *bad_o,
                                 size_t *bad_ht)
 {
@@ -603,6 +628,14 @@ static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *ba
         size_t n = SIMD_FN(min_sz)(C, T - t0);
         for (size_t r = 0; r < n; r++) {
             size_t t = t0 + r;
+            if (t + C < T) { /* the next chunk's row, a chunk's work ahead */
+                size_t tn = t + C;
+                SIMD_FN(prefetch)(a->q + tn * a->ld_qk, K);
+                SIMD_FN(prefetch)(a->k + tn * a->ld_qk, K);
+                SIMD_FN(prefetch)(a->v + tn * a->ld_v + a->v0, W);
+                if (gw)
+                    SIMD_FN(prefetch)(a->g + tn * a->ld_g, gw);
+            }
             memcpy(w.q + r * K, a->q + t * a->ld_qk, K * sizeof(float));
             memcpy(w.k + r * K, a->k + t * a->ld_qk, K * sizeof(float));
             memcpy(w.v + r * W, a->v + t * a->ld_v + a->v0, W * sizeof(float));

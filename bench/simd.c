@@ -1,0 +1,418 @@
+/*
+ * bench/simd.c — speed of the optimized float32 path (lib/simd/), not a test.
+ *
+ * Prints, for each mechanism x form x dispatch level this CPU can run:
+ *   head-tokens/s;
+ *   GFLOP/s counting the algorithm's own flops (chunk_flops() below: the
+ *     multiply-adds of steps 1-7 as this path performs them, 2 flops each;
+ *     exp not counted);
+ *   GFLOP/s counting 7*K*V flops per head-token (the recurrent form's count,
+ *     the one ggml's op is measured by);
+ *   the fraction of this machine's fp32 FMA peak, measured in the same run by
+ *     a register-resident FMA loop, per core and with all threads.
+ * Then the decode step (one token, one head, K = V = 128, one thread) in µs,
+ * and the chunkwise KDA time against T from 1k to 64k with its log-log slope
+ * (GSL least squares).
+ *
+ * Reference shape (issue 7): B = 1, T = 4096, H = 4, K = V = 128, 2 threads
+ * (OMP_NUM_THREADS overrides the thread count). Every time is the median of
+ * several repetitions; the machine is shared, so the spread is printed too.
+ *
+ *   bin/bench_simd [--quick]     (--quick: fewer repetitions, T sweep to 16k)
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_fit.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "kdalab.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------- */
+/* The machine's fp32 FMA peak: 12 independent accumulator chains (enough to   */
+/* cover FMA latency x pipes on current x86 cores), no memory traffic.          */
+/* ---------------------------------------------------------------------------- */
+
+#define FMA_CHAINS 12
+
+__attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iters, float seed)
+{
+    __m256 acc[FMA_CHAINS];
+    for (int i = 0; i < FMA_CHAINS; i++)
+        acc[i] = _mm256_set1_ps(seed + (float)i);
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < FMA_CHAINS; i++)
+            acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+    }
+    __m256 s = acc[0];
+    for (int i = 1; i < FMA_CHAINS; i++)
+        s = _mm256_add_ps(s, acc[i]);
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return out[0];
+}
+
+__attribute__((target("avx512f"))) static float fma_loop_avx512(long iters, float seed)
+{
+    __m512 acc[FMA_CHAINS];
+    for (int i = 0; i < FMA_CHAINS; i++)
+        acc[i] = _mm512_set1_ps(seed + (float)i);
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (long it = 0; it < iters; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < FMA_CHAINS; i++)
+            acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < FMA_CHAINS; i++)
+        s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+
+static volatile float sink;
+
+/* GFLOP/s of the FMA loop on nth threads (median of 5), widest ISA available. */
+static double fma_peak(int nth, int avx512)
+{
+    const long iters = 20 * 1000 * 1000;
+    const double lanes = avx512 ? 16 : 8;
+    double t[5];
+    for (int r = 0; r < 5; r++) {
+        double t0 = now();
+#pragma omp parallel num_threads(nth)
+        {
+            float x = avx512 ? fma_loop_avx512(iters, (float)omp_get_thread_num())
+                             : fma_loop_avx2(iters, (float)omp_get_thread_num());
+#pragma omp critical
+            sink += x;
+        }
+        t[r] = now() - t0;
+    }
+    gsl_sort(t, 1, 5);
+    return nth * (double)iters * FMA_CHAINS * lanes * 2 / t[2] * 1e-9;
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Flop counts                                                                  */
+/* ---------------------------------------------------------------------------- */
+
+/* The chunkwise form's multiply-adds per (b, h), as lib/simd/kernels.h does
+ * them: for a chunk of n positions with sub-chunks of c, head dims K, V. */
+static double chunk_flops_one(kdalab_mechanism m, double n, double c, double K, double V)
+{
+    double f = 0;
+    if (m == KDALAB_KDA) {
+        double ns = ceil(n / c), pairs_off = ns * (ns - 1) / 2;
+        f += pairs_off * (2 * c) * c * K * 2;       /* off-diagonal blocks [kf;qf] X   */
+        f += ns * (c * (c - 1) / 2) * K * 5;         /* diagonal pairs: k*E, 2 FMAs     */
+        f += n * K * 2;                              /* diagonal q.k                    */
+        f += n * K * 8;                              /* decay factors and rescaled rows */
+    } else {
+        f += n * n * K * 2 * (m == KDALAB_LINEAR_ATTENTION ? 1 : 2); /* full q k^T, k k^T */
+    }
+    if (m != KDALAB_LINEAR_ATTENTION) {
+        f += n * n * n / 3;             /* UT transform (triangular inverse)       */
+        f += n * n * (K + V);           /* W = T (gamma k), U = T V (triangular)   */
+        f += 2 * n * K * V;             /* V_new = U - W S                         */
+    }
+    f += 2 * n * K * V + n * n * V;     /* O = s (gamma q) S + A_qk V_new           */
+    f += 2 * n * K * V;                 /* S += (kdec k)^T V_new                    */
+    if (m == KDALAB_KDA || m == KDALAB_GATED_DELTANET)
+        f += K * V;                     /* S *= gamma_n                             */
+    return f;
+}
+
+static double chunk_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size_t c)
+{
+    double f = 0;
+    for (size_t t0 = 0; t0 < d->T; t0 += C) {
+        size_t n = t0 + C <= d->T ? C : d->T - t0;
+        f += chunk_flops_one(m, (double)n, (double)(c < n ? c : n), (double)d->K,
+                             (double)d->V);
+    }
+    return f * (double)(d->B * d->H);
+}
+
+/* The decode step's multiply-adds, as lib/simd/kernels.h does them. */
+static double step_flops(kdalab_mechanism m, double K, double V)
+{
+    switch (m) {
+    case KDALAB_LINEAR_ATTENTION: return 4 * K * V;          /* S += k v^T, o = S^T q  */
+    case KDALAB_DELTANET:         return 6 * K * V;          /* + u = S^T k             */
+    default:                      return 7 * K * V;          /* + the decay multiply    */
+    }
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Problems                                                                     */
+/* ---------------------------------------------------------------------------- */
+
+typedef struct {
+    kdalab_dims d;
+    float *q, *k, *v, *g, *beta, *h0, *o, *ht;
+} problem;
+
+static float *falloc(size_t n)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    if (!x) {
+        fprintf(stderr, "bench_simd: out of memory (%zu floats)\n", n);
+        exit(1);
+    }
+    return x;
+}
+
+/* Unit-norm q, k rows, v ~ N(0,1), beta ~ U(0,1), g ~ log(sigmoid(N(2,1)))-like
+ * in [-0.5, 0) per channel: a realistic gate, not an easy one. */
+static void problem_make(problem *p, gsl_rng *rng, size_t B, size_t T, size_t H, size_t K,
+                         size_t V)
+{
+    p->d = (kdalab_dims){B, T, H, K, V};
+    size_t bth = B * T * H;
+    p->q = falloc(bth * K); p->k = falloc(bth * K); p->g = falloc(bth * K);
+    p->v = falloc(bth * V); p->o = falloc(bth * V); p->beta = falloc(bth);
+    p->h0 = falloc(B * H * K * V); p->ht = falloc(B * H * K * V);
+    float *qk[2] = {p->q, p->k};
+    for (int a = 0; a < 2; a++)
+        for (size_t r = 0; r < bth; r++) {
+            double n2 = 0;
+            for (size_t c = 0; c < K; c++) {
+                double x = gsl_ran_gaussian(rng, 1.0);
+                qk[a][r * K + c] = (float)x;
+                n2 += x * x;
+            }
+            for (size_t c = 0; c < K; c++)
+                qk[a][r * K + c] = (float)(qk[a][r * K + c] / sqrt(n2));
+        }
+    for (size_t i = 0; i < bth * V; i++)
+        p->v[i] = (float)gsl_ran_gaussian(rng, 1.0);
+    for (size_t i = 0; i < bth; i++)
+        p->beta[i] = (float)gsl_rng_uniform(rng);
+    for (size_t i = 0; i < bth * K; i++)
+        p->g[i] = (float)(-0.5 * gsl_rng_uniform(rng));
+    for (size_t i = 0; i < B * H * K * V; i++)
+        p->h0[i] = (float)(0.1 * gsl_ran_gaussian(rng, 1.0));
+}
+
+static void problem_free(problem *p)
+{
+    free(p->q); free(p->k); free(p->g); free(p->v); free(p->o); free(p->beta);
+    free(p->h0); free(p->ht);
+}
+
+typedef kdalab_status (*chunk_fn)(const kdalab_dims *, kdalab_mechanism, float, const float *,
+                                  const float *, const float *, const float *, const float *,
+                                  const float *, float *, float *, const kdalab_chunk_opts *,
+                                  kdalab_report *);
+
+/* Median seconds of reps runs (and the min, max) of one chunkwise call. */
+static double time_chunk(chunk_fn fn, problem *p, kdalab_mechanism m, int reps, double *tmin,
+                         double *tmax)
+{
+    double t[32];
+    if (reps > 32)
+        reps = 32;
+    float scale = (float)kdalab_default_scale(p->d.K);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        kdalab_status s = fn(&p->d, m, scale, p->q, p->k, p->v, p->g, p->beta, p->h0, p->o,
+                             p->ht, NULL, NULL);
+        t[r] = now() - t0;
+        if (s != KDALAB_OK) {
+            fprintf(stderr, "bench_simd: %s: %s\n", kdalab_strerror(s), kdalab_last_error());
+            exit(1);
+        }
+    }
+    gsl_sort(t, 1, (size_t)reps);
+    *tmin = t[0];
+    *tmax = t[reps - 1];
+    return gsl_stats_median_from_sorted_data(t, 1, (size_t)reps);
+}
+
+/* Median µs of one decode step (one token, one head), 1 thread. */
+static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng)
+{
+    enum { NTOK = 256, REPS = 9 };
+    problem p;
+    problem_make(&p, rng, 1, NTOK, 1, K, V);
+    float *S = falloc(K * V), *o = falloc(V);
+    memcpy(S, p.h0, K * V * sizeof *S);
+    float scale = (float)kdalab_default_scale(K);
+    size_t gw = kdalab_mechanism_g_width(m, K);
+    double t[REPS];
+    for (int r = 0; r < REPS; r++) {
+        int rounds = 20;
+        double t0 = now();
+        for (int round = 0; round < rounds; round++)
+            for (size_t i = 0; i < NTOK; i++)
+                kdalab_simd_step_f32(m, K, V, scale, p.q + i * K, p.k + i * K, p.v + i * V,
+                                     gw ? p.g + i * gw : NULL, p.beta[i], S, o);
+        t[r] = (now() - t0) / (rounds * NTOK);
+    }
+    gsl_sort(t, 1, REPS);
+    free(S);
+    free(o);
+    problem_free(&p);
+    return 1e6 * gsl_stats_median_from_sorted_data(t, 1, REPS);
+}
+
+static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                         KDALAB_GATED_DELTANET, KDALAB_KDA};
+
+int main(int argc, char **argv)
+{
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else {
+            printf("usage: %s [--quick]\n  speed of the SIMD path; see the header of "
+                   "bench/simd.c\n",
+                   argv[0]);
+            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (!getenv("OMP_NUM_THREADS"))
+        omp_set_num_threads(2);
+    const int nth = omp_get_max_threads();
+    const size_t B = 1, T = 4096, H = 4, K = 128, V = 128;
+    const int reps = quick ? 3 : 7;
+    gsl_rng_env_setup();
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+
+    /* the machine */
+    char model[256] = "?";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    snprintf(model, sizeof model, "%s", c + 2);
+                    model[strcspn(model, "\n")] = 0;
+                }
+                break;
+            }
+        fclose(f);
+    }
+    int has512 = kdalab_simd_level_available(KDALAB_SIMD_AVX512);
+    int has2 = kdalab_simd_level_available(KDALAB_SIMD_AVX2);
+    printf("# kdalab %s SIMD benchmark\n", KDALAB_VERSION);
+    printf("# cpu: %s; %d threads; widest level: %s\n", model, nth,
+           has512 ? "avx512" : has2 ? "avx2" : "scalar");
+    double peak1 = 0, peakN = 0;
+    if (has2 || has512) {
+        peak1 = fma_peak(1, has512);
+        peakN = fma_peak(nth, has512);
+    }
+    printf("# measured fp32 FMA peak (%s, register-resident loop): %.1f GFLOP/s on 1 core, "
+           "%.1f GFLOP/s on %d threads\n",
+           has512 ? "avx512" : "avx2", peak1, peakN, nth);
+    printf("# shape: B=%zu T=%zu H=%zu K=%zu V=%zu, chunk C=64, sub-chunk c=16; median of %d "
+           "runs [min..max]\n",
+           B, T, H, K, V, reps);
+    printf("# 'own' GFLOP/s counts the algorithm's multiply-adds (2 flops each, exp not "
+           "counted); '7KV' counts 7*K*V per head-token\n");
+    printf("# peak fraction: own flops / measured peak (chunk: %d-thread peak; step: 1-core "
+           "peak)\n#\n",
+           nth);
+
+    problem p;
+    problem_make(&p, rng, B, T, H, K, V);
+    const double htok = (double)(B * T * H);
+    const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
+                                        KDALAB_SIMD_AVX512};
+    printf("%-17s %-6s %-7s %13s %11s %9s %9s %8s  %s\n", "mechanism", "form", "level",
+           "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "[min..max] ms");
+    for (size_t mi = 0; mi < 4; mi++) {
+        kdalab_mechanism m = mechs[mi];
+        double fl = chunk_flops(m, &p.d, 64, 16);
+        for (size_t li = 0; li < 3; li++) {
+            if (!kdalab_simd_level_available(levels[li]))
+                continue;
+            kdalab_simd_set_level(levels[li]);
+            double tmin, tmax;
+            time_chunk(kdalab_simd_chunk_f32, &p, m, 1, &tmin, &tmax); /* warm up */
+            double t = time_chunk(kdalab_simd_chunk_f32, &p, m, reps, &tmin, &tmax);
+            printf("%-17s %-6s %-7s %13.0f %11.2f %9.1f %9.1f %7.1f%%  [%.2f..%.2f]\n",
+                   kdalab_mechanism_name(m), "chunk", kdalab_simd_level_name(), htok / t,
+                   1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
+                   peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 1e3 * tmin, 1e3 * tmax);
+        }
+        for (size_t li = 0; li < 3; li++) {
+            if (!kdalab_simd_level_available(levels[li]))
+                continue;
+            kdalab_simd_set_level(levels[li]);
+            double us = time_step(m, K, V, rng);
+            double sf = step_flops(m, K, V);
+            printf("%-17s %-6s %-7s %13.0f %11.4f %9.1f %9.1f %7.1f%%  (one token, one head, "
+                   "1 thread: %.2f us)\n",
+                   kdalab_mechanism_name(m), "step", kdalab_simd_level_name(), 1e6 / us,
+                   1e-3 * us, sf / us * 1e-3, 7.0 * K * V / us * 1e-3,
+                   peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0, us);
+        }
+        /* the reference float32 chunkwise form, once, for scale */
+        {
+            double tmin, tmax;
+            problem pr;
+            problem_make(&pr, rng, 1, quick ? 256 : 1024, H, K, V);
+            double t = time_chunk(kdalab_chunk_f32, &pr, m, 1, &tmin, &tmax);
+            double ht2 = (double)(pr.d.T * H);
+            double fl2 = chunk_flops(m, &pr.d, 64, 16);
+            printf("%-17s %-6s %-7s %13.0f %11.2f %9.1f %9.1f %7.1f%%  (kdalab_chunk_f32, "
+                   "T=%zu, 1 thread, 1 run)\n",
+                   kdalab_mechanism_name(m), "chunk", "ref", ht2 / t, 1e3 * t, fl2 / t * 1e-9,
+                   7.0 * K * V * ht2 / t * 1e-9, peak1 > 0 ? 100 * fl2 / t * 1e-9 / peak1 : 0,
+                   pr.d.T);
+            problem_free(&pr);
+        }
+    }
+    problem_free(&p);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+
+    /* time against T for chunkwise KDA at the best level */
+    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, %d threads)\n",
+           kdalab_simd_level_name(), nth);
+    printf("%8s %11s %13s\n", "T", "ms", "head-tok/s");
+    size_t tmax_sweep = quick ? 16384 : 65536;
+    double lx[8], ly[8];
+    size_t np = 0;
+    for (size_t Ts = 1024; Ts <= tmax_sweep; Ts *= 2) {
+        problem ps;
+        problem_make(&ps, rng, 1, Ts, H, K, V);
+        double tmin, tmax;
+        time_chunk(kdalab_simd_chunk_f32, &ps, KDALAB_KDA, 1, &tmin, &tmax);
+        double t = time_chunk(kdalab_simd_chunk_f32, &ps, KDALAB_KDA, quick ? 3 : 5, &tmin,
+                              &tmax);
+        printf("%8zu %11.2f %13.0f\n", Ts, 1e3 * t, (double)(Ts * H) / t);
+        lx[np] = log((double)Ts);
+        ly[np] = log(t);
+        np++;
+        problem_free(&ps);
+    }
+    double c0, c1, cov00, cov01, cov11, sumsq;
+    gsl_fit_linear(lx, 1, ly, 1, np, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    printf("# log-log slope of time against T: %.3f +- %.3f (linear: 1)\n", c1, sqrt(cov11));
+    printf("# for scale: ggml's fused recurrent GATED_DELTANET (per-channel gate) does about "
+           "206,000 head-tok/s at this shape on this machine (REFERENCE.md)\n");
+    gsl_rng_free(rng);
+    return 0;
+}
