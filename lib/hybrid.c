@@ -28,6 +28,7 @@
 typedef struct {
     kdalab_hybrid_kind kind;
     double *weights;          /* every matrix below points into this block    */
+    double *norm;             /* [d] RMSNorm gain                                */
     double *wq, *wk, *wv, *wo; /* [d, d]                                       */
     double *wg, *bg, *wbeta;  /* [d, d], [d], [d, H]; NULL for attention        */
     double *state;            /* KDA: [H, dh, dh]; NULL for attention           */
@@ -68,13 +69,14 @@ kdalab_hybrid_config kdalab_hybrid_config_default(void)
     c.kinds = NULL;
     c.gate_lower_bound = -5.0;
     c.scale = 0.0;
+    c.rms_norm = 1;
     return c;
 }
 
 /* Doubles of weights one layer of the given kind holds. */
 static size_t layer_weight_count(size_t d, size_t H, kdalab_hybrid_kind kind)
 {
-    size_t n = 4 * d * d;
+    size_t n = 4 * d * d + d;
     if (kind == KDALAB_HYBRID_KDA)
         n += d * d + d + d * H;
     return n;
@@ -108,6 +110,8 @@ kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg)
     if (!isfinite(cfg->gate_lower_bound) || cfg->gate_lower_bound > 0)
         return kdalab_fail(KDALAB_EDOMAIN, "hybrid: gate_lower_bound %g must be finite and <= 0",
                            cfg->gate_lower_bound);
+    if (cfg->rms_norm != 0 && cfg->rms_norm != 1)
+        return kdalab_fail(KDALAB_EINVAL, "hybrid: rms_norm %d must be 0 or 1", cfg->rms_norm);
     if (!isfinite(cfg->scale) || cfg->scale < 0)
         return kdalab_fail(KDALAB_EDOMAIN, "hybrid: scale %g must be finite and >= 0 (0: default)",
                            cfg->scale);
@@ -118,6 +122,9 @@ kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg)
         !kdalab_mul_size(d, H, &dH) || dd5 > SIZE_MAX - d - dH)
         return kdalab_fail(KDALAB_EOVERFLOW, "hybrid: d_model %zu overflows the weight count", d);
     per_layer = dd5 + d + dH;
+    if (per_layer > SIZE_MAX - d)
+        return kdalab_fail(KDALAB_EOVERFLOW, "hybrid: d_model %zu overflows the weight count", d);
+    per_layer += d;
     if (!kdalab_mul_size(per_layer, cfg->n_layers, &all) ||
         !kdalab_mul_size(all, sizeof(double), &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "hybrid: %zu layers of width %zu overflow",
@@ -200,6 +207,9 @@ static kdalab_status hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid
         ly->wk = w; w += d * d;
         ly->wv = w; w += d * d;
         ly->wo = w; w += d * d;
+        ly->norm = w; w += d;
+        for (size_t c = 0; c < d; c++)
+            ly->norm[c] = 1.0;
         if (ly->kind == KDALAB_HYBRID_KDA) {
             ly->wg = w; w += d * d;
             ly->bg = w; w += d;
@@ -243,10 +253,12 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
     double lb = -cfg->gate_lower_bound; /* >= 0 */
     for (size_t l = 0; l < cfg->n_layers; l++) {
         hybrid_layer *ly = &s->layers[l];
-        /* Every matrix N(0, 1/d): bias last, drawn per channel. */
-        size_t n_mat = (ly->kind == KDALAB_HYBRID_KDA) ? 5 * d * d : 4 * d * d;
-        for (size_t i = 0; i < n_mat; i++)
-            ly->weights[i] = gsl_ran_gaussian(rng, sd);
+        /* Every matrix N(0, 1/d), in a fixed order; the gain stays 1. */
+        double *mats[5] = {ly->wq, ly->wk, ly->wv, ly->wo, ly->wg};
+        size_t n_mat = (ly->kind == KDALAB_HYBRID_KDA) ? 5 : 4;
+        for (size_t m = 0; m < n_mat; m++)
+            for (size_t i = 0; i < d * d; i++)
+                mats[m][i] = gsl_ran_gaussian(rng, sd);
         if (ly->kind != KDALAB_HYBRID_KDA)
             continue;
         for (size_t i = 0; i < d * H; i++)
@@ -278,9 +290,11 @@ typedef struct {
     size_t shape[2];
 } weight_file;
 
-static size_t layer_files(const kdalab_hybrid *s, const hybrid_layer *ly, weight_file f[7])
+static size_t layer_files(const kdalab_hybrid *s, const hybrid_layer *ly, weight_file f[8])
 {
     size_t d = s->cfg.d_model, H = s->cfg.n_heads, n = 0;
+    if (s->cfg.rms_norm)
+        f[n++] = (weight_file){"norm", ly->norm, 1, {d, 0}};
     f[n++] = (weight_file){"wq", ly->wq, 2, {d, d}};
     f[n++] = (weight_file){"wk", ly->wk, 2, {d, d}};
     f[n++] = (weight_file){"wv", ly->wv, 2, {d, d}};
@@ -313,7 +327,7 @@ kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char 
         return st;
     char path[4096];
     for (size_t l = 0; l < cfg->n_layers; l++) {
-        weight_file f[7];
+        weight_file f[8];
         size_t nf = layer_files(s, &s->layers[l], f);
         for (size_t i = 0; i < nf; i++) {
             if (!weight_path(path, sizeof path, dir, l, f[i].name)) {
@@ -361,7 +375,7 @@ kdalab_status kdalab_hybrid_save_npy(const kdalab_hybrid *s, const char *dir)
         return kdalab_fail(KDALAB_ENULL, "hybrid_save_npy: NULL argument");
     char path[4096];
     for (size_t l = 0; l < s->cfg.n_layers; l++) {
-        weight_file f[7];
+        weight_file f[8];
         size_t nf = layer_files(s, &s->layers[l], f);
         for (size_t i = 0; i < nf; i++) {
             if (!weight_path(path, sizeof path, dir, l, f[i].name))
@@ -431,6 +445,7 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
         return kdalab_fail(KDALAB_ENULL, "hybrid_layer_weights: out is NULL");
     const hybrid_layer *ly = &s->layers[layer];
     out->kind = ly->kind;
+    out->norm = ly->norm;
     out->wq = ly->wq;
     out->wk = ly->wk;
     out->wv = ly->wv;
@@ -524,12 +539,31 @@ static void l2_normalise(double *x, size_t n, size_t m)
     }
 }
 
-/* The projections of one layer (no checks): any output may be NULL. */
+/* u [T, d] = RMSNorm(x) with gain w. */
+static void rms_norm(size_t T, size_t d, const double *x, const double *w, double *u)
+{
+    for (size_t t = 0; t < T; t++) {
+        const double *xt = x + t * d;
+        double ss = 0.0;
+        for (size_t c = 0; c < d; c++)
+            ss += xt[c] * xt[c];
+        double inv = 1.0 / sqrt(ss / (double)d + 1e-6);
+        for (size_t c = 0; c < d; c++)
+            u[t * d + c] = xt[c] * inv * w[c];
+    }
+}
+
+/* The projections of one layer (no checks): any output may be NULL. scratch
+ * [T, d] holds the normalised rows when the stack has rms_norm. */
 static void project(const kdalab_hybrid *s, const hybrid_layer *ly, size_t T, const double *x,
-                    double *q, double *k, double *v, double *g, double *beta)
+                    double *scratch, double *q, double *k, double *v, double *g, double *beta)
 {
     size_t d = s->cfg.d_model, H = s->cfg.n_heads, dh = s->dh;
     int kda = ly->kind == KDALAB_HYBRID_KDA;
+    if (s->cfg.rms_norm) {
+        rms_norm(T, d, x, ly->norm, scratch);
+        x = scratch;
+    }
     if (q) {
         matmul(T, d, d, x, ly->wq, q, 0);
         if (kda)
@@ -582,14 +616,18 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *s, size_t layer, 
     st = check_finite(x, n, "hybrid_layer_project");
     if (st != KDALAB_OK)
         return st;
-    project(s, &s->layers[layer], T, x, q, k, v, g, beta);
+    double *scratch = NULL;
+    if (s->cfg.rms_norm && !(scratch = malloc(n * sizeof(double))))
+        return kdalab_fail(KDALAB_ENOMEM, "hybrid_layer_project: out of memory");
+    project(s, &s->layers[layer], T, x, scratch, q, k, v, g, beta);
+    free(scratch);
     kdalab_clear_error();
     return KDALAB_OK;
 }
 
 /* Work buffers for T tokens: q, k, v, g, o [T, d], beta [T, H], ht [H, dh, dh]. */
 typedef struct {
-    double *q, *k, *v, *g, *o, *beta, *ht, *cur;
+    double *q, *k, *v, *g, *o, *beta, *ht, *cur, *u;
 } work;
 
 static void work_free(work *w)
@@ -602,6 +640,7 @@ static void work_free(work *w)
     free(w->beta);
     free(w->ht);
     free(w->cur);
+    free(w->u);
 }
 
 static kdalab_status work_alloc(const kdalab_hybrid *s, size_t T, work *w)
@@ -616,9 +655,10 @@ static kdalab_status work_alloc(const kdalab_hybrid *s, size_t T, work *w)
     w->g = malloc(n * sizeof(double));
     w->o = malloc(n * sizeof(double));
     w->cur = malloc(n * sizeof(double));
+    w->u = malloc(n * sizeof(double));
     w->beta = malloc(T * H * sizeof(double)); /* T*H <= T*d */
     w->ht = malloc(H * s->dh * s->dh * sizeof(double));
-    if (!w->q || !w->k || !w->v || !w->g || !w->o || !w->cur || !w->beta || !w->ht) {
+    if (!w->q || !w->k || !w->v || !w->g || !w->o || !w->cur || !w->u || !w->beta || !w->ht) {
         work_free(w);
         return kdalab_fail(KDALAB_ENOMEM, "hybrid: out of memory for %zu tokens", T);
     }
@@ -713,10 +753,10 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const double *x, double
         if (layer_inputs)
             memcpy(layer_inputs + l * n, w.cur, n * sizeof(double));
         if (ly->kind == KDALAB_HYBRID_KDA) {
-            project(s, ly, T, w.cur, w.q, w.k, w.v, w.g, w.beta);
+            project(s, ly, T, w.cur, w.u, w.q, w.k, w.v, w.g, w.beta);
             st = kda_layer(s, ly, T, &w, by_step);
         } else {
-            project(s, ly, T, w.cur, want_out ? w.q : NULL, w.k, w.v, NULL, NULL);
+            project(s, ly, T, w.cur, w.u, want_out ? w.q : NULL, w.k, w.v, NULL, NULL);
             st = attention_layer(s, ly, T, &w, want_out);
         }
         if (st != KDALAB_OK) {

@@ -372,18 +372,21 @@ void kdalab_array_free(kdalab_array *a);
  * [d_in, d_out] row-major (PyTorch's nn.Linear stores the transpose).
  *
  * Layer l maps its residual input x [T, d_model] to x + o W_o, where
- *   q = x W_q, k = x W_k, v = x W_v          each [T, H, d_head] (= [T, d_model])
+ *   u = RMSNorm(x) = x / sqrt(mean_c x[c]^2 + 1e-6) * w_norm   per row (pre-norm,
+ *       as Kimi Linear and every pre-norm transformer; u = x when rms_norm == 0)
+ *   q = u W_q, k = u W_k, v = u W_v          each [T, H, d_head] (= [T, d_model])
  *   KDA layers only:
  *     q, k  L2-normalised per (t, head)       (as fla's use_qk_l2norm_in_kernel)
- *     g     = lower_bound * sigmoid(x W_g + b_g)   [T, H, K]  per-channel log-decay
- *     beta  = sigmoid(x W_beta)                    [T, H]
+ *     g     = lower_bound * sigmoid(u W_g + b_g)   [T, H, K]  per-channel log-decay
+ *     beta  = sigmoid(u W_beta)                    [T, H]
  *     o     = the KDA recurrence (REFERENCE.md, chapter 06) from the layer's state
  *   attention layers:
  *     q, k  used as projected (no L2 norm: unit q, k would cap every logit at
  *           +-scale and make long-context softmax nearly uniform)
  *     o_t   = sum_{j<=t} softmax_j(scale q_t . k_j) v_j  over every token seen
- *   both: scale = config scale (0 selects d_head^-1/2); no normalisation
- *   layer, no FFN (this is the sequence-mixing half of the block only).
+ *   both: scale = config scale (0 selects d_head^-1/2); no FFN (this is the
+ *   sequence-mixing half of the block only). The pre-norm keeps every
+ *   layer's input at one scale whatever the depth; rms_norm = 0 drops it.
  *
  * Which layers are attention: with the ratio N:M (ratio_kda : ratio_attention),
  * layers come in periods of N+M; in each period the first N are KDA and the
@@ -413,9 +416,11 @@ typedef struct {
                               /* by kdalab_hybrid_new_*, so it may be freed after     */
     double gate_lower_bound;  /* KDA gate g = lower_bound * sigmoid(.); finite, <= 0 */
     double scale;             /* query scale, finite >= 0; 0 selects d_head^-1/2     */
+    int rms_norm;             /* 1: RMSNorm before each mixer (default); 0: none      */
 } kdalab_hybrid_config;
 
-/* L = 4, d_model = 64, H = 2, ratio 3:1, kinds NULL, lower_bound -5, scale 0. */
+/* L = 4, d_model = 64, H = 2, ratio 3:1, kinds NULL, lower_bound -5, scale 0,
+ * rms_norm 1. */
 kdalab_hybrid_config kdalab_hybrid_config_default(void);
 
 /*
@@ -438,7 +443,7 @@ typedef struct kdalab_hybrid kdalab_hybrid;
 /*
  * kdalab_hybrid_new_random — a stack with weights from a seeded GSL
  * Mersenne Twister (gsl_rng_mt19937, seed as given):
- *   W_q, W_k, W_v, W_o, W_g, W_beta   i.i.d. N(0, 1/d_model)
+ *   W_q, W_k, W_v, W_o, W_g, W_beta   i.i.d. N(0, 1/d_model);  w_norm = 1
  *   b_g[c]  = logit(u_c / |lower_bound|) with u_c log-uniform in [1e-4, 1]
  *             (capped below |lower_bound|), so at x = 0 the per-step decay
  *             -g spans 1e-4 .. 1: half-lives from under a token to ~7000
@@ -457,6 +462,7 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
  *   dir/layerNN.wk.npy     [d_model, d_model]    digits, zero-padded: layer00,
  *   dir/layerNN.wv.npy     [d_model, d_model]    layer01, ..., layer123)
  *   dir/layerNN.wo.npy     [d_model, d_model]
+ *   dir/layerNN.norm.npy   [d_model]            RMSNorm gain (only when rms_norm)
  *   KDA layers only:
  *   dir/layerNN.wg.npy     [d_model, d_model]   gate projection
  *   dir/layerNN.bg.npy     [d_model]            gate bias
@@ -491,6 +497,7 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *stack);
 /*
  * One layer's weights, pointing into the stack (writable: change them to set
  * weights by hand; the caches are not recomputed). All row-major, y = x W.
+ *   norm            [d_model]           RMSNorm gain (used when rms_norm == 1)
  *   wq, wk, wv, wo  [d_model, d_model]
  *   wg              [d_model, d_model]  KDA layers; NULL for attention
  *   bg              [d_model]           KDA layers; NULL for attention
@@ -498,7 +505,7 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *stack);
  */
 typedef struct {
     kdalab_hybrid_kind kind;
-    double *wq, *wk, *wv, *wo, *wg, *bg, *wbeta;
+    double *norm, *wq, *wk, *wv, *wo, *wg, *bg, *wbeta;
 } kdalab_hybrid_weights;
 
 /* Errors: KDALAB_ENULL, KDALAB_EINVAL (layer >= L). */
@@ -508,7 +515,8 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *stack, size_t layer,
 /*
  * kdalab_hybrid_layer_project — layer `layer`'s mixer inputs for T residual
  * rows x [T, d_model] (what prefill/decode feed the KDA recurrence or the
- * attention), exactly as computed inside the stack:
+ * attention; the RMSNorm is applied first when rms_norm), exactly as computed
+ * inside the stack:
  *   q, k  [T, H, d_head]  (L2-normalised per (t, head) for KDA layers)
  *   v     [T, H, d_head]
  *   g     [T, H, d_head]  KDA only (NULL allowed; ignored for attention)
@@ -535,8 +543,8 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t lay
  *   y             [T, d_model] the residual stream after layer L-1, or NULL
  *                 when only the caches are wanted (then a final attention
  *                 layer only appends, skipping its O(T^2) scores)
- *   layer_inputs  [L, T, d_model] the residual input of each layer
- *                 (layer_inputs[0] = x), or NULL
+ *   layer_inputs  [L, T, d_model] the residual input of each layer, before
+ *                 its RMSNorm (layer_inputs[0] = x), or NULL
  * T == 0 is a no-op. Errors: KDALAB_ENULL (stack, or x when T > 0),
  * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW, KDALAB_ENOMEM, and
  * any error of the KDA/attention kernels (e.g. KDALAB_ERANGE). On an error

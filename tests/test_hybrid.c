@@ -158,21 +158,40 @@ static void ref_l2norm(double *x, size_t rows, size_t m)
     }
 }
 
-/* A one-layer KDA stack is the KDA recurrence wrapped in projections. */
-static void test_one_kda_layer_is_the_recurrence(void **state)
+/* u = x / sqrt(mean x^2 + 1e-6) * gain per row, or a copy of x without the norm. */
+static double *ref_prenorm(const double *x, size_t T, size_t d, const double *gain, int on)
 {
-    (void)state;
+    double *u = malloc(T * d * sizeof(double));
+    assert_non_null(u);
+    for (size_t t = 0; t < T; t++) {
+        double ms = 0;
+        for (size_t c = 0; c < d; c++)
+            ms += x[t * d + c] * x[t * d + c] / (double)d;
+        for (size_t c = 0; c < d; c++)
+            u[t * d + c] = on ? x[t * d + c] / sqrt(ms + 1e-6) * gain[c] : x[t * d + c];
+    }
+    return u;
+}
+
+/* A one-layer KDA stack is the KDA recurrence wrapped in projections (with and
+ * without the pre-norm; the gain is set to random values so that it counts). */
+static void one_kda_layer(int with_norm)
+{
     gsl_rng *rng = test_rng(47);
     const size_t d = 24, H = 3, dh = d / H, T = 150;
     kdalab_hybrid_config c = make_cfg(1, d, H, 1, 0);
     c.gate_lower_bound = -3.0;
+    c.rms_norm = with_norm;
     kdalab_hybrid *s = new_stack(&c, 11);
     kdalab_hybrid_weights w;
     OK(kdalab_hybrid_layer_weights(s, 0, &w));
     assert_int_equal(w.kind, KDALAB_HYBRID_KDA);
     assert_non_null(w.wg);
+    for (size_t ch = 0; ch < d; ch++)
+        w.norm[ch] = 0.5 + gsl_rng_uniform(rng);
 
     double *x = random_x(rng, T * d);
+    double *u = ref_prenorm(x, T, d, w.norm, with_norm);
     double *q = malloc(T * d * sizeof(double)), *k = malloc(T * d * sizeof(double));
     double *v = malloc(T * d * sizeof(double)), *g = malloc(T * d * sizeof(double));
     double *beta = malloc(T * H * sizeof(double)), *o = malloc(T * d * sizeof(double));
@@ -181,11 +200,11 @@ static void test_one_kda_layer_is_the_recurrence(void **state)
     assert_true(q && k && v && g && beta && o && ht && y_ref && y && p);
 
     /* The layer's inputs, from the weights and the documented formulas. */
-    ref_matmul(T, d, d, x, w.wq, q);
-    ref_matmul(T, d, d, x, w.wk, k);
-    ref_matmul(T, d, d, x, w.wv, v);
-    ref_matmul(T, d, d, x, w.wg, g);
-    ref_matmul(T, d, H, x, w.wbeta, beta);
+    ref_matmul(T, d, d, u, w.wq, q);
+    ref_matmul(T, d, d, u, w.wk, k);
+    ref_matmul(T, d, d, u, w.wv, v);
+    ref_matmul(T, d, d, u, w.wg, g);
+    ref_matmul(T, d, H, u, w.wbeta, beta);
     ref_l2norm(q, T * H, dh);
     ref_l2norm(k, T * H, dh);
     double gmin = 0, gmax = -INFINITY;
@@ -236,10 +255,17 @@ static void test_one_kda_layer_is_the_recurrence(void **state)
     if (err > TOL || err_s > TOL)
         fail_msg("decode vs recurrence: y err %.3g, state err %.3g", err, err_s);
 
-    free(x); free(q); free(k); free(v); free(g); free(beta); free(o); free(ht);
+    free(x); free(u); free(q); free(k); free(v); free(g); free(beta); free(o); free(ht);
     free(y_ref); free(y); free(p);
     kdalab_hybrid_free(s);
     gsl_rng_free(rng);
+}
+
+static void test_one_kda_layer_is_the_recurrence(void **state)
+{
+    (void)state;
+    one_kda_layer(1);
+    one_kda_layer(0);
 }
 
 /* A one-layer attention stack is causal softmax attention on raw projections. */
@@ -255,13 +281,14 @@ static void test_one_attention_layer_is_attention(void **state)
     assert_int_equal(w.kind, KDALAB_HYBRID_ATTENTION);
     assert_null(w.wg);
     double *x = random_x(rng, T * d);
+    double *u = ref_prenorm(x, T, d, w.norm, 1);
     double *q = malloc(T * d * sizeof(double)), *k = malloc(T * d * sizeof(double));
     double *v = malloc(T * d * sizeof(double)), *o = malloc(T * d * sizeof(double));
     double *y_ref = malloc(T * d * sizeof(double)), *y = malloc(T * d * sizeof(double));
     assert_true(q && k && v && o && y_ref && y);
-    ref_matmul(T, d, d, x, w.wq, q);
-    ref_matmul(T, d, d, x, w.wk, k);
-    ref_matmul(T, d, d, x, w.wv, v);
+    ref_matmul(T, d, d, u, w.wq, q);
+    ref_matmul(T, d, d, u, w.wk, k);
+    ref_matmul(T, d, d, u, w.wv, v);
     kdalab_dims dims = {1, T, H, dh, dh};
     OK(kdalab_attention_f64(&dims, 1.0 / sqrt((double)dh), q, k, v, o));
     ref_matmul(T, d, d, o, w.wo, y_ref);
@@ -272,7 +299,7 @@ static void test_one_attention_layer_is_attention(void **state)
     kdalab_kv_cache *cache;
     OK(kdalab_hybrid_kv_cache(s, 0, &cache));
     assert_int_equal(kdalab_kv_cache_tokens(cache), T);
-    free(x); free(q); free(k); free(v); free(o); free(y_ref); free(y);
+    free(x); free(u); free(q); free(k); free(v); free(o); free(y_ref); free(y);
     kdalab_hybrid_free(s);
     gsl_rng_free(rng);
 }
@@ -368,6 +395,9 @@ static void test_npy_roundtrip(void **state)
     gsl_rng *rng = test_rng(71);
     kdalab_hybrid_config c = make_cfg(4, 8, 2, 1, 1);
     kdalab_hybrid *a = new_stack(&c, 9), *b = NULL;
+    kdalab_hybrid_weights w;
+    OK(kdalab_hybrid_layer_weights(a, 2, &w));
+    w.norm[1] = 3.0; /* a gain that is not the default must travel too */
     OK(kdalab_hybrid_save_npy(a, dir));
     OK(kdalab_hybrid_new_npy(&c, dir, &b));
     const size_t T = 20;
@@ -387,9 +417,8 @@ static void test_npy_roundtrip(void **state)
     /* A wrong width is a size error naming the file. */
     kdalab_hybrid_config wide = make_cfg(4, 10, 2, 1, 1);
     assert_int_equal(kdalab_hybrid_new_npy(&wide, dir, &b), KDALAB_ESIZE);
-    assert_non_null(strstr(kdalab_last_error(), "layer00.wq.npy"));
+    assert_non_null(strstr(kdalab_last_error(), "layer00.norm.npy"));
     /* A NaN weight is refused. */
-    kdalab_hybrid_weights w;
     OK(kdalab_hybrid_layer_weights(a, 0, &w));
     w.wq[3] = NAN;
     OK(kdalab_hybrid_save_npy(a, dir));
@@ -432,6 +461,9 @@ static void test_bad_configurations(void **state)
     assert_int_equal(kdalab_hybrid_new_random(&c, 1, &s), KDALAB_EDOMAIN);
     c.gate_lower_bound = NAN;
     assert_int_equal(kdalab_hybrid_new_random(&c, 1, &s), KDALAB_EDOMAIN);
+    c = make_cfg(4, 8, 2, 3, 1);
+    c.rms_norm = 2;
+    assert_int_equal(kdalab_hybrid_new_random(&c, 1, &s), KDALAB_EINVAL);
     c = make_cfg(4, 8, 2, 3, 1);
     c.scale = -1;
     assert_int_equal(kdalab_hybrid_new_random(&c, 1, &s), KDALAB_EDOMAIN);
