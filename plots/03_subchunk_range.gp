@@ -30,7 +30,7 @@ set label 2 'production bound g = -5' at 4.6, graph 0.62 right font ',9' tc rgb 
 set label 3 'non-finite' at graph 0.01, graph 0.94 left font ',9' tc rgb '#aa3333'
 set label 7 'output' at graph 0.01, graph 0.89 left font ',9' tc rgb '#aa3333'
 
-set multiplot title "03 subchunk range — chunkwise KDA error vs per-step decay (T = 256, K = V = 32, one head; C = 64 unless noted)" font ',13'
+set multiplot title "03 subchunk range — chunkwise KDA error vs per-step decay (default run: T = 256, K = V = 32, one head; C = 64 unless noted)" font ',13'
 
 array ylos[4] = [1e-17, 1e-8, 1e-4, 1e-5]
 do for [i = 1:4] {

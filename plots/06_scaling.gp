@@ -43,11 +43,11 @@ set xrange [200:10000]
 set yrange [1e-4:20]
 set xtics (256, 512, 1024, 2048, 4096, 8192)
 set xlabel 'sequence length T (positions; log scale)'
-set ylabel 'process CPU time per call, s (min of 5 rounds; log scale)'
+set ylabel 'process CPU time per call, s (min over rounds; log scale)'
 set grid xtics ytics lc rgb '#dddddd'
 set key top left font ',9' spacing 1.05 opaque box
 
-set multiplot layout 1,2 title "06 scaling — time vs T, one head, K = V = 64, one thread (p = fitted exponent of time ∝ T^{p}, fit over T ≥ 512)" font ',13'
+set multiplot layout 1,2 title "06 scaling — time vs T (default run: one head, K = V = 64, one thread) (p = fitted exponent of time ∝ T^{p}, fit over T ≥ 512)" font ',13'
 do for [prec in 'f64 f32'] {
     set title sprintf('%s (kdalab\_*\_%s)', prec eq 'f64' ? 'float64' : 'float32', prec)
     plot \
