@@ -756,11 +756,13 @@ static void overflow_is_reported(void **state)
 
 static int setup(void **state)
 {
-    kdalab_bin = getenv("KDALAB_BIN");
-    if (!kdalab_bin || !*kdalab_bin)
-        kdalab_bin = "./bin/kdalab";
+    /* KDALAB_BIN is the programs' directory (bin, or build-asan/bin) */
+    static char path[512];
+    const char *dir = getenv("KDALAB_BIN");
+    snprintf(path, sizeof path, "%s/kdalab", dir && *dir ? dir : "./bin");
+    kdalab_bin = path;
     if (access(kdalab_bin, X_OK) != 0) {
-        fprintf(stderr, "test_cli: %s not found: run `make` (or set KDALAB_BIN) from the "
+        fprintf(stderr, "test_cli: %s not found: run `make` (or set KDALAB_BIN to its directory) from the "
                         "repository root\n",
                 kdalab_bin);
         return -1;
