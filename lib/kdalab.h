@@ -427,8 +427,9 @@ kdalab_hybrid_config kdalab_hybrid_config_default(void);
  * kdalab_hybrid_config_check — validate a configuration. Errors: KDALAB_ENULL
  * (cfg NULL), KDALAB_ESIZE (L, d_model or H zero; H does not divide d_model;
  * ratio 0:0 with kinds == NULL), KDALAB_EINVAL (a kinds entry that is not a
- * kdalab_hybrid_kind; rms_norm not 0 or 1), KDALAB_EDOMAIN (lower_bound not finite or > 0; scale
- * not finite or < 0), KDALAB_EOVERFLOW (a weight count overflows).
+ * kdalab_hybrid_kind; rms_norm not 0 or 1), KDALAB_EDOMAIN (lower_bound not
+ * finite or > 0; scale not finite or < 0), KDALAB_EOVERFLOW (a weight count
+ * overflows).
  */
 kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg);
 
