@@ -19,6 +19,7 @@ typedef __m256 vf;
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define VHSUM(v) avx2_hsum(v)
 #define VEXP(v) avx2_exp(v)
+#define VFLUSH(v) _mm256_and_ps((v), _mm256_cmp_ps((v), _mm256_set1_ps(1.17549435e-38f), _CMP_GE_OQ))
 #define VALL_LT(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LT_OQ)) == 0xff)
 #define SIMD_FN(name) name##_avx2
 
@@ -64,4 +65,5 @@ const simd_table kdalab_simd_table_avx2 = {
     .work_floats = work_floats_avx2,
     .chunk_head = chunk_head_avx2,
     .step = step_avx2,
+    .any_bad = any_bad_avx2,
 };

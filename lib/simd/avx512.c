@@ -21,6 +21,7 @@ typedef __m512 vf;
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VEXP(v) avx512_exp(v)
+#define VFLUSH(v) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((v), _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ), (v))
 #define VALL_LT(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LT_OQ) == 0xffff)
 #define SIMD_FN(name) name##_avx512
 
@@ -53,4 +54,5 @@ const simd_table kdalab_simd_table_avx512 = {
     .work_floats = work_floats_avx512,
     .chunk_head = chunk_head_avx512,
     .step = step_avx512,
+    .any_bad = any_bad_avx512,
 };

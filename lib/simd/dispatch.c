@@ -318,9 +318,19 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
                                    const float *q, const float *k, const float *v,
                                    const float *g, float beta, float *S, float *o)
 {
-    TRY(check_step_but_S(mech, K, V, scale, q, k, v, g, beta, S, o));
+    const simd_table *tab = active_table();
+    /* the common case in a vector screen; any doubt goes to the exact checks */
+    size_t gn = kdalab_mechanism_g_width(mech, K);
+    int screened = (unsigned)mech <= (unsigned)KDALAB_KDA && K && V && q && k && v && S &&
+                   o && (gn == 0 || g) && isfinite(scale) && scale > 0 &&
+                   (!kdalab_mechanism_has_beta(mech) || (beta >= 0 && beta <= 2)) &&
+                   K <= ((size_t)-1) / sizeof(float) / (V > K ? V : K) &&
+                   !tab->any_bad(q, K, 0) && !tab->any_bad(k, K, 0) &&
+                   !tab->any_bad(v, V, 0) && (gn == 0 || !tab->any_bad(g, gn, 1));
+    if (!screened)
+        TRY(check_step_but_S(mech, K, V, scale, q, k, v, g, beta, S, o));
     size_t bad = 0;
-    kdalab_status s = active_table()->step(mech, K, V, scale, q, k, v, g, beta, S, o, &bad);
+    kdalab_status s = tab->step(mech, K, V, scale, q, k, v, g, beta, S, o, &bad);
     if (s == KDALAB_ENONFINITE)
         return kdalab_fail(KDALAB_ENONFINITE, "S[%zu] is %g: inputs must be finite", bad,
                            (double)S[bad]);

@@ -9,6 +9,7 @@
  *   VZERO() VSET1(x) VLOAD(p) VSTORE(p, v) VADD VSUB VMUL VFMA(a, b, c) = a*b + c
  *   VHSUM(v)               sum of the lanes
  *   VEXP(v)                exp of lanes <= 0 (lanes below -87 give exactly 0)
+ *   VFLUSH(v)              lanes below FLT_MIN set to 0
  *   VALL_LT(v, x)          nonzero when every lane is < x
  *   SIMD_FN(name)          name with the level's suffix
  *
@@ -16,22 +17,25 @@
  * sub-chunk decay for KDA. What differs from the reference (lib/chunk_impl.h)
  * is how things are computed, never what:
  *
- *   - Every decay exponent is formed as a SUM of log-decays g over exactly the
- *     span it covers (running sums inside a sub-chunk, sums of sub-chunk totals
- *     across them), never as a difference of two cumulative sums. All g <= 0,
- *     so each sum is of same-sign terms (relative error <= n eps) and every
- *     exponent is <= 0: nothing can overflow, and there is no cancellation
- *     when one g is huge (g = -1000 next to g = -0.01).
- *   - KDA, sub-chunks of c positions (I, J index them; s_I is the boundary
- *     before sub-chunk I, e_J the last position of J):
- *       forward  F_i = exp(sum g over s_I..i)         (i in I)
- *       backward B_j = exp(sum g over j+1..e_J)       (j in J)
- *       between  d_IJ = exp(sum g over sub-chunks strictly between J and I)
+ *   - Every decay factor is a PRODUCT of the per-step decays a_t = exp(g_t) <= 1
+ *     (one exp per position and channel) over exactly the span it covers:
+ *     running products inside a sub-chunk, products of sub-chunk totals across
+ *     them; never exp of a difference of cumulative sums. So no factor can
+ *     exceed 1 (nothing overflows, for any g <= 0), there is no cancellation
+ *     when one g is huge next to tiny ones (g = -1000 beside g = -0.01), and a
+ *     product of n factors carries at most n roundings (n <= C). Factors that
+ *     fall below FLT_MIN are set to exactly 0 (no subnormals: their
+ *     contribution is below float32 resolution of anything they are added to).
+ *   - KDA, sub-chunks of c positions (I, J index them; s_I is the first
+ *     position of sub-chunk I, e_J the last position of J):
+ *       forward  F_i = prod a over s_I..i              (i in I)
+ *       backward B_j = prod a over j+1..e_J            (j in J)
+ *       between  d_IJ = prod a over the sub-chunks strictly between J and I
  *     and for j in an earlier sub-chunk than i,
  *       exp(Gamma_i - Gamma_j) = F_i * d_IJ * B_j,
  *     so the off-diagonal blocks of A_kk and A_qk are plain matrix products
  *     [k_i F_i ; q_i F_i] x (d_IJ k_j B_j)^T. The diagonal block is pairwise,
- *     exp(sum g over j+1..i) per pair and channel, accumulated by running sums.
+ *     prod a over j+1..i per pair and channel, as a running product.
  *   - The UT transform is formed explicitly as the unit lower-triangular
  *     inverse T = (I + A_kk)^-1 Diag(beta) (forward substitution, about C^3/6
  *     multiply-adds), so W and U come out of one triangular matrix product.
@@ -48,7 +52,6 @@
 
 #define MR 6      /* rows of the register block      */
 #define NRV 2     /* vectors per row of the block    */
-#define EXP_FLOOR (-87.0f) /* exp below this is < 1.7e-38: taken as 0 */
 
 #if defined(__GNUC__)
 #define SIMD_INLINE static inline __attribute__((always_inline))
@@ -58,7 +61,12 @@
 #define SIMD_UNROLL(n)
 #endif
 
+#define SIMD_TINY 1.17549435e-38f /* FLT_MIN */
+
 static inline size_t SIMD_FN(min_sz)(size_t a, size_t b) { return a < b ? a : b; }
+
+/* x, or exactly 0 when x < FLT_MIN (a decay factor that has left float range). */
+static inline float SIMD_FN(flush1)(float x) { return x < SIMD_TINY ? 0.0f : x; }
 
 /* ---------------------------------------------------------------------------- */
 /* Matrix product                                                               */
@@ -243,89 +251,95 @@ static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W)
 /* ---------------------------------------------------------------------------- */
 
 /*
- * Fill gsub, kqf (k*F and q*F per sub-chunk), kb = k*B, and qg = s*gamma*q,
- * kg = -gamma*k, kd = exp(sum g over r+1..n-1)*k, gl = gamma at the chunk end,
- * where gamma_r = exp(sum of earlier sub-chunks) * F_r and
- * exp(sum g over r+1..n-1) = exp(sum of later sub-chunks) * B_r:
- * products of factors <= 1, each exponent a same-sign sum.
+ * Turn g into a = exp(g) in place, and fill ftot (prod a per sub-chunk), kqf
+ * (k*F and q*F per sub-chunk), kb = k*B, and qg = s*gamma*q, kg = -gamma*k,
+ * kd = (prod a over r+1..n-1)*k, gl = gamma at the chunk end, where
+ * gamma_r = (prod of earlier sub-chunks' totals) * F_r and
+ * prod a over r+1..n-1 = (prod of later sub-chunks' totals) * B_r.
  */
 static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
 {
     const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
     const size_t Kv = K / VLEN * VLEN;
-    const vf sv = VSET1(s), mone = VSET1(-1.0f);
+    const vf sv = VSET1(s), mone = VSET1(-1.0f), one = VSET1(1.0f);
+    float *a = w->g;
     for (size_t ch = 0; ch < Kv; ch += VLEN) {
-        vf P = VZERO(); /* sum of g over the sub-chunks before I */
+        for (size_t r = 0; r < n; r++)
+            VSTORE(a + r * K + ch, VEXP(VLOAD(a + r * K + ch)));
+        vf eP = one; /* prod a over the sub-chunks before I */
         for (size_t I = 0; I < nsub; I++) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
             float *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
-            vf eP = VEXP(P), L = VZERO();
+            vf F = one;
             for (size_t r = s0; r < s1; r++) {
-                L = VADD(L, VLOAD(w->g + r * K + ch));
-                vf F = VEXP(L), gam = VMUL(eP, F);
+                F = VFLUSH(VMUL(F, VLOAD(a + r * K + ch)));
+                vf gam = VFLUSH(VMUL(eP, F));
                 vf kv = VLOAD(w->k + r * K + ch), qv = VLOAD(w->q + r * K + ch);
                 VSTORE(kf + (r - s0) * K + ch, VMUL(kv, F));
                 VSTORE(qf + (r - s0) * K + ch, VMUL(qv, F));
                 VSTORE(w->qg + r * K + ch, VMUL(VMUL(sv, gam), qv));
                 VSTORE(w->kg + r * K + ch, VMUL(VMUL(mone, gam), kv));
             }
-            VSTORE(w->gsub + I * K + ch, L);
-            P = VADD(P, L);
+            VSTORE(w->gsub + I * K + ch, F);
+            eP = VFLUSH(VMUL(eP, F));
         }
-        VSTORE(w->gl + ch, VEXP(P));
-        vf Q = VZERO(); /* sum of g over the sub-chunks after I */
+        VSTORE(w->gl + ch, eP);
+        vf eQ = one; /* prod a over the sub-chunks after I */
         for (size_t I = nsub; I-- > 0;) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            vf eQ = VEXP(Q), R = VZERO();
+            vf Bv = one;
             for (size_t r = s1; r-- > s0;) {
-                vf Bv = VEXP(R), kv = VLOAD(w->k + r * K + ch);
-                vf kbv = VMUL(kv, Bv);
-                VSTORE(w->kb + r * K + ch, kbv);
-                VSTORE(w->kd + r * K + ch, VMUL(eQ, kbv));
-                R = VADD(R, VLOAD(w->g + r * K + ch));
+                vf kv = VLOAD(w->k + r * K + ch);
+                VSTORE(w->kb + r * K + ch, VMUL(kv, Bv));
+                VSTORE(w->kd + r * K + ch, VMUL(VFLUSH(VMUL(eQ, Bv)), kv));
+                Bv = VFLUSH(VMUL(Bv, VLOAD(a + r * K + ch)));
             }
-            Q = VADD(Q, VLOAD(w->gsub + I * K + ch));
+            eQ = VFLUSH(VMUL(eQ, VLOAD(w->gsub + I * K + ch)));
         }
     }
     for (size_t ch = Kv; ch < K; ch++) {
-        float P = 0;
+        for (size_t r = 0; r < n; r++)
+            a[r * K + ch] = SIMD_FN(flush1)(expf(a[r * K + ch]));
+        float eP = 1;
         for (size_t I = 0; I < nsub; I++) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
             float *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
-            float eP = expf(P), L = 0;
+            float F = 1;
             for (size_t r = s0; r < s1; r++) {
-                L += w->g[r * K + ch];
-                float F = expf(L), gam = eP * F;
+                F = SIMD_FN(flush1)(F * a[r * K + ch]);
+                float gam = SIMD_FN(flush1)(eP * F);
                 kf[(r - s0) * K + ch] = w->k[r * K + ch] * F;
                 qf[(r - s0) * K + ch] = w->q[r * K + ch] * F;
                 w->qg[r * K + ch] = s * gam * w->q[r * K + ch];
                 w->kg[r * K + ch] = -gam * w->k[r * K + ch];
             }
-            w->gsub[I * K + ch] = L;
-            P += L;
+            w->gsub[I * K + ch] = F;
+            eP = SIMD_FN(flush1)(eP * F);
         }
-        w->gl[ch] = expf(P);
-        float Q = 0;
+        w->gl[ch] = eP;
+        float eQ = 1;
         for (size_t I = nsub; I-- > 0;) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            float eQ = expf(Q), R = 0;
+            float Bv = 1;
             for (size_t r = s1; r-- > s0;) {
-                float kbv = w->k[r * K + ch] * expf(R);
-                w->kb[r * K + ch] = kbv;
-                w->kd[r * K + ch] = eQ * kbv;
-                R += w->g[r * K + ch];
+                float kv = w->k[r * K + ch];
+                w->kb[r * K + ch] = kv * Bv;
+                w->kd[r * K + ch] = SIMD_FN(flush1)(eQ * Bv) * kv;
+                Bv = SIMD_FN(flush1)(Bv * a[r * K + ch]);
             }
-            Q += w->gsub[I * K + ch];
+            eQ = SIMD_FN(flush1)(eQ * w->gsub[I * K + ch]);
         }
     }
 }
 
-/* The diagonal block of sub-chunk [s0, s1): pairwise decay, every exponent a
- * running sum of g over j+1..i (<= 0). Writes Akk (strict lower, times beta_i)
- * and Aqk (lower with diagonal, times s) for rows and columns in the block. */
+/* The diagonal block of sub-chunk [s0, s1): pairwise decay, each factor the
+ * running product of a over j+1..i (<= 1). Writes Akk (strict lower, times
+ * beta_i) and Aqk (lower with diagonal, times s) in the block. w->g holds a. */
 static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float s)
 {
     const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN;
+    const float *a = w->g;
+    const vf one = VSET1(1.0f);
     for (size_t j = s0; j < s1; j++) {
         const float *kj = w->k + j * K;
         /* i == j: no decay; A_kk's diagonal is not part of the strict lower triangle */
@@ -345,28 +359,26 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float 
             VSTORE(w->pqk + (i - s0) * VLEN, VZERO());
         }
         for (size_t ch = 0; ch < Kv; ch += VLEN) {
-            vf kjv = VLOAD(kj + ch), D = VZERO();
+            vf kjv = VLOAD(kj + ch), P = one;
             for (size_t i = j + 1; i < s1; i++) {
-                D = VADD(D, VLOAD(w->g + i * K + ch));
-                if (VALL_LT(D, EXP_FLOOR))
-                    break; /* g <= 0: every later i decays further, to exactly 0 */
-                vf t = VMUL(kjv, VEXP(D));
+                P = VFLUSH(VMUL(P, VLOAD(a + i * K + ch)));
+                if (VALL_LT(P, SIMD_TINY))
+                    break; /* every later i decays further: exactly 0 */
+                vf t = VMUL(kjv, P);
                 float *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
                 VSTORE(pk, VFMA(VLOAD(w->k + i * K + ch), t, VLOAD(pk)));
                 VSTORE(pq, VFMA(VLOAD(w->q + i * K + ch), t, VLOAD(pq)));
             }
         }
         for (size_t i = j + 1; i < s1; i++) {
-            float dk = VHSUM(VLOAD(w->pkk + (i - s0) * VLEN));
-            float dq = VHSUM(VLOAD(w->pqk + (i - s0) * VLEN));
-            w->Akk[i * C + j] = dk;
-            w->Aqk[i * C + j] = dq;
+            w->Akk[i * C + j] = VHSUM(VLOAD(w->pkk + (i - s0) * VLEN));
+            w->Aqk[i * C + j] = VHSUM(VLOAD(w->pqk + (i - s0) * VLEN));
         }
         for (size_t ch = Kv; ch < K; ch++) {
-            float D = 0;
+            float P = 1;
             for (size_t i = j + 1; i < s1; i++) {
-                D += w->g[i * K + ch];
-                float t = kj[ch] * expf(D);
+                P = SIMD_FN(flush1)(P * a[i * K + ch]);
+                float t = kj[ch] * P;
                 w->Akk[i * C + j] += w->k[i * K + ch] * t;
                 w->Aqk[i * C + j] += w->q[i * K + ch] * t;
             }
@@ -385,19 +397,15 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
     for (size_t I = 0; I < nsub; I++) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
         const float *kqf = w->kqf + 2 * s0 * K;
-        for (size_t J = 0; J < I; J++) {
+        /* d_IJ = prod a over the sub-chunks strictly between J and I: 1 for
+         * J = I-1, then one more sub-chunk total per step down */
+        for (size_t ch = 0; ch < K; ch++)
+            w->dvec[ch] = 1;
+        for (size_t J = I; J-- > 0;) {
             size_t t0 = J * c, cJ = c; /* J < I: a full sub-chunk */
-            /* d_IJ = exp(sum of g over the sub-chunks strictly between J and I) */
-            for (size_t ch = 0; ch < K; ch++)
-                w->dvec[ch] = 0;
-            for (size_t M = J + 1; M < I; M++)
+            if (J + 1 < I)
                 for (size_t ch = 0; ch < K; ch++)
-                    w->dvec[ch] += w->gsub[M * K + ch];
-            size_t Kv = K / VLEN * VLEN;
-            for (size_t ch = 0; ch < Kv; ch += VLEN)
-                VSTORE(w->dvec + ch, VEXP(VLOAD(w->dvec + ch)));
-            for (size_t ch = Kv; ch < K; ch++)
-                w->dvec[ch] = expf(w->dvec[ch]);
+                    w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->gsub[(J + 1) * K + ch]);
             /* X = (d_IJ * kb_J)^T, [K, cJ] */
             for (size_t jj = 0; jj < cJ; jj++)
                 for (size_t ch = 0; ch < K; ch++)
@@ -426,25 +434,25 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
     SIMD_FN(gemm)(n, n, K, w->q, K, 1, w->kt, n, w->Gq, C, 0, 0);
     if (delta)
         SIMD_FN(gemm)(n, n, K, w->k, K, 1, w->kt, n, w->Gk, C, 0, 0);
+    /* a_r = exp(g_r) in place */
+    float *a = w->g;
+    if (gated)
+        for (size_t r = 0; r < n; r++)
+            a[r] = SIMD_FN(flush1)(expf(a[r]));
     for (size_t i = 0; i < n; i++) {
-        /* dsc[j] = exp(sum g over j+1..i), built right to left as a running sum */
-        float D = 0;
+        /* dsc[j] = prod a over j+1..i, a running product from j = i down */
         size_t jlo = 0;
         if (gated) {
-            w->dsc[i] = 0; /* exp(0): the diagonal always counts */
+            float P = 1;
+            w->dsc[i] = 1; /* the diagonal: no decay */
             jlo = i;
             for (size_t j = i; j-- > 0;) {
-                D += w->g[j + 1];
-                if (D < EXP_FLOOR)
-                    break;
-                w->dsc[j] = D;
+                P = SIMD_FN(flush1)(P * a[j + 1]);
+                if (P == 0)
+                    break; /* and every earlier j decays further */
+                w->dsc[j] = P;
                 jlo = j;
             }
-            size_t span = i + 1 - jlo, nv = span / VLEN * VLEN;
-            for (size_t x = 0; x < nv; x += VLEN)
-                VSTORE(w->dsc + jlo + x, VEXP(VLOAD(w->dsc + jlo + x)));
-            for (size_t x = jlo + nv; x <= i; x++)
-                w->dsc[x] = expf(w->dsc[x]);
         } else {
             for (size_t j = 0; j <= i; j++)
                 w->dsc[j] = 1;
@@ -457,18 +465,18 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
                 w->Akk[i * C + j] = live && j < i ? bi * w->Gk[i * C + j] * w->dsc[j] : 0.0f;
         }
     }
-    /* gamma_r = exp(sum g over 0..r), kdec_r = exp(sum g over r+1..n-1) */
-    float P = 0;
+    /* gamma_r = prod a over 0..r, kdec_r = prod a over r+1..n-1 */
+    float P = 1;
     for (size_t r = 0; r < n; r++) {
         if (gated)
-            P += w->g[r];
-        w->gam[r] = gated ? expf(P) : 1.0f;
+            P = SIMD_FN(flush1)(P * a[r]);
+        w->gam[r] = P;
     }
-    float Q = 0;
+    float Q = 1;
     for (size_t r = n; r-- > 0;) {
-        w->kdec[r] = gated ? expf(Q) : 1.0f;
+        w->kdec[r] = Q;
         if (gated)
-            Q += w->g[r];
+            Q = SIMD_FN(flush1)(Q * a[r]);
     }
     for (size_t r = 0; r < n; r++) {
         vf sg = VSET1(s * w->gam[r]), mg = VSET1(-w->gam[r]), kdv = VSET1(w->kdec[r]);
@@ -661,29 +669,57 @@ static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *ba
 
 #define STEP_SMALL 512
 
+/* Nonzero when some x[i] is NaN/Inf, or (nonpositive) > 0: a vector screen;
+ * the caller finds the exact index and message with scalar code. */
+static int SIMD_FN(any_bad)(const float *x, size_t n, int nonpositive)
+{
+    /* x < the smallest positive float  <=>  x <= 0 (and false for NaN) */
+    const float above0 = 1.40129846e-45f;
+    vf acc = VZERO();
+    size_t nv = n / VLEN * VLEN;
+    for (size_t i = 0; i < nv; i += VLEN) {
+        vf xv = VLOAD(x + i);
+        acc = VADD(acc, VSUB(xv, xv)); /* 0, or NaN for NaN/Inf */
+        if (nonpositive && !VALL_LT(xv, above0))
+            return 1;
+    }
+    int bad = VHSUM(acc) != 0;
+    for (size_t i = nv; i < n; i++)
+        bad |= !isfinite(x[i]) || (nonpositive && x[i] > 0);
+    return bad;
+}
+
 /*
- * One token of one head, in place. Pass 1 reads S (no writes) to form
- * u = S^T (a*k) — the decayed state's prediction of v — and, at no extra cost,
- * notices a non-finite S (u is then non-finite too; S is rescanned to be sure).
- * Pass 2 writes S = Diag(a) S + k delta^T and accumulates o = s S^T q.
+ * One token of one head, in place, in two passes over S:
+ *   pass 1 (reads S only): u = S^T (a*k), w = S^T (a*q) and the column sums of
+ *     S (which are non-finite when S holds a NaN/Inf; S is then rescanned to
+ *     be sure, and nothing has been written yet);
+ *   then delta = beta (v - u) and o = s (w + delta (k . q)), which is
+ *     s S_new^T q for S_new = Diag(a) S + k delta^T without a reduction over
+ *     the new state;
+ *   pass 2 (writes S): S = Diag(a) S + k delta^T, column blocks in the
+ *     reverse order of pass 1 so the first ones are still in L1.
+ * Linear attention: a = 1 and delta = v.
  */
 static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
                                    const float *q, const float *k, const float *v,
                                    const float *g, float beta, float *S, float *o,
                                    size_t *bad)
 {
-    float small_buf[3 * STEP_SMALL];
+    float small_buf[6 * STEP_SMALL];
     float *buf = small_buf;
     if (K > STEP_SMALL || V > STEP_SMALL) {
-        buf = malloc((2 * K + V) * sizeof(float));
+        buf = malloc((3 * K + 3 * V) * sizeof(float));
         if (!buf)
             return KDALAB_ENOMEM;
     }
-    float *a = buf, *ak = buf + K, *dl = buf + 2 * K; /* decay, decay*k, delta (or u) */
+    /* decay, decay*k, decay*q; then u (becomes delta), w, column sums */
+    float *a = buf, *ak = buf + K, *aq = buf + 2 * K;
+    float *u = buf + 3 * K, *wq = u + V, *cs = wq + V;
     const size_t Kv = K / VLEN * VLEN, Vv = V / VLEN * VLEN;
     const size_t VB = 4 * VLEN, Vb = V / VB * VB;
+    const int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
 
-    /* per-channel decay a = exp(g) and a*k */
     if (mech == KDALAB_KDA) {
         for (size_t ch = 0; ch < Kv; ch += VLEN)
             VSTORE(a + ch, VEXP(VLOAD(g + ch)));
@@ -694,42 +730,68 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         for (size_t ch = 0; ch < K; ch++)
             a[ch] = a0;
     }
-    for (size_t ch = 0; ch < K; ch++)
-        ak[ch] = mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a[ch] * k[ch];
+    vf kqv = VZERO();
+    for (size_t ch = 0; ch < Kv; ch += VLEN) {
+        vf av = VLOAD(a + ch), kv = VLOAD(k + ch), qv = VLOAD(q + ch);
+        VSTORE(ak + ch, VMUL(av, kv));
+        VSTORE(aq + ch, VMUL(av, qv));
+        kqv = VFMA(kv, qv, kqv);
+    }
+    float kq = VHSUM(kqv);
+    for (size_t ch = Kv; ch < K; ch++) {
+        ak[ch] = a[ch] * k[ch];
+        aq[ch] = a[ch] * q[ch];
+        kq += k[ch] * q[ch];
+    }
 
-    /* pass 1: u = S^T (a k)  (linear attention: column sums, only to check S) */
+    /* pass 1 */
     size_t j0 = 0;
     for (; j0 < Vb; j0 += VB) {
         vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), u3 = VZERO();
+        vf w0 = VZERO(), w1 = VZERO(), w2 = VZERO(), w3 = VZERO();
+        vf c0 = VZERO(), c1 = VZERO(), c2 = VZERO(), c3 = VZERO();
         for (size_t ch = 0; ch < K; ch++) {
             const float *row = S + ch * V + j0;
-            vf akv = VSET1(ak[ch]);
-            u0 = VFMA(akv, VLOAD(row), u0);
-            u1 = VFMA(akv, VLOAD(row + VLEN), u1);
-            u2 = VFMA(akv, VLOAD(row + 2 * VLEN), u2);
-            u3 = VFMA(akv, VLOAD(row + 3 * VLEN), u3);
+            vf akv = VSET1(ak[ch]), aqv = VSET1(aq[ch]);
+            vf r0 = VLOAD(row), r1 = VLOAD(row + VLEN);
+            vf r2 = VLOAD(row + 2 * VLEN), r3 = VLOAD(row + 3 * VLEN);
+            u0 = VFMA(akv, r0, u0); u1 = VFMA(akv, r1, u1);
+            u2 = VFMA(akv, r2, u2); u3 = VFMA(akv, r3, u3);
+            w0 = VFMA(aqv, r0, w0); w1 = VFMA(aqv, r1, w1);
+            w2 = VFMA(aqv, r2, w2); w3 = VFMA(aqv, r3, w3);
+            c0 = VADD(c0, r0); c1 = VADD(c1, r1); c2 = VADD(c2, r2); c3 = VADD(c3, r3);
         }
-        VSTORE(dl + j0, u0);
-        VSTORE(dl + j0 + VLEN, u1);
-        VSTORE(dl + j0 + 2 * VLEN, u2);
-        VSTORE(dl + j0 + 3 * VLEN, u3);
+        VSTORE(u + j0, u0); VSTORE(u + j0 + VLEN, u1);
+        VSTORE(u + j0 + 2 * VLEN, u2); VSTORE(u + j0 + 3 * VLEN, u3);
+        VSTORE(wq + j0, w0); VSTORE(wq + j0 + VLEN, w1);
+        VSTORE(wq + j0 + 2 * VLEN, w2); VSTORE(wq + j0 + 3 * VLEN, w3);
+        VSTORE(cs + j0, c0); VSTORE(cs + j0 + VLEN, c1);
+        VSTORE(cs + j0 + 2 * VLEN, c2); VSTORE(cs + j0 + 3 * VLEN, c3);
     }
     for (; j0 < Vv; j0 += VLEN) {
-        vf u0 = VZERO();
-        for (size_t ch = 0; ch < K; ch++)
-            u0 = VFMA(VSET1(ak[ch]), VLOAD(S + ch * V + j0), u0);
-        VSTORE(dl + j0, u0);
+        vf u0 = VZERO(), w0 = VZERO(), c0 = VZERO();
+        for (size_t ch = 0; ch < K; ch++) {
+            vf r0 = VLOAD(S + ch * V + j0);
+            u0 = VFMA(VSET1(ak[ch]), r0, u0);
+            w0 = VFMA(VSET1(aq[ch]), r0, w0);
+            c0 = VADD(c0, r0);
+        }
+        VSTORE(u + j0, u0); VSTORE(wq + j0, w0); VSTORE(cs + j0, c0);
     }
     for (; j0 < V; j0++) {
-        float u0 = 0;
-        for (size_t ch = 0; ch < K; ch++)
-            u0 += ak[ch] * S[ch * V + j0];
-        dl[j0] = u0;
+        float u0 = 0, w0 = 0, c0 = 0;
+        for (size_t ch = 0; ch < K; ch++) {
+            float r = S[ch * V + j0];
+            u0 += ak[ch] * r;
+            w0 += aq[ch] * r;
+            c0 += r;
+        }
+        u[j0] = u0; wq[j0] = w0; cs[j0] = c0;
     }
     int finite = 1;
     for (size_t j = 0; j < V; j++)
-        finite &= isfinite(dl[j]) != 0;
-    if (!finite) { /* maybe S holds a NaN/Inf, maybe the sum overflowed: look */
+        finite &= isfinite(cs[j] + u[j] + wq[j]) != 0;
+    if (!finite) { /* maybe S holds a NaN/Inf, maybe a sum overflowed: look */
         for (size_t i = 0; i < K * V; i++)
             if (!isfinite(S[i])) {
                 *bad = i;
@@ -738,60 +800,51 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
                 return KDALAB_ENONFINITE;
             }
     }
-    /* delta = beta (v - u); linear attention writes v itself */
-    for (size_t j = 0; j < V; j++)
-        dl[j] = mech == KDALAB_LINEAR_ATTENTION ? v[j] : beta * (v[j] - dl[j]);
-
-    /* pass 2: S = Diag(a) S + k delta^T, o = s S^T q */
-    const int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
-    const vf sv = VSET1(scale);
-    for (j0 = 0; j0 < Vb; j0 += VB) {
-        vf d0 = VLOAD(dl + j0), d1 = VLOAD(dl + j0 + VLEN);
-        vf d2 = VLOAD(dl + j0 + 2 * VLEN), d3 = VLOAD(dl + j0 + 3 * VLEN);
-        vf o0 = VZERO(), o1 = VZERO(), o2 = VZERO(), o3 = VZERO();
-        for (size_t ch = 0; ch < K; ch++) {
-            float *row = S + ch * V + j0;
-            vf kv = VSET1(k[ch]), qv = VSET1(q[ch]);
-            vf r0 = VLOAD(row), r1 = VLOAD(row + VLEN);
-            vf r2 = VLOAD(row + 2 * VLEN), r3 = VLOAD(row + 3 * VLEN);
-            if (decays) {
-                vf av = VSET1(a[ch]);
-                r0 = VMUL(av, r0); r1 = VMUL(av, r1); r2 = VMUL(av, r2); r3 = VMUL(av, r3);
-            }
-            r0 = VFMA(kv, d0, r0); r1 = VFMA(kv, d1, r1);
-            r2 = VFMA(kv, d2, r2); r3 = VFMA(kv, d3, r3);
-            VSTORE(row, r0); VSTORE(row + VLEN, r1);
-            VSTORE(row + 2 * VLEN, r2); VSTORE(row + 3 * VLEN, r3);
-            o0 = VFMA(qv, r0, o0); o1 = VFMA(qv, r1, o1);
-            o2 = VFMA(qv, r2, o2); o3 = VFMA(qv, r3, o3);
-        }
-        VSTORE(o + j0, VMUL(sv, o0)); VSTORE(o + j0 + VLEN, VMUL(sv, o1));
-        VSTORE(o + j0 + 2 * VLEN, VMUL(sv, o2)); VSTORE(o + j0 + 3 * VLEN, VMUL(sv, o3));
+    /* delta (in u) and o */
+    for (size_t j = 0; j < V; j++) {
+        float d = mech == KDALAB_LINEAR_ATTENTION ? v[j] : beta * (v[j] - u[j]);
+        u[j] = d;
+        o[j] = scale * (wq[j] + d * kq);
     }
-    for (; j0 < Vv; j0 += VLEN) {
-        vf d0 = VLOAD(dl + j0), o0 = VZERO();
+
+    /* pass 2, last column block first */
+    for (size_t j = Vv; j < V; j++)
+        for (size_t ch = 0; ch < K; ch++)
+            S[ch * V + j] = (decays ? a[ch] * S[ch * V + j] : S[ch * V + j]) + k[ch] * u[j];
+    for (size_t jb = Vv; jb > Vb;) {
+        jb -= VLEN;
+        vf d0 = VLOAD(u + jb);
         for (size_t ch = 0; ch < K; ch++) {
-            float *row = S + ch * V + j0;
+            float *row = S + ch * V + jb;
             vf r0 = VLOAD(row);
             if (decays)
                 r0 = VMUL(VSET1(a[ch]), r0);
-            r0 = VFMA(VSET1(k[ch]), d0, r0);
-            VSTORE(row, r0);
-            o0 = VFMA(VSET1(q[ch]), r0, o0);
+            VSTORE(row, VFMA(VSET1(k[ch]), d0, r0));
         }
-        VSTORE(o + j0, VMUL(sv, o0));
     }
-    for (; j0 < V; j0++) {
-        float o0 = 0;
-        for (size_t ch = 0; ch < K; ch++) {
-            float r = S[ch * V + j0];
-            if (decays)
-                r *= a[ch];
-            r += k[ch] * dl[j0];
-            S[ch * V + j0] = r;
-            o0 += q[ch] * r;
+    for (size_t jb = Vb; jb > 0;) {
+        jb -= VB;
+        vf d0 = VLOAD(u + jb), d1 = VLOAD(u + jb + VLEN);
+        vf d2 = VLOAD(u + jb + 2 * VLEN), d3 = VLOAD(u + jb + 3 * VLEN);
+        if (decays) {
+            for (size_t ch = K; ch-- > 0;) {
+                float *row = S + ch * V + jb;
+                vf kv = VSET1(k[ch]), av = VSET1(a[ch]);
+                VSTORE(row, VFMA(kv, d0, VMUL(av, VLOAD(row))));
+                VSTORE(row + VLEN, VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN))));
+                VSTORE(row + 2 * VLEN, VFMA(kv, d2, VMUL(av, VLOAD(row + 2 * VLEN))));
+                VSTORE(row + 3 * VLEN, VFMA(kv, d3, VMUL(av, VLOAD(row + 3 * VLEN))));
+            }
+        } else {
+            for (size_t ch = K; ch-- > 0;) {
+                float *row = S + ch * V + jb;
+                vf kv = VSET1(k[ch]);
+                VSTORE(row, VFMA(kv, d0, VLOAD(row)));
+                VSTORE(row + VLEN, VFMA(kv, d1, VLOAD(row + VLEN)));
+                VSTORE(row + 2 * VLEN, VFMA(kv, d2, VLOAD(row + 2 * VLEN)));
+                VSTORE(row + 3 * VLEN, VFMA(kv, d3, VLOAD(row + 3 * VLEN)));
+            }
         }
-        o[j0] = scale * o0;
     }
     if (buf != small_buf)
         free(buf);
@@ -800,7 +853,7 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
 
 #undef MR
 #undef NRV
-#undef EXP_FLOOR
+#undef SIMD_TINY
 #undef STEP_SMALL
 #undef SIMD_INLINE
 #undef SIMD_UNROLL

@@ -20,6 +20,7 @@ typedef float vf;
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VHSUM(v) (v)
 #define VEXP(v) scalar_exp(v)
+#define VFLUSH(v) ((v) < 1.17549435e-38f ? 0.0f : (v))
 #define VALL_LT(v, x) ((v) < (x))
 #define SIMD_FN(name) name##_scalar
 
@@ -33,4 +34,5 @@ const simd_table kdalab_simd_table_scalar = {
     .work_floats = work_floats_scalar,
     .chunk_head = chunk_head_scalar,
     .step = step_scalar,
+    .any_bad = any_bad_scalar,
 };
