@@ -321,6 +321,38 @@ static void test_errors_match_reference(void **state)
         for (int i = 0; i < T * V; i++)
             assert_true(o[i] == 42.0f);
     }
+    /* edge values the vector screen must judge as the reference does: legal
+     * -0 and 2 (and g = -0), illegal smallest subnormal g, beta just above 2,
+     * NaN beta, Inf v, NaN in the last element of g */
+    for (int trial = 0; trial < 8 * (int)N_LEVELS; trial++) {
+        if (trial % 8 == 0 && !use_level(levels[trial / 8])) {
+            trial += 7;
+            continue;
+        }
+        float gb[T * K], bb[T], vb[T * V];
+        memcpy(gb, g, sizeof g);
+        memcpy(bb, beta, sizeof beta);
+        memcpy(vb, v, sizeof v);
+        switch (trial % 8) {
+        case 0: bb[1] = -0.0f; gb[7] = -0.0f; break;
+        case 1: bb[4] = 2.0f; break;
+        case 2: gb[11] = 1.40129846e-45f; break;
+        case 3: bb[0] = 2.00000024f; break;
+        case 4: bb[3] = NAN; break;
+        case 5: vb[T * V - 1] = INFINITY; break;
+        case 6: gb[T * K - 1] = NAN; break;
+        case 7: bb[2] = -1.40129846e-45f; break;
+        }
+        kdalab_status want = kdalab_chunk_f32(&d, KDALAB_KDA, 0.3f, q, k, vb, gb, bb, NULL, o2,
+                                              NULL, NULL, NULL);
+        kdalab_status got = kdalab_simd_chunk_f32(&d, KDALAB_KDA, 0.3f, q, k, vb, gb, bb,
+                                                  NULL, o, NULL, NULL, NULL);
+        assert_int_equal(got, want);
+        int t8 = trial % 8;
+        assert_int_equal(want, t8 <= 1 ? KDALAB_OK
+                               : (t8 >= 4 && t8 <= 6) ? KDALAB_ENONFINITE
+                                                      : KDALAB_EDOMAIN);
+    }
     /* the decode step: a NaN in S is refused and S, o stay as they were */
     float S[K * V], S0[K * V], os[V];
     for (int i = 0; i < K * V; i++)

@@ -183,7 +183,8 @@ typedef struct {
     float *kb;                  /* k * B (decayed to its sub-chunk's end) [C,K]     */
     float *gsub;                /* per sub-chunk sum of g [nsub, K]                 */
     float *dvec;                /* [K] between-sub-chunk decay                      */
-    float *X;                   /* [K, c] a transposed, decayed key block           */
+    float *X;                   /* [K, C] kb transposed                             */
+    float *kqd;                 /* [2c, K] a sub-chunk's [kf ; qf] times d_IJ        */
     float *blk;                 /* [2c, c] an off-diagonal block of A_kk ; A_qk      */
     float *pkk, *pqk;           /* [c, VLEN] lane partial sums of the diagonal block */
     float *Akk, *Aqk, *Tm;      /* [C, C]                                           */
@@ -224,7 +225,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c,
     mark = cur;
     SIMD_TAKE(w->kqf, 2 * C * K); SIMD_TAKE(w->kb, C * K);
     SIMD_TAKE(w->gsub, nsub * K); SIMD_TAKE(w->dvec, K);
-    SIMD_TAKE(w->X, K * c); SIMD_TAKE(w->blk, 2 * c * c);
+    SIMD_TAKE(w->X, K * C); SIMD_TAKE(w->blk, 2 * c * c); SIMD_TAKE(w->kqd, 2 * c * K);
     SIMD_TAKE(w->pkk, c * VLEN); SIMD_TAKE(w->pqk, c * VLEN);
     endA = cur;
     cur = mark;
@@ -390,10 +391,24 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float 
     }
 }
 
+/* dst[i*ldd + j] = f * src[i*lds + j], j < n. */
+static inline void SIMD_FN(scale_row)(float *dst, const float *src, float f, size_t n)
+{
+    vf fv = VSET1(f);
+    size_t nv = n / VLEN * VLEN;
+    for (size_t j = 0; j < nv; j += VLEN)
+        VSTORE(dst + j, VMUL(fv, VLOAD(src + j)));
+    for (size_t j = nv; j < n; j++)
+        dst[j] = f * src[j];
+}
+
 /* A_kk and A_qk of one KDA chunk of n positions (safe sub-chunks). */
 static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
 {
     const size_t K = w->K, C = w->C, c = w->c, nsub = (n + c - 1) / c;
+    const size_t Kv = K / VLEN * VLEN;
+    if (nsub > 1) /* kb^T [K, n]: the right-hand factor of every off-diagonal block */
+        SIMD_FN(transpose)(w->X, w->kb, n, K);
     for (size_t I = 0; I < nsub; I++) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
         const float *kqf = w->kqf + 2 * s0 * K;
@@ -403,20 +418,29 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
             w->dvec[ch] = 1;
         for (size_t J = I; J-- > 0;) {
             size_t t0 = J * c, cJ = c; /* J < I: a full sub-chunk */
-            if (J + 1 < I)
+            const float *left = kqf;
+            if (J + 1 < I) {
                 for (size_t ch = 0; ch < K; ch++)
                     w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->gsub[(J + 1) * K + ch]);
-            /* X = (d_IJ * kb_J)^T, [K, cJ] */
-            for (size_t jj = 0; jj < cJ; jj++)
-                for (size_t ch = 0; ch < K; ch++)
-                    w->X[ch * cJ + jj] = w->kb[(t0 + jj) * K + ch] * w->dvec[ch];
-            /* [kf_I ; qf_I] X  ->  blk [2 cI, cJ] */
-            SIMD_FN(gemm)(2 * cI, cJ, K, kqf, K, 1, w->X, cJ, w->blk, cJ, 0, 0);
-            for (size_t ii = 0; ii < cI; ii++)
-                for (size_t jj = 0; jj < cJ; jj++) {
-                    w->Akk[(s0 + ii) * C + t0 + jj] = w->b[s0 + ii] * w->blk[ii * cJ + jj];
-                    w->Aqk[(s0 + ii) * C + t0 + jj] = s * w->blk[(cI + ii) * cJ + jj];
+                /* [kf_I ; qf_I] * d_IJ, row by row */
+                for (size_t r = 0; r < 2 * cI; r++) {
+                    const float *src = kqf + r * K;
+                    float *dst = w->kqd + r * K;
+                    for (size_t ch = 0; ch < Kv; ch += VLEN)
+                        VSTORE(dst + ch, VMUL(VLOAD(src + ch), VLOAD(w->dvec + ch)));
+                    for (size_t ch = Kv; ch < K; ch++)
+                        dst[ch] = src[ch] * w->dvec[ch];
                 }
+                left = w->kqd;
+            }
+            /* [kf_I ; qf_I] d_IJ (kb_J)^T  ->  blk [2 cI, cJ] */
+            SIMD_FN(gemm)(2 * cI, cJ, K, left, K, 1, w->X + t0, n, w->blk, cJ, 0, 0);
+            for (size_t ii = 0; ii < cI; ii++) {
+                SIMD_FN(scale_row)(w->Akk + (s0 + ii) * C + t0, w->blk + ii * cJ,
+                                   w->b[s0 + ii], cJ);
+                SIMD_FN(scale_row)(w->Aqk + (s0 + ii) * C + t0, w->blk + (cI + ii) * cJ, s,
+                                   cJ);
+            }
         }
         SIMD_FN(kda_diag_block)(w, s0, s1, s);
     }
@@ -503,26 +527,48 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
 /* ---------------------------------------------------------------------------- */
 
 /* Tm = (I + Akk)^-1 Diag(beta), unit lower-triangular before the scaling;
- * zero above the diagonal (the gemm's lower mode reads up to the block edge). */
+ * zero above the diagonal (the gemm's lower mode reads up to the block edge).
+ * Row i of the inverse is e_i - sum_{m<i} Akk[i][m] (row m of the inverse),
+ * accumulated in registers when a row fits in 8 vectors. */
 static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
 {
     const size_t C = w->C;
-    for (size_t i = 0; i < n; i++) {
-        float *ti = w->Tm + i * C;
-        for (size_t j = 0; j < C; j++)
-            ti[j] = 0;
-        ti[i] = 1;
-        for (size_t m = 0; m < i; m++) {
-            float a = w->Akk[i * C + m];
-            if (a == 0)
-                continue;
-            const float *tm = w->Tm + m * C;
-            vf av = VSET1(a);
-            size_t len = m + 1, nv = len / VLEN * VLEN;
-            for (size_t j = 0; j < nv; j += VLEN)
-                VSTORE(ti + j, VSUB(VLOAD(ti + j), VMUL(av, VLOAD(tm + j))));
-            for (size_t j = nv; j < len; j++)
-                ti[j] -= a * tm[j];
+    if (C <= 8 * VLEN && C % VLEN == 0) {
+        for (size_t i = 0; i < n; i++) {
+            vf acc[8];
+            SIMD_UNROLL(8)
+            for (int bk = 0; bk < 8; bk++)
+                acc[bk] = VZERO();
+            const float *ai = w->Akk + i * C;
+            for (size_t m = 0; m < i; m++) {
+                vf nav = VSET1(-ai[m]);
+                const float *tm = w->Tm + m * C;
+                SIMD_UNROLL(8)
+                for (int bk = 0; bk < 8; bk++)
+                    if ((size_t)bk * VLEN <= m)
+                        acc[bk] = VFMA(nav, VLOAD(tm + bk * VLEN), acc[bk]);
+            }
+            float *ti = w->Tm + i * C;
+            SIMD_UNROLL(8)
+            for (int bk = 0; bk < 8; bk++)
+                if ((size_t)bk * VLEN < C)
+                    VSTORE(ti + bk * VLEN, acc[bk]);
+            ti[i] = 1;
+            for (size_t j = i + 1; j < C; j++)
+                ti[j] = 0;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float *ti = w->Tm + i * C;
+            for (size_t j = 0; j < C; j++)
+                ti[j] = 0;
+            ti[i] = 1;
+            for (size_t m = 0; m < i; m++) {
+                float a = w->Akk[i * C + m];
+                const float *tm = w->Tm + m * C;
+                for (size_t j = 0; j <= m; j++)
+                    ti[j] -= a * tm[j];
+            }
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -669,23 +715,29 @@ static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *ba
 
 #define STEP_SMALL 512
 
-/* Nonzero when some x[i] is NaN/Inf, or (nonpositive) > 0: a vector screen;
- * the caller finds the exact index and message with scalar code. */
-static int SIMD_FN(any_bad)(const float *x, size_t n, int nonpositive)
+/* Nonzero when some x[i] breaks the rule of its kind: NaN/Inf (every kind);
+ * kind 1 (a log-decay g): > 0; kind 2 (beta): outside [0, 2]. A vector
+ * screen: the caller finds the exact index and message with the reference's
+ * scalar checks. */
+static int SIMD_FN(any_bad)(const float *x, size_t n, int kind)
 {
-    /* x < the smallest positive float  <=>  x <= 0 (and false for NaN) */
-    const float above0 = 1.40129846e-45f;
+    /* y < the smallest positive float  <=>  y <= 0 (and false for NaN) */
+    const float above0 = 1.40129846e-45f, above2 = 2.00000024f;
     vf acc = VZERO();
     size_t nv = n / VLEN * VLEN;
+    int bad = 0;
     for (size_t i = 0; i < nv; i += VLEN) {
         vf xv = VLOAD(x + i);
         acc = VADD(acc, VSUB(xv, xv)); /* 0, or NaN for NaN/Inf */
-        if (nonpositive && !VALL_LT(xv, above0))
-            return 1;
+        if (kind == 1)
+            bad |= !VALL_LT(xv, above0);
+        else if (kind == 2)
+            bad |= !VALL_LT(VSUB(VZERO(), xv), above0) || !VALL_LT(xv, above2);
     }
-    int bad = VHSUM(acc) != 0;
+    bad |= VHSUM(acc) != 0;
     for (size_t i = nv; i < n; i++)
-        bad |= !isfinite(x[i]) || (nonpositive && x[i] > 0);
+        bad |= !isfinite(x[i]) || (kind == 1 && x[i] > 0) ||
+               (kind == 2 && !(x[i] >= 0 && x[i] <= 2));
     return bad;
 }
 

@@ -49,9 +49,9 @@ typedef struct {
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
                           const float *q, const float *k, const float *v, const float *g,
                           float beta, float *S, float *o, size_t *bad);
-    /* Nonzero when some x[i] is NaN/Inf or (nonpositive) > 0: a fast screen
-     * before the exact, scalar validation. */
-    int (*any_bad)(const float *x, size_t n, int nonpositive);
+    /* Nonzero when some x[i] is NaN/Inf or, for kind 1 (g), > 0, or, for
+     * kind 2 (beta), outside [0, 2]: a fast screen before the exact checks. */
+    int (*any_bad)(const float *x, size_t n, int kind);
 } simd_table;
 
 extern const simd_table kdalab_simd_table_scalar;
