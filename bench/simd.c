@@ -120,10 +120,11 @@ static double chunk_flops_one(kdalab_mechanism m, double n, double c, double K, 
     double f = 0;
     if (m == KDALAB_KDA) {
         double ns = ceil(n / c), pairs_off = ns * (ns - 1) / 2;
-        f += pairs_off * (2 * c) * c * K * 2;       /* off-diagonal blocks [kf;qf] X   */
-        f += ns * (c * (c - 1) / 2) * K * 5;         /* diagonal pairs: k*E, 2 FMAs     */
-        f += n * K * 2;                              /* diagonal q.k                    */
-        f += n * K * 8;                              /* decay factors and rescaled rows */
+        f += pairs_off * (2 * c) * c * K * 2;       /* off-diagonal blocks [kf;qf] d kb^T */
+        f += (pairs_off - (ns - 1)) * 2 * c * K;     /* [kf;qf] * d_IJ (not next to I)    */
+        f += ns * (c * (c - 1) / 2) * K * 6;         /* diagonal pairs: P*a, k*P, 2 FMAs  */
+        f += n * K * 2;                              /* diagonal q.k                      */
+        f += n * K * 12;                             /* decay products, rescaled rows     */
     } else {
         f += n * n * K * 2 * (m == KDALAB_LINEAR_ATTENTION ? 1 : 2); /* full q k^T, k k^T */
     }
@@ -222,24 +223,41 @@ typedef kdalab_status (*chunk_fn)(const kdalab_dims *, kdalab_mechanism, float, 
                                   const float *, float *, float *, const kdalab_chunk_opts *,
                                   kdalab_report *);
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static kdalab_chunk_opts bench_opts; /* chunk size of the chunkwise runs */
+static double last_busy;             /* CPU seconds / wall seconds of the last timing */
+static double last_cpu;              /* median CPU seconds (all threads) of the last timing */
+
 /* Median seconds of reps runs (and the min, max) of one chunkwise call. */
 static double time_chunk(chunk_fn fn, problem *p, kdalab_mechanism m, int reps, double *tmin,
                          double *tmax)
 {
-    double t[32];
+    double t[32], c[32], cs[32];
     if (reps > 32)
         reps = 32;
     float scale = (float)kdalab_default_scale(p->d.K);
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = now(), c0 = cpu_now();
         kdalab_status s = fn(&p->d, m, scale, p->q, p->k, p->v, p->g, p->beta, p->h0, p->o,
-                             p->ht, NULL, NULL);
+                             p->ht, &bench_opts, NULL);
         t[r] = now() - t0;
+        cs[r] = cpu_now() - c0;
+        c[r] = cs[r] / t[r];
         if (s != KDALAB_OK) {
             fprintf(stderr, "bench_simd: %s: %s\n", kdalab_strerror(s), kdalab_last_error());
             exit(1);
         }
     }
+    gsl_sort(c, 1, (size_t)reps);
+    last_busy = gsl_stats_median_from_sorted_data(c, 1, (size_t)reps);
+    gsl_sort(cs, 1, (size_t)reps);
+    last_cpu = gsl_stats_median_from_sorted_data(cs, 1, (size_t)reps);
     gsl_sort(t, 1, (size_t)reps);
     *tmin = t[0];
     *tmax = t[reps - 1];
@@ -326,36 +344,51 @@ int main(int argc, char **argv)
     printf("# measured fp32 FMA peak (%s, register-resident loop): %.1f GFLOP/s on 1 core, "
            "%.1f GFLOP/s on %d threads\n",
            has512 ? "avx512" : "avx2", peak1, peakN, nth);
-    printf("# shape: B=%zu T=%zu H=%zu K=%zu V=%zu, chunk C=64, sub-chunk c=16; median of %d "
-           "runs [min..max]\n",
+    printf("# shape: B=%zu T=%zu H=%zu K=%zu V=%zu; chunkNN: chunk C=NN, sub-chunk c=16; "
+           "median of %d runs [min..max]\n",
            B, T, H, K, V, reps);
     printf("# 'own' GFLOP/s counts the algorithm's multiply-adds (2 flops each, exp not "
            "counted); '7KV' counts 7*K*V per head-token\n");
     printf("# peak fraction: own flops / measured peak (chunk: %d-thread peak; step: 1-core "
-           "peak)\n#\n",
+           "peak)\n# per core-s: head-tokens per CPU-second of all threads (what one core "
+           "does when it runs)\n",
            nth);
+    printf("# busy: CPU time of the process / (wall time x threads); below 100%% other "
+           "processes had our cores\n#\n");
 
     problem p;
     problem_make(&p, rng, B, T, H, K, V);
     const double htok = (double)(B * T * H);
     const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
                                         KDALAB_SIMD_AVX512};
-    printf("%-17s %-6s %-7s %13s %11s %9s %9s %8s  %s\n", "mechanism", "form", "level",
-           "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "[min..max] ms");
+    printf("%-17s %-9s %-7s %11s %9s %8s %8s %7s %5s %11s  %s\n", "mechanism", "form", "level",
+           "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "busy", "per core-s",
+           "[min..max] ms");
+    const size_t chunks[] = {64, 32};
     for (size_t mi = 0; mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
-        double fl = chunk_flops(m, &p.d, 64, 16);
-        for (size_t li = 0; li < 3; li++) {
-            if (!kdalab_simd_level_available(levels[li]))
-                continue;
-            kdalab_simd_set_level(levels[li]);
-            double tmin, tmax;
-            time_chunk(kdalab_simd_chunk_f32, &p, m, 1, &tmin, &tmax); /* warm up */
-            double t = time_chunk(kdalab_simd_chunk_f32, &p, m, reps, &tmin, &tmax);
-            printf("%-17s %-6s %-7s %13.0f %11.2f %9.1f %9.1f %7.1f%%  [%.2f..%.2f]\n",
-                   kdalab_mechanism_name(m), "chunk", kdalab_simd_level_name(), htok / t,
-                   1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
-                   peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 1e3 * tmin, 1e3 * tmax);
+        for (size_t ci = 0; ci < 2; ci++) {
+            bench_opts = kdalab_chunk_opts_default();
+            bench_opts.chunk = chunks[ci];
+            double fl = chunk_flops(m, &p.d, chunks[ci], 16);
+            char form[16];
+            snprintf(form, sizeof form, "chunk%zu", chunks[ci]);
+            for (size_t li = 0; li < 3; li++) {
+                if (!kdalab_simd_level_available(levels[li]))
+                    continue;
+                if (levels[li] == KDALAB_SIMD_SCALAR && ci > 0)
+                    continue; /* the portable level once is enough */
+                kdalab_simd_set_level(levels[li]);
+                double tmin, tmax;
+                time_chunk(kdalab_simd_chunk_f32, &p, m, 1, &tmin, &tmax); /* warm up */
+                double t = time_chunk(kdalab_simd_chunk_f32, &p, m, reps, &tmin, &tmax);
+                printf("%-17s %-9s %-7s %11.0f %9.2f %8.1f %8.1f %6.1f%% %4.0f%% %11.0f  "
+                       "[%.2f..%.2f]\n",
+                       kdalab_mechanism_name(m), form, kdalab_simd_level_name(), htok / t,
+                       1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
+                       peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 100 * last_busy / nth,
+                       htok / last_cpu, 1e3 * tmin, 1e3 * tmax);
+            }
         }
         for (size_t li = 0; li < 3; li++) {
             if (!kdalab_simd_level_available(levels[li]))
@@ -363,25 +396,27 @@ int main(int argc, char **argv)
             kdalab_simd_set_level(levels[li]);
             double us = time_step(m, K, V, rng);
             double sf = step_flops(m, K, V);
-            printf("%-17s %-6s %-7s %13.0f %11.4f %9.1f %9.1f %7.1f%%  (one token, one head, "
-                   "1 thread: %.2f us)\n",
+            printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, one "
+                   "head, 1 thread: %.2f us\n",
                    kdalab_mechanism_name(m), "step", kdalab_simd_level_name(), 1e6 / us,
                    1e-3 * us, sf / us * 1e-3, 7.0 * K * V / us * 1e-3,
-                   peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0, us);
+                   peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0, "", "", us);
         }
         /* the reference float32 chunkwise form, once, for scale */
         {
             double tmin, tmax;
             problem pr;
             problem_make(&pr, rng, 1, quick ? 256 : 1024, H, K, V);
+            bench_opts = kdalab_chunk_opts_default();
             double t = time_chunk(kdalab_chunk_f32, &pr, m, 1, &tmin, &tmax);
             double ht2 = (double)(pr.d.T * H);
             double fl2 = chunk_flops(m, &pr.d, 64, 16);
-            printf("%-17s %-6s %-7s %13.0f %11.2f %9.1f %9.1f %7.1f%%  (kdalab_chunk_f32, "
-                   "T=%zu, 1 thread, 1 run)\n",
-                   kdalab_mechanism_name(m), "chunk", "ref", ht2 / t, 1e3 * t, fl2 / t * 1e-9,
-                   7.0 * K * V * ht2 / t * 1e-9, peak1 > 0 ? 100 * fl2 / t * 1e-9 / peak1 : 0,
-                   pr.d.T);
+            printf("%-17s %-9s %-7s %11.0f %9.2f %8.1f %8.1f %6.1f%% %4.0f%% %11.0f  "
+                   "kdalab_chunk_f32 (the reference), T=%zu, 1 thread, 1 run\n",
+                   kdalab_mechanism_name(m), "chunk64", "ref", ht2 / t, 1e3 * t,
+                   fl2 / t * 1e-9, 7.0 * K * V * ht2 / t * 1e-9,
+                   peak1 > 0 ? 100 * fl2 / t * 1e-9 / peak1 : 0, 100 * last_busy,
+                   ht2 / last_cpu, pr.d.T);
             problem_free(&pr);
         }
     }
@@ -389,11 +424,12 @@ int main(int argc, char **argv)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 
     /* time against T for chunkwise KDA at the best level */
-    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, %d threads)\n",
+    bench_opts = kdalab_chunk_opts_default();
+    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, C=64, %d threads)\n",
            kdalab_simd_level_name(), nth);
-    printf("%8s %11s %13s\n", "T", "ms", "head-tok/s");
+    printf("%8s %11s %13s %5s %11s\n", "T", "ms", "head-tok/s", "busy", "per core-s");
     size_t tmax_sweep = quick ? 16384 : 65536;
-    double lx[8], ly[8];
+    double lx[8], ly[8], lc[8];
     size_t np = 0;
     for (size_t Ts = 1024; Ts <= tmax_sweep; Ts *= 2) {
         problem ps;
@@ -402,15 +438,20 @@ int main(int argc, char **argv)
         time_chunk(kdalab_simd_chunk_f32, &ps, KDALAB_KDA, 1, &tmin, &tmax);
         double t = time_chunk(kdalab_simd_chunk_f32, &ps, KDALAB_KDA, quick ? 3 : 5, &tmin,
                               &tmax);
-        printf("%8zu %11.2f %13.0f\n", Ts, 1e3 * t, (double)(Ts * H) / t);
+        printf("%8zu %11.2f %13.0f %4.0f%% %11.0f\n", Ts, 1e3 * t, (double)(Ts * H) / t,
+               100 * last_busy / nth, (double)(Ts * H) / last_cpu);
         lx[np] = log((double)Ts);
         ly[np] = log(t);
+        lc[np] = log(last_cpu);
         np++;
         problem_free(&ps);
     }
     double c0, c1, cov00, cov01, cov11, sumsq;
     gsl_fit_linear(lx, 1, ly, 1, np, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-    printf("# log-log slope of time against T: %.3f +- %.3f (linear: 1)\n", c1, sqrt(cov11));
+    printf("# log-log slope of wall time against T: %.3f +- %.3f (linear: 1)\n", c1,
+           sqrt(cov11));
+    gsl_fit_linear(lx, 1, lc, 1, np, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    printf("# log-log slope of CPU time against T:  %.3f +- %.3f\n", c1, sqrt(cov11));
     printf("# for scale: ggml's fused recurrent GATED_DELTANET (per-channel gate) does about "
            "206,000 head-tok/s at this shape on this machine (REFERENCE.md)\n");
     gsl_rng_free(rng);
