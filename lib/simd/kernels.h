@@ -195,7 +195,43 @@ typedef struct {
     float *gl;                  /* [K] gamma at the chunk end                       */
     float *dsc;                 /* [C] scalar decay row / factors                   */
     float *gam, *kdec;          /* [C] scalar gamma and decay-to-end                */
+    const simd_head_args *pa;   /* the task, for prefetching its next rows          */
+    size_t pf_next, pf_end;     /* rows [pf_next, pf_end) not yet prefetched         */
 } SIMD_FN(ws);
+/* Ask for n floats from p to be brought towards the cache (the inputs stream
+ * from memory with a stride of H rows, which the hardware prefetcher misses). */
+static inline void SIMD_FN(prefetch)(const float *p, size_t n)
+{
+#if defined(__GNUC__)
+    for (size_t i = 0; i < n; i += 16)
+        __builtin_prefetch(p + i, 0, 2);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+/* Prefetch the next chunk's input rows (and its output rows, for writing)
+ * a few at a time: called between the stages of a chunk, so the requests are
+ * spread over the chunk's work instead of queueing up in one burst. */
+static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
+{
+    const simd_head_args *a = w->pa;
+    size_t gw = kdalab_mechanism_g_width(a->mech, a->K), W = a->v1 - a->v0;
+    for (; nrows > 0 && w->pf_next < w->pf_end; nrows--, w->pf_next++) {
+        size_t t = w->pf_next;
+        SIMD_FN(prefetch)(a->q + t * a->ld_qk, a->K);
+        SIMD_FN(prefetch)(a->k + t * a->ld_qk, a->K);
+        SIMD_FN(prefetch)(a->v + t * a->ld_v + a->v0, W);
+        if (gw)
+            SIMD_FN(prefetch)(a->g + t * a->ld_g, gw);
+#if defined(__GNUC__)
+        for (size_t i = 0; i < W; i += 16)
+            __builtin_prefetch(a->o + t * a->ld_v + a->v0 + i, 1, 2);
+#endif
+    }
+}
+
 
 /*
  * Lay the workspace out from base (or only count it, base == NULL); returns
@@ -580,7 +616,9 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, floa
 {
     const size_t K = w->K, W = w->W, C = w->C;
     int delta = mech != KDALAB_LINEAR_ATTENTION;
+    const size_t pf = (C + 7) / 8; /* rows to prefetch at each of 8 stages */
 
+    SIMD_FN(prefetch_rows)(w, pf);
     if (mech == KDALAB_KDA) {
         SIMD_FN(kda_factors)(w, n, s);
         for (size_t i = 0; i < n; i++)
@@ -588,6 +626,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, floa
                 w->Akk[i * C + j] = 0;
                 w->Aqk[i * C + j] = 0;
             }
+        SIMD_FN(prefetch_rows)(w, pf);
         SIMD_FN(kda_scores)(w, n, s);
     } else {
         SIMD_FN(scalar_scores)(w, n, s, mech == KDALAB_GATED_DELTANET, delta);
@@ -596,16 +635,22 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, floa
     const float *Vnew = w->v;
     if (delta) {
         /* 2-3. T = (I + A_kk)^-1 Diag(beta); -W = T (-gamma k), U = T V */
+        SIMD_FN(prefetch_rows)(w, pf);
         SIMD_FN(ut_transform)(w, n);
         SIMD_FN(gemm)(n, K, n, w->Tm, C, 1, w->kg, K, w->Wn, K, 0, 1);
+        SIMD_FN(prefetch_rows)(w, pf);
         SIMD_FN(gemm)(n, W, n, w->Tm, C, 1, w->v, W, w->U, W, 0, 1);
+        SIMD_FN(prefetch_rows)(w, pf);
         /* 4. V_new = U - W S */
         SIMD_FN(gemm)(n, W, K, w->Wn, K, 1, w->S, W, w->U, W, 1, 0);
         Vnew = w->U;
     }
     /* 6. O = s (gamma q) S + A_qk V_new */
+    SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->O, W, 0, 0);
+    SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, W, w->O, W, 1, 1);
+    SIMD_FN(prefetch_rows)(w, pf);
     /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new */
     if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
         size_t Wv = W / VLEN * VLEN;
@@ -619,6 +664,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, floa
         }
     }
     SIMD_FN(gemm)(K, W, n, w->kd, 1, K, Vnew, W, w->S, W, 1, 0);
+    SIMD_FN(prefetch_rows)(w, C); /* whatever is left */
 }
 
 /* ---------------------------------------------------------------------------- */
@@ -651,17 +697,15 @@ static size_t SIMD_FN(count_nonfinite)(const float *x, size_t n)
     return bad;
 }
 
-/* Ask for n floats from p to be brought towards the cache (the inputs stream
- * from memory with a stride of H rows, which the hardware prefetcher misses). */
-static inline void SIMD_FN(prefetch)(const float *p, size_t n)
+/* dst[0..n) = src[0..n): rows of a few hundred bytes, where a vector loop is
+ * cheaper than a call to memcpy. */
+static inline void SIMD_FN(copy)(float *dst, const float *src, size_t n)
 {
-#if defined(__GNUC__)
-    for (size_t i = 0; i < n; i += 16)
-        __builtin_prefetch(p + i, 0, 2);
-#else
-    (void)p;
-    (void)n;
-#endif
+    size_t nv = n / VLEN * VLEN;
+    for (size_t i = 0; i < nv; i += VLEN)
+        VSTORE(dst + i, VLOAD(src + i));
+    for (size_t i = nv; i < n; i++)
+        dst[i] = src[i];
 }
 
 static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *bad_o,
@@ -672,6 +716,7 @@ static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *ba
     size_t c = a->subchunk < C ? a->subchunk : C;
     SIMD_FN(ws) w;
     SIMD_FN(ws_carve)(&w, work, C, c, K, W);
+    w.pa = a;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
 
     for (size_t ch = 0; ch < K; ch++)
@@ -682,25 +727,19 @@ static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *ba
         size_t n = SIMD_FN(min_sz)(C, T - t0);
         for (size_t r = 0; r < n; r++) {
             size_t t = t0 + r;
-            if (t + C < T) { /* the next chunk's row, a chunk's work ahead */
-                size_t tn = t + C;
-                SIMD_FN(prefetch)(a->q + tn * a->ld_qk, K);
-                SIMD_FN(prefetch)(a->k + tn * a->ld_qk, K);
-                SIMD_FN(prefetch)(a->v + tn * a->ld_v + a->v0, W);
-                if (gw)
-                    SIMD_FN(prefetch)(a->g + tn * a->ld_g, gw);
-            }
-            memcpy(w.q + r * K, a->q + t * a->ld_qk, K * sizeof(float));
-            memcpy(w.k + r * K, a->k + t * a->ld_qk, K * sizeof(float));
-            memcpy(w.v + r * W, a->v + t * a->ld_v + a->v0, W * sizeof(float));
+            SIMD_FN(copy)(w.q + r * K, a->q + t * a->ld_qk, K);
+            SIMD_FN(copy)(w.k + r * K, a->k + t * a->ld_qk, K);
+            SIMD_FN(copy)(w.v + r * W, a->v + t * a->ld_v + a->v0, W);
             if (gw)
-                memcpy(w.g + r * gw, a->g + t * a->ld_g, gw * sizeof(float));
+                SIMD_FN(copy)(w.g + r * gw, a->g + t * a->ld_g, gw);
             w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[t * a->ld_b];
         }
+        w.pf_next = t0 + n; /* the next chunk's rows, spread over this chunk's work */
+        w.pf_end = SIMD_FN(min_sz)(t0 + n + C, T);
         SIMD_FN(chunk)(&w, a->mech, n, a->scale);
         *bad_o += SIMD_FN(count_nonfinite)(w.O, n * W);
         for (size_t r = 0; r < n; r++)
-            memcpy(a->o + (t0 + r) * a->ld_v + a->v0, w.O + r * W, W * sizeof(float));
+            SIMD_FN(copy)(a->o + (t0 + r) * a->ld_v + a->v0, w.O + r * W, W);
     }
     if (a->ht) {
         for (size_t ch = 0; ch < K; ch++)
