@@ -56,7 +56,9 @@
 #if defined(__GNUC__)
 #define SIMD_INLINE static inline __attribute__((always_inline))
 #define SIMD_UNROLL(n) _Pragma("GCC unroll 8")
+#define SIMD_UNROLL2 _Pragma("GCC unroll 2")
 #else
+#define SIMD_UNROLL2
 #define SIMD_INLINE static inline
 #define SIMD_UNROLL(n)
 #endif
@@ -83,6 +85,7 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const flo
         SIMD_UNROLL(2)
         for (int n = 0; n < NRV; n++)
             c[m][n] = (m < mr && n < nv && accumulate) ? VLOAD(C + m * ldc + n * VLEN) : VZERO();
+    SIMD_UNROLL2
     for (size_t p = 0; p < kd; p++) {
         const float *bp = B + p * ldb;
         vf b0 = VLOAD(bp);
@@ -948,3 +951,4 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
 #undef STEP_SMALL
 #undef SIMD_INLINE
 #undef SIMD_UNROLL
+#undef SIMD_UNROLL2
