@@ -791,8 +791,8 @@ static int SIMD_FN(any_bad)(const float *x, size_t n, int kind)
  *   then delta = beta (v - u) and o = s (w + delta (k . q)), which is
  *     s S_new^T q for S_new = Diag(a) S + k delta^T without a reduction over
  *     the new state;
- *   pass 2 (writes S): S = Diag(a) S + k delta^T, column blocks in the
- *     reverse order of pass 1 so the first ones are still in L1.
+ *   pass 2 (writes S): S = Diag(a) S + k delta^T, row by row, last row
+ *     first (pass 1 read it last, so it may still be in L1).
  * Linear attention: a = 1 and delta = v.
  */
 static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
@@ -901,44 +901,15 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         o[j] = scale * (wq[j] + d * kq);
     }
 
-    /* pass 2, last column block first */
-    for (size_t j = Vv; j < V; j++)
-        for (size_t ch = 0; ch < K; ch++)
-            S[ch * V + j] = (decays ? a[ch] * S[ch * V + j] : S[ch * V + j]) + k[ch] * u[j];
-    for (size_t jb = Vv; jb > Vb;) {
-        jb -= VLEN;
-        vf d0 = VLOAD(u + jb);
-        for (size_t ch = 0; ch < K; ch++) {
-            float *row = S + ch * V + jb;
-            vf r0 = VLOAD(row);
-            if (decays)
-                r0 = VMUL(VSET1(a[ch]), r0);
-            VSTORE(row, VFMA(VSET1(k[ch]), d0, r0));
-        }
-    }
-    for (size_t jb = Vb; jb > 0;) {
-        jb -= VB;
-        vf d0 = VLOAD(u + jb), d1 = VLOAD(u + jb + VLEN);
-        vf d2 = VLOAD(u + jb + 2 * VLEN), d3 = VLOAD(u + jb + 3 * VLEN);
-        if (decays) {
-            for (size_t ch = K; ch-- > 0;) {
-                float *row = S + ch * V + jb;
-                vf kv = VSET1(k[ch]), av = VSET1(a[ch]);
-                VSTORE(row, VFMA(kv, d0, VMUL(av, VLOAD(row))));
-                VSTORE(row + VLEN, VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN))));
-                VSTORE(row + 2 * VLEN, VFMA(kv, d2, VMUL(av, VLOAD(row + 2 * VLEN))));
-                VSTORE(row + 3 * VLEN, VFMA(kv, d3, VMUL(av, VLOAD(row + 3 * VLEN))));
-            }
-        } else {
-            for (size_t ch = K; ch-- > 0;) {
-                float *row = S + ch * V + jb;
-                vf kv = VSET1(k[ch]);
-                VSTORE(row, VFMA(kv, d0, VLOAD(row)));
-                VSTORE(row + VLEN, VFMA(kv, d1, VLOAD(row + VLEN)));
-                VSTORE(row + 2 * VLEN, VFMA(kv, d2, VLOAD(row + 2 * VLEN)));
-                VSTORE(row + 3 * VLEN, VFMA(kv, d3, VLOAD(row + 3 * VLEN)));
-            }
-        }
+    /* pass 2, row by row (contiguous rows; no reduction left to block for) */
+    for (size_t ch = K; ch-- > 0;) {
+        float *row = S + ch * V;
+        const float av_s = decays ? a[ch] : 1.0f;
+        vf kv = VSET1(k[ch]), av = VSET1(av_s);
+        for (size_t j = 0; j < Vv; j += VLEN)
+            VSTORE(row + j, VFMA(kv, VLOAD(u + j), VMUL(av, VLOAD(row + j))));
+        for (size_t j = Vv; j < V; j++)
+            row[j] = k[ch] * u[j] + av_s * row[j];
     }
     if (buf != small_buf)
         free(buf);
