@@ -220,6 +220,39 @@ static void test_extreme_decay_finite(void **state)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 
+/* T = 0: no output rows; ht is h0 (or zero without h0), as the reference. */
+static void test_empty_sequence(void **state)
+{
+    (void)state;
+    kdalab_dims d = {2, 0, 3, 8, 5};
+    size_t ns = n_state(&d);
+    float *h0 = malloc(ns * sizeof *h0), *ht = malloc(ns * sizeof *ht);
+    assert_non_null(h0);
+    assert_non_null(ht);
+    for (size_t i = 0; i < ns; i++)
+        h0[i] = 0.5f * (float)i;
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        for (int m = 0; m < 4; m++) {
+            for (size_t i = 0; i < ns; i++)
+                ht[i] = -1.0f;
+            assert_int_equal(kdalab_simd_chunk_f32(&d, (kdalab_mechanism)m, 0.3f, NULL, NULL,
+                                                   NULL, NULL, NULL, h0, NULL, ht, NULL, NULL),
+                             KDALAB_OK);
+            assert_memory_equal(ht, h0, ns * sizeof *ht);
+            assert_int_equal(kdalab_simd_chunk_f32(&d, (kdalab_mechanism)m, 0.3f, NULL, NULL,
+                                                   NULL, NULL, NULL, NULL, NULL, ht, NULL, NULL),
+                             KDALAB_OK);
+            for (size_t i = 0; i < ns; i++)
+                assert_true(ht[i] == 0.0f);
+        }
+    }
+    free(h0);
+    free(ht);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
 /* The decode step, 40 tokens in a row, against kdalab_step_f64. */
 static void test_step_every_level(void **state)
 {
@@ -414,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_golden_every_level),
         cmocka_unit_test(test_random_every_level),
         cmocka_unit_test(test_extreme_decay_finite),
+        cmocka_unit_test(test_empty_sequence),
         cmocka_unit_test(test_step_every_level),
         cmocka_unit_test(test_errors_match_reference),
     };
