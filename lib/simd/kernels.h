@@ -148,10 +148,13 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t 
     size_t n0 = 0;
     for (; n0 + VLEN <= N; n0 += (N - n0 >= NB ? NB : VLEN)) {
         int nv = N - n0 >= NB ? NRV : 1;
-        for (size_t m0 = 0; m0 < M; m0 += MR) {
-            int mr = (int)SIMD_FN(min_sz)(MR, M - m0);
-            size_t kd = lower ? SIMD_FN(min_sz)(Kd, m0 + (size_t)mr) : Kd;
-            SIMD_FN(micro_any)(mr, nv, kd, A + m0 * rsa, rsa, csa, B + n0, ldb,
+        for (size_t m0 = 0, mr; m0 < M; m0 += mr) {
+            /* blocks of 6 rows; 7 or 8 rows left go as 4 + 3 or 4 + 4 (a block
+             * of 1 or 2 rows has too few accumulators to hide FMA latency) */
+            size_t left = M - m0;
+            mr = (left == 7 || left == 8) ? 4 : SIMD_FN(min_sz)(MR, left);
+            size_t kd = lower ? SIMD_FN(min_sz)(Kd, m0 + mr) : Kd;
+            SIMD_FN(micro_any)((int)mr, nv, kd, A + m0 * rsa, rsa, csa, B + n0, ldb,
                                C + m0 * ldc + n0, ldc, accumulate);
         }
     }
