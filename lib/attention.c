@@ -111,8 +111,7 @@ kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *c, double scale, con
     for (size_t h = 0; h < c->H; h++)
         attend_one_f64(c->K, c->V, scale, q + h * c->K, c->k + h * c->K, c->H * c->K,
                        c->v + h * c->V, c->H * c->V, c->tokens, o + h * c->V);
-    kdalab_clear_error();
-    return KDALAB_OK;
+    return kdalab_check_outputs_f64("KV cache attend", o, c->H * c->V, NULL, 0, NULL, NULL);
 }
 
 size_t kdalab_kv_cache_tokens(const kdalab_kv_cache *c) { return c ? c->tokens : 0; }

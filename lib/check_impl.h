@@ -127,4 +127,29 @@ kdalab_status FN(kdalab_check_step)(kdalab_mechanism mech, size_t K, size_t V, r
     return KDALAB_OK;
 }
 
+/* The outputs of a computation: count the non-finite elements of o[n_o] and
+ * ht[n_ht] (ht may be NULL) and turn any into KDALAB_ERANGE with a message
+ * naming `what`; the counts go to *bad_o, *bad_ht when not NULL. */
+kdalab_status FN(kdalab_check_outputs)(const char *what, const real *o, size_t n_o,
+                                       const real *ht, size_t n_ht, size_t *bad_o,
+                                       size_t *bad_ht)
+{
+    size_t bo = 0, bh = 0;
+    for (size_t i = 0; i < n_o; i++)
+        bo += !REAL_IS_FINITE(o[i]);
+    for (size_t i = 0; ht && i < n_ht; i++)
+        bh += !REAL_IS_FINITE(ht[i]);
+    if (bad_o)
+        *bad_o = bo;
+    if (bad_ht)
+        *bad_ht = bh;
+    if (bo || bh)
+        return kdalab_fail(KDALAB_ERANGE,
+                           "%s: %zu non-finite values in the output and %zu in the state, "
+                           "from finite inputs (an intermediate overflowed)",
+                           what, bo, bh);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
 #undef TRY

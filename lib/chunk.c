@@ -6,6 +6,7 @@
  * storage. The algorithm is in lib/chunk_impl.h, written once.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

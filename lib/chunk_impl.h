@@ -4,10 +4,15 @@
  * lib/chunk.c via lib/real.h).
  *
  * Per (b, h) the sequence is cut into chunks of C positions (the last may be
- * shorter). Inside a chunk every position r = 0..L-1 carries the cumulative
- * log-decay G[r] = sum_{i<=r} g_i (K values for KDA, one for Gated DeltaNet,
- * none otherwise); a value written at j and read at i >= j is scaled by
- * exp(G[i] - G[j]).
+ * shorter). Inside a chunk every position r = 0..L-1 carries a log-decay g_r
+ * (K values for KDA, one for Gated DeltaNet, none otherwise); a value written
+ * at j and read at i >= j is scaled by exp(Gamma_i - Gamma_j) =
+ * exp(sum_{m=j+1..i} g_m).
+ *
+ * Every such exponent is formed as a sum over its span, never as the
+ * difference of two cumulative sums: the g are all <= 0, so a span sum has no
+ * cancellation, while Gamma_i - Gamma_j loses every small g that follows one
+ * large one (-1e20 + -1 == -1e20) and would turn a decay into none.
  */
 
 /* Everything one chunk needs; buffers are sized for a full chunk of C. */
@@ -17,11 +22,13 @@ typedef struct {
     kdalab_chunk_opts opts;    /* chunk, sub-chunk, decay mode, precision       */
     real scale;
     real *Q, *Kc, *Vc, *beta;  /* the chunk's rows: [L,K], [L,K], [L,V], [L]     */
-    real *G;                   /* cumulative log-decay [L, gw]                  */
+    real *g;                   /* log-decay of the chunk's rows [L, gw]         */
+    real *Gin, *Gout;          /* [L, gw] sum of g over 0..r, over r+1..L-1     */
     real *Akk, *Aqk;           /* [C,C] lower-triangular score matrices          */
     real *W, *U;               /* [C,K], [C,V] right-hand sides of the UT solve  */
     real *Xs, *Ys;             /* [C,K] rows rescaled by a decay factor          */
-    real *anchor;              /* [K] G at a sub-chunk boundary                  */
+    real *E;                   /* [C,K] exponents: span sums of g                */
+    real *run;                 /* [K] a running span sum                         */
     real *S;                   /* [K,V] the state entering / leaving the chunk   */
     double max_exponent;       /* largest exponent formed (for the report)       */
 } FN(chunk_ws);
@@ -45,48 +52,55 @@ static real FN(dot)(const real *x, const real *y, size_t n)
     return s;
 }
 
-/* dst = store(src * exp(to - from)) per channel; records the exponent. */
-static void FN(rescale_row)(FN(chunk_ws) *w, real *dst, const real *src, const real *to,
-                            const real *from)
+/* dst = store(src * exp(sign * e)) per channel; records the exponent. */
+static void FN(rescale_row)(FN(chunk_ws) *w, real *dst, const real *src, const real *e,
+                            real sign)
 {
     for (size_t c = 0; c < w->K; c++) {
-        real e = to[c] - from[c];
-        if (e > w->max_exponent)
-            w->max_exponent = e;
-        dst[c] = FN(store)(w, src[c] * EXP(e));
+        real x = sign * e[c];
+        if (x > w->max_exponent)
+            w->max_exponent = x;
+        dst[c] = FN(store)(w, src[c] * EXP(x));
     }
 }
 
 /*
  * The decayed Gram matrix of two sets of rows of the chunk:
- *   out[i][j] = sum_c X[i][c] Y[j][c] exp(G[i][c] - G[j][c])    for j < i
+ *   out[i][j] = sum_c X[i][c] Y[j][c] exp(sum_{m=j+1..i} g_m[c])   for j < i
  * (and j == i when include_diag). Steps 1 and 5 of REFERENCE.md. Only j <= i
  * is ever touched, so o[i] cannot depend on a later position, not even
  * through a zero.
  *
  * For KDA this is where the decay modes differ. The rows are cut into
  * sub-chunks (of c positions; of the whole chunk for pairwise/rescaled), and
- * for a query row i in a sub-chunk starting at i0 the anchor is G[i0-1] (zero
- * at the chunk start):
- *   - rows j of an EARLIER sub-chunk: exp(G_i - G_j) = exp(G_i - anchor) *
- *     exp(anchor - G_j), both exponents <= 0: a plain dot of rescaled rows;
+ * a query row i in the sub-chunk [i0, i1) is anchored at the boundary before
+ * i0:
+ *   - rows j of an EARLIER sub-chunk: the decay factors into
+ *     exp(sum_{m=i0..i} g_m) * exp(sum_{m=j+1..i0-1} g_m), both exponents
+ *     <= 0: a plain dot of rescaled rows;
  *   - rows j of the SAME sub-chunk: pairwise (safe, pairwise modes: every
  *     exponent <= 0) or rescaled about the anchor (rescaled, anchored modes:
- *     Y_j * exp(anchor - G_j) has a POSITIVE exponent, up to |sum g| over the
- *     span — the floating-point range problem).
+ *     Y_j * exp(-sum_{m=i0..j} g_m) has a POSITIVE exponent, up to |sum g|
+ *     over the span — the floating-point range problem).
  */
 static void FN(decayed_gram)(FN(chunk_ws) *w, const real *X, const real *Y, int include_diag,
                              real *out)
 {
     const size_t L = w->L, K = w->K, C = w->opts.chunk;
-    const real *G = w->G;
+    const real *g = w->g;
 
     if (w->gw <= 1) { /* no decay, or one scalar per position: a C x C mask */
-        for (size_t i = 0; i < L; i++)
-            for (size_t j = 0; j < i + (include_diag ? 1 : 0); j++) {
-                real d = FN(dot)(X + i * K, Y + j * K, K);
-                out[i * C + j] = w->gw ? d * EXP(G[i] - G[j]) : d; /* exponent <= 0 */
+        for (size_t i = 0; i < L; i++) {
+            real e = 0; /* sum_{m=j+1..i} g_m, grown as j walks down from i */
+            for (size_t j = i + 1; j-- > 0;) {
+                if (j < i || include_diag) {
+                    real d = FN(dot)(X + i * K, Y + j * K, K);
+                    out[i * C + j] = w->gw ? d * EXP(e) : d; /* exponent <= 0 */
+                }
+                if (w->gw)
+                    e += g[j];
             }
+        }
         return;
     }
 
@@ -95,38 +109,48 @@ static void FN(decayed_gram)(FN(chunk_ws) *w, const real *X, const real *Y, int 
                      ? w->opts.subchunk
                      : L;
     int diag_pairwise = (mode == KDALAB_DECAY_SAFE || mode == KDALAB_DECAY_PAIRWISE);
+    real *E = w->E, *run = w->run;
 
     for (size_t i0 = 0; i0 < L; i0 += sub) {
         size_t i1 = i0 + sub < L ? i0 + sub : L;
-        if (i0 == 0)
-            memset(w->anchor, 0, K * sizeof *w->anchor);
-        else
-            memcpy(w->anchor, G + (i0 - 1) * K, K * sizeof *w->anchor);
 
-        /* X rows decayed down to the anchor: exp(G_i - anchor) <= 1 */
-        for (size_t i = i0; i < i1; i++)
-            FN(rescale_row)(w, w->Xs + i * K, X + i * K, G + i * K, w->anchor);
+        /* X rows decayed down to the anchor: E_i = sum_{m=i0..i} g_m <= 0 */
+        for (size_t i = i0; i < i1; i++) {
+            for (size_t c = 0; c < K; c++)
+                E[i * K + c] = (i > i0 ? E[(i - 1) * K + c] : 0) + g[i * K + c];
+            FN(rescale_row)(w, w->Xs + i * K, X + i * K, E + i * K, 1);
+        }
 
-        /* off-diagonal blocks: Y rows of earlier sub-chunks, exp(anchor - G_j) <= 1 */
-        for (size_t j = 0; j < i0; j++) {
-            FN(rescale_row)(w, w->Ys + j * K, Y + j * K, w->anchor, G + j * K);
+        /* off-diagonal blocks: Y rows of earlier sub-chunks, decayed up to the
+         * anchor by exp(sum_{m=j+1..i0-1} g_m) <= 1 */
+        memset(run, 0, K * sizeof *run);
+        for (size_t j = i0; j-- > 0;) {
+            FN(rescale_row)(w, w->Ys + j * K, Y + j * K, run, 1);
             for (size_t i = i0; i < i1; i++)
                 out[i * C + j] = FN(dot)(w->Xs + i * K, w->Ys + j * K, K);
+            for (size_t c = 0; c < K; c++)
+                run[c] += g[j * K + c];
         }
 
         /* the diagonal block */
         if (diag_pairwise) {
-            for (size_t i = i0; i < i1; i++)
-                for (size_t j = i0; j < i + (include_diag ? 1 : 0); j++) {
-                    real s = 0;
+            for (size_t i = i0; i < i1; i++) {
+                memset(run, 0, K * sizeof *run); /* sum_{m=j+1..i} g_m, per channel */
+                for (size_t j = i + 1; j-- > i0;) {
+                    if (j < i || include_diag) {
+                        real acc = 0;
+                        for (size_t c = 0; c < K; c++)
+                            acc += X[i * K + c] * Y[j * K + c] * EXP(run[c]);
+                        out[i * C + j] = acc;
+                    }
                     for (size_t c = 0; c < K; c++)
-                        s += X[i * K + c] * Y[j * K + c] * EXP(G[i * K + c] - G[j * K + c]);
-                    out[i * C + j] = s;
+                        run[c] += g[j * K + c];
                 }
+            }
         } else {
             for (size_t i = i0; i < i1; i++) {
-                /* Y_i / gamma_i about the anchor: exponent anchor - G_i >= 0 */
-                FN(rescale_row)(w, w->Ys + i * K, Y + i * K, w->anchor, G + i * K);
+                /* Y_i / gamma_i about the anchor: exponent -E_i >= 0 */
+                FN(rescale_row)(w, w->Ys + i * K, Y + i * K, E + i * K, -1);
                 for (size_t j = i0; j < i + (include_diag ? 1 : 0); j++)
                     out[i * C + j] = FN(dot)(w->Xs + i * K, w->Ys + j * K, K);
             }
@@ -134,19 +158,16 @@ static void FN(decayed_gram)(FN(chunk_ws) *w, const real *X, const real *Y, int 
     }
 }
 
-/* gamma_r[c] = exp(G[r][c]) <= 1: the decay from the chunk start to r. */
+/* gamma_r[c] = exp(sum_{m=0..r} g_m[c]) <= 1: the decay from the chunk start to r. */
 static real FN(gamma)(const FN(chunk_ws) *w, size_t r, size_t c)
 {
-    return w->gw == 0 ? 1 : EXP(w->G[r * w->gw + (w->gw == 1 ? 0 : c)]);
+    return w->gw == 0 ? 1 : EXP(w->Gin[r * w->gw + (w->gw == 1 ? 0 : c)]);
 }
 
-/* exp(G[L-1] - G[r]) <= 1: the decay from r to the chunk end. */
+/* exp(sum_{m=r+1..L-1} g_m[c]) <= 1: the decay from r to the chunk end. */
 static real FN(decay_to_end)(const FN(chunk_ws) *w, size_t r, size_t c)
 {
-    if (w->gw == 0)
-        return 1;
-    size_t cc = w->gw == 1 ? 0 : c;
-    return EXP(w->G[(w->L - 1) * w->gw + cc] - w->G[r * w->gw + cc]);
+    return w->gw == 0 ? 1 : EXP(w->Gout[r * w->gw + (w->gw == 1 ? 0 : c)]);
 }
 
 /*
@@ -241,9 +262,10 @@ static void FN(chunk_step)(FN(chunk_ws) *w, kdalab_mechanism mech, real *o, size
 
 static void FN(chunk_ws_free)(FN(chunk_ws) *w)
 {
-    free(w->Q); free(w->Kc); free(w->Vc); free(w->beta); free(w->G);
+    free(w->Q); free(w->Kc); free(w->Vc); free(w->beta);
+    free(w->g); free(w->Gin); free(w->Gout);
     free(w->Akk); free(w->Aqk); free(w->W); free(w->U);
-    free(w->Xs); free(w->Ys); free(w->anchor); free(w->S);
+    free(w->Xs); free(w->Ys); free(w->E); free(w->run); free(w->S);
 }
 
 static kdalab_status FN(chunk_ws_alloc)(FN(chunk_ws) *w, size_t C, size_t K, size_t V)
@@ -257,26 +279,20 @@ static kdalab_status FN(chunk_ws_alloc)(FN(chunk_ws) *w, size_t C, size_t K, siz
                            C, K, V);
     w->Q = malloc(CK * sizeof(real));   w->Kc = malloc(CK * sizeof(real));
     w->Vc = malloc(CV * sizeof(real));  w->beta = malloc(C * sizeof(real));
-    w->G = malloc(CK * sizeof(real));
+    w->g = malloc(CK * sizeof(real));   w->Gin = malloc(CK * sizeof(real));
+    w->Gout = malloc(CK * sizeof(real));
     w->Akk = calloc(CC, sizeof(real));  w->Aqk = calloc(CC, sizeof(real));
     w->W = malloc(CK * sizeof(real));   w->U = malloc(CV * sizeof(real));
     w->Xs = malloc(CK * sizeof(real));  w->Ys = malloc(CK * sizeof(real));
-    w->anchor = malloc(K * sizeof(real)); w->S = malloc(KV * sizeof(real));
-    if (!w->Q || !w->Kc || !w->Vc || !w->beta || !w->G || !w->Akk || !w->Aqk || !w->W ||
-        !w->U || !w->Xs || !w->Ys || !w->anchor || !w->S) {
+    w->E = malloc(CK * sizeof(real));   w->run = malloc(K * sizeof(real));
+    w->S = malloc(KV * sizeof(real));
+    if (!w->Q || !w->Kc || !w->Vc || !w->beta || !w->g || !w->Gin || !w->Gout || !w->Akk ||
+        !w->Aqk || !w->W || !w->U || !w->Xs || !w->Ys || !w->E || !w->run || !w->S) {
         FN(chunk_ws_free)(w);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
                            K, V);
     }
     return KDALAB_OK;
-}
-
-static size_t FN(count_nonfinite)(const real *x, size_t n)
-{
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += !REAL_IS_FINITE(x[i]);
-    return bad;
 }
 
 kdalab_status FN(kdalab_chunk)(const kdalab_dims *dims, kdalab_mechanism mech, real scale,
@@ -322,12 +338,20 @@ kdalab_status FN(kdalab_chunk)(const kdalab_dims *dims, kdalab_mechanism mech, r
                         w.Vc[r * V + j] = FN(store)(&w, v[bth * V + j]);
                     w.beta[r] = beta && mech != KDALAB_LINEAR_ATTENTION
                                     ? FN(store)(&w, beta[bth]) : 1;
-                    /* G[r] = G[r-1] + g_r; the log-decay stays in full precision,
-                     * as production kernels keep it in fp32 */
-                    for (size_t c = 0; c < w.gw; c++)
-                        w.G[r * w.gw + c] = (r ? w.G[(r - 1) * w.gw + c] : 0) +
-                                            g[bth * w.gw + c];
+                    /* the log-decay stays in full precision, as production
+                     * kernels keep it in fp32; Gin = sum over 0..r */
+                    for (size_t c = 0; c < w.gw; c++) {
+                        w.g[r * w.gw + c] = g[bth * w.gw + c];
+                        w.Gin[r * w.gw + c] = (r ? w.Gin[(r - 1) * w.gw + c] : 0) +
+                                              w.g[r * w.gw + c];
+                    }
                 }
+                /* Gout = sum over r+1..L-1, summed backwards from the chunk end */
+                for (size_t r = w.L; r-- > 0;)
+                    for (size_t c = 0; c < w.gw; c++)
+                        w.Gout[r * w.gw + c] =
+                            r + 1 < w.L ? w.Gout[(r + 1) * w.gw + c] + w.g[(r + 1) * w.gw + c]
+                                        : 0;
                 FN(chunk_step)(&w, mech, o + ((b * T + t0) * H + h) * V, H * V);
             }
             if (ht)
@@ -335,18 +359,13 @@ kdalab_status FN(kdalab_chunk)(const kdalab_dims *dims, kdalab_mechanism mech, r
         }
     FN(chunk_ws_free)(&w);
 
-    size_t bad_o = FN(count_nonfinite)(o, n.v);
-    size_t bad_ht = ht ? FN(count_nonfinite)(ht, n.state) : 0;
-    if (report) {
-        report->nonfinite_o = bad_o;
-        report->nonfinite_ht = bad_ht;
-        report->max_exponent = w.max_exponent;
-    }
-    if (bad_o || bad_ht)
-        return kdalab_fail(KDALAB_ERANGE,
-                           "%zu non-finite values in o and %zu in ht: decay mode '%s' overflowed "
-                           "(largest exponent formed: %g)",
-                           bad_o, bad_ht, kdalab_decay_name(op.decay), w.max_exponent);
-    kdalab_clear_error();
-    return KDALAB_OK;
+    kdalab_report rep = {.max_exponent = w.max_exponent};
+    char what[96];
+    snprintf(what, sizeof what, "chunkwise form (decay mode '%s', largest exponent %g)",
+             kdalab_decay_name(op.decay), w.max_exponent);
+    s = FN(kdalab_check_outputs)(what, o, n.v, ht, n.state, &rep.nonfinite_o,
+                                 &rep.nonfinite_ht);
+    if (report)
+        *report = rep;
+    return s;
 }

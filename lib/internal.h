@@ -52,6 +52,17 @@ kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
                                const float *g, const float *beta, const float *h0,
                                const float *o, kdalab_counts *counts);
 
+/* Count non-finite values in the outputs o[n_o] and ht[n_ht] (ht may be
+ * NULL): KDALAB_ERANGE with a message naming `what` when there are any (the
+ * outputs stay written), KDALAB_OK otherwise. Counts go to bad_o, bad_ht
+ * when not NULL. Every form ends with it, so no form hands back NaN silently. */
+kdalab_status kdalab_check_outputs_f64(const char *what, const double *o, size_t n_o,
+                                       const double *ht, size_t n_ht, size_t *bad_o,
+                                       size_t *bad_ht);
+kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t n_o,
+                                       const float *ht, size_t n_ht, size_t *bad_o,
+                                       size_t *bad_ht);
+
 /* Validate chunk options (NULL means defaults) into *out. want_fp32: the
  * precision must be FP32 (the float64 form). */
 kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,

@@ -23,7 +23,11 @@
  *
  * Every function returns a kdalab_status. On any error other than
  * KDALAB_ERANGE the outputs are left untouched: inputs are validated in full
- * before the first output element is written.
+ * before the first output element is written. KDALAB_ERANGE means finite
+ * inputs overflowed an intermediate: the outputs are written and hold the
+ * non-finite values, so no form ever hands back NaN or Inf with KDALAB_OK.
+ *
+ * Output arrays must not overlap any input array.
  */
 #ifndef KDALAB_H
 #define KDALAB_H
@@ -126,7 +130,9 @@ double kdalab_default_scale(size_t K);
  * be NULL when T == 0 except o/ht shapes still validated), KDALAB_ESIZE (B, H,
  * K or V is 0), KDALAB_EOVERFLOW (B*T*H*max(K,V) or B*H*K*V overflows),
  * KDALAB_EDOMAIN (g > 0, beta outside [0,2], bad scale), KDALAB_ENONFINITE
- * (NaN/Inf in any input), KDALAB_ENOMEM.
+ * (NaN/Inf in any input), KDALAB_EINVAL (unknown mechanism), KDALAB_ENOMEM,
+ * KDALAB_ERANGE (finite inputs so large that the state overflowed; o and ht
+ * are written).
  */
 kdalab_status kdalab_recurrent_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                    double scale, const double *q, const double *k,
@@ -151,7 +157,8 @@ kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mec
  *   S      [K,V] state, updated in place (S_{t-1} -> S_t)
  *   o      [V] output s * S_t^T q
  *
- * Errors as kdalab_recurrent_f64; on error S and o are untouched.
+ * Errors as kdalab_recurrent_f64; on error S and o are untouched (except
+ * KDALAB_ERANGE: the step was taken and overflowed).
  */
 kdalab_status kdalab_step_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
                               const double *q, const double *k, const double *v,
@@ -238,7 +245,12 @@ typedef struct {
  *
  * Errors: those of kdalab_recurrent_f64, plus KDALAB_EINVAL (C < 1, c < 1,
  * unknown decay mode, precision not FP32), and KDALAB_ERANGE when the decay
- * mode overflowed: o and ht are written, report counts the non-finite values.
+ * mode (or anything else) overflowed: o and ht are written, report counts
+ * the non-finite values.
+ *
+ * Decay exponents are always formed as sums of g over their span (never as a
+ * difference of two running sums), so one very large |g| — a hard reset —
+ * does not swallow the small decays that follow it.
  */
 kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                double scale, const double *q, const double *k,
@@ -280,11 +292,12 @@ float kdalab_round(kdalab_precision p, float x);
  * kdalab_attention_f64 — causal scaled softmax attention without positional
  * encoding (NoPE), the hybrid's full-attention layer:
  *   o_t = sum_{j<=t} softmax_j(s q_t . k_j) v_j       per (b, h)
- * computed with a running max (no overflow for any finite scores).
+ * computed with a running max, so exp() never overflows for finite scores.
  *
  *   q, k [B,T,H,K]; v, o [B,T,H,V]; scale finite and > 0.
  * Errors: KDALAB_ENULL, KDALAB_ESIZE, KDALAB_EOVERFLOW, KDALAB_EDOMAIN (scale),
- * KDALAB_ENONFINITE, KDALAB_ENOMEM. Cost O(T^2 K) per head.
+ * KDALAB_ENONFINITE, KDALAB_ENOMEM, KDALAB_ERANGE (a score s q.k overflowed
+ * for finite q, k; o is written). Cost O(T^2 K) per head.
  */
 kdalab_status kdalab_attention_f64(const kdalab_dims *dims, double scale, const double *q,
                                    const double *k, const double *v, double *o);
@@ -303,7 +316,8 @@ void kdalab_kv_cache_free(kdalab_kv_cache *cache);
 kdalab_status kdalab_kv_cache_append(kdalab_kv_cache *cache, const double *k, const double *v);
 
 /* Attend with one query per head, q [H,K], over every cached token; o [H,V].
- * Errors: ENULL, ENONFINITE, EDOMAIN (scale), ESIZE (the cache is empty). */
+ * Errors: ENULL, ENONFINITE, EDOMAIN (scale), ESIZE (the cache is empty),
+ * ERANGE (a score overflowed; o is written). */
 kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *cache, double scale,
                                      const double *q, double *o);
 

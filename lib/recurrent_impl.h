@@ -58,8 +58,7 @@ kdalab_status FN(kdalab_step)(kdalab_mechanism mech, size_t K, size_t V, real sc
     if (s != KDALAB_OK)
         return s;
     FN(step_head)(mech, K, V, scale, q, k, v, g, beta, S, o);
-    kdalab_clear_error();
-    return KDALAB_OK;
+    return FN(kdalab_check_outputs)("decode step", o, V, S, K * V, NULL, NULL);
 }
 
 kdalab_status FN(kdalab_recurrent)(const kdalab_dims *dims, kdalab_mechanism mech, real scale,
@@ -93,6 +92,5 @@ kdalab_status FN(kdalab_recurrent)(const kdalab_dims *dims, kdalab_mechanism mec
                 memcpy(ht + bh * K * V, S, K * V * sizeof *S);
         }
     free(S);
-    kdalab_clear_error();
-    return KDALAB_OK;
+    return FN(kdalab_check_outputs)("recurrent form", o, n.v, ht, n.state, NULL, NULL);
 }

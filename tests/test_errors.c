@@ -381,6 +381,34 @@ static void test_rescaled_overflows_safe_does_not(void **state)
     assert_true(found);
 }
 
+/* ---- finite inputs that overflow: KDALAB_ERANGE, never NaN with OK ---------- */
+
+static void test_overflow_is_reported(void **state)
+{
+    (void)state;
+    kdalab_dims d = {.B = 1, .T = 2, .H = 1, .K = 2, .V = 2};
+    double big[4] = {1e200, 1e200, 1e200, 1e200}, v[4] = {1, 2, 3, 4}, beta[2] = {1, 1};
+    double o[4], ht[4];
+    kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+    assert_int_equal(kdalab_attention_f64(&d, 1.0, big, big, v, o), KDALAB_ERANGE);
+    assert_true(strstr(kdalab_last_error(), "non-finite") != NULL);
+    assert_int_equal(kdalab_recurrent_f64(&d, KDALAB_DELTANET, 1.0, big, big, v, NULL, beta,
+                                          NULL, o, ht), KDALAB_ERANGE);
+    assert_int_equal(kdalab_chunk_f64(&d, KDALAB_DELTANET, 1.0, big, big, v, NULL, beta, NULL,
+                                      o, ht, &opts, NULL), KDALAB_ERANGE);
+    double S[4] = {0, 0, 0, 0};
+    assert_int_equal(kdalab_step_f64(KDALAB_LINEAR_ATTENTION, 2, 2, 1.0, big, big, big, NULL,
+                                     0, S, o), KDALAB_ERANGE);
+    kdalab_kv_cache *cache = kdalab_kv_cache_new(1, 2, 2);
+    assert_int_equal(kdalab_kv_cache_append(cache, big, v), KDALAB_OK);
+    assert_int_equal(kdalab_kv_cache_attend(cache, 1.0, big, o), KDALAB_ERANGE);
+    kdalab_kv_cache_free(cache);
+    /* and a normal call clears the detail again */
+    double one[4] = {0.5, 0.5, 0.5, 0.5};
+    assert_int_equal(kdalab_attention_f64(&d, 1.0, one, one, v, o), KDALAB_OK);
+    assert_string_equal(kdalab_last_error(), "");
+}
+
 /* ---- softmax attention and the KV cache ---------------------------------------- */
 
 static void test_attention(void **state)
@@ -484,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_causality_every_form),
         cmocka_unit_test(test_no_h0_is_zero_state),
         cmocka_unit_test(test_rescaled_overflows_safe_does_not),
+        cmocka_unit_test(test_overflow_is_reported),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_low_precision_rounding),
     };

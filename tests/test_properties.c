@@ -342,6 +342,52 @@ static void test_extreme_decay_default_form(void **state)
     gsl_rng_free(rng);
 }
 
+/* ---- a hard reset: one huge |g| must not swallow the decays after it ------
+ * Gamma_i - Gamma_j as a difference of running sums turns -1e20 + -1 into
+ * -1e20 and so loses every later decay; span sums keep them. */
+
+static void test_hard_reset_keeps_later_decay(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(9);
+    const kdalab_mechanism ms[] = {KDALAB_GATED_DELTANET, KDALAB_KDA};
+    for (size_t mi = 0; mi < 2; mi++)
+        for (int f32 = 0; f32 <= 1; f32++)
+            for (size_t mode = 0; mode < 4; mode++) {
+                kdalab_dims d = {.B = 1, .T = 40, .H = 1, .K = 6, .V = 4};
+                random_problem p;
+                random_problem_make(&p, rng, ms[mi], d, -1.0, 1);
+                size_t gw = kdalab_mechanism_g_width(ms[mi], d.K);
+                for (size_t c = 0; c < gw; c++) {
+                    p.g[3 * gw + c] = f32 ? -1e6 : -1e20; /* resets at t = 3 and 21 */
+                    p.g[21 * gw + c] = f32 ? -1e6 : -1e20;
+                }
+                kdalab_chunk_opts o = kdalab_chunk_opts_default();
+                o.chunk = 16;
+                o.subchunk = 4;
+                o.decay = (kdalab_decay_mode)mode;
+                outputs ref = outputs_alloc(&d), got = outputs_alloc(&d);
+                assert_int_equal(run(&p, NULL, f32, 0.5, &ref), KDALAB_OK);
+                kdalab_status s = run(&p, &o, f32, 0.5, &got);
+                char what[96];
+                snprintf(what, sizeof what, "%s %s %s after a reset",
+                         kdalab_mechanism_name(ms[mi]), kdalab_decay_name(o.decay),
+                         f32 ? "f32" : "f64");
+                if (ms[mi] == KDALAB_KDA && (o.decay == KDALAB_DECAY_RESCALED ||
+                                             o.decay == KDALAB_DECAY_ANCHORED)) {
+                    /* these modes must represent exp(1e20): they overflow, and say so */
+                    assert_int_equal(s, KDALAB_ERANGE);
+                } else {
+                    assert_int_equal(s, KDALAB_OK);
+                    expect_close(what, out_err(&d, &got, &ref), f32 ? F32_TOL : F64_TOL);
+                }
+                outputs_free(&ref);
+                outputs_free(&got);
+                random_problem_free(&p);
+            }
+    gsl_rng_free(rng);
+}
+
 /* ---- incremental consistency: chunk over T-1, then one decode step ----------- */
 
 static void test_chunk_then_decode_equals_chunk(void **state)
@@ -389,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_deltanet_orthonormal_recall),
         cmocka_unit_test(test_kda_reduces_to_ancestors),
         cmocka_unit_test(test_extreme_decay_default_form),
+        cmocka_unit_test(test_hard_reset_keeps_later_decay),
         cmocka_unit_test(test_chunk_then_decode_equals_chunk),
     };
     return cmocka_run_group_tests_name("properties", tests, NULL, NULL);
