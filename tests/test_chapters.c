@@ -399,6 +399,7 @@ static kdalab_hybrid_config chapter_config(void)
     cfg.ratio_kda = 3, cfg.ratio_attention = 1;
     cfg.gate_lower_bound = LOWER;
     cfg.scale = 0; /* d_head^-1/2, as the chapter */
+    cfg.rms_norm = 0; /* the chapter's layer has no pre-mixer norm */
     return cfg;
 }
 
