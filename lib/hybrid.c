@@ -524,30 +524,43 @@ static void matmul(size_t T, size_t n_in, size_t n_out, const double *x, const d
 
 static double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
+/* The root mean square of x[0..n), scaled by its largest magnitude first
+ * (as BLAS's dnrm2 does) so that neither 1e160 nor 1e-170 over- or
+ * underflows when squared. */
+static double root_mean_square(const double *x, size_t n)
+{
+    double mx = 0.0, ss = 0.0;
+    for (size_t c = 0; c < n; c++)
+        mx = fmax(mx, fabs(x[c]));
+    if (mx == 0.0)
+        return 0.0;
+    for (size_t c = 0; c < n; c++)
+        ss += (x[c] / mx) * (x[c] / mx);
+    return mx * sqrt(ss / (double)n);
+}
+
 /* Normalise each of the n rows of length m to unit L2 norm (zero rows stay zero). */
 static void l2_normalise(double *x, size_t n, size_t m)
 {
     for (size_t r = 0; r < n; r++) {
-        double *row = x + r * m, ss = 0.0;
-        for (size_t c = 0; c < m; c++)
-            ss += row[c] * row[c];
-        if (ss > 0) {
-            double inv = 1.0 / sqrt(ss);
+        double *row = x + r * m;
+        double norm = root_mean_square(row, m) * sqrt((double)m);
+        if (norm > 0)
             for (size_t c = 0; c < m; c++)
-                row[c] *= inv;
-        }
+                row[c] /= norm;
     }
 }
 
-/* u [T, d] = RMSNorm(x) with gain w. */
+/* u [T, d] = RMSNorm(x) with gain w: x / sqrt(mean(x^2) + 1e-6) * w. */
 static void rms_norm(size_t T, size_t d, const double *x, const double *w, double *u)
 {
+    const double eps = 1e-6;
     for (size_t t = 0; t < T; t++) {
         const double *xt = x + t * d;
-        double ss = 0.0;
-        for (size_t c = 0; c < d; c++)
-            ss += xt[c] * xt[c];
-        double inv = 1.0 / sqrt(ss / (double)d + 1e-6);
+        double rms = root_mean_square(xt, d);
+        /* 1 / sqrt(rms^2 + eps), without squaring a huge rms */
+        double inv = rms > 1.0 ? 1.0 / (rms * sqrt(1.0 + eps / (rms * rms)))
+                               : 1.0 / sqrt(rms * rms + eps);
         for (size_t c = 0; c < d; c++)
             u[t * d + c] = xt[c] * inv * w[c];
     }
@@ -770,8 +783,8 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const double *x, double
         memcpy(y, w.cur, n * sizeof(double));
     work_free(&w);
     s->position += T;
-    kdalab_clear_error();
-    return KDALAB_OK;
+    /* the residual stream can still overflow between layers */
+    return y ? kdalab_check_outputs_f64(what, y, n, NULL, 0, NULL, NULL) : KDALAB_OK;
 }
 
 kdalab_status kdalab_hybrid_prefill(kdalab_hybrid *s, size_t T, const double *x, double *y,

@@ -562,9 +562,10 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t lay
  *                 its RMSNorm (layer_inputs[0] = x), or NULL
  * T == 0 is a no-op. Errors: KDALAB_ENULL (stack, or x when T > 0),
  * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW, KDALAB_ENOMEM, and
- * any error of the KDA/attention kernels (e.g. KDALAB_ERANGE). On an error
- * before the first layer ran nothing changes; on a kernel error mid-stack the
- * stack is left inconsistent — call kdalab_hybrid_reset.
+ * any error of the KDA/attention kernels (e.g. KDALAB_ERANGE), and
+ * KDALAB_ERANGE when y holds non-finite values from finite x (y is written).
+ * On an error before the first layer ran nothing changes; on a kernel error
+ * mid-stack the stack is left inconsistent — call kdalab_hybrid_reset.
  */
 kdalab_status kdalab_hybrid_prefill(kdalab_hybrid *stack, size_t T, const double *x,
                                     double *y, double *layer_inputs);

@@ -502,6 +502,44 @@ static void test_bad_configurations(void **state)
     kdalab_hybrid_free(NULL);
 }
 
+/* Extreme but finite inputs: RMSNorm is scale-invariant even at 1e160 and
+ * 1e-150 (no overflow or underflow when squaring), q and k stay unit-norm,
+ * and a residual stream that overflows is reported, not returned as NaN. */
+static void test_extreme_inputs(void **state)
+{
+    (void)state;
+    kdalab_hybrid_config c = make_cfg(4, 16, 2, 3, 1);
+    kdalab_hybrid *s = new_stack(&c, 7);
+    double x[16], xs[16], q1[16], q2[16];
+    const double scales[] = {1e160, 1e-150};
+    for (size_t i = 0; i < 16; i++)
+        x[i] = sin(0.7 * (double)i + 1.0);
+    OK(kdalab_hybrid_layer_project(s, 0, 1, x, q1, NULL, NULL, NULL, NULL));
+    for (size_t si = 0; si < 2; si++) {
+        for (size_t i = 0; i < 16; i++)
+            xs[i] = scales[si] * x[i];
+        OK(kdalab_hybrid_layer_project(s, 0, 1, xs, q2, NULL, NULL, NULL, NULL));
+        for (size_t h = 0; h < 2; h++) {
+            double n2 = 0;
+            for (size_t c2 = 0; c2 < 8; c2++)
+                n2 += q2[h * 8 + c2] * q2[h * 8 + c2];
+            assert_true(fabs(n2 - 1) < 1e-12); /* still unit norm */
+        }
+        if (si == 0) /* far above the 1e-6 epsilon: the same normalised rows */
+            assert_true(rel_err_f64(q2, q1, 16) < 1e-12);
+    }
+    kdalab_hybrid_free(s);
+    /* without the norm, 1e200 overflows an attention score: ERANGE, not OK */
+    c.rms_norm = 0;
+    s = new_stack(&c, 7);
+    double big[3 * 16], y[3 * 16];
+    for (size_t i = 0; i < 3 * 16; i++)
+        big[i] = 1e200 * sin(0.7 * (double)i + 1.0);
+    kdalab_status st = kdalab_hybrid_prefill(s, 3, big, y, NULL);
+    assert_int_equal(st, KDALAB_ERANGE);
+    kdalab_hybrid_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_cache_bytes),
         cmocka_unit_test(test_npy_roundtrip),
         cmocka_unit_test(test_bad_configurations),
+        cmocka_unit_test(test_extreme_inputs),
     };
     return cmocka_run_group_tests_name("hybrid", tests, NULL, NULL);
 }
