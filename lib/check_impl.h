@@ -96,9 +96,10 @@ kdalab_status FN(kdalab_check)(const kdalab_dims *dims, kdalab_mechanism mech, r
     return KDALAB_OK;
 }
 
-kdalab_status FN(kdalab_check_step)(kdalab_mechanism mech, size_t K, size_t V, real scale,
-                                    const real *q, const real *k, const real *v,
-                                    const real *g, real beta, const real *S, const real *o)
+kdalab_status FN(kdalab_check_step_args)(kdalab_mechanism mech, size_t K, size_t V,
+                                         real scale, const real *q, const real *k,
+                                         const real *v, const real *g, real beta,
+                                         const real *S, const real *o)
 {
     kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
     kdalab_counts c;
@@ -115,7 +116,6 @@ kdalab_status FN(kdalab_check_step)(kdalab_mechanism mech, size_t K, size_t V, r
     TRY(FN(check_finite)("q", q, K));
     TRY(FN(check_finite)("k", k, K));
     TRY(FN(check_finite)("v", v, V));
-    TRY(FN(check_finite)("S", S, c.state));
     if (c.g > 0) {
         TRY(FN(check_finite)("g", g, c.g));
         TRY(FN(check_log_decay)(g, c.g));
@@ -125,6 +125,14 @@ kdalab_status FN(kdalab_check_step)(kdalab_mechanism mech, size_t K, size_t V, r
         TRY(FN(check_beta)(&beta, 1));
     }
     return KDALAB_OK;
+}
+
+kdalab_status FN(kdalab_check_step)(kdalab_mechanism mech, size_t K, size_t V, real scale,
+                                    const real *q, const real *k, const real *v,
+                                    const real *g, real beta, const real *S, const real *o)
+{
+    TRY(FN(kdalab_check_step_args)(mech, K, V, scale, q, k, v, g, beta, S, o));
+    return FN(check_finite)("S", S, K * V);
 }
 
 /* The outputs of a computation: count the non-finite elements of o[n_o] and

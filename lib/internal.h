@@ -68,7 +68,18 @@ kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t 
 kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,
                                       kdalab_chunk_opts *out);
 
-/* Validate one decode step's arguments (see kdalab_step_f64). */
+/* Validate one decode step's arguments (see kdalab_step_f64). The _args
+ * variants check everything except the finiteness of the state S (K*V
+ * values, more than the step itself costs to scan), for a kernel that checks
+ * S during its own read-only first pass with the message "S[i] is ...". */
+kdalab_status kdalab_check_step_args_f64(kdalab_mechanism mech, size_t K, size_t V,
+                                         double scale, const double *q, const double *k,
+                                         const double *v, const double *g, double beta,
+                                         const double *S, const double *o);
+kdalab_status kdalab_check_step_args_f32(kdalab_mechanism mech, size_t K, size_t V,
+                                         float scale, const float *q, const float *k,
+                                         const float *v, const float *g, float beta,
+                                         const float *S, const float *o);
 kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
                                     const double *q, const double *k, const double *v,
                                     const double *g, double beta, const double *S,

@@ -296,76 +296,6 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
 /* Decode step                                                                  */
 /* ---------------------------------------------------------------------------- */
 
-/* First non-finite element of x[0..n), or n. */
-static size_t first_nonfinite(const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return i;
-    return n;
-}
-
-#define TRY(expr)                                                                        \
-    do {                                                                                 \
-        kdalab_status s_ = (expr);                                                       \
-        if (s_ != KDALAB_OK)                                                             \
-            return s_;                                                                   \
-    } while (0)
-
-static kdalab_status check_finite(const char *name, const float *x, size_t n)
-{
-    size_t i = first_nonfinite(x, n);
-    if (i < n)
-        return kdalab_fail(KDALAB_ENONFINITE, "%s[%zu] is %g: inputs must be finite", name, i,
-                           (double)x[i]);
-    return KDALAB_OK;
-}
-
-/*
- * The checks of kdalab_check_step_f32 (lib/check_impl.h), with the same
- * statuses and messages, except the finiteness of S: scanning 16K floats
- * alone would cost more than the whole step, so the kernel checks S during
- * its read-only first pass, before anything is written.
- */
-static kdalab_status check_step_but_S(kdalab_mechanism mech, size_t K, size_t V, float scale,
-                                      const float *q, const float *k, const float *v,
-                                      const float *g, float beta, const float *S,
-                                      const float *o)
-{
-    kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
-    kdalab_counts c;
-    TRY(kdalab_count_dims(&d, mech, sizeof(float), &c));
-    if ((unsigned)mech > (unsigned)KDALAB_KDA)
-        return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
-    if (!isfinite(scale) || !(scale > 0))
-        return kdalab_fail(KDALAB_EDOMAIN, "scale = %g; it must be finite and > 0",
-                           (double)scale);
-    if (!q || !k || !v || !S || !o)
-        return kdalab_fail(KDALAB_ENULL, "%s is NULL",
-                           !q ? "q" : !k ? "k" : !v ? "v" : !S ? "S" : "o");
-    if (c.g > 0 && !g)
-        return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
-                           kdalab_mechanism_name(mech));
-    TRY(check_finite("q", q, K));
-    TRY(check_finite("k", k, K));
-    TRY(check_finite("v", v, V));
-    if (c.g > 0) {
-        TRY(check_finite("g", g, c.g));
-        for (size_t i = 0; i < c.g; i++)
-            if (g[i] > 0)
-                return kdalab_fail(KDALAB_EDOMAIN,
-                                   "g[%zu] = %g > 0: g is a log-decay and must be <= 0", i,
-                                   (double)g[i]);
-    }
-    if (kdalab_mechanism_has_beta(mech)) {
-        TRY(check_finite("beta", &beta, 1));
-        if (!(beta >= 0 && beta <= 2))
-            return kdalab_fail(KDALAB_EDOMAIN, "beta[%zu] = %g is outside [0, 2]", (size_t)0,
-                               (double)beta);
-    }
-    return KDALAB_OK;
-}
-
 kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
                                    const float *q, const float *k, const float *v,
                                    const float *g, float beta, float *S, float *o)
@@ -379,8 +309,11 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
                    K <= ((size_t)-1) / sizeof(float) / (V > K ? V : K) &&
                    !tab->any_bad(q, K, 0) && !tab->any_bad(k, K, 0) &&
                    !tab->any_bad(v, V, 0) && (gn == 0 || !tab->any_bad(g, gn, 1));
-    if (!screened)
-        TRY(check_step_but_S(mech, K, V, scale, q, k, v, g, beta, S, o));
+    if (!screened) { /* the reference's checks, except S: the kernel's first pass checks it */
+        kdalab_status c = kdalab_check_step_args_f32(mech, K, V, scale, q, k, v, g, beta, S, o);
+        if (c != KDALAB_OK)
+            return c;
+    }
     size_t bad = 0;
     kdalab_status s = tab->step(mech, K, V, scale, q, k, v, g, beta, S, o, &bad);
     if (s == KDALAB_ENONFINITE)
@@ -389,6 +322,9 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
     if (s == KDALAB_ENOMEM)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a decode step of K = %zu, V = %zu",
                            K, V);
-    kdalab_clear_error();
-    return s;
+    if (s != KDALAB_OK)
+        return s;
+    /* as the reference: an overflow is KDALAB_ERANGE, never NaN with OK (only o is
+     * scanned here: V values; S would cost a second pass over K*V) */
+    return kdalab_check_outputs_f32("SIMD decode step", o, V, NULL, 0, NULL, NULL);
 }
