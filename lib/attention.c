@@ -4,6 +4,7 @@
  * and float32, and the growing KV cache a decoder keeps for it.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +30,9 @@ struct kdalab_kv_cache {
 
 kdalab_kv_cache *kdalab_kv_cache_new(size_t H, size_t K, size_t V)
 {
-    size_t hk, hv;
-    if (!H || !K || !V || !kdalab_mul_size(H, K, &hk) || !kdalab_mul_size(H, V, &hv)) {
+    size_t hk, hv, bytes;
+    if (!H || !K || !V || !kdalab_mul_size(H, K, &hk) || !kdalab_mul_size(H, V, &hv) ||
+        !kdalab_mul_size(hk + hv < hk ? SIZE_MAX : hk + hv, sizeof(double), &bytes)) {
         kdalab_fail(KDALAB_ESIZE, "KV cache: H=%zu K=%zu V=%zu must be >= 1 and not overflow",
                     H, K, V);
         return NULL;

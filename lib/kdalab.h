@@ -68,7 +68,9 @@ const char *kdalab_strerror(kdalab_status status);
 /*
  * The detail of the last error raised on this thread, e.g.
  * "q.npy: dtype '|u1' is not supported (only <f8, >f8, <f4, >f4)".
- * Empty string when the last call succeeded. Never NULL.
+ * Like errno, it is meaningful right after a call returned an error status;
+ * a successful call may leave an older message in place (the computing
+ * forms clear it). Never NULL.
  */
 const char *kdalab_last_error(void);
 
@@ -260,11 +262,12 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
 
 /*
  * kdalab_chunk_f32 — the chunkwise form computed in float32, with optional
- * emulated bf16 / fp16 storage (opts->precision): the inputs q, k, v, g, beta
+ * emulated bf16 / fp16 storage (opts->precision): the inputs q, k, v, beta
  * and the rescaled q~ = q*gamma, k~ = k/gamma (and the anchored rows of the
  * sub-chunked modes) are rounded to the format where a production kernel
- * stores them; every sum accumulates in float32. Same shapes and errors as
- * kdalab_chunk_f64.
+ * stores them; every sum accumulates in float32. The log-decay g and its
+ * span sums stay in float32, as production kernels keep them. Same shapes
+ * and errors as kdalab_chunk_f64.
  */
 kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                float scale, const float *q, const float *k,
@@ -565,7 +568,8 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t lay
  * any error of the KDA/attention kernels (e.g. KDALAB_ERANGE), and
  * KDALAB_ERANGE when y holds non-finite values from finite x (y is written).
  * On an error before the first layer ran nothing changes; on a kernel error
- * mid-stack the stack is left inconsistent — call kdalab_hybrid_reset.
+ * mid-stack (including a kernel's KDALAB_ERANGE) y is not written and the
+ * stack is left inconsistent — call kdalab_hybrid_reset.
  */
 kdalab_status kdalab_hybrid_prefill(kdalab_hybrid *stack, size_t T, const double *x,
                                     double *y, double *layer_inputs);

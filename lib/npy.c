@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -422,18 +423,26 @@ kdalab_status kdalab_npy_read(const char *path, kdalab_array *out)
     if (path == NULL)
         return kdalab_fail(KDALAB_ENULL, "kdalab_npy_read: path is NULL");
 
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+     * below as not a regular file (regular files ignore the flag) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0)
         return kdalab_fail(KDALAB_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
-        fclose(f);
+        close(fd);
         return kdalab_fail(KDALAB_EIO, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
-        fclose(f);
+        close(fd);
         return kdalab_fail(KDALAB_EIO, "%s: not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        return kdalab_fail(KDALAB_EIO, "%s: cannot open: %s", path, strerror(e));
     }
     /* The allocation is the size the file really has, never a size its header
      * claims: a header that points past the end is caught by the parser. */
@@ -545,6 +554,15 @@ kdalab_status kdalab_npy_write(const char *path, kdalab_dtype dtype, const doubl
         return kdalab_fail(KDALAB_EOVERFLOW, "%s: byte count overflows size_t", path);
     if (size > 0 && data == NULL)
         return kdalab_fail(KDALAB_ENULL, "%s: data is NULL for %zu elements", path, size);
+
+    /* Never replace a device, FIFO, directory or symbolic link: the rename
+     * below would swap it for a regular file (run as root, --o /dev/null
+     * would destroy /dev/null). */
+    struct stat existing;
+    if (lstat(path, &existing) == 0 && !S_ISREG(existing.st_mode))
+        return kdalab_fail(KDALAB_EIO,
+                           "%s: exists and is not a regular file; refusing to replace it",
+                           path);
 
     char header[512];
     size_t hbytes = build_header(header, sizeof header, dtype, ndim, shape);

@@ -46,8 +46,12 @@ float kdalab_round_fp16(float x)
     if (exp_unbiased < -14)
         exp_unbiased = -14;                  /* subnormal range: fixed spacing   */
     float quantum = ldexpf(1.0f, exp_unbiased - 10);  /* spacing of fp16 values */
-    float r = nearbyintf(a / quantum) * quantum;      /* ties to even (default  */
-    return copysignf(r, x);                           /* rounding mode)         */
+    /* a / quantum is exact (a power-of-two scaling); round it to an integer
+     * with ties to even by hand, so the caller's rounding mode cannot matter */
+    float n = a / quantum, whole = floorf(n), frac = n - whole;
+    if (frac > 0.5f || (frac == 0.5f && fmodf(whole, 2.0f) != 0.0f))
+        whole += 1.0f;
+    return copysignf(whole * quantum, x);
 }
 
 float kdalab_round(kdalab_precision p, float x)

@@ -752,6 +752,85 @@ static void overflow_is_reported(void **state)
     }
 }
 
+/* Outputs that must not be touched: an --ht in a missing directory fails the
+ * run BEFORE --o is replaced; devices, FIFOs and symbolic links are never
+ * replaced; a FIFO as input is refused at once (no blocking open); "o.npy"
+ * and "./o.npy" are the same file. */
+static void outputs_are_guarded(void **state)
+{
+    golden_case cases[16];
+    size_t n = golden_load_all(cases, 16);
+    const golden_case *c = &cases[0];
+    const char *keep = tmp("keep.npy");
+    put_bytes(keep, "untouched", 9);
+    expect_error(kdalab("run %s --o %s --ht %s/nodir/ht.npy", case_inputs(c), keep, tmpdir), 1,
+                 "--ht", "nodir", NULL);
+    size_t len;
+    unsigned char *b = file_bytes(keep, &len);
+    assert_true(len == 9 && memcmp(b, "untouched", 9) == 0);
+    free(b);
+
+    const char *fifo = tmp("fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_error(kdalab("run %s --o %s", case_inputs(c), fifo), 1, "--o", "not a regular file",
+                 NULL);
+    expect_error(kdalab("compare %s %s", fifo, golden_path(c->name, "o")), 2,
+                 "not a regular file", NULL);
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode)); /* still a FIFO */
+
+    const char *link = tmp("link.npy");
+    assert_int_equal(symlink(keep, link), 0);
+    expect_error(kdalab("run %s --o %s", case_inputs(c), link), 1, "not a regular file", NULL);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+
+    expect_error(kdalab("run %s --o %s/same.npy --ht %s/./same.npy", case_inputs(c), tmpdir,
+                        tmpdir),
+                 2, "same file", NULL);
+    for (size_t i = 0; i < n; i++)
+        golden_free(&cases[i]);
+}
+
+/* The SIMD recurrent path runs every step even after one overflows, so the
+ * written outputs are computed values (as the reference's), never unwritten
+ * memory. */
+static void simd_overflow_writes_computed_values(void **state)
+{
+    const size_t T = 5, K = 2, V = 2;
+    size_t qshape[4] = {1, T, 1, K}, vshape[4] = {1, T, 1, V};
+    double q[10], v[10];
+    for (size_t i = 0; i < 10; i++) {
+        q[i] = i < 2 ? 1e20 : 0.1 * (double)i; /* the first row overflows in float32 */
+        v[i] = 1.0 + (double)i;
+    }
+    kdalab_array qa = {.ndim = 4, .size = 10, .data = q}, va = {.ndim = 4, .size = 10, .data = v};
+    memcpy(qa.shape, qshape, sizeof qshape);
+    memcpy(va.shape, vshape, sizeof vshape);
+    write_array(tmp("qov.npy"), KDALAB_DTYPE_F64, &qa);
+    write_array(tmp("vov.npy"), KDALAB_DTYPE_F64, &va);
+    const char *impl[2] = {"reference", "simd"};
+    kdalab_array out[2];
+    for (int i = 0; i < 2; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "ov_%s.npy", impl[i]);
+        expect_error(kdalab("run --mechanism linear_attention --precision fp32 --impl %s "
+                            "--q %s --k %s --v %s --o %s",
+                            impl[i], tmp("qov.npy"), tmp("qov.npy"), tmp("vov.npy"), tmp(name)),
+                     1, "overflowed", NULL);
+        read_array(tmp(name), &out[i]);
+    }
+    assert_int_equal(out[0].size, out[1].size);
+    for (size_t j = 0; j < out[0].size; j++) {
+        double a = out[0].data[j], b2 = out[1].data[j];
+        if (!(a == b2 || (isnan(a) && isnan(b2)) || fabs(a - b2) <= 1e-5 * fabs(a)))
+            fail_msg("o[%zu]: reference %g, simd %g", j, a, b2);
+    }
+    kdalab_array_free(&out[0]);
+    kdalab_array_free(&out[1]);
+}
+
 /* ------------------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -790,6 +869,8 @@ int main(void)
         cmocka_unit_test(golden_bf16_runs),
         cmocka_unit_test(compare_semantics),
         cmocka_unit_test(bad_files),
+        cmocka_unit_test(outputs_are_guarded),
+        cmocka_unit_test(simd_overflow_writes_computed_values),
         cmocka_unit_test(other_layouts_read_correctly),
         cmocka_unit_test(bad_values),
         cmocka_unit_test(mismatched_shapes),

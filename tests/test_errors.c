@@ -4,6 +4,7 @@
  * range premise of the sub-chunk experiment; attention and its KV cache;
  * the bf16 / fp16 rounding.
  */
+#include <fenv.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -500,6 +501,11 @@ static void test_low_precision_rounding(void **state)
     assert_true(kdalab_round_fp16(0x1p-26f) == 0.0f);             /* below half the step */
     assert_true(kdalab_round_fp16(3 * 0x1p-26f) == 0x1p-24f);
     assert_true(kdalab_round(KDALAB_FP32, 0.1f) == 0.1f);
+    /* ties to even whatever the caller's rounding mode */
+    fesetround(FE_UPWARD);
+    float up = kdalab_round_fp16(1.0f + 0x1p-12f);
+    fesetround(FE_TONEAREST);
+    assert_true(up == 1.0f);
     assert_string_equal(kdalab_precision_name(KDALAB_FP16), "fp16");
 }
 

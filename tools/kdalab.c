@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -311,8 +312,10 @@ static double now_seconds(void)
  * The recurrent form on the SIMD path: the recurrence is the decode step
  * repeated, so run kdalab_simd_step_f32 token by token for every (b, h).
  * Shapes as kdalab_recurrent_f32; the inputs were validated by the caller
- * (finite, g <= 0, beta in [0, 2]), and a step error still stops the run
- * before any output file is written.
+ * (finite, g <= 0, beta in [0, 2]). A step that overflows (KDALAB_ERANGE)
+ * does not stop the run: like the reference, every output is computed and
+ * the status says that some are non-finite. Any other step error stops the
+ * run before any output file is written.
  */
 static kdalab_status simd_recurrent(const kdalab_dims *d, kdalab_mechanism mech, float scale,
                                     const float *q, const float *k, const float *v,
@@ -321,6 +324,7 @@ static kdalab_status simd_recurrent(const kdalab_dims *d, kdalab_mechanism mech,
 {
     size_t gw = kdalab_mechanism_g_width(mech, d->K);
     size_t kv = d->K * d->V; /* fits: the caller allocated ht of B*H*K*V floats */
+    kdalab_status result = KDALAB_OK;
     for (size_t b = 0; b < d->B; b++)
         for (size_t h = 0; h < d->H; h++) {
             float *S = ht + (b * d->H + h) * kv;
@@ -333,11 +337,68 @@ static kdalab_status simd_recurrent(const kdalab_dims *d, kdalab_mechanism mech,
                 kdalab_status s = kdalab_simd_step_f32(
                     mech, d->K, d->V, scale, q + row * d->K, k + row * d->K, v + row * d->V,
                     gw ? g + row * gw : NULL, beta ? beta[row] : 0.0f, S, o + row * d->V);
-                if (s != KDALAB_OK)
+                if (s == KDALAB_ERANGE)
+                    result = s;
+                else if (s != KDALAB_OK)
                     return s;
             }
         }
-    return KDALAB_OK;
+    return result;
+}
+
+/* Count the non-finite values of x[0..n). */
+static size_t count_nonfinite(const double *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+/*
+ * Can path be written as an output? Its directory must exist and be
+ * writable, and an existing path must be a regular file (kdalab_npy_write
+ * refuses to replace anything else). Checked for every output before
+ * computing, so a run does not replace --o and then fail on --ht.
+ * Returns 0 or an exit status after printing the reason.
+ */
+static int check_output_path(const char *which, const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fail(EXIT_FAIL, "%s: directory '%s' does not exist", which, dir);
+    if (access(dir, W_OK) != 0)
+        return fail(EXIT_FAIL, "%s: directory '%s' is not writable", which, dir);
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return fail(EXIT_FAIL, "%s: '%s' exists and is not a regular file", which, path);
+    return 0;
+}
+
+/* Do two output paths name the same file? (the same inode if one exists,
+ * else the same directory inode and file name) */
+static int same_output(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    na = na ? na + 1 : a;
+    nb = nb ? nb + 1 : b;
+    if (strcmp(na, nb) != 0)
+        return 0;
+    char da[4096], db[4096];
+    snprintf(da, sizeof da, "%.*s", na == a ? 1 : (int)(na - a), na == a ? "." : a);
+    snprintf(db, sizeof db, "%.*s", nb == b ? 1 : (int)(nb - b), nb == b ? "." : b);
+    return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }
 
 enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
@@ -442,8 +503,13 @@ static int cmd_run(int argc, char **argv)
         return fail(EXIT_BAD, "--g is not used by %s", mech_s);
     if (o_path == NULL)
         return fail(EXIT_BAD, "--o is required (where to write the output, .npy)");
-    if (ht_path && strcmp(ht_path, o_path) == 0)
+    if (ht_path && same_output(ht_path, o_path))
         return fail(EXIT_BAD, "--o and --ht name the same file '%s'", o_path);
+    int bad_out = check_output_path("--o", o_path);
+    if (bad_out == 0 && ht_path)
+        bad_out = check_output_path("--ht", ht_path);
+    if (bad_out)
+        return bad_out;
 
     /* From here on, every exit goes through done: to free what was read. */
     int status = 0;
@@ -615,11 +681,21 @@ static int cmd_run(int argc, char **argv)
         status = fail(EXIT_FAIL, "--ht: %s", kdalab_last_error());
         goto done;
     }
-    if (s == KDALAB_ERANGE)
-        status = fail(EXIT_FAIL, "the %s decay overflowed: %zu non-finite values in o, %zu in "
-                                 "ht (largest exponent %g); outputs written for study",
-                      kdalab_decay_name(opts.decay), report.nonfinite_o, report.nonfinite_ht,
-                      report.max_exponent);
+    if (s == KDALAB_ERANGE) {
+        /* counted here, so every form and path reports the same way */
+        size_t bad_o = count_nonfinite(o, n_o), bad_ht = count_nonfinite(ht, n_state);
+        if (chunk_form && mech == KDALAB_KDA && !simd)
+            status = fail(EXIT_FAIL,
+                          "the computation overflowed (decay mode %s, largest exponent formed "
+                          "%g): %zu non-finite values in o, %zu in ht; outputs written for "
+                          "study",
+                          kdalab_decay_name(opts.decay), report.max_exponent, bad_o, bad_ht);
+        else
+            status = fail(EXIT_FAIL,
+                          "the computation overflowed: %zu non-finite values in o, %zu in ht; "
+                          "outputs written for study",
+                          bad_o, bad_ht);
+    }
 
 done:
     for (int i = 0; i < N_IN; i++) {
