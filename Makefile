@@ -39,7 +39,7 @@ HEADERS  := $(wildcard lib/*.h) $(wildcard lib/simd/*.h)
 $(BUILD)/lib/simd/avx512.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
 $(BUILD)/lib/simd/avx2.o:   ISA := -mavx2 -mfma
 
-$(BUILD)/%.o: %.c $(HEADERS) | deps
+$(BUILD)/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(ISA) -c $< -o $@
 
@@ -52,7 +52,7 @@ $(LIB_SO): $(LIB_OBJ)
 
 $(LIB_PC): Makefile
 	@mkdir -p $(dir $@)
-	printf 'prefix=%s\nlibdir=$${prefix}/$(BUILD)\nincludedir=$${prefix}/lib\n\nName: kdalab\nDescription: numerical reference for the lineage ending in Kimi Delta Attention\nVersion: 0.1.0\nLibs: -L$${libdir} -lkdalab -fopenmp -lgsl -lgslcblas -lm\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
+	printf 'prefix=%s\nlibdir=$${prefix}/$(BUILD)\nincludedir=$${prefix}/lib\n\nName: kdalab\nDescription: numerical reference for the lineage ending in Kimi Delta Attention\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lkdalab -fopenmp -lgsl -lgslcblas -lm\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
 
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 
@@ -81,7 +81,7 @@ $(BIN)/bench_%: $(BUILD)/bench/%.o $(LIB_A)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # Chapters are self-contained: no lib/, only libm.
-$(BIN)/chapters/%: chapters/%.c | deps
+$(BIN)/chapters/%: chapters/%.c
 	@mkdir -p $(BIN)/chapters
 	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lm
 
@@ -92,6 +92,7 @@ chapters: $(CHAP_BIN)
 RESULTS ?= results
 
 run: all
+	@sh scripts/deps.sh run
 	@mkdir -p $(RESULTS)
 	@for e in $(EXP_BIN); do \
 	  echo "== $$e" >&2; \
@@ -108,11 +109,15 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TEST_COMMON := $(BUILD)/tests/common.o
 
+$(BUILD)/tests/%.o: tests/%.c tests/common.h $(HEADERS) | deps-test
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 # Tests that drive the command-line tool need it built first.
-test: all $(TEST_BIN)
+test: deps-test all $(TEST_BIN)
 	@KDALAB_BIN=$(BIN) sh tests/run.sh $(TEST_BIN)
 
 check-asan:
@@ -121,7 +126,7 @@ check-asan:
 # ---- fuzzing ----------------------------------------------------------------------------
 FUZZ_SECONDS ?= 60
 $(BUILD)/fuzz/fuzz_npy: fuzz/fuzz_npy.c lib/npy.c lib/status.c $(HEADERS)
-	@sh scripts/deps.sh --fuzz
+	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
 	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ fuzz/fuzz_npy.c lib/npy.c lib/status.c
 
@@ -134,11 +139,14 @@ bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do ./$$b || exit 1; done
 
 # ---- housekeeping --------------------------------------------------------------------------
-deps:
-	@sh scripts/deps.sh
+deps-build:
+	@sh scripts/deps.sh build
+
+deps-test:
+	@sh scripts/deps.sh test
 
 clean:
 	rm -rf build build-asan bin
 
-.PHONY: all lib run test check-asan fuzz bench chapters deps clean
+.PHONY: all lib run test check-asan fuzz bench chapters deps-build deps-test clean
 .SECONDARY:

@@ -1,22 +1,32 @@
 #!/bin/sh
-# scripts/deps.sh — make sure the Debian packages kdalab needs are present.
+# scripts/deps.sh — make sure the Debian packages a make target needs are present.
 #
-# Run by `make` before it builds anything. As root, installs what is missing
+#   sh scripts/deps.sh build   libgsl-dev     (the library, tools, experiments)
+#   sh scripts/deps.sh test    + libcmocka-dev (the test suite)
+#   sh scripts/deps.sh run     + gnuplot-nox   (the plots of `make run`)
+#   sh scripts/deps.sh fuzz    + clang, libclang-rt-dev (libFuzzer)
+#
+# The chapter programs need none of them. As root, installs what is missing
 # with apt-get; otherwise prints one line naming the packages and fails.
-#   libgsl-dev     random numbers, statistics, fits, reference linear algebra
-#   libcmocka-dev  the test framework
-#   gnuplot-nox    the plots of `make run`
-#   clang          only for `make fuzz` (libFuzzer), requested with --fuzz
 set -eu
 
+what=${1:-build}
 missing=""
-have_header() { printf '#include <%s>\n' "$1" | ${CC:-cc} -E -x c - >/dev/null 2>&1; }
+cc=${CC:-cc}
+have_header() { printf '%s\n' "$1" | $cc -E -x c - >/dev/null 2>&1; }
 
-have_header gsl/gsl_rng.h || missing="$missing libgsl-dev"
-printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>\n' \
-    | ${CC:-cc} -E -x c - >/dev/null 2>&1 || missing="$missing libcmocka-dev"
-command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
-if [ "${1:-}" = "--fuzz" ]; then
+have_header '#include <gsl/gsl_rng.h>' || missing="$missing libgsl-dev"
+if [ "$what" = test ]; then
+    have_header '#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>' || missing="$missing libcmocka-dev"
+fi
+if [ "$what" = run ]; then
+    command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"
+fi
+if [ "$what" = fuzz ]; then
     command -v clang >/dev/null 2>&1 || missing="$missing clang"
     # libFuzzer's runtime ships in libclang-rt-*-dev
     echo 'int LLVMFuzzerTestOneInput(const unsigned char*d,unsigned long n){(void)d;(void)n;return 0;}' \

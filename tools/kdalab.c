@@ -209,7 +209,9 @@ static const char RUN_HELP[] =
     "  --precision P     fp64 (default) | fp32 | bf16 | fp16 (bf16/fp16: emulated\n"
     "                    storage rounding, chunk form only)\n"
     "  --impl I          reference (default) | simd: the float32 fast path (needs a\n"
-    "                    float32 precision; the recurrent form repeats its decode step)\n"
+    "                    float32 precision; the recurrent form repeats its decode step;\n"
+    "                    kernels exist for fp32 + safe decay, anything else runs the\n"
+    "                    float32 reference, with a note on stderr)\n"
     "  --chunk C         chunk size, >= 1 (default 64; chunk form)\n"
     "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
     "                    (default 16; chunk form, safe and anchored decay)\n"
@@ -639,6 +641,13 @@ static int cmd_run(int argc, char **argv)
             status = fail(EXIT_BAD, "--scale: %g is not a positive float32", scale);
             goto done;
         }
+        if (simd && chunk_form &&
+            (opts.precision != KDALAB_FP32 ||
+             (mech == KDALAB_KDA && opts.decay != KDALAB_DECAY_SAFE)))
+            /* kdalab_simd_chunk_f32 hands these to the reference: say so, or
+             * --time would pass the reference's speed off as the SIMD path's */
+            fprintf(stderr, "kdalab run: note: the SIMD path has kernels for fp32 with the "
+                            "safe decay mode only; the float32 reference computed this run\n");
         t0 = now_seconds();
         if (simd && chunk_form)
             s = kdalab_simd_chunk_f32(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K],
