@@ -306,12 +306,13 @@ int main(int argc, char **argv)
     printf("  chapter: \"from about six tokens to effectively permanent\": with x std %g the upper end holds "
            "(%.1f%% of channels\n  beyond 1e6 tokens) and the shortest channel is %.3g tokens (%s); the gate's "
            "floor is %.3f tokens per token,\n  not six. Both ends move with the scale of x (table below).\n",
-           x_std, 100.0 * over1e6 / nch, qv[0], qv[0] >= 3.0 && qv[0] <= 12.0 ? "about six" : "NOT about six",
+           x_std, 100.0 * over1e6 / nch, qv[0], qv[0] >= 3.0 && qv[0] <= 12.0 ? "the order of the chapter's six" : "NOT about six",
            log(2.0) / -lower_bound);
 
     /* how much the spread depends on the scale of the gate input x */
     static const double xs[3] = {1.0 / 3.0, 1.0, 3.0};
-    printf("\n  sensitivity to the std of x (same A and dt_bias; effective half-life in tokens):\n");
+    printf("\n  sensitivity to the std of x (same A and dt_bias, fresh draws of x, so the std 1 row\n"
+           "  differs from the block above by sampling alone; effective half-life in tokens):\n");
     printf("    %-8s %10s %10s %10s %12s %12s\n", "x std", "min", "median", "max", "< 6 tokens", "> 1e6 tokens");
     for (int i = 0; i < 3; i++) {
         gate_effective(rng, A, bias, heads, channels, tokens, xs[i], lower_bound, hl_eff);

@@ -260,10 +260,17 @@ int main(int argc, char **argv)
         printf("\n  %s keys:\n", keys_name[kt]);
         printf("    %-18s %10s %10s %16s %9s %9s %9s\n", "mechanism", "acc-clean", "cos-clean", "max recalled",
                "acc N=K", "acc N=2K", "acc N=4K");
-        for (int m = 0; m < N_MECH; m++)
-            printf("    %-18s %10.3g %10.3g %9.1f (%.2gK) %9.3f %9.3f %9.3f\n", mech_name[m], clean_ratio[kt][m],
-                   cos_ratio[kt][m], best_recalled[kt][m], best_recalled[kt][m] / (double)K, acc_at1[kt][m],
-                   acc_at2[kt][m], acc_at4[kt][m]);
+        for (int m = 0; m < N_MECH; m++) {
+            printf("    %-18s %10.3g %10.3g %9.1f (%.2gK)", mech_name[m], clean_ratio[kt][m], cos_ratio[kt][m],
+                   best_recalled[kt][m], best_recalled[kt][m] / (double)K);
+            const double at[3] = {acc_at1[kt][m], acc_at2[kt][m], acc_at4[kt][m]};
+            for (int j = 0; j < 3; j++) /* "-": that N was not in the sweep (orthonormal: N <= K) */
+                if (isnan(at[j]))
+                    printf(" %9s", "-");
+                else
+                    printf(" %9.3f", at[j]);
+            printf("\n");
+        }
     }
     printf("\n  (acc-clean: the largest N/K of the sweep up to which the mean accuracy stays >= %g;\n"
            "   cos-clean: ... up to which the mean cosine of recall and right value stays >= %g;\n"
