@@ -232,3 +232,20 @@ kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
     free(qf); free(kf); free(vf); free(gf); free(bf); free(h0f); free(of); free(htf);
     return s;
 }
+
+int test_tmpdir_make(const char *prefix, char *buf, size_t cap)
+{
+    const char *base = getenv("TMPDIR");
+    int n = snprintf(buf, cap, "%s/%sXXXXXX", base && *base ? base : "/tmp", prefix);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+int test_tmpdir_remove(const char *dir)
+{
+    char cmd[600];
+    if (strchr(dir, '\'') || snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir) >= (int)sizeof cmd)
+        return -1;
+    return system(cmd) == 0 ? 0 : -1;
+}

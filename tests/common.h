@@ -70,6 +70,12 @@ kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
                       const double *v, const double *g, const double *beta, const double *h0,
                       double *o, double *ht, kdalab_report *report);
 
+/* A fresh directory $TMPDIR/<prefix>XXXXXX (or /tmp) written into buf
+ * [cap]; returns 0, or -1 if it cannot be made. test_tmpdir_remove deletes
+ * it and everything in it; returns 0 or -1. */
+int test_tmpdir_make(const char *prefix, char *buf, size_t cap);
+int test_tmpdir_remove(const char *dir);
+
 /* A GSL generator seeded from $GSL_RNG_SEED or the given seed. */
 gsl_rng *test_rng(unsigned long seed);
 

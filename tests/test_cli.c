@@ -849,17 +849,10 @@ static int setup(void **state)
     /* a sanitizer report in the tool must not pass for exit 1 or 2 */
     setenv("ASAN_OPTIONS", "exitcode=86", 0);
     setenv("UBSAN_OPTIONS", "exitcode=86:print_stacktrace=1", 0);
-    snprintf(tmpdir, sizeof tmpdir, "%s/kdalab_cli_XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make("kdalab_cli_", tmpdir, sizeof tmpdir);
 }
 
-static int teardown(void **state)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **state) { return test_tmpdir_remove(tmpdir); }
 
 int main(void)
 {

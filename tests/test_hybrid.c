@@ -390,8 +390,8 @@ static void test_cache_bytes(void **state)
 static void test_npy_roundtrip(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/kdalab_hybrid_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_int_equal(test_tmpdir_make("kdalab_hybrid_", dir, sizeof dir), 0);
     gsl_rng *rng = test_rng(71);
     kdalab_hybrid_config c = make_cfg(4, 8, 2, 1, 1);
     kdalab_hybrid *a = new_stack(&c, 9), *b = NULL;
@@ -425,9 +425,7 @@ static void test_npy_roundtrip(void **state)
     assert_int_equal(kdalab_hybrid_new_npy(&c, dir, &b), KDALAB_ENONFINITE);
     assert_int_equal(kdalab_hybrid_new_npy(&c, NULL, &b), KDALAB_ENULL);
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_tmpdir_remove(dir), 0);
     free(x); free(ya); free(yb);
     kdalab_hybrid_free(a);
     gsl_rng_free(rng);

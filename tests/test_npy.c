@@ -771,17 +771,10 @@ static void numpy_reads_writer_output(void **state)
 
 static int setup(void **state)
 {
-    snprintf(tmpdir, sizeof tmpdir, "%s/kdalab_npy_XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return test_tmpdir_make("kdalab_npy_", tmpdir, sizeof tmpdir);
 }
 
-static int teardown(void **state)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **state) { return test_tmpdir_remove(tmpdir); }
 
 int main(void)
 {
