@@ -291,6 +291,33 @@ static void test_causality_every_form(void **state)
             free(oa);
             free(ob);
         }
+        /* the SIMD path too, at every level this CPU runs (ragged last chunk) */
+        for (int lvl = 0; lvl < 3; lvl++) {
+            if (!kdalab_simd_level_available((kdalab_simd_level)lvl))
+                continue;
+            assert_int_equal(kdalab_simd_set_level((kdalab_simd_level)lvl), KDALAB_OK);
+            kdalab_chunk_opts o = kdalab_chunk_opts_default();
+            o.chunk = 16;
+            size_t nqk = n_qk(&d), nv = n_v(&d), nb = n_bth(&d);
+            float *fo[2];
+            random_problem *pr[2] = {&a, &b};
+            for (int w = 0; w < 2; w++) {
+                float *q = to_f32(pr[w]->q, nqk), *k = to_f32(pr[w]->k, nqk);
+                float *v = to_f32(pr[w]->v, nv), *g = to_f32(pr[w]->g, nqk);
+                float *beta = to_f32(pr[w]->beta, nb), *h0 = to_f32(pr[w]->h0, n_state(&d));
+                fo[w] = malloc(nv * sizeof(float));
+                assert_int_equal(kdalab_simd_chunk_f32(&d, ms[mi], 0.5f, q, k, v, g, beta, h0,
+                                                       fo[w], NULL, &o, NULL),
+                                 KDALAB_OK);
+                free(q); free(k); free(v); free(g); free(beta); free(h0);
+            }
+            if (memcmp(fo[0], fo[1], cut * d.V * sizeof(float)) != 0)
+                fail_msg("%s SIMD level %d: o[:%zu] changed when inputs at >= %zu changed",
+                         kdalab_mechanism_name(ms[mi]), lvl, P, P);
+            free(fo[0]);
+            free(fo[1]);
+        }
+        assert_int_equal(kdalab_simd_set_level(KDALAB_SIMD_AUTO), KDALAB_OK);
         /* softmax attention too */
         double *oa = malloc(n_v(&d) * sizeof *oa), *ob = malloc(n_v(&d) * sizeof *ob);
         assert_int_equal(kdalab_attention_f64(&d, 0.5, a.q, a.k, a.v, oa), KDALAB_OK);
