@@ -745,8 +745,17 @@ static void write_failures_leave_nothing(void **state)
 /* NumPy reads what the writer emits (only when python3 has numpy). */
 static void numpy_reads_writer_output(void **state)
 {
-    if (system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
-        print_message("numpy_reads_writer_output: skipped, python3 has no numpy\n");
+    /* the first python3 with numpy: the one on PATH, or Debian's (python3-numpy) */
+    const char *pythons[] = {"python3", "/usr/bin/python3"}, *py = NULL;
+    for (size_t i = 0; i < 2 && !py; i++) {
+        char probe[128];
+        snprintf(probe, sizeof probe, "%s -c 'import numpy' >/dev/null 2>&1", pythons[i]);
+        if (system(probe) == 0)
+            py = pythons[i];
+    }
+    if (!py) {
+        print_message("numpy_reads_writer_output: skipped, no python3 with numpy "
+                      "(apt-get install python3-numpy)\n");
         skip();
     }
     double x[6] = {0.5, -1.25, 3.0, 1e-300, -7.0e12, 0.1};
@@ -757,11 +766,11 @@ static void numpy_reads_writer_output(void **state)
     assert_int_equal(kdalab_npy_write(p64, KDALAB_DTYPE_F64, x, 2, shape), KDALAB_OK);
     assert_int_equal(kdalab_npy_write(p32, KDALAB_DTYPE_F32, x, 2, shape), KDALAB_OK);
     snprintf(cmd, sizeof cmd,
-             "python3 -c \"import numpy as np, sys; x = np.array([0.5, -1.25, 3.0, 1e-300, "
+             "%s -c \"import numpy as np, sys; x = np.array([0.5, -1.25, 3.0, 1e-300, "
              "-7.0e12, 0.1]).reshape(2, 3); a = np.load('%s'); b = np.load('%s'); "
              "sys.exit(0 if a.dtype == np.float64 and b.dtype == np.float32 and "
              "(a == x).all() and (b == x.astype(np.float32)).all() else 1)\"",
-             p64, p32);
+             py, p64, p32);
     assert_int_equal(system(cmd), 0);
     unlink(p64);
     unlink(p32);
