@@ -452,7 +452,7 @@ static void test_06_hybrid(void **state)
     check_block(&out, "x_out", T, D, y);
     for (int l = 0; l < 3; l++) {
         double *st = NULL;
-        char name[16];
+        char name[32];
         ok(kdalab_hybrid_kda_state(stack, (size_t)l, &st));
         snprintf(name, sizeof name, "S_layer%d", l);
         check_block(&out, name, K, D, st);
