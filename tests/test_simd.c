@@ -253,7 +253,9 @@ static void test_empty_sequence(void **state)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 
-/* The decode step, 40 tokens in a row, against kdalab_step_f64. */
+/* The decode step, 40 tokens in a row, against kdalab_step_f64, with S at
+ * each float offset from a 64-byte boundary (the kernel splits S's columns at
+ * the first cache-line boundary, so every split is exercised). */
 static void test_step_every_level(void **state)
 {
     (void)state;
@@ -280,9 +282,14 @@ static void test_step_every_level(void **state)
             for (size_t li = 0; li < N_LEVELS; li++) {
                 if (!use_level(levels[li]))
                     continue;
-                float *Sf = to_f32(p.h0, K * V), *of = malloc(steps * V * sizeof *of);
+                for (size_t off = 0; off < 16; off++) {
+                float *Sbuf = aligned_alloc(64, (K * V + 64) * sizeof(float)), *Sf = Sbuf + off;
+                float *of = malloc(steps * V * sizeof *of);
                 float *qf = to_f32(p.q, steps * K), *kf = to_f32(p.k, steps * K);
                 float *vf = to_f32(p.v, steps * V), *gf = to_f32(p.g, steps * K);
+                assert_non_null(Sbuf);
+                for (size_t i = 0; i < K * V; i++)
+                    Sf[i] = (float)p.h0[i];
                 for (size_t t = 0; t < steps; t++)
                     assert_int_equal(kdalab_simd_step_f32(mechs[mi], K, V, (float)scale,
                                                           qf + t * K, kf + t * K, vf + t * V,
@@ -293,12 +300,13 @@ static void test_step_every_level(void **state)
                 note(eo);
                 note(es);
                 if (eo > TOL || es > TOL)
-                    print_error("level %s, K %zu V %zu %s: o %.3g S %.3g\n",
+                    print_error("level %s, K %zu V %zu %s, S at +%zu floats: o %.3g S %.3g\n",
                                 kdalab_simd_level_str(levels[li]), K, V,
-                                kdalab_mechanism_name(mechs[mi]), eo, es);
+                                kdalab_mechanism_name(mechs[mi]), off, eo, es);
                 assert_true(eo <= TOL);
                 assert_true(es <= TOL);
-                free(Sf); free(of); free(qf); free(kf); free(vf); free(gf);
+                free(Sbuf); free(of); free(qf); free(kf); free(vf); free(gf);
+                }
             }
             free(S);
             free(o);
@@ -414,6 +422,54 @@ static void test_errors_match_reference(void **state)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 
+/* The decode step's finiteness screen is its first pass's sums: a NaN or Inf
+ * in any column of S (before, inside or after the cache-line-aligned strips,
+ * with S at every float offset), in a row whose k or decay is 0 or not, is
+ * refused with S and o untouched. */
+static void test_step_nonfinite_anywhere(void **state)
+{
+    (void)state;
+    enum { K = 16, V = 40 };
+    float q[K], k[K], v[V], g[K], os[V];
+    for (int i = 0; i < K; i++) {
+        q[i] = 0.1f * (float)(i % 5);
+        k[i] = i % 3 == 0 ? 0.0f : 0.3f; /* rows with k = 0: 0 * NaN is still NaN */
+        g[i] = i % 4 == 1 ? -1000.0f : -0.2f; /* and rows whose decay is 0 */
+    }
+    for (int i = 0; i < V; i++)
+        v[i] = 1.0f;
+    float *buf = aligned_alloc(64, (K * V + 64) * sizeof(float));
+    float *S0 = malloc(K * V * sizeof(float));
+    assert_non_null(buf);
+    assert_non_null(S0);
+    const float bads[2] = {NAN, INFINITY};
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        for (size_t off = 0; off < 16; off++) {
+            float *S = buf + off;
+            for (int row = 0; row < K; row += 5)
+                for (int col = 0; col < V; col++) {
+                    for (int i = 0; i < K * V; i++)
+                        S[i] = S0[i] = 0.01f * (float)(i % 97);
+                    S[row * V + col] = S0[row * V + col] = bads[col % 2];
+                    for (int i = 0; i < V; i++)
+                        os[i] = 7.0f;
+                    kdalab_status s = kdalab_simd_step_f32(KDALAB_KDA, K, V, 0.3f, q, k, v, g,
+                                                           0.5f, S, os);
+                    assert_int_equal(s, KDALAB_ENONFINITE);
+                    for (int i = 0; i < K * V; i++)
+                        assert_true(memcmp(&S[i], &S0[i], sizeof(float)) == 0);
+                    for (int i = 0; i < V; i++)
+                        assert_true(os[i] == 7.0f);
+                }
+        }
+    }
+    free(buf);
+    free(S0);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
 /* Levels: names round-trip; a level the CPU lacks is refused, never run. */
 static void test_levels(void **state)
 {
@@ -450,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_empty_sequence),
         cmocka_unit_test(test_step_every_level),
         cmocka_unit_test(test_errors_match_reference),
+        cmocka_unit_test(test_step_nonfinite_anywhere),
     };
     int failed = cmocka_run_group_tests_name("simd", tests, NULL, NULL);
     for (size_t li = 0; li < N_LEVELS; li++)

@@ -787,16 +787,109 @@ static int SIMD_FN(any_bad)(const float *x, size_t n, int kind)
     return bad;
 }
 
+/* Pass 1 of the decode step for four vectors of columns of S [K, V],
+ * starting at columns p[0..3]: u_j = sum_ch ak_ch S[ch][j] and
+ * wq_j = sum_ch aq_ch S[ch][j] (8 accumulators, 4 loads per row). The
+ * vectors may overlap or repeat: each computes its columns' full sums, in the
+ * same order, so a column written twice gets the same value twice. */
+static void SIMD_FN(step_read4)(const float *S, size_t K, size_t V, const size_t p[4],
+                                const float *ak, const float *aq, float *u, float *wq)
+{
+    vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), u3 = VZERO();
+    vf w0 = VZERO(), w1 = VZERO(), w2 = VZERO(), w3 = VZERO();
+    for (size_t ch = 0; ch < K; ch++) {
+        const float *row = S + ch * V;
+        vf akv = VSET1(ak[ch]), aqv = VSET1(aq[ch]);
+        vf r0 = VLOAD(row + p[0]), r1 = VLOAD(row + p[1]);
+        vf r2 = VLOAD(row + p[2]), r3 = VLOAD(row + p[3]);
+        u0 = VFMA(akv, r0, u0); u1 = VFMA(akv, r1, u1);
+        u2 = VFMA(akv, r2, u2); u3 = VFMA(akv, r3, u3);
+        w0 = VFMA(aqv, r0, w0); w1 = VFMA(aqv, r1, w1);
+        w2 = VFMA(aqv, r2, w2); w3 = VFMA(aqv, r3, w3);
+    }
+    VSTORE(u + p[0], u0); VSTORE(u + p[1], u1); VSTORE(u + p[2], u2); VSTORE(u + p[3], u3);
+    VSTORE(wq + p[0], w0); VSTORE(wq + p[1], w1); VSTORE(wq + p[2], w2); VSTORE(wq + p[3], w3);
+}
+
+/* Pass 1 of the decode step over all columns of S [K, V] (V >= VLEN): the
+ * strips of four vectors from column head on, then the columns before head
+ * and after the last strip as vectors that stay inside [0, V) (overlapping
+ * their neighbours where needed), four at a time. */
+static void SIMD_FN(step_read)(const float *S, size_t K, size_t V, size_t head,
+                               const float *ak, const float *aq, float *u, float *wq)
+{
+    const size_t VB = 4 * VLEN, nb = (V - head) / VB, jv = head + nb * VB;
+    for (size_t b = 0; b < nb; b++) {
+        const size_t j = head + b * VB, p[4] = {j, j + VLEN, j + 2 * VLEN, j + 3 * VLEN};
+        SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+    }
+    size_t p[4], np = 0;
+    const size_t lastv = V - VLEN;
+    for (int part = 0; part < 2; part++) {
+        size_t x0 = part == 0 ? 0 : jv, x1 = part == 0 ? head : V;
+        for (size_t x = x0; x < x1; x += VLEN) {
+            p[np++] = SIMD_FN(min_sz)(x, lastv);
+            if (np == 4) {
+                SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+                np = 0;
+            }
+        }
+    }
+    if (np > 0) {
+        for (size_t i = np; i < 4; i++)
+            p[i] = p[0]; /* repeats: the same sums again */
+        SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+    }
+}
+
+/* Pass 2 of the decode step: S[ch][j] = a_ch S[ch][j] + k_ch d_j (a = NULL:
+ * a_ch = 1), in the opposite order of step_read: first the columns outside
+ * its strips, row by row, then the strips from the last, last row first (what
+ * pass 1 read last is still in L1, and what is written last is what the next
+ * step reads first). */
+static void SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const float *a,
+                                const float *k, const float *d)
+{
+    const size_t VB = 4 * VLEN;
+    const size_t nb = (V - j0) / VB, jv = j0 + nb * VB;
+    for (size_t ch = K; ch-- > 0;) { /* columns before j0 and after the last strip */
+        float *row = S + ch * V;
+        const float as = a ? a[ch] : 1.0f;
+        vf kv = VSET1(k[ch]), av = VSET1(as);
+        for (int part = 0; part < 2; part++) {
+            size_t j = part == 0 ? 0 : jv, je = part == 0 ? j0 : V;
+            for (; j + VLEN <= je; j += VLEN)
+                VSTORE(row + j, VFMA(kv, VLOAD(d + j), VMUL(av, VLOAD(row + j))));
+            for (; j < je; j++)
+                row[j] = k[ch] * d[j] + as * row[j];
+        }
+    }
+    for (size_t b = nb; b-- > 0;) {
+        const size_t j = j0 + b * VB;
+        vf d0 = VLOAD(d + j), d1 = VLOAD(d + j + VLEN);
+        vf d2 = VLOAD(d + j + 2 * VLEN), d3 = VLOAD(d + j + 3 * VLEN);
+        for (size_t ch = K; ch-- > 0;) {
+            float *row = S + ch * V + j;
+            vf kv = VSET1(k[ch]), av = VSET1(a ? a[ch] : 1.0f);
+            VSTORE(row, VFMA(kv, d0, VMUL(av, VLOAD(row))));
+            VSTORE(row + VLEN, VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN))));
+            VSTORE(row + 2 * VLEN, VFMA(kv, d2, VMUL(av, VLOAD(row + 2 * VLEN))));
+            VSTORE(row + 3 * VLEN, VFMA(kv, d3, VMUL(av, VLOAD(row + 3 * VLEN))));
+        }
+    }
+}
+
 /*
  * One token of one head, in place, in two passes over S:
- *   pass 1 (reads S only): u = S^T (a*k), w = S^T (a*q) and the column sums of
- *     S (which are non-finite when S holds a NaN/Inf; S is then rescanned to
- *     be sure, and nothing has been written yet);
+ *   pass 1 (reads S only): u = S^T (a*k) and w = S^T (a*q). Every element of
+ *     S enters u with a factor (a*k)_ch, and 0 * Inf, 0 * NaN are NaN, so a
+ *     NaN/Inf anywhere in S makes some u_j non-finite: that is the finiteness
+ *     screen (S is then rescanned to be sure; nothing has been written yet);
  *   then delta = beta (v - u) and o = s (w + delta (k . q)), which is
  *     s S_new^T q for S_new = Diag(a) S + k delta^T without a reduction over
  *     the new state;
- *   pass 2 (writes S): S = Diag(a) S + k delta^T, row by row, last row
- *     first (pass 1 read it last, so it may still be in L1).
+ *   pass 2 (writes S): S = Diag(a) S + k delta^T, in pass 1's column strips
+ *     taken in the opposite order (step_read, step_write).
  * Linear attention: a = 1 and delta = v.
  */
 static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
@@ -804,18 +897,17 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
                                    const float *g, float beta, float *S, float *o,
                                    size_t *bad)
 {
-    float small_buf[6 * STEP_SMALL];
+    float small_buf[5 * STEP_SMALL];
     float *buf = small_buf;
     if (K > STEP_SMALL || V > STEP_SMALL) {
-        buf = malloc((3 * K + 3 * V) * sizeof(float));
+        buf = malloc((3 * K + 2 * V) * sizeof(float));
         if (!buf)
             return KDALAB_ENOMEM;
     }
-    /* decay, decay*k, decay*q; then u (becomes delta), w, column sums */
+    /* decay, decay*k, decay*q; then u (becomes delta), w */
     float *a = buf, *ak = buf + K, *aq = buf + 2 * K;
-    float *u = buf + 3 * K, *wq = u + V, *cs = wq + V;
-    const size_t Kv = K / VLEN * VLEN, Vv = V / VLEN * VLEN;
-    const size_t VB = 4 * VLEN, Vb = V / VB * VB;
+    float *u = buf + 3 * K, *wq = u + V;
+    const size_t Kv = K / VLEN * VLEN;
     const int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
 
     if (mech == KDALAB_KDA) {
@@ -842,54 +934,31 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         kq += k[ch] * q[ch];
     }
 
+    /* S's columns from the first 64-byte boundary of row 0 on, then the few
+     * before it: strips that start on a cache line (a 32-byte load across two
+     * lines costs as much as two; misaligned S took 3.7-3.9 us, aligned 2.5) */
+    size_t head = 0;
+    if ((uintptr_t)S % sizeof(float) == 0)
+        head = SIMD_FN(min_sz)((64 - (uintptr_t)S % 64) % 64 / sizeof(float), V);
+
     /* pass 1 */
-    size_t j0 = 0;
-    for (; j0 < Vb; j0 += VB) {
-        vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), u3 = VZERO();
-        vf w0 = VZERO(), w1 = VZERO(), w2 = VZERO(), w3 = VZERO();
-        vf c0 = VZERO(), c1 = VZERO(), c2 = VZERO(), c3 = VZERO();
-        for (size_t ch = 0; ch < K; ch++) {
-            const float *row = S + ch * V + j0;
-            vf akv = VSET1(ak[ch]), aqv = VSET1(aq[ch]);
-            vf r0 = VLOAD(row), r1 = VLOAD(row + VLEN);
-            vf r2 = VLOAD(row + 2 * VLEN), r3 = VLOAD(row + 3 * VLEN);
-            u0 = VFMA(akv, r0, u0); u1 = VFMA(akv, r1, u1);
-            u2 = VFMA(akv, r2, u2); u3 = VFMA(akv, r3, u3);
-            w0 = VFMA(aqv, r0, w0); w1 = VFMA(aqv, r1, w1);
-            w2 = VFMA(aqv, r2, w2); w3 = VFMA(aqv, r3, w3);
-            c0 = VADD(c0, r0); c1 = VADD(c1, r1); c2 = VADD(c2, r2); c3 = VADD(c3, r3);
+    if (V >= VLEN) {
+        SIMD_FN(step_read)(S, K, V, head, ak, aq, u, wq);
+    } else {
+        for (size_t j = 0; j < V; j++) {
+            float u0 = 0, w0 = 0;
+            for (size_t ch = 0; ch < K; ch++) {
+                u0 += ak[ch] * S[ch * V + j];
+                w0 += aq[ch] * S[ch * V + j];
+            }
+            u[j] = u0;
+            wq[j] = w0;
         }
-        VSTORE(u + j0, u0); VSTORE(u + j0 + VLEN, u1);
-        VSTORE(u + j0 + 2 * VLEN, u2); VSTORE(u + j0 + 3 * VLEN, u3);
-        VSTORE(wq + j0, w0); VSTORE(wq + j0 + VLEN, w1);
-        VSTORE(wq + j0 + 2 * VLEN, w2); VSTORE(wq + j0 + 3 * VLEN, w3);
-        VSTORE(cs + j0, c0); VSTORE(cs + j0 + VLEN, c1);
-        VSTORE(cs + j0 + 2 * VLEN, c2); VSTORE(cs + j0 + 3 * VLEN, c3);
-    }
-    for (; j0 < Vv; j0 += VLEN) {
-        vf u0 = VZERO(), w0 = VZERO(), c0 = VZERO();
-        for (size_t ch = 0; ch < K; ch++) {
-            vf r0 = VLOAD(S + ch * V + j0);
-            u0 = VFMA(VSET1(ak[ch]), r0, u0);
-            w0 = VFMA(VSET1(aq[ch]), r0, w0);
-            c0 = VADD(c0, r0);
-        }
-        VSTORE(u + j0, u0); VSTORE(wq + j0, w0); VSTORE(cs + j0, c0);
-    }
-    for (; j0 < V; j0++) {
-        float u0 = 0, w0 = 0, c0 = 0;
-        for (size_t ch = 0; ch < K; ch++) {
-            float r = S[ch * V + j0];
-            u0 += ak[ch] * r;
-            w0 += aq[ch] * r;
-            c0 += r;
-        }
-        u[j0] = u0; wq[j0] = w0; cs[j0] = c0;
     }
     int finite = 1;
     for (size_t j = 0; j < V; j++)
-        finite &= isfinite(cs[j] + u[j] + wq[j]) != 0;
-    if (!finite) { /* maybe S holds a NaN/Inf, maybe a sum overflowed: look */
+        finite &= isfinite(u[j]) != 0;
+    if (!finite) { /* maybe S holds a NaN/Inf, maybe u overflowed: look */
         for (size_t i = 0; i < K * V; i++)
             if (!isfinite(S[i])) {
                 *bad = i;
@@ -905,16 +974,8 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         o[j] = scale * (wq[j] + d * kq);
     }
 
-    /* pass 2, row by row (contiguous rows; no reduction left to block for) */
-    for (size_t ch = K; ch-- > 0;) {
-        float *row = S + ch * V;
-        const float av_s = decays ? a[ch] : 1.0f;
-        vf kv = VSET1(k[ch]), av = VSET1(av_s);
-        for (size_t j = 0; j < Vv; j += VLEN)
-            VSTORE(row + j, VFMA(kv, VLOAD(u + j), VMUL(av, VLOAD(row + j))));
-        for (size_t j = Vv; j < V; j++)
-            row[j] = k[ch] * u[j] + av_s * row[j];
-    }
+    /* pass 2, in the opposite order of pass 1 */
+    SIMD_FN(step_write)(S, K, V, head, decays ? a : NULL, k, u);
     if (buf != small_buf)
         free(buf);
     return KDALAB_OK;
