@@ -376,14 +376,48 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
     }
 }
 
+/* Channels [ch0, ch0 + nb*VLEN) of the diagonal-block pairs (i, j), i in
+ * (j, s1): the lane partial sums of k_i . (k_j P_ij) and q_i . (k_j P_ij),
+ * P_ij = prod a over j+1..i as a running product down i. The nb running
+ * products stay in registers; pkk, pqk ([c, VLEN]) hold the partial sums of
+ * channels before ch0 (first: start them at 0). */
+SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch0, size_t j,
+                                         size_t s0, size_t s1, int first)
+{
+    const size_t K = w->K;
+    const float *a = w->g, *kj = w->k + j * K + ch0;
+    vf P[8];
+    SIMD_UNROLL(8)
+    for (int b = 0; b < 8; b++)
+        P[b] = VSET1(1.0f);
+    for (size_t i = j + 1; i < s1; i++) {
+        const float *ai = a + i * K + ch0, *ki = w->k + i * K + ch0, *qi = w->q + i * K + ch0;
+        float *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
+        vf sk = first ? VZERO() : VLOAD(pk), sq = first ? VZERO() : VLOAD(pq);
+        SIMD_UNROLL(8)
+        for (int b = 0; b < 8; b++) {
+            if (b < nb) {
+                P[b] = VFLUSH(VMUL(P[b], VLOAD(ai + b * VLEN)));
+                vf t = VMUL(VLOAD(kj + b * VLEN), P[b]);
+                sk = VFMA(VLOAD(ki + b * VLEN), t, sk);
+                sq = VFMA(VLOAD(qi + b * VLEN), t, sq);
+            }
+        }
+        VSTORE(pk, sk);
+        VSTORE(pq, sq);
+    }
+}
+
 /* The diagonal block of sub-chunk [s0, s1): pairwise decay, each factor the
- * running product of a over j+1..i (<= 1). Writes Akk (strict lower, times
- * beta_i) and Aqk (lower with diagonal, times s) in the block. w->g holds a. */
+ * running product of a over j+1..i (<= 1, below FLT_MIN exactly 0). Writes
+ * Akk (strict lower, times beta_i) and Aqk (lower with diagonal, times s) in
+ * the block. w->g holds a. The channels go 8 vectors at a time, so the
+ * running products live in registers and the sums in registers within a
+ * group (lane partial sums in pkk, pqk between groups). */
 static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float s)
 {
     const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN;
     const float *a = w->g;
-    const vf one = VSET1(1.0f);
     for (size_t j = s0; j < s1; j++) {
         const float *kj = w->k + j * K;
         /* i == j: no decay; A_kk's diagonal is not part of the strict lower triangle */
@@ -398,27 +432,16 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float 
         }
         if (j + 1 >= s1)
             continue;
+        size_t ch = 0;
+        for (; ch + 8 * VLEN <= Kv; ch += 8 * VLEN)
+            SIMD_FN(kda_diag_pairs)(w, 8, ch, j, s0, s1, ch == 0);
+        for (; ch < Kv; ch += VLEN)
+            SIMD_FN(kda_diag_pairs)(w, 1, ch, j, s0, s1, ch == 0);
         for (size_t i = j + 1; i < s1; i++) {
-            VSTORE(w->pkk + (i - s0) * VLEN, VZERO());
-            VSTORE(w->pqk + (i - s0) * VLEN, VZERO());
+            w->Akk[i * C + j] = Kv ? VHSUM(VLOAD(w->pkk + (i - s0) * VLEN)) : 0.0f;
+            w->Aqk[i * C + j] = Kv ? VHSUM(VLOAD(w->pqk + (i - s0) * VLEN)) : 0.0f;
         }
-        for (size_t ch = 0; ch < Kv; ch += VLEN) {
-            vf kjv = VLOAD(kj + ch), P = one;
-            for (size_t i = j + 1; i < s1; i++) {
-                P = VFLUSH(VMUL(P, VLOAD(a + i * K + ch)));
-                if (VALL_LT(P, SIMD_TINY))
-                    break; /* every later i decays further: exactly 0 */
-                vf t = VMUL(kjv, P);
-                float *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
-                VSTORE(pk, VFMA(VLOAD(w->k + i * K + ch), t, VLOAD(pk)));
-                VSTORE(pq, VFMA(VLOAD(w->q + i * K + ch), t, VLOAD(pq)));
-            }
-        }
-        for (size_t i = j + 1; i < s1; i++) {
-            w->Akk[i * C + j] = VHSUM(VLOAD(w->pkk + (i - s0) * VLEN));
-            w->Aqk[i * C + j] = VHSUM(VLOAD(w->pqk + (i - s0) * VLEN));
-        }
-        for (size_t ch = Kv; ch < K; ch++) {
+        for (ch = Kv; ch < K; ch++) {
             float P = 1;
             for (size_t i = j + 1; i < s1; i++) {
                 P = SIMD_FN(flush1)(P * a[i * K + ch]);
