@@ -668,7 +668,9 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * path (no positive exponent is ever formed).
  * Speed: each thread works in about 4 (3 C K + C V + K V + 2 C^2) bytes plus
  * temporaries (K = V = 128: 273 KB at C = 32, 486 KB at C = 64); a C whose
- * working set fits the L2 cache is faster (on a 512 KB L2, C = 32).
+ * working set fits the L2 cache is faster (on a 512 KB L2, C = 32). With
+ * opts == NULL this path uses C = 32 (not kdalab_chunk_opts_default()'s 64);
+ * the other defaults are the same. C changes the rounding, not the result.
  * Errors: those of kdalab_chunk_f32 (ENULL, ESIZE, EOVERFLOW, EDOMAIN,
  * ENONFINITE, EINVAL, ENOMEM before any output is written; ERANGE after).
  */

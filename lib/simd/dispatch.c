@@ -143,6 +143,12 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
 /* Chunkwise form                                                               */
 /* ---------------------------------------------------------------------------- */
 
+/* The chunk C when opts is NULL. K = V = 128 takes 273 KB of workspace per
+ * thread at C = 32 and 486 KB at C = 64 (kernels.h, ws_carve); on this
+ * machine's 512 KB L2, chunkwise KDA at C = 32 ran 0.62-0.78 M head-tokens/s
+ * against 0.49-0.63 M at C = 64 (bench/simd.c, B=1 T=4096 H=4, 2 threads). */
+#define SIMD_DEFAULT_CHUNK 32
+
 /*
  * A fast screen of one chunkwise call: 1 when it is certainly valid by the
  * rules of kdalab_check_f32 (lib/check_impl.h): sizes, pointers, scale, and
@@ -210,6 +216,8 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
     s = kdalab_check_chunk_opts(opts, 0, &op);
     if (s != KDALAB_OK)
         return s;
+    if (!opts) /* no choice made: the chunk whose working set fits a 512 KB L2 */
+        op.chunk = SIMD_DEFAULT_CHUNK;
     if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
         return kdalab_chunk_f32(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op, report);
 
