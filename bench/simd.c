@@ -11,6 +11,7 @@
  *   the fraction of this machine's fp32 FMA peak, measured in the same run by
  *     a register-resident FMA loop, per core and with all threads.
  * Then the decode step (one token, one head, K = V = 128, one thread) in µs,
+ * with S on a cache line ("step") and 16 bytes past one ("step+16B"),
  * and the chunkwise KDA time against T from 1k to 64k with its log-log slope
  * (GSL least squares).
  *
@@ -275,13 +276,21 @@ static double thread_cpu_now(void)
 
 static double last_step_cpu_us; /* median CPU µs per step of the last time_step */
 
-/* Median wall-clock µs of one decode step (one token, one head), 1 thread. */
-static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng)
+/* Median wall-clock µs of one decode step (one token, one head), 1 thread,
+ * with S starting s_off floats past a 64-byte boundary (where malloc puts a
+ * 64 KB block depends on the heap's history: 0, 16, 32 or 48 bytes past one;
+ * the kernel's loads are cheapest from a cache-line-aligned S). */
+static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, size_t s_off)
 {
     enum { NTOK = 256, REPS = 9 };
     problem p;
     problem_make(&p, rng, 1, NTOK, 1, K, V);
-    float *S = falloc(K * V), *o = falloc(V);
+    float *Sbuf = aligned_alloc(64, (K * V + 16) * sizeof(float)), *o = falloc(V);
+    if (!Sbuf) {
+        fprintf(stderr, "bench_simd: out of memory (state)\n");
+        exit(1);
+    }
+    float *S = Sbuf + s_off;
     memcpy(S, p.h0, K * V * sizeof *S);
     float scale = (float)kdalab_default_scale(K);
     size_t gw = kdalab_mechanism_g_width(m, K);
@@ -299,7 +308,7 @@ static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng)
     gsl_sort(c, 1, REPS);
     last_step_cpu_us = 1e6 * gsl_stats_median_from_sorted_data(c, 1, REPS);
     gsl_sort(t, 1, REPS);
-    free(S);
+    free(Sbuf);
     free(o);
     problem_free(&p);
     return 1e6 * gsl_stats_median_from_sorted_data(t, 1, REPS);
@@ -412,13 +421,17 @@ int main(int argc, char **argv)
             if (!kdalab_simd_level_available(levels[li]))
                 continue;
             kdalab_simd_set_level(levels[li]);
-            double us = time_step(m, K, V, rng);
-            double sf = step_flops(m, K, V);
-            printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, one "
-                   "head, 1 thread: %.2f us (CPU %.2f us)\n",
-                   kdalab_mechanism_name(m), "step", kdalab_simd_level_name(), 1e6 / us,
-                   1e-3 * us, sf / us * 1e-3, 7.0 * K * V / us * 1e-3,
-                   peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0, "", "", us, last_step_cpu_us);
+            /* S on a cache line ("step"), and 16 bytes past one ("step+16B") */
+            for (size_t s_off = 0; s_off <= 4; s_off += 4) {
+                double us = time_step(m, K, V, rng, s_off);
+                double sf = step_flops(m, K, V);
+                printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, "
+                       "one head, 1 thread: %.2f us (CPU %.2f us)\n",
+                       kdalab_mechanism_name(m), s_off ? "step+16B" : "step",
+                       kdalab_simd_level_name(), 1e6 / us, 1e-3 * us, sf / us * 1e-3,
+                       7.0 * K * V / us * 1e-3, peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0,
+                       "", "", us, last_step_cpu_us);
+            }
         }
         /* the reference float32 chunkwise form, once, for scale */
         {
