@@ -169,12 +169,18 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t 
         }
 }
 
-/* dst[K x n] = src[n x K]^T (dst row length n). */
+/* dst[K x n] = src[n x K]^T (dst row length n): each source row read once,
+ * contiguously, and scattered down a destination column (unrolled: the
+ * loop overhead was as large as the copying). */
 static void SIMD_FN(transpose)(float *dst, const float *src, size_t n, size_t K)
 {
-    for (size_t r = 0; r < n; r++)
+    for (size_t r = 0; r < n; r++) {
+        const float *s = src + r * K;
+        float *d = dst + r;
+        SIMD_UNROLL(8)
         for (size_t c = 0; c < K; c++)
-            dst[c * n + r] = src[r * K + c];
+            d[c * n] = s[c];
+    }
 }
 
 /* ---------------------------------------------------------------------------- */
