@@ -470,6 +470,44 @@ static void test_step_nonfinite_anywhere(void **state)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 
+/* A state that overflows from finite inputs is KDALAB_ERANGE, as in the
+ * reference, even when o stays finite (q orthogonal to k): the overflowed
+ * element must be seen in S itself. Every column position is tried, so the
+ * strips, the edge columns and the scalar tails all report it. */
+static void test_step_overflow_is_erange(void **state)
+{
+    (void)state;
+    for (int lvl = 0; lvl < 3; lvl++) {
+        if (!kdalab_simd_level_available((kdalab_simd_level)lvl))
+            continue;
+        assert_int_equal(kdalab_simd_set_level((kdalab_simd_level)lvl), KDALAB_OK);
+        const size_t Ks[] = {2, 9}, Vs[] = {1, 7, 40, 128};
+        for (size_t ki = 0; ki < 2; ki++)
+            for (size_t vi = 0; vi < 4; vi++) {
+                size_t K = Ks[ki], V = Vs[vi];
+                for (size_t col = 0; col < V; col++) {
+                    float q[9] = {0}, k[9] = {0}, v[128] = {0}, o[128], ref_o[128];
+                    float *S = calloc(K * V, sizeof *S), *R = calloc(K * V, sizeof *R);
+                    q[1] = 1;      /* o reads row 1 only ...                      */
+                    k[0] = 1e30f;  /* ... the write goes to row 0 and overflows */
+                    v[col] = 1e10f;
+                    kdalab_status want = kdalab_step_f32(KDALAB_LINEAR_ATTENTION, K, V, 1.0f,
+                                                         q, k, v, NULL, 0, R, ref_o);
+                    kdalab_status got = kdalab_simd_step_f32(KDALAB_LINEAR_ATTENTION, K, V,
+                                                             1.0f, q, k, v, NULL, 0, S, o);
+                    assert_int_equal(want, KDALAB_ERANGE);
+                    if (got != KDALAB_ERANGE)
+                        fail_msg("level %d K=%zu V=%zu column %zu: status %s, want ERANGE", lvl,
+                                 K, V, col, kdalab_strerror(got));
+                    assert_true(isinf(S[col]));
+                    free(S);
+                    free(R);
+                }
+            }
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
 /* Levels: names round-trip; a level the CPU lacks is refused, never run. */
 static void test_levels(void **state)
 {
@@ -507,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_step_every_level),
         cmocka_unit_test(test_errors_match_reference),
         cmocka_unit_test(test_step_nonfinite_anywhere),
+        cmocka_unit_test(test_step_overflow_is_erange),
     };
     int failed = cmocka_run_group_tests_name("simd", tests, NULL, NULL);
     for (size_t li = 0; li < N_LEVELS; li++)

@@ -330,9 +330,13 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
     if (s == KDALAB_ENOMEM)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a decode step of K = %zu, V = %zu",
                            K, V);
+    if (s == KDALAB_ERANGE) /* the kernel's write pass saw a non-finite state */
+        return kdalab_fail(KDALAB_ERANGE,
+                           "SIMD decode step: the state overflowed from finite inputs "
+                           "(S and o are written)");
     if (s != KDALAB_OK)
         return s;
-    /* as the reference: an overflow is KDALAB_ERANGE, never NaN with OK (only o is
-     * scanned here: V values; S would cost a second pass over K*V) */
+    /* as the reference: an overflow is KDALAB_ERANGE, never NaN with OK (the
+     * kernel checked S as it wrote it; o is V values) */
     return kdalab_check_outputs_f32("SIMD decode step", o, V, NULL, 0, NULL, NULL);
 }

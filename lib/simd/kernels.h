@@ -875,22 +875,31 @@ static void SIMD_FN(step_read)(const float *S, size_t K, size_t V, size_t head,
  * a_ch = 1), in the opposite order of step_read: first the columns outside
  * its strips, row by row, then the strips from the last, last row first (what
  * pass 1 read last is still in L1, and what is written last is what the next
- * step reads first). */
-static void SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const float *a,
-                                const float *k, const float *d)
+ * step reads first). Returns nonzero when a value it wrote is not finite (the
+ * state overflowed): x - x is 0 for a finite x and NaN otherwise, summed into
+ * accumulators that stay 0 while everything is finite, at no extra pass. */
+static int SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const float *a,
+                               const float *k, const float *d)
 {
     const size_t VB = 4 * VLEN;
     const size_t nb = (V - j0) / VB, jv = j0 + nb * VB;
+    vf bad0 = VZERO(), bad1 = VZERO(), bad2 = VZERO(), bad3 = VZERO();
+    int bad_tail = 0;
     for (size_t ch = K; ch-- > 0;) { /* columns before j0 and after the last strip */
         float *row = S + ch * V;
         const float as = a ? a[ch] : 1.0f;
         vf kv = VSET1(k[ch]), av = VSET1(as);
         for (int part = 0; part < 2; part++) {
             size_t j = part == 0 ? 0 : jv, je = part == 0 ? j0 : V;
-            for (; j + VLEN <= je; j += VLEN)
-                VSTORE(row + j, VFMA(kv, VLOAD(d + j), VMUL(av, VLOAD(row + j))));
-            for (; j < je; j++)
+            for (; j + VLEN <= je; j += VLEN) {
+                vf x = VFMA(kv, VLOAD(d + j), VMUL(av, VLOAD(row + j)));
+                VSTORE(row + j, x);
+                bad0 = VADD(bad0, VSUB(x, x));
+            }
+            for (; j < je; j++) {
                 row[j] = k[ch] * d[j] + as * row[j];
+                bad_tail |= !isfinite(row[j]);
+            }
         }
     }
     for (size_t b = nb; b-- > 0;) {
@@ -900,12 +909,22 @@ static void SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const f
         for (size_t ch = K; ch-- > 0;) {
             float *row = S + ch * V + j;
             vf kv = VSET1(k[ch]), av = VSET1(a ? a[ch] : 1.0f);
-            VSTORE(row, VFMA(kv, d0, VMUL(av, VLOAD(row))));
-            VSTORE(row + VLEN, VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN))));
-            VSTORE(row + 2 * VLEN, VFMA(kv, d2, VMUL(av, VLOAD(row + 2 * VLEN))));
-            VSTORE(row + 3 * VLEN, VFMA(kv, d3, VMUL(av, VLOAD(row + 3 * VLEN))));
+            vf x0 = VFMA(kv, d0, VMUL(av, VLOAD(row)));
+            vf x1 = VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN)));
+            vf x2 = VFMA(kv, d2, VMUL(av, VLOAD(row + 2 * VLEN)));
+            vf x3 = VFMA(kv, d3, VMUL(av, VLOAD(row + 3 * VLEN)));
+            VSTORE(row, x0);
+            VSTORE(row + VLEN, x1);
+            VSTORE(row + 2 * VLEN, x2);
+            VSTORE(row + 3 * VLEN, x3);
+            bad0 = VADD(bad0, VSUB(x0, x0));
+            bad1 = VADD(bad1, VSUB(x1, x1));
+            bad2 = VADD(bad2, VSUB(x2, x2));
+            bad3 = VADD(bad3, VSUB(x3, x3));
         }
     }
+    float sum = VHSUM(VADD(VADD(bad0, bad1), VADD(bad2, bad3)));
+    return bad_tail || sum != 0.0f; /* NaN != 0 */
 }
 
 /*
@@ -1003,11 +1022,11 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         o[j] = scale * (wq[j] + d * kq);
     }
 
-    /* pass 2, in the opposite order of pass 1 */
-    SIMD_FN(step_write)(S, K, V, head, decays ? a : NULL, k, u);
+    /* pass 2, in the opposite order of pass 1; it reports an overflowed state */
+    int overflowed = SIMD_FN(step_write)(S, K, V, head, decays ? a : NULL, k, u);
     if (buf != small_buf)
         free(buf);
-    return KDALAB_OK;
+    return overflowed ? KDALAB_ERANGE : KDALAB_OK;
 }
 
 #undef MR
