@@ -789,6 +789,16 @@ static void outputs_are_guarded(void **state)
     expect_error(kdalab("run %s --o %s/same.npy --ht %s/./same.npy", case_inputs(c), tmpdir,
                         tmpdir),
                  2, "same file", NULL);
+
+    /* a file name the system refuses (300 bytes > NAME_MAX) is caught before --o is written */
+    char longname[320];
+    memset(longname, 'a', 300);
+    memcpy(longname + 300, ".npy", 5);
+    const char *o1 = tmp("o1.npy");
+    unlink(o1);
+    expect_error(kdalab("run %s --o %s --ht %s/%s", case_inputs(c), o1, tmpdir, longname), 1,
+                 "--ht", "too long", NULL);
+    assert_false(exists(o1));
     for (size_t i = 0; i < n; i++)
         golden_free(&cases[i]);
 }

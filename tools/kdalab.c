@@ -368,19 +368,24 @@ static int check_output_path(const char *which, const char *path)
 {
     char dir[4096];
     const char *slash = strrchr(path, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int n = slash == NULL   ? snprintf(dir, sizeof dir, ".")
+            : slash == path ? snprintf(dir, sizeof dir, "/")
+                            : snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (n < 0 || (size_t)n >= sizeof dir)
+        return fail(EXIT_BAD, "%s: the directory part of the path is too long", which);
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return fail(EXIT_FAIL, "%s: directory '%s' does not exist", which, dir);
+    if (stat(dir, &st) != 0)
+        return fail(EXIT_FAIL, "%s: directory '%s': %s", which, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(EXIT_FAIL, "%s: '%s' is not a directory", which, dir);
     if (access(dir, W_OK) != 0)
         return fail(EXIT_FAIL, "%s: directory '%s' is not writable", which, dir);
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return fail(EXIT_FAIL, "%s: '%s' exists and is not a regular file", which, path);
+    if (lstat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode))
+            return fail(EXIT_FAIL, "%s: '%s' exists and is not a regular file", which, path);
+    } else if (errno != ENOENT) { /* ENAMETOOLONG, ELOOP, EACCES, ...: not writable */
+        return fail(EXIT_FAIL, "%s: cannot use this path: %s", which, strerror(errno));
+    }
     return 0;
 }
 
@@ -397,8 +402,10 @@ static int same_output(const char *a, const char *b)
     if (strcmp(na, nb) != 0)
         return 0;
     char da[4096], db[4096];
-    snprintf(da, sizeof da, "%.*s", na == a ? 1 : (int)(na - a), na == a ? "." : a);
-    snprintf(db, sizeof db, "%.*s", nb == b ? 1 : (int)(nb - b), nb == b ? "." : b);
+    int la = snprintf(da, sizeof da, "%.*s", na == a ? 1 : (int)(na - a), na == a ? "." : a);
+    int lb = snprintf(db, sizeof db, "%.*s", nb == b ? 1 : (int)(nb - b), nb == b ? "." : b);
+    if (la < 0 || lb < 0 || (size_t)la >= sizeof da || (size_t)lb >= sizeof db)
+        return strcmp(a, b) == 0; /* too long to resolve; check_output_path refuses it */
     return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
            sa.st_ino == sb.st_ino;
 }
