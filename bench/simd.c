@@ -285,7 +285,7 @@ static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, si
     enum { NTOK = 256, REPS = 9 };
     problem p;
     problem_make(&p, rng, 1, NTOK, 1, K, V);
-    float *Sbuf = aligned_alloc(64, (K * V + 16) * sizeof(float)), *o = falloc(V);
+    float *Sbuf = aligned_alloc(64, (K * V + 16 + 15) / 16 * 16 * sizeof(float)), *o = falloc(V);
     if (!Sbuf) {
         fprintf(stderr, "bench_simd: out of memory (state)\n");
         exit(1);

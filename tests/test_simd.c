@@ -283,7 +283,9 @@ static void test_step_every_level(void **state)
                 if (!use_level(levels[li]))
                     continue;
                 for (size_t off = 0; off < 16; off++) {
-                float *Sbuf = aligned_alloc(64, (K * V + 64) * sizeof(float)), *Sf = Sbuf + off;
+                /* aligned_alloc wants a size that is a multiple of 64 bytes */
+                size_t nS = (K * V + 64 + 15) / 16 * 16;
+                float *Sbuf = aligned_alloc(64, nS * sizeof(float)), *Sf = Sbuf + off;
                 float *of = malloc(steps * V * sizeof *of);
                 float *qf = to_f32(p.q, steps * K), *kf = to_f32(p.k, steps * K);
                 float *vf = to_f32(p.v, steps * V), *gf = to_f32(p.g, steps * K);
@@ -438,7 +440,8 @@ static void test_step_nonfinite_anywhere(void **state)
     }
     for (int i = 0; i < V; i++)
         v[i] = 1.0f;
-    float *buf = aligned_alloc(64, (K * V + 64) * sizeof(float));
+    size_t nbuf = (K * V + 64 + 15) / 16 * 16; /* a multiple of 64 bytes */
+    float *buf = aligned_alloc(64, nbuf * sizeof(float));
     float *S0 = malloc(K * V * sizeof(float));
     assert_non_null(buf);
     assert_non_null(S0);
