@@ -61,10 +61,7 @@ static kdalab_status check_row(const char *name, const double *x, size_t n)
 {
     if (!x)
         return kdalab_fail(KDALAB_ENULL, "KV cache: %s is NULL", name);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return kdalab_fail(KDALAB_ENONFINITE, "KV cache: %s[%zu] is not finite", name, i);
-    return KDALAB_OK;
+    return kdalab_check_finite_f64(name, x, n);
 }
 
 kdalab_status kdalab_kv_cache_append(kdalab_kv_cache *c, const double *k, const double *v)

@@ -13,7 +13,7 @@ static size_t FN(first_nonfinite)(const real *x, size_t n)
     return n;
 }
 
-static kdalab_status FN(check_finite)(const char *name, const real *x, size_t n)
+kdalab_status FN(kdalab_check_finite)(const char *name, const real *x, size_t n)
 {
     size_t i = FN(first_nonfinite)(x, n);
     if (i < n)
@@ -77,20 +77,20 @@ kdalab_status FN(kdalab_check)(const kdalab_dims *dims, kdalab_mechanism mech, r
         if (need_beta && !beta)
             return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
                                kdalab_mechanism_name(mech));
-        TRY(FN(check_finite)("q", q, c.qk));
-        TRY(FN(check_finite)("k", k, c.qk));
-        TRY(FN(check_finite)("v", v, c.v));
+        TRY(FN(kdalab_check_finite)("q", q, c.qk));
+        TRY(FN(kdalab_check_finite)("k", k, c.qk));
+        TRY(FN(kdalab_check_finite)("v", v, c.v));
         if (c.g > 0) {
-            TRY(FN(check_finite)("g", g, c.g));
+            TRY(FN(kdalab_check_finite)("g", g, c.g));
             TRY(FN(check_log_decay)(g, c.g));
         }
         if (need_beta) {
-            TRY(FN(check_finite)("beta", beta, c.bth));
+            TRY(FN(kdalab_check_finite)("beta", beta, c.bth));
             TRY(FN(check_beta)(beta, c.bth));
         }
     }
     if (h0)
-        TRY(FN(check_finite)("h0", h0, c.state));
+        TRY(FN(kdalab_check_finite)("h0", h0, c.state));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -113,15 +113,15 @@ kdalab_status FN(kdalab_check_step_args)(kdalab_mechanism mech, size_t K, size_t
     if (c.g > 0 && !g)
         return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
                            kdalab_mechanism_name(mech));
-    TRY(FN(check_finite)("q", q, K));
-    TRY(FN(check_finite)("k", k, K));
-    TRY(FN(check_finite)("v", v, V));
+    TRY(FN(kdalab_check_finite)("q", q, K));
+    TRY(FN(kdalab_check_finite)("k", k, K));
+    TRY(FN(kdalab_check_finite)("v", v, V));
     if (c.g > 0) {
-        TRY(FN(check_finite)("g", g, c.g));
+        TRY(FN(kdalab_check_finite)("g", g, c.g));
         TRY(FN(check_log_decay)(g, c.g));
     }
     if (kdalab_mechanism_has_beta(mech)) {
-        TRY(FN(check_finite)("beta", &beta, 1));
+        TRY(FN(kdalab_check_finite)("beta", &beta, 1));
         TRY(FN(check_beta)(&beta, 1));
     }
     return KDALAB_OK;
@@ -132,7 +132,7 @@ kdalab_status FN(kdalab_check_step)(kdalab_mechanism mech, size_t K, size_t V, r
                                     const real *g, real beta, const real *S, const real *o)
 {
     TRY(FN(kdalab_check_step_args)(mech, K, V, scale, q, k, v, g, beta, S, o));
-    return FN(check_finite)("S", S, K * V);
+    return FN(kdalab_check_finite)("S", S, K * V);
 }
 
 /* The outputs of a computation: count the non-finite elements of o[n_o] and

@@ -351,12 +351,11 @@ kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char 
                 kdalab_array_free(&a);
                 goto fail;
             }
-            for (size_t j = 0; j < a.size; j++)
-                if (!isfinite(a.data[j])) {
-                    kdalab_array_free(&a);
-                    st = kdalab_fail(KDALAB_ENONFINITE, "hybrid_new_npy: %s holds NaN/Inf", path);
-                    goto fail;
-                }
+            st = kdalab_check_finite_f64(path, a.data, a.size);
+            if (st != KDALAB_OK) {
+                kdalab_array_free(&a);
+                goto fail;
+            }
             memcpy(f[i].data, a.data, a.size * sizeof(double));
             kdalab_array_free(&a);
         }
@@ -604,14 +603,6 @@ static void project(const kdalab_hybrid *s, const hybrid_layer *ly, size_t T, co
     }
 }
 
-static kdalab_status check_finite(const double *x, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return kdalab_fail(KDALAB_ENONFINITE, "%s: x[%zu] is not finite", what, i);
-    return KDALAB_OK;
-}
-
 kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *s, size_t layer, size_t T,
                                           const double *x, double *q, double *k, double *v,
                                           double *g, double *beta)
@@ -626,7 +617,7 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *s, size_t layer, 
     size_t n;
     if (!kdalab_mul_size(T, s->cfg.d_model, &n))
         return kdalab_fail(KDALAB_EOVERFLOW, "hybrid_layer_project: T %zu overflows", T);
-    st = check_finite(x, n, "hybrid_layer_project");
+    st = kdalab_check_finite_f64("hybrid_layer_project: x", x, n);
     if (st != KDALAB_OK)
         return st;
     double *scratch = NULL;
@@ -752,7 +743,9 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const double *x, double
     size_t L = s->cfg.n_layers, d = s->cfg.d_model, n;
     if (!kdalab_mul_size(T, d, &n) || !kdalab_mul_size(n, L, &(size_t){0}))
         return kdalab_fail(KDALAB_EOVERFLOW, "%s: T %zu overflows", what, T);
-    kdalab_status st = check_finite(x, n, what);
+    char name[64];
+    snprintf(name, sizeof name, "%s: x", what);
+    kdalab_status st = kdalab_check_finite_f64(name, x, n);
     if (st != KDALAB_OK)
         return st;
     work w;

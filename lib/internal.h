@@ -35,6 +35,11 @@ typedef struct {
 kdalab_status kdalab_count_dims(const kdalab_dims *dims, kdalab_mechanism mech,
                                 size_t elem_bytes, kdalab_counts *out);
 
+/* KDALAB_ENONFINITE naming the first NaN/Inf of x[0..n) as "name[i] is ...",
+ * or KDALAB_OK: the one finiteness check of the library. */
+kdalab_status kdalab_check_finite_f64(const char *name, const double *x, size_t n);
+kdalab_status kdalab_check_finite_f32(const char *name, const float *x, size_t n);
+
 /*
  * Validate one call of the recurrent/chunkwise family in full, before any
  * output is written: pointers (NULL allowed for empty arrays when T == 0, and
