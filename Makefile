@@ -21,27 +21,33 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 BUILD   ?= build
 BIN     ?= bin
-CPPFLAGS += -Ilib
+CPPFLAGS += -Ilib -Ilib/core
 WARN    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unused-parameter
 ALL_CFLAGS = $(WARN) $(CFLAGS) -fPIC -fopenmp
+# The library exports exactly what its public headers declare (KDALAB_BEGIN_DECLS).
+LIB_CFLAGS = -fvisibility=hidden
 LDLIBS  := -lgsl -lgslcblas -lm
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # ---- the library --------------------------------------------------------------
-LIB_SRC  := $(wildcard lib/*.c) $(wildcard lib/simd/*.c)
+LIB_SRC  := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB_A    := $(BUILD)/libkdalab.a
 LIB_SO   := $(BUILD)/libkdalab.so
 LIB_PC   := $(BUILD)/kdalab.pc
-HEADERS  := $(wildcard lib/*.h) $(wildcard lib/simd/*.h)
+HEADERS  := $(wildcard lib/*.h) $(wildcard lib/*/*.h)
 
 # Per-file instruction sets for the SIMD kernels (the dispatcher picks one at run time).
 $(BUILD)/lib/simd/avx512.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
 $(BUILD)/lib/simd/avx2.o:   ISA := -mavx2 -mfma
 
+$(BUILD)/lib/%.o: lib/%.c $(HEADERS) | deps-build
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ISA) -c $< -o $@
+
 $(BUILD)/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(ISA) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
 $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
@@ -63,14 +69,19 @@ EXP_COMMON_SRC := $(wildcard experiments/common.c)
 EXP_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(EXP_COMMON_SRC))
 CHAP_SRC  := $(wildcard chapters/[0-9][0-9]_*.c)
 CHAP_BIN  := $(patsubst chapters/%.c,$(BIN)/chapters/%,$(CHAP_SRC))
-TOOL_BIN  := $(patsubst tools/%.c,$(BIN)/%,$(wildcard tools/*.c))
+# A tool is a folder tools/NAME/ of .c files (one per subcommand) -> bin/NAME.
+TOOL_DIRS := $(patsubst tools/%/,%,$(sort $(dir $(wildcard tools/*/*.c))))
+TOOL_BIN  := $(patsubst %,$(BIN)/%,$(TOOL_DIRS))
 BENCH_BIN := $(patsubst bench/%.c,$(BIN)/bench_%,$(wildcard bench/*.c))
 
 all: lib $(TOOL_BIN) $(EXP_BIN) $(CHAP_BIN) $(BENCH_BIN)
 
-$(BIN)/%: $(BUILD)/tools/%.o $(LIB_A)
+define tool_rule
+$(BIN)/$(1): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB_A)
 	@mkdir -p $(BIN)
-	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$$(CC) -fopenmp $$(CFLAGS) -o $$@ $$^ $$(LDLIBS)
+endef
+$(foreach t,$(TOOL_DIRS),$(eval $(call tool_rule,$(t))))
 
 $(BIN)/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
 	@mkdir -p $(BIN)
@@ -125,10 +136,10 @@ check-asan:
 
 # ---- fuzzing ----------------------------------------------------------------------------
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz/fuzz_npy: fuzz/fuzz_npy.c lib/npy.c lib/status.c $(HEADERS)
+$(BUILD)/fuzz/fuzz_npy: fuzz/fuzz_npy.c lib/io/npy.c lib/core/status.c $(HEADERS)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ fuzz/fuzz_npy.c lib/npy.c lib/status.c
+	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ fuzz/fuzz_npy.c lib/io/npy.c lib/core/status.c
 
 fuzz: $(BUILD)/fuzz/fuzz_npy
 	@mkdir -p $(BUILD)/fuzz/corpus

@@ -411,7 +411,7 @@ int main(int argc, char **argv)
                 double t = time_chunk(kdalab_simd_chunk_f32, &p, m, reps, &tmin, &tmax);
                 printf("%-17s %-9s %-7s %11.0f %9.2f %8.1f %8.1f %6.1f%% %4.0f%% %11.0f  "
                        "[%.2f..%.2f]\n",
-                       kdalab_mechanism_name(m), form, kdalab_simd_level_name(), htok / t,
+                       kdalab_mechanism_name(m), form, kdalab_simd_level_name(kdalab_simd_get_level()), htok / t,
                        1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
                        peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 100 * last_busy / nth,
                        htok / last_cpu, 1e3 * tmin, 1e3 * tmax);
@@ -428,7 +428,7 @@ int main(int argc, char **argv)
                 printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, "
                        "one head, 1 thread: %.2f us (CPU %.2f us)\n",
                        kdalab_mechanism_name(m), s_off ? "step+16B" : "step",
-                       kdalab_simd_level_name(), 1e6 / us, 1e-3 * us, sf / us * 1e-3,
+                       kdalab_simd_level_name(kdalab_simd_get_level()), 1e6 / us, 1e-3 * us, sf / us * 1e-3,
                        7.0 * K * V / us * 1e-3, peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0,
                        "", "", us, last_step_cpu_us);
             }
@@ -461,7 +461,7 @@ int main(int argc, char **argv)
     /* time against T for chunkwise KDA at the best level */
     bench_opts = kdalab_chunk_opts_default();
     printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, C=64, %d threads)\n",
-           kdalab_simd_level_name(), nth);
+           kdalab_simd_level_name(kdalab_simd_get_level()), nth);
     printf("%8s %11s %13s %5s %11s\n", "T", "ms", "head-tok/s", "busy", "per core-s");
     size_t tmax_sweep = quick ? 16384 : 65536;
     double lx[8], ly[8], lc[8];

@@ -20,7 +20,7 @@
 
 static const char *const level_names[] = {"scalar", "avx2", "avx512", "auto"};
 
-const char *kdalab_simd_level_str(kdalab_simd_level level)
+const char *kdalab_simd_level_name(kdalab_simd_level level)
 {
     return (unsigned)level <= KDALAB_SIMD_AUTO ? level_names[level] : "?";
 }
@@ -121,11 +121,6 @@ kdalab_simd_level kdalab_simd_get_level(void)
     return (kdalab_simd_level)atomic_load(&active_level);
 }
 
-const char *kdalab_simd_level_name(void)
-{
-    return active_table()->name;
-}
-
 kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
 {
     if ((unsigned)level > KDALAB_SIMD_AUTO)
@@ -142,12 +137,6 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
 /* ---------------------------------------------------------------------------- */
 /* Chunkwise form                                                               */
 /* ---------------------------------------------------------------------------- */
-
-/* The chunk C when opts is NULL. K = V = 128 takes 273 KB of workspace per
- * thread at C = 32 and 486 KB at C = 64 (kernels.h, ws_carve); on this
- * machine's 512 KB L2, chunkwise KDA at C = 32 ran 0.62-0.78 M head-tokens/s
- * against 0.49-0.63 M at C = 64 (bench/simd.c, B=1 T=4096 H=4, 2 threads). */
-#define SIMD_DEFAULT_CHUNK 32
 
 /*
  * A fast screen of one chunkwise call: 1 when it is certainly valid by the
@@ -216,8 +205,6 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
     s = kdalab_check_chunk_opts(opts, 0, &op);
     if (s != KDALAB_OK)
         return s;
-    if (!opts) /* no choice made: the chunk whose working set fits a 512 KB L2 */
-        op.chunk = SIMD_DEFAULT_CHUNK;
     if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
         return kdalab_chunk_f32(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op, report);
 
@@ -339,4 +326,72 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
     /* as the reference: an overflow is KDALAB_ERANGE, never NaN with OK (the
      * kernel checked S as it wrote it; o is V values) */
     return kdalab_check_outputs_f32("SIMD decode step", o, V, NULL, 0, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Recurrent form: the decode step token by token                               */
+/* ---------------------------------------------------------------------------- */
+
+kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        float scale, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, float *o, float *ht)
+{
+    kdalab_counts n;
+    const simd_table *tab = active_table();
+    kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    const size_t gw = kdalab_mechanism_g_width(mech, K), KV = K * V;
+    size_t bytes = (KV * sizeof(float) + 63) / 64 * 64; /* a state on its own cache lines */
+    int nth = omp_get_max_threads();
+    float **S = calloc((size_t)nth, sizeof *S);
+    int ok = S != NULL;
+    for (int t = 0; ok && t < nth; t++)
+        ok = (S[t] = aligned_alloc(64, bytes)) != NULL;
+    if (!ok) {
+        for (int t = 0; S && t < nth; t++)
+            free(S[t]);
+        free(S);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d states of %zu x %zu", nth, K, V);
+    }
+    int nomem = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : nomem)
+    for (size_t bh = 0; bh < B * H; bh++) {
+        float *St = S[omp_get_thread_num()];
+        size_t b = bh / H, h = bh % H;
+        if (h0)
+            memcpy(St, h0 + bh * KV, KV * sizeof *St);
+        else
+            memset(St, 0, KV * sizeof *St);
+        int broken = 0; /* the state overflowed: the rest of this head is NaN */
+        for (size_t t = 0; t < T; t++) {
+            size_t row = (b * T + t) * H + h; /* index into [B, T, H] */
+            size_t bad = 0;
+            kdalab_status st = broken ? KDALAB_ENONFINITE
+                                      : tab->step(mech, K, V, scale, q + row * K, k + row * K,
+                                                  v + row * V, gw ? g + row * gw : NULL,
+                                                  beta ? beta[row] : 0.0f, St, o + row * V,
+                                                  &bad);
+            if (st == KDALAB_ERANGE) /* taken, and overflowed: o is written */
+                broken = 1;
+            else if (st != KDALAB_OK) { /* not taken (S non-finite, or no memory) */
+                if (st == KDALAB_ENOMEM)
+                    nomem = 1;
+                broken = 1;
+                for (size_t j = 0; j < V; j++)
+                    o[row * V + j] = NAN;
+            }
+        }
+        if (ht)
+            memcpy(ht + bh * KV, St, KV * sizeof *St);
+    }
+    for (int t = 0; t < nth; t++)
+        free(S[t]);
+    free(S);
+    if (nomem) /* a step's scratch for K or V > the kernel's stack buffer */
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for a decode step of K = %zu, V = %zu",
+                           K, V);
+    return kdalab_check_outputs_f32("SIMD recurrent form", o, n.v, ht, n.state, NULL, NULL);
 }

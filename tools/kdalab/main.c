@@ -310,44 +310,6 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/*
- * The recurrent form on the SIMD path: the recurrence is the decode step
- * repeated, so run kdalab_simd_step_f32 token by token for every (b, h).
- * Shapes as kdalab_recurrent_f32; the inputs were validated by the caller
- * (finite, g <= 0, beta in [0, 2]). A step that overflows (KDALAB_ERANGE)
- * does not stop the run: like the reference, every output is computed and
- * the status says that some are non-finite. Any other step error stops the
- * run before any output file is written.
- */
-static kdalab_status simd_recurrent(const kdalab_dims *d, kdalab_mechanism mech, float scale,
-                                    const float *q, const float *k, const float *v,
-                                    const float *g, const float *beta, const float *h0,
-                                    float *o, float *ht)
-{
-    size_t gw = kdalab_mechanism_g_width(mech, d->K);
-    size_t kv = d->K * d->V; /* fits: the caller allocated ht of B*H*K*V floats */
-    kdalab_status result = KDALAB_OK;
-    for (size_t b = 0; b < d->B; b++)
-        for (size_t h = 0; h < d->H; h++) {
-            float *S = ht + (b * d->H + h) * kv;
-            if (h0)
-                memcpy(S, h0 + (b * d->H + h) * kv, kv * sizeof *S);
-            else
-                memset(S, 0, kv * sizeof *S);
-            for (size_t t = 0; t < d->T; t++) {
-                size_t row = (b * d->T + t) * d->H + h; /* index into [B, T, H] */
-                kdalab_status s = kdalab_simd_step_f32(
-                    mech, d->K, d->V, scale, q + row * d->K, k + row * d->K, v + row * d->V,
-                    gw ? g + row * gw : NULL, beta ? beta[row] : 0.0f, S, o + row * d->V);
-                if (s == KDALAB_ERANGE)
-                    result = s;
-                else if (s != KDALAB_OK)
-                    return s;
-            }
-        }
-    return result;
-}
-
 /* Count the non-finite values of x[0..n). */
 static size_t count_nonfinite(const double *x, size_t n)
 {
@@ -661,7 +623,7 @@ static int cmd_run(int argc, char **argv)
                                       fin[IN_V], fin[IN_G], fin[IN_BETA], fin[IN_H0], fo, fht,
                                       &opts, &report);
         else if (simd)
-            s = simd_recurrent(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K], fin[IN_V],
+            s = kdalab_simd_recurrent_f32(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K], fin[IN_V],
                                fin[IN_G], fin[IN_BETA], fin[IN_H0], fo, fht);
         else if (chunk_form)
             s = kdalab_chunk_f32(&dims, mech, (float)scale, fin[IN_Q], fin[IN_K], fin[IN_V],
@@ -852,7 +814,7 @@ static int cmd_info(int argc, char **argv)
     }
     printf("version=%s\n", KDALAB_VERSION);
     const char *forced = getenv("KDALAB_SIMD");
-    printf("simd_level=%s%s%s%s\n", kdalab_simd_level_name(), forced ? " (KDALAB_SIMD=" : "",
+    printf("simd_level=%s%s%s%s\n", kdalab_simd_level_name(kdalab_simd_get_level()), forced ? " (KDALAB_SIMD=" : "",
            forced ? forced : "", forced ? ")" : "");
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
     __builtin_cpu_init();

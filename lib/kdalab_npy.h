@@ -1,0 +1,62 @@
+/*
+ * kdalab_npy.h — NumPy .npy files: reader and atomic writer (lib/io/npy.c).
+ *
+ * Part of kdalab's public API; include "kdalab.h" for all of it.
+ */
+#ifndef KDALAB_NPY_H
+#define KDALAB_NPY_H
+
+#include "kdalab_status.h"
+
+KDALAB_BEGIN_DECLS
+
+/* ------------------------------------------------------------------------- */
+/* NumPy .npy files                                                          */
+/* ------------------------------------------------------------------------- */
+
+#define KDALAB_NPY_MAX_DIMS 4
+
+/* The dtypes kdalab reads ('<f8', '>f8', '<f4', '>f4') and writes ('<f8', '<f4'). */
+typedef enum { KDALAB_DTYPE_F64 = 0, KDALAB_DTYPE_F32 } kdalab_dtype;
+
+/* An array read from a .npy file, always converted to float64, C order. */
+typedef struct {
+    int ndim;                          /* 0..4; 0 is a scalar, size 1           */
+    size_t shape[KDALAB_NPY_MAX_DIMS]; /* shape[0..ndim-1]                       */
+    size_t size;                       /* product of the shape (may be 0)        */
+    kdalab_dtype dtype;                /* the dtype stored in the file           */
+    double *data;                      /* size elements (malloc'd; NULL if 0)    */
+} kdalab_array;
+
+/*
+ * Parse a .npy image held in memory (format 1.0, 2.0 or 3.0; '<f8', '>f8',
+ * '<f4', '>f4'; C order, or Fortran order which is transposed to C order; up
+ * to 4 dimensions). Every length is checked against len before it is read.
+ *
+ * Errors: KDALAB_ENULL, KDALAB_EFORMAT (bad magic, truncated, malformed
+ * header or shape, data shorter than the shape), KDALAB_EDTYPE (any other
+ * dtype), KDALAB_EOVERFLOW (element count or byte count overflows),
+ * KDALAB_ENOMEM. On error *out is zeroed (nothing to free). kdalab_last_error()
+ * has the detail.
+ */
+kdalab_status kdalab_npy_parse(const void *buf, size_t len, kdalab_array *out);
+
+/* Read a .npy file (as kdalab_npy_parse, plus KDALAB_EIO). */
+kdalab_status kdalab_npy_read(const char *path, kdalab_array *out);
+
+/*
+ * Write a .npy file, format 1.0 (2.0 if the header needs it), C order, dtype
+ * '<f8' or '<f4' (data is converted from float64). Written to a temporary
+ * name in the same directory and renamed, so no half-written file is ever
+ * left at path. ndim 0..4, shape may be NULL when ndim == 0.
+ * Errors: KDALAB_ENULL, KDALAB_EINVAL (ndim), KDALAB_EOVERFLOW, KDALAB_EIO.
+ */
+kdalab_status kdalab_npy_write(const char *path, kdalab_dtype dtype, const double *data,
+                               int ndim, const size_t *shape);
+
+/* Free the data of an array read above and zero it. NULL is allowed. */
+void kdalab_array_free(kdalab_array *a);
+
+KDALAB_END_DECLS
+
+#endif /* KDALAB_NPY_H */

@@ -1,0 +1,100 @@
+/*
+ * kdalab_simd.h — the optimized float32 path (lib/simd/).
+ *
+ * Part of kdalab's public API; include "kdalab.h" for all of it.
+ */
+#ifndef KDALAB_SIMD_H
+#define KDALAB_SIMD_H
+
+#include "kdalab_forms.h"
+
+KDALAB_BEGIN_DECLS
+
+/* ------------------------------------------------------------------------- */
+/* Optimized SIMD path (lib/simd/)                                           */
+/* ------------------------------------------------------------------------- */
+/*
+ * The float32 fast path: the same forms as kdalab_chunk_f32 / kdalab_step_f32
+ * (same shapes, layout, validation and status codes), computed with
+ * register-blocked matrix products and vectorized exp, and threaded with
+ * OpenMP over batch x heads (and over value columns when B*H is below the
+ * thread count; OMP_NUM_THREADS sets the count).
+ *
+ * The instruction-set level is chosen once, at the first call, from the CPU's
+ * features (AVX-512F+DQ+VL, else AVX2+FMA, else portable scalar code), unless
+ * the environment variable KDALAB_SIMD is "scalar", "avx2" or "avx512". A level
+ * the CPU lacks is never run: KDALAB_SIMD naming one prints a warning on
+ * stderr and the best available level is used instead;
+ * kdalab_simd_set_level() refuses it with KDALAB_EINVAL.
+ */
+typedef enum {
+    KDALAB_SIMD_SCALAR = 0, /* portable C, any CPU                     */
+    KDALAB_SIMD_AVX2,       /* AVX2 + FMA, 8 floats per vector          */
+    KDALAB_SIMD_AVX512,     /* AVX-512 F/DQ/VL, 16 floats per vector    */
+    KDALAB_SIMD_AUTO        /* set_level only: the best the CPU has     */
+} kdalab_simd_level;
+
+/* The level in use (never KDALAB_SIMD_AUTO); resolves it at the first call. */
+kdalab_simd_level kdalab_simd_get_level(void);
+/* Name of a level ("scalar", "avx2", "avx512", "auto"); "?" when unknown. The
+ * level in use: kdalab_simd_level_name(kdalab_simd_get_level()). */
+const char *kdalab_simd_level_name(kdalab_simd_level level);
+/* Parse a level name as above. KDALAB_EINVAL when unknown. */
+kdalab_status kdalab_simd_level_parse(const char *name, kdalab_simd_level *out);
+/* 1 when this CPU (and OS) can run the level, else 0. AUTO and SCALAR: 1. */
+int kdalab_simd_level_available(kdalab_simd_level level);
+/* Force the level for every later call in the process (AUTO: the best
+ * available). KDALAB_EINVAL when the CPU cannot run it (the level is kept). */
+kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
+
+/*
+ * kdalab_simd_chunk_f32 — the chunkwise form in float32 (REFERENCE.md steps
+ * 1-7), arguments, shapes and errors exactly as kdalab_chunk_f32. Outputs
+ * agree with kdalab_recurrent_f64 within ~1e-5 relative (float32 rounding).
+ *
+ * Fast for opts->decay == KDALAB_DECAY_SAFE (the default) and precision FP32:
+ * KDA's exponents are all sums of g over the span they cover, all <= 0, so it
+ * stays finite and exact for any g <= 0 (g = -1000 decays to an exact 0).
+ * Other decay modes or bf16/fp16 emulation are passed to kdalab_chunk_f32 (the
+ * reference), since they exist to be studied, not to be fast.
+ * report (may be NULL): the non-finite counts; max_exponent is 0 on the fast
+ * path (no positive exponent is ever formed).
+ * Speed: each thread works in about 4 (3 C K + C V + K V + 2 C^2) bytes plus
+ * temporaries (K = V = 128: 273 KB at C = 32, 486 KB at C = 64); a C whose
+ * working set fits the L2 cache is faster (bench/simd.c measures it). With
+ * opts == NULL this path uses kdalab_chunk_opts_default(), as every path does.
+ * C changes the rounding, not the result.
+ * Errors: those of kdalab_chunk_f32 (ENULL, ESIZE, EOVERFLOW, EDOMAIN,
+ * ENONFINITE, EINVAL, ENOMEM before any output is written; ERANGE after).
+ */
+kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    float scale, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta,
+                                    const float *h0, float *o, float *ht,
+                                    const kdalab_chunk_opts *opts, kdalab_report *report);
+
+/*
+ * kdalab_simd_recurrent_f32 — the recurrent form in float32 on the SIMD path:
+ * kdalab_simd_step_f32 token by token, heads in parallel (OpenMP over
+ * batch x heads). Arguments, shapes and errors exactly as kdalab_recurrent_f32;
+ * the whole call is validated before anything is written. After a head's
+ * state overflows (KDALAB_ERANGE), that head's remaining outputs are NaN.
+ */
+kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        float scale, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, float *o, float *ht);
+
+/*
+ * kdalab_simd_step_f32 — the decode step (one token of one head, in place),
+ * arguments and errors exactly as kdalab_step_f32: S [K,V] becomes
+ * Diag(a) S + k (beta (v - (Diag(a) S)^T k))^T and o = s S^T q. Single-threaded
+ * (a server runs many heads side by side). Two passes over S.
+ */
+kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, float beta, float *S, float *o);
+
+KDALAB_END_DECLS
+
+#endif /* KDALAB_SIMD_H */
