@@ -71,6 +71,36 @@ size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K);
 double kdalab_default_scale(size_t K);
 
 /* ------------------------------------------------------------------------- */
+/* The domain rules (lib/core/rules.c)                                       */
+/* ------------------------------------------------------------------------- */
+
+/* Which rule an input array obeys. Every form checks its inputs with these
+ * rules before it writes anything; they are stated once, in lib/core/rules.c. */
+typedef enum {
+    KDALAB_RULE_FINITE = 0, /* q, k, v, h0: every value finite                     */
+    KDALAB_RULE_LOG_DECAY,  /* g: finite and <= 0 (a decay factor exp(g) in (0,1]) */
+    KDALAB_RULE_BETA        /* beta: finite and in [0, 2]                          */
+} kdalab_value_rule;
+
+/*
+ * kdalab_check_values_f64 / _f32 — check x[0..n) against one rule, exactly as
+ * the forms do. On the first bad element: KDALAB_ENONFINITE (NaN/Inf) or
+ * KDALAB_EDOMAIN (finite but outside the rule), its flat index in *first_bad
+ * (when first_bad is not NULL) and a message "name[i] ..." in
+ * kdalab_last_error(). KDALAB_ENULL when name is NULL, or x is NULL with n > 0.
+ * For callers that read inputs themselves (the command line adds the file
+ * name and the multi-index) and want the library's verdict and wording.
+ */
+kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name,
+                                      const double *x, size_t n, size_t *first_bad);
+kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name,
+                                      const float *x, size_t n, size_t *first_bad);
+
+/* The query scale's rule: finite and > 0 (any such double, subnormals too).
+ * KDALAB_EDOMAIN otherwise. */
+kdalab_status kdalab_check_scale(double scale);
+
+/* ------------------------------------------------------------------------- */
 /* Recurrent form (the reference) and the decode step                        */
 /* ------------------------------------------------------------------------- */
 

@@ -1,0 +1,291 @@
+/*
+ * lib/core/rules.c — the domain rules of kdalab's inputs, each stated once,
+ * and the one validation every form (reference, study, SIMD, hybrid, command
+ * line) calls, so that all of them reject the same inputs with the same
+ * status and message.
+ *
+ * defines: kdalab_check_values_f64, kdalab_check_values_f32, kdalab_check_scale
+ *          (public); kdalab_count_dims, kdalab_check_finite_f64/_f32,
+ *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
+ *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32 (internal.h)
+ *
+ * The float64 and float32 entry points share one body: each array is read
+ * through `elem` (an element of a double or float array, as double, which is
+ * exact), so a rule exists once whatever the precision of the caller.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* ---- the rules ------------------------------------------------------------ */
+
+/* Is x legal under rule? The whole of kdalab's domain knowledge is here. */
+static int rule_holds(kdalab_value_rule rule, double x)
+{
+    switch (rule) {
+    case KDALAB_RULE_LOG_DECAY: /* g = log of a decay factor in (0, 1] */
+        return isfinite(x) && x <= 0;
+    case KDALAB_RULE_BETA: /* write strength; 2 reflects, beyond it diverges */
+        return isfinite(x) && x >= 0 && x <= 2;
+    case KDALAB_RULE_FINITE:
+    default:
+        return isfinite(x);
+    }
+}
+
+/* Element i of x, a double array (is_f32 == 0) or a float array, as double. */
+static double elem(const void *x, int is_f32, size_t i)
+{
+    return is_f32 ? (double)((const float *)x)[i] : ((const double *)x)[i];
+}
+
+/* The first element of x[0..n) that breaks rule, worded as an error. */
+static kdalab_status check_values(kdalab_value_rule rule, const char *name, const void *x,
+                                  int is_f32, size_t n, size_t *first_bad)
+{
+    for (size_t i = 0; i < n; i++) {
+        double xi = elem(x, is_f32, i);
+        if (rule_holds(rule, xi))
+            continue;
+        if (first_bad)
+            *first_bad = i;
+        if (!isfinite(xi))
+            return kdalab_fail(KDALAB_ENONFINITE, "%s[%zu] is %g: inputs must be finite", name,
+                               i, xi);
+        if (rule == KDALAB_RULE_LOG_DECAY)
+            return kdalab_fail(KDALAB_EDOMAIN,
+                               "%s[%zu] = %g > 0: g is a log-decay and must be <= 0", name, i,
+                               xi);
+        return kdalab_fail(KDALAB_EDOMAIN, "%s[%zu] = %g is outside [0, 2]", name, i, xi);
+    }
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name,
+                                      const double *x, size_t n, size_t *first_bad)
+{
+    if (!name || (!x && n))
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
+    return check_values(rule, name, x, 0, n, first_bad);
+}
+
+kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name,
+                                      const float *x, size_t n, size_t *first_bad)
+{
+    if (!name || (!x && n))
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
+    return check_values(rule, name, x, 1, n, first_bad);
+}
+
+kdalab_status kdalab_check_scale(double scale)
+{
+    if (!isfinite(scale) || !(scale > 0))
+        return kdalab_fail(KDALAB_EDOMAIN, "scale = %g; it must be finite and > 0", scale);
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_finite_f64(const char *name, const double *x, size_t n)
+{
+    return check_values(KDALAB_RULE_FINITE, name, x, 0, n, NULL);
+}
+
+kdalab_status kdalab_check_finite_f32(const char *name, const float *x, size_t n)
+{
+    return check_values(KDALAB_RULE_FINITE, name, x, 1, n, NULL);
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+/* Element counts of a problem; errors for zero sizes and for overflow of the
+ * element count or of the byte count (elem_bytes each). */
+kdalab_status kdalab_count_dims(const kdalab_dims *d, kdalab_mechanism mech, size_t elem_bytes,
+                                kdalab_counts *out)
+{
+    if (!d)
+        return kdalab_fail(KDALAB_ENULL, "dims is NULL");
+    if (d->B == 0 || d->H == 0 || d->K == 0 || d->V == 0)
+        return kdalab_fail(KDALAB_ESIZE, "B=%zu H=%zu K=%zu V=%zu: B, H, K and V must be >= 1",
+                           d->B, d->H, d->K, d->V);
+    size_t bth, qk, v, bh, state, bytes;
+    if (!kdalab_mul_size(d->B, d->T, &bth) || !kdalab_mul_size(bth, d->H, &bth) ||
+        !kdalab_mul_size(bth, d->K, &qk) || !kdalab_mul_size(bth, d->V, &v) ||
+        !kdalab_mul_size(d->B, d->H, &bh) || !kdalab_mul_size(bh, d->K, &state) ||
+        !kdalab_mul_size(state, d->V, &state) ||
+        !kdalab_mul_size(qk > v ? qk : v, elem_bytes, &bytes) ||
+        !kdalab_mul_size(state, elem_bytes, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "B=%zu T=%zu H=%zu K=%zu V=%zu: the array sizes overflow", d->B,
+                           d->T, d->H, d->K, d->V);
+    out->qk = qk;
+    out->v = v;
+    out->bth = bth;
+    out->state = state;
+    out->g = mech == KDALAB_KDA ? qk : mech == KDALAB_GATED_DELTANET ? bth : 0;
+    return KDALAB_OK;
+}
+
+#define TRY(expr)                                                                        \
+    do {                                                                                 \
+        kdalab_status s_ = (expr);                                                       \
+        if (s_ != KDALAB_OK)                                                             \
+            return s_;                                                                   \
+    } while (0)
+
+/* ---- one call of a form ----------------------------------------------------- */
+
+/* kdalab_check_f64 / _f32 (internal.h), for arrays of either precision. */
+static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                                const void *q, const void *k, const void *v, const void *g,
+                                const void *beta, const void *h0, const void *o, int is_f32,
+                                kdalab_counts *counts)
+{
+    kdalab_counts c;
+    TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    if ((unsigned)mech > (unsigned)KDALAB_KDA)
+        return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
+    TRY(kdalab_check_scale(scale));
+    int need_beta = kdalab_mechanism_has_beta(mech);
+    if (c.qk > 0) { /* T > 0: every per-position array must be there */
+        if (!q || !k || !v || !o)
+            return kdalab_fail(KDALAB_ENULL, "%s is NULL",
+                               !q ? "q" : !k ? "k" : !v ? "v" : "o");
+        if (c.g > 0 && !g)
+            return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
+                               kdalab_mechanism_name(mech));
+        if (need_beta && !beta)
+            return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
+                               kdalab_mechanism_name(mech));
+        TRY(check_values(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, NULL));
+        TRY(check_values(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, NULL));
+        TRY(check_values(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, NULL));
+        if (c.g > 0)
+            TRY(check_values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g, NULL));
+        if (need_beta)
+            TRY(check_values(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, NULL));
+    }
+    if (h0)
+        TRY(check_values(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, NULL));
+    if (counts)
+        *counts = c;
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                               const double *q, const double *k, const double *v,
+                               const double *g, const double *beta, const double *h0,
+                               const double *o, kdalab_counts *counts)
+{
+    return check_call(dims, mech, scale, q, k, v, g, beta, h0, o, 0, counts);
+}
+
+kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                               const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, const float *h0,
+                               const float *o, kdalab_counts *counts)
+{
+    return check_call(dims, mech, scale, q, k, v, g, beta, h0, o, 1, counts);
+}
+
+/* ---- one decode step -------------------------------------------------------- */
+
+static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                     const void *q, const void *k, const void *v,
+                                     const void *g, double beta, const void *S, const void *o,
+                                     int is_f32)
+{
+    kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
+    kdalab_counts c;
+    TRY(kdalab_count_dims(&d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    if ((unsigned)mech > (unsigned)KDALAB_KDA)
+        return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
+    TRY(kdalab_check_scale(scale));
+    if (!q || !k || !v || !S || !o)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL",
+                           !q ? "q" : !k ? "k" : !v ? "v" : !S ? "S" : "o");
+    if (c.g > 0 && !g)
+        return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
+                           kdalab_mechanism_name(mech));
+    TRY(check_values(KDALAB_RULE_FINITE, "q", q, is_f32, K, NULL));
+    TRY(check_values(KDALAB_RULE_FINITE, "k", k, is_f32, K, NULL));
+    TRY(check_values(KDALAB_RULE_FINITE, "v", v, is_f32, V, NULL));
+    if (c.g > 0)
+        TRY(check_values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g, NULL));
+    if (kdalab_mechanism_has_beta(mech))
+        TRY(check_values(KDALAB_RULE_BETA, "beta", &beta, 0, 1, NULL));
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_step_args_f64(kdalab_mechanism mech, size_t K, size_t V,
+                                         double scale, const double *q, const double *k,
+                                         const double *v, const double *g, double beta,
+                                         const double *S, const double *o)
+{
+    return check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0);
+}
+
+kdalab_status kdalab_check_step_args_f32(kdalab_mechanism mech, size_t K, size_t V,
+                                         float scale, const float *q, const float *k,
+                                         const float *v, const float *g, float beta,
+                                         const float *S, const float *o)
+{
+    return check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1);
+}
+
+kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                    const double *q, const double *k, const double *v,
+                                    const double *g, double beta, const double *S,
+                                    const double *o)
+{
+    TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0));
+    return check_values(KDALAB_RULE_FINITE, "S", S, 0, K * V, NULL);
+}
+
+kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                    const float *q, const float *k, const float *v,
+                                    const float *g, float beta, const float *S,
+                                    const float *o)
+{
+    TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1));
+    return check_values(KDALAB_RULE_FINITE, "S", S, 1, K * V, NULL);
+}
+
+/* ---- outputs ------------------------------------------------------------------ */
+
+/* The outputs of a computation: count the non-finite elements of o[n_o] and
+ * ht[n_ht] (ht may be NULL) and turn any into KDALAB_ERANGE with a message
+ * naming `what`; the counts go to *bad_o, *bad_ht when not NULL. */
+static kdalab_status check_outputs(const char *what, const void *o, size_t n_o, const void *ht,
+                                   size_t n_ht, int is_f32, size_t *bad_o, size_t *bad_ht)
+{
+    size_t bo = 0, bh = 0;
+    for (size_t i = 0; i < n_o; i++)
+        bo += !isfinite(elem(o, is_f32, i));
+    for (size_t i = 0; ht && i < n_ht; i++)
+        bh += !isfinite(elem(ht, is_f32, i));
+    if (bad_o)
+        *bad_o = bo;
+    if (bad_ht)
+        *bad_ht = bh;
+    if (bo || bh)
+        return kdalab_fail(KDALAB_ERANGE,
+                           "%s: %zu non-finite values in the output and %zu in the state, "
+                           "from finite inputs (an intermediate overflowed)",
+                           what, bo, bh);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_outputs_f64(const char *what, const double *o, size_t n_o,
+                                       const double *ht, size_t n_ht, size_t *bad_o,
+                                       size_t *bad_ht)
+{
+    return check_outputs(what, o, n_o, ht, n_ht, 0, bad_o, bad_ht);
+}
+
+kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t n_o,
+                                       const float *ht, size_t n_ht, size_t *bad_o,
+                                       size_t *bad_ht)
+{
+    return check_outputs(what, o, n_o, ht, n_ht, 1, bad_o, bad_ht);
+}
