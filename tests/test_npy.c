@@ -1,5 +1,5 @@
 /*
- * test_npy.c — the .npy reader and writer (lib/npy.c) against well-formed
+ * test_npy.c — the .npy reader and writer (lib/io/npy.c) against well-formed
  * variants and hostile inputs (issue 2, "Errors and I/O" and the .npy cases).
  *
  * In-memory images go through kdalab_npy_parse; files written under a

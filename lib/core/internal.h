@@ -1,5 +1,6 @@
 /*
- * lib/internal.h — helpers shared inside the library (not installed).
+ * lib/core/internal.h — helpers shared inside the library (not installed, not
+ * exported: the library is built with -fvisibility=hidden).
  */
 #ifndef KDALAB_INTERNAL_H
 #define KDALAB_INTERNAL_H
@@ -93,5 +94,27 @@ kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, f
                                     const float *q, const float *k, const float *v,
                                     const float *g, float beta, const float *S,
                                     const float *o);
+
+/*
+ * The chunkwise form in float64 for every decay mode (lib/study/chunk_modes.c):
+ * what kdalab_chunk_f64 (lib/reference/chunk.c, the safe mode only) hands the
+ * study modes to. Arguments, checks and errors as kdalab_chunk_f64.
+ */
+kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                     double scale, const double *q, const double *k,
+                                     const double *v, const double *g, const double *beta,
+                                     const double *h0, double *o, double *ht,
+                                     const kdalab_chunk_opts *opts, kdalab_report *report);
+
+/*
+ * The chunkwise form in float64 for every decay mode (lib/study/chunk_modes.c):
+ * what kdalab_chunk_f64 (lib/reference/chunk.c, the safe mode only) hands the
+ * study modes to. Arguments, checks and errors as kdalab_chunk_f64.
+ */
+kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                     double scale, const double *q, const double *k,
+                                     const double *v, const double *g, const double *beta,
+                                     const double *h0, double *o, double *ht,
+                                     const kdalab_chunk_opts *opts, kdalab_report *report);
 
 #endif

@@ -62,16 +62,16 @@ static kdalab_status check_values(kdalab_value_rule rule, const char *name, cons
     return KDALAB_OK;
 }
 
-kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name,
-                                      const double *x, size_t n, size_t *first_bad)
+kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, const double *x,
+                                      size_t n, size_t *first_bad)
 {
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
     return check_values(rule, name, x, 0, n, first_bad);
 }
 
-kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name,
-                                      const float *x, size_t n, size_t *first_bad)
+kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, const float *x,
+                                      size_t n, size_t *first_bad)
 {
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
@@ -125,11 +125,11 @@ kdalab_status kdalab_count_dims(const kdalab_dims *d, kdalab_mechanism mech, siz
     return KDALAB_OK;
 }
 
-#define TRY(expr)                                                                        \
-    do {                                                                                 \
-        kdalab_status s_ = (expr);                                                       \
-        if (s_ != KDALAB_OK)                                                             \
-            return s_;                                                                   \
+#define TRY(expr)                                                                              \
+    do {                                                                                       \
+        kdalab_status s_ = (expr);                                                             \
+        if (s_ != KDALAB_OK)                                                                   \
+            return s_;                                                                         \
     } while (0)
 
 /* ---- one call of a form ----------------------------------------------------- */
@@ -149,7 +149,10 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
     if (c.qk > 0) { /* T > 0: every per-position array must be there */
         if (!q || !k || !v || !o)
             return kdalab_fail(KDALAB_ENULL, "%s is NULL",
-                               !q ? "q" : !k ? "k" : !v ? "v" : "o");
+                               !q   ? "q"
+                               : !k ? "k"
+                               : !v ? "v"
+                                    : "o");
         if (c.g > 0 && !g)
             return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
                                kdalab_mechanism_name(mech));
@@ -180,9 +183,9 @@ kdalab_status kdalab_check_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
 }
 
 kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
-                               const float *q, const float *k, const float *v,
-                               const float *g, const float *beta, const float *h0,
-                               const float *o, kdalab_counts *counts)
+                               const float *q, const float *k, const float *v, const float *g,
+                               const float *beta, const float *h0, const float *o,
+                               kdalab_counts *counts)
 {
     return check_call(dims, mech, scale, q, k, v, g, beta, h0, o, 1, counts);
 }
@@ -190,9 +193,8 @@ kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
 /* ---- one decode step -------------------------------------------------------- */
 
 static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, double scale,
-                                     const void *q, const void *k, const void *v,
-                                     const void *g, double beta, const void *S, const void *o,
-                                     int is_f32)
+                                     const void *q, const void *k, const void *v, const void *g,
+                                     double beta, const void *S, const void *o, int is_f32)
 {
     kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
     kdalab_counts c;
@@ -202,7 +204,11 @@ static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, 
     TRY(kdalab_check_scale(scale));
     if (!q || !k || !v || !S || !o)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL",
-                           !q ? "q" : !k ? "k" : !v ? "v" : !S ? "S" : "o");
+                           !q   ? "q"
+                           : !k ? "k"
+                           : !v ? "v"
+                           : !S ? "S"
+                                : "o");
     if (c.g > 0 && !g)
         return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
                            kdalab_mechanism_name(mech));
@@ -224,10 +230,10 @@ kdalab_status kdalab_check_step_args_f64(kdalab_mechanism mech, size_t K, size_t
     return check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0);
 }
 
-kdalab_status kdalab_check_step_args_f32(kdalab_mechanism mech, size_t K, size_t V,
-                                         float scale, const float *q, const float *k,
-                                         const float *v, const float *g, float beta,
-                                         const float *S, const float *o)
+kdalab_status kdalab_check_step_args_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                         const float *q, const float *k, const float *v,
+                                         const float *g, float beta, const float *S,
+                                         const float *o)
 {
     return check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1);
 }
@@ -243,8 +249,7 @@ kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, d
 
 kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
                                     const float *q, const float *k, const float *v,
-                                    const float *g, float beta, const float *S,
-                                    const float *o)
+                                    const float *g, float beta, const float *S, const float *o)
 {
     TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1));
     return check_values(KDALAB_RULE_FINITE, "S", S, 1, K * V, NULL);

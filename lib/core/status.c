@@ -1,5 +1,5 @@
 /*
- * lib/status.c — status messages, the per-thread error detail, names of
+ * lib/core/status.c — status messages, the per-thread error detail, names of
  * mechanisms, decay modes and precisions, and small shared defaults.
  */
 #include <math.h>

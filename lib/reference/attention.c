@@ -1,7 +1,11 @@
 /*
- * lib/attention.c — causal scaled softmax attention without positional
- * encoding (chapter 01; the full-attention layer of the hybrid), in float64
- * and float32, and the growing KV cache a decoder keeps for it.
+ * lib/reference/attention.c — causal scaled softmax attention without
+ * positional encoding (chapter 01; the full-attention layer of the hybrid) in
+ * float64, and the growing KV cache a decoder keeps for it.
+ *
+ * defines: kdalab_attention_f64, kdalab_kv_cache_new, kdalab_kv_cache_free,
+ *          kdalab_kv_cache_append, kdalab_kv_cache_attend,
+ *          kdalab_kv_cache_tokens, kdalab_kv_cache_bytes
  */
 #include <math.h>
 #include <stdint.h>
@@ -10,15 +14,61 @@
 
 #include "internal.h"
 
-#define KDALAB_REAL 64
-#include "real.h"
-#include "attention_impl.h"
-#include "real_undef.h"
+/*
+ * o = sum_{j<n} softmax_j(s q . k_j) v_j over n keys/values whose rows sit
+ * stride elements apart (k_j = k + j*kstride, v_j = v + j*vstride).
+ * Computed in one pass with a running maximum (the online softmax), so no
+ * exp() ever sees a positive argument. n >= 1.
+ */
+static void attend_one(size_t K, size_t V, double scale, const double *q, const double *k,
+                       size_t kstride, const double *v, size_t vstride, size_t n, double *o)
+{
+    double m = -INFINITY, z = 0; /* running max of the scores, running normaliser */
+    for (size_t j = 0; j < V; j++)
+        o[j] = 0;
+    for (size_t t = 0; t < n; t++) {
+        double score = 0;
+        for (size_t c = 0; c < K; c++)
+            score += q[c] * k[t * kstride + c];
+        score *= scale;
+        if (score > m) { /* a new maximum: rescale what was summed so far */
+            double r = exp(m - score);
+            z *= r;
+            for (size_t j = 0; j < V; j++)
+                o[j] *= r;
+            m = score;
+        }
+        double p = exp(score - m);
+        z += p;
+        for (size_t j = 0; j < V; j++)
+            o[j] += p * v[t * vstride + j];
+    }
+    for (size_t j = 0; j < V; j++)
+        o[j] /= z;
+}
 
-#define KDALAB_REAL 32
-#include "real.h"
-#include "attention_impl.h"
-#include "real_undef.h"
+kdalab_status kdalab_attention_f64(const kdalab_dims *dims, double scale, const double *q,
+                                   const double *k, const double *v, double *o)
+{
+    // q, k are (B, T, H, K); v, o are (B, T, H, V)
+    /* same validation as the linear mechanisms: no beta, no g */
+    kdalab_status s = kdalab_check_f64(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
+                                       NULL, NULL, o, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t t = 0; t < T; t++) {
+                size_t first = (b * T) * H + h;   /* (b, 0, h)  */
+                size_t bth = (b * T + t) * H + h; /* (b, t, h)  */
+                attend_one(K, V, scale, q + bth * K, k + first * K, H * K, v + first * V, H * V,
+                           t + 1, o + bth * V);
+            }
+    /* finite inputs can still overflow a score (q.k beyond the range) */
+    size_t n_o = B * T * H * V;
+    return kdalab_check_outputs_f64("softmax attention", o, n_o, NULL, 0, NULL, NULL);
+}
 
 /* The cache: keys [tokens, H, K] and values [tokens, H, V], float64, grown by
  * doubling. */
@@ -108,12 +158,15 @@ kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *c, double scale, con
     if (c->tokens == 0)
         return kdalab_fail(KDALAB_ESIZE, "KV cache attend: the cache is empty");
     for (size_t h = 0; h < c->H; h++)
-        attend_one_f64(c->K, c->V, scale, q + h * c->K, c->k + h * c->K, c->H * c->K,
-                       c->v + h * c->V, c->H * c->V, c->tokens, o + h * c->V);
+        attend_one(c->K, c->V, scale, q + h * c->K, c->k + h * c->K, c->H * c->K,
+                   c->v + h * c->V, c->H * c->V, c->tokens, o + h * c->V);
     return kdalab_check_outputs_f64("KV cache attend", o, c->H * c->V, NULL, 0, NULL, NULL);
 }
 
-size_t kdalab_kv_cache_tokens(const kdalab_kv_cache *c) { return c ? c->tokens : 0; }
+size_t kdalab_kv_cache_tokens(const kdalab_kv_cache *c)
+{
+    return c ? c->tokens : 0;
+}
 
 size_t kdalab_kv_cache_bytes(const kdalab_kv_cache *c)
 {

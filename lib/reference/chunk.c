@@ -1,9 +1,38 @@
 /*
- * lib/chunk.c — the chunkwise forms of linear attention, DeltaNet, Gated
- * DeltaNet and KDA with the UT transform and the four decay modes
- * (REFERENCE.md "Chunkwise form" and "Where the floating-point range problem
- * lives"; chapters 04-06), in float64 and float32 with emulated bf16/fp16
- * storage. The algorithm is in lib/chunk_impl.h, written once.
+ * lib/reference/chunk.c — the chunkwise form in float64, in the safe
+ * sub-chunk mode: REFERENCE.md "Chunkwise form", steps 1-7, one function per
+ * step (chapters 04-06; fla's naive_chunk_kda is the same algorithm).
+ *
+ * defines: kdalab_chunk_f64
+ *
+ * Per head, the sequence is cut into chunks of C positions (the last may be
+ * shorter). Inside a chunk of L positions r = 0..L-1, with S the state
+ * entering it and g_r[c] the log-decay of position r and key channel c:
+ *
+ *   a value written at j and read at i >= j is decayed by
+ *       exp(g_{j+1} + ... + g_i)                 (per channel; 1 when i == j)
+ *   gamma_r  = exp(g_0 + ... + g_r)               decay from the chunk start through r
+ *   to_end_r = exp(g_{r+1} + ... + g_{L-1})       decay from r to the chunk end
+ *
+ *   1. A_kk[i][j] = beta_i sum_c k_i[c] k_j[c] decay(j -> i)[c],  j < i
+ *   2. T = (I + A_kk)^-1 Diag(beta)                       (the UT transform)
+ *   3. W = T (gamma * K),  U = T V
+ *   4. V_new = U - W S
+ *   5. A_qk[i][j] = sum_c q_i[c] k_j[c] decay(j -> i)[c],  j <= i
+ *   6. O = s ((gamma * Q) S + A_qk V_new)
+ *   7. S <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new
+ *
+ * Every exponent is a sum of g over the span it covers, so it is <= 0 and
+ * exp() of it is <= 1: any g <= 0 (even -1000) decays to an exact 0 instead
+ * of overflowing. The decayed Gram matrices of steps 1 and 5 are where that
+ * takes care: they use safe sub-chunks (decayed_gram below). The other decay
+ * modes, which form positive exponents and are studied in experiment 03, and
+ * the float32 / bf16 / fp16 forms live in lib/study/chunk_modes.c.
+ *
+ * All four mechanisms run the same code: KDA's g is per channel, Gated
+ * DeltaNet's one g per position is used for every channel, and DeltaNet and
+ * linear attention have g = 0 (every decay factor exactly 1). Linear
+ * attention has no correction: A_kk = 0, beta = 1, W = 0 and U = V.
  */
 #include <math.h>
 #include <stdio.h>
@@ -12,12 +41,326 @@
 
 #include "internal.h"
 
-#define KDALAB_REAL 64
-#include "real.h"
-#include "chunk_impl.h"
-#include "real_undef.h"
+/* One chunk of one head: its rows, their decay, and the step-by-step results.
+ * Every buffer is sized for a full chunk of C positions. */
+typedef struct {
+    size_t L, K, V; /* positions in this chunk (<= C), key and value dims   */
+    size_t sub;     /* c, positions per sub-chunk of the decayed Gram matrices */
+    int delta;      /* 1 for the delta rule (not linear attention)           */
+    double *q, *k;  // (L, K)  the chunk's queries and keys
+    double *v;      // (L, V)  its values
+    double *beta;   // (L)     write strengths (1 for linear attention)
+    double *g;      // (L, K)  log-decay per channel (0 without decay)
+    double *gamma;  // (L, K)  exp(g_0 + ... + g_r)
+    double *to_end; // (L, K)  exp(g_{r+1} + ... + g_{L-1})
+    double *Akk;    // (L, L)  step 1 (strictly lower triangular)
+    double *Aqk;    // (L, L)  step 5 (lower triangular)
+    double *W;      // (L, K)  step 3
+    double *U;      // (L, V)  step 3, then V_new in place (step 4)
+    double *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
+    double *run;     // (K)    a running span sum of g
+} chunk;
 
-#define KDALAB_REAL 32
-#include "real.h"
-#include "chunk_impl.h"
-#include "real_undef.h"
+static double dot(const double *x, const double *y, size_t n)
+{
+    double s = 0;
+    for (size_t c = 0; c < n; c++)
+        s += x[c] * y[c];
+    return s;
+}
+
+/*
+ * Decay factors of the chunk: gamma_r = exp(g_0 + ... + g_r) and
+ * to_end_r = exp(g_{r+1} + ... + g_{L-1}), each exponent summed over its own
+ * span (a forward and a backward running sum; never a difference of sums,
+ * which would lose every small g after a large one: -1e20 + -1 == -1e20).
+ */
+static void decay_factors(chunk *ck)
+{
+    const size_t L = ck->L, K = ck->K;
+    for (size_t c = 0; c < K; c++) {
+        double in = 0, out = 0;
+        for (size_t r = 0; r < L; r++) {
+            in += ck->g[r * K + c];
+            ck->gamma[r * K + c] = exp(in);
+        }
+        for (size_t r = L; r-- > 0;) {
+            ck->to_end[r * K + c] = exp(out);
+            out += ck->g[r * K + c];
+        }
+    }
+}
+
+/*
+ * Steps 1 and 5: the decayed Gram matrix of two sets of rows,
+ *   out[i][j] = sum_c X_i[c] Y_j[c] exp(g_{j+1}[c] + ... + g_i[c])
+ * for j < i (and j == i when with_diag); X, Y are (L, K), out is (L, L).
+ * Nothing above the diagonal is touched: o_i cannot see a later position.
+ *
+ * Safe sub-chunks: rows are cut into sub-chunks of c positions. For a row i
+ * of the sub-chunk [i0, i1), anchored at the boundary before i0,
+ *   - a row j < i0 (an earlier sub-chunk): the decay splits into
+ *       exp(g_{i0} + ... + g_i) * exp(g_{j+1} + ... + g_{i0-1}),
+ *     both factors <= 1: one plain dot of the decayed rows xa_i and yb_j, so
+ *     the off-diagonal blocks are matrix products (what a kernel runs);
+ *   - a row j in [i0, i] (the same sub-chunk): the decay is formed pairwise,
+ *     exp of the running sum from j+1 up to i, again <= 1.
+ * No exponent is ever positive.
+ */
+static void decayed_gram(chunk *ck, const double *X, const double *Y, int with_diag,
+                         double *out)
+{
+    const size_t L = ck->L, K = ck->K;
+    const double *g = ck->g;
+    double *run = ck->run;
+
+    for (size_t i0 = 0; i0 < L; i0 += ck->sub) {
+        size_t i1 = i0 + ck->sub < L ? i0 + ck->sub : L;
+
+        /* xa_i = X_i * exp(g_{i0} + ... + g_i): X rows decayed down to the anchor */
+        memset(run, 0, K * sizeof *run);
+        for (size_t i = i0; i < i1; i++)
+            for (size_t c = 0; c < K; c++) {
+                run[c] += g[i * K + c];
+                ck->xa[i * K + c] = X[i * K + c] * exp(run[c]);
+            }
+
+        /* earlier sub-chunks: yb_j = Y_j * exp(g_{j+1} + ... + g_{i0-1}),
+         * walking j down from the anchor */
+        memset(run, 0, K * sizeof *run);
+        for (size_t j = i0; j-- > 0;) {
+            for (size_t c = 0; c < K; c++)
+                ck->yb[j * K + c] = Y[j * K + c] * exp(run[c]);
+            for (size_t i = i0; i < i1; i++)
+                out[i * L + j] = dot(ck->xa + i * K, ck->yb + j * K, K);
+            for (size_t c = 0; c < K; c++)
+                run[c] += g[j * K + c];
+        }
+
+        /* the same sub-chunk, pairwise: run = g_{j+1} + ... + g_i */
+        for (size_t i = i0; i < i1; i++) {
+            memset(run, 0, K * sizeof *run);
+            for (size_t j = i + 1; j-- > i0;) {
+                if (j < i || with_diag) {
+                    double acc = 0;
+                    for (size_t c = 0; c < K; c++)
+                        acc += X[i * K + c] * Y[j * K + c] * exp(run[c]);
+                    out[i * L + j] = acc;
+                }
+                for (size_t c = 0; c < K; c++)
+                    run[c] += g[j * K + c];
+            }
+        }
+    }
+}
+
+/*
+ * Step 2, the UT transform, applied to right-hand sides: solve
+ * (I + A_kk) X = R in place, where R (L, width) already holds Diag(beta)
+ * times the rows, by forward substitution over the unit lower-triangular
+ * I + A_kk. That is X = T R' with T = (I + A_kk)^-1 Diag(beta): the product
+ * of the chunk's L diagonal-plus-rank-one transitions in one solve.
+ */
+static void ut_transform(const chunk *ck, double *X, size_t width)
+{
+    for (size_t i = 0; i < ck->L; i++)
+        for (size_t m = 0; m < i; m++) {
+            double a = ck->Akk[i * ck->L + m];
+            for (size_t c = 0; c < width; c++)
+                X[i * width + c] -= a * X[m * width + c];
+        }
+}
+
+/*
+ * Steps 1-4: the corrected values V_new = U - W S of the chunk, left in
+ * ck->U (L, V). S is (K, V), the state entering the chunk.
+ */
+static void corrected_values(chunk *ck, const double *S)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    if (!ck->delta) { /* linear attention: V_new = V */
+        memcpy(ck->U, ck->v, L * V * sizeof *ck->U);
+        return;
+    }
+    /* 1. A_kk = Diag(beta) (decayed K K^T), strictly lower */
+    decayed_gram(ck, ck->k, ck->k, 0, ck->Akk);
+    for (size_t i = 0; i < L; i++)
+        for (size_t j = 0; j < i; j++)
+            ck->Akk[i * L + j] *= ck->beta[i];
+    /* 2-3. W = T (gamma * K), U = T V */
+    for (size_t r = 0; r < L; r++) {
+        for (size_t c = 0; c < K; c++)
+            ck->W[r * K + c] = ck->beta[r] * ck->gamma[r * K + c] * ck->k[r * K + c];
+        for (size_t j = 0; j < V; j++)
+            ck->U[r * V + j] = ck->beta[r] * ck->v[r * V + j];
+    }
+    ut_transform(ck, ck->W, K);
+    ut_transform(ck, ck->U, V);
+    /* 4. V_new = U - W S */
+    for (size_t r = 0; r < L; r++)
+        for (size_t c = 0; c < K; c++) {
+            double w = ck->W[r * K + c];
+            for (size_t j = 0; j < V; j++)
+                ck->U[r * V + j] -= w * S[c * V + j];
+        }
+}
+
+/*
+ * Steps 5-6: the chunk's outputs O = s ((gamma * Q) S + A_qk V_new).
+ * S (K, V) is the state entering the chunk; row i of O is written to
+ * o + i * o_stride (V values; o_stride = H * V in the [B,T,H,V] layout).
+ */
+static void chunk_outputs(chunk *ck, const double *S, double scale, double *o,
+                          size_t o_stride)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const double *Vnew = ck->U;
+    decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
+    for (size_t i = 0; i < L; i++) {            /* 6. */
+        double *oi = o + i * o_stride;
+        for (size_t j = 0; j < V; j++)
+            oi[j] = 0;
+        for (size_t c = 0; c < K; c++) { /* what the state already held, decayed to i */
+            double qg = ck->q[i * K + c] * ck->gamma[i * K + c];
+            for (size_t j = 0; j < V; j++)
+                oi[j] += qg * S[c * V + j];
+        }
+        for (size_t m = 0; m <= i; m++) { /* what this chunk wrote up to i */
+            double a = ck->Aqk[i * L + m];
+            for (size_t j = 0; j < V; j++)
+                oi[j] += a * Vnew[m * V + j];
+        }
+        for (size_t j = 0; j < V; j++)
+            oi[j] *= scale;
+    }
+}
+
+/* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
+static void advance_state(const chunk *ck, double *S)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const double *Vnew = ck->U;
+    for (size_t c = 0; c < K; c++) {
+        double decay = ck->gamma[(L - 1) * K + c];
+        for (size_t j = 0; j < V; j++)
+            S[c * V + j] *= decay;
+        for (size_t r = 0; r < L; r++) {
+            double kd = ck->k[r * K + c] * ck->to_end[r * K + c];
+            for (size_t j = 0; j < V; j++)
+                S[c * V + j] += kd * Vnew[r * V + j];
+        }
+    }
+}
+
+/*
+ * Copy positions t0 .. t0+L-1 of head (b, h) into the chunk's rows.
+ * q, k are (B, T, H, K); v is (B, T, H, V); beta is (B, T, H); g is
+ * (B, T, H, gw) with gw = K (KDA), 1 (Gated DeltaNet) or 0.
+ */
+static void load_chunk(chunk *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                       const double *q, const double *k, const double *v, const double *g,
+                       size_t gw, const double *beta)
+{
+    const size_t K = d->K, V = d->V;
+    for (size_t r = 0; r < ck->L; r++) {
+        size_t bth = (b * d->T + t0 + r) * d->H + h; /* index of (b, t0 + r, h) */
+        memcpy(ck->q + r * K, q + bth * K, K * sizeof *ck->q);
+        memcpy(ck->k + r * K, k + bth * K, K * sizeof *ck->k);
+        memcpy(ck->v + r * V, v + bth * V, V * sizeof *ck->v);
+        ck->beta[r] = ck->delta ? beta[bth] : 1;
+        for (size_t c = 0; c < K; c++)
+            ck->g[r * K + c] = gw == K ? g[bth * K + c] : gw == 1 ? g[bth] : 0;
+    }
+}
+
+static void chunk_free(chunk *ck)
+{
+    free(ck->q); free(ck->k); free(ck->v); free(ck->beta); free(ck->g);
+    free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
+    free(ck->W); free(ck->U); free(ck->xa); free(ck->yb); free(ck->run);
+}
+
+/* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
+static kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V)
+{
+    size_t CK, CV, CC, bytes;
+    if (!kdalab_mul_size(C, K, &CK) || !kdalab_mul_size(C, V, &CV) ||
+        !kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(CK > CV ? CK : CV, 8, &bytes) ||
+        !kdalab_mul_size(CC, 8, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
+                           C, K, V);
+    ck->q = malloc(CK * 8);     ck->k = malloc(CK * 8);      ck->v = malloc(CV * 8);
+    ck->beta = malloc(C * 8);   ck->g = malloc(CK * 8);      ck->gamma = malloc(CK * 8);
+    ck->to_end = malloc(CK * 8);
+    ck->Akk = calloc(CC, 8);    ck->Aqk = calloc(CC, 8);
+    ck->W = malloc(CK * 8);     ck->U = malloc(CV * 8);
+    ck->xa = malloc(CK * 8);    ck->yb = malloc(CK * 8);     ck->run = malloc(K * 8);
+    if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
+        !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->xa || !ck->yb || !ck->run) {
+        chunk_free(ck);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
+                           K, V);
+    }
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                               const double *q, const double *k, const double *v,
+                               const double *g, const double *beta, const double *h0,
+                               double *o, double *ht, const kdalab_chunk_opts *opts,
+                               kdalab_report *report)
+{
+    // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
+    // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
+    kdalab_counts n;
+    kdalab_chunk_opts op;
+    kdalab_status s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
+    if (s == KDALAB_OK)
+        s = kdalab_check_chunk_opts(opts, 1, &op);
+    if (s != KDALAB_OK)
+        return s;
+    if (op.decay != KDALAB_DECAY_SAFE) /* the modes studied in experiment 03 */
+        return kdalab_study_chunk_f64(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op,
+                                      report);
+
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    const size_t C = op.chunk < T ? op.chunk : (T ? T : 1); /* no buffer larger than T */
+    const size_t gw = kdalab_mechanism_g_width(mech, K);
+    chunk ck = {.K = K, .V = V, .sub = op.subchunk, .delta = mech != KDALAB_LINEAR_ATTENTION};
+    double *S = malloc(K * V * sizeof *S); /* one head's state (K, V) */
+    if (!S)
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
+    s = chunk_alloc(&ck, C, K, V);
+    if (s != KDALAB_OK) {
+        free(S);
+        return s;
+    }
+
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t bh = b * H + h;
+            if (h0)
+                memcpy(S, h0 + bh * K * V, K * V * sizeof *S);
+            else
+                memset(S, 0, K * V * sizeof *S); /* no h0: a zero state */
+            for (size_t t0 = 0; t0 < T; t0 += C) {
+                ck.L = t0 + C <= T ? C : T - t0;
+                load_chunk(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
+                decay_factors(&ck);
+                corrected_values(&ck, S);                                      /* 1-4 */
+                chunk_outputs(&ck, S, scale, o + ((b * T + t0) * H + h) * V, H * V); /* 5-6 */
+                advance_state(&ck, S);                                         /* 7 */
+            }
+            if (ht)
+                memcpy(ht + bh * K * V, S, K * V * sizeof *S);
+        }
+    chunk_free(&ck);
+    free(S);
+
+    kdalab_report rep = {.max_exponent = 0}; /* the safe mode forms no positive exponent */
+    s = kdalab_check_outputs_f64("chunkwise form (decay mode 'safe', largest exponent 0)", o,
+                                 n.v, ht, n.state, &rep.nonfinite_o, &rep.nonfinite_ht);
+    if (report)
+        *report = rep;
+    return s;
+}

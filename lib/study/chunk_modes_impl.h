@@ -1,16 +1,27 @@
 /*
- * lib/chunk_impl.h — the chunkwise form (REFERENCE.md, "Chunkwise form",
- * steps 1-7), written once for float64 and float32 (instantiated by
- * lib/chunk.c via lib/real.h).
+ * lib/study/chunk_modes_impl.h — the chunkwise form with every KDA decay mode
+ * and emulated storage precision, written once over `real` and instantiated
+ * for float64 and float32 by lib/study/chunk_modes.c (through lib/study/real.h).
  *
- * Per (b, h) the sequence is cut into chunks of C positions (the last may be
- * shorter). Inside a chunk every position r = 0..L-1 carries a log-decay g_r
- * (K values for KDA, one for Gated DeltaNet, none otherwise); a value written
- * at j and read at i >= j is scaled by exp(Gamma_i - Gamma_j) =
- * exp(sum_{m=j+1..i} g_m).
+ * defines (static, per suffix _f64 / _f32): study_chunk and its steps.
  *
- * Every such exponent is formed as a sum over its span, never as the
- * difference of two cumulative sums: the g are all <= 0, so a span sum has no
+ * The algorithm is lib/reference/chunk.c's (REFERENCE.md steps 1-7); read that
+ * file first. What this one adds is what experiment 03 and the precision tests
+ * study:
+ *   - decay modes: besides the reference's safe sub-chunks, the C x C x K
+ *     pairwise yardstick, the chapter's rescaled q * gamma, k / gamma, and the
+ *     production kernels' anchored sub-chunks — the last two form POSITIVE
+ *     exponents and overflow when |sum g| over their span exceeds the range
+ *     (REFERENCE.md, "Where the floating-point range problem lives");
+ *   - storage precision (float32 instance only): inputs and rescaled rows
+ *     rounded to bf16 or fp16 where a production kernel stores them, every
+ *     sum accumulated in float32;
+ *   - the largest exponent formed, for kdalab_report.
+ * Gated DeltaNet keeps its one decay per position here (a C x C mask), as the
+ * production kernels do.
+ *
+ * Every exponent is formed as a sum over its span, never as the difference
+ * of two cumulative sums: the g are all <= 0, so a span sum has no
  * cancellation, while Gamma_i - Gamma_j loses every small g that follows one
  * large one (-1e20 + -1 == -1e20) and would turn a decay into none.
  */
@@ -295,7 +306,7 @@ static kdalab_status FN(chunk_ws_alloc)(FN(chunk_ws) *w, size_t C, size_t K, siz
     return KDALAB_OK;
 }
 
-kdalab_status FN(kdalab_chunk)(const kdalab_dims *dims, kdalab_mechanism mech, real scale,
+static kdalab_status FN(study_chunk)(const kdalab_dims *dims, kdalab_mechanism mech, real scale,
                                const real *q, const real *k, const real *v, const real *g,
                                const real *beta, const real *h0, real *o, real *ht,
                                const kdalab_chunk_opts *opts, kdalab_report *report)

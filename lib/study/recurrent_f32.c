@@ -1,29 +1,35 @@
 /*
- * lib/recurrent_impl.h — the recurrent form and the decode step, written once
- * for float64 and float32 (instantiated by lib/recurrent.c via lib/real.h).
+ * lib/study/recurrent_f32.c — the recurrent form and the decode step computed
+ * entirely in float32: lib/reference/recurrent.c with float in place of
+ * double, line for line (keep the two in step), to measure what float32
+ * storage and accumulation cost against the float64 oracle.
  *
- * This is the reference: it reads like the update table of REFERENCE.md and
- * like fla's fla/ops/<mechanism>/naive.py recurrences.
+ * defines: kdalab_step_f32, kdalab_recurrent_f32
  */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
 
 /*
  * One token, one head: S_{t-1} -> S_t in place, o = s * S_t^T q.
  *   S [K,V]; q, k [K]; v, o [V]; g: [1] (GDN), [K] (KDA), unused otherwise.
  * Inputs are assumed valid (the public functions check them first).
  */
-static void FN(step_head)(kdalab_mechanism mech, size_t K, size_t V, real scale,
-                          const real *q, const real *k, const real *v, const real *g,
-                          real beta, real *S, real *o)
+static void step_head(kdalab_mechanism mech, size_t K, size_t V, float scale, const float *q,
+                      const float *k, const float *v, const float *g, float beta, float *S,
+                      float *o)
 {
     /* 1. decay: S' = alpha S (Gated DeltaNet) or Diag(a) S (KDA), a = exp(g) */
     if (mech == KDALAB_GATED_DELTANET) {
-        real alpha = EXP(g[0]);
+        float alpha = expf(g[0]);
         for (size_t c = 0; c < K; c++)
             for (size_t j = 0; j < V; j++)
                 S[c * V + j] *= alpha;
     } else if (mech == KDALAB_KDA) {
         for (size_t c = 0; c < K; c++) {
-            real a = EXP(g[c]); /* row c = everything written through key channel c */
+            float a = expf(g[c]); /* row c = everything written through key channel c */
             for (size_t j = 0; j < V; j++)
                 S[c * V + j] *= a;
         }
@@ -34,14 +40,14 @@ static void FN(step_head)(kdalab_mechanism mech, size_t K, size_t V, real scale,
      *      delta rule        S[:,j] += beta k (v_j - S'[:,j] . k)   (uses the decayed S')
      * 3. read the same column of the new state: o_j = s S_t[:,j] . q */
     for (size_t j = 0; j < V; j++) {
-        real write = v[j];
+        float write = v[j];
         if (mech != KDALAB_LINEAR_ATTENTION) {
-            real predicted = 0; /* S'^T k: what the state already returns for key k */
+            float predicted = 0; /* S'^T k: what the state already returns for key k */
             for (size_t c = 0; c < K; c++)
                 predicted += S[c * V + j] * k[c];
             write = beta * (v[j] - predicted);
         }
-        real read = 0;
+        float read = 0;
         for (size_t c = 0; c < K; c++) {
             S[c * V + j] += k[c] * write;
             read += S[c * V + j] * q[c];
@@ -50,29 +56,30 @@ static void FN(step_head)(kdalab_mechanism mech, size_t K, size_t V, real scale,
     }
 }
 
-kdalab_status FN(kdalab_step)(kdalab_mechanism mech, size_t K, size_t V, real scale,
-                              const real *q, const real *k, const real *v, const real *g,
-                              real beta, real *S, real *o)
+kdalab_status kdalab_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                              const float *q, const float *k, const float *v, const float *g,
+                              float beta, float *S, float *o)
 {
-    kdalab_status s = FN(kdalab_check_step)(mech, K, V, scale, q, k, v, g, beta, S, o);
+    kdalab_status s = kdalab_check_step_f32(mech, K, V, scale, q, k, v, g, beta, S, o);
     if (s != KDALAB_OK)
         return s;
-    FN(step_head)(mech, K, V, scale, q, k, v, g, beta, S, o);
-    return FN(kdalab_check_outputs)("decode step", o, V, S, K * V, NULL, NULL);
+    step_head(mech, K, V, scale, q, k, v, g, beta, S, o);
+    return kdalab_check_outputs_f32("decode step", o, V, S, K * V, NULL, NULL);
 }
 
-kdalab_status FN(kdalab_recurrent)(const kdalab_dims *dims, kdalab_mechanism mech, real scale,
-                                   const real *q, const real *k, const real *v, const real *g,
-                                   const real *beta, const real *h0, real *o, real *ht)
+kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, const float *beta, const float *h0, float *o,
+                                   float *ht)
 {
     kdalab_counts n;
-    kdalab_status s = FN(kdalab_check)(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
+    kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
     if (s != KDALAB_OK)
         return s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t gw = kdalab_mechanism_g_width(mech, K); /* g values per (b,t,h) */
 
-    real *S = malloc(K * V * sizeof *S); /* one head's state [K,V] */
+    float *S = malloc(K * V * sizeof *S); /* one head's state [K,V] */
     if (!S)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
 
@@ -85,12 +92,12 @@ kdalab_status FN(kdalab_recurrent)(const kdalab_dims *dims, kdalab_mechanism mec
                 memset(S, 0, K * V * sizeof *S); /* no h0: a zero state */
             for (size_t t = 0; t < T; t++) {
                 size_t bth = (b * T + t) * H + h; /* index of (b,t,h) */
-                FN(step_head)(mech, K, V, scale, q + bth * K, k + bth * K, v + bth * V,
-                              gw ? g + bth * gw : NULL, beta ? beta[bth] : 1, S, o + bth * V);
+                step_head(mech, K, V, scale, q + bth * K, k + bth * K, v + bth * V,
+                          gw ? g + bth * gw : NULL, beta ? beta[bth] : 1, S, o + bth * V);
             }
             if (ht)
                 memcpy(ht + bh * K * V, S, K * V * sizeof *S);
         }
     free(S);
-    return FN(kdalab_check_outputs)("recurrent form", o, n.v, ht, n.state, NULL, NULL);
+    return kdalab_check_outputs_f32("recurrent form", o, n.v, ht, n.state, NULL, NULL);
 }
