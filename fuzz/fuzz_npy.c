@@ -1,5 +1,5 @@
 /*
- * fuzz_npy.c — libFuzzer target for the .npy reader (issue 4, "Hardening").
+ * fuzz_npy.c — libFuzzer target for the .npy reader.
  *
  * Feeds arbitrary bytes to kdalab_npy_parse and checks, beyond "no crash, no
  * out-of-bounds access" (AddressSanitizer and UBSan are on in `make fuzz`),

@@ -7,7 +7,8 @@
  * defines: kdalab_check_values_f64, kdalab_check_values_f32, kdalab_check_scale
  *          (public); kdalab_count_dims, kdalab_check_finite_f64/_f32,
  *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
- *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32 (internal.h)
+ *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
+ *          kdalab_check_chunk_opts (internal.h)
  *
  * The float64 and float32 entry points share one body: each array is read
  * through `elem` (an element of a double or float array, as double, which is
@@ -293,4 +294,26 @@ kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t 
                                        size_t *bad_ht)
 {
     return check_outputs(what, o, n_o, ht, n_ht, 1, bad_o, bad_ht);
+}
+
+/* ---- chunk options ------------------------------------------------------------ */
+
+kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,
+                                      kdalab_chunk_opts *out)
+{
+    *out = opts ? *opts : kdalab_chunk_opts_default();
+    if (out->chunk < 1)
+        return kdalab_fail(KDALAB_EINVAL, "chunk size C = %zu; it must be >= 1", out->chunk);
+    if (out->subchunk < 1)
+        return kdalab_fail(KDALAB_EINVAL, "sub-chunk size c = %zu; it must be >= 1",
+                           out->subchunk);
+    if ((unsigned)out->decay > (unsigned)KDALAB_DECAY_ANCHORED)
+        return kdalab_fail(KDALAB_EINVAL, "unknown decay mode %d", (int)out->decay);
+    if ((unsigned)out->precision > (unsigned)KDALAB_FP16)
+        return kdalab_fail(KDALAB_EINVAL, "unknown precision %d", (int)out->precision);
+    if (want_fp32 && out->precision != KDALAB_FP32)
+        return kdalab_fail(KDALAB_EINVAL,
+                           "precision %s needs kdalab_chunk_f32; the float64 form is exact",
+                           kdalab_precision_name(out->precision));
+    return KDALAB_OK;
 }

@@ -1,6 +1,9 @@
 /*
- * lib/core/status.c — status messages, the per-thread error detail, names of
- * mechanisms, decay modes and precisions, and small shared defaults.
+ * lib/core/status.c — status messages, the per-thread error detail, and the
+ * size-overflow check every allocation goes through.
+ *
+ * defines: kdalab_strerror, kdalab_last_error (public); kdalab_clear_error,
+ *          kdalab_fail, kdalab_mul_size (internal.h)
  */
 #include <math.h>
 #include <stdarg.h>
@@ -50,100 +53,4 @@ int kdalab_mul_size(size_t a, size_t b, size_t *out)
         return 0;
     *out = a * b;
     return 1;
-}
-
-/* ---- names ---------------------------------------------------------------- */
-
-static const char *const mechanism_names[] = {"linear_attention", "deltanet",
-                                              "gated_deltanet", "kda"};
-static const char *const decay_names[] = {"safe", "pairwise", "rescaled", "anchored"};
-static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-static const char *name_of(const char *const *names, size_t n, int value)
-{
-    return (value >= 0 && (size_t)value < n) ? names[value] : "unknown";
-}
-
-static kdalab_status parse_name(const char *const *names, size_t n, const char *what,
-                                const char *name, int *out)
-{
-    if (!name || !out)
-        return kdalab_fail(KDALAB_ENULL, "%s: NULL argument", what);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(name, names[i]) == 0) {
-            *out = (int)i;
-            return KDALAB_OK;
-        }
-    return kdalab_fail(KDALAB_EINVAL, "unknown %s '%s'", what, name);
-}
-
-const char *kdalab_mechanism_name(kdalab_mechanism m)
-{
-    return name_of(mechanism_names, COUNT(mechanism_names), (int)m);
-}
-
-kdalab_status kdalab_mechanism_parse(const char *name, kdalab_mechanism *out)
-{
-    int v = 0;
-    kdalab_status s = parse_name(mechanism_names, COUNT(mechanism_names), "mechanism", name, &v);
-    if (s == KDALAB_OK)
-        *out = (kdalab_mechanism)v;
-    return s;
-}
-
-const char *kdalab_decay_name(kdalab_decay_mode mode)
-{
-    return name_of(decay_names, COUNT(decay_names), (int)mode);
-}
-
-kdalab_status kdalab_decay_parse(const char *name, kdalab_decay_mode *out)
-{
-    int v = 0;
-    kdalab_status s = parse_name(decay_names, COUNT(decay_names), "decay mode", name, &v);
-    if (s == KDALAB_OK)
-        *out = (kdalab_decay_mode)v;
-    return s;
-}
-
-const char *kdalab_precision_name(kdalab_precision p)
-{
-    return name_of(precision_names, COUNT(precision_names), (int)p);
-}
-
-int kdalab_mechanism_has_beta(kdalab_mechanism m) { return m != KDALAB_LINEAR_ATTENTION; }
-
-size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K)
-{
-    return m == KDALAB_KDA ? K : m == KDALAB_GATED_DELTANET ? 1 : 0;
-}
-
-double kdalab_default_scale(size_t K) { return K ? 1.0 / sqrt((double)K) : 0.0; }
-
-kdalab_chunk_opts kdalab_chunk_opts_default(void)
-{
-    kdalab_chunk_opts o = {.chunk = 64, .subchunk = 16, .decay = KDALAB_DECAY_SAFE,
-                           .precision = KDALAB_FP32};
-    return o;
-}
-
-kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,
-                                      kdalab_chunk_opts *out)
-{
-    *out = opts ? *opts : kdalab_chunk_opts_default();
-    if (out->chunk < 1)
-        return kdalab_fail(KDALAB_EINVAL, "chunk size C = %zu; it must be >= 1", out->chunk);
-    if (out->subchunk < 1)
-        return kdalab_fail(KDALAB_EINVAL, "sub-chunk size c = %zu; it must be >= 1",
-                           out->subchunk);
-    if ((unsigned)out->decay > (unsigned)KDALAB_DECAY_ANCHORED)
-        return kdalab_fail(KDALAB_EINVAL, "unknown decay mode %d", (int)out->decay);
-    if ((unsigned)out->precision > (unsigned)KDALAB_FP16)
-        return kdalab_fail(KDALAB_EINVAL, "unknown precision %d", (int)out->precision);
-    if (want_fp32 && out->precision != KDALAB_FP32)
-        return kdalab_fail(KDALAB_EINVAL,
-                           "precision %s needs kdalab_chunk_f32; the float64 form is exact",
-                           kdalab_precision_name(out->precision));
-    return KDALAB_OK;
 }
