@@ -2,7 +2,7 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/)
-#   make test       the cmocka test suite
+#   make test       the layout check (scripts/check_layout.sh) and the cmocka test suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
 #   make bench      the SIMD benchmark (not a test: prints speeds)
@@ -129,6 +129,7 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
 
 # Tests that drive the command-line tool need it built first.
 test: deps-test all $(TEST_BIN)
+	@sh scripts/check_layout.sh $(LIB_SO)
 	@KDALAB_BIN=$(BIN) sh tests/run.sh $(TEST_BIN)
 
 check-asan:

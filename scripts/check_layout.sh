@@ -1,0 +1,50 @@
+#!/bin/sh
+# scripts/check_layout.sh — the layout promises a reader relies on, checked
+# (run by `make test`; exits 1 with one line per broken promise):
+#   1. every function declared in a public header (lib/kdalab*.h) has exactly
+#      one definition that `grep -n '^[a-z].*\bNAME('` finds in a lib/ .c file;
+#   2. every symbol libkdalab.so exports is declared in a public header;
+#   3. no .c or .h file in lib/, tools/ or experiments/ is longer than 600 lines.
+# usage: scripts/check_layout.sh [path/to/libkdalab.so]
+so=${1:-build/libkdalab.so}
+cc=${CC:-cc}
+bad=0
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# the public API as the compiler sees it: names followed by '(' in the headers
+$cc -E -P -Ilib lib/kdalab.h | grep -o '\bkdalab_[a-z0-9_]*[ ]*(' | tr -d ' (' \
+    | sort -u > "$tmp/declared"
+[ -s "$tmp/declared" ] || { echo "layout: no public declarations found" >&2; exit 1; }
+
+lib_c=$(find lib -name '*.c' | sort)
+while read -r name; do
+    n=$(grep -n "^[a-z].*\b$name(" $lib_c | grep -v ';[[:space:]]*$' | wc -l)
+    if [ "$n" -ne 1 ]; then
+        echo "layout: $name has $n definitions found by grep '^[a-z].*\\b$name(' in lib/ (want 1)"
+        bad=1
+    fi
+done < "$tmp/declared"
+
+if [ -f "$so" ]; then
+    nm -D --defined-only "$so" | awk '$2 ~ /^[TDBR]$/ {print $3}' | sort -u > "$tmp/exported"
+    for name in $(comm -23 "$tmp/exported" "$tmp/declared"); do
+        echo "layout: $so exports $name, which no public header declares"
+        bad=1
+    done
+else
+    echo "layout: $so not built; export check skipped" >&2
+fi
+
+for f in $(find lib tools experiments -name '*.[ch]' | sort); do
+    n=$(wc -l < "$f")
+    if [ "$n" -gt 600 ]; then
+        echo "layout: $f has $n lines (at most 600)"
+        bad=1
+    fi
+done
+
+if [ "$bad" -eq 0 ]; then
+    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each; exports = declarations; no file over 600 lines"
+fi
+exit "$bad"
