@@ -20,6 +20,7 @@
  *   kdalab_npy.h        .npy reader and writer
  *   kdalab_hybrid.h     the KDA + attention hybrid stack
  *   kdalab_simd.h       the optimized float32 path
+ *   kdalab_grad.h       gradients: the backward of every form, and the gates
  */
 #include "kdalab_status.h"
 #include "kdalab_forms.h"
@@ -28,5 +29,6 @@
 #include "kdalab_npy.h"
 #include "kdalab_hybrid.h"
 #include "kdalab_simd.h"
+#include "kdalab_grad.h"
 
 #endif /* KDALAB_H */

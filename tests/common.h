@@ -32,6 +32,24 @@ const char *golden_dir(void);
 size_t golden_load_all(golden_case *cases, size_t max);
 void golden_free(golden_case *c);
 
+/* One case of tests/golden_grad/MANIFEST.tsv: the forward inputs, the
+ * upstream gradients and the expected gradients (NULL data where absent). */
+typedef struct {
+    char name[64];
+    kdalab_mechanism mech;
+    kdalab_dims dims;
+    double scale;
+    int has_h0, has_dht;
+    kdalab_array q, k, v, beta, g, h0, d_o, dht, o, ht;
+    kdalab_array dq, dk, dv, dbeta, dg, dh0;
+} grad_case;
+
+/* The directory of the golden gradients (tests/golden_grad, or $KDALAB_GOLDEN_GRAD). */
+const char *grad_golden_dir(void);
+/* Load every case of golden_grad/MANIFEST.tsv; returns the count. */
+size_t grad_load_all(grad_case *cases, size_t max);
+void grad_case_free(grad_case *c);
+
 /* max |a - b| / max(max |b|, tiny) over n elements (non-finite a gives +inf). */
 double rel_err_f64(const double *a, const double *b, size_t n);
 double rel_err_f32(const float *a, const double *b, size_t n);

@@ -58,6 +58,31 @@ kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
                                const float *g, const float *beta, const float *h0,
                                const float *o, kdalab_counts *counts);
 
+/* Validate one call of a backward: kdalab_check_f64's rules for the forward
+ * inputs, then d_o [B,T,H,V] (required when T > 0) and dht [B,H,K,V] (may be
+ * NULL) finite. Errors: the forward's, ENULL "d_o is NULL", ENONFINITE. */
+kdalab_status kdalab_check_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                   double scale, const double *q, const double *k,
+                                   const double *v, const double *g, const double *beta,
+                                   const double *h0, const double *d_o, const double *dht,
+                                   kdalab_counts *counts);
+kdalab_status kdalab_check_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, const float *beta, const float *h0,
+                                   const float *d_o, const float *dht, kdalab_counts *counts);
+
+/* Count the non-finite values of the gradients a backward wrote (NULL: not
+ * requested): KDALAB_ERANGE naming `what` and the first bad gradient, else
+ * KDALAB_OK. Every backward ends with it. */
+kdalab_status kdalab_check_grads_f64(const char *what, const kdalab_dims *dims,
+                                     kdalab_mechanism mech, const double *dq, const double *dk,
+                                     const double *dv, const double *dg, const double *dbeta,
+                                     const double *dh0);
+kdalab_status kdalab_check_grads_f32(const char *what, const kdalab_dims *dims,
+                                     kdalab_mechanism mech, const float *dq, const float *dk,
+                                     const float *dv, const float *dg, const float *dbeta,
+                                     const float *dh0);
+
 /* Count non-finite values in the outputs o[n_o] and ht[n_ht] (ht may be
  * NULL): KDALAB_ERANGE with a message naming `what` when there are any (the
  * outputs stay written), KDALAB_OK otherwise. Counts go to bad_o, bad_ht

@@ -8,6 +8,7 @@
  *          (public); kdalab_count_dims, kdalab_check_finite_f64/_f32,
  *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
  *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
+ *          kdalab_check_bwd_f64/_f32, kdalab_check_grads_f64/_f32,
  *          kdalab_check_chunk_opts (internal.h)
  *
  * The float64 and float32 entry points share one body: each array is read
@@ -191,6 +192,46 @@ kdalab_status kdalab_check_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
     return check_call(dims, mech, scale, q, k, v, g, beta, h0, o, 1, counts);
 }
 
+/* ---- one call of a backward ---------------------------------------------------- */
+
+/* kdalab_check_bwd_f64 / _f32 (internal.h): the forward's checks, then the
+ * upstream gradients d_o (like o) and dht (like ht, optional). */
+static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    double scale, const void *q, const void *k, const void *v,
+                                    const void *g, const void *beta, const void *h0,
+                                    const void *d_o, const void *dht, int is_f32,
+                                    kdalab_counts *counts)
+{
+    kdalab_counts c;
+    TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    if (c.v > 0 && !d_o)
+        return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
+    TRY(check_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, is_f32, &c));
+    TRY(check_values(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, NULL));
+    if (dht)
+        TRY(check_values(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, NULL));
+    if (counts)
+        *counts = c;
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                   double scale, const double *q, const double *k,
+                                   const double *v, const double *g, const double *beta,
+                                   const double *h0, const double *d_o, const double *dht,
+                                   kdalab_counts *counts)
+{
+    return check_bwd_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, 0, counts);
+}
+
+kdalab_status kdalab_check_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, const float *beta, const float *h0,
+                                   const float *d_o, const float *dht, kdalab_counts *counts)
+{
+    return check_bwd_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, 1, counts);
+}
+
 /* ---- one decode step -------------------------------------------------------- */
 
 static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, double scale,
@@ -294,6 +335,54 @@ kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t 
                                        size_t *bad_ht)
 {
     return check_outputs(what, o, n_o, ht, n_ht, 1, bad_o, bad_ht);
+}
+
+/* The gradients a backward wrote (each NULL when not requested): any
+ * non-finite value is KDALAB_ERANGE naming `what` and the gradient. */
+static kdalab_status check_grads(const char *what, const kdalab_dims *d, kdalab_mechanism mech,
+                                 const void *dq, const void *dk, const void *dv, const void *dg,
+                                 const void *dbeta, const void *dh0, int is_f32)
+{
+    kdalab_counts c;
+    TRY(kdalab_count_dims(d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    const struct {
+        const char *name;
+        const void *x;
+        size_t n;
+    } grads[] = {{"dq", dq, c.qk},
+                 {"dk", dk, c.qk},
+                 {"dv", dv, c.v},
+                 {"dg", dg, c.g},
+                 {"dbeta", dbeta, kdalab_mechanism_has_beta(mech) ? c.bth : 0},
+                 {"dh0", dh0, c.state}};
+    for (size_t a = 0; a < sizeof grads / sizeof grads[0]; a++) {
+        size_t bad = 0;
+        for (size_t i = 0; grads[a].x && i < grads[a].n; i++)
+            bad += !isfinite(elem(grads[a].x, is_f32, i));
+        if (bad)
+            return kdalab_fail(KDALAB_ERANGE,
+                               "%s: %zu non-finite values in %s from finite inputs (an "
+                               "intermediate overflowed)",
+                               what, bad, grads[a].name);
+    }
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_grads_f64(const char *what, const kdalab_dims *dims,
+                                     kdalab_mechanism mech, const double *dq, const double *dk,
+                                     const double *dv, const double *dg, const double *dbeta,
+                                     const double *dh0)
+{
+    return check_grads(what, dims, mech, dq, dk, dv, dg, dbeta, dh0, 0);
+}
+
+kdalab_status kdalab_check_grads_f32(const char *what, const kdalab_dims *dims,
+                                     kdalab_mechanism mech, const float *dq, const float *dk,
+                                     const float *dv, const float *dg, const float *dbeta,
+                                     const float *dh0)
+{
+    return check_grads(what, dims, mech, dq, dk, dv, dg, dbeta, dh0, 1);
 }
 
 /* ---- chunk options ------------------------------------------------------------ */

@@ -40,26 +40,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-/* One chunk of one head: its rows, their decay, and the step-by-step results.
- * Every buffer is sized for a full chunk of C positions. */
-typedef struct {
-    size_t L, K, V; /* positions in this chunk (<= C), key and value dims   */
-    size_t sub;     /* c, positions per sub-chunk of the decayed Gram matrices */
-    int delta;      /* 1 for the delta rule (not linear attention)           */
-    double *q, *k;  // (L, K)  the chunk's queries and keys
-    double *v;      // (L, V)  its values
-    double *beta;   // (L)     write strengths (1 for linear attention)
-    double *g;      // (L, K)  log-decay per channel (0 without decay)
-    double *gamma;  // (L, K)  exp(g_0 + ... + g_r)
-    double *to_end; // (L, K)  exp(g_{r+1} + ... + g_{L-1})
-    double *Akk;    // (L, L)  step 1 (strictly lower triangular)
-    double *Aqk;    // (L, L)  step 5 (lower triangular)
-    double *W;      // (L, K)  step 3
-    double *U;      // (L, V)  step 3, then V_new in place (step 4)
-    double *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
-    double *run;     // (K)    a running span sum of g
-} chunk;
+#include "chunk_steps.h"
 
 static double dot(const double *x, const double *y, size_t n)
 {
@@ -75,7 +56,7 @@ static double dot(const double *x, const double *y, size_t n)
  * span (a forward and a backward running sum; never a difference of sums,
  * which would lose every small g after a large one: -1e20 + -1 == -1e20).
  */
-static void decay_factors(chunk *ck)
+void chunk_decay_factors(chunk *ck)
 {
     const size_t L = ck->L, K = ck->K;
     for (size_t c = 0; c < K; c++) {
@@ -107,8 +88,8 @@ static void decay_factors(chunk *ck)
  *     exp of the running sum from j+1 up to i, again <= 1.
  * No exponent is ever positive.
  */
-static void decayed_gram(chunk *ck, const double *X, const double *Y, int with_diag,
-                         double *out)
+void chunk_decayed_gram(chunk *ck, const double *X, const double *Y, int with_diag,
+                        double *out)
 {
     const size_t L = ck->L, K = ck->K;
     const double *g = ck->g;
@@ -161,7 +142,7 @@ static void decayed_gram(chunk *ck, const double *X, const double *Y, int with_d
  * I + A_kk. That is X = T R' with T = (I + A_kk)^-1 Diag(beta): the product
  * of the chunk's L diagonal-plus-rank-one transitions in one solve.
  */
-static void ut_transform(const chunk *ck, double *X, size_t width)
+void chunk_ut_transform(const chunk *ck, double *X, size_t width)
 {
     for (size_t i = 0; i < ck->L; i++)
         for (size_t m = 0; m < i; m++) {
@@ -172,21 +153,22 @@ static void ut_transform(const chunk *ck, double *X, size_t width)
 }
 
 /*
- * Steps 1-4: the corrected values V_new = U - W S of the chunk, left in
- * ck->U (L, V). S is (K, V), the state entering the chunk.
+ * Steps 1-4: the corrected values V_new = U - W S of the chunk, in ck->Vn
+ * (L, V), with A_kk, W and U on the way. S is (K, V), the state entering the
+ * chunk.
  */
-static void corrected_values(chunk *ck, const double *S)
+void chunk_corrected_values(chunk *ck, const double *S)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     if (!ck->delta) { /* linear attention: V_new = V */
-        memcpy(ck->U, ck->v, L * V * sizeof *ck->U);
+        memcpy(ck->Vn, ck->v, L * V * sizeof *ck->Vn);
         return;
     }
-    /* 1. A_kk = Diag(beta) (decayed K K^T), strictly lower */
-    decayed_gram(ck, ck->k, ck->k, 0, ck->Akk);
+    /* 1. A_kk = Diag(beta) Gkk, Gkk the decayed K K^T, strictly lower */
+    chunk_decayed_gram(ck, ck->k, ck->k, 0, ck->Gkk);
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < i; j++)
-            ck->Akk[i * L + j] *= ck->beta[i];
+            ck->Akk[i * L + j] = ck->beta[i] * ck->Gkk[i * L + j];
     /* 2-3. W = T (gamma * K), U = T V */
     for (size_t r = 0; r < L; r++) {
         for (size_t c = 0; c < K; c++)
@@ -194,15 +176,18 @@ static void corrected_values(chunk *ck, const double *S)
         for (size_t j = 0; j < V; j++)
             ck->U[r * V + j] = ck->beta[r] * ck->v[r * V + j];
     }
-    ut_transform(ck, ck->W, K);
-    ut_transform(ck, ck->U, V);
+    chunk_ut_transform(ck, ck->W, K);
+    chunk_ut_transform(ck, ck->U, V);
     /* 4. V_new = U - W S */
-    for (size_t r = 0; r < L; r++)
+    for (size_t r = 0; r < L; r++) {
+        for (size_t j = 0; j < V; j++)
+            ck->Vn[r * V + j] = ck->U[r * V + j];
         for (size_t c = 0; c < K; c++) {
             double w = ck->W[r * K + c];
             for (size_t j = 0; j < V; j++)
-                ck->U[r * V + j] -= w * S[c * V + j];
+                ck->Vn[r * V + j] -= w * S[c * V + j];
         }
+    }
 }
 
 /*
@@ -214,8 +199,8 @@ static void chunk_outputs(chunk *ck, const double *S, double scale, double *o,
                           size_t o_stride)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
-    const double *Vnew = ck->U;
-    decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
+    const double *Vnew = ck->Vn;
+    chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
     for (size_t i = 0; i < L; i++) {            /* 6. */
         double *oi = o + i * o_stride;
         for (size_t j = 0; j < V; j++)
@@ -239,7 +224,7 @@ static void chunk_outputs(chunk *ck, const double *S, double scale, double *o,
 static void advance_state(const chunk *ck, double *S)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
-    const double *Vnew = ck->U;
+    const double *Vnew = ck->Vn;
     for (size_t c = 0; c < K; c++) {
         double decay = ck->gamma[(L - 1) * K + c];
         for (size_t j = 0; j < V; j++)
@@ -257,9 +242,9 @@ static void advance_state(const chunk *ck, double *S)
  * q, k are (B, T, H, K); v is (B, T, H, V); beta is (B, T, H); g is
  * (B, T, H, gw) with gw = K (KDA), 1 (Gated DeltaNet) or 0.
  */
-static void load_chunk(chunk *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
-                       const double *q, const double *k, const double *v, const double *g,
-                       size_t gw, const double *beta)
+void chunk_load(chunk *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                const double *q, const double *k, const double *v, const double *g, size_t gw,
+                const double *beta)
 {
     const size_t K = d->K, V = d->V;
     for (size_t r = 0; r < ck->L; r++) {
@@ -273,15 +258,15 @@ static void load_chunk(chunk *ck, const kdalab_dims *d, size_t b, size_t h, size
     }
 }
 
-static void chunk_free(chunk *ck)
+void chunk_free(chunk *ck)
 {
     free(ck->q); free(ck->k); free(ck->v); free(ck->beta); free(ck->g);
     free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
-    free(ck->W); free(ck->U); free(ck->xa); free(ck->yb); free(ck->run);
+    free(ck->W); free(ck->U); free(ck->Vn); free(ck->Gkk); free(ck->xa); free(ck->yb); free(ck->run);
 }
 
 /* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
-static kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V)
+kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V)
 {
     size_t CK, CV, CC, bytes;
     if (!kdalab_mul_size(C, K, &CK) || !kdalab_mul_size(C, V, &CV) ||
@@ -293,10 +278,11 @@ static kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V)
     ck->beta = malloc(C * 8);   ck->g = malloc(CK * 8);      ck->gamma = malloc(CK * 8);
     ck->to_end = malloc(CK * 8);
     ck->Akk = calloc(CC, 8);    ck->Aqk = calloc(CC, 8);
-    ck->W = malloc(CK * 8);     ck->U = malloc(CV * 8);
+    ck->W = malloc(CK * 8);     ck->U = malloc(CV * 8);     ck->Vn = malloc(CV * 8);
+    ck->Gkk = calloc(CC, 8);
     ck->xa = malloc(CK * 8);    ck->yb = malloc(CK * 8);     ck->run = malloc(K * 8);
     if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
-        !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->xa || !ck->yb || !ck->run) {
+        !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb || !ck->run) {
         chunk_free(ck);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
                            K, V);
@@ -345,9 +331,9 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
                 memset(S, 0, K * V * sizeof *S); /* no h0: a zero state */
             for (size_t t0 = 0; t0 < T; t0 += C) {
                 ck.L = t0 + C <= T ? C : T - t0;
-                load_chunk(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
-                decay_factors(&ck);
-                corrected_values(&ck, S);                                      /* 1-4 */
+                chunk_load(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
+                chunk_decay_factors(&ck);
+                chunk_corrected_values(&ck, S);                                      /* 1-4 */
                 chunk_outputs(&ck, S, scale, o + ((b * T + t0) * H + h) * V, H * V); /* 5-6 */
                 advance_state(&ck, S);                                         /* 7 */
             }

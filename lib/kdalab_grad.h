@@ -1,0 +1,79 @@
+/*
+ * kdalab_grad.h — gradients: the backward of every form, and of the gate
+ * functions models train with (lib/reference/recurrent_bwd.c, chunk_bwd.c,
+ * attention_bwd.c, gates.c).
+ *
+ * Part of kdalab's public API; include "kdalab.h" for all of it.
+ *
+ * The contract (REFERENCE.md, "Gradients"): a backward takes the forward's
+ * inputs and the upstream gradients
+ *   d_o  [B,T,H,V]   dL/do
+ *   dht  [B,H,K,V]   dL/dht, or NULL for zero (the final state is not used)
+ * and returns the gradients of L = sum(o * d_o) + sum(ht * dht) with respect to
+ * each input, each in the layout of that input:
+ *   dq, dk [B,T,H,K]; dv [B,T,H,V]; dbeta [B,T,H];
+ *   dg [B,T,H] (Gated DeltaNet) or [B,T,H,K] (KDA); dh0 [B,H,K,V].
+ * Every output may be NULL when not wanted; dg and dbeta are ignored for the
+ * mechanisms without g or beta. dh0 is written whether or not h0 was given
+ * (with h0 == NULL it is the gradient at the zero initial state).
+ * Output arrays must not overlap any input array.
+ *
+ * Errors: those of the matching forward (with the same messages), plus
+ * KDALAB_ENULL (d_o NULL while T > 0), KDALAB_ENONFINITE (NaN/Inf in d_o or
+ * dht), KDALAB_ERANGE (finite inputs whose gradients overflowed: every
+ * requested output is written). On any other error no output is touched.
+ */
+#ifndef KDALAB_GRAD_H
+#define KDALAB_GRAD_H
+
+#include "kdalab_forms.h"
+
+KDALAB_BEGIN_DECLS
+
+/*
+ * kdalab_recurrent_bwd_f64 — the backward of kdalab_recurrent_f64: the
+ * recurrence of REFERENCE.md run backwards in time, token by token
+ * (REFERENCE.md "Gradients" table). States are recomputed from checkpoints
+ * kept every 64 positions, so memory is O(T (K + V) + (T / 64) K V).
+ * The oracle every other backward is checked against.
+ */
+kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                       double scale, const double *q, const double *k,
+                                       const double *v, const double *g, const double *beta,
+                                       const double *h0, const double *d_o, const double *dht,
+                                       double *dq, double *dk, double *dv, double *dg,
+                                       double *dbeta, double *dh0);
+
+/*
+ * kdalab_chunk_bwd_f64 — the backward of kdalab_chunk_f64 as a chunkwise
+ * algorithm: the chunk-boundary states are stored in a forward sweep, then
+ * each chunk, last to first, recomputes its forward (decay factors, the
+ * decayed Gram matrices, the UT transform, the corrected values) from its
+ * boundary state and differentiates steps 7 to 1. Memory O(T (K + V) +
+ * (T / C) K V). Every decay factor is a sum of g over its span, exponentiated
+ * (<= 1): exact for any g <= 0, equal to kdalab_recurrent_bwd_f64 up to
+ * rounding (~1e-12 relative). opts: NULL for kdalab_chunk_opts_default();
+ * decay must be KDALAB_DECAY_SAFE and precision FP32 (else KDALAB_EINVAL).
+ */
+kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                   double scale, const double *q, const double *k,
+                                   const double *v, const double *g, const double *beta,
+                                   const double *h0, const double *d_o, const double *dht,
+                                   double *dq, double *dk, double *dv, double *dg,
+                                   double *dbeta, double *dh0, const kdalab_chunk_opts *opts);
+
+/*
+ * kdalab_attention_bwd_f64 — the backward of kdalab_attention_f64 (causal
+ * softmax attention, NoPE): with p_tj = softmax_j(s q_t . k_j),
+ *   dv_j = sum_t p_tj d_o_t,   ds_tj = p_tj (d_o_t . v_j - d_o_t . o_t),
+ *   dq_t = s sum_j ds_tj k_j,  dk_j = s sum_t ds_tj q_t.
+ * q, k, dq, dk [B,T,H,K]; v, d_o, dv [B,T,H,V]. Errors as
+ * kdalab_attention_f64 plus those above. Cost O(T^2 (K + V)) per head.
+ */
+kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
+                                       const double *k, const double *v, const double *d_o,
+                                       double *dq, double *dk, double *dv);
+
+KDALAB_END_DECLS
+
+#endif /* KDALAB_GRAD_H */

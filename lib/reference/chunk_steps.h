@@ -1,0 +1,57 @@
+/*
+ * lib/reference/chunk_steps.h — the steps of the float64 chunkwise form
+ * (lib/reference/chunk.c), shared with its backward (chunk_bwd.c).
+ * Internal: not installed, not exported.
+ */
+#ifndef KDALAB_REFERENCE_CHUNK_STEPS_H
+#define KDALAB_REFERENCE_CHUNK_STEPS_H
+
+#include "internal.h"
+
+/* One chunk of one head: its rows, their decay, and the step-by-step results.
+ * Every buffer is sized for a full chunk of C positions. */
+typedef struct {
+    size_t L, K, V; /* positions in this chunk (<= C), key and value dims   */
+    size_t sub;     /* c, positions per sub-chunk of the decayed Gram matrices */
+    int delta;      /* 1 for the delta rule (not linear attention)           */
+    double *q, *k;  // (L, K)  the chunk's queries and keys
+    double *v;      // (L, V)  its values
+    double *beta;   // (L)     write strengths (1 for linear attention)
+    double *g;      // (L, K)  log-decay per channel (0 without decay)
+    double *gamma;  // (L, K)  exp(g_0 + ... + g_r)
+    double *to_end; // (L, K)  exp(g_{r+1} + ... + g_{L-1})
+    double *Gkk;    // (L, L)  the decayed Gram matrix of the keys (strictly lower)
+    double *Akk;    // (L, L)  step 1: Diag(beta) Gkk
+    double *Aqk;    // (L, L)  step 5 (lower triangular)
+    double *W;      // (L, K)  step 3
+    double *U;      // (L, V)  step 3
+    double *Vn;     // (L, V)  step 4: V_new
+    double *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
+    double *run;     // (K)    a running span sum of g
+} chunk;
+
+/* Buffers for chunks of up to C positions (ck->K, V, sub, delta set by the
+ * caller). EOVERFLOW / ENOMEM on failure, with nothing left allocated. */
+kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V);
+void chunk_free(chunk *ck);
+
+/* Copy positions t0 .. t0+ck->L-1 of head (b, h) into the chunk's rows. */
+void chunk_load(chunk *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                const double *q, const double *k, const double *v, const double *g, size_t gw,
+                const double *beta);
+
+/* gamma and to_end of the loaded chunk. */
+void chunk_decay_factors(chunk *ck);
+
+/* Steps 1 and 5: out (L, L) = the decayed Gram matrix of X, Y (L, K), j < i
+ * (j <= i with with_diag), in safe sub-chunks. */
+void chunk_decayed_gram(chunk *ck, const double *X, const double *Y, int with_diag,
+                        double *out);
+
+/* Step 2: solve (I + A_kk) X = X in place, X (L, width). */
+void chunk_ut_transform(const chunk *ck, double *X, size_t width);
+
+/* Steps 1-4 from the state S (K, V) entering the chunk: Gkk, Akk, W, U, Vn. */
+void chunk_corrected_values(chunk *ck, const double *S);
+
+#endif
