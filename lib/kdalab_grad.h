@@ -74,6 +74,49 @@ kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, co
                                        const double *k, const double *v, const double *d_o,
                                        double *dq, double *dk, double *dv);
 
+/* ------------------------------------------------------------------------- */
+/* Gates (lib/reference/gates.c)                                             */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * kdalab_kda_gate_f64 — fla's KDA gate (fla/ops/kda/gate.py, naive_kda_gate):
+ *   g[r][h][c] = -exp(A_log[h]) * softplus(x[r][h][c] + dt_bias[h][c])
+ * for r over BT = B * T rows (the gate is pointwise in time).
+ *   x, g     [BT, H, K]  (g <= 0, the log-decay KDA takes)
+ *   A_log    [H]
+ *   dt_bias  [H, K], or NULL for zero
+ * softplus is exact for every z (fla's switch to the identity above 20
+ * differs by < 2.1e-9). Errors: KDALAB_ENULL, KDALAB_ESIZE (H or K zero),
+ * KDALAB_EOVERFLOW, KDALAB_ENONFINITE (an input), KDALAB_ERANGE (exp(A_log)
+ * overflowed; g written).
+ */
+kdalab_status kdalab_kda_gate_f64(size_t BT, size_t H, size_t K, const double *x,
+                                  const double *A_log, const double *dt_bias, double *g);
+
+/*
+ * kdalab_kda_gate_bwd_f64 — its backward: given dg [BT, H, K] (dL/dg),
+ *   dx [BT, H, K]     = -exp(A_log[h]) sigmoid(x + dt_bias) dg
+ *   dA_log [H]        = sum over r, c of g dg
+ *   ddt_bias [H, K]   = sum over r of dx
+ * Any of dx, dA_log, ddt_bias may be NULL. Errors as kdalab_kda_gate_f64,
+ * plus ENULL / ENONFINITE for dg.
+ */
+kdalab_status kdalab_kda_gate_bwd_f64(size_t BT, size_t H, size_t K, const double *x,
+                                      const double *A_log, const double *dt_bias,
+                                      const double *dg, double *dx, double *dA_log,
+                                      double *ddt_bias);
+
+/*
+ * kdalab_lower_bound_gate_f64 — the lower-bounded gate g = lb * sigmoid(x)
+ * (so lb < g < 0: the per-step decay is bounded, as production kernels need),
+ * elementwise over n values. Its backward: dx = dg * lb * s (1 - s),
+ * s = sigmoid(x). Errors: KDALAB_EDOMAIN (lb not finite or > 0),
+ * KDALAB_ENULL, KDALAB_ENONFINITE.
+ */
+kdalab_status kdalab_lower_bound_gate_f64(size_t n, double lb, const double *x, double *g);
+kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double *x,
+                                              const double *dg, double *dx);
+
 KDALAB_END_DECLS
 
 #endif /* KDALAB_GRAD_H */

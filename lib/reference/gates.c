@@ -1,0 +1,160 @@
+/*
+ * lib/reference/gates.c — the gate functions models train with, forward and
+ * backward, in float64: what turns a layer's raw gate input into the
+ * log-decay g <= 0 the KDA forms take, so a fused kernel's gate can be
+ * checked too.
+ *
+ * defines: kdalab_kda_gate_f64, kdalab_kda_gate_bwd_f64,
+ *          kdalab_lower_bound_gate_f64, kdalab_lower_bound_gate_bwd_f64
+ *
+ *   fla's KDA gate       g = -exp(A_log[h]) * softplus(x + dt_bias[h][c])
+ *   lower-bounded gate   g = lb * sigmoid(x),  lb <= 0  (g in (lb, 0))
+ *
+ * softplus(z) = log(1 + e^z) is formed as max(z, 0) + log1p(exp(-|z|)), exact
+ * and finite for every finite z (fla's kernels switch to the identity above
+ * z = 20, a difference below 2.1e-9). Its derivative is sigmoid(z).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static double softplus(double z)
+{
+    return (z > 0 ? z : 0) + log1p(exp(-fabs(z)));
+}
+
+static double sigmoid(double z)
+{
+    /* both branches exponentiate a non-positive number */
+    return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));
+}
+
+/* The sizes of a KDA gate call: n = BT * H * K elements, no overflow. */
+static kdalab_status gate_sizes(size_t BT, size_t H, size_t K, size_t *n, size_t *hk)
+{
+    size_t bytes;
+    if (H == 0 || K == 0)
+        return kdalab_fail(KDALAB_ESIZE, "H = %zu, K = %zu: both must be >= 1", H, K);
+    if (!kdalab_mul_size(H, K, hk) || !kdalab_mul_size(BT, *hk, n) ||
+        !kdalab_mul_size(*n, sizeof(double), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "BT = %zu, H = %zu, K = %zu overflow", BT, H, K);
+    return KDALAB_OK;
+}
+
+static kdalab_status kda_gate_check(size_t BT, size_t H, size_t K, const double *x,
+                                    const double *A_log, const double *dt_bias, size_t *n,
+                                    size_t *hk)
+{
+    kdalab_status s = gate_sizes(BT, H, K, n, hk);
+    if (s != KDALAB_OK)
+        return s;
+    if ((*n && !x) || !A_log)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", !A_log ? "A_log" : "x");
+    s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "x", x, *n, NULL);
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "A_log", A_log, H, NULL);
+    if (s == KDALAB_OK && dt_bias)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dt_bias", dt_bias, *hk, NULL);
+    return s;
+}
+
+kdalab_status kdalab_kda_gate_f64(size_t BT, size_t H, size_t K, const double *x,
+                                  const double *A_log, const double *dt_bias, double *g)
+{
+    // x, g are (BT, H, K); A_log is (H); dt_bias is (H, K) or NULL
+    size_t n, hk;
+    kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
+    if (s == KDALAB_OK && n && !g)
+        s = kdalab_fail(KDALAB_ENULL, "g is NULL");
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++) {
+        size_t hc = i % hk, h = hc / K;
+        g[i] = -exp(A_log[h]) * softplus(x[i] + (dt_bias ? dt_bias[hc] : 0));
+    }
+    return kdalab_check_outputs_f64("KDA gate", g, n, NULL, 0, NULL, NULL);
+}
+
+kdalab_status kdalab_kda_gate_bwd_f64(size_t BT, size_t H, size_t K, const double *x,
+                                      const double *A_log, const double *dt_bias,
+                                      const double *dg, double *dx, double *dA_log,
+                                      double *ddt_bias)
+{
+    // x, dg, dx are (BT, H, K); A_log, dA_log are (H); dt_bias, ddt_bias are (H, K)
+    size_t n, hk;
+    kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
+    if (s == KDALAB_OK && n && !dg)
+        s = kdalab_fail(KDALAB_ENULL, "dg is NULL");
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dg", dg, n, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    double *dA = calloc(H, sizeof *dA), *db = calloc(hk, sizeof *db);
+    if (!dA || !db) {
+        free(dA);
+        free(db);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for the KDA gate backward");
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t hc = i % hk, h = hc / K;
+        double z = x[i] + (dt_bias ? dt_bias[hc] : 0), a = exp(A_log[h]);
+        double dz = -a * sigmoid(z) * dg[i]; /* dg/dz = -exp(A_log) sigmoid(z) */
+        if (dx)
+            dx[i] = dz;
+        db[hc] += dz;
+        dA[h] += dg[i] * -a * softplus(z); /* dg/dA_log = g */
+    }
+    for (size_t h = 0; dA_log && h < H; h++)
+        dA_log[h] = dA[h];
+    for (size_t hc = 0; ddt_bias && hc < hk; hc++)
+        ddt_bias[hc] = db[hc];
+    s = kdalab_check_outputs_f64("KDA gate backward", dA, H, db, hk, NULL, NULL);
+    if (s == KDALAB_OK && dx)
+        s = kdalab_check_outputs_f64("KDA gate backward", dx, n, NULL, 0, NULL, NULL);
+    free(dA);
+    free(db);
+    return s;
+}
+
+static kdalab_status lower_bound_check(size_t n, double lb, const double *x)
+{
+    if (!isfinite(lb) || lb > 0)
+        return kdalab_fail(KDALAB_EDOMAIN, "lower bound %g: it must be finite and <= 0", lb);
+    if (n && !x)
+        return kdalab_fail(KDALAB_ENULL, "x is NULL");
+    return kdalab_check_values_f64(KDALAB_RULE_FINITE, "x", x, n, NULL);
+}
+
+kdalab_status kdalab_lower_bound_gate_f64(size_t n, double lb, const double *x, double *g)
+{
+    // x, g are (n)
+    kdalab_status s = lower_bound_check(n, lb, x);
+    if (s == KDALAB_OK && n && !g)
+        s = kdalab_fail(KDALAB_ENULL, "g is NULL");
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++)
+        g[i] = lb * sigmoid(x[i]);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double *x,
+                                              const double *dg, double *dx)
+{
+    // x, dg, dx are (n)
+    kdalab_status s = lower_bound_check(n, lb, x);
+    if (s == KDALAB_OK && n && (!dg || !dx))
+        s = kdalab_fail(KDALAB_ENULL, "%s is NULL", !dg ? "dg" : "dx");
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dg", dg, n, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++) {
+        double sg = sigmoid(x[i]);
+        dx[i] = dg[i] * lb * sg * (1 - sg);
+    }
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
