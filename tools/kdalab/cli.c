@@ -4,9 +4,13 @@
  * parsing, reading and checking .npy inputs, and output-path checks.
  *
  * defines: cli_who, cli_fail, cli_exit_for, cli_shape_str, cli_index_str,
- *          cli_begin, cli_next, cli_store, cli_parse_size, cli_parse_number,
+ *          cli_begin, cli_next, cli_store, cli_parse_size, cli_parse_double,
  *          cli_read_input, cli_check_values, cli_shape_is, cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (declared in cli.h)
+ *
+ * The rules an input's values obey are the library's (kdalab_check_values_f64);
+ * this file only adds the flag, the file and the element's multi-index to
+ * the library's verdict.
  */
 #include "cli.h"
 
@@ -202,15 +206,17 @@ int cli_parse_size(const char *flagname, const char *s, size_t min, size_t *out)
     return 0;
 }
 
-int cli_parse_number(const char *flagname, const char *s, int strictly_positive, double *out)
+int cli_parse_double(const char *s, double *out)
 {
     errno = 0;
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v) ||
-        (strictly_positive ? !(v > 0) : !(v >= 0)))
-        return cli_fail(EXIT_BAD, "--%s: '%s' is not a finite number %s", flagname, s,
-                        strictly_positive ? "> 0" : ">= 0");
+    if (end == s || *end != '\0')
+        return -1;
+    /* ERANGE: overflow gives +-HUGE_VAL (inf), kept for the caller's rule to
+     * refuse; underflow to a subnormal is a usable value; to 0 it is not */
+    if (errno == ERANGE && v == 0)
+        return -1;
     *out = v;
     return 0;
 }
@@ -227,26 +233,24 @@ int cli_read_input(cli_input *in)
     return 0;
 }
 
-int cli_check_values(const cli_input *in, int is_g, int is_beta)
+int cli_check_values(const cli_input *in, kdalab_value_rule rule, const char *name)
 {
     const kdalab_array *a = &in->a;
+    size_t bad = 0;
+    kdalab_status s = kdalab_check_values_f64(rule, name, a->data, a->size, &bad);
+    if (s == KDALAB_OK)
+        return 0;
     char ib[96];
-    for (size_t i = 0; i < a->size; i++) {
-        double x = a->data[i];
-        if (!isfinite(x))
-            return cli_fail(EXIT_BAD, "%s %s: element %s is %s; inputs must be finite",
-                            in->flag, in->path, cli_index_str(a, i, ib, sizeof ib),
-                            isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf");
-        if (is_g && x > 0)
-            return cli_fail(EXIT_BAD,
-                            "%s %s: element %s is %.17g > 0; g is a log-decay (factor exp(g)) "
-                            "and must be <= 0",
-                            in->flag, in->path, cli_index_str(a, i, ib, sizeof ib), x);
-        if (is_beta && !(x >= 0 && x <= 2))
-            return cli_fail(EXIT_BAD, "%s %s: element %s is %.17g, outside [0, 2]", in->flag,
-                            in->path, cli_index_str(a, i, ib, sizeof ib), x);
+    if (s == KDALAB_ENONFINITE) {
+        double x = a->data[bad];
+        return cli_fail(EXIT_BAD, "%s %s: element %s is %s; inputs must be finite", in->flag,
+                        in->path, cli_index_str(a, bad, ib, sizeof ib),
+                        isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf");
     }
-    return 0;
+    if (s == KDALAB_EDOMAIN) /* the library's message states the rule broken */
+        return cli_fail(EXIT_BAD, "%s %s: element %s: %s", in->flag, in->path,
+                        cli_index_str(a, bad, ib, sizeof ib), kdalab_last_error());
+    return cli_fail(cli_exit_for(s), "%s %s: %s", in->flag, in->path, kdalab_last_error());
 }
 
 int cli_shape_is(const kdalab_array *a, int nd, const size_t *want)

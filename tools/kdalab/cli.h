@@ -7,7 +7,7 @@
  *          cli_shape_str, cli_index_str,
  *          cli_parser, cli_arg, cli_begin, cli_next, cli_store, CLI_ARG, CLI_END,
  *          CLI_ERROR,
- *          cli_parse_size, cli_parse_number,
+ *          cli_parse_size, cli_parse_double,
  *          cli_input, cli_read_input, cli_check_values, cli_shape_is,
  *          cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output,
@@ -105,9 +105,11 @@ int cli_store(const cli_arg *got, const char **slot);
  * --flagname. Returns 0 or EXIT_BAD after the one-line error. */
 int cli_parse_size(const char *flagname, const char *s, size_t min, size_t *out);
 
-/* A finite number as the value of --flagname: > 0 when strictly_positive,
- * else >= 0. Returns 0 or EXIT_BAD after the one-line error. */
-int cli_parse_number(const char *flagname, const char *s, int strictly_positive, double *out);
+/* A number as strtod reads it, the whole of s. A value beyond double's range
+ * reads as +-inf; one below it as the nearest double (subnormals included),
+ * except that a nonzero number rounding to 0 is refused. Prints nothing;
+ * returns 0, or -1 when s is not such a number (the caller words the error). */
+int cli_parse_double(const char *s, double *out);
 
 /* ---- inputs ------------------------------------------------------------------ */
 
@@ -123,10 +125,11 @@ typedef struct {
  * after "<flag>: <reason>". */
 int cli_read_input(cli_input *in);
 
-/* Check every value of in is finite (and, for g, <= 0; for beta, in [0, 2]),
- * naming the flag, the file and the element on failure. Returns 0 or the
- * exit status. */
-int cli_check_values(const cli_input *in, int is_g, int is_beta);
+/* Check every value of in against the library's rule (kdalab_check_values_f64)
+ * and name the flag, the file and the element's multi-index when one breaks
+ * it. name is the tensor's name in the library's message ("g", "beta").
+ * Returns 0 or the exit status. */
+int cli_check_values(const cli_input *in, kdalab_value_rule rule, const char *name);
 
 /* Does a have exactly the shape want[0..nd)? */
 int cli_shape_is(const kdalab_array *a, int nd, const size_t *want);

@@ -66,6 +66,16 @@ static int parse_flags(int argc, char **argv, compare_flags *f)
     return rc;
 }
 
+/* A tolerance: a finite number >= 0. Returns 0 or EXIT_BAD. */
+static int parse_tolerance(const char *flagname, const char *s, double *out)
+{
+    double v;
+    if (cli_parse_double(s, &v) != 0 || !isfinite(v) || !(v >= 0))
+        return cli_fail(EXIT_BAD, "--%s: '%s' is not a finite number >= 0", flagname, s);
+    *out = v;
+    return 0;
+}
+
 /* What comparing A with B found. */
 typedef struct {
     double max_abs, max_b;        /* over the pairs where both are finite */
@@ -135,9 +145,9 @@ int cmd_compare(int argc, char **argv)
     if (f.path[1] == NULL)
         return cli_fail(EXIT_BAD, "needs two files, A.npy and B.npy (see --help)");
     double rtol = 1e-12, atol = 0;
-    if (f.rtol && (rc = cli_parse_number("rtol", f.rtol, 0, &rtol)))
+    if (f.rtol && (rc = parse_tolerance("rtol", f.rtol, &rtol)))
         return rc;
-    if (f.atol && (rc = cli_parse_number("atol", f.atol, 0, &atol)))
+    if (f.atol && (rc = parse_tolerance("atol", f.atol, &atol)))
         return rc;
 
     cli_input in[2] = {{"A", f.path[0], {0}}, {"B", f.path[1], {0}}};

@@ -10,7 +10,7 @@
  *   plan_options,   what to compute and where the results go; every option
  *   plan_files      and output path is checked before any file is read
  *   read_inputs     read the files, check their shapes against q's and v's,
- *                   and their values
+ *                   and their values by the library's rules
  *   compute         the float64 reference, or one float32 form (reference or
  *                   SIMD) on float32 copies of the inputs
  *   write_outputs   o and ht, each written whole or not at all (kdalab_npy_write
@@ -27,8 +27,13 @@
 
 enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
 
-/* Each input's flag. */
+/* Each input's flag, its name in the library's messages, and the library's
+ * rule for its values. */
 static const char *const IN_FLAG[N_IN] = {"--q", "--k", "--v", "--beta", "--g", "--h0"};
+static const char *const IN_NAME[N_IN] = {"q", "k", "v", "beta", "g", "h0"};
+static const kdalab_value_rule IN_RULE[N_IN] = {
+    KDALAB_RULE_FINITE, KDALAB_RULE_FINITE,    KDALAB_RULE_FINITE,
+    KDALAB_RULE_BETA,   KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE};
 
 /* The command line of one run, as given (NULL: not given). */
 typedef struct {
@@ -216,9 +221,11 @@ static int plan_options(const run_flags *f, run_job *job)
         return cli_fail(EXIT_BAD, "--decay: unknown decay mode '%s' (safe, pairwise, rescaled, "
                                   "anchored)",
                         f->decay);
-    if (f->scale) {
-        if ((rc = cli_parse_number("scale", f->scale, 1, &job->scale)))
-            return rc;
+    if (f->scale) { /* any scale the library accepts, subnormals included */
+        if (cli_parse_double(f->scale, &job->scale) != 0)
+            return cli_fail(EXIT_BAD, "--scale: '%s' is not a finite number > 0", f->scale);
+        if (kdalab_check_scale(job->scale) != KDALAB_OK)
+            return cli_fail(EXIT_BAD, "--scale %s: %s", f->scale, kdalab_last_error());
         job->have_scale = 1;
     }
     if (job->simd && job->fp64)
@@ -320,7 +327,7 @@ static int read_inputs(run_job *job)
     if ((rc = check_shapes(job)))
         return rc;
     for (int i = 0; i < N_IN; i++)
-        if (job->in[i].path && (rc = cli_check_values(&job->in[i], i == IN_G, i == IN_BETA)))
+        if (job->in[i].path && (rc = cli_check_values(&job->in[i], IN_RULE[i], IN_NAME[i])))
             return rc;
     if (!job->have_scale)
         job->scale = kdalab_default_scale(job->dims.K);
@@ -337,7 +344,7 @@ static double now_seconds(void)
 }
 
 /* float32 copy of input i (NULL when absent or empty); a finite value beyond
- * float32's range is refused. */
+ * float32's range becomes Inf and is refused by the library's rule. */
 static int to_float(run_job *job, int i)
 {
     const cli_input *in = &job->in[i];
@@ -347,16 +354,18 @@ static int to_float(run_job *job, int i)
     if (f == NULL)
         return cli_fail(EXIT_FAIL, "%s %s: out of memory", in->flag, in->path);
     job->fin[i] = f;
-    for (size_t j = 0; j < in->a.size; j++) {
+    for (size_t j = 0; j < in->a.size; j++)
         f[j] = (float)in->a.data[j];
-        if (!isfinite(f[j])) {
-            char ib[96];
-            return cli_fail(EXIT_BAD, "%s %s: element %s = %g is beyond float32's range",
-                            in->flag, in->path, cli_index_str(&in->a, j, ib, sizeof ib),
-                            in->a.data[j]);
-        }
-    }
-    return 0;
+    size_t bad = 0;
+    kdalab_status s = kdalab_check_values_f32(IN_RULE[i], IN_NAME[i], f, in->a.size, &bad);
+    if (s == KDALAB_OK)
+        return 0;
+    char ib[96];
+    if (s == KDALAB_ENONFINITE)
+        return cli_fail(EXIT_BAD, "%s %s: element %s = %g is beyond float32's range", in->flag,
+                        in->path, cli_index_str(&in->a, bad, ib, sizeof ib), in->a.data[bad]);
+    return cli_fail(cli_exit_for(s), "%s %s: in float32, %s", in->flag, in->path,
+                    kdalab_last_error());
 }
 
 /* The float32 family: convert, run the chosen form, widen the results. */
@@ -372,7 +381,7 @@ static int compute_f32(run_job *job)
     if (job->fo == NULL || job->fht == NULL)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
     float scale = (float)job->scale;
-    if (!isfinite(scale) || !(scale > 0))
+    if (kdalab_check_scale(scale) != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--scale: %g is not a positive float32", job->scale);
     if (job->simd && job->chunk_form &&
         (job->opts.precision != KDALAB_FP32 ||
