@@ -93,7 +93,7 @@ static void print_help(void)
         "  --chunk C         chunk size, >= 1 (default %zu; chunk form)\n"
         "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
         "                    (default %zu; chunk form, safe and anchored decay)\n"
-        "  --decay D         safe (default) | pairwise | rescaled | anchored (chunk form)\n"
+        "  --decay D         safe | pairwise | rescaled | anchored (default %s; chunk form)\n"
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
         "  --beta, --g       required by the mechanisms that use them, refused otherwise\n"
         "  --time            print 'compute_seconds=X head_tokens_per_s=Y' on stderr,\n"
@@ -102,7 +102,7 @@ static void print_help(void)
         "\n"
         "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
         "values counted on stderr) or an output could not be written; 2 bad input.\n",
-        def.chunk, def.subchunk);
+        def.chunk, def.subchunk, kdalab_decay_name(def.decay));
 }
 
 /* ---- step 1: the command line -------------------------------------------- */
@@ -384,8 +384,7 @@ static int compute_f32(run_job *job)
     if (kdalab_check_scale(scale) != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--scale: %g is not a positive float32", job->scale);
     if (job->simd && job->chunk_form &&
-        (job->opts.precision != KDALAB_FP32 ||
-         (job->mech == KDALAB_KDA && job->opts.decay != KDALAB_DECAY_SAFE)))
+        (job->opts.precision != KDALAB_FP32 || job->opts.decay != KDALAB_DECAY_SAFE))
         /* kdalab_simd_chunk_f32 hands these to the reference: say so, or
          * --time would pass the reference's speed off as the SIMD path's */
         fprintf(stderr, "kdalab run: note: the SIMD path has kernels for fp32 with the "
