@@ -10,8 +10,8 @@
  *          cli_parse_size, cli_parse_double,
  *          cli_input, cli_read_input, cli_check_values, cli_shape_is,
  *          cli_shape_mismatch,
- *          cli_check_output_path, cli_same_output,
- *          and the subcommands cmd_run (run.c), cmd_compare (compare.c),
+ *          cli_check_output_path, cli_same_output (in cli.c);
+ *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
  *          cmd_info (info.c)
  *
  * Every error is ONE line on stderr, "<cli_who>: <message>", and the exit

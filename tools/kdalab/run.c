@@ -5,7 +5,7 @@
  *
  * defines: cmd_run (declared in cli.h)
  *
- * A run goes in four steps, one function each:
+ * A run goes in steps, one function each:
  *   parse_flags     the command line, as text (getopt_long through cli_next)
  *   plan_options,   what to compute and where the results go; every option
  *   plan_files      and output path is checked before any file is read
@@ -46,23 +46,23 @@ typedef struct {
 /* One run: what to compute, on what, and what came of it. */
 typedef struct {
     kdalab_mechanism mech;
-    int chunk_form;         /* --form chunk, else recurrent                  */
+    int chunk_form;         /* --form chunk, else recurrent                    */
     int fp64;               /* --precision fp64, else float32 (opts.precision) */
-    int simd;               /* --impl simd                                   */
-    kdalab_chunk_opts opts; /* kdalab_chunk_opts_default() and the flags      */
-    int have_scale;         /* --scale given; else K^-1/2 once K is known     */
+    int simd;               /* --impl simd                                     */
+    kdalab_chunk_opts opts; /* kdalab_chunk_opts_default(), then the flags     */
+    int have_scale;         /* --scale given; else K^-1/2 once K is known      */
     double scale;
     const char *o_path, *ht_path;
     int timing;
 
     cli_input in[N_IN];
     kdalab_dims dims;
-    size_t n_o, n_state;        /* elements of o and ht          */
-    double *o, *ht;             /* the outputs, float64          */
-    float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs) */
-    kdalab_status computed;     /* KDALAB_OK or KDALAB_ERANGE    */
-    kdalab_report report;
-    double seconds; /* of the computation alone */
+    size_t n_o, n_state;         /* elements of o and ht                  */
+    double *o, *ht;              /* the outputs, float64                  */
+    float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
+    kdalab_status computed;      /* KDALAB_OK or KDALAB_ERANGE            */
+    kdalab_report report;        /* filled by the chunkwise forms         */
+    double seconds;              /* the computation alone, for --time     */
 } run_job;
 
 static void print_help(void)
