@@ -1,0 +1,162 @@
+/*
+ * tools/kdalab/cli.h — what the subcommands of bin/kdalab share: exit codes,
+ * the one-line error, flag parsing on top of getopt_long, number parsing,
+ * reading and shape-checking .npy inputs, and output-path checks.
+ *
+ * defines: EXIT_FAIL, EXIT_BAD, cli_who, cli_fail, cli_exit_for,
+ *          cli_shape_str, cli_index_str,
+ *          cli_parser, cli_arg, cli_begin, cli_next, cli_store, CLI_ARG, CLI_END,
+ *          CLI_ERROR,
+ *          cli_parse_size, cli_parse_double,
+ *          cli_input, cli_read_input, cli_check_values, cli_shape_is,
+ *          cli_shape_mismatch,
+ *          cli_check_output_path, cli_same_output (in cli.c);
+ *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
+ *          cmd_info (info.c)
+ *
+ * Every error is ONE line on stderr, "<cli_who>: <message>", and the exit
+ * status says what kind:
+ *   0  success (compare: within tolerance)
+ *   1  compare: outside tolerance; run: the computation overflowed (outputs
+ *      written for study), memory ran out, or an output could not be written
+ *   2  bad command line or bad input (unreadable or malformed file, wrong
+ *      shape, NaN/Inf, g > 0, beta outside [0, 2], ...)
+ */
+#ifndef KDALAB_TOOL_CLI_H
+#define KDALAB_TOOL_CLI_H
+
+#include <getopt.h> /* struct option, getopt_long: POSIX systems with GNU extensions */
+#include <stddef.h>
+
+#include "kdalab.h"
+
+#define EXIT_FAIL 1 /* computation or output failed; compare: outside tolerance */
+#define EXIT_BAD 2  /* bad command line or bad input                          */
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* The prefix of every error line: "kdalab", "kdalab run", ... */
+extern const char *cli_who;
+
+/* Print "<cli_who>: <message>" as one line on stderr (line breaks in the
+ * message become spaces) and return code. */
+int cli_fail(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The exit status for a library status: EXIT_FAIL for ENOMEM and ERANGE (a
+ * real failure), EXIT_BAD for the rest (bad input). */
+int cli_exit_for(kdalab_status s);
+
+/* "(1, 37, 2, 16)", "(5,)", "()": the shape of a. */
+const char *cli_shape_str(const kdalab_array *a, char *buf, size_t cap);
+
+/* The multi-index of flat element i of a C-order array a, as "(0, 3, 1, 2)". */
+const char *cli_index_str(const kdalab_array *a, size_t i, char *buf, size_t cap);
+
+/* ---- flags ------------------------------------------------------------------ */
+
+/*
+ * Flags are long options ("--name value" or "--name=value") plus "-h" for
+ * help; each subcommand lists them as a getopt_long table (struct option,
+ * <getopt.h>) whose val fields are distinct and >= 256, with "help" given
+ * val 'h'. Flags and positional arguments may come in any order; "--" ends
+ * the flags. A flag must be spelled in full (no abbreviations).
+ *
+ * A cli_parser walks one subcommand's arguments: cli_begin, then cli_next
+ * until CLI_END. cli_next returns, one per call:
+ *   an option's val   got->name is its long name, got->value its value (NULL
+ *                     for a switch)
+ *   CLI_ARG           a positional argument, in got->value
+ *   CLI_END           no more arguments
+ *   CLI_ERROR         an unknown flag, a missing value, a value given to a
+ *                     switch: the one-line error is printed; exit EXIT_BAD
+ * getopt_long keeps its state in globals (optind, optarg, ...): one parser
+ * at a time.
+ */
+enum { CLI_END = -1, CLI_ERROR = -2, CLI_ARG = 1 };
+
+typedef struct {
+    int argc;                  /* the subcommand's arguments; argv[0] is its name */
+    char **argv;
+    const struct option *opts; /* the flags, ending with an all-zero entry        */
+    int rest;                  /* after "--": the next positional; else -1        */
+} cli_parser;
+
+typedef struct {
+    const char *name;  /* long name without "--"; NULL for a positional */
+    const char *value; /* the value, the positional argument, or NULL  */
+} cli_arg;
+
+/* Start parsing a subcommand: argc and argv as main received them (argv[1]
+ * is the subcommand's name). */
+void cli_begin(cli_parser *p, int argc, char **argv, const struct option *opts);
+int cli_next(cli_parser *p, cli_arg *got);
+
+/* Store got->value in *slot: refused (one line, EXIT_BAD) when the flag was
+ * given before or the value is empty. Returns 0 or the exit status. */
+int cli_store(const cli_arg *got, const char **slot);
+
+/* ---- numbers ---------------------------------------------------------------- */
+
+/* An integer >= min, written in decimal and nothing else, as the value of
+ * --flagname. Returns 0 or EXIT_BAD after the one-line error. */
+int cli_parse_size(const char *flagname, const char *s, size_t min, size_t *out);
+
+/* A number as strtod reads it, the whole of s. A value beyond double's range
+ * reads as +-inf; one below it as the nearest double (subnormals included),
+ * except that a nonzero number rounding to 0 is refused. Prints nothing;
+ * returns 0, or -1 when s is not such a number (the caller words the error). */
+int cli_parse_double(const char *s, double *out);
+
+/* ---- inputs ------------------------------------------------------------------ */
+
+/* One .npy input: the flag that named it, the path (NULL when not given) and,
+ * once read, its values as float64. */
+typedef struct {
+    const char *flag; /* "--q" */
+    const char *path; /* NULL when not given */
+    kdalab_array a;
+} cli_input;
+
+/* Read in->path into in->a (kdalab_npy_read). Returns 0 or the exit status
+ * after "<flag>: <reason>". */
+int cli_read_input(cli_input *in);
+
+/* Check every value of in against the library's rule (kdalab_check_values_f64)
+ * and name the flag, the file and the element's multi-index when one breaks
+ * it. name is the tensor's name in the library's message ("g", "beta").
+ * Returns 0 or the exit status. */
+int cli_check_values(const cli_input *in, kdalab_value_rule rule, const char *name);
+
+/* Does a have exactly the shape want[0..nd)? */
+int cli_shape_is(const kdalab_array *a, int nd, const size_t *want);
+
+/* Refuse in's shape: "<flag> <path>: shape S, expected <layout> = W from
+ * <ref flag> <ref path> shape R". Returns EXIT_BAD. */
+int cli_shape_mismatch(const cli_input *in, const char *layout, int nd, const size_t *want,
+                       const cli_input *ref);
+
+/* ---- outputs ----------------------------------------------------------------- */
+
+/* Can path be written as an output? Its directory must exist and be
+ * writable, and an existing path must be a regular file (kdalab_npy_write
+ * refuses to replace anything else). which is the flag ("--o"). Returns 0 or
+ * the exit status after the one-line reason. */
+int cli_check_output_path(const char *which, const char *path);
+
+/* Do two output paths name the same file? (the same inode if both exist,
+ * else the same directory and file name) */
+int cli_same_output(const char *a, const char *b);
+
+/* ---- the subcommands ----------------------------------------------------------- */
+
+/* Each takes main's argc and argv (argv[1] is the subcommand's name) and
+ * returns the exit status. */
+int cmd_run(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif /* KDALAB_TOOL_CLI_H */

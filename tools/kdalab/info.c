@@ -1,0 +1,81 @@
+/*
+ * tools/kdalab/info.c — `kdalab info`: the library's version, the SIMD level
+ * it chose for this machine (or KDALAB_SIMD forced), the CPU features it saw
+ * and the number of CPUs online.
+ *
+ * defines: cmd_info (declared in cli.h)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char HELP[] =
+    "usage: kdalab info\n"
+    "\n"
+    "Print the version, the SIMD level the library chose for this machine, and\n"
+    "the CPU features it saw.\n";
+
+static const struct option OPTIONS[] = {
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* "cpu_features=avx avx2 ..." as the compiler's CPU detection sees them. */
+static void print_cpu_features(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    struct {
+        const char *name;
+        int on;
+    } feats[] = {
+        {"sse2", __builtin_cpu_supports("sse2")},
+        {"sse4.2", __builtin_cpu_supports("sse4.2")},
+        {"avx", __builtin_cpu_supports("avx")},
+        {"avx2", __builtin_cpu_supports("avx2")},
+        {"fma", __builtin_cpu_supports("fma")},
+        {"avx512f", __builtin_cpu_supports("avx512f")},
+        {"avx512dq", __builtin_cpu_supports("avx512dq")},
+        {"avx512vl", __builtin_cpu_supports("avx512vl")},
+    };
+    int any = 0;
+    printf("cpu_features=");
+    for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
+        if (feats[i].on) {
+            printf("%s%s", any ? " " : "", feats[i].name);
+            any = 1;
+        }
+    printf("%s\n", any ? "" : "none");
+#else
+    printf("cpu_features=unknown (not an x86 build)\n");
+#endif
+}
+
+int cmd_info(int argc, char **argv)
+{
+    cli_who = "kdalab info";
+    cli_parser p;
+    cli_arg got;
+    int c, help = 0;
+    cli_begin(&p, argc, argv, OPTIONS);
+    while ((c = cli_next(&p, &got)) != CLI_END) {
+        if (c == CLI_ERROR)
+            return EXIT_BAD;
+        if (c == CLI_ARG)
+            return cli_fail(EXIT_BAD, "unexpected argument '%s' (see --help)", got.value);
+        help = 1; /* 'h', the only flag */
+    }
+    if (help) {
+        fputs(HELP, stdout);
+        return 0;
+    }
+    printf("version=%s\n", KDALAB_VERSION);
+    const char *forced = getenv("KDALAB_SIMD");
+    printf("simd_level=%s%s%s%s\n", kdalab_simd_level_name(kdalab_simd_get_level()),
+           forced ? " (KDALAB_SIMD=" : "", forced ? forced : "", forced ? ")" : "");
+    print_cpu_features();
+    printf("cpus_online=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    return 0;
+}

@@ -1,0 +1,540 @@
+/*
+ * tools/kdalab/run.c — `kdalab run`: run one mechanism of the lineage on .npy
+ * tensors in fla's layout (REFERENCE.md, "Shapes and names") and write the
+ * output o and the final state ht as float64 .npy.
+ *
+ * defines: cmd_run (declared in cli.h)
+ *
+ * A run goes in steps, one function each:
+ *   parse_flags     the command line, as text (getopt_long through cli_next)
+ *   plan_options,   what to compute and where the results go; every option
+ *   plan_files      and output path is checked before any file is read
+ *   read_inputs     read the files, check their shapes against q's and v's,
+ *                   and their values by the library's rules
+ *   compute         the float64 reference, or one float32 form (reference or
+ *                   SIMD) on float32 copies of the inputs
+ *   write_outputs   o and ht, each written whole or not at all (kdalab_npy_write
+ *                   writes a temporary file, then renames it)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
+
+/* Each input's flag, its name in the library's messages, and the library's
+ * rule for its values. */
+static const char *const IN_FLAG[N_IN] = {"--q", "--k", "--v", "--beta", "--g", "--h0"};
+static const char *const IN_NAME[N_IN] = {"q", "k", "v", "beta", "g", "h0"};
+static const kdalab_value_rule IN_RULE[N_IN] = {
+    KDALAB_RULE_FINITE, KDALAB_RULE_FINITE,    KDALAB_RULE_FINITE,
+    KDALAB_RULE_BETA,   KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE};
+
+/* The command line of one run, as given (NULL: not given). */
+typedef struct {
+    const char *mechanism, *form, *precision, *impl, *chunk, *subchunk, *decay, *scale;
+    const char *input[N_IN]; /* paths, by IN_* */
+    const char *o, *ht;
+    int timing, help;
+} run_flags;
+
+/* One run: what to compute, on what, and what came of it. */
+typedef struct {
+    kdalab_mechanism mech;
+    int chunk_form;         /* --form chunk, else recurrent                    */
+    int fp64;               /* --precision fp64, else float32 (opts.precision) */
+    int simd;               /* --impl simd                                     */
+    kdalab_chunk_opts opts; /* kdalab_chunk_opts_default(), then the flags     */
+    int have_scale;         /* --scale given; else K^-1/2 once K is known      */
+    double scale;
+    const char *o_path, *ht_path;
+    int timing;
+
+    cli_input in[N_IN];
+    kdalab_dims dims;
+    size_t n_o, n_state;         /* elements of o and ht                  */
+    double *o, *ht;              /* the outputs, float64                  */
+    float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
+    kdalab_status computed;      /* KDALAB_OK or KDALAB_ERANGE            */
+    kdalab_report report;        /* filled by the chunkwise forms         */
+    double seconds;              /* the computation alone, for --time     */
+} run_job;
+
+static void print_help(void)
+{
+    kdalab_chunk_opts def = kdalab_chunk_opts_default();
+    printf(
+        "usage: kdalab run --mechanism M --q Q.npy --k K.npy --v V.npy [--beta B.npy]\n"
+        "                  [--g G.npy] [--h0 H0.npy] --o O.npy [--ht HT.npy] [options]\n"
+        "\n"
+        "Run one mechanism of the lineage on your tensors and write its output o and\n"
+        "final state ht as float64 .npy: an independent answer to check a kernel against.\n"
+        "Inputs are .npy files ('<f8', '<f4', '>f8', '>f4'; C or Fortran order) in\n"
+        "flash-linear-attention's layout:\n"
+        "  q, k  [B, T, H, K]      v     [B, T, H, V]     beta  [B, T, H], each in [0, 2]\n"
+        "  g     [B, T, H] (gated_deltanet) or [B, T, H, K] (kda): log-decay, every g <= 0\n"
+        "  h0    [B, H, K, V] initial state (default zero)\n"
+        "  o     [B, T, H, V] output          ht    [B, H, K, V] final state\n"
+        "T = 0 is legal (o is empty, ht = h0). Inputs must be finite.\n"
+        "\n"
+        "  --mechanism M     linear_attention | deltanet | gated_deltanet | kda (required)\n"
+        "  --form F          recurrent (default) | chunk\n"
+        "  --precision P     fp64 (default) | fp32 | bf16 | fp16 (bf16/fp16: emulated\n"
+        "                    storage rounding, chunk form only)\n"
+        "  --impl I          reference (default) | simd: the float32 fast path (needs a\n"
+        "                    float32 precision; the recurrent form repeats its decode step;\n"
+        "                    kernels exist for fp32 + safe decay, anything else runs the\n"
+        "                    float32 reference, with a note on stderr)\n"
+        "  --chunk C         chunk size, >= 1 (default %zu; chunk form)\n"
+        "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
+        "                    (default %zu; chunk form, safe and anchored decay)\n"
+        "  --decay D         safe | pairwise | rescaled | anchored (default %s; chunk form)\n"
+        "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
+        "  --beta, --g       required by the mechanisms that use them, refused otherwise\n"
+        "  --time            print 'compute_seconds=X head_tokens_per_s=Y' on stderr,\n"
+        "                    timing the computation alone (not the file I/O)\n"
+        "  --help            this text\n"
+        "\n"
+        "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
+        "values counted on stderr) or an output could not be written; 2 bad input.\n",
+        def.chunk, def.subchunk, kdalab_decay_name(def.decay));
+}
+
+/* ---- step 1: the command line -------------------------------------------- */
+
+enum {
+    OPT_MECHANISM = 256, OPT_FORM, OPT_PRECISION, OPT_IMPL, OPT_CHUNK, OPT_SUBCHUNK,
+    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_TIME,
+    OPT_INPUT /* + IN_*: --q, --k, --v, --beta, --g, --h0 */
+};
+
+static const struct option OPTIONS[] = {
+    {"mechanism", required_argument, NULL, OPT_MECHANISM},
+    {"form", required_argument, NULL, OPT_FORM},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"impl", required_argument, NULL, OPT_IMPL},
+    {"chunk", required_argument, NULL, OPT_CHUNK},
+    {"subchunk", required_argument, NULL, OPT_SUBCHUNK},
+    {"decay", required_argument, NULL, OPT_DECAY},
+    {"scale", required_argument, NULL, OPT_SCALE},
+    {"q", required_argument, NULL, OPT_INPUT + IN_Q},
+    {"k", required_argument, NULL, OPT_INPUT + IN_K},
+    {"v", required_argument, NULL, OPT_INPUT + IN_V},
+    {"beta", required_argument, NULL, OPT_INPUT + IN_BETA},
+    {"g", required_argument, NULL, OPT_INPUT + IN_G},
+    {"h0", required_argument, NULL, OPT_INPUT + IN_H0},
+    {"o", required_argument, NULL, OPT_O},
+    {"ht", required_argument, NULL, OPT_HT},
+    {"time", no_argument, NULL, OPT_TIME},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_flags(int argc, char **argv, run_flags *f)
+{
+    cli_parser p;
+    cli_arg got;
+    int c;
+    cli_begin(&p, argc, argv, OPTIONS);
+    while ((c = cli_next(&p, &got)) != CLI_END) {
+        const char **slot = NULL;
+        switch (c) {
+        case CLI_ERROR: return EXIT_BAD;
+        case CLI_ARG: return cli_fail(EXIT_BAD, "unexpected argument '%s' (see --help)", got.value);
+        case 'h': f->help = 1; continue;
+        case OPT_TIME: f->timing = 1; continue;
+        case OPT_MECHANISM: slot = &f->mechanism; break;
+        case OPT_FORM: slot = &f->form; break;
+        case OPT_PRECISION: slot = &f->precision; break;
+        case OPT_IMPL: slot = &f->impl; break;
+        case OPT_CHUNK: slot = &f->chunk; break;
+        case OPT_SUBCHUNK: slot = &f->subchunk; break;
+        case OPT_DECAY: slot = &f->decay; break;
+        case OPT_SCALE: slot = &f->scale; break;
+        case OPT_O: slot = &f->o; break;
+        case OPT_HT: slot = &f->ht; break;
+        default: slot = &f->input[c - OPT_INPUT]; break; /* OPT_INPUT + IN_* */
+        }
+        int rc = cli_store(&got, slot);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- step 2: what to compute and where it goes --------------------------- */
+
+static int plan_options(const run_flags *f, run_job *job)
+{
+    int rc;
+    if (f->mechanism == NULL)
+        return cli_fail(EXIT_BAD, "--mechanism is required (linear_attention, deltanet, "
+                                  "gated_deltanet, kda)");
+    if (kdalab_mechanism_parse(f->mechanism, &job->mech) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--mechanism: unknown mechanism '%s' (linear_attention, "
+                                  "deltanet, gated_deltanet, kda)",
+                        f->mechanism);
+    if (f->form && strcmp(f->form, "chunk") == 0)
+        job->chunk_form = 1;
+    else if (f->form && strcmp(f->form, "recurrent") != 0)
+        return cli_fail(EXIT_BAD, "--form: unknown form '%s' (recurrent, chunk)", f->form);
+
+    /* no chunk option at all: exactly the library's default */
+    job->opts = kdalab_chunk_opts_default();
+    job->fp64 = f->precision == NULL || strcmp(f->precision, "fp64") == 0;
+    if (!job->fp64) {
+        if (strcmp(f->precision, "fp32") == 0)
+            job->opts.precision = KDALAB_FP32;
+        else if (strcmp(f->precision, "bf16") == 0)
+            job->opts.precision = KDALAB_BF16;
+        else if (strcmp(f->precision, "fp16") == 0)
+            job->opts.precision = KDALAB_FP16;
+        else
+            return cli_fail(EXIT_BAD, "--precision: unknown precision '%s' (fp64, fp32, bf16, "
+                                      "fp16)",
+                            f->precision);
+    }
+    if (f->impl && strcmp(f->impl, "simd") == 0)
+        job->simd = 1;
+    else if (f->impl && strcmp(f->impl, "reference") != 0)
+        return cli_fail(EXIT_BAD, "--impl: unknown implementation '%s' (reference, simd)",
+                        f->impl);
+    if (!job->fp64 && job->opts.precision != KDALAB_FP32 && !job->chunk_form)
+        return cli_fail(EXIT_BAD, "--precision %s needs --form chunk (emulated low-precision "
+                                  "storage exists only in the chunkwise form)",
+                        f->precision);
+    if (!job->chunk_form && (f->chunk || f->subchunk || f->decay))
+        return cli_fail(EXIT_BAD, "--%s applies to --form chunk only",
+                        f->chunk ? "chunk" : f->subchunk ? "subchunk" : "decay");
+    if (f->chunk && (rc = cli_parse_size("chunk", f->chunk, 1, &job->opts.chunk)))
+        return rc;
+    if (f->subchunk && strcmp(f->subchunk, "none") == 0)
+        job->opts.subchunk = job->opts.chunk; /* one sub-chunk spans the chunk */
+    else if (f->subchunk && (rc = cli_parse_size("subchunk", f->subchunk, 1, &job->opts.subchunk)))
+        return rc;
+    if (f->decay && kdalab_decay_parse(f->decay, &job->opts.decay) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--decay: unknown decay mode '%s' (safe, pairwise, rescaled, "
+                                  "anchored)",
+                        f->decay);
+    if (f->scale) { /* any scale the library accepts, subnormals included */
+        if (cli_parse_double(f->scale, &job->scale) != 0)
+            return cli_fail(EXIT_BAD, "--scale: '%s' is not a finite number > 0", f->scale);
+        if (kdalab_check_scale(job->scale) != KDALAB_OK)
+            return cli_fail(EXIT_BAD, "--scale %s: %s", f->scale, kdalab_last_error());
+        job->have_scale = 1;
+    }
+    if (job->simd && job->fp64)
+        return cli_fail(EXIT_BAD, "--impl simd computes in float32: add --precision fp32 (or "
+                                  "bf16/fp16 with --form chunk)");
+    job->timing = f->timing;
+    return 0;
+}
+
+/* Which inputs the mechanism needs, and whether the outputs can be written:
+ * checked for every output before computing, so a run does not replace --o
+ * and then fail on --ht. */
+static int plan_files(const run_flags *f, run_job *job)
+{
+    const char *mech = f->mechanism;
+    for (int i = 0; i < N_IN; i++) {
+        job->in[i].flag = IN_FLAG[i];
+        job->in[i].path = f->input[i];
+    }
+    for (int i = IN_Q; i <= IN_V; i++)
+        if (f->input[i] == NULL)
+            return cli_fail(EXIT_BAD, "%s is required (a .npy file)", IN_FLAG[i]);
+    int need_beta = kdalab_mechanism_has_beta(job->mech);
+    int need_g = kdalab_mechanism_g_width(job->mech, 1) > 0;
+    if (need_beta && f->input[IN_BETA] == NULL)
+        return cli_fail(EXIT_BAD, "--beta is required by %s (a .npy file, [B, T, H])", mech);
+    if (!need_beta && f->input[IN_BETA])
+        return cli_fail(EXIT_BAD, "--beta is not used by %s", mech);
+    if (need_g && f->input[IN_G] == NULL)
+        return cli_fail(EXIT_BAD, "--g is required by %s (a .npy file, %s)", mech,
+                        job->mech == KDALAB_KDA ? "[B, T, H, K]" : "[B, T, H]");
+    if (!need_g && f->input[IN_G])
+        return cli_fail(EXIT_BAD, "--g is not used by %s", mech);
+
+    if (f->o == NULL)
+        return cli_fail(EXIT_BAD, "--o is required (where to write the output, .npy)");
+    if (f->ht && cli_same_output(f->ht, f->o))
+        return cli_fail(EXIT_BAD, "--o and --ht name the same file '%s'", f->o);
+    int rc = cli_check_output_path("--o", f->o);
+    if (rc == 0 && f->ht)
+        rc = cli_check_output_path("--ht", f->ht);
+    job->o_path = f->o;
+    job->ht_path = f->ht;
+    return rc;
+}
+
+/* ---- step 3: read and check the inputs ----------------------------------- */
+
+/* q fixes B, T, H, K; v fixes V; every other input must fit them. */
+static int check_shapes(run_job *job)
+{
+    cli_input *in = job->in;
+    const kdalab_array *q = &in[IN_Q].a, *v = &in[IN_V].a;
+    char s1[96], s2[96], s3[96];
+    if (q->ndim != 4)
+        return cli_fail(EXIT_BAD, "--q %s: shape %s has %d dimensions; q is [B, T, H, K]",
+                        in[IN_Q].path, cli_shape_str(q, s1, sizeof s1), q->ndim);
+    kdalab_dims d = {q->shape[0], q->shape[1], q->shape[2], q->shape[3], 0};
+    if (d.B == 0 || d.H == 0 || d.K == 0)
+        return cli_fail(EXIT_BAD, "--q %s: shape %s: B, H and K must be >= 1 (only T may be 0)",
+                        in[IN_Q].path, cli_shape_str(q, s1, sizeof s1));
+    if (!cli_shape_is(&in[IN_K].a, 4, q->shape))
+        return cli_fail(EXIT_BAD, "--k %s: shape %s does not match --q %s shape %s (k is [B, T, "
+                                  "H, K] like q)",
+                        in[IN_K].path, cli_shape_str(&in[IN_K].a, s1, sizeof s1), in[IN_Q].path,
+                        cli_shape_str(q, s2, sizeof s2));
+    if (v->ndim != 4 || v->shape[0] != d.B || v->shape[1] != d.T || v->shape[2] != d.H ||
+        v->shape[3] == 0)
+        return cli_fail(EXIT_BAD, "--v %s: shape %s does not fit --q %s shape %s (v is [B, T, "
+                                  "H, V] with q's B, T, H and V >= 1)",
+                        in[IN_V].path, cli_shape_str(v, s1, sizeof s1), in[IN_Q].path,
+                        cli_shape_str(q, s2, sizeof s2));
+    d.V = v->shape[3];
+    job->dims = d;
+
+    const size_t bth[3] = {d.B, d.T, d.H}, bthk[4] = {d.B, d.T, d.H, d.K};
+    const size_t state[4] = {d.B, d.H, d.K, d.V};
+    if (kdalab_mechanism_has_beta(job->mech) && !cli_shape_is(&in[IN_BETA].a, 3, bth))
+        return cli_shape_mismatch(&in[IN_BETA], "(B, T, H)", 3, bth, &in[IN_Q]);
+    if (job->mech == KDALAB_GATED_DELTANET && !cli_shape_is(&in[IN_G].a, 3, bth))
+        return cli_shape_mismatch(&in[IN_G], "(B, T, H) for gated_deltanet", 3, bth, &in[IN_Q]);
+    if (job->mech == KDALAB_KDA && !cli_shape_is(&in[IN_G].a, 4, bthk))
+        return cli_shape_mismatch(&in[IN_G], "(B, T, H, K) for kda", 4, bthk, &in[IN_Q]);
+    if (in[IN_H0].path && !cli_shape_is(&in[IN_H0].a, 4, state))
+        return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (B, H, K, V) = (%zu, %zu, %zu, "
+                                  "%zu) from --q %s shape %s and --v %s shape %s",
+                        in[IN_H0].path, cli_shape_str(&in[IN_H0].a, s1, sizeof s1), d.B, d.H,
+                        d.K, d.V, in[IN_Q].path, cli_shape_str(q, s2, sizeof s2), in[IN_V].path,
+                        cli_shape_str(v, s3, sizeof s3));
+    return 0;
+}
+
+static int read_inputs(run_job *job)
+{
+    int rc;
+    for (int i = 0; i < N_IN; i++)
+        if (job->in[i].path && (rc = cli_read_input(&job->in[i])))
+            return rc;
+    if ((rc = check_shapes(job)))
+        return rc;
+    for (int i = 0; i < N_IN; i++)
+        if (job->in[i].path && (rc = cli_check_values(&job->in[i], IN_RULE[i], IN_NAME[i])))
+            return rc;
+    if (!job->have_scale)
+        job->scale = kdalab_default_scale(job->dims.K);
+    return 0;
+}
+
+/* ---- step 4: compute ----------------------------------------------------- */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* float32 copy of input i (NULL when absent or empty); a finite value beyond
+ * float32's range becomes Inf and is refused by the library's rule. */
+static int to_float(run_job *job, int i)
+{
+    const cli_input *in = &job->in[i];
+    if (in->path == NULL || in->a.size == 0)
+        return 0;
+    float *f = malloc(in->a.size * sizeof *f);
+    if (f == NULL)
+        return cli_fail(EXIT_FAIL, "%s %s: out of memory", in->flag, in->path);
+    job->fin[i] = f;
+    for (size_t j = 0; j < in->a.size; j++)
+        f[j] = (float)in->a.data[j];
+    size_t bad = 0;
+    kdalab_status s = kdalab_check_values_f32(IN_RULE[i], IN_NAME[i], f, in->a.size, &bad);
+    if (s == KDALAB_OK)
+        return 0;
+    char ib[96];
+    if (s == KDALAB_ENONFINITE)
+        return cli_fail(EXIT_BAD, "%s %s: element %s = %g is beyond float32's range", in->flag,
+                        in->path, cli_index_str(&in->a, bad, ib, sizeof ib), in->a.data[bad]);
+    return cli_fail(cli_exit_for(s), "%s %s: in float32, %s", in->flag, in->path,
+                    kdalab_last_error());
+}
+
+/* The float32 family: convert, run the chosen form, widen the results. */
+static int compute_f32(run_job *job)
+{
+    const kdalab_dims *d = &job->dims;
+    int rc;
+    for (int i = 0; i < N_IN; i++)
+        if ((rc = to_float(job, i)))
+            return rc;
+    job->fo = malloc(job->n_o ? job->n_o * sizeof *job->fo : 1);
+    job->fht = malloc(job->n_state * sizeof *job->fht);
+    if (job->fo == NULL || job->fht == NULL)
+        return cli_fail(EXIT_FAIL, "out of memory for the outputs");
+    float scale = (float)job->scale;
+    if (kdalab_check_scale(scale) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--scale: %g is not a positive float32", job->scale);
+    if (job->simd && job->chunk_form &&
+        (job->opts.precision != KDALAB_FP32 || job->opts.decay != KDALAB_DECAY_SAFE))
+        /* kdalab_simd_chunk_f32 hands these to the reference: say so, or
+         * --time would pass the reference's speed off as the SIMD path's */
+        fprintf(stderr, "kdalab run: note: the SIMD path has kernels for fp32 with the "
+                        "safe decay mode only; the float32 reference computed this run\n");
+    float *const *x = job->fin;
+    kdalab_status s;
+    double t0 = now_seconds();
+    if (job->simd && job->chunk_form)
+        s = kdalab_simd_chunk_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
+                                  x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts,
+                                  &job->report);
+    else if (job->simd)
+        s = kdalab_simd_recurrent_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
+                                      x[IN_BETA], x[IN_H0], job->fo, job->fht);
+    else if (job->chunk_form)
+        s = kdalab_chunk_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
+                             x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts, &job->report);
+    else
+        s = kdalab_recurrent_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
+                                 x[IN_BETA], x[IN_H0], job->fo, job->fht);
+    job->seconds = now_seconds() - t0;
+    job->computed = s;
+    if (s == KDALAB_OK || s == KDALAB_ERANGE) {
+        for (size_t i = 0; i < job->n_o; i++)
+            job->o[i] = job->fo[i];
+        for (size_t i = 0; i < job->n_state; i++)
+            job->ht[i] = job->fht[i];
+    }
+    return 0;
+}
+
+static int compute(run_job *job)
+{
+    const kdalab_dims *d = &job->dims;
+    job->n_o = job->in[IN_V].a.size;
+    job->n_state = job->in[IN_H0].path ? job->in[IN_H0].a.size : 0;
+    if (job->n_state == 0) {
+        /* B*H*K*V without h0: each factor came from a file that exists, but the
+         * product may still overflow */
+        size_t n = 1;
+        const size_t f[4] = {d->B, d->H, d->K, d->V};
+        for (int i = 0; i < 4 && n; i++)
+            n = f[i] <= SIZE_MAX / sizeof(double) / n ? n * f[i] : 0;
+        if (n == 0)
+            return cli_fail(EXIT_BAD, "the state [B, H, K, V] = [%zu, %zu, %zu, %zu] overflows "
+                                      "size_t",
+                            d->B, d->H, d->K, d->V);
+        job->n_state = n;
+    }
+    job->o = malloc(job->n_o ? job->n_o * sizeof *job->o : 1);
+    job->ht = malloc(job->n_state * sizeof *job->ht);
+    if (job->o == NULL || job->ht == NULL)
+        return cli_fail(EXIT_FAIL, "out of memory for the outputs");
+
+    if (job->fp64) {
+        const double *x[N_IN];
+        for (int i = 0; i < N_IN; i++)
+            x[i] = job->in[i].path ? job->in[i].a.data : NULL;
+        double t0 = now_seconds();
+        if (job->chunk_form)
+            job->computed = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
+                                             x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0], job->o,
+                                             job->ht, &job->opts, &job->report);
+        else
+            job->computed = kdalab_recurrent_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
+                                                 x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
+                                                 job->o, job->ht);
+        job->seconds = now_seconds() - t0;
+    } else {
+        int rc = compute_f32(job);
+        if (rc)
+            return rc;
+    }
+    kdalab_status s = job->computed;
+    if (s != KDALAB_OK && s != KDALAB_ERANGE)
+        return cli_fail(cli_exit_for(s), "%s: %s", kdalab_strerror(s), kdalab_last_error());
+    if (job->timing) {
+        double head_tokens = (double)d->B * (double)d->H * (double)d->T;
+        fprintf(stderr, "compute_seconds=%.9f head_tokens_per_s=%.6g\n", job->seconds,
+                job->seconds > 0 ? head_tokens / job->seconds : 0.0);
+    }
+    return 0;
+}
+
+/* ---- step 5: the outputs ------------------------------------------------- */
+
+static size_t count_nonfinite(const double *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+static int write_outputs(const run_job *job)
+{
+    const kdalab_dims *d = &job->dims;
+    const size_t o_shape[4] = {d->B, d->T, d->H, d->V}, state[4] = {d->B, d->H, d->K, d->V};
+    if (kdalab_npy_write(job->o_path, KDALAB_DTYPE_F64, job->o, 4, o_shape) != KDALAB_OK)
+        return cli_fail(EXIT_FAIL, "--o: %s", kdalab_last_error());
+    if (job->ht_path &&
+        kdalab_npy_write(job->ht_path, KDALAB_DTYPE_F64, job->ht, 4, state) != KDALAB_OK)
+        return cli_fail(EXIT_FAIL, "--ht: %s", kdalab_last_error());
+    if (job->computed != KDALAB_ERANGE)
+        return 0;
+    /* counted here, so every form and path reports the same way */
+    size_t bad_o = count_nonfinite(job->o, job->n_o);
+    size_t bad_ht = count_nonfinite(job->ht, job->n_state);
+    if (job->chunk_form && job->mech == KDALAB_KDA && !job->simd)
+        return cli_fail(EXIT_FAIL,
+                        "the computation overflowed (decay mode %s, largest exponent formed "
+                        "%g): %zu non-finite values in o, %zu in ht; outputs written for study",
+                        kdalab_decay_name(job->opts.decay), job->report.max_exponent, bad_o,
+                        bad_ht);
+    return cli_fail(EXIT_FAIL,
+                    "the computation overflowed: %zu non-finite values in o, %zu in ht; "
+                    "outputs written for study",
+                    bad_o, bad_ht);
+}
+
+/* ---- the subcommand ------------------------------------------------------ */
+
+static void free_job(run_job *job)
+{
+    for (int i = 0; i < N_IN; i++) {
+        kdalab_array_free(&job->in[i].a);
+        free(job->fin[i]);
+    }
+    free(job->o);
+    free(job->ht);
+    free(job->fo);
+    free(job->fht);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    cli_who = "kdalab run";
+    run_flags flags = {0};
+    run_job job = {0};
+    int rc = parse_flags(argc, argv, &flags);
+    if (rc)
+        return rc;
+    if (flags.help) {
+        print_help();
+        return 0;
+    }
+    if ((rc = plan_options(&flags, &job)) || (rc = plan_files(&flags, &job)))
+        return rc;
+    if ((rc = read_inputs(&job)) == 0 && (rc = compute(&job)) == 0)
+        rc = write_outputs(&job);
+    free_job(&job);
+    return rc;
+}
