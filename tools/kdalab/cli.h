@@ -11,6 +11,8 @@
  *          cli_input, cli_read_input, cli_check_values, cli_shape_is,
  *          cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (in cli.c);
+ *          cli_inputs, IN_*, cli_inputs_plan, cli_inputs_read, cli_inputs_free
+ *          (in inputs.c);
  *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
  *          cmd_info (info.c)
  *
@@ -138,6 +140,32 @@ int cli_shape_is(const kdalab_array *a, int nd, const size_t *want);
  * <ref flag> <ref path> shape R". Returns EXIT_BAD. */
 int cli_shape_mismatch(const cli_input *in, const char *layout, int nd, const size_t *want,
                        const cli_input *ref);
+
+/* ---- the forward inputs (inputs.c) ------------------------------------------- */
+
+enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
+
+/* Each input's flag, its name in the library's messages, and the library's
+ * rule for its values, by IN_*. */
+extern const char *const IN_FLAG[N_IN];
+extern const char *const IN_NAME[N_IN];
+extern const kdalab_value_rule IN_RULE[N_IN];
+
+/* The forward inputs of one call: set mech, then plan, then read. */
+typedef struct {
+    kdalab_mechanism mech;
+    cli_input in[N_IN]; /* by IN_*; path NULL when not given */
+    kdalab_dims dims;   /* fixed by q (B, T, H, K) and v (V) once read */
+} cli_inputs;
+
+/* Record the paths (by IN_*, NULL when not given) and refuse a missing q, k,
+ * v, a missing beta/g the mechanism needs, or one it does not use. Returns 0
+ * or the exit status after the one-line error. */
+int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN]);
+/* Read every given input, check shapes against q's and v's and values by
+ * the library's rules; fills dims. Returns 0 or the exit status. */
+int cli_inputs_read(cli_inputs *fw);
+void cli_inputs_free(cli_inputs *fw);
 
 /* ---- outputs ----------------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
  *   plan_options,   what to compute and where the results go; every option
  *   plan_files      and output path is checked before any file is read
  *   read_inputs     read the files, check their shapes against q's and v's,
- *                   and their values by the library's rules
+ *                   and their values by the library's rules (inputs.c)
  *   compute         the float64 reference, or one float32 form (reference or
  *                   SIMD) on float32 copies of the inputs
  *   write_outputs   o and ht, each written whole or not at all (kdalab_npy_write
@@ -24,16 +24,6 @@
 #include <time.h>
 
 #include "cli.h"
-
-enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
-
-/* Each input's flag, its name in the library's messages, and the library's
- * rule for its values. */
-static const char *const IN_FLAG[N_IN] = {"--q", "--k", "--v", "--beta", "--g", "--h0"};
-static const char *const IN_NAME[N_IN] = {"q", "k", "v", "beta", "g", "h0"};
-static const kdalab_value_rule IN_RULE[N_IN] = {
-    KDALAB_RULE_FINITE, KDALAB_RULE_FINITE,    KDALAB_RULE_FINITE,
-    KDALAB_RULE_BETA,   KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE};
 
 /* The command line of one run, as given (NULL: not given). */
 typedef struct {
@@ -55,8 +45,7 @@ typedef struct {
     const char *o_path, *ht_path;
     int timing;
 
-    cli_input in[N_IN];
-    kdalab_dims dims;
+    cli_inputs fwd;              /* q, k, v, beta, g, h0 and the dims they fix */
     size_t n_o, n_state;         /* elements of o and ht                  */
     double *o, *ht;              /* the outputs, float64                  */
     float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
@@ -240,31 +229,15 @@ static int plan_options(const run_flags *f, run_job *job)
  * and then fail on --ht. */
 static int plan_files(const run_flags *f, run_job *job)
 {
-    const char *mech = f->mechanism;
-    for (int i = 0; i < N_IN; i++) {
-        job->in[i].flag = IN_FLAG[i];
-        job->in[i].path = f->input[i];
-    }
-    for (int i = IN_Q; i <= IN_V; i++)
-        if (f->input[i] == NULL)
-            return cli_fail(EXIT_BAD, "%s is required (a .npy file)", IN_FLAG[i]);
-    int need_beta = kdalab_mechanism_has_beta(job->mech);
-    int need_g = kdalab_mechanism_g_width(job->mech, 1) > 0;
-    if (need_beta && f->input[IN_BETA] == NULL)
-        return cli_fail(EXIT_BAD, "--beta is required by %s (a .npy file, [B, T, H])", mech);
-    if (!need_beta && f->input[IN_BETA])
-        return cli_fail(EXIT_BAD, "--beta is not used by %s", mech);
-    if (need_g && f->input[IN_G] == NULL)
-        return cli_fail(EXIT_BAD, "--g is required by %s (a .npy file, %s)", mech,
-                        job->mech == KDALAB_KDA ? "[B, T, H, K]" : "[B, T, H]");
-    if (!need_g && f->input[IN_G])
-        return cli_fail(EXIT_BAD, "--g is not used by %s", mech);
-
+    job->fwd.mech = job->mech;
+    int rc = cli_inputs_plan(&job->fwd, (const char *const *)f->input);
+    if (rc)
+        return rc;
     if (f->o == NULL)
         return cli_fail(EXIT_BAD, "--o is required (where to write the output, .npy)");
     if (f->ht && cli_same_output(f->ht, f->o))
         return cli_fail(EXIT_BAD, "--o and --ht name the same file '%s'", f->o);
-    int rc = cli_check_output_path("--o", f->o);
+    rc = cli_check_output_path("--o", f->o);
     if (rc == 0 && f->ht)
         rc = cli_check_output_path("--ht", f->ht);
     job->o_path = f->o;
@@ -274,64 +247,12 @@ static int plan_files(const run_flags *f, run_job *job)
 
 /* ---- step 3: read and check the inputs ----------------------------------- */
 
-/* q fixes B, T, H, K; v fixes V; every other input must fit them. */
-static int check_shapes(run_job *job)
-{
-    cli_input *in = job->in;
-    const kdalab_array *q = &in[IN_Q].a, *v = &in[IN_V].a;
-    char s1[96], s2[96], s3[96];
-    if (q->ndim != 4)
-        return cli_fail(EXIT_BAD, "--q %s: shape %s has %d dimensions; q is [B, T, H, K]",
-                        in[IN_Q].path, cli_shape_str(q, s1, sizeof s1), q->ndim);
-    kdalab_dims d = {q->shape[0], q->shape[1], q->shape[2], q->shape[3], 0};
-    if (d.B == 0 || d.H == 0 || d.K == 0)
-        return cli_fail(EXIT_BAD, "--q %s: shape %s: B, H and K must be >= 1 (only T may be 0)",
-                        in[IN_Q].path, cli_shape_str(q, s1, sizeof s1));
-    if (!cli_shape_is(&in[IN_K].a, 4, q->shape))
-        return cli_fail(EXIT_BAD, "--k %s: shape %s does not match --q %s shape %s (k is [B, T, "
-                                  "H, K] like q)",
-                        in[IN_K].path, cli_shape_str(&in[IN_K].a, s1, sizeof s1), in[IN_Q].path,
-                        cli_shape_str(q, s2, sizeof s2));
-    if (v->ndim != 4 || v->shape[0] != d.B || v->shape[1] != d.T || v->shape[2] != d.H ||
-        v->shape[3] == 0)
-        return cli_fail(EXIT_BAD, "--v %s: shape %s does not fit --q %s shape %s (v is [B, T, "
-                                  "H, V] with q's B, T, H and V >= 1)",
-                        in[IN_V].path, cli_shape_str(v, s1, sizeof s1), in[IN_Q].path,
-                        cli_shape_str(q, s2, sizeof s2));
-    d.V = v->shape[3];
-    job->dims = d;
-
-    const size_t bth[3] = {d.B, d.T, d.H}, bthk[4] = {d.B, d.T, d.H, d.K};
-    const size_t state[4] = {d.B, d.H, d.K, d.V};
-    if (kdalab_mechanism_has_beta(job->mech) && !cli_shape_is(&in[IN_BETA].a, 3, bth))
-        return cli_shape_mismatch(&in[IN_BETA], "(B, T, H)", 3, bth, &in[IN_Q]);
-    if (job->mech == KDALAB_GATED_DELTANET && !cli_shape_is(&in[IN_G].a, 3, bth))
-        return cli_shape_mismatch(&in[IN_G], "(B, T, H) for gated_deltanet", 3, bth, &in[IN_Q]);
-    if (job->mech == KDALAB_KDA && !cli_shape_is(&in[IN_G].a, 4, bthk))
-        return cli_shape_mismatch(&in[IN_G], "(B, T, H, K) for kda", 4, bthk, &in[IN_Q]);
-    if (in[IN_H0].path && !cli_shape_is(&in[IN_H0].a, 4, state))
-        return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (B, H, K, V) = (%zu, %zu, %zu, "
-                                  "%zu) from --q %s shape %s and --v %s shape %s",
-                        in[IN_H0].path, cli_shape_str(&in[IN_H0].a, s1, sizeof s1), d.B, d.H,
-                        d.K, d.V, in[IN_Q].path, cli_shape_str(q, s2, sizeof s2), in[IN_V].path,
-                        cli_shape_str(v, s3, sizeof s3));
-    return 0;
-}
-
 static int read_inputs(run_job *job)
 {
-    int rc;
-    for (int i = 0; i < N_IN; i++)
-        if (job->in[i].path && (rc = cli_read_input(&job->in[i])))
-            return rc;
-    if ((rc = check_shapes(job)))
-        return rc;
-    for (int i = 0; i < N_IN; i++)
-        if (job->in[i].path && (rc = cli_check_values(&job->in[i], IN_RULE[i], IN_NAME[i])))
-            return rc;
-    if (!job->have_scale)
-        job->scale = kdalab_default_scale(job->dims.K);
-    return 0;
+    int rc = cli_inputs_read(&job->fwd);
+    if (rc == 0 && !job->have_scale)
+        job->scale = kdalab_default_scale(job->fwd.dims.K);
+    return rc;
 }
 
 /* ---- step 4: compute ----------------------------------------------------- */
@@ -347,7 +268,7 @@ static double now_seconds(void)
  * float32's range becomes Inf and is refused by the library's rule. */
 static int to_float(run_job *job, int i)
 {
-    const cli_input *in = &job->in[i];
+    const cli_input *in = &job->fwd.in[i];
     if (in->path == NULL || in->a.size == 0)
         return 0;
     float *f = malloc(in->a.size * sizeof *f);
@@ -371,7 +292,7 @@ static int to_float(run_job *job, int i)
 /* The float32 family: convert, run the chosen form, widen the results. */
 static int compute_f32(run_job *job)
 {
-    const kdalab_dims *d = &job->dims;
+    const kdalab_dims *d = &job->fwd.dims;
     int rc;
     for (int i = 0; i < N_IN; i++)
         if ((rc = to_float(job, i)))
@@ -418,9 +339,9 @@ static int compute_f32(run_job *job)
 
 static int compute(run_job *job)
 {
-    const kdalab_dims *d = &job->dims;
-    job->n_o = job->in[IN_V].a.size;
-    job->n_state = job->in[IN_H0].path ? job->in[IN_H0].a.size : 0;
+    const kdalab_dims *d = &job->fwd.dims;
+    job->n_o = job->fwd.in[IN_V].a.size;
+    job->n_state = job->fwd.in[IN_H0].path ? job->fwd.in[IN_H0].a.size : 0;
     if (job->n_state == 0) {
         /* B*H*K*V without h0: each factor came from a file that exists, but the
          * product may still overflow */
@@ -442,7 +363,7 @@ static int compute(run_job *job)
     if (job->fp64) {
         const double *x[N_IN];
         for (int i = 0; i < N_IN; i++)
-            x[i] = job->in[i].path ? job->in[i].a.data : NULL;
+            x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
         double t0 = now_seconds();
         if (job->chunk_form)
             job->computed = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
@@ -481,7 +402,7 @@ static size_t count_nonfinite(const double *x, size_t n)
 
 static int write_outputs(const run_job *job)
 {
-    const kdalab_dims *d = &job->dims;
+    const kdalab_dims *d = &job->fwd.dims;
     const size_t o_shape[4] = {d->B, d->T, d->H, d->V}, state[4] = {d->B, d->H, d->K, d->V};
     if (kdalab_npy_write(job->o_path, KDALAB_DTYPE_F64, job->o, 4, o_shape) != KDALAB_OK)
         return cli_fail(EXIT_FAIL, "--o: %s", kdalab_last_error());
@@ -509,10 +430,9 @@ static int write_outputs(const run_job *job)
 
 static void free_job(run_job *job)
 {
-    for (int i = 0; i < N_IN; i++) {
-        kdalab_array_free(&job->in[i].a);
+    cli_inputs_free(&job->fwd);
+    for (int i = 0; i < N_IN; i++)
         free(job->fin[i]);
-    }
     free(job->o);
     free(job->ht);
     free(job->fo);

@@ -1,0 +1,107 @@
+/*
+ * tools/kdalab/inputs.c — the forward inputs every computing subcommand
+ * (run, grad) takes: which of q, k, v, beta, g, h0 the mechanism needs, reading
+ * them, checking their shapes against q's and v's and their values by the
+ * library's rules.
+ *
+ * defines: IN_FLAG, IN_NAME, IN_RULE, cli_inputs_plan, cli_inputs_read,
+ *          cli_inputs_free (declared in cli.h)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char *const IN_FLAG[N_IN] = {"--q", "--k", "--v", "--beta", "--g", "--h0"};
+const char *const IN_NAME[N_IN] = {"q", "k", "v", "beta", "g", "h0"};
+const kdalab_value_rule IN_RULE[N_IN] = {KDALAB_RULE_FINITE, KDALAB_RULE_FINITE,
+                                         KDALAB_RULE_FINITE, KDALAB_RULE_BETA,
+                                         KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE};
+
+int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN])
+{
+    const char *mech = kdalab_mechanism_name(fw->mech);
+    for (int i = 0; i < N_IN; i++) {
+        fw->in[i].flag = IN_FLAG[i];
+        fw->in[i].path = path[i];
+    }
+    for (int i = IN_Q; i <= IN_V; i++)
+        if (path[i] == NULL)
+            return cli_fail(EXIT_BAD, "%s is required (a .npy file)", IN_FLAG[i]);
+    int need_beta = kdalab_mechanism_has_beta(fw->mech);
+    int need_g = kdalab_mechanism_g_width(fw->mech, 1) > 0;
+    if (need_beta && path[IN_BETA] == NULL)
+        return cli_fail(EXIT_BAD, "--beta is required by %s (a .npy file, [B, T, H])", mech);
+    if (!need_beta && path[IN_BETA])
+        return cli_fail(EXIT_BAD, "--beta is not used by %s", mech);
+    if (need_g && path[IN_G] == NULL)
+        return cli_fail(EXIT_BAD, "--g is required by %s (a .npy file, %s)", mech,
+                        fw->mech == KDALAB_KDA ? "[B, T, H, K]" : "[B, T, H]");
+    if (!need_g && path[IN_G])
+        return cli_fail(EXIT_BAD, "--g is not used by %s", mech);
+    return 0;
+}
+
+/* q fixes B, T, H, K; v fixes V; every other input must fit them. */
+static int check_shapes(cli_inputs *fw)
+{
+    cli_input *in = fw->in;
+    const kdalab_array *q = &in[IN_Q].a, *v = &in[IN_V].a;
+    char s1[96], s2[96], s3[96];
+    if (q->ndim != 4)
+        return cli_fail(EXIT_BAD, "--q %s: shape %s has %d dimensions; q is [B, T, H, K]",
+                        in[IN_Q].path, cli_shape_str(q, s1, sizeof s1), q->ndim);
+    kdalab_dims d = {q->shape[0], q->shape[1], q->shape[2], q->shape[3], 0};
+    if (d.B == 0 || d.H == 0 || d.K == 0)
+        return cli_fail(EXIT_BAD, "--q %s: shape %s: B, H and K must be >= 1 (only T may be 0)",
+                        in[IN_Q].path, cli_shape_str(q, s1, sizeof s1));
+    if (!cli_shape_is(&in[IN_K].a, 4, q->shape))
+        return cli_fail(EXIT_BAD, "--k %s: shape %s does not match --q %s shape %s (k is [B, T, "
+                                  "H, K] like q)",
+                        in[IN_K].path, cli_shape_str(&in[IN_K].a, s1, sizeof s1), in[IN_Q].path,
+                        cli_shape_str(q, s2, sizeof s2));
+    if (v->ndim != 4 || v->shape[0] != d.B || v->shape[1] != d.T || v->shape[2] != d.H ||
+        v->shape[3] == 0)
+        return cli_fail(EXIT_BAD, "--v %s: shape %s does not fit --q %s shape %s (v is [B, T, "
+                                  "H, V] with q's B, T, H and V >= 1)",
+                        in[IN_V].path, cli_shape_str(v, s1, sizeof s1), in[IN_Q].path,
+                        cli_shape_str(q, s2, sizeof s2));
+    d.V = v->shape[3];
+    fw->dims = d;
+
+    const size_t bth[3] = {d.B, d.T, d.H}, bthk[4] = {d.B, d.T, d.H, d.K};
+    const size_t state[4] = {d.B, d.H, d.K, d.V};
+    if (kdalab_mechanism_has_beta(fw->mech) && !cli_shape_is(&in[IN_BETA].a, 3, bth))
+        return cli_shape_mismatch(&in[IN_BETA], "(B, T, H)", 3, bth, &in[IN_Q]);
+    if (fw->mech == KDALAB_GATED_DELTANET && !cli_shape_is(&in[IN_G].a, 3, bth))
+        return cli_shape_mismatch(&in[IN_G], "(B, T, H) for gated_deltanet", 3, bth, &in[IN_Q]);
+    if (fw->mech == KDALAB_KDA && !cli_shape_is(&in[IN_G].a, 4, bthk))
+        return cli_shape_mismatch(&in[IN_G], "(B, T, H, K) for kda", 4, bthk, &in[IN_Q]);
+    if (in[IN_H0].path && !cli_shape_is(&in[IN_H0].a, 4, state))
+        return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (B, H, K, V) = (%zu, %zu, %zu, "
+                                  "%zu) from --q %s shape %s and --v %s shape %s",
+                        in[IN_H0].path, cli_shape_str(&in[IN_H0].a, s1, sizeof s1), d.B, d.H,
+                        d.K, d.V, in[IN_Q].path, cli_shape_str(q, s2, sizeof s2), in[IN_V].path,
+                        cli_shape_str(v, s3, sizeof s3));
+    return 0;
+}
+
+int cli_inputs_read(cli_inputs *fw)
+{
+    int rc;
+    for (int i = 0; i < N_IN; i++)
+        if (fw->in[i].path && (rc = cli_read_input(&fw->in[i])))
+            return rc;
+    if ((rc = check_shapes(fw)))
+        return rc;
+    for (int i = 0; i < N_IN; i++)
+        if (fw->in[i].path && (rc = cli_check_values(&fw->in[i], IN_RULE[i], IN_NAME[i])))
+            return rc;
+    return 0;
+}
+
+void cli_inputs_free(cli_inputs *fw)
+{
+    for (int i = 0; i < N_IN; i++)
+        kdalab_array_free(&fw->in[i].a);
+}
