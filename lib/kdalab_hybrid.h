@@ -12,10 +12,10 @@
 KDALAB_BEGIN_DECLS
 
 /* ------------------------------------------------------------------------- */
-/* Hybrid stack (lib/hybrid.c)                                               */
+/* Hybrid stack (lib/model/)                                                 */
 /* ------------------------------------------------------------------------- */
 /*
- * The chapter's last step (seed, "Do not choose. Interleave."): a stack of L
+ * The book chapter's last step ("Do not choose. Interleave."): a stack of L
  * mixing layers over a residual stream of width d_model, each layer either
  * KDA (a fixed-size K x V state per head) or causal softmax attention without
  * positional encoding (NoPE; a KV cache that grows by one row per token).
