@@ -69,8 +69,10 @@ kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg)
     if (!isfinite(cfg->scale) || cfg->scale < 0)
         return kdalab_fail(KDALAB_EDOMAIN, "hybrid: scale %g must be finite and >= 0 (0: default)",
                            cfg->scale);
-    /* Every count used later: weights per layer and over the stack, state and
-     * cache rows, bytes of each. */
+    /* The counts the rest of the stack then computes unchecked: d*d (which
+     * also bounds a KDA state, H*dh*dh = d*d/H), the doubles of the largest
+     * layer (KDA: 5 d*d + 2 d + d*H), those of all L such layers, and their
+     * bytes. A KV cache checks its own sizes as it grows. */
     size_t d = cfg->d_model, H = cfg->n_heads, dd, dd5, dH, per_layer, all, bytes;
     if (!kdalab_mul_size(d, d, &dd) || !kdalab_mul_size(dd, 5, &dd5) ||
         !kdalab_mul_size(d, H, &dH) || dd5 > SIZE_MAX - d - dH)

@@ -164,7 +164,9 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *s)
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_reset: stack is NULL");
     size_t H = s->cfg.n_heads, dh = s->dh;
-    /* Build the new caches first, so a failed allocation changes nothing. */
+    /* Each non-empty cache is replaced by a fresh one, allocated before the
+     * old one is freed. On ENOMEM the caches of the layers before the failing
+     * one are already empty while the states and the position are untouched. */
     for (size_t l = 0; l < s->cfg.n_layers; l++) {
         hybrid_layer *ly = &s->layers[l];
         if (ly->kind != KDALAB_HYBRID_ATTENTION || kdalab_kv_cache_tokens(ly->cache) == 0)
