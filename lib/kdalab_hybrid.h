@@ -12,10 +12,10 @@
 KDALAB_BEGIN_DECLS
 
 /* ------------------------------------------------------------------------- */
-/* Hybrid stack (lib/hybrid.c)                                               */
+/* Hybrid stack (lib/model/)                                                 */
 /* ------------------------------------------------------------------------- */
 /*
- * The chapter's last step (seed, "Do not choose. Interleave."): a stack of L
+ * The book chapter's last step ("Do not choose. Interleave."): a stack of L
  * mixing layers over a residual stream of width d_model, each layer either
  * KDA (a fixed-size K x V state per head) or causal softmax attention without
  * positional encoding (NoPE; a KV cache that grows by one row per token).
@@ -145,7 +145,10 @@ const kdalab_hybrid_config *kdalab_hybrid_config_of(const kdalab_hybrid *stack);
 /* Tokens consumed since creation or the last reset (prefill + decode). 0 for NULL. */
 size_t kdalab_hybrid_position(const kdalab_hybrid *stack);
 
-/* Empty every KV cache and zero every KDA state (weights kept). ENULL for NULL. */
+/* Empty every KV cache and zero every KDA state (weights kept), position 0.
+ * Errors: KDALAB_ENULL, KDALAB_ENOMEM (a fresh cache could not be allocated;
+ * the caches of earlier layers may already be empty, the states and the
+ * position are untouched: call again). */
 kdalab_status kdalab_hybrid_reset(kdalab_hybrid *stack);
 
 /*
@@ -177,7 +180,8 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *stack, size_t layer,
  *   beta  [T, H]          KDA only (NULL allowed; ignored for attention)
  * Any of q, k, v may be NULL when not wanted. Does not touch the caches.
  * Errors: KDALAB_ENULL (stack, or x when T > 0), KDALAB_EINVAL (layer >= L),
- * KDALAB_ENONFINITE (x holds NaN/Inf).
+ * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW (T * d_model),
+ * KDALAB_ENOMEM (the RMSNorm scratch).
  */
 kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t layer, size_t T,
                                           const double *x, double *q, double *k, double *v,
