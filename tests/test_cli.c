@@ -1,8 +1,9 @@
 /*
- * test_cli.c — bin/kdalab end to end (issue 4).
+ * test_cli.c — bin/kdalab end to end.
  *
  * Every golden case goes through `kdalab run` (each form and precision) and
- * `kdalab compare` against the expected o and ht; the bad inputs of issue 4
+ * `kdalab compare` against the expected o and ht, every golden gradient case
+ * through `kdalab grad`; the bad inputs
  * (truncated files, wrong magic, header past the end, overflowing shape,
  * big-endian data, integer dtypes, Fortran order, NaN/Inf, g > 0, mismatched
  * B/T/H, empty arrays) each get their own check of the exit status, the one
@@ -843,6 +844,139 @@ static void simd_overflow_writes_computed_values(void **state)
 
 /* ------------------------------------------------------------------------- */
 
+/* ------------------------------------------------------------------------- */
+/* kdalab grad                                                               */
+/* ------------------------------------------------------------------------- */
+
+static char grad_path_buf[8][512];
+static const char *grad_path(const char *name, const char *key)
+{
+    static int next = 0;
+    char *p = grad_path_buf[next++ % 8];
+    snprintf(p, 512, "%s/%s.%s.npy", grad_golden_dir(), name, key);
+    return p;
+}
+
+/* The input flags of a golden gradient case, do and dht included. */
+static const char *grad_inputs(const grad_case *c)
+{
+    static char buf[4096];
+    int n = snprintf(buf, sizeof buf, "--mechanism %s --scale %.17g --q %s --k %s --v %s",
+                     kdalab_mechanism_name(c->mech), c->scale, grad_path(c->name, "q"),
+                     grad_path(c->name, "k"), grad_path(c->name, "v"));
+    if (kdalab_mechanism_has_beta(c->mech))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s", grad_path(c->name, "beta"));
+    if (kdalab_mechanism_g_width(c->mech, 1))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s", grad_path(c->name, "g"));
+    if (c->has_h0)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s", grad_path(c->name, "h0"));
+    if (c->has_dht)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --dht %s", grad_path(c->name, "dht"));
+    snprintf(buf + n, sizeof buf - (size_t)n, " --do %s", grad_path(c->name, "do")); /* last */
+    return buf;
+}
+
+/* Every golden gradient case through `kdalab grad`, recurrent and chunkwise
+ * (C = 16): each gradient within 1e-10 of fla's (test_grad's bound), read
+ * back in-process and through `compare`. */
+static void grad_golden(void **state)
+{
+    (void)state;
+    grad_case cases[16];
+    size_t n = grad_load_all(cases, 16);
+    assert_true(n >= 6);
+    const char *forms[] = {"--form recurrent", "--form chunk --chunk 16"};
+    for (size_t ci = 0; ci < n; ci++) {
+        const grad_case *c = &cases[ci];
+        const char *keys[] = {"dq", "dk", "dv", "dbeta", "dg", "dh0"};
+        const kdalab_array *want[] = {&c->dq, &c->dk, &c->dv, &c->dbeta, &c->dg, &c->dh0};
+        for (int fi = 0; fi < 2; fi++) {
+            char outs[1024] = "";
+            size_t len = 0;
+            for (int a = 0; a < 6; a++)
+                if (want[a]->data)
+                    len += (size_t)snprintf(outs + len, sizeof outs - len, " --%s %s", keys[a],
+                                            tmp(keys[a]));
+            int rc = kdalab("grad %s %s %s", grad_inputs(c), forms[fi], outs);
+            if (rc != 0)
+                fail_msg("%s [%s]: exit %d: %s", c->name, forms[fi], rc, err_text);
+            for (int a = 0; a < 6; a++) {
+                if (!want[a]->data)
+                    continue;
+                rc = kdalab("compare %s %s --rtol 1e-10", tmp(keys[a]),
+                            grad_path(c->name, keys[a]));
+                if (rc != 0)
+                    fail_msg("%s [%s] %s: compare exit %d:\n%s", c->name, forms[fi], keys[a],
+                             rc, out_text);
+                kdalab_array got;
+                read_array(tmp(keys[a]), &got);
+                assert_int_equal(got.ndim, want[a]->ndim);
+                double e = rel_err_f64(got.data, want[a]->data, got.size);
+                if (!(e <= 1e-10))
+                    fail_msg("%s [%s] %s: rel err %g", c->name, forms[fi], keys[a], e);
+                kdalab_array_free(&got);
+            }
+        }
+    }
+    for (size_t ci = 0; ci < n; ci++)
+        grad_case_free(&cases[ci]);
+}
+
+/* Bad input to grad: the forward's errors plus d_o/dht of the wrong shape,
+ * a non-finite d_o, no output, an output that is an input, a gradient the
+ * mechanism lacks; nothing is written on any error. */
+static void grad_errors(void **state)
+{
+    (void)state;
+    grad_case cases[16];
+    size_t n = grad_load_all(cases, 16);
+    const grad_case *c = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cases[i].name, "kda_grad") == 0)
+            c = &cases[i];
+    assert_non_null(c);
+    const char *dq = tmp("grad_dq.npy"), *dg = tmp("grad_dg.npy");
+    unlink(dq);
+    unlink(dg);
+    expect_error(kdalab("grad %s", grad_inputs(c)), 2, "no output", NULL);
+    expect_error(kdalab("grad %s --dq %s --do %s", grad_inputs(c), dq, grad_path(c->name, "v")),
+                 2, "--do", "given twice", NULL);
+    /* d_o of the wrong shape: v's shape differs from o's only by V, use q */
+    char bad[4096];
+    snprintf(bad, sizeof bad, "%s", grad_inputs(c));
+    char *p = strstr(bad, "--do ");
+    assert_non_null(p);
+    snprintf(p, sizeof bad - (size_t)(p - bad), "--do %s --dq %s", grad_path(c->name, "q"), dq);
+    expect_error(kdalab("grad %s", bad), 2, "--do", "(B, T, H, V)", NULL);
+    expect_error(kdalab("grad %s --dq %s", grad_inputs(c), grad_path(c->name, "k")), 2,
+                 "refusing to overwrite", NULL);
+    kdalab_array d_o;
+    read_array(grad_path(c->name, "do"), &d_o);
+    d_o.data[5] = NAN;
+    write_array(tmp("do_nan.npy"), KDALAB_DTYPE_F64, &d_o);
+    kdalab_array_free(&d_o);
+    snprintf(bad, sizeof bad, "%s", grad_inputs(c));
+    p = strstr(bad, "--do ");
+    snprintf(p, sizeof bad - (size_t)(p - bad), "--do %s --dq %s --dg %s", tmp("do_nan.npy"),
+             dq, dg);
+    expect_error(kdalab("grad %s", bad), 2, "--do", "NaN", NULL);
+    expect_error(kdalab("grad --mechanism deltanet --q %s --k %s --v %s --beta %s --do %s "
+                        "--dg %s",
+                        grad_path("deltanet_grad", "q"), grad_path("deltanet_grad", "k"),
+                        grad_path("deltanet_grad", "v"), grad_path("deltanet_grad", "beta"),
+                        grad_path("deltanet_grad", "do"), dg),
+                 2, "has no dg", NULL);
+    expect_error(kdalab("grad %s --dq %s --precision fp32", grad_inputs(c), dq), 2, "float64",
+                 NULL);
+    assert_false(exists(dq));
+    assert_false(exists(dg));
+    assert_int_equal(count_entries("grad_"), 0);
+    assert_int_equal(kdalab("grad --help"), 0);
+    assert_non_null(strstr(out_text, "sum(o * do)"));
+    for (size_t i = 0; i < n; i++)
+        grad_case_free(&cases[i]);
+}
+
 static int setup(void **state)
 {
     /* KDALAB_BIN is the programs' directory (bin, or build-asan/bin) */
@@ -882,6 +1016,8 @@ int main(void)
         cmocka_unit_test(info_and_time),
         cmocka_unit_test(empty_sequences),
         cmocka_unit_test(overflow_is_reported),
+        cmocka_unit_test(grad_golden),
+        cmocka_unit_test(grad_errors),
     };
     return cmocka_run_group_tests_name("cli", tests, setup, teardown);
 }

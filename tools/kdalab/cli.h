@@ -12,9 +12,9 @@
  *          cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (in cli.c);
  *          cli_inputs, IN_*, cli_inputs_plan, cli_inputs_read, cli_inputs_free
- *          (in inputs.c);
+ *          (in inputs.c); cli_output, cli_write_all (in outputs.c);
  *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
- *          cmd_info (info.c)
+ *          cmd_info (info.c), cmd_grad (grad.c)
  *
  * Every error is ONE line on stderr, "<cli_who>: <message>", and the exit
  * status says what kind:
@@ -179,6 +179,19 @@ int cli_check_output_path(const char *which, const char *path);
  * else the same directory and file name) */
 int cli_same_output(const char *a, const char *b);
 
+/* One float64 output: its flag, path, data and shape (C order). */
+typedef struct {
+    const char *flag, *path;
+    const double *data;
+    int ndim;
+    size_t shape[4];
+} cli_output;
+
+/* Write n (<= 16) outputs all or nothing (outputs.c): each whole to a
+ * temporary file beside its path, then, only when all are written, renamed
+ * into place. Returns 0 or the exit status after the one-line error. */
+int cli_write_all(size_t n, const cli_output *out);
+
 /* ---- the subcommands ----------------------------------------------------------- */
 
 /* Each takes main's argc and argv (argv[1] is the subcommand's name) and
@@ -186,5 +199,6 @@ int cli_same_output(const char *a, const char *b);
 int cmd_run(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_grad(int argc, char **argv);
 
 #endif /* KDALAB_TOOL_CLI_H */

@@ -7,6 +7,8 @@
  *   kdalab compare  compare two .npy arrays: max absolute error, max error
  *                   relative to max|B|, the worst element, non-finite counts
  *                   (compare.c)
+ *   kdalab grad     the float64 backward: the gradients of sum(o * do) +
+ *                   sum(ht * dht) for upstream do, dht (grad.c)
  *   kdalab info     version, the SIMD level chosen, the CPU features seen
  *                   (info.c)
  *
@@ -28,6 +30,7 @@ static const char HELP[] =
     "output with it.\n"
     "\n"
     "  run       run linear_attention, deltanet, gated_deltanet or kda; write o, ht\n"
+    "  grad      the backward of a mechanism: dq, dk, dv, dg, dbeta, dh0 for given do, dht\n"
     "  compare   compare two .npy arrays (errors, worst element, non-finite counts)\n"
     "  info      version, SIMD level, CPU features\n"
     "\n"
@@ -38,6 +41,7 @@ static const struct {
     int (*run)(int argc, char **argv);
 } COMMANDS[] = {
     {"run", cmd_run},
+    {"grad", cmd_grad},
     {"compare", cmd_compare},
     {"info", cmd_info},
 };
@@ -45,7 +49,7 @@ static const struct {
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_fail(EXIT_BAD, "no command given (run, compare, info; see kdalab --help)");
+        return cli_fail(EXIT_BAD, "no command given (run, grad, compare, info; see kdalab --help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(HELP, stdout);
@@ -58,6 +62,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (strcmp(cmd, COMMANDS[i].name) == 0)
             return COMMANDS[i].run(argc, argv);
-    return cli_fail(EXIT_BAD, "unknown command '%s' (run, compare, info; see kdalab --help)",
+    return cli_fail(EXIT_BAD, "unknown command '%s' (run, grad, compare, info; see kdalab --help)",
                     cmd);
 }
