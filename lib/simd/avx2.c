@@ -58,7 +58,14 @@ static inline __m256 avx2_exp(__m256 x)
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
 }
 
-#include "kernels.h"
+/* The kernels, instantiated for this level (order: see kernel_common.h). */
+#include "kernel_common.h"
+#include "gemm.h"
+#include "chunk_workspace.h"
+#include "chunk_scores.h"
+#include "chunk_kernels.h"
+#include "screen.h"
+#include "step_kernel.h"
 
 const simd_table kdalab_simd_table_avx2 = {
     .name = "avx2",

@@ -27,7 +27,14 @@ typedef float vf;
 /* exp for x <= 0, exactly 0 below the floor the vector levels use. */
 static inline float scalar_exp(float x) { return x < -87.0f ? 0.0f : expf(x); }
 
-#include "kernels.h"
+/* The kernels, instantiated for this level (order: see kernel_common.h). */
+#include "kernel_common.h"
+#include "gemm.h"
+#include "chunk_workspace.h"
+#include "chunk_scores.h"
+#include "chunk_kernels.h"
+#include "screen.h"
+#include "step_kernel.h"
 
 const simd_table kdalab_simd_table_scalar = {
     .name = "scalar",
