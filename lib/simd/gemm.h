@@ -18,18 +18,18 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const flo
                                 size_t ldc, int accumulate)
 {
     vf c[MR][NRV];
-    SIMD_UNROLL(6)
+    SIMD_UNROLL(MR)
     for (int m = 0; m < MR; m++)
-        SIMD_UNROLL(2)
+        SIMD_UNROLL(NRV)
         for (int n = 0; n < NRV; n++)
             c[m][n] = (m < mr && n < nv && accumulate) ? VLOAD(C + m * ldc + n * VLEN) : VZERO();
-    SIMD_UNROLL2
+    SIMD_UNROLL(2)
     for (size_t p = 0; p < kd; p++) {
         const float *bp = B + p * ldb;
         vf b0 = VLOAD(bp);
         vf b1 = nv > 1 ? VLOAD(bp + VLEN) : VZERO();
         const float *ap = A + p * csa;
-        SIMD_UNROLL(6)
+        SIMD_UNROLL(MR)
         for (int m = 0; m < MR; m++) {
             if (m < mr) {
                 vf a = VSET1(ap[m * rsa]);
@@ -39,9 +39,9 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const flo
             }
         }
     }
-    SIMD_UNROLL(6)
+    SIMD_UNROLL(MR)
     for (int m = 0; m < MR; m++)
-        SIMD_UNROLL(2)
+        SIMD_UNROLL(NRV)
         for (int n = 0; n < NRV; n++)
             if (m < mr && n < nv)
                 VSTORE(C + m * ldc + n * VLEN, c[m][n]);

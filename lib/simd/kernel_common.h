@@ -5,7 +5,7 @@
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: min_sz, flush1
  * defines (macros, used by the kernel headers after it): SIMD_INLINE,
- * SIMD_UNROLL(n), SIMD_UNROLL2, SIMD_TINY
+ * SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY
  *
  * The kernels are written once and compiled once per instruction set:
  * lib/simd/scalar.c (VLEN 1), avx2.c (VLEN 8) and avx512.c (VLEN 16) each
@@ -40,12 +40,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* SIMD_UNROLL(n) before a loop: unroll it n times (a loop of n or fewer
+ * iterations, completely). n is an integer literal or a macro for one. */
 #if defined(__GNUC__)
 #define SIMD_INLINE static inline __attribute__((always_inline))
-#define SIMD_UNROLL(n) _Pragma("GCC unroll 8")
-#define SIMD_UNROLL2 _Pragma("GCC unroll 2")
+#define SIMD_PRAGMA(text) _Pragma(#text)
+#define SIMD_UNROLL(n) SIMD_PRAGMA(GCC unroll n)
 #else
-#define SIMD_UNROLL2
 #define SIMD_INLINE static inline
 #define SIMD_UNROLL(n)
 #endif
