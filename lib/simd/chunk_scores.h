@@ -38,7 +38,7 @@
 /* ---------------------------------------------------------------------------- */
 
 /*
- * Turn g into a = exp(g) in place, and fill ftot (prod a per sub-chunk), kqf
+ * Turn g into a = exp(g) in place, and fill gsub (prod a per sub-chunk), kqf
  * (k*F and q*F per sub-chunk), kb = k*B, and qg = s*gamma*q, kg = -gamma*k,
  * kd = (prod a over r+1..n-1)*k, gl = gamma at the chunk end, where
  * gamma_r = (prod of earlier sub-chunks' totals) * F_r and
@@ -200,7 +200,7 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float 
     }
 }
 
-/* dst[i*ldd + j] = f * src[i*lds + j], j < n. */
+/* dst[j] = f * src[j], j < n (one row). */
 static inline void SIMD_FN(scale_row)(float *dst, const float *src, float f, size_t n)
 {
     vf fv = VSET1(f);

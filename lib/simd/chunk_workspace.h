@@ -31,6 +31,7 @@ typedef struct {
     const simd_head_args *pa;   /* the task, for prefetching its next rows          */
     size_t pf_next, pf_end;     /* rows [pf_next, pf_end) not yet prefetched         */
 } SIMD_FN(ws);
+
 /* Ask for n floats from p to be brought towards the cache (the inputs stream
  * from memory with a stride of H rows, which the hardware prefetcher misses). */
 static inline void SIMD_FN(prefetch)(const float *p, size_t n)
@@ -65,14 +66,14 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
     }
 }
 
-
 /*
  * Lay the workspace out from base (or only count it, base == NULL); returns
  * the floats used. Buffers of the score phase (steps 1, 5: the packed q, k, g
  * rows and the KDA or the scalar-decay temporaries) share memory with those of
  * the state phase (steps 2-4, 6, 7: W, U, O), so one task's working set stays
- * small: K = V = 128 takes 273 KB at C = 32 and 486 KB at C = 64 (this
- * machine's L2 is 512 KB per core, which is why C = 32 runs faster here).
+ * small: K = V = 128 takes 273 KB at C = 32 and 486 KB at C = 64 (VLEN 8).
+ * Whether that fits a core's cache decides which C runs faster; bench/simd.c
+ * times both.
  */
 static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c, size_t K,
                                 size_t W)

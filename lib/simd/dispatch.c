@@ -1,8 +1,8 @@
 /*
  * lib/simd/dispatch.c — the public entry points of the optimized float32 path
  * (kdalab_simd_*, see lib/kdalab.h): the one place that picks the
- * instruction-set level, validates the call (with the reference's own checks,
- * lib/check.c) and spreads the heads over OpenMP threads.
+ * instruction-set level, validates the call (with the library's checks,
+ * lib/core/rules.c) and spreads the heads over OpenMP threads.
  */
 #include <math.h>
 #include <omp.h>

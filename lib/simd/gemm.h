@@ -108,8 +108,8 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t 
 }
 
 /* dst[K x n] = src[n x K]^T (dst row length n): each source row read once,
- * contiguously, and scattered down a destination column (unrolled: the
- * loop overhead was as large as the copying). */
+ * contiguously, and scattered down a destination column (the inner loop is
+ * unrolled: its body is only one load and one store). */
 static void SIMD_FN(transpose)(float *dst, const float *src, size_t n, size_t K)
 {
     for (size_t r = 0; r < n; r++) {

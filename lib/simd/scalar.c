@@ -1,8 +1,9 @@
 /*
- * lib/simd/scalar.c — the portable level of the optimized path: the kernels of
- * lib/simd/kernels.h with a "vector" of one float (the compiler may still
- * vectorize loops with the default instruction set). Runs on any CPU; it is
- * the fallback when neither AVX2 nor AVX-512 is present or wanted.
+ * lib/simd/scalar.c — the portable level of the optimized path: the kernel
+ * headers (lib/simd/kernel_common.h lists them) with a "vector" of one float
+ * (the compiler may still vectorize loops with the default instruction set).
+ * Runs on any CPU; it is the fallback when neither AVX2 nor AVX-512 is
+ * present or wanted.
  */
 #include <math.h>
 

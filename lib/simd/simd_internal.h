@@ -2,10 +2,10 @@
  * lib/simd/simd_internal.h — what the dispatcher (lib/simd/dispatch.c) and
  * the per-ISA kernel files (scalar.c, avx2.c, avx512.c) share. Not installed.
  *
- * Each kernel file instantiates lib/simd/kernels.h once for its instruction
- * set and exports one table of entry points; the dispatcher picks one table
- * at run time (the only dispatch point) and runs the threading and the input
- * validation around it.
+ * Each kernel file instantiates the kernel headers (lib/simd/kernel_common.h
+ * lists them) once for its instruction set and exports one table of entry
+ * points; the dispatcher picks one table at run time (the only dispatch
+ * point) and runs the threading and the input validation around it.
  */
 #ifndef KDALAB_SIMD_INTERNAL_H
 #define KDALAB_SIMD_INTERNAL_H
@@ -43,9 +43,12 @@ typedef struct {
      * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
     void (*chunk_head)(const simd_head_args *a, float *work, size_t *bad_o, size_t *bad_ht);
     /* One decode step on validated arguments except S, whose finiteness the
-     * kernel checks while reading it (before anything is written): returns
-     * KDALAB_OK, or KDALAB_ENONFINITE with *bad = index of a non-finite S
-     * element (S and o untouched). */
+     * kernel checks while reading it (before anything is written). Returns
+     * KDALAB_OK; KDALAB_ENONFINITE with *bad = index of a non-finite S element
+     * (S and o untouched); KDALAB_ENOMEM when K or V is too large for its
+     * stack buffer and malloc fails (S and o untouched); KDALAB_ERANGE when
+     * the new state has a non-finite value (S and o written). Sets no error
+     * message: the caller words it. */
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
                           const float *q, const float *k, const float *v, const float *g,
                           float beta, float *S, float *o, size_t *bad);

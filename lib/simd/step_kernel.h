@@ -177,8 +177,9 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
     }
 
     /* S's columns from the first 64-byte boundary of row 0 on, then the few
-     * before it: strips that start on a cache line (a 32-byte load across two
-     * lines costs as much as two; misaligned S took 3.7-3.9 us, aligned 2.5) */
+     * before it: strips that start on a cache line (a vector load that
+     * straddles two lines costs about as much as two loads; bench/simd.c
+     * times the step with S on and off a cache line) */
     size_t head = 0;
     if ((uintptr_t)S % sizeof(float) == 0)
         head = SIMD_FN(min_sz)((64 - (uintptr_t)S % 64) % 64 / sizeof(float), V);
