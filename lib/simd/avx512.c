@@ -22,7 +22,8 @@ typedef __m512 vf;
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VEXP(v) avx512_exp(v)
 #define VFLUSH(v) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((v), _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ), (v))
-#define VALL_LT(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LT_OQ) == 0xffff)
+#define VALL_LE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LE_OQ) == 0xffff)
+#define VALL_GE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_GE_OQ) == 0xffff)
 #define SIMD_FN(name) name##_avx512
 
 /* exp(x) for x <= 0, as avx2_exp in lib/simd/avx2.c (same reduction and polynomial). */
@@ -61,5 +62,5 @@ const simd_table kdalab_simd_table_avx512 = {
     .work_floats = work_floats_avx512,
     .chunk_head = chunk_head_avx512,
     .step = step_avx512,
-    .any_bad = any_bad_avx512,
+    .screen = screen_avx512,
 };

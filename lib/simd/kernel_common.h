@@ -18,7 +18,7 @@
  *   chunk_scores.h     decay factors and score matrices (steps 1 and 5)
  *   chunk_kernels.h    the UT transform, one chunk, one head (the table's
  *                      chunk_head and work_floats)
- *   screen.h           the vector input screen (the table's any_bad)
+ *   screen.h           the vector input screen (the table's screen)
  *   step_kernel.h      the decode step (the table's step)
  *
  * and fill their simd_table (lib/simd/simd_internal.h) with the results.
@@ -31,7 +31,8 @@
  *   VHSUM(v)               sum of the lanes
  *   VEXP(v)                exp of lanes <= 0 (lanes below -87 give exactly 0)
  *   VFLUSH(v)              lanes below FLT_MIN set to 0
- *   VALL_LT(v, x)          nonzero when every lane is < x
+ *   VALL_LE(v, x)          nonzero when every lane is <= x (a NaN lane is not)
+ *   VALL_GE(v, x)          nonzero when every lane is >= x (a NaN lane is not)
  *   SIMD_FN(name)          name with the level's suffix
  */
 

@@ -22,7 +22,8 @@ typedef float vf;
 #define VHSUM(v) (v)
 #define VEXP(v) scalar_exp(v)
 #define VFLUSH(v) ((v) < 1.17549435e-38f ? 0.0f : (v))
-#define VALL_LT(v, x) ((v) < (x))
+#define VALL_LE(v, x) ((v) <= (x))
+#define VALL_GE(v, x) ((v) >= (x))
 #define SIMD_FN(name) name##_scalar
 
 /* exp for x <= 0, exactly 0 below the floor the vector levels use. */
@@ -42,5 +43,5 @@ const simd_table kdalab_simd_table_scalar = {
     .work_floats = work_floats_scalar,
     .chunk_head = chunk_head_scalar,
     .step = step_scalar,
-    .any_bad = any_bad_scalar,
+    .screen = screen_scalar,
 };

@@ -33,6 +33,18 @@ typedef struct {
     size_t ld_qk, ld_v, ld_g, ld_b;
 } simd_head_args;
 
+/*
+ * The bounds the SIMD screens test against, named once for them. They are not
+ * the rules: g <= 0, beta in [0, 2], every input finite and scale finite and
+ * > 0 are stated once, in lib/core/rules.c (rule_holds, kdalab_check_scale),
+ * which decides every value a screen is not sure of and words the error. A
+ * screen uses these only to say "certainly legal" quickly (screen.h,
+ * screen_chunk_call and the decode step's screen in dispatch.c).
+ */
+#define SIMD_RULE_G_MAX 0.0f    /* KDALAB_RULE_LOG_DECAY: g <= this       */
+#define SIMD_RULE_BETA_MIN 0.0f /* KDALAB_RULE_BETA: beta in [MIN, MAX]   */
+#define SIMD_RULE_BETA_MAX 2.0f
+
 /* A kernel table: one per instruction-set level. */
 typedef struct {
     const char *name;
@@ -52,9 +64,10 @@ typedef struct {
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
                           const float *q, const float *k, const float *v, const float *g,
                           float beta, float *S, float *o, size_t *bad);
-    /* Nonzero when some x[i] is NaN/Inf or, for kind 1 (g), > 0, or, for
-     * kind 2 (beta), outside [0, 2]: a fast screen before the exact checks. */
-    int (*any_bad)(const float *x, size_t n, int kind);
+    /* 1 when every x[0..n) is certainly legal under rule, 0 when not sure: a
+     * filter that lets the dispatcher skip the exact check, never a verdict
+     * (lib/simd/screen.h). */
+    int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
 } simd_table;
 
 extern const simd_table kdalab_simd_table_scalar;
