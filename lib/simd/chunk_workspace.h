@@ -71,7 +71,7 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * the floats used. Buffers of the score phase (steps 1, 5: the packed q, k, g
  * rows and the KDA or the scalar-decay temporaries) share memory with those of
  * the state phase (steps 2-4, 6, 7: W, U, O), so one task's working set stays
- * small: K = V = 128 takes 273 KB at C = 32 and 486 KB at C = 64 (VLEN 8).
+ * small: K = V = 128, c = 16 take 273 KB at C = 32 and 487 KB at C = 64 (VLEN 8).
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
  * times both.
  */
