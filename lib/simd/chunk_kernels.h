@@ -19,7 +19,8 @@
  */
 
 /* ---------------------------------------------------------------------------- */
-/* One chunk: steps 2-4, 6, 7 (shared by every mechanism)                       */
+/* One chunk: the scores (chunk_scores.h), then steps 2-4, 6, 7 for every       */
+/* mechanism                                                                    */
 /* ---------------------------------------------------------------------------- */
 
 /* Tm = (I + Akk)^-1 Diag(beta), unit lower-triangular before the scaling;

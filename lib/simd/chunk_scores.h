@@ -38,7 +38,7 @@
 /* ---------------------------------------------------------------------------- */
 
 /*
- * Turn g into a = exp(g) in place, and fill gsub (prod a per sub-chunk), kqf
+ * Turn g into a = exp(g) in place, and fill subtot (prod a per sub-chunk), kqf
  * (k*F and q*F per sub-chunk), kb = k*B, and qg = s*gamma*q, kg = -gamma*k,
  * kd = (prod a over r+1..n-1)*k, gl = gamma at the chunk end, where
  * gamma_r = (prod of earlier sub-chunks' totals) * F_r and
@@ -67,7 +67,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
                 VSTORE(w->qg + r * K + ch, VMUL(VMUL(sv, gam), qv));
                 VSTORE(w->kg + r * K + ch, VMUL(VMUL(mone, gam), kv));
             }
-            VSTORE(w->gsub + I * K + ch, F);
+            VSTORE(w->subtot + I * K + ch, F);
             eP = VFLUSH(VMUL(eP, F));
         }
         VSTORE(w->gl + ch, eP);
@@ -81,7 +81,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
                 VSTORE(w->kd + r * K + ch, VMUL(VFLUSH(VMUL(eQ, Bv)), kv));
                 Bv = VFLUSH(VMUL(Bv, VLOAD(a + r * K + ch)));
             }
-            eQ = VFLUSH(VMUL(eQ, VLOAD(w->gsub + I * K + ch)));
+            eQ = VFLUSH(VMUL(eQ, VLOAD(w->subtot + I * K + ch)));
         }
     }
     for (size_t ch = Kv; ch < K; ch++) {
@@ -100,7 +100,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
                 w->qg[r * K + ch] = s * gam * w->q[r * K + ch];
                 w->kg[r * K + ch] = -gam * w->k[r * K + ch];
             }
-            w->gsub[I * K + ch] = F;
+            w->subtot[I * K + ch] = F;
             eP = SIMD_FN(flush1)(eP * F);
         }
         w->gl[ch] = eP;
@@ -114,7 +114,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
                 w->kd[r * K + ch] = SIMD_FN(flush1)(eQ * Bv) * kv;
                 Bv = SIMD_FN(flush1)(Bv * a[r * K + ch]);
             }
-            eQ = SIMD_FN(flush1)(eQ * w->gsub[I * K + ch]);
+            eQ = SIMD_FN(flush1)(eQ * w->subtot[I * K + ch]);
         }
     }
 }
@@ -230,7 +230,7 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
             const float *left = kqf;
             if (J + 1 < I) {
                 for (size_t ch = 0; ch < K; ch++)
-                    w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->gsub[(J + 1) * K + ch]);
+                    w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->subtot[(J + 1) * K + ch]);
                 /* [kf_I ; qf_I] * d_IJ, row by row */
                 for (size_t r = 0; r < 2 * cI; r++) {
                     const float *src = kqf + r * K;

@@ -14,7 +14,7 @@ typedef struct {
     float *S;                   /* [K, W] state columns of this task               */
     float *kqf;                 /* per sub-chunk: c rows k*F then c rows q*F [2C,K]  */
     float *kb;                  /* k * B (decayed to its sub-chunk's end) [C,K]     */
-    float *gsub;                /* per sub-chunk sum of g [nsub, K]                 */
+    float *subtot;              /* per sub-chunk prod a, its total decay [nsub, K]  */
     float *dvec;                /* [K] between-sub-chunk decay                      */
     float *X;                   /* [K, C] kb transposed                             */
     float *kqd;                 /* [2c, K] a sub-chunk's [kf ; qf] times d_IJ        */
@@ -95,7 +95,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c,
     SIMD_TAKE(w->q, C * K); SIMD_TAKE(w->k, C * K); SIMD_TAKE(w->g, C * K);
     mark = cur;
     SIMD_TAKE(w->kqf, 2 * C * K); SIMD_TAKE(w->kb, C * K);
-    SIMD_TAKE(w->gsub, nsub * K); SIMD_TAKE(w->dvec, K);
+    SIMD_TAKE(w->subtot, nsub * K); SIMD_TAKE(w->dvec, K);
     SIMD_TAKE(w->X, K * C); SIMD_TAKE(w->blk, 2 * c * c); SIMD_TAKE(w->kqd, 2 * c * K);
     SIMD_TAKE(w->pkk, c * VLEN); SIMD_TAKE(w->pqk, c * VLEN);
     endA = cur;
