@@ -259,6 +259,11 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
 /* Gated DeltaNet, DeltaNet, linear attention: scalar decay per position        */
 /* ---------------------------------------------------------------------------- */
 
+/* A_qk (and, with delta, A_kk) of one chunk of n positions, and the rows
+ * qg, kg, kd and gl that kda_factors fills for KDA: the full Gram matrices
+ * q k^T and k k^T from gemm, times the pairwise decay prod a over j+1..i
+ * (gated: a = exp(g), one per position; otherwise a = 1). A running product
+ * that reaches 0 ends its row: every earlier j decays further. */
 static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated, int delta)
 {
     const size_t K = w->K, C = w->C;

@@ -8,7 +8,7 @@
  * needs: kernel_common.h
  */
 
-#define STEP_SMALL 512
+#define STEP_SMALL 512 /* K and V up to this: scratch on the stack, else malloc */
 
 /* Pass 1 of the decode step for four vectors of columns of S [K, V],
  * starting at columns p[0..3]: u_j = sum_ch ak_ch S[ch][j] and
