@@ -15,7 +15,7 @@
  * and the chunkwise KDA time against T from 1k to 64k with its log-log slope
  * (GSL least squares).
  *
- * Reference shape (issue 7): B = 1, T = 4096, H = 4, K = V = 128, 2 threads
+ * Reference shape: B = 1, T = 4096, H = 4, K = V = 128, 2 threads
  * (OMP_NUM_THREADS overrides the thread count). Every time is the median of
  * several repetitions; the machine is shared, so the spread is printed too.
  *
@@ -116,8 +116,9 @@ static double fma_peak(int nth, int avx512)
 /* Flop counts                                                                  */
 /* ---------------------------------------------------------------------------- */
 
-/* The chunkwise form's multiply-adds per (b, h), as lib/simd/kernels.h does
- * them: for a chunk of n positions with sub-chunks of c, head dims K, V. */
+/* The chunkwise form's multiply-adds per (b, h), as lib/simd/chunk_scores.h
+ * and chunk_kernels.h do them: for a chunk of n positions with sub-chunks of
+ * c, head dims K, V. */
 static double chunk_flops_one(kdalab_mechanism m, double n, double c, double K, double V)
 {
     double f = 0;
@@ -154,7 +155,7 @@ static double chunk_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, si
     return f * (double)(d->B * d->H);
 }
 
-/* The decode step's multiply-adds, as lib/simd/kernels.h does them. */
+/* The decode step's multiply-adds, as lib/simd/step_kernel.h does them. */
 static double step_flops(kdalab_mechanism m, double K, double V)
 {
     switch (m) {
@@ -487,8 +488,11 @@ int main(int argc, char **argv)
            sqrt(cov11));
     gsl_fit_linear(lx, 1, lc, 1, np, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
     printf("# log-log slope of CPU time against T:  %.3f +- %.3f\n", c1, sqrt(cov11));
-    printf("# for scale: ggml's fused recurrent GATED_DELTANET (per-channel gate) does about "
-           "206,000 head-tok/s at this shape on this machine (REFERENCE.md)\n");
+    /* a peer's figure is not printed here: it was measured elsewhere, and
+     * REFERENCE.md is where it is recorded, with the machine it came from */
+    printf("# for scale, not measured in this run: REFERENCE.md (\"Numbers measured on real "
+           "implementations\") records ggml's fused recurrent GATED_DELTANET op at this "
+           "shape\n");
     gsl_rng_free(rng);
     return 0;
 }

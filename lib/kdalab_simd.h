@@ -59,9 +59,11 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * reference), since they exist to be studied, not to be fast.
  * report (may be NULL): the non-finite counts; max_exponent is 0 on the fast
  * path (no positive exponent is ever formed).
- * Speed: each thread works in about 4 (3 C K + C V + K V + 2 C^2) bytes plus
- * temporaries (K = V = 128: 273 KB at C = 32, 486 KB at C = 64); a C whose
- * working set fits the L2 cache is faster (bench/simd.c measures it). With
+ * Speed: each thread works in a workspace of about
+ * 4 (10 C K + 2 c K + C V + K V + 3 C^2) bytes for KDA (c the sub-chunk; the
+ * other mechanisms need less): K = V = 128, c = 16 take 273 KB at C = 32 and
+ * 487 KB at C = 64. A C whose working set fits a core's cache runs faster
+ * (bench/simd.c times C = 32 and 64 on the machine it runs on). With
  * opts == NULL this path uses kdalab_chunk_opts_default(), as every path does.
  * C changes the rounding, not the result.
  * Errors: those of kdalab_chunk_f32 (ENULL, ESIZE, EOVERFLOW, EDOMAIN,
@@ -79,6 +81,9 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
  * batch x heads). Arguments, shapes and errors exactly as kdalab_recurrent_f32;
  * the whole call is validated before anything is written. After a head's
  * state overflows (KDALAB_ERANGE), that head's remaining outputs are NaN.
+ * With K or V above 512 a step allocates its scratch; if that fails the
+ * call returns KDALAB_ENOMEM after writing (the heads it hit are NaN from
+ * there on).
  */
 kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                         float scale, const float *q, const float *k,

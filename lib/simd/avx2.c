@@ -20,7 +20,8 @@ typedef __m256 vf;
 #define VHSUM(v) avx2_hsum(v)
 #define VEXP(v) avx2_exp(v)
 #define VFLUSH(v) _mm256_and_ps((v), _mm256_cmp_ps((v), _mm256_set1_ps(1.17549435e-38f), _CMP_GE_OQ))
-#define VALL_LT(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LT_OQ)) == 0xff)
+#define VALL_LE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LE_OQ)) == 0xff)
+#define VALL_GE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_GE_OQ)) == 0xff)
 #define SIMD_FN(name) name##_avx2
 
 static inline float avx2_hsum(__m256 v)
@@ -58,12 +59,19 @@ static inline __m256 avx2_exp(__m256 x)
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
 }
 
-#include "kernels.h"
+/* The kernels, instantiated for this level (order: see kernel_common.h). */
+#include "kernel_common.h"
+#include "gemm.h"
+#include "chunk_workspace.h"
+#include "chunk_scores.h"
+#include "chunk_kernels.h"
+#include "screen.h"
+#include "step_kernel.h"
 
 const simd_table kdalab_simd_table_avx2 = {
     .name = "avx2",
     .work_floats = work_floats_avx2,
     .chunk_head = chunk_head_avx2,
     .step = step_avx2,
-    .any_bad = any_bad_avx2,
+    .screen = screen_avx2,
 };

@@ -2,7 +2,7 @@
  * lib/simd/avx512.c — the AVX-512 level of the optimized path (16 floats per
  * vector), compiled with -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma; only
  * ever called after the dispatcher (lib/simd/dispatch.c) has seen AVX-512F,
- * DQ and VL on the CPU. The same kernels as avx2.c (lib/simd/kernels.h) with
+ * DQ and VL on the CPU. The same kernels as avx2.c (the kernel headers) with
  * a wider vector: only the vocabulary below differs.
  */
 #include <immintrin.h>
@@ -22,7 +22,8 @@ typedef __m512 vf;
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VEXP(v) avx512_exp(v)
 #define VFLUSH(v) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((v), _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ), (v))
-#define VALL_LT(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LT_OQ) == 0xffff)
+#define VALL_LE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LE_OQ) == 0xffff)
+#define VALL_GE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_GE_OQ) == 0xffff)
 #define SIMD_FN(name) name##_avx512
 
 /* exp(x) for x <= 0, as avx2_exp in lib/simd/avx2.c (same reduction and polynomial). */
@@ -47,12 +48,19 @@ static inline __m512 avx512_exp(__m512 x)
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), y);
 }
 
-#include "kernels.h"
+/* The kernels, instantiated for this level (order: see kernel_common.h). */
+#include "kernel_common.h"
+#include "gemm.h"
+#include "chunk_workspace.h"
+#include "chunk_scores.h"
+#include "chunk_kernels.h"
+#include "screen.h"
+#include "step_kernel.h"
 
 const simd_table kdalab_simd_table_avx512 = {
     .name = "avx512",
     .work_floats = work_floats_avx512,
     .chunk_head = chunk_head_avx512,
     .step = step_avx512,
-    .any_bad = any_bad_avx512,
+    .screen = screen_avx512,
 };

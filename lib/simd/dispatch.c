@@ -1,8 +1,8 @@
 /*
  * lib/simd/dispatch.c — the public entry points of the optimized float32 path
  * (kdalab_simd_*, see lib/kdalab.h): the one place that picks the
- * instruction-set level, validates the call (with the reference's own checks,
- * lib/check.c) and spreads the heads over OpenMP threads.
+ * instruction-set level, validates the call (with the library's checks,
+ * lib/core/rules.c) and spreads the heads over OpenMP threads.
  */
 #include <math.h>
 #include <omp.h>
@@ -139,13 +139,13 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
 /* ---------------------------------------------------------------------------- */
 
 /*
- * A fast screen of one chunkwise call: 1 when it is certainly valid by the
- * rules of kdalab_check_f32 (lib/check_impl.h): sizes, pointers, scale, and
- * every input finite, g <= 0, beta in [0, 2]. The arrays are screened with
- * the level's vector code, in parallel. 0 means "not sure": the caller then
- * runs kdalab_check_f32 itself, which decides and words the error, so the
- * statuses and messages are the reference's. (The scalar reference check
- * alone costs about a tenth of the whole call on one thread.)
+ * A fast screen of one chunkwise call, not a check: 1 when the call is
+ * certainly valid, 0 when not sure. On 0 the caller runs kdalab_check_f32
+ * (lib/core/rules.c), which decides and words the error, so the statuses and
+ * messages are the library's whatever the screen says. The sizes and scale go
+ * through the library's own tests; the arrays, which the library's check
+ * reads one element at a time, through the level's vector screen
+ * (lib/simd/screen.h), in parallel.
  */
 static int screen_chunk_call(const simd_table *tab, const kdalab_dims *dims,
                              kdalab_mechanism mech, float scale, const float *q,
@@ -153,11 +153,8 @@ static int screen_chunk_call(const simd_table *tab, const kdalab_dims *dims,
                              const float *beta, const float *h0, const float *o)
 {
     kdalab_counts n;
-    if (!dims || (unsigned)mech > (unsigned)KDALAB_KDA || !isfinite(scale) || !(scale > 0))
-        return 0;
-    if (dims->B == 0 || dims->H == 0 || dims->K == 0 || dims->V == 0)
-        return 0;
-    if (kdalab_count_dims(dims, mech, sizeof(float), &n) != KDALAB_OK)
+    if ((unsigned)mech > (unsigned)KDALAB_KDA || kdalab_check_scale(scale) != KDALAB_OK ||
+        kdalab_count_dims(dims, mech, sizeof(float), &n) != KDALAB_OK)
         return 0;
     int need_beta = kdalab_mechanism_has_beta(mech);
     if (n.qk > 0 && (!q || !k || !v || !o || (n.g > 0 && !g) || (need_beta && !beta)))
@@ -166,27 +163,31 @@ static int screen_chunk_call(const simd_table *tab, const kdalab_dims *dims,
     struct {
         const float *x;
         size_t n;
-        int kind;
-    } arr[6] = {{q, n.qk, 0}, {k, n.qk, 0}, {v, n.v, 0}, {g, n.qk ? n.g : 0, 1},
-                {beta, need_beta && n.qk ? n.bth : 0, 2}, {h0, h0 ? n.state : 0, 0}};
+        kdalab_value_rule rule;
+    } arr[6] = {{q, n.qk, KDALAB_RULE_FINITE},
+                {k, n.qk, KDALAB_RULE_FINITE},
+                {v, n.v, KDALAB_RULE_FINITE},
+                {g, n.qk ? n.g : 0, KDALAB_RULE_LOG_DECAY},
+                {beta, need_beta && n.qk ? n.bth : 0, KDALAB_RULE_BETA},
+                {h0, h0 ? n.state : 0, KDALAB_RULE_FINITE}};
     size_t nseg = 0;
     for (int a = 0; a < 6; a++)
         nseg += (arr[a].n + SEG - 1) / SEG;
-    int bad = 0;
-#pragma omp parallel for schedule(static) reduction(| : bad)
+    int doubt = 0;
+#pragma omp parallel for schedule(static) reduction(| : doubt)
     for (size_t sgi = 0; sgi < nseg; sgi++) {
         size_t idx = sgi;
         for (int a = 0; a < 6; a++) {
             size_t na = (arr[a].n + SEG - 1) / SEG;
             if (idx < na) {
                 size_t off = idx * SEG, len = arr[a].n - off < SEG ? arr[a].n - off : SEG;
-                bad |= tab->any_bad(arr[a].x + off, len, arr[a].kind);
+                doubt |= !tab->screen(arr[a].x + off, len, arr[a].rule);
                 break;
             }
             idx -= na;
         }
     }
-    return !bad;
+    return !doubt;
 }
 
 kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
@@ -296,15 +297,23 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
                                    const float *g, float beta, float *S, float *o)
 {
     const simd_table *tab = active_table();
-    /* the common case in a vector screen; any doubt goes to the exact checks */
+    /* A screen, not a check: certain is 1 only when the step is certainly
+     * valid. scale and beta go through the library's own tests; the size test
+     * is kdalab_count_dims's for B = T = H = 1 without its divisions (K*V and
+     * max(K, V) floats certainly have a byte count in size_t); q, k, v and g
+     * go through the level's vector screen. When not sure, the library's
+     * checks decide and word the error. */
     size_t gn = kdalab_mechanism_g_width(mech, K);
-    int screened = (unsigned)mech <= (unsigned)KDALAB_KDA && K && V && q && k && v && S &&
-                   o && (gn == 0 || g) && isfinite(scale) && scale > 0 &&
-                   (!kdalab_mechanism_has_beta(mech) || (beta >= 0 && beta <= 2)) &&
-                   K <= ((size_t)-1) / sizeof(float) / (V > K ? V : K) &&
-                   !tab->any_bad(q, K, 0) && !tab->any_bad(k, K, 0) &&
-                   !tab->any_bad(v, V, 0) && (gn == 0 || !tab->any_bad(g, gn, 1));
-    if (!screened) { /* the reference's checks, except S: the kernel's first pass checks it */
+    int certain =
+        (unsigned)mech <= (unsigned)KDALAB_KDA && K && V && q && k && v && S && o &&
+        (gn == 0 || g) && kdalab_check_scale(scale) == KDALAB_OK &&
+        (!kdalab_mechanism_has_beta(mech) ||
+         kdalab_check_values_f32(KDALAB_RULE_BETA, "beta", &beta, 1, NULL) == KDALAB_OK) &&
+        K <= ((size_t)-1) / sizeof(float) / (V > K ? V : K) &&
+        tab->screen(q, K, KDALAB_RULE_FINITE) && tab->screen(k, K, KDALAB_RULE_FINITE) &&
+        tab->screen(v, V, KDALAB_RULE_FINITE) &&
+        (gn == 0 || tab->screen(g, gn, KDALAB_RULE_LOG_DECAY));
+    if (!certain) { /* the library's checks, except S: the kernel's first pass checks it */
         kdalab_status c = kdalab_check_step_args_f32(mech, K, V, scale, q, k, v, g, beta, S, o);
         if (c != KDALAB_OK)
             return c;

@@ -1,8 +1,9 @@
 /*
- * lib/simd/scalar.c — the portable level of the optimized path: the kernels of
- * lib/simd/kernels.h with a "vector" of one float (the compiler may still
- * vectorize loops with the default instruction set). Runs on any CPU; it is
- * the fallback when neither AVX2 nor AVX-512 is present or wanted.
+ * lib/simd/scalar.c — the portable level of the optimized path: the kernel
+ * headers (lib/simd/kernel_common.h lists them) with a "vector" of one float
+ * (the compiler may still vectorize loops with the default instruction set).
+ * Runs on any CPU; it is the fallback when neither AVX2 nor AVX-512 is
+ * present or wanted.
  */
 #include <math.h>
 
@@ -21,18 +22,26 @@ typedef float vf;
 #define VHSUM(v) (v)
 #define VEXP(v) scalar_exp(v)
 #define VFLUSH(v) ((v) < 1.17549435e-38f ? 0.0f : (v))
-#define VALL_LT(v, x) ((v) < (x))
+#define VALL_LE(v, x) ((v) <= (x))
+#define VALL_GE(v, x) ((v) >= (x))
 #define SIMD_FN(name) name##_scalar
 
 /* exp for x <= 0, exactly 0 below the floor the vector levels use. */
 static inline float scalar_exp(float x) { return x < -87.0f ? 0.0f : expf(x); }
 
-#include "kernels.h"
+/* The kernels, instantiated for this level (order: see kernel_common.h). */
+#include "kernel_common.h"
+#include "gemm.h"
+#include "chunk_workspace.h"
+#include "chunk_scores.h"
+#include "chunk_kernels.h"
+#include "screen.h"
+#include "step_kernel.h"
 
 const simd_table kdalab_simd_table_scalar = {
     .name = "scalar",
     .work_floats = work_floats_scalar,
     .chunk_head = chunk_head_scalar,
     .step = step_scalar,
-    .any_bad = any_bad_scalar,
+    .screen = screen_scalar,
 };

@@ -2,10 +2,10 @@
  * lib/simd/simd_internal.h — what the dispatcher (lib/simd/dispatch.c) and
  * the per-ISA kernel files (scalar.c, avx2.c, avx512.c) share. Not installed.
  *
- * Each kernel file instantiates lib/simd/kernels.h once for its instruction
- * set and exports one table of entry points; the dispatcher picks one table
- * at run time (the only dispatch point) and runs the threading and the input
- * validation around it.
+ * Each kernel file instantiates the kernel headers (lib/simd/kernel_common.h
+ * lists them) once for its instruction set and exports one table of entry
+ * points; the dispatcher picks one table at run time (the only dispatch
+ * point) and runs the threading and the input validation around it.
  */
 #ifndef KDALAB_SIMD_INTERNAL_H
 #define KDALAB_SIMD_INTERNAL_H
@@ -33,6 +33,18 @@ typedef struct {
     size_t ld_qk, ld_v, ld_g, ld_b;
 } simd_head_args;
 
+/*
+ * The bounds the SIMD screens test against, named once for them. They are not
+ * the rules: g <= 0, beta in [0, 2], every input finite and scale finite and
+ * > 0 are stated once, in lib/core/rules.c (rule_holds, kdalab_check_scale),
+ * which decides every value a screen is not sure of and words the error. A
+ * screen uses these only to say "certainly legal" quickly (screen.h,
+ * screen_chunk_call and the decode step's screen in dispatch.c).
+ */
+#define SIMD_RULE_G_MAX 0.0f    /* KDALAB_RULE_LOG_DECAY: g <= this       */
+#define SIMD_RULE_BETA_MIN 0.0f /* KDALAB_RULE_BETA: beta in [MIN, MAX]   */
+#define SIMD_RULE_BETA_MAX 2.0f
+
 /* A kernel table: one per instruction-set level. */
 typedef struct {
     const char *name;
@@ -43,15 +55,19 @@ typedef struct {
      * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
     void (*chunk_head)(const simd_head_args *a, float *work, size_t *bad_o, size_t *bad_ht);
     /* One decode step on validated arguments except S, whose finiteness the
-     * kernel checks while reading it (before anything is written): returns
-     * KDALAB_OK, or KDALAB_ENONFINITE with *bad = index of a non-finite S
-     * element (S and o untouched). */
+     * kernel checks while reading it (before anything is written). Returns
+     * KDALAB_OK; KDALAB_ENONFINITE with *bad = index of a non-finite S element
+     * (S and o untouched); KDALAB_ENOMEM when K or V is too large for its
+     * stack buffer and malloc fails (S and o untouched); KDALAB_ERANGE when
+     * the new state has a non-finite value (S and o written). Sets no error
+     * message: the caller words it. */
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
                           const float *q, const float *k, const float *v, const float *g,
                           float beta, float *S, float *o, size_t *bad);
-    /* Nonzero when some x[i] is NaN/Inf or, for kind 1 (g), > 0, or, for
-     * kind 2 (beta), outside [0, 2]: a fast screen before the exact checks. */
-    int (*any_bad)(const float *x, size_t n, int kind);
+    /* 1 when every x[0..n) is certainly legal under rule, 0 when not sure: a
+     * filter that lets the dispatcher skip the exact check, never a verdict
+     * (lib/simd/screen.h). */
+    int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
 } simd_table;
 
 extern const simd_table kdalab_simd_table_scalar;

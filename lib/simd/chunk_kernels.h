@@ -1,0 +1,210 @@
+/*
+ * lib/simd/chunk_kernels.h — the chunkwise form of one head: the UT
+ * transform (steps 2-3), one chunk of steps 1-7 for every mechanism, and the
+ * head's driver over its chunks, which is the kernel table's chunk_head.
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: ut_transform, chunk,
+ * work_floats, count_nonfinite, copy, chunk_head
+ * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h
+ *
+ * The algorithm is REFERENCE.md "Chunkwise form", steps 1-7, with the safe
+ * sub-chunk decay for KDA (chunk_scores.h says how the decay factors are
+ * formed). Beyond that:
+ *
+ *   - The UT transform is formed explicitly as the unit lower-triangular
+ *     inverse T = (I + A_kk)^-1 Diag(beta) (forward substitution, about C^3/6
+ *     multiply-adds), so W and U come out of one triangular matrix product.
+ *   - The state S [K, V] is kept for the value columns [v0, v1) of this task.
+ *   - Every matrix product goes through gemm (gemm.h).
+ */
+
+/* ---------------------------------------------------------------------------- */
+/* One chunk: the scores (chunk_scores.h), then steps 2-4, 6, 7 for every       */
+/* mechanism                                                                    */
+/* ---------------------------------------------------------------------------- */
+
+/* Tm = (I + Akk)^-1 Diag(beta), unit lower-triangular before the scaling;
+ * zero above the diagonal (the gemm's lower mode reads up to the block edge).
+ * Row i of the inverse is e_i - sum_{m<i} Akk[i][m] (row m of the inverse),
+ * accumulated in registers when a row fits in 8 vectors. */
+static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
+{
+    const size_t C = w->C;
+    if (C <= 8 * VLEN && C % VLEN == 0) {
+        for (size_t i = 0; i < n; i++) {
+            vf acc[8];
+            SIMD_UNROLL(8)
+            for (int bk = 0; bk < 8; bk++)
+                acc[bk] = VZERO();
+            const float *ai = w->Akk + i * C;
+            for (size_t m = 0; m < i; m++) {
+                vf nav = VSET1(-ai[m]);
+                const float *tm = w->Tm + m * C;
+                SIMD_UNROLL(8)
+                for (int bk = 0; bk < 8; bk++)
+                    if ((size_t)bk * VLEN <= m)
+                        acc[bk] = VFMA(nav, VLOAD(tm + bk * VLEN), acc[bk]);
+            }
+            float *ti = w->Tm + i * C;
+            SIMD_UNROLL(8)
+            for (int bk = 0; bk < 8; bk++)
+                if ((size_t)bk * VLEN < C)
+                    VSTORE(ti + bk * VLEN, acc[bk]);
+            ti[i] = 1;
+            for (size_t j = i + 1; j < C; j++)
+                ti[j] = 0;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float *ti = w->Tm + i * C;
+            for (size_t j = 0; j < C; j++)
+                ti[j] = 0;
+            ti[i] = 1;
+            for (size_t m = 0; m < i; m++) {
+                float a = w->Akk[i * C + m];
+                const float *tm = w->Tm + m * C;
+                for (size_t j = 0; j <= m; j++)
+                    ti[j] -= a * tm[j];
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j <= i; j++)
+            w->Tm[i * C + j] *= w->b[j];
+}
+
+static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, float s)
+{
+    const size_t K = w->K, W = w->W, C = w->C;
+    int delta = mech != KDALAB_LINEAR_ATTENTION;
+    const size_t pf = (C + 7) / 8; /* rows to prefetch at each of 8 stages */
+
+    SIMD_FN(prefetch_rows)(w, pf);
+    if (mech == KDALAB_KDA) {
+        SIMD_FN(kda_factors)(w, n, s);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < C; j++) {
+                w->Akk[i * C + j] = 0;
+                w->Aqk[i * C + j] = 0;
+            }
+        SIMD_FN(prefetch_rows)(w, pf);
+        SIMD_FN(kda_scores)(w, n, s);
+    } else {
+        SIMD_FN(scalar_scores)(w, n, s, mech == KDALAB_GATED_DELTANET, delta);
+    }
+
+    const float *Vnew = w->v;
+    if (delta) {
+        /* 2-3. T = (I + A_kk)^-1 Diag(beta); -W = T (-gamma k), U = T V */
+        SIMD_FN(prefetch_rows)(w, pf);
+        SIMD_FN(ut_transform)(w, n);
+        SIMD_FN(gemm)(n, K, n, w->Tm, C, 1, w->kg, K, w->Wn, K, 0, 1);
+        SIMD_FN(prefetch_rows)(w, pf);
+        SIMD_FN(gemm)(n, W, n, w->Tm, C, 1, w->v, W, w->U, W, 0, 1);
+        SIMD_FN(prefetch_rows)(w, pf);
+        /* 4. V_new = U - W S */
+        SIMD_FN(gemm)(n, W, K, w->Wn, K, 1, w->S, W, w->U, W, 1, 0);
+        Vnew = w->U;
+    }
+    /* 6. O = s (gamma q) S + A_qk V_new */
+    SIMD_FN(prefetch_rows)(w, pf);
+    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->O, W, 0, 0);
+    SIMD_FN(prefetch_rows)(w, pf);
+    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, W, w->O, W, 1, 1);
+    SIMD_FN(prefetch_rows)(w, pf);
+    /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new */
+    if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
+        size_t Wv = W / VLEN * VLEN;
+        for (size_t ch = 0; ch < K; ch++) {
+            vf gv = VSET1(w->gl[ch]);
+            float *row = w->S + ch * W;
+            for (size_t j = 0; j < Wv; j += VLEN)
+                VSTORE(row + j, VMUL(gv, VLOAD(row + j)));
+            for (size_t j = Wv; j < W; j++)
+                row[j] *= w->gl[ch];
+        }
+    }
+    SIMD_FN(gemm)(K, W, n, w->kd, 1, K, Vnew, W, w->S, W, 1, 0);
+    SIMD_FN(prefetch_rows)(w, C); /* whatever is left */
+}
+
+/* ---------------------------------------------------------------------------- */
+/* One head (one task)                                                          */
+/* ---------------------------------------------------------------------------- */
+
+static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W)
+{
+    return SIMD_FN(ws_floats)(C, c, K, W);
+}
+
+/* Non-finite values among x[0..n): a vector sum of x - x (0 when finite, NaN
+ * otherwise) says whether to count at all. */
+static size_t SIMD_FN(count_nonfinite)(const float *x, size_t n)
+{
+    vf acc = VZERO();
+    size_t nv = n / VLEN * VLEN;
+    for (size_t i = 0; i < nv; i += VLEN) {
+        vf xv = VLOAD(x + i);
+        acc = VADD(acc, VSUB(xv, xv));
+    }
+    float tail = 0;
+    for (size_t i = nv; i < n; i++)
+        tail += x[i] - x[i];
+    if (VHSUM(acc) == 0 && tail == 0)
+        return 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+/* dst[0..n) = src[0..n): rows of a few hundred bytes, where a vector loop is
+ * cheaper than a call to memcpy. */
+static inline void SIMD_FN(copy)(float *dst, const float *src, size_t n)
+{
+    size_t nv = n / VLEN * VLEN;
+    for (size_t i = 0; i < nv; i += VLEN)
+        VSTORE(dst + i, VLOAD(src + i));
+    for (size_t i = nv; i < n; i++)
+        dst[i] = src[i];
+}
+
+static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *bad_o,
+                                size_t *bad_ht)
+{
+    const size_t K = a->K, V = a->V, W = a->v1 - a->v0, T = a->T;
+    size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
+    size_t c = a->subchunk < C ? a->subchunk : C;
+    SIMD_FN(ws) w;
+    SIMD_FN(ws_carve)(&w, work, C, c, K, W);
+    w.pa = a;
+    const size_t gw = kdalab_mechanism_g_width(a->mech, K);
+
+    for (size_t ch = 0; ch < K; ch++)
+        for (size_t j = 0; j < W; j++)
+            w.S[ch * W + j] = a->h0 ? a->h0[ch * V + a->v0 + j] : 0.0f;
+
+    for (size_t t0 = 0; t0 < T; t0 += C) {
+        size_t n = SIMD_FN(min_sz)(C, T - t0);
+        for (size_t r = 0; r < n; r++) {
+            size_t t = t0 + r;
+            SIMD_FN(copy)(w.q + r * K, a->q + t * a->ld_qk, K);
+            SIMD_FN(copy)(w.k + r * K, a->k + t * a->ld_qk, K);
+            SIMD_FN(copy)(w.v + r * W, a->v + t * a->ld_v + a->v0, W);
+            if (gw)
+                SIMD_FN(copy)(w.g + r * gw, a->g + t * a->ld_g, gw);
+            w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[t * a->ld_b];
+        }
+        w.pf_next = t0 + n; /* the next chunk's rows, spread over this chunk's work */
+        w.pf_end = SIMD_FN(min_sz)(t0 + n + C, T);
+        SIMD_FN(chunk)(&w, a->mech, n, a->scale);
+        *bad_o += SIMD_FN(count_nonfinite)(w.O, n * W);
+        for (size_t r = 0; r < n; r++)
+            SIMD_FN(copy)(a->o + (t0 + r) * a->ld_v + a->v0, w.O + r * W, W);
+    }
+    if (a->ht) {
+        for (size_t ch = 0; ch < K; ch++)
+            memcpy(a->ht + ch * V + a->v0, w.S + ch * W, W * sizeof(float));
+        *bad_ht += SIMD_FN(count_nonfinite)(w.S, K * W);
+    }
+}

@@ -1,0 +1,337 @@
+/*
+ * lib/simd/chunk_scores.h — steps 1 and 5 of the chunkwise form
+ * (REFERENCE.md "Chunkwise form"): the decay factors of one chunk and the two
+ * score matrices A_kk and A_qk, for KDA (per-channel decay, safe sub-chunks)
+ * and for the scalar-decay mechanisms (Gated DeltaNet, DeltaNet, linear
+ * attention).
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: kda_factors, kda_diag_pairs,
+ * kda_diag_block, scale_row, kda_scores, scalar_scores
+ * needs: kernel_common.h, gemm.h, chunk_workspace.h
+ *
+ * What differs from the reference (lib/reference/chunk_impl.h) is how things
+ * are computed, never what:
+ *
+ *   - Every decay factor is a PRODUCT of the per-step decays a_t = exp(g_t) <= 1
+ *     (one exp per position and channel) over exactly the span it covers:
+ *     running products inside a sub-chunk, products of sub-chunk totals across
+ *     them; never exp of a difference of cumulative sums. So no factor can
+ *     exceed 1 (nothing overflows, for any g <= 0), there is no cancellation
+ *     when one g is huge next to tiny ones (g = -1000 beside g = -0.01), and a
+ *     product of n factors carries at most n roundings (n <= C). Factors that
+ *     fall below FLT_MIN are set to exactly 0 (no subnormals: their
+ *     contribution is below float32 resolution of anything they are added to).
+ *   - KDA, sub-chunks of c positions (I, J index them; s_I is the first
+ *     position of sub-chunk I, e_J the last position of J):
+ *       forward  F_i = prod a over s_I..i              (i in I)
+ *       backward B_j = prod a over j+1..e_J            (j in J)
+ *       between  d_IJ = prod a over the sub-chunks strictly between J and I
+ *     and for j in an earlier sub-chunk than i,
+ *       exp(Gamma_i - Gamma_j) = F_i * d_IJ * B_j,
+ *     so the off-diagonal blocks of A_kk and A_qk are plain matrix products
+ *     [k_i F_i ; q_i F_i] x (d_IJ k_j B_j)^T. The diagonal block is pairwise,
+ *     prod a over j+1..i per pair and channel, as a running product.
+ */
+
+/* ---------------------------------------------------------------------------- */
+/* KDA: decay factors and the two score matrices (steps 1 and 5)                */
+/* ---------------------------------------------------------------------------- */
+
+/*
+ * Turn g into a = exp(g) in place, and fill subtot (prod a per sub-chunk), kqf
+ * (k*F and q*F per sub-chunk), kb = k*B, and qg = s*gamma*q, kg = -gamma*k,
+ * kd = (prod a over r+1..n-1)*k, gl = gamma at the chunk end, where
+ * gamma_r = (prod of earlier sub-chunks' totals) * F_r and
+ * prod a over r+1..n-1 = (prod of later sub-chunks' totals) * B_r.
+ */
+static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
+{
+    const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
+    const size_t Kv = K / VLEN * VLEN;
+    const vf sv = VSET1(s), mone = VSET1(-1.0f), one = VSET1(1.0f);
+    float *a = w->g;
+    for (size_t ch = 0; ch < Kv; ch += VLEN) {
+        for (size_t r = 0; r < n; r++)
+            VSTORE(a + r * K + ch, VEXP(VLOAD(a + r * K + ch)));
+        vf eP = one; /* prod a over the sub-chunks before I */
+        for (size_t I = 0; I < nsub; I++) {
+            size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+            float *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
+            vf F = one;
+            for (size_t r = s0; r < s1; r++) {
+                F = VFLUSH(VMUL(F, VLOAD(a + r * K + ch)));
+                vf gam = VFLUSH(VMUL(eP, F));
+                vf kv = VLOAD(w->k + r * K + ch), qv = VLOAD(w->q + r * K + ch);
+                VSTORE(kf + (r - s0) * K + ch, VMUL(kv, F));
+                VSTORE(qf + (r - s0) * K + ch, VMUL(qv, F));
+                VSTORE(w->qg + r * K + ch, VMUL(VMUL(sv, gam), qv));
+                VSTORE(w->kg + r * K + ch, VMUL(VMUL(mone, gam), kv));
+            }
+            VSTORE(w->subtot + I * K + ch, F);
+            eP = VFLUSH(VMUL(eP, F));
+        }
+        VSTORE(w->gl + ch, eP);
+        vf eQ = one; /* prod a over the sub-chunks after I */
+        for (size_t I = nsub; I-- > 0;) {
+            size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+            vf Bv = one;
+            for (size_t r = s1; r-- > s0;) {
+                vf kv = VLOAD(w->k + r * K + ch);
+                VSTORE(w->kb + r * K + ch, VMUL(kv, Bv));
+                VSTORE(w->kd + r * K + ch, VMUL(VFLUSH(VMUL(eQ, Bv)), kv));
+                Bv = VFLUSH(VMUL(Bv, VLOAD(a + r * K + ch)));
+            }
+            eQ = VFLUSH(VMUL(eQ, VLOAD(w->subtot + I * K + ch)));
+        }
+    }
+    for (size_t ch = Kv; ch < K; ch++) {
+        for (size_t r = 0; r < n; r++)
+            a[r * K + ch] = SIMD_FN(flush1)(expf(a[r * K + ch]));
+        float eP = 1;
+        for (size_t I = 0; I < nsub; I++) {
+            size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+            float *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
+            float F = 1;
+            for (size_t r = s0; r < s1; r++) {
+                F = SIMD_FN(flush1)(F * a[r * K + ch]);
+                float gam = SIMD_FN(flush1)(eP * F);
+                kf[(r - s0) * K + ch] = w->k[r * K + ch] * F;
+                qf[(r - s0) * K + ch] = w->q[r * K + ch] * F;
+                w->qg[r * K + ch] = s * gam * w->q[r * K + ch];
+                w->kg[r * K + ch] = -gam * w->k[r * K + ch];
+            }
+            w->subtot[I * K + ch] = F;
+            eP = SIMD_FN(flush1)(eP * F);
+        }
+        w->gl[ch] = eP;
+        float eQ = 1;
+        for (size_t I = nsub; I-- > 0;) {
+            size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+            float Bv = 1;
+            for (size_t r = s1; r-- > s0;) {
+                float kv = w->k[r * K + ch];
+                w->kb[r * K + ch] = kv * Bv;
+                w->kd[r * K + ch] = SIMD_FN(flush1)(eQ * Bv) * kv;
+                Bv = SIMD_FN(flush1)(Bv * a[r * K + ch]);
+            }
+            eQ = SIMD_FN(flush1)(eQ * w->subtot[I * K + ch]);
+        }
+    }
+}
+
+/* Channels [ch0, ch0 + nb*VLEN) of the diagonal-block pairs (i, j), i in
+ * (j, s1): the lane partial sums of k_i . (k_j P_ij) and q_i . (k_j P_ij),
+ * P_ij = prod a over j+1..i as a running product down i. The nb running
+ * products stay in registers; pkk, pqk ([c, VLEN]) hold the partial sums of
+ * channels before ch0 (first: start them at 0). */
+SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch0, size_t j,
+                                         size_t s0, size_t s1, int first)
+{
+    const size_t K = w->K;
+    const float *a = w->g, *kj = w->k + j * K + ch0;
+    vf P[8];
+    SIMD_UNROLL(8)
+    for (int b = 0; b < 8; b++)
+        P[b] = VSET1(1.0f);
+    for (size_t i = j + 1; i < s1; i++) {
+        const float *ai = a + i * K + ch0, *ki = w->k + i * K + ch0, *qi = w->q + i * K + ch0;
+        float *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
+        vf sk = first ? VZERO() : VLOAD(pk), sq = first ? VZERO() : VLOAD(pq);
+        SIMD_UNROLL(8)
+        for (int b = 0; b < 8; b++) {
+            if (b < nb) {
+                P[b] = VFLUSH(VMUL(P[b], VLOAD(ai + b * VLEN)));
+                vf t = VMUL(VLOAD(kj + b * VLEN), P[b]);
+                sk = VFMA(VLOAD(ki + b * VLEN), t, sk);
+                sq = VFMA(VLOAD(qi + b * VLEN), t, sq);
+            }
+        }
+        VSTORE(pk, sk);
+        VSTORE(pq, sq);
+    }
+}
+
+/* The diagonal block of sub-chunk [s0, s1): pairwise decay, each factor the
+ * running product of a over j+1..i (<= 1, below FLT_MIN exactly 0). Writes
+ * Akk (strict lower, times beta_i) and Aqk (lower with diagonal, times s) in
+ * the block. w->g holds a. The channels go 8 vectors at a time, so the
+ * running products live in registers and the sums in registers within a
+ * group (lane partial sums in pkk, pqk between groups). */
+static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float s)
+{
+    const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN;
+    const float *a = w->g;
+    for (size_t j = s0; j < s1; j++) {
+        const float *kj = w->k + j * K;
+        /* i == j: no decay; A_kk's diagonal is not part of the strict lower triangle */
+        {
+            vf acc = VZERO();
+            for (size_t ch = 0; ch < Kv; ch += VLEN)
+                acc = VFMA(VLOAD(w->q + j * K + ch), VLOAD(kj + ch), acc);
+            float d = VHSUM(acc);
+            for (size_t ch = Kv; ch < K; ch++)
+                d += w->q[j * K + ch] * kj[ch];
+            w->Aqk[j * C + j] = s * d;
+        }
+        if (j + 1 >= s1)
+            continue;
+        size_t ch = 0;
+        for (; ch + 8 * VLEN <= Kv; ch += 8 * VLEN)
+            SIMD_FN(kda_diag_pairs)(w, 8, ch, j, s0, s1, ch == 0);
+        for (; ch < Kv; ch += VLEN)
+            SIMD_FN(kda_diag_pairs)(w, 1, ch, j, s0, s1, ch == 0);
+        for (size_t i = j + 1; i < s1; i++) {
+            w->Akk[i * C + j] = Kv ? VHSUM(VLOAD(w->pkk + (i - s0) * VLEN)) : 0.0f;
+            w->Aqk[i * C + j] = Kv ? VHSUM(VLOAD(w->pqk + (i - s0) * VLEN)) : 0.0f;
+        }
+        for (ch = Kv; ch < K; ch++) {
+            float P = 1;
+            for (size_t i = j + 1; i < s1; i++) {
+                P = SIMD_FN(flush1)(P * a[i * K + ch]);
+                float t = kj[ch] * P;
+                w->Akk[i * C + j] += w->k[i * K + ch] * t;
+                w->Aqk[i * C + j] += w->q[i * K + ch] * t;
+            }
+        }
+        for (size_t i = j + 1; i < s1; i++) {
+            w->Akk[i * C + j] *= w->b[i];
+            w->Aqk[i * C + j] *= s;
+        }
+    }
+}
+
+/* dst[j] = f * src[j], j < n (one row). */
+static inline void SIMD_FN(scale_row)(float *dst, const float *src, float f, size_t n)
+{
+    vf fv = VSET1(f);
+    size_t nv = n / VLEN * VLEN;
+    for (size_t j = 0; j < nv; j += VLEN)
+        VSTORE(dst + j, VMUL(fv, VLOAD(src + j)));
+    for (size_t j = nv; j < n; j++)
+        dst[j] = f * src[j];
+}
+
+/* A_kk and A_qk of one KDA chunk of n positions (safe sub-chunks). */
+static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
+{
+    const size_t K = w->K, C = w->C, c = w->c, nsub = (n + c - 1) / c;
+    const size_t Kv = K / VLEN * VLEN;
+    if (nsub > 1) /* kb^T [K, n]: the right-hand factor of every off-diagonal block */
+        SIMD_FN(transpose)(w->X, w->kb, n, K);
+    for (size_t I = 0; I < nsub; I++) {
+        size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
+        const float *kqf = w->kqf + 2 * s0 * K;
+        /* d_IJ = prod a over the sub-chunks strictly between J and I: 1 for
+         * J = I-1, then one more sub-chunk total per step down */
+        for (size_t ch = 0; ch < K; ch++)
+            w->dvec[ch] = 1;
+        for (size_t J = I; J-- > 0;) {
+            size_t t0 = J * c, cJ = c; /* J < I: a full sub-chunk */
+            const float *left = kqf;
+            if (J + 1 < I) {
+                for (size_t ch = 0; ch < K; ch++)
+                    w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->subtot[(J + 1) * K + ch]);
+                /* [kf_I ; qf_I] * d_IJ, row by row */
+                for (size_t r = 0; r < 2 * cI; r++) {
+                    const float *src = kqf + r * K;
+                    float *dst = w->kqd + r * K;
+                    for (size_t ch = 0; ch < Kv; ch += VLEN)
+                        VSTORE(dst + ch, VMUL(VLOAD(src + ch), VLOAD(w->dvec + ch)));
+                    for (size_t ch = Kv; ch < K; ch++)
+                        dst[ch] = src[ch] * w->dvec[ch];
+                }
+                left = w->kqd;
+            }
+            /* [kf_I ; qf_I] d_IJ (kb_J)^T  ->  blk [2 cI, cJ] */
+            SIMD_FN(gemm)(2 * cI, cJ, K, left, K, 1, w->X + t0, n, w->blk, cJ, 0, 0);
+            for (size_t ii = 0; ii < cI; ii++) {
+                SIMD_FN(scale_row)(w->Akk + (s0 + ii) * C + t0, w->blk + ii * cJ,
+                                   w->b[s0 + ii], cJ);
+                SIMD_FN(scale_row)(w->Aqk + (s0 + ii) * C + t0, w->blk + (cI + ii) * cJ, s,
+                                   cJ);
+            }
+        }
+        SIMD_FN(kda_diag_block)(w, s0, s1, s);
+    }
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Gated DeltaNet, DeltaNet, linear attention: scalar decay per position        */
+/* ---------------------------------------------------------------------------- */
+
+/* A_qk (and, with delta, A_kk) of one chunk of n positions, and the rows
+ * qg, kg, kd and gl that kda_factors fills for KDA: the full Gram matrices
+ * q k^T and k k^T from gemm, times the pairwise decay prod a over j+1..i
+ * (gated: a = exp(g), one per position; otherwise a = 1). A running product
+ * that reaches 0 ends its row: every earlier j decays further. */
+static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated, int delta)
+{
+    const size_t K = w->K, C = w->C;
+    SIMD_FN(transpose)(w->kt, w->k, n, K);
+    /* full Gram matrices q k^T and k k^T, [n, n] with row length C */
+    SIMD_FN(gemm)(n, n, K, w->q, K, 1, w->kt, n, w->Gq, C, 0, 0);
+    if (delta)
+        SIMD_FN(gemm)(n, n, K, w->k, K, 1, w->kt, n, w->Gk, C, 0, 0);
+    /* a_r = exp(g_r) in place */
+    float *a = w->g;
+    if (gated)
+        for (size_t r = 0; r < n; r++)
+            a[r] = SIMD_FN(flush1)(expf(a[r]));
+    for (size_t i = 0; i < n; i++) {
+        /* dsc[j] = prod a over j+1..i, a running product from j = i down */
+        size_t jlo = 0;
+        if (gated) {
+            float P = 1;
+            w->dsc[i] = 1; /* the diagonal: no decay */
+            jlo = i;
+            for (size_t j = i; j-- > 0;) {
+                P = SIMD_FN(flush1)(P * a[j + 1]);
+                if (P == 0)
+                    break; /* and every earlier j decays further */
+                w->dsc[j] = P;
+                jlo = j;
+            }
+        } else {
+            for (size_t j = 0; j <= i; j++)
+                w->dsc[j] = 1;
+        }
+        float bi = w->b[i];
+        for (size_t j = 0; j < C; j++) {
+            int live = j >= jlo && j <= i;
+            w->Aqk[i * C + j] = live ? s * w->Gq[i * C + j] * w->dsc[j] : 0.0f;
+            if (delta)
+                w->Akk[i * C + j] = live && j < i ? bi * w->Gk[i * C + j] * w->dsc[j] : 0.0f;
+        }
+    }
+    /* gamma_r = prod a over 0..r, kdec_r = prod a over r+1..n-1 */
+    float P = 1;
+    for (size_t r = 0; r < n; r++) {
+        if (gated)
+            P = SIMD_FN(flush1)(P * a[r]);
+        w->gam[r] = P;
+    }
+    float Q = 1;
+    for (size_t r = n; r-- > 0;) {
+        w->kdec[r] = Q;
+        if (gated)
+            Q = SIMD_FN(flush1)(Q * a[r]);
+    }
+    for (size_t r = 0; r < n; r++) {
+        vf sg = VSET1(s * w->gam[r]), mg = VSET1(-w->gam[r]), kdv = VSET1(w->kdec[r]);
+        size_t Kv = K / VLEN * VLEN;
+        for (size_t ch = 0; ch < Kv; ch += VLEN) {
+            vf qv = VLOAD(w->q + r * K + ch), kv = VLOAD(w->k + r * K + ch);
+            VSTORE(w->qg + r * K + ch, VMUL(sg, qv));
+            VSTORE(w->kg + r * K + ch, VMUL(mg, kv));
+            VSTORE(w->kd + r * K + ch, VMUL(kdv, kv));
+        }
+        for (size_t ch = Kv; ch < K; ch++) {
+            w->qg[r * K + ch] = s * w->gam[r] * w->q[r * K + ch];
+            w->kg[r * K + ch] = -w->gam[r] * w->k[r * K + ch];
+            w->kd[r * K + ch] = w->kdec[r] * w->k[r * K + ch];
+        }
+    }
+    float gend = w->gam[n - 1];
+    for (size_t ch = 0; ch < K; ch++)
+        w->gl[ch] = gend;
+}

@@ -1,0 +1,119 @@
+/*
+ * lib/simd/chunk_workspace.h — the workspace of one chunkwise task (one head,
+ * a block of value columns): its buffers, how they are laid out in one
+ * aligned block, and the prefetching of the next chunk's input rows.
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: the type ws, prefetch,
+ * prefetch_rows, ws_carve, ws_floats
+ * needs: kernel_common.h
+ */
+
+typedef struct {
+    size_t C, c, K, W, nsub;
+    float *q, *k, *g, *v, *b;   /* packed chunk rows [C,K] [C,K] [C,K|1] [C,W] [C]  */
+    float *S;                   /* [K, W] state columns of this task               */
+    float *kqf;                 /* per sub-chunk: c rows k*F then c rows q*F [2C,K]  */
+    float *kb;                  /* k * B (decayed to its sub-chunk's end) [C,K]     */
+    float *subtot;              /* per sub-chunk prod a, its total decay [nsub, K]  */
+    float *dvec;                /* [K] between-sub-chunk decay                      */
+    float *X;                   /* [K, C] kb transposed                             */
+    float *kqd;                 /* [2c, K] a sub-chunk's [kf ; qf] times d_IJ        */
+    float *blk;                 /* [2c, c] an off-diagonal block of A_kk ; A_qk      */
+    float *pkk, *pqk;           /* [c, VLEN] lane partial sums of the diagonal block */
+    float *Akk, *Aqk, *Tm;      /* [C, C]                                           */
+    float *Gk, *Gq;             /* [C, C] full Gram matrices (non-KDA mechanisms)   */
+    float *kg, *qg, *kd;        /* -gamma*k, s*gamma*q, kdec*k  [C,K]               */
+    float *Wn, *U, *O;          /* [C,K] [C,W] [C,W]                                */
+    float *kt;                  /* [K, C] transposed keys                           */
+    float *gl;                  /* [K] gamma at the chunk end                       */
+    float *dsc;                 /* [C] scalar decay row / factors                   */
+    float *gam, *kdec;          /* [C] scalar gamma and decay-to-end                */
+    const simd_head_args *pa;   /* the task, for prefetching its next rows          */
+    size_t pf_next, pf_end;     /* rows [pf_next, pf_end) not yet prefetched         */
+} SIMD_FN(ws);
+
+/* Ask for n floats from p to be brought towards the cache (the inputs stream
+ * from memory with a stride of H rows, which the hardware prefetcher misses). */
+static inline void SIMD_FN(prefetch)(const float *p, size_t n)
+{
+#if defined(__GNUC__)
+    for (size_t i = 0; i < n; i += 16)
+        __builtin_prefetch(p + i, 0, 2);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+/* Prefetch the next chunk's input rows (and its output rows, for writing)
+ * a few at a time: called between the stages of a chunk, so the requests are
+ * spread over the chunk's work instead of queueing up in one burst. */
+static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
+{
+    const simd_head_args *a = w->pa;
+    size_t gw = kdalab_mechanism_g_width(a->mech, a->K), W = a->v1 - a->v0;
+    for (; nrows > 0 && w->pf_next < w->pf_end; nrows--, w->pf_next++) {
+        size_t t = w->pf_next;
+        SIMD_FN(prefetch)(a->q + t * a->ld_qk, a->K);
+        SIMD_FN(prefetch)(a->k + t * a->ld_qk, a->K);
+        SIMD_FN(prefetch)(a->v + t * a->ld_v + a->v0, W);
+        if (gw)
+            SIMD_FN(prefetch)(a->g + t * a->ld_g, gw);
+#if defined(__GNUC__)
+        for (size_t i = 0; i < W; i += 16)
+            __builtin_prefetch(a->o + t * a->ld_v + a->v0 + i, 1, 2);
+#endif
+    }
+}
+
+/*
+ * Lay the workspace out from base (or only count it, base == NULL); returns
+ * the floats used. Buffers of the score phase (steps 1, 5: the packed q, k, g
+ * rows and the KDA or the scalar-decay temporaries) share memory with those of
+ * the state phase (steps 2-4, 6, 7: W, U, O), so one task's working set stays
+ * small: K = V = 128, c = 16 take 273 KB at C = 32 and 487 KB at C = 64 (VLEN 8).
+ * Whether that fits a core's cache decides which C runs faster; bench/simd.c
+ * times both.
+ */
+static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c, size_t K,
+                                size_t W)
+{
+    size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
+    w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub;
+#define SIMD_TAKE(ptr, n)                                                                     \
+    do {                                                                                      \
+        (ptr) = base ? base + cur : NULL;                                                     \
+        cur += ((n) + 15) / 16 * 16; /* 64-byte aligned */                                    \
+    } while (0)
+    /* both phases */
+    SIMD_TAKE(w->v, C * W); SIMD_TAKE(w->b, C); SIMD_TAKE(w->S, K * W);
+    SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
+    SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
+    SIMD_TAKE(w->gl, K); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
+    size_t region = cur;
+    /* score phase: packed rows, then KDA's or the scalar decays' temporaries */
+    SIMD_TAKE(w->q, C * K); SIMD_TAKE(w->k, C * K); SIMD_TAKE(w->g, C * K);
+    mark = cur;
+    SIMD_TAKE(w->kqf, 2 * C * K); SIMD_TAKE(w->kb, C * K);
+    SIMD_TAKE(w->subtot, nsub * K); SIMD_TAKE(w->dvec, K);
+    SIMD_TAKE(w->X, K * C); SIMD_TAKE(w->blk, 2 * c * c); SIMD_TAKE(w->kqd, 2 * c * K);
+    SIMD_TAKE(w->pkk, c * VLEN); SIMD_TAKE(w->pqk, c * VLEN);
+    endA = cur;
+    cur = mark;
+    SIMD_TAKE(w->Gk, C * C); SIMD_TAKE(w->Gq, C * C); SIMD_TAKE(w->kt, K * C);
+    SIMD_TAKE(w->dsc, C);
+    endA = cur > endA ? cur : endA;
+    /* state phase, over the score phase's memory */
+    cur = region;
+    SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W); SIMD_TAKE(w->O, C * W);
+    endB = cur;
+#undef SIMD_TAKE
+    return endA > endB ? endA : endB;
+}
+
+/* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value columns. */
+static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W)
+{
+    SIMD_FN(ws) w;
+    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W);
+}

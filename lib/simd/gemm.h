@@ -1,0 +1,125 @@
+/*
+ * lib/simd/gemm.h — the one matrix product of the optimized path: a
+ * register-blocked micro-kernel (MR = 6 rows x NRV = 2 vectors of
+ * accumulators, A broadcast, B streamed) and the driver that tiles a product
+ * with it, plus the transpose that feeds it.
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: micro, micro_any, gemm,
+ * transpose
+ * needs: kernel_common.h (included before it by the ISA file)
+ */
+
+#define MR 6      /* rows of the register block      */
+#define NRV 2     /* vectors per row of the block    */
+
+/* One register block: C[mr x nv*VLEN] (=|+=) A[mr x kd] B[kd x nv*VLEN]. */
+SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const float *A,
+                                size_t rsa, size_t csa, const float *B, size_t ldb, float *C,
+                                size_t ldc, int accumulate)
+{
+    vf c[MR][NRV];
+    SIMD_UNROLL(MR)
+    for (int m = 0; m < MR; m++)
+        SIMD_UNROLL(NRV)
+        for (int n = 0; n < NRV; n++)
+            c[m][n] = (m < mr && n < nv && accumulate) ? VLOAD(C + m * ldc + n * VLEN) : VZERO();
+    SIMD_UNROLL(2)
+    for (size_t p = 0; p < kd; p++) {
+        const float *bp = B + p * ldb;
+        vf b0 = VLOAD(bp);
+        vf b1 = nv > 1 ? VLOAD(bp + VLEN) : VZERO();
+        const float *ap = A + p * csa;
+        SIMD_UNROLL(MR)
+        for (int m = 0; m < MR; m++) {
+            if (m < mr) {
+                vf a = VSET1(ap[m * rsa]);
+                c[m][0] = VFMA(a, b0, c[m][0]);
+                if (nv > 1)
+                    c[m][1] = VFMA(a, b1, c[m][1]);
+            }
+        }
+    }
+    SIMD_UNROLL(MR)
+    for (int m = 0; m < MR; m++)
+        SIMD_UNROLL(NRV)
+        for (int n = 0; n < NRV; n++)
+            if (m < mr && n < nv)
+                VSTORE(C + m * ldc + n * VLEN, c[m][n]);
+}
+
+static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const float *A, size_t rsa,
+                               size_t csa, const float *B, size_t ldb, float *C, size_t ldc,
+                               int accumulate)
+{
+#define SIMD_MICRO_CASE(R)                                                                    \
+    case R:                                                                                   \
+        if (nv == 2)                                                                          \
+            SIMD_FN(micro)(R, 2, kd, A, rsa, csa, B, ldb, C, ldc, accumulate);                \
+        else                                                                                  \
+            SIMD_FN(micro)(R, 1, kd, A, rsa, csa, B, ldb, C, ldc, accumulate);                \
+        break;
+    switch (mr) {
+        SIMD_MICRO_CASE(6)
+        SIMD_MICRO_CASE(5)
+        SIMD_MICRO_CASE(4)
+        SIMD_MICRO_CASE(3)
+        SIMD_MICRO_CASE(2)
+        SIMD_MICRO_CASE(1)
+    default:
+        break;
+    }
+#undef SIMD_MICRO_CASE
+}
+
+/*
+ * C[M x N] = (accumulate ? C : 0) + A[M x Kd] B[Kd x N].
+ * A's element (m, p) is A[m*rsa + p*csa] (so a transposed A is rsa = 1,
+ * csa = its row length); B and C are row-major with leading dims ldb, ldc.
+ * lower: A is lower-triangular including the diagonal (A[m][p] = 0 for p > m
+ * and stored as 0), so row block m0.. only reads p < m0 + rows.
+ */
+static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t rsa,
+                          size_t csa, const float *B, size_t ldb, float *C, size_t ldc,
+                          int accumulate, int lower)
+{
+    const size_t NB = NRV * VLEN;
+    size_t n0 = 0;
+    for (; n0 + VLEN <= N; n0 += (N - n0 >= NB ? NB : VLEN)) {
+        int nv = N - n0 >= NB ? NRV : 1;
+        for (size_t m0 = 0, mr; m0 < M; m0 += mr) {
+            /* blocks of 6 rows; 7 or 8 rows left go as 4 + 3 or 4 + 4 (a block
+             * of 1 or 2 rows has too few accumulators to hide FMA latency) */
+            size_t left = M - m0;
+            mr = (left == 7 || left == 8) ? 4 : SIMD_FN(min_sz)(MR, left);
+            size_t kd = lower ? SIMD_FN(min_sz)(Kd, m0 + mr) : Kd;
+            SIMD_FN(micro_any)((int)mr, nv, kd, A + m0 * rsa, rsa, csa, B + n0, ldb,
+                               C + m0 * ldc + n0, ldc, accumulate);
+        }
+    }
+    /* columns left over (fewer than one vector) */
+    for (; n0 < N; n0++)
+        for (size_t m = 0; m < M; m++) {
+            size_t kd = lower ? SIMD_FN(min_sz)(Kd, m + 1) : Kd;
+            float s = accumulate ? C[m * ldc + n0] : 0.0f;
+            for (size_t p = 0; p < kd; p++)
+                s += A[m * rsa + p * csa] * B[p * ldb + n0];
+            C[m * ldc + n0] = s;
+        }
+}
+
+/* dst[K x n] = src[n x K]^T (dst row length n): each source row read once,
+ * contiguously, and scattered down a destination column (the inner loop is
+ * unrolled: its body is only one load and one store). */
+static void SIMD_FN(transpose)(float *dst, const float *src, size_t n, size_t K)
+{
+    for (size_t r = 0; r < n; r++) {
+        const float *s = src + r * K;
+        float *d = dst + r;
+        SIMD_UNROLL(8)
+        for (size_t c = 0; c < K; c++)
+            d[c * n] = s[c];
+    }
+}
+
+#undef MR
+#undef NRV

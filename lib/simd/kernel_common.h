@@ -1,0 +1,60 @@
+/*
+ * lib/simd/kernel_common.h — the base of the optimized path's kernel headers:
+ * the vector vocabulary they are written in (defined by the including ISA
+ * file), compiler hints, and two scalar helpers.
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: min_sz, flush1
+ * defines (macros, used by the kernel headers after it): SIMD_INLINE,
+ * SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY
+ *
+ * The kernels are written once and compiled once per instruction set:
+ * lib/simd/scalar.c (VLEN 1), avx2.c (VLEN 8) and avx512.c (VLEN 16) each
+ * define the vocabulary below, then include the kernel headers in this order
+ * (each uses only what the ones before it define):
+ *
+ *   kernel_common.h    this file
+ *   gemm.h             the register-blocked matrix product and a transpose
+ *   chunk_workspace.h  one task's workspace and its input prefetching
+ *   chunk_scores.h     decay factors and score matrices (steps 1 and 5)
+ *   chunk_kernels.h    the UT transform, one chunk, one head (the table's
+ *                      chunk_head and work_floats)
+ *   screen.h           the vector input screen (the table's screen)
+ *   step_kernel.h      the decode step (the table's step)
+ *
+ * and fill their simd_table (lib/simd/simd_internal.h) with the results.
+ * Every function is static and named through SIMD_FN(name), so each ISA file
+ * gets its own copy: gemm_scalar, gemm_avx2, gemm_avx512, and so on.
+ *
+ * The vocabulary the including file defines:
+ *   vf, VLEN               the vector type and its float count
+ *   VZERO() VSET1(x) VLOAD(p) VSTORE(p, v) VADD VSUB VMUL VFMA(a, b, c) = a*b + c
+ *   VHSUM(v)               sum of the lanes
+ *   VEXP(v)                exp of lanes <= 0 (lanes below -87 give exactly 0)
+ *   VFLUSH(v)              lanes below FLT_MIN set to 0
+ *   VALL_LE(v, x)          nonzero when every lane is <= x (a NaN lane is not)
+ *   VALL_GE(v, x)          nonzero when every lane is >= x (a NaN lane is not)
+ *   SIMD_FN(name)          name with the level's suffix
+ */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* SIMD_UNROLL(n) before a loop: unroll it n times (a loop of n or fewer
+ * iterations, completely). n is an integer literal or a macro for one. */
+#if defined(__GNUC__)
+#define SIMD_INLINE static inline __attribute__((always_inline))
+#define SIMD_PRAGMA(text) _Pragma(#text)
+#define SIMD_UNROLL(n) SIMD_PRAGMA(GCC unroll n)
+#else
+#define SIMD_INLINE static inline
+#define SIMD_UNROLL(n)
+#endif
+
+#define SIMD_TINY 1.17549435e-38f /* FLT_MIN */
+
+static inline size_t SIMD_FN(min_sz)(size_t a, size_t b) { return a < b ? a : b; }
+
+/* x, or exactly 0 when x < FLT_MIN (a decay factor that has left float range). */
+static inline float SIMD_FN(flush1)(float x) { return x < SIMD_TINY ? 0.0f : x; }

@@ -1,0 +1,227 @@
+/*
+ * lib/simd/step_kernel.h — the decode step of the optimized path (one token
+ * of one head, in place, in two passes over the state S), the kernel table's
+ * step.
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: step_read4, step_read,
+ * step_write, step
+ * needs: kernel_common.h
+ */
+
+#define STEP_SMALL 512 /* K and V up to this: scratch on the stack, else malloc */
+
+/* Pass 1 of the decode step for four vectors of columns of S [K, V],
+ * starting at columns p[0..3]: u_j = sum_ch ak_ch S[ch][j] and
+ * wq_j = sum_ch aq_ch S[ch][j] (8 accumulators, 4 loads per row). The
+ * vectors may overlap or repeat: each computes its columns' full sums, in the
+ * same order, so a column written twice gets the same value twice. */
+static void SIMD_FN(step_read4)(const float *S, size_t K, size_t V, const size_t p[4],
+                                const float *ak, const float *aq, float *u, float *wq)
+{
+    vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), u3 = VZERO();
+    vf w0 = VZERO(), w1 = VZERO(), w2 = VZERO(), w3 = VZERO();
+    for (size_t ch = 0; ch < K; ch++) {
+        const float *row = S + ch * V;
+        vf akv = VSET1(ak[ch]), aqv = VSET1(aq[ch]);
+        vf r0 = VLOAD(row + p[0]), r1 = VLOAD(row + p[1]);
+        vf r2 = VLOAD(row + p[2]), r3 = VLOAD(row + p[3]);
+        u0 = VFMA(akv, r0, u0); u1 = VFMA(akv, r1, u1);
+        u2 = VFMA(akv, r2, u2); u3 = VFMA(akv, r3, u3);
+        w0 = VFMA(aqv, r0, w0); w1 = VFMA(aqv, r1, w1);
+        w2 = VFMA(aqv, r2, w2); w3 = VFMA(aqv, r3, w3);
+    }
+    VSTORE(u + p[0], u0); VSTORE(u + p[1], u1); VSTORE(u + p[2], u2); VSTORE(u + p[3], u3);
+    VSTORE(wq + p[0], w0); VSTORE(wq + p[1], w1); VSTORE(wq + p[2], w2); VSTORE(wq + p[3], w3);
+}
+
+/* Pass 1 of the decode step over all columns of S [K, V] (V >= VLEN): the
+ * strips of four vectors from column head on, then the columns before head
+ * and after the last strip as vectors that stay inside [0, V) (overlapping
+ * their neighbours where needed), four at a time. */
+static void SIMD_FN(step_read)(const float *S, size_t K, size_t V, size_t head,
+                               const float *ak, const float *aq, float *u, float *wq)
+{
+    const size_t VB = 4 * VLEN, nb = (V - head) / VB, jv = head + nb * VB;
+    for (size_t b = 0; b < nb; b++) {
+        const size_t j = head + b * VB, p[4] = {j, j + VLEN, j + 2 * VLEN, j + 3 * VLEN};
+        SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+    }
+    size_t p[4], np = 0;
+    const size_t lastv = V - VLEN;
+    for (int part = 0; part < 2; part++) {
+        size_t x0 = part == 0 ? 0 : jv, x1 = part == 0 ? head : V;
+        for (size_t x = x0; x < x1; x += VLEN) {
+            p[np++] = SIMD_FN(min_sz)(x, lastv);
+            if (np == 4) {
+                SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+                np = 0;
+            }
+        }
+    }
+    if (np > 0) {
+        for (size_t i = np; i < 4; i++)
+            p[i] = p[0]; /* repeats: the same sums again */
+        SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+    }
+}
+
+/* Pass 2 of the decode step: S[ch][j] = a_ch S[ch][j] + k_ch d_j (a = NULL:
+ * a_ch = 1), in the opposite order of step_read: first the columns outside
+ * its strips, row by row, then the strips from the last, last row first (what
+ * pass 1 read last is still in L1, and what is written last is what the next
+ * step reads first). Returns nonzero when a value it wrote is not finite (the
+ * state overflowed): x - x is 0 for a finite x and NaN otherwise, summed into
+ * accumulators that stay 0 while everything is finite, at no extra pass. */
+static int SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const float *a,
+                               const float *k, const float *d)
+{
+    const size_t VB = 4 * VLEN;
+    const size_t nb = (V - j0) / VB, jv = j0 + nb * VB;
+    vf bad0 = VZERO(), bad1 = VZERO(), bad2 = VZERO(), bad3 = VZERO();
+    int bad_tail = 0;
+    for (size_t ch = K; ch-- > 0;) { /* columns before j0 and after the last strip */
+        float *row = S + ch * V;
+        const float as = a ? a[ch] : 1.0f;
+        vf kv = VSET1(k[ch]), av = VSET1(as);
+        for (int part = 0; part < 2; part++) {
+            size_t j = part == 0 ? 0 : jv, je = part == 0 ? j0 : V;
+            for (; j + VLEN <= je; j += VLEN) {
+                vf x = VFMA(kv, VLOAD(d + j), VMUL(av, VLOAD(row + j)));
+                VSTORE(row + j, x);
+                bad0 = VADD(bad0, VSUB(x, x));
+            }
+            for (; j < je; j++) {
+                row[j] = k[ch] * d[j] + as * row[j];
+                bad_tail |= !isfinite(row[j]);
+            }
+        }
+    }
+    for (size_t b = nb; b-- > 0;) {
+        const size_t j = j0 + b * VB;
+        vf d0 = VLOAD(d + j), d1 = VLOAD(d + j + VLEN);
+        vf d2 = VLOAD(d + j + 2 * VLEN), d3 = VLOAD(d + j + 3 * VLEN);
+        for (size_t ch = K; ch-- > 0;) {
+            float *row = S + ch * V + j;
+            vf kv = VSET1(k[ch]), av = VSET1(a ? a[ch] : 1.0f);
+            vf x0 = VFMA(kv, d0, VMUL(av, VLOAD(row)));
+            vf x1 = VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN)));
+            vf x2 = VFMA(kv, d2, VMUL(av, VLOAD(row + 2 * VLEN)));
+            vf x3 = VFMA(kv, d3, VMUL(av, VLOAD(row + 3 * VLEN)));
+            VSTORE(row, x0);
+            VSTORE(row + VLEN, x1);
+            VSTORE(row + 2 * VLEN, x2);
+            VSTORE(row + 3 * VLEN, x3);
+            bad0 = VADD(bad0, VSUB(x0, x0));
+            bad1 = VADD(bad1, VSUB(x1, x1));
+            bad2 = VADD(bad2, VSUB(x2, x2));
+            bad3 = VADD(bad3, VSUB(x3, x3));
+        }
+    }
+    float sum = VHSUM(VADD(VADD(bad0, bad1), VADD(bad2, bad3)));
+    return bad_tail || sum != 0.0f; /* NaN != 0 */
+}
+
+/*
+ * One token of one head, in place, in two passes over S:
+ *   pass 1 (reads S only): u = S^T (a*k) and w = S^T (a*q). Every element of
+ *     S enters u with a factor (a*k)_ch, and 0 * Inf, 0 * NaN are NaN, so a
+ *     NaN/Inf anywhere in S makes some u_j non-finite: that is the finiteness
+ *     screen (S is then rescanned to be sure; nothing has been written yet);
+ *   then delta = beta (v - u) and o = s (w + delta (k . q)), which is
+ *     s S_new^T q for S_new = Diag(a) S + k delta^T without a reduction over
+ *     the new state;
+ *   pass 2 (writes S): S = Diag(a) S + k delta^T, in pass 1's column strips
+ *     taken in the opposite order (step_read, step_write).
+ * Linear attention: a = 1 and delta = v.
+ */
+static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, float beta, float *S, float *o,
+                                   size_t *bad)
+{
+    float small_buf[5 * STEP_SMALL];
+    float *buf = small_buf;
+    if (K > STEP_SMALL || V > STEP_SMALL) {
+        buf = malloc((3 * K + 2 * V) * sizeof(float));
+        if (!buf)
+            return KDALAB_ENOMEM;
+    }
+    /* decay, decay*k, decay*q; then u (becomes delta), w */
+    float *a = buf, *ak = buf + K, *aq = buf + 2 * K;
+    float *u = buf + 3 * K, *wq = u + V;
+    const size_t Kv = K / VLEN * VLEN;
+    const int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
+
+    if (mech == KDALAB_KDA) {
+        for (size_t ch = 0; ch < Kv; ch += VLEN)
+            VSTORE(a + ch, VEXP(VLOAD(g + ch)));
+        for (size_t ch = Kv; ch < K; ch++)
+            a[ch] = expf(g[ch]);
+    } else {
+        float a0 = mech == KDALAB_GATED_DELTANET ? expf(g[0]) : 1.0f;
+        for (size_t ch = 0; ch < K; ch++)
+            a[ch] = a0;
+    }
+    vf kqv = VZERO();
+    for (size_t ch = 0; ch < Kv; ch += VLEN) {
+        vf av = VLOAD(a + ch), kv = VLOAD(k + ch), qv = VLOAD(q + ch);
+        VSTORE(ak + ch, VMUL(av, kv));
+        VSTORE(aq + ch, VMUL(av, qv));
+        kqv = VFMA(kv, qv, kqv);
+    }
+    float kq = VHSUM(kqv);
+    for (size_t ch = Kv; ch < K; ch++) {
+        ak[ch] = a[ch] * k[ch];
+        aq[ch] = a[ch] * q[ch];
+        kq += k[ch] * q[ch];
+    }
+
+    /* S's columns from the first 64-byte boundary of row 0 on, then the few
+     * before it: strips that start on a cache line (a vector load that
+     * straddles two lines costs about as much as two loads; bench/simd.c
+     * times the step with S on and off a cache line) */
+    size_t head = 0;
+    if ((uintptr_t)S % sizeof(float) == 0)
+        head = SIMD_FN(min_sz)((64 - (uintptr_t)S % 64) % 64 / sizeof(float), V);
+
+    /* pass 1 */
+    if (V >= VLEN) {
+        SIMD_FN(step_read)(S, K, V, head, ak, aq, u, wq);
+    } else {
+        for (size_t j = 0; j < V; j++) {
+            float u0 = 0, w0 = 0;
+            for (size_t ch = 0; ch < K; ch++) {
+                u0 += ak[ch] * S[ch * V + j];
+                w0 += aq[ch] * S[ch * V + j];
+            }
+            u[j] = u0;
+            wq[j] = w0;
+        }
+    }
+    int finite = 1;
+    for (size_t j = 0; j < V; j++)
+        finite &= isfinite(u[j]) != 0;
+    if (!finite) { /* maybe S holds a NaN/Inf, maybe u overflowed: look */
+        for (size_t i = 0; i < K * V; i++)
+            if (!isfinite(S[i])) {
+                *bad = i;
+                if (buf != small_buf)
+                    free(buf);
+                return KDALAB_ENONFINITE;
+            }
+    }
+    /* delta (in u) and o */
+    for (size_t j = 0; j < V; j++) {
+        float d = mech == KDALAB_LINEAR_ATTENTION ? v[j] : beta * (v[j] - u[j]);
+        u[j] = d;
+        o[j] = scale * (wq[j] + d * kq);
+    }
+
+    /* pass 2, in the opposite order of pass 1; it reports an overflowed state */
+    int overflowed = SIMD_FN(step_write)(S, K, V, head, decays ? a : NULL, k, u);
+    if (buf != small_buf)
+        free(buf);
+    return overflowed ? KDALAB_ERANGE : KDALAB_OK;
+}
+
+#undef STEP_SMALL
