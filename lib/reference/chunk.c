@@ -42,7 +42,7 @@
 #include "internal.h"
 #include "chunk_steps.h"
 
-static double dot(const double *x, const double *y, size_t n)
+double chunk_dot(const double *x, const double *y, size_t n)
 {
     double s = 0;
     for (size_t c = 0; c < n; c++)
@@ -113,7 +113,7 @@ void chunk_decayed_gram(chunk *ck, const double *X, const double *Y, int with_di
             for (size_t c = 0; c < K; c++)
                 ck->yb[j * K + c] = Y[j * K + c] * exp(run[c]);
             for (size_t i = i0; i < i1; i++)
-                out[i * L + j] = dot(ck->xa + i * K, ck->yb + j * K, K);
+                out[i * L + j] = chunk_dot(ck->xa + i * K, ck->yb + j * K, K);
             for (size_t c = 0; c < K; c++)
                 run[c] += g[j * K + c];
         }

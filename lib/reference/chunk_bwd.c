@@ -64,14 +64,6 @@ static void axpy(double a, const double *x, double *y, size_t n)
         y[c] += a * x[c];
 }
 
-static double dot(const double *x, const double *y, size_t n)
-{
-    double s = 0;
-    for (size_t c = 0; c < n; c++)
-        s += x[c] * y[c];
-    return s;
-}
-
 /*
  * The backward of chunk_decayed_gram: G[i][j] = sum_c X_i[c] Y_j[c]
  * decay(j -> i)[c] for j < i (and j == i with with_diag), X, Y, dX, dY
@@ -189,23 +181,23 @@ static void chunk_bwd(chunk *ck, chunk_grads *gr, double scale, const double *dO
             double kd = ck->to_end[r * K + c] * ck->k[r * K + c];
             const double *dsc = dSout + c * V;
             axpy(kd, dsc, dvn, V);                      /* dV_new += (to_end*K) dS_out */
-            double dkd = dot(ck->Vn + r * V, dsc, V);   /* d(to_end*K) = V_new dS_out^T */
+            double dkd = chunk_dot(ck->Vn + r * V, dsc, V);   /* d(to_end*K) = V_new dS_out^T */
             gr->dk[r * K + c] += ck->to_end[r * K + c] * dkd;
             gr->dto_end[r * K + c] += ck->k[r * K + c] * dkd;
         }
     }
     for (size_t c = 0; c < K; c++)
-        gr->dgamma[(L - 1) * K + c] += dot(dSout + c * V, S + c * V, V);
+        gr->dgamma[(L - 1) * K + c] += chunk_dot(dSout + c * V, S + c * V, V);
 
     /* 6. O = s ((gamma*Q) S + A_qk V_new): dA_qk, dV_new, d(gamma*Q); dS from O */
     for (size_t i = 0; i < L; i++) {
         const double *doi = dO + i * o_stride;
         for (size_t j = 0; j <= i; j++) {
-            gr->dAqk[i * L + j] = scale * dot(doi, ck->Vn + j * V, V);
+            gr->dAqk[i * L + j] = scale * chunk_dot(doi, ck->Vn + j * V, V);
             axpy(scale * ck->Aqk[i * L + j], doi, gr->dVn + j * V, V);
         }
         for (size_t c = 0; c < K; c++) {
-            double dqg = scale * dot(doi, S + c * V, V); /* d(gamma*Q) = s dO S^T */
+            double dqg = scale * chunk_dot(doi, S + c * V, V); /* d(gamma*Q) = s dO S^T */
             gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
             gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
         }
@@ -232,7 +224,7 @@ static void chunk_bwd(chunk *ck, chunk_grads *gr, double scale, const double *dO
     /* 4. V_new = U - W S: dU = dV_new, dW = -dV_new S^T, dS -= W^T dV_new */
     for (size_t r = 0; r < L; r++)
         for (size_t c = 0; c < K; c++) {
-            gr->dW[r * K + c] = -dot(gr->dVn + r * V, S + c * V, V);
+            gr->dW[r * K + c] = -chunk_dot(gr->dVn + r * V, S + c * V, V);
             axpy(-ck->W[r * K + c], gr->dVn + r * V, dSout + c * V, V);
         }
 
@@ -243,11 +235,11 @@ static void chunk_bwd(chunk *ck, chunk_grads *gr, double scale, const double *dO
     ut_transform_transposed(ck, gr->dRk, K);
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < i; j++)
-            gr->dAkk[i * L + j] = -(dot(gr->dRv + i * V, ck->U + j * V, V) +
-                                    dot(gr->dRk + i * K, ck->W + j * K, K));
+            gr->dAkk[i * L + j] = -(chunk_dot(gr->dRv + i * V, ck->U + j * V, V) +
+                                    chunk_dot(gr->dRk + i * K, ck->W + j * K, K));
     /* R_v = Diag(beta) V, R_k = Diag(beta) (gamma*K) */
     for (size_t r = 0; r < L; r++) {
-        double b = ck->beta[r], db = dot(gr->dRv + r * V, ck->v + r * V, V);
+        double b = ck->beta[r], db = chunk_dot(gr->dRv + r * V, ck->v + r * V, V);
         axpy(b, gr->dRv + r * V, gr->dv + r * V, V);
         for (size_t c = 0; c < K; c++) {
             double gk = ck->gamma[r * K + c] * ck->k[r * K + c];

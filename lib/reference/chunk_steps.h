@@ -30,6 +30,9 @@ typedef struct {
     double *run;     // (K)    a running span sum of g
 } chunk;
 
+/* x . y over n values. */
+double chunk_dot(const double *x, const double *y, size_t n);
+
 /* Buffers for chunks of up to C positions (ck->K, V, sub, delta set by the
  * caller). EOVERFLOW / ENOMEM on failure, with nothing left allocated. */
 kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V);

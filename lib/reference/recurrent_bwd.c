@@ -89,6 +89,16 @@ typedef struct {
     double *e, *du; // (V)
 } bwd_ws;
 
+static void bwd_ws_free(bwd_ws *w)
+{
+    free(w->ckpt);
+    free(w->Sseg);
+    free(w->Sp);
+    free(w->dS);
+    free(w->e);
+    free(w->du);
+}
+
 /*
  * The backward of one step at position p. S_prev (K, V) is the state before
  * the step, S (K, V) after it. dS (K, V) holds dL/dS on entry and dL/dS_prev
@@ -212,12 +222,7 @@ kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism
                 .e = malloc(V * sizeof(double)),
                 .du = malloc(V * sizeof(double))};
     if (!w.ckpt || !w.Sseg || !w.Sp || !w.dS || !w.e || !w.du) {
-        free(w.ckpt);
-        free(w.Sseg);
-        free(w.Sp);
-        free(w.dS);
-        free(w.e);
-        free(w.du);
+        bwd_ws_free(&w);
         return kdalab_fail(KDALAB_ENOMEM,
                            "no memory for the backward of T = %zu, K = %zu, "
                            "V = %zu",
@@ -269,11 +274,6 @@ kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism
             if (dh0)
                 memcpy(dh0 + bh * KV, w.dS, KV * sizeof(double));
         }
-    free(w.ckpt);
-    free(w.Sseg);
-    free(w.Sp);
-    free(w.dS);
-    free(w.e);
-    free(w.du);
+    bwd_ws_free(&w);
     return kdalab_check_grads_f64("recurrent backward", dims, mech, dq, dk, dv, dg, dbeta, dh0);
 }

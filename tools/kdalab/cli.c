@@ -5,6 +5,7 @@
  *
  * defines: cli_who, cli_fail, cli_exit_for, cli_shape_str, cli_index_str,
  *          cli_begin, cli_next, cli_store, cli_parse_size, cli_parse_double,
+ *          cli_parse_scale,
  *          cli_read_input, cli_check_values, cli_shape_is, cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (declared in cli.h)
  *
@@ -320,4 +321,13 @@ int cli_same_output(const char *a, const char *b)
         return strcmp(a, b) == 0; /* too long to resolve; cli_check_output_path refuses it */
     return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev &&
            sa.st_ino == sb.st_ino;
+}
+
+int cli_parse_scale(const char *s, double *out)
+{
+    if (cli_parse_double(s, out) != 0)
+        return cli_fail(EXIT_BAD, "--scale: '%s' is not a finite number > 0", s);
+    if (kdalab_check_scale(*out) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--scale %s: %s", s, kdalab_last_error());
+    return 0;
 }

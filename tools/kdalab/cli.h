@@ -7,7 +7,7 @@
  *          cli_shape_str, cli_index_str,
  *          cli_parser, cli_arg, cli_begin, cli_next, cli_store, CLI_ARG, CLI_END,
  *          CLI_ERROR,
- *          cli_parse_size, cli_parse_double,
+ *          cli_parse_size, cli_parse_double, cli_parse_scale, CLI_INPUT_OPTIONS,
  *          cli_input, cli_read_input, cli_check_values, cli_shape_is,
  *          cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (in cli.c);
@@ -113,6 +113,10 @@ int cli_parse_size(const char *flagname, const char *s, size_t min, size_t *out)
  * returns 0, or -1 when s is not such a number (the caller words the error). */
 int cli_parse_double(const char *s, double *out);
 
+/* --scale's value: any number the library's rule accepts (kdalab_check_scale,
+ * subnormals included). Returns 0 or EXIT_BAD after the one-line error. */
+int cli_parse_scale(const char *s, double *out);
+
 /* ---- inputs ------------------------------------------------------------------ */
 
 /* One .npy input: the flag that named it, the path (NULL when not given) and,
@@ -144,6 +148,15 @@ int cli_shape_mismatch(const cli_input *in, const char *layout, int nd, const si
 /* ---- the forward inputs (inputs.c) ------------------------------------------- */
 
 enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
+
+/* The getopt_long rows of the six input flags, with val = base + IN_*. */
+#define CLI_INPUT_OPTIONS(base)                                                          \
+    {"q", required_argument, NULL, (base) + IN_Q},                                       \
+        {"k", required_argument, NULL, (base) + IN_K},                                   \
+        {"v", required_argument, NULL, (base) + IN_V},                                   \
+        {"beta", required_argument, NULL, (base) + IN_BETA},                             \
+        {"g", required_argument, NULL, (base) + IN_G},                                   \
+        {"h0", required_argument, NULL, (base) + IN_H0}
 
 /* Each input's flag, its name in the library's messages, and the library's
  * rule for its values, by IN_*. */

@@ -84,12 +84,7 @@ static const struct option OPTIONS[] = {
     {"scale", required_argument, NULL, OPT_SCALE},
     {"do", required_argument, NULL, OPT_DO},
     {"dht", required_argument, NULL, OPT_DHT},
-    {"q", required_argument, NULL, OPT_INPUT + IN_Q},
-    {"k", required_argument, NULL, OPT_INPUT + IN_K},
-    {"v", required_argument, NULL, OPT_INPUT + IN_V},
-    {"beta", required_argument, NULL, OPT_INPUT + IN_BETA},
-    {"g", required_argument, NULL, OPT_INPUT + IN_G},
-    {"h0", required_argument, NULL, OPT_INPUT + IN_H0},
+    CLI_INPUT_OPTIONS(OPT_INPUT),
     {"dq", required_argument, NULL, OPT_OUT + OUT_DQ},
     {"dk", required_argument, NULL, OPT_OUT + OUT_DK},
     {"dv", required_argument, NULL, OPT_OUT + OUT_DV},
@@ -164,11 +159,9 @@ static int plan(const grad_flags *f, grad_job *job)
         return rc;
     if (f->subchunk && (rc = cli_parse_size("subchunk", f->subchunk, 1, &job->opts.subchunk)))
         return rc;
-    if (f->scale) {
-        if (cli_parse_double(f->scale, &job->scale) != 0)
-            return cli_fail(EXIT_BAD, "--scale: '%s' is not a finite number > 0", f->scale);
-        if (kdalab_check_scale(job->scale) != KDALAB_OK)
-            return cli_fail(EXIT_BAD, "--scale %s: %s", f->scale, kdalab_last_error());
+    if (f->scale) { /* any scale the library accepts, subnormals included */
+        if ((rc = cli_parse_scale(f->scale, &job->scale)))
+            return rc;
         job->have_scale = 1;
     }
     if (job->attention && (f->input[IN_H0] || f->dht))

@@ -111,12 +111,7 @@ static const struct option OPTIONS[] = {
     {"subchunk", required_argument, NULL, OPT_SUBCHUNK},
     {"decay", required_argument, NULL, OPT_DECAY},
     {"scale", required_argument, NULL, OPT_SCALE},
-    {"q", required_argument, NULL, OPT_INPUT + IN_Q},
-    {"k", required_argument, NULL, OPT_INPUT + IN_K},
-    {"v", required_argument, NULL, OPT_INPUT + IN_V},
-    {"beta", required_argument, NULL, OPT_INPUT + IN_BETA},
-    {"g", required_argument, NULL, OPT_INPUT + IN_G},
-    {"h0", required_argument, NULL, OPT_INPUT + IN_H0},
+    CLI_INPUT_OPTIONS(OPT_INPUT),
     {"o", required_argument, NULL, OPT_O},
     {"ht", required_argument, NULL, OPT_HT},
     {"time", no_argument, NULL, OPT_TIME},
@@ -211,10 +206,8 @@ static int plan_options(const run_flags *f, run_job *job)
                                   "anchored)",
                         f->decay);
     if (f->scale) { /* any scale the library accepts, subnormals included */
-        if (cli_parse_double(f->scale, &job->scale) != 0)
-            return cli_fail(EXIT_BAD, "--scale: '%s' is not a finite number > 0", f->scale);
-        if (kdalab_check_scale(job->scale) != KDALAB_OK)
-            return cli_fail(EXIT_BAD, "--scale %s: %s", f->scale, kdalab_last_error());
+        if ((rc = cli_parse_scale(f->scale, &job->scale)))
+            return rc;
         job->have_scale = 1;
     }
     if (job->simd && job->fp64)
