@@ -16,8 +16,19 @@ KDALAB_BEGIN_DECLS
 
 #define KDALAB_NPY_MAX_DIMS 4
 
-/* The dtypes kdalab reads ('<f8', '>f8', '<f4', '>f4') and writes ('<f8', '<f4'). */
-typedef enum { KDALAB_DTYPE_F64 = 0, KDALAB_DTYPE_F32 } kdalab_dtype;
+/* The dtypes kdalab reads (little- or big-endian: '<f8' '>f8', '<f4' '>f4', '<f2'
+ * '>f2', '<i8' '>i8', '<i4' '>i4') and writes ('<f8', '<f4'). Half precision
+ * is read exactly; integers (for cu_seqlens) are exact up to 2^53. */
+typedef enum {
+    KDALAB_DTYPE_F64 = 0,
+    KDALAB_DTYPE_F32,
+    KDALAB_DTYPE_F16,
+    KDALAB_DTYPE_I64,
+    KDALAB_DTYPE_I32
+} kdalab_dtype;
+
+/* "float64", "float32", "float16", "int64", "int32". */
+const char *kdalab_dtype_name(kdalab_dtype dtype);
 
 /* An array read from a .npy file, always converted to float64, C order. */
 typedef struct {
@@ -25,12 +36,13 @@ typedef struct {
     size_t shape[KDALAB_NPY_MAX_DIMS]; /* shape[0..ndim-1]                       */
     size_t size;                       /* product of the shape (may be 0)        */
     kdalab_dtype dtype;                /* the dtype stored in the file           */
+    char descr[4];                     /* its descr as written there, "<f2"     */
     double *data;                      /* size elements (malloc'd; NULL if 0)    */
 } kdalab_array;
 
 /*
- * Parse a .npy image held in memory (format 1.0, 2.0 or 3.0; '<f8', '>f8',
- * '<f4', '>f4'; C order, or Fortran order which is transposed to C order; up
+ * Parse a .npy image held in memory (format 1.0, 2.0 or 3.0; a dtype of
+ * kdalab_dtype; C order, or Fortran order which is transposed to C order; up
  * to 4 dimensions). Every length is checked against len before it is read.
  *
  * Errors: KDALAB_ENULL, KDALAB_EFORMAT (bad magic, truncated, malformed
@@ -41,7 +53,9 @@ typedef struct {
  */
 kdalab_status kdalab_npy_parse(const void *buf, size_t len, kdalab_array *out);
 
-/* Read a .npy file (as kdalab_npy_parse, plus KDALAB_EIO). */
+/* Read a .npy file (as kdalab_npy_parse, plus KDALAB_EIO). The header is read
+ * and checked first; then only the bytes it declares are read (a file that
+ * is not .npy costs a few bytes, whatever its size). */
 kdalab_status kdalab_npy_read(const char *path, kdalab_array *out);
 
 /*

@@ -38,9 +38,13 @@ fi
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "deps: installing$missing" >&2
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
+    # another apt-get holding the package lock is waited for (up to 10 minutes),
+    # not an error
+    lock="-o DPkg::Lock::Timeout=600"
     # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    apt-get $lock update -qq >/dev/null
+    # shellcheck disable=SC2086
+    apt-get $lock install -y -qq --no-install-recommends $missing >/dev/null
     exit 0
 fi
 

@@ -800,6 +800,42 @@ static void outputs_are_guarded(void **state)
     expect_error(kdalab("run %s --o %s --ht %s/%s", case_inputs(c), o1, tmpdir, longname), 1,
                  "--ht", "too long", NULL);
     assert_false(exists(o1));
+
+    /* a name that fits NAME_MAX but not with the temporary suffix: the second
+     * output fails after the first was written to its temporary file, and the
+     * existing --o is still the old one (both outputs or neither) */
+    memset(longname, 'b', 250);
+    memcpy(longname + 250, ".npy", 5);
+    put_bytes(o1, "previous", 8);
+    expect_error(kdalab("run %s --o %s --ht %s/%s", case_inputs(c), o1, tmpdir, longname), 1,
+                 "--ht", NULL);
+    b = file_bytes(o1, &len);
+    assert_true(len == 8 && memcmp(b, "previous", 8) == 0);
+    free(b);
+    assert_int_equal(count_entries("o1.npy."), 0); /* no temporary file left behind */
+
+    /* an output naming an input is refused, and the input kept */
+    const char *qcopy = tmp("qcopy.npy");
+    size_t qlen;
+    unsigned char *qb = file_bytes(golden_path(c->name, "q"), &qlen);
+    put_bytes(qcopy, qb, qlen);
+    char inputs[4096];
+    snprintf(inputs, sizeof inputs, "%s", case_inputs(c));
+    char *qflag = strstr(inputs, "--q ");
+    assert_non_null(qflag);
+    char *rest = strchr(qflag + 4, ' ');
+    char tail[4096];
+    snprintf(tail, sizeof tail, "%s", rest ? rest : "");
+    snprintf(qflag, sizeof inputs - (size_t)(qflag - inputs), "--q %s%s", qcopy, tail);
+    expect_error(kdalab("run %s --o %s", inputs, qcopy), 2, "--o", "refusing to overwrite",
+                 NULL);
+    expect_error(kdalab("run %s --o %s --ht %s", inputs, tmp("fine.npy"), qcopy), 2, "--ht",
+                 "--q", NULL);
+    b = file_bytes(qcopy, &len);
+    assert_true(len == qlen && memcmp(b, qb, qlen) == 0);
+    free(b);
+    free(qb);
+    assert_false(exists(tmp("fine.npy")));
     for (size_t i = 0; i < n; i++)
         golden_free(&cases[i]);
 }

@@ -288,10 +288,63 @@ static void dtypes_read(void **state)
     }
 }
 
+/* Half precision (every half is a double: read exactly, subnormals and
+ * infinities included) and the integers cu_seqlens come in, either byte order. */
+static void half_and_integer_dtypes_read(void **state)
+{
+    const size_t shape[1] = {6};
+    const char *fmt = "{'descr': '%s', 'fortran_order': False, 'shape': (6,), }";
+    /* halves: 1, -2, 0.5, 65504 (max), 2^-24 (smallest subnormal), -inf */
+    const uint16_t half[6] = {0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0xfc00};
+    const double half_v[6] = {1, -2, 0.5, 65504, 5.9604644775390625e-08, -INFINITY};
+    const int64_t ints[6] = {0, 3, 17, -5, 2147483647, 9007199254740992LL /* 2^53 */};
+    for (int big = 0; big <= 1; big++) {
+        unsigned char hb[12], i8b[48], i4b[24];
+        for (int i = 0; i < 6; i++) {
+            for (int j = 0; j < 2; j++)
+                hb[2 * i + j] = (unsigned char)(half[i] >> (8 * (big ? 1 - j : j)));
+            for (int j = 0; j < 8; j++)
+                i8b[8 * i + j] = (unsigned char)((uint64_t)ints[i] >> (8 * (big ? 7 - j : j)));
+            for (int j = 0; j < 4; j++)
+                i4b[4 * i + j] =
+                    (unsigned char)((uint32_t)(int32_t)ints[i] >> (8 * (big ? 3 - j : j)));
+        }
+        const struct {
+            const char *descr;
+            const unsigned char *data;
+            size_t bytes;
+            kdalab_dtype dtype;
+            int n_check;
+        } cases[] = {{big ? ">f2" : "<f2", hb, 12, KDALAB_DTYPE_F16, 6},
+                     {big ? ">i8" : "<i8", i8b, 48, KDALAB_DTYPE_I64, 6},
+                     {big ? ">i4" : "<i4", i4b, 24, KDALAB_DTYPE_I32, 5}};
+        for (int c = 0; c < 3; c++) {
+            char dict[128];
+            snprintf(dict, sizeof dict, fmt, cases[c].descr);
+            size_t len;
+            unsigned char *b = image(1, dict, 118, cases[c].data, cases[c].bytes, &len);
+            kdalab_array a;
+            assert_int_equal(kdalab_npy_parse(b, len, &a), KDALAB_OK);
+            assert_int_equal(a.dtype, cases[c].dtype);
+            assert_string_equal(a.descr, cases[c].descr);
+            assert_int_equal(a.size, 6);
+            assert_int_equal(a.shape[0], shape[0]);
+            for (int i = 0; i < cases[c].n_check; i++) {
+                double want = c == 0 ? half_v[i] : (double)ints[i];
+                if (!(a.data[i] == want))
+                    fail_msg("%s element %d: %.17g, expected %.17g", cases[c].descr, i,
+                             a.data[i], want);
+            }
+            kdalab_array_free(&a);
+            free(b);
+        }
+    }
+}
+
 static void dtypes_rejected(void **state)
 {
-    static const char *bad[] = {"|u1", "<i4", "<i8", ">i2", "|b1", "<f2", "<c16",
-                                "<f16", "<U3", "|S4", "|O", "f8", "=f8", "<M8[ns]"};
+    static const char *bad[] = {"|u1", ">i2", "<u8", "|b1", "<c16", "<f16",
+                                "<U3", "|S4", "|O", "f8", "=f8", "<M8[ns]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char dict[128];
         snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (6,), }",
@@ -421,24 +474,18 @@ static void header_length_past_end(void **state)
     free(b);
 }
 
-/* A 12-byte format-2.0 file whose header length says 4 GiB - 1. The reader
- * must compare that with the file's real size, not allocate it. In a child
- * process whose address space may grow by only 256 MiB, an attempt to allocate
- * the declared size would show up as ENOMEM instead of EFORMAT. */
-static void four_gib_header(void **state)
+/* In a child process whose address space may grow by only 256 MiB, reading
+ * path must give `want`: an attempt to allocate what a header (or the file
+ * size) claims would show up as ENOMEM instead. */
+static void expect_read_under_cap(const char *path, kdalab_status want, const char *what)
 {
-    const unsigned char tiny[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xff, 0xff, 0xff, 0xff};
-    expect_fail(tiny, sizeof tiny, KDALAB_EFORMAT, "past the end");
-    const char *path = put_file("huge_header.npy", tiny, sizeof tiny);
-    kdalab_array a;
-    assert_int_equal(kdalab_npy_read(path, &a), KDALAB_EFORMAT);
-    assert_non_null(strstr(kdalab_last_error(), "huge_header.npy"));
-    assert_null(a.data);
-
 #if defined(__SANITIZE_ADDRESS__) || NPY_TEST_CLANG_ASAN
     /* ASan reserves terabytes of shadow memory: no address-space cap possible. */
-    print_message("four_gib_header: address-space cap skipped under AddressSanitizer\n");
+    print_message("%s: address-space cap skipped under AddressSanitizer\n", what);
+    (void)path;
+    (void)want;
 #else
+    (void)what;
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -454,13 +501,47 @@ static void four_gib_header(void **state)
             _exit(3);
         kdalab_array c;
         kdalab_status s = kdalab_npy_read(path, &c);
-        _exit(s == KDALAB_EFORMAT ? 0 : s == KDALAB_ENOMEM ? 1 : 2);
+        _exit(s == want ? 0 : s == KDALAB_ENOMEM ? 1 : 2);
     }
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
 #endif
+}
+
+/* A 12-byte format-2.0 file whose header length says 4 GiB - 1. The reader
+ * must compare that with the file's real size, not allocate it. In a child
+ * process whose address space may grow by only 256 MiB, an attempt to allocate
+ * the declared size would show up as ENOMEM instead of EFORMAT. */
+static void four_gib_header(void **state)
+{
+    const unsigned char tiny[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xff, 0xff, 0xff, 0xff};
+    expect_fail(tiny, sizeof tiny, KDALAB_EFORMAT, "past the end");
+    const char *path = put_file("huge_header.npy", tiny, sizeof tiny);
+    kdalab_array a;
+    assert_int_equal(kdalab_npy_read(path, &a), KDALAB_EFORMAT);
+    assert_non_null(strstr(kdalab_last_error(), "huge_header.npy"));
+    assert_null(a.data);
+
+    expect_read_under_cap(path, KDALAB_EFORMAT, "four_gib_header");
+    unlink(path);
+}
+
+/* A 2 GiB file of zeros (sparse: no disk is used) is not .npy: the reader
+ * must say so from its first bytes, under the same 256 MiB address-space cap,
+ * instead of allocating and reading the whole file first. */
+static void big_file_not_npy(void **state)
+{
+    const char *path = put_file("zeros.npy", "", 0);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), (off_t)2 << 30), 0);
+    fclose(f);
+    kdalab_array a;
+    assert_int_equal(kdalab_npy_read(path, &a), KDALAB_EFORMAT);
+    assert_non_null(strstr(kdalab_last_error(), "magic"));
+    expect_read_under_cap(path, KDALAB_EFORMAT, "big_file_not_npy");
     unlink(path);
 }
 
@@ -793,12 +874,14 @@ int main(void)
         cmocka_unit_test(shapes),
         cmocka_unit_test(key_order_and_spacing),
         cmocka_unit_test(dtypes_read),
+        cmocka_unit_test(half_and_integer_dtypes_read),
         cmocka_unit_test(dtypes_rejected),
         cmocka_unit_test(fortran_order),
         cmocka_unit_test(bad_magic_and_version),
         cmocka_unit_test(every_truncation),
         cmocka_unit_test(header_length_past_end),
         cmocka_unit_test(four_gib_header),
+        cmocka_unit_test(big_file_not_npy),
         cmocka_unit_test(element_count_overflow),
         cmocka_unit_test(data_shorter_than_shape),
         cmocka_unit_test(malformed_headers),

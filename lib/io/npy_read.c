@@ -1,7 +1,7 @@
 /*
  * lib/io/npy_read.c — read NumPy .npy files, the interchange format of the field.
  *
- * defines: kdalab_npy_parse, kdalab_npy_read, kdalab_array_free
+ * defines: kdalab_npy_parse, kdalab_npy_read, kdalab_array_free, kdalab_dtype_name
  * (the writer is lib/io/npy_write.c)
  *
  * The format (NumPy Enhancement Proposal 1, "A simple file format for NumPy
@@ -16,9 +16,10 @@
  *   then         the raw elements, C order (last index fastest) unless
  *                fortran_order is True (first index fastest)
  *
- * kdalab reads '<f8', '>f8', '<f4', '>f4' in either order and always returns
- * float64 in C order; it writes '<f8' or '<f4', C order, version 1.0 (2.0
- * only if the header would not fit in 65535 bytes).
+ * kdalab reads '<f8', '>f8', '<f4', '>f4', '<f2', '>f2', '<i8', '>i8', '<i4',
+ * '>i4' in either order and always returns float64 in C order; it writes
+ * '<f8' or '<f4', C order, version 1.0 (2.0 only if the header would not fit
+ * in 65535 bytes).
  *
  * The reader treats every file as hostile: every length is checked against
  * the bytes actually present before it is used, every product of sizes is
@@ -33,6 +34,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,7 @@ typedef struct {
     int big_endian;    /* '>' byte order                         */
     int fortran;       /* fortran_order: True                    */
     kdalab_dtype dtype;
+    char descr[4];     /* as in the file, "<f2"                  */
 } npy_header;
 
 /* A cursor over the header text [p, end). */
@@ -194,31 +197,41 @@ static kdalab_status parse_shape(cursor *c, npy_header *h)
     }
 }
 
-/* The descr value: only the four float dtypes are read. */
+/* The dtypes read: descr, kind, bytes per element. */
+static const struct {
+    const char *descr;
+    kdalab_dtype dtype;
+    size_t itemsize;
+} DTYPES[] = {
+    {"<f8", KDALAB_DTYPE_F64, 8}, {">f8", KDALAB_DTYPE_F64, 8}, {"<f4", KDALAB_DTYPE_F32, 4},
+    {">f4", KDALAB_DTYPE_F32, 4}, {"<f2", KDALAB_DTYPE_F16, 2}, {">f2", KDALAB_DTYPE_F16, 2},
+    {"<i8", KDALAB_DTYPE_I64, 8}, {">i8", KDALAB_DTYPE_I64, 8}, {"<i4", KDALAB_DTYPE_I32, 4},
+    {">i4", KDALAB_DTYPE_I32, 4},
+};
+#define SUPPORTED "<f8, >f8, <f4, >f4, <f2, >f2, <i8, >i8, <i4, >i4"
+
+/* The descr value: one of DTYPES. */
 static kdalab_status parse_descr(cursor *c, npy_header *h)
 {
     skip_ws(c);
     if (c->p < c->end && *c->p == '[')
-        return kdalab_fail(KDALAB_EDTYPE,
-                           "%s: structured dtype is not supported (only <f8, >f8, <f4, >f4)",
+        return kdalab_fail(KDALAB_EDTYPE, "%s: structured dtype is not supported (only " SUPPORTED
+                                          ")",
                            c->name);
     char descr[32];
     kdalab_status s = parse_string(c, descr, sizeof descr, "descr");
     if (s != KDALAB_OK)
         return s;
-    if (strcmp(descr, "<f8") == 0 || strcmp(descr, ">f8") == 0) {
-        h->dtype = KDALAB_DTYPE_F64;
-        h->itemsize = 8;
-    } else if (strcmp(descr, "<f4") == 0 || strcmp(descr, ">f4") == 0) {
-        h->dtype = KDALAB_DTYPE_F32;
-        h->itemsize = 4;
-    } else {
-        return kdalab_fail(KDALAB_EDTYPE,
-                           "%s: dtype '%s' is not supported (only <f8, >f8, <f4, >f4)", c->name,
-                           descr);
-    }
-    h->big_endian = descr[0] == '>';
-    return KDALAB_OK;
+    for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+        if (strcmp(descr, DTYPES[i].descr) == 0) {
+            h->dtype = DTYPES[i].dtype;
+            memcpy(h->descr, DTYPES[i].descr, 4);
+            h->itemsize = DTYPES[i].itemsize;
+            h->big_endian = descr[0] == '>';
+            return KDALAB_OK;
+        }
+    return kdalab_fail(KDALAB_EDTYPE, "%s: dtype '%s' is not supported (only " SUPPORTED ")",
+                       c->name, descr);
 }
 
 /* The header dict: exactly the keys descr, fortran_order and shape, in any
@@ -280,108 +293,129 @@ static kdalab_status parse_dict(cursor *c, npy_header *h)
     return KDALAB_OK;
 }
 
-/* One element at index i of raw data, converted to double. */
+/* IEEE binary16 bits as a double (exact: every half is a double). */
+static double half_to_double(uint16_t u)
+{
+    int sign = u >> 15, exp = (u >> 10) & 0x1f, man = u & 0x3ff;
+    double x;
+    if (exp == 0)
+        x = ldexp(man, -24); /* zero or subnormal */
+    else if (exp == 31)
+        x = man ? NAN : INFINITY;
+    else
+        x = ldexp(man | 0x400, exp - 25);
+    return sign ? -x : x;
+}
+
+/* One element at index i of raw data, converted to double (integers beyond
+ * 2^53 round to the nearest double). */
 static double load_element(const unsigned char *src, size_t i, const npy_header *h)
 {
     const unsigned char *b = src + i * h->itemsize;
-    if (h->itemsize == 8) {
-        uint64_t u = 0;
-        for (int j = 0; j < 8; j++) {
-            int byte = h->big_endian ? j : 7 - j; /* most significant first */
-            u = (u << 8) | b[byte];
-        }
+    uint64_t u = 0;
+    for (size_t j = 0; j < h->itemsize; j++) { /* most significant byte first */
+        size_t byte = h->big_endian ? j : h->itemsize - 1 - j;
+        u = (u << 8) | b[byte];
+    }
+    switch (h->dtype) {
+    case KDALAB_DTYPE_F64: {
         double d;
         memcpy(&d, &u, sizeof d);
         return d;
     }
-    uint32_t u = 0;
-    for (int j = 0; j < 4; j++) {
-        int byte = h->big_endian ? j : 3 - j;
-        u = (u << 8) | b[byte];
+    case KDALAB_DTYPE_F32: {
+        uint32_t w = (uint32_t)u;
+        float f;
+        memcpy(&f, &w, sizeof f);
+        return (double)f;
     }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return (double)f;
+    case KDALAB_DTYPE_F16:
+        return half_to_double((uint16_t)u);
+    case KDALAB_DTYPE_I64:
+        return (double)(int64_t)u;
+    case KDALAB_DTYPE_I32:
+    default:
+        return (double)(int32_t)(uint32_t)u;
+    }
 }
 
 /*
- * The core: parse the image buf[0..len) whose name (for messages) is name.
- * On error *out is zeroed and the thread's error detail names the file.
+ * The preamble of an image whose first len (>= 0) bytes are in buf: magic,
+ * version, header length. Sets *prefix (10 or 12 bytes) and *hlen. Needs at
+ * most 12 bytes.
  */
-static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const char *name,
-                                     kdalab_array *out)
+static kdalab_status parse_preamble(const unsigned char *buf, size_t len, const char *name,
+                                    size_t *prefix, size_t *hlen)
 {
-    npy_header h;
-    memset(&h, 0, sizeof h);
-
-    /* magic, version, header length */
     size_t head = len < sizeof NPY_MAGIC ? len : sizeof NPY_MAGIC;
     if (memcmp(buf, NPY_MAGIC, head) != 0)
         return kdalab_fail(KDALAB_EFORMAT, "%s: not a .npy file (wrong magic string)", name);
     if (len < 8)
-        return kdalab_fail(KDALAB_EFORMAT, "%s: .npy file truncated inside its preamble (%zu bytes)",
-                           name, len);
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy file truncated inside its preamble (%zu bytes)", name, len);
     int major = buf[6], minor = buf[7];
     if ((major != 1 && major != 2 && major != 3) || minor != 0)
         return kdalab_fail(KDALAB_EFORMAT,
                            "%s: .npy format version %d.%d is not supported (1.0, 2.0, 3.0)", name,
                            major, minor);
-    size_t prefix = major == 1 ? 10 : 12;
-    if (len < prefix)
+    *prefix = major == 1 ? 10 : 12;
+    if (len < *prefix)
         return kdalab_fail(KDALAB_EFORMAT, "%s: .npy file truncated inside its preamble", name);
-    size_t hlen = major == 1 ? (size_t)buf[8] | (size_t)buf[9] << 8
-                             : (size_t)buf[8] | (size_t)buf[9] << 8 |
-                                   (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-    if (hlen > len - prefix)
-        return kdalab_fail(KDALAB_EFORMAT,
-                           "%s: .npy header length %zu points past the end of the file "
-                           "(%zu bytes follow the preamble)",
-                           name, hlen, len - prefix);
+    *hlen = major == 1 ? (size_t)buf[8] | (size_t)buf[9] << 8
+                       : (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 |
+                             (size_t)buf[11] << 24;
+    return KDALAB_OK;
+}
 
-    /* the header dict */
-    cursor c = {(const char *)buf + prefix, (const char *)buf + prefix + hlen, name};
-    kdalab_status s = parse_dict(&c, &h);
+/* The header dict text [hdr, hdr + hlen) into *h, with the element and byte
+ * counts: *nbytes of data follow the header. */
+static kdalab_status parse_header(const unsigned char *hdr, size_t hlen, const char *name,
+                                  npy_header *h, size_t *nbytes)
+{
+    memset(h, 0, sizeof *h);
+    cursor c = {(const char *)hdr, (const char *)hdr + hlen, name};
+    kdalab_status s = parse_dict(&c, h);
     if (s != KDALAB_OK)
         return s;
-
-    /* sizes */
-    h.size = 1;
-    for (int i = 0; i < h.ndim; i++)
-        if (!kdalab_mul_size(h.size, h.shape[i], &h.size))
+    h->size = 1;
+    for (int i = 0; i < h->ndim; i++)
+        if (!kdalab_mul_size(h->size, h->shape[i], &h->size))
             return kdalab_fail(KDALAB_EOVERFLOW,
                                "%s: the element count of the .npy shape overflows size_t", name);
-    size_t nbytes, outbytes;
-    if (!kdalab_mul_size(h.size, h.itemsize, &nbytes) || !kdalab_mul_size(h.size, sizeof(double), &outbytes))
+    size_t outbytes;
+    if (!kdalab_mul_size(h->size, h->itemsize, nbytes) ||
+        !kdalab_mul_size(h->size, sizeof(double), &outbytes))
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "%s: the byte count of the .npy data overflows size_t", name);
-    size_t avail = len - prefix - hlen;
-    if (nbytes > avail)
-        return kdalab_fail(KDALAB_EFORMAT,
-                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
-                           name, nbytes, avail);
+    return KDALAB_OK;
+}
 
-    /* the data, converted to float64 in C order */
+/* The raw data src (as the header describes it) into out, converted to
+ * float64 in C order. */
+static kdalab_status decode_data(const unsigned char *src, const npy_header *h, const char *name,
+                                 kdalab_array *out)
+{
     double *data = NULL;
-    if (h.size > 0) {
-        data = malloc(outbytes);
+    if (h->size > 0) {
+        data = malloc(h->size * sizeof *data); /* the product was checked */
         if (data == NULL)
-            return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu elements", name, h.size);
-        const unsigned char *src = buf + prefix + hlen;
-        if (!h.fortran || h.ndim < 2) {
-            for (size_t i = 0; i < h.size; i++)
-                data[i] = load_element(src, i, &h);
+            return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu elements", name,
+                               h->size);
+        if (!h->fortran || h->ndim < 2) {
+            for (size_t i = 0; i < h->size; i++)
+                data[i] = load_element(src, i, h);
         } else {
             /* Fortran order: element (i0,..,in-1) sits at i0 + d0*(i1 + d1*(...)).
              * Walk the C-order index with an odometer (last index fastest). */
             size_t fstride[KDALAB_NPY_MAX_DIMS], idx[KDALAB_NPY_MAX_DIMS] = {0};
             fstride[0] = 1;
-            for (int d = 1; d < h.ndim; d++)
-                fstride[d] = fstride[d - 1] * h.shape[d - 1]; /* <= size: no overflow */
+            for (int d = 1; d < h->ndim; d++)
+                fstride[d] = fstride[d - 1] * h->shape[d - 1]; /* <= size: no overflow */
             size_t foff = 0;
-            for (size_t i = 0; i < h.size; i++) {
-                data[i] = load_element(src, foff, &h);
-                for (int d = h.ndim - 1; d >= 0; d--) {
-                    if (++idx[d] < h.shape[d]) {
+            for (size_t i = 0; i < h->size; i++) {
+                data[i] = load_element(src, foff, h);
+                for (int d = h->ndim - 1; d >= 0; d--) {
+                    if (++idx[d] < h->shape[d]) {
                         foff += fstride[d];
                         break;
                     }
@@ -391,14 +425,38 @@ static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const
             }
         }
     }
-
-    out->ndim = h.ndim;
-    for (int i = 0; i < h.ndim; i++)
-        out->shape[i] = h.shape[i];
-    out->size = h.size;
-    out->dtype = h.dtype;
+    out->ndim = h->ndim;
+    for (int i = 0; i < h->ndim; i++)
+        out->shape[i] = h->shape[i];
+    out->size = h->size;
+    out->dtype = h->dtype;
+    memcpy(out->descr, h->descr, sizeof out->descr);
     out->data = data;
     return npy_ok();
+}
+
+/* The whole image buf[0..len) whose name (for messages) is name. */
+static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const char *name,
+                                     kdalab_array *out)
+{
+    size_t prefix, hlen, nbytes;
+    npy_header h;
+    kdalab_status s = parse_preamble(buf, len, name, &prefix, &hlen);
+    if (s != KDALAB_OK)
+        return s;
+    if (hlen > len - prefix)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy header length %zu points past the end of the file "
+                           "(%zu bytes follow the preamble)",
+                           name, hlen, len - prefix);
+    if ((s = parse_header(buf + prefix, hlen, name, &h, &nbytes)) != KDALAB_OK)
+        return s;
+    size_t avail = len - prefix - hlen;
+    if (nbytes > avail)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
+                           name, nbytes, avail);
+    return decode_data(buf + prefix + hlen, &h, name, out);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -415,6 +473,71 @@ kdalab_status kdalab_npy_parse(const void *buf, size_t len, kdalab_array *out)
     kdalab_status s = npy_parse_named(buf, len, "<buffer>", out);
     if (s != KDALAB_OK)
         memset(out, 0, sizeof *out);
+    return s;
+}
+
+/* Read exactly n bytes into buf, or fail naming what was being read. */
+static kdalab_status read_exact(FILE *f, void *buf, size_t n, const char *path,
+                                const char *what)
+{
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    if (got != n)
+        return kdalab_fail(ferror(f) ? KDALAB_EIO : KDALAB_EFORMAT, "%s: read %zu of the %zu "
+                                                                    "bytes of its %s",
+                           path, got, n, what);
+    return KDALAB_OK;
+}
+
+/*
+ * A .npy file of len bytes, header first: the preamble (12 bytes at most),
+ * then the header it declares, checked against the file's size before it is
+ * read, then only the data bytes the header declares — never a size taken
+ * on trust, never more than the file holds.
+ */
+static kdalab_status read_file(FILE *f, size_t len, const char *path, kdalab_array *out)
+{
+    unsigned char pre[12];
+    size_t npre = len < sizeof pre ? len : sizeof pre, prefix, hlen, nbytes;
+    kdalab_status s = read_exact(f, pre, npre, path, "preamble");
+    if (s == KDALAB_OK)
+        s = parse_preamble(pre, npre, path, &prefix, &hlen);
+    if (s != KDALAB_OK)
+        return s;
+    if (hlen > len - prefix)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy header length %zu points past the end of the file "
+                           "(%zu bytes follow the preamble)",
+                           path, hlen, len - prefix);
+    unsigned char *hdr = malloc(hlen + 1);
+    if (hdr == NULL)
+        return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for its header", path);
+    /* the part of the header already read with the preamble, then the rest */
+    size_t have = npre - prefix;
+    memcpy(hdr, pre + prefix, have < hlen ? have : hlen);
+    if (have < hlen)
+        s = read_exact(f, hdr + have, hlen - have, path, "header");
+    npy_header h;
+    if (s == KDALAB_OK)
+        s = parse_header(hdr, hlen, path, &h, &nbytes);
+    free(hdr);
+    if (s != KDALAB_OK)
+        return s;
+    size_t avail = len - prefix - hlen;
+    if (nbytes > avail)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
+                           path, nbytes, avail);
+    unsigned char *data = malloc(nbytes ? nbytes : 1);
+    if (data == NULL)
+        return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu bytes", path, nbytes);
+    /* bytes of data that came in with the preamble (a header shorter than 2 bytes) */
+    size_t early = have > hlen ? have - hlen : 0;
+    early = early < nbytes ? early : nbytes;
+    memcpy(data, pre + prefix + hlen, early);
+    s = read_exact(f, data + early, nbytes - early, path, "data");
+    if (s == KDALAB_OK)
+        s = decode_data(data, &h, path, out);
+    free(data);
     return s;
 }
 
@@ -447,28 +570,12 @@ kdalab_status kdalab_npy_read(const char *path, kdalab_array *out)
         close(fd);
         return kdalab_fail(KDALAB_EIO, "%s: cannot open: %s", path, strerror(e));
     }
-    /* The allocation is the size the file really has, never a size its header
-     * claims: a header that points past the end is caught by the parser. */
     if (st.st_size < 0 || (uintmax_t)st.st_size > (uintmax_t)SIZE_MAX) {
         fclose(f);
         return kdalab_fail(KDALAB_EOVERFLOW, "%s: file too large for this machine", path);
     }
-    size_t len = (size_t)st.st_size;
-    unsigned char *buf = malloc(len > 0 ? len : 1);
-    if (buf == NULL) {
-        fclose(f);
-        return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu bytes", path, len);
-    }
-    size_t got = fread(buf, 1, len, f);
-    int read_error = ferror(f);
+    kdalab_status s = read_file(f, (size_t)st.st_size, path, out);
     fclose(f);
-    if (read_error || got != len) {
-        free(buf);
-        return kdalab_fail(KDALAB_EIO, "%s: read %zu of %zu bytes", path, got, len);
-    }
-
-    kdalab_status s = npy_parse_named(buf, len, path, out);
-    free(buf);
     if (s != KDALAB_OK)
         memset(out, 0, sizeof *out);
     return s;
@@ -480,4 +587,10 @@ void kdalab_array_free(kdalab_array *a)
         return;
     free(a->data);
     memset(a, 0, sizeof *a);
+}
+
+const char *kdalab_dtype_name(kdalab_dtype dtype)
+{
+    static const char *const names[] = {"float64", "float32", "float16", "int64", "int32"};
+    return (unsigned)dtype <= KDALAB_DTYPE_I32 ? names[dtype] : "unknown";
 }

@@ -231,6 +231,10 @@ int cli_read_input(cli_input *in)
     kdalab_status s = kdalab_npy_read(in->path, &in->a);
     if (s != KDALAB_OK)
         return cli_fail(cli_exit_for(s), "%s: %s", in->flag, kdalab_last_error());
+    if (in->a.dtype == KDALAB_DTYPE_I64 || in->a.dtype == KDALAB_DTYPE_I32)
+        return cli_fail(EXIT_BAD, "%s %s: dtype '%s' (%s): a tensor must be floating point "
+                                  "(float64, float32 or float16)",
+                        in->flag, in->path, in->a.descr, kdalab_dtype_name(in->a.dtype));
     return 0;
 }
 

@@ -13,8 +13,8 @@
  *                   and their values by the library's rules (inputs.c)
  *   compute         the float64 reference, or one float32 form (reference or
  *                   SIMD) on float32 copies of the inputs
- *   write_outputs   o and ht, each written whole or not at all (kdalab_npy_write
- *                   writes a temporary file, then renames it)
+ *   write_outputs   o and ht, both written or neither (cli_write_all: each to a
+ *                   temporary file, renamed into place once both are complete)
  */
 #include <math.h>
 #include <stdint.h>
@@ -230,6 +230,13 @@ static int plan_files(const run_flags *f, run_job *job)
         return cli_fail(EXIT_BAD, "--o is required (where to write the output, .npy)");
     if (f->ht && cli_same_output(f->ht, f->o))
         return cli_fail(EXIT_BAD, "--o and --ht name the same file '%s'", f->o);
+    for (int i = 0; i < N_IN; i++) /* an output never replaces an input */
+        for (int w = 0; w < 2; w++) {
+            const char *out = w ? f->ht : f->o;
+            if (out && f->input[i] && cli_same_output(out, f->input[i]))
+                return cli_fail(EXIT_BAD, "--%s '%s' is the input %s: refusing to overwrite it",
+                                w ? "ht" : "o", out, IN_FLAG[i]);
+        }
     rc = cli_check_output_path("--o", f->o);
     if (rc == 0 && f->ht)
         rc = cli_check_output_path("--ht", f->ht);
@@ -397,11 +404,12 @@ static int write_outputs(const run_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
     const size_t o_shape[4] = {d->B, d->T, d->H, d->V}, state[4] = {d->B, d->H, d->K, d->V};
-    if (kdalab_npy_write(job->o_path, KDALAB_DTYPE_F64, job->o, 4, o_shape) != KDALAB_OK)
-        return cli_fail(EXIT_FAIL, "--o: %s", kdalab_last_error());
-    if (job->ht_path &&
-        kdalab_npy_write(job->ht_path, KDALAB_DTYPE_F64, job->ht, 4, state) != KDALAB_OK)
-        return cli_fail(EXIT_FAIL, "--ht: %s", kdalab_last_error());
+    cli_output out[2] = {{"--o", job->o_path, job->o, 4, {0}}, {"--ht", job->ht_path, job->ht, 4, {0}}};
+    memcpy(out[0].shape, o_shape, sizeof o_shape);
+    memcpy(out[1].shape, state, sizeof state);
+    int rc = cli_write_all(job->ht_path ? 2 : 1, out); /* both, or neither */
+    if (rc)
+        return rc;
     if (job->computed != KDALAB_ERANGE)
         return 0;
     /* counted here, so every form and path reports the same way */
