@@ -21,6 +21,7 @@
  *   kdalab_hybrid.h     the KDA + attention hybrid stack
  *   kdalab_simd.h       the optimized float32 path
  *   kdalab_grad.h       gradients: the backward of every form, and the gates
+ *   kdalab_batch.h      fla's varlen (cu_seqlens) and GVA layouts for every form
  */
 #include "kdalab_status.h"
 #include "kdalab_forms.h"
@@ -30,5 +31,6 @@
 #include "kdalab_hybrid.h"
 #include "kdalab_simd.h"
 #include "kdalab_grad.h"
+#include "kdalab_batch.h"
 
 #endif /* KDALAB_H */
