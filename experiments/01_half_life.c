@@ -51,18 +51,18 @@
 
 /* The retained fraction r(t), t = 0..T, of one association under a constant
  * decay a, for Gated DeltaNet (kda == 0) or KDA (kda == 1). */
-static void retained(const exp_ctx *x, gsl_rng *rng, size_t K, size_t V, size_t T, double a,
+static void retained(const lab_ctx *x, gsl_rng *rng, size_t K, size_t V, size_t T, double a,
                      int kda, double *r)
 {
     size_t n = T + 1;
     kdalab_dims d = {1, n, 1, K, V};
     kdalab_mechanism mech = kda ? KDALAB_KDA : KDALAB_GATED_DELTANET;
     size_t gw = kda ? K : 1;
-    double *k0 = exp_zeros(x, K), *v0 = exp_zeros(x, V);
-    exp_random_unit(rng, k0, K);
-    exp_random_unit(rng, v0, V);
-    double *q = exp_zeros(x, n * K), *k = exp_zeros(x, n * K), *v = exp_zeros(x, n * V);
-    double *g = exp_zeros(x, n * gw), *beta = exp_zeros(x, n), *o = exp_zeros(x, n * V);
+    double *k0 = lab_zeros(x, K), *v0 = lab_zeros(x, V);
+    lab_random_unit(rng, k0, K);
+    lab_random_unit(rng, v0, V);
+    double *q = lab_zeros(x, n * K), *k = lab_zeros(x, n * K), *v = lab_zeros(x, n * V);
+    double *g = lab_zeros(x, n * gw), *beta = lab_zeros(x, n), *o = lab_zeros(x, n * V);
     for (size_t t = 0; t < n; t++) {
         memcpy(q + t * K, k0, K * sizeof *k0);
         memcpy(k + t * K, k0, K * sizeof *k0);
@@ -70,7 +70,7 @@ static void retained(const exp_ctx *x, gsl_rng *rng, size_t K, size_t V, size_t 
     }
     memcpy(v, v0, V * sizeof *v0); /* token 0 writes v0; later tokens write nothing */
     beta[0] = 1.0;
-    exp_check(x, kdalab_recurrent_f64(&d, mech, kdalab_default_scale(K), q, k, v, g, beta, NULL, o, NULL),
+    lab_check(x, kdalab_recurrent_f64(&d, mech, kdalab_default_scale(K), q, k, v, g, beta, NULL, o, NULL),
               "kdalab_recurrent_f64");
     double o0 = 0.0;
     for (size_t j = 0; j < V; j++) o0 += o[j] * v0[j];
@@ -102,25 +102,25 @@ static void gate_effective(gsl_rng *rng, const double *A, const double *bias, si
 
 int main(int argc, char **argv)
 {
-    exp_ctx x;
+    lab_ctx x;
     size_t K = 16, V = 16, T = 100000, heads = 8, channels = 128, tokens = 4096;
     const char *decays = "0.5,0.9,0.99,0.999,0.9999";
     double r_min = 1e-3, x_std = 1.0, lower_bound = -5.0;
-    exp_init(&x, "01_half_life", "per-channel decay as a memory horizon: half-lives of constant decays and of a KDA gate");
-    exp_flag_string(&x, "a", &decays, "comma-separated decay factors a in (0,1)");
-    exp_flag_size(&x, "T", &T, "tokens of decay after the write");
-    exp_flag_size(&x, "K", &K, "key dimension of the decay run");
-    exp_flag_size(&x, "V", &V, "value dimension of the decay run");
-    exp_flag_double(&x, "r-min", &r_min, "fit ln r(t) over the points with r >= r-min");
-    exp_flag_size(&x, "heads", &heads, "gate sample: heads (one A per head)");
-    exp_flag_size(&x, "channels", &channels, "gate sample: key channels per head");
-    exp_flag_size(&x, "tokens", &tokens, "gate sample: tokens per channel");
-    exp_flag_double(&x, "x-std", &x_std, "gate sample: std of the gate projection x");
-    exp_flag_double(&x, "lower-bound", &lower_bound, "gate: g = lower_bound * sigmoid(...), < 0");
-    exp_parse(&x, argc, argv);
+    lab_init(&x, "01_half_life", "per-channel decay as a memory horizon: half-lives of constant decays and of a KDA gate");
+    lab_flag_string(&x, "a", &decays, "comma-separated decay factors a in (0,1)");
+    lab_flag_size(&x, "T", &T, "tokens of decay after the write");
+    lab_flag_size(&x, "K", &K, "key dimension of the decay run");
+    lab_flag_size(&x, "V", &V, "value dimension of the decay run");
+    lab_flag_double(&x, "r-min", &r_min, "fit ln r(t) over the points with r >= r-min");
+    lab_flag_size(&x, "heads", &heads, "gate sample: heads (one A per head)");
+    lab_flag_size(&x, "channels", &channels, "gate sample: key channels per head");
+    lab_flag_size(&x, "tokens", &tokens, "gate sample: tokens per channel");
+    lab_flag_double(&x, "x-std", &x_std, "gate sample: std of the gate projection x");
+    lab_flag_double(&x, "lower-bound", &lower_bound, "gate: g = lower_bound * sigmoid(...), < 0");
+    lab_parse(&x, argc, argv);
 
     double a[MAX_A];
-    size_t na = exp_parse_list(decays, a, MAX_A);
+    size_t na = lab_parse_list(decays, a, MAX_A);
     for (size_t i = 0; i < na; i++)
         if (!(a[i] > 0.0 && a[i] < 1.0)) na = 0;
     if (na == 0 || K == 0 || V == 0 || T < 2 || heads == 0 || channels == 0 || tokens == 0 ||
@@ -129,7 +129,7 @@ int main(int argc, char **argv)
                         "channels, tokens >= 1; T >= 2; lower-bound < 0; r-min in (0,1))\n", MAX_A);
         return 2;
     }
-    gsl_rng *rng = exp_rng(&x);
+    gsl_rng *rng = lab_rng(&x);
 
     /* ---- part 1: constant decay ------------------------------------------ */
     static const char *const cols[] = {
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
         "r_gdn", "retained fraction <o_t,v0>/<o_0,v0>, Gated DeltaNet, g = ln a (1)",
         "r_kda", "the same, KDA with g = ln a on every channel (1)",
         "r_exact", "a^t (1)", NULL};
-    FILE *f = exp_tsv_open(&x, "01_half_life", cols, "K=%zu V=%zu T=%zu a=%s beta_write=1 scale=K^-1/2",
+    FILE *f = lab_tsv_open(&x, "01_half_life", cols, "K=%zu V=%zu T=%zu a=%s beta_write=1 scale=K^-1/2",
                            K, V, T, decays);
     static const char *const fcols[] = {
         "a", "decay factor per token (1)",
@@ -149,13 +149,13 @@ int main(int argc, char **argv)
         "c1_se", "standard error of the fitted slope c1 (1/token)",
         "n_fit", "points in the fit (r >= r-min)",
         "max_gdn_kda", "max_t |r_gdn - r_kda| (1)", NULL};
-    FILE *ff = exp_tsv_open(&x, "01_half_life_fit", fcols, "K=%zu V=%zu T=%zu r_min=%g", K, V, T, r_min);
-    double *rg = exp_zeros(&x, T + 1), *rk = exp_zeros(&x, T + 1);
-    double *ft = exp_zeros(&x, T + 1), *fy = exp_zeros(&x, T + 1);
+    FILE *ff = lab_tsv_open(&x, "01_half_life_fit", fcols, "K=%zu V=%zu T=%zu r_min=%g", K, V, T, r_min);
+    double *rg = lab_zeros(&x, T + 1), *rk = lab_zeros(&x, T + 1);
+    double *ft = lab_zeros(&x, T + 1), *fy = lab_zeros(&x, T + 1);
     double hl_fit[MAX_A], hl_exact[MAX_A], rel[MAX_A], dmax[MAX_A];
     size_t nfit[MAX_A];
     for (size_t i = 0; i < na; i++) {
-        exp_progress(&x, "decays", i, na);
+        lab_progress(&x, "decays", i, na);
         retained(&x, rng, K, V, T, a[i], 0, rg);
         retained(&x, rng, K, V, T, a[i], 1, rk);
         /* every t up to 100, then about 100 points per decade */
@@ -186,16 +186,16 @@ int main(int argc, char **argv)
         fprintf(ff, "%g\t%.10g\t%.10g\t%.3e\t%.3e\t%.3e\t%zu\t%.3e\n", a[i], hl_exact[i], hl_fit[i],
                 rel[i], c0, sqrt(cov), n, dmax[i]);
     }
-    exp_progress(&x, "decays", na, na);
-    exp_tsv_close(&x, f);
-    exp_tsv_close(&x, ff);
+    lab_progress(&x, "decays", na, na);
+    lab_tsv_close(&x, f);
+    lab_tsv_close(&x, ff);
     free(rg), free(rk), free(ft), free(fy);
 
     /* ---- part 2: the spread of a production KDA gate ---------------------- */
     size_t nch = heads * channels;
-    double *A = exp_zeros(&x, heads), *bias = exp_zeros(&x, nch);
-    double *mean_g = exp_zeros(&x, nch), *hl_eff = exp_zeros(&x, nch);
-    double *hl_tok = exp_zeros(&x, tokens), *tok_med = exp_zeros(&x, nch), *tok_min = exp_zeros(&x, nch);
+    double *A = lab_zeros(&x, heads), *bias = lab_zeros(&x, nch);
+    double *mean_g = lab_zeros(&x, nch), *hl_eff = lab_zeros(&x, nch);
+    double *hl_tok = lab_zeros(&x, tokens), *tok_med = lab_zeros(&x, nch), *tok_min = lab_zeros(&x, nch);
     double min_tok_all = INFINITY;
     static const char *const gcols[] = {
         "head", "head index",
@@ -206,7 +206,7 @@ int main(int argc, char **argv)
         "hl_eff", "effective half-life ln2/|mean_g| (tokens)",
         "hl_tok_median", "median over tokens of the per-token half-life ln2/|g| (tokens)",
         "hl_tok_min", "minimum over tokens of ln2/|g| (tokens)", NULL};
-    FILE *fg = exp_tsv_open(&x, "01_half_life_gate", gcols,
+    FILE *fg = lab_tsv_open(&x, "01_half_life_gate", gcols,
                             "heads=%zu channels=%zu tokens=%zu x~N(0,%g^2) lower_bound=%g", heads, channels,
                             tokens, x_std, lower_bound);
     for (size_t h = 0; h < heads; h++) A[h] = gsl_ran_flat(rng, 1.0, 16.0);
@@ -234,10 +234,10 @@ int main(int argc, char **argv)
                     hl_eff[ch], tok_med[ch], tok_min[ch]);
         }
     }
-    exp_tsv_close(&x, fg);
+    lab_tsv_close(&x, fg);
 
     /* histogram of log10(hl_eff); values past the top edge go into the last bin */
-    double *lhl = exp_zeros(&x, nch);
+    double *lhl = lab_zeros(&x, nch);
     for (size_t c = 0; c < nch; c++) lhl[c] = log10(hl_eff[c]);
     double hmax = 12.0;
     gsl_histogram *hist = gsl_histogram_alloc(52);
@@ -253,7 +253,7 @@ int main(int argc, char **argv)
         "log10_hi", "bin upper edge (log10 tokens)",
         "count", "channels in the bin (the last bin also holds every channel beyond its edge)",
         "fraction", "count / channels (1)", NULL};
-    FILE *fh = exp_tsv_open(&x, "01_half_life_gate_hist", hcols,
+    FILE *fh = lab_tsv_open(&x, "01_half_life_gate_hist", hcols,
                             "heads=%zu channels=%zu tokens=%zu x~N(0,%g^2) lower_bound=%g; %zu channels "
                             "with half-life >= 1e%g tokens are counted in the last bin",
                             heads, channels, tokens, x_std, lower_bound, beyond, hmax);
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
         double cnt = gsl_histogram_get(hist, b);
         fprintf(fh, "%.4f\t%.4f\t%g\t%.6g\n", lo, hi, cnt, cnt / (double)nch);
     }
-    exp_tsv_close(&x, fh);
+    lab_tsv_close(&x, fh);
     gsl_histogram_free(hist);
 
     gsl_sort(lhl, 1, nch);
@@ -324,7 +324,7 @@ int main(int argc, char **argv)
                100.0 * o6 / nch);
     }
     printf("    (x std 1/3 is roughly what two default-initialised nn.Linear layers give a unit-RMS input)\n");
-    printf("\n(%.1f s)\n", exp_elapsed(&x));
+    printf("\n(%.1f s)\n", lab_elapsed(&x));
 
     free(A), free(bias), free(mean_g), free(hl_eff), free(hl_tok), free(tok_med), free(tok_min), free(lhl);
     gsl_rng_free(rng);

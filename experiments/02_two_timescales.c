@@ -58,20 +58,20 @@ typedef struct {
 static void unit_on(gsl_rng *rng, double *x, size_t K, size_t lo, size_t hi)
 {
     memset(x, 0, K * sizeof *x);
-    exp_random_unit(rng, x + lo, hi - lo);
+    lab_random_unit(rng, x + lo, hi - lo);
 }
 
-static void problem_make(const exp_ctx *x, problem *p, gsl_rng *rng, size_t K, size_t T, size_t P,
+static void problem_make(const lab_ctx *x, problem *p, gsl_rng *rng, size_t K, size_t T, size_t P,
                          size_t gap, double sigma)
 {
     size_t h = K / 2;
     p->K = K, p->T = T;
-    p->k = exp_zeros(x, T * K), p->v = exp_zeros(x, T * K), p->beta = exp_zeros(x, T);
+    p->k = lab_zeros(x, T * K), p->v = lab_zeros(x, T * K), p->beta = lab_zeros(x, T);
     p->rewrite = calloc(T, sizeof *p->rewrite);
-    p->kd = exp_zeros(x, K), p->vd = exp_zeros(x, K), p->kv = exp_zeros(x, K), p->vlast = exp_zeros(x, K);
+    p->kd = lab_zeros(x, K), p->vd = lab_zeros(x, K), p->kv = lab_zeros(x, K), p->vlast = lab_zeros(x, K);
     if (!p->rewrite) exit(1);
     unit_on(rng, p->kd, K, 0, h);
-    exp_random_unit(rng, p->vd, K);
+    lab_random_unit(rng, p->vd, K);
     unit_on(rng, p->kv, K, h, K);
     /* token 0: the durable write */
     memcpy(p->k, p->kd, K * sizeof(double));
@@ -88,7 +88,7 @@ static void problem_make(const exp_ctx *x, problem *p, gsl_rng *rng, size_t K, s
                 norm2 += kt[c] * kt[c];
             }
             for (size_t c = h; c < K; c++) kt[c] /= sqrt(norm2);
-            exp_random_unit(rng, vt, K);
+            lab_random_unit(rng, vt, K);
             memcpy(p->vlast, vt, K * sizeof(double));
             p->beta[t] = 1.0;
         } else {
@@ -120,11 +120,11 @@ static double recall_error(const double *S, size_t K, const double *key, const d
 
 /* Run the recurrence with log-decay g ([T] for Gated DeltaNet, [T,K] for KDA)
  * and return both facts' recall errors. */
-static void run(const exp_ctx *x, const problem *p, kdalab_mechanism mech, const double *g, double *err_d,
+static void run(const lab_ctx *x, const problem *p, kdalab_mechanism mech, const double *g, double *err_d,
                 double *err_v, double *o, double *S)
 {
     kdalab_dims d = {1, p->T, 1, p->K, p->K};
-    exp_check(x, kdalab_recurrent_f64(&d, mech, kdalab_default_scale(p->K), p->k, p->k, p->v, g, p->beta,
+    lab_check(x, kdalab_recurrent_f64(&d, mech, kdalab_default_scale(p->K), p->k, p->k, p->v, g, p->beta,
                                       NULL, o, S), "kdalab_recurrent_f64");
     *err_d = recall_error(S, p->K, p->kd, p->vd);
     *err_v = recall_error(S, p->K, p->kv, p->vlast);
@@ -132,12 +132,12 @@ static void run(const exp_ctx *x, const problem *p, kdalab_mechanism mech, const
 
 /* For one sigma: the best scalar-alpha compromise (min over the sweep of the
  * larger mean error) and KDA's two mean errors, on fresh instances. */
-static void sigma_check(const exp_ctx *x, gsl_rng *rng, size_t K, size_t T, size_t P, size_t gap, double sigma,
+static void sigma_check(const lab_ctx *x, gsl_rng *rng, size_t K, size_t T, size_t P, size_t gap, double sigma,
                         size_t seeds, size_t npts, double a_min, double a_max, double a_slow, double a_fast,
                         double *best, double *best_alpha, double *kda_d, double *kda_v)
 {
     problem *pr = calloc(seeds, sizeof *pr);
-    double *o = exp_zeros(x, T * K), *S = exp_zeros(x, K * K), *g1 = exp_zeros(x, T), *gk = exp_zeros(x, T * K);
+    double *o = lab_zeros(x, T * K), *S = lab_zeros(x, K * K), *g1 = lab_zeros(x, T), *gk = lab_zeros(x, T * K);
     if (!pr) exit(1);
     for (size_t s = 0; s < seeds; s++) problem_make(x, &pr[s], rng, K, T, P, gap, sigma);
     *best = INFINITY;
@@ -167,24 +167,24 @@ static void sigma_check(const exp_ctx *x, gsl_rng *rng, size_t K, size_t T, size
 
 int main(int argc, char **argv)
 {
-    exp_ctx x;
+    lab_ctx x;
     size_t K = 16, T = 512, P = 4, gap = 0, seeds = 50, npts = 25;
     double sigma = 0.3, a_min = 0.9, a_max = 0.9999, a_slow = 0.9999, a_fast = 0.9, tol = 0.1;
-    exp_init(&x, "02_two_timescales",
+    lab_init(&x, "02_two_timescales",
              "a durable and a volatile fact in one head: no scalar decay serves both, per-channel decay does");
-    exp_flag_size(&x, "K", &K, "key = value dimension (even); half the channels per fact");
-    exp_flag_size(&x, "T", &T, "tokens in the sequence");
-    exp_flag_size(&x, "P", &P, "the volatile fact is rewritten every P tokens");
-    exp_flag_size(&x, "gap", &gap, "tokens between the last rewrite and the end");
-    exp_flag_double(&x, "sigma", &sigma, "noise of the volatile rewrite keys (0 = identical keys)");
-    exp_flag_double(&x, "a-min", &a_min, "smallest scalar alpha of the sweep");
-    exp_flag_double(&x, "a-max", &a_max, "largest scalar alpha of the sweep");
-    exp_flag_size(&x, "points", &npts, "alphas in the sweep (log-spaced in 1 - alpha)");
-    exp_flag_double(&x, "a-slow", &a_slow, "KDA decay on the durable channels");
-    exp_flag_double(&x, "a-fast", &a_fast, "KDA decay on the volatile channels");
-    exp_flag_double(&x, "tol", &tol, "a fact counts as recalled when its error is below tol");
-    exp_flag_size(&x, "seeds", &seeds, "random instances (keys, values, noise)");
-    exp_parse(&x, argc, argv);
+    lab_flag_size(&x, "K", &K, "key = value dimension (even); half the channels per fact");
+    lab_flag_size(&x, "T", &T, "tokens in the sequence");
+    lab_flag_size(&x, "P", &P, "the volatile fact is rewritten every P tokens");
+    lab_flag_size(&x, "gap", &gap, "tokens between the last rewrite and the end");
+    lab_flag_double(&x, "sigma", &sigma, "noise of the volatile rewrite keys (0 = identical keys)");
+    lab_flag_double(&x, "a-min", &a_min, "smallest scalar alpha of the sweep");
+    lab_flag_double(&x, "a-max", &a_max, "largest scalar alpha of the sweep");
+    lab_flag_size(&x, "points", &npts, "alphas in the sweep (log-spaced in 1 - alpha)");
+    lab_flag_double(&x, "a-slow", &a_slow, "KDA decay on the durable channels");
+    lab_flag_double(&x, "a-fast", &a_fast, "KDA decay on the volatile channels");
+    lab_flag_double(&x, "tol", &tol, "a fact counts as recalled when its error is below tol");
+    lab_flag_size(&x, "seeds", &seeds, "random instances (keys, values, noise)");
+    lab_parse(&x, argc, argv);
     if (K < 2 || K % 2 || T < 2 || P < 1 || gap >= T - 1 || seeds < 2 || npts < 2 || !(sigma >= 0) ||
         !(a_min > 0 && a_min < a_max && a_max < 1) || !(a_slow > 0 && a_slow <= 1) ||
         !(a_fast > 0 && a_fast <= 1) || !(tol > 0)) {
@@ -192,7 +192,7 @@ int main(int argc, char **argv)
                         "points >= 2, 0 < a-min < a-max < 1, a-slow and a-fast in (0,1], sigma >= 0, tol > 0)\n");
         return 2;
     }
-    gsl_rng *rng = exp_rng(&x);
+    gsl_rng *rng = lab_rng(&x);
 
     problem *pr = calloc(seeds, sizeof *pr), *pr0 = calloc(seeds, sizeof *pr0);
     if (!pr || !pr0) return 1;
@@ -200,9 +200,9 @@ int main(int argc, char **argv)
         problem_make(&x, &pr[s], rng, K, T, P, gap, sigma);
         problem_make(&x, &pr0[s], rng, K, T, P, gap, 0.0); /* identical rewrite keys */
     }
-    double *o = exp_zeros(&x, T * K), *S = exp_zeros(&x, K * K);
-    double *g1 = exp_zeros(&x, T), *gk = exp_zeros(&x, T * K);
-    double *ed = exp_zeros(&x, seeds), *ev = exp_zeros(&x, seeds);
+    double *o = lab_zeros(&x, T * K), *S = lab_zeros(&x, K * K);
+    double *g1 = lab_zeros(&x, T), *gk = lab_zeros(&x, T * K);
+    double *ed = lab_zeros(&x, seeds), *ev = lab_zeros(&x, seeds);
 
     /* ---- scalar alpha sweep (Gated DeltaNet) ------------------------------- */
     static const char *const cols[] = {
@@ -215,14 +215,14 @@ int main(int argc, char **argv)
         "err_v_sd", "its standard deviation (1)",
         "err_v0", "volatile fact with identical rewrite keys (sigma = 0), mean (1)",
         "both_ok", "fraction of seeds with both errors < tol", NULL};
-    FILE *f = exp_tsv_open(&x, "02_two_timescales", cols,
+    FILE *f = lab_tsv_open(&x, "02_two_timescales", cols,
                            "mechanism=gated_deltanet K=V=%zu T=%zu P=%zu gap=%zu sigma=%g seeds=%zu tol=%g beta=1",
                            K, T, P, gap, sigma, seeds, tol);
     double best_max = INFINITY, best_alpha = NAN, best_d = NAN, best_v = NAN;
     double min_v = INFINITY, min_v_alpha = NAN, min_d = INFINITY, min_d_alpha = NAN, max_v0 = 0.0;
     size_t any_both = 0;
     for (size_t i = 0; i < npts; i++) {
-        exp_progress(&x, "alpha sweep", i, npts);
+        lab_progress(&x, "alpha sweep", i, npts);
         double lo = log(1.0 - a_max), hi = log(1.0 - a_min);
         double alpha = 1.0 - exp(hi + (lo - hi) * (double)i / (double)(npts - 1));
         for (size_t t = 0; t < T; t++) g1[t] = log(alpha);
@@ -246,8 +246,8 @@ int main(int argc, char **argv)
         if (md < min_d) min_d = md, min_d_alpha = alpha;
         if (both) any_both++;
     }
-    exp_progress(&x, "alpha sweep", npts, npts);
-    exp_tsv_close(&x, f);
+    lab_progress(&x, "alpha sweep", npts, npts);
+    lab_tsv_close(&x, f);
 
     /* ---- KDA and the other strategies ------------------------------------- */
     static const char *const kcols[] = {
@@ -259,7 +259,7 @@ int main(int argc, char **argv)
         "err_v", "volatile fact: mean relative recall error (1)",
         "err_v_sd", "standard deviation over seeds (1)",
         "both_ok", "fraction of seeds with both errors < tol", NULL};
-    FILE *fk = exp_tsv_open(&x, "02_two_timescales_kda", kcols,
+    FILE *fk = lab_tsv_open(&x, "02_two_timescales_kda", kcols,
                             "K=V=%zu T=%zu P=%zu gap=%zu sigma=%g seeds=%zu tol=%g beta=1", K, T, P, gap, sigma,
                             seeds, tol);
     const char *names[3] = {"kda", "gdn_oscillating", "deltanet"};
@@ -287,7 +287,7 @@ int main(int argc, char **argv)
                 m == 2 ? 1.0 : a_fast, sd_[m], gsl_stats_sd(ed, 1, seeds), sv_[m], gsl_stats_sd(ev, 1, seeds),
                 okf[m]);
     }
-    exp_tsv_close(&x, fk);
+    lab_tsv_close(&x, fk);
 
     /* ---- summary ------------------------------------------------------------ */
     printf("02_two_timescales — durable fact written once, volatile fact rewritten every %zu tokens\n", P);
@@ -322,7 +322,7 @@ int main(int argc, char **argv)
                     &kv_);
         printf("    %-6g %11.3g (a=%.5g) %12.3g %12.3g\n", sigmas[i], b, ba, kd_, kv_);
     }
-    printf("\n(%.1f s)\n", exp_elapsed(&x));
+    printf("\n(%.1f s)\n", lab_elapsed(&x));
 
     for (size_t s = 0; s < seeds; s++) problem_free(&pr[s]), problem_free(&pr0[s]);
     free(pr), free(pr0), free(o), free(S), free(g1), free(gk), free(ed), free(ev);

@@ -80,7 +80,7 @@ typedef struct {
     float *qf, *kf, *vf, *betaf, *gf, *of, *htf;
 } problem;
 
-static float *floats(const exp_ctx *x, size_t n)
+static float *floats(const lab_ctx *x, size_t n)
 {
     float *p = calloc(n ? n : 1, sizeof *p);
     if (!p) {
@@ -90,7 +90,7 @@ static float *floats(const exp_ctx *x, size_t n)
     return p;
 }
 
-static void problem_make(const exp_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t K,
+static void problem_make(const lab_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t K,
                          size_t V)
 {
     memset(pb, 0, sizeof *pb);
@@ -100,17 +100,17 @@ static void problem_make(const exp_ctx *x, problem *pb, gsl_rng *rng, size_t T, 
     pb->nbth = T;
     pb->nst = K * V;
     pb->scale = kdalab_default_scale(K);
-    pb->q = exp_zeros(x, pb->nqk);
-    pb->k = exp_zeros(x, pb->nqk);
-    pb->v = exp_zeros(x, pb->nv);
-    pb->beta = exp_zeros(x, pb->nbth);
-    pb->g = exp_zeros(x, pb->nqk);
-    pb->o_ref = exp_zeros(x, pb->nv);
-    pb->o = exp_zeros(x, pb->nv);
-    pb->ht = exp_zeros(x, pb->nst);
+    pb->q = lab_zeros(x, pb->nqk);
+    pb->k = lab_zeros(x, pb->nqk);
+    pb->v = lab_zeros(x, pb->nv);
+    pb->beta = lab_zeros(x, pb->nbth);
+    pb->g = lab_zeros(x, pb->nqk);
+    pb->o_ref = lab_zeros(x, pb->nv);
+    pb->o = lab_zeros(x, pb->nv);
+    pb->ht = lab_zeros(x, pb->nst);
     for (size_t t = 0; t < T; t++) {
-        exp_random_unit(rng, pb->q + t * K, K);
-        exp_random_unit(rng, pb->k + t * K, K);
+        lab_random_unit(rng, pb->q + t * K, K);
+        lab_random_unit(rng, pb->k + t * K, K);
         for (size_t j = 0; j < V; j++) pb->v[t * V + j] = gsl_ran_gaussian(rng, 1.0);
         pb->beta[t] = gsl_rng_uniform(rng);
     }
@@ -139,13 +139,13 @@ static void problem_free(problem *pb)
 
 /* Set the constant per-step log-decay g (<= 0) on every position and channel
  * and recompute the float64 recurrent reference. */
-static void problem_set_g(const exp_ctx *x, problem *pb, double g)
+static void problem_set_g(const lab_ctx *x, problem *pb, double g)
 {
     for (size_t i = 0; i < pb->nqk; i++) {
         pb->g[i] = g;
         pb->gf[i] = (float)g;
     }
-    exp_check(x,
+    lab_check(x,
               kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
                                    pb->beta, NULL, pb->o_ref, NULL),
               "recurrent_f64 reference");
@@ -172,7 +172,7 @@ typedef struct {
 } outcome;
 
 /* One chunkwise run at precision p (g already set). ERANGE is a measurement. */
-static outcome run_chunk(const exp_ctx *x, problem *pb, int p, size_t C, const mode_cfg *m)
+static outcome run_chunk(const lab_ctx *x, problem *pb, int p, size_t C, const mode_cfg *m)
 {
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     opts.chunk = C;
@@ -190,7 +190,7 @@ static outcome run_chunk(const exp_ctx *x, problem *pb, int p, size_t C, const m
                                     pb->vf, pb->gf, pb->betaf, NULL, pb->of, pb->htf, &opts,
                                     &r.rep);
     }
-    if (r.status != KDALAB_ERANGE) exp_check(x, r.status, "chunkwise form");
+    if (r.status != KDALAB_ERANGE) lab_check(x, r.status, "chunkwise form");
     r.err = p == P_FP64 ? rel_err(pb->o, NULL, pb->o_ref, pb->nv)
                         : rel_err(NULL, pb->of, pb->o_ref, pb->nv);
     return r;
@@ -200,17 +200,17 @@ static size_t nonfinite(const outcome *r) { return r->rep.nonfinite_o + r->rep.n
 
 /* The input-rounding floor of a storage format: the float64 recurrent form
  * on inputs rounded to the format (what no chunking scheme can beat). */
-static double rounding_floor(const exp_ctx *x, problem *pb, int p)
+static double rounding_floor(const lab_ctx *x, problem *pb, int p)
 {
     kdalab_precision kp = p == P_BF16 ? KDALAB_BF16 : KDALAB_FP16;
     size_t nmax = pb->nqk > pb->nv ? pb->nqk : pb->nv;
     double *buf[5];
-    for (int i = 0; i < 5; i++) buf[i] = exp_zeros(x, nmax);
+    for (int i = 0; i < 5; i++) buf[i] = lab_zeros(x, nmax);
     const double *src[5] = {pb->q, pb->k, pb->v, pb->g, pb->beta};
     size_t n[5] = {pb->nqk, pb->nqk, pb->nv, pb->nqk, pb->nbth};
     for (int i = 0; i < 5; i++)
         for (size_t j = 0; j < n[i]; j++) buf[i][j] = kdalab_round(kp, (float)src[i][j]);
-    exp_check(x,
+    lab_check(x,
               kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, buf[0], buf[1], buf[2],
                                    buf[3], buf[4], NULL, pb->o, NULL),
               "recurrent_f64 on rounded inputs");
@@ -220,9 +220,9 @@ static double rounding_floor(const exp_ctx *x, problem *pb, int p)
 }
 
 /* The float32 recurrent form: the fp32 floor. */
-static double recurrent_f32_err(const exp_ctx *x, problem *pb)
+static double recurrent_f32_err(const lab_ctx *x, problem *pb)
 {
-    exp_check(x,
+    lab_check(x,
               kdalab_recurrent_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
                                    pb->vf, pb->gf, pb->betaf, NULL, pb->of, NULL),
               "recurrent_f32");
@@ -265,7 +265,7 @@ typedef struct {
     int found;                /* 0: finite up to the top of the bracket           */
 } threshold;
 
-static threshold find_threshold(const exp_ctx *x, problem *pb, int p, size_t C,
+static threshold find_threshold(const lab_ctx *x, problem *pb, int p, size_t C,
                                 const mode_cfg *m, double lo, double hi, int iters)
 {
     threshold th = {0};
@@ -300,26 +300,26 @@ static threshold find_threshold(const exp_ctx *x, problem *pb, int p, size_t C,
 
 int main(int argc, char **argv)
 {
-    exp_ctx x;
+    lab_ctx x;
     size_t T = 256, K = 32, V = 32, n_log = 24, iters = 30;
     double g_lo = 0.01, g_hi = 5.0;
-    exp_init(&x, "03_subchunk_range",
+    lab_init(&x, "03_subchunk_range",
              "the floating-point range problem of chunkwise KDA: 1/gamma, non-finite values "
              "and error by chunk size, decay mode and precision");
-    exp_flag_size(&x, "T", &T, "sequence length (positions)");
-    exp_flag_size(&x, "K", &K, "key dimension");
-    exp_flag_size(&x, "V", &V, "value dimension");
-    exp_flag_size(&x, "points", &n_log, "log-spaced |g| points between --gmin and --gmax");
-    exp_flag_double(&x, "gmin", &g_lo, "smallest per-step decay |g| of the log grid");
-    exp_flag_double(&x, "gmax", &g_hi, "largest per-step decay |g| of the log grid");
-    exp_flag_size(&x, "iters", &iters, "bisection steps per overflow threshold");
-    exp_parse(&x, argc, argv);
+    lab_flag_size(&x, "T", &T, "sequence length (positions)");
+    lab_flag_size(&x, "K", &K, "key dimension");
+    lab_flag_size(&x, "V", &V, "value dimension");
+    lab_flag_size(&x, "points", &n_log, "log-spaced |g| points between --gmin and --gmax");
+    lab_flag_double(&x, "gmin", &g_lo, "smallest per-step decay |g| of the log grid");
+    lab_flag_double(&x, "gmax", &g_hi, "largest per-step decay |g| of the log grid");
+    lab_flag_size(&x, "iters", &iters, "bisection steps per overflow threshold");
+    lab_parse(&x, argc, argv);
     if (T < 1 || K < 1 || V < 1 || !(g_lo > 0.0) || !(g_hi >= g_lo) || n_log > 1000) {
         fprintf(stderr, "%s: need T, K, V >= 1, 0 < gmin <= gmax, points <= 1000\n", x.name);
         return 2;
     }
 
-    gsl_rng *rng = exp_rng(&x);
+    gsl_rng *rng = lab_rng(&x);
     problem pb;
     problem_make(&x, &pb, rng, T, K, V);
 
@@ -343,7 +343,7 @@ int main(int argc, char **argv)
         "status", "library status (0 ok, 8 ERANGE)",
         "err", "max|o - o_ref| / max|o_ref| vs the float64 recurrent form (nan if non-finite)",
         NULL};
-    FILE *f = exp_tsv_open(&x, "03_subchunk_range", cols,
+    FILE *f = lab_tsv_open(&x, "03_subchunk_range", cols,
                            "KDA, B=1 H=1 T=%zu K=%zu V=%zu, unit-norm q,k, v~N(0,1), "
                            "beta~U(0,1), constant g on every channel and position; "
                            "|g| grid: %zu log points in [%g, %g] + ln(1/0.9), 5.5, 6, 12, 27.6",
@@ -370,7 +370,7 @@ int main(int argc, char **argv)
         floor_err[3 * gi + 0] = recurrent_f32_err(&x, &pb);
         floor_err[3 * gi + 1] = rounding_floor(&x, &pb, P_BF16);
         floor_err[3 * gi + 2] = rounding_floor(&x, &pb, P_FP16);
-        exp_progress(&x, "decay values", ++done, total);
+        lab_progress(&x, "decay values", ++done, total);
     }
     /* Written series by series (precision, mode, C; g ascending in |g|) so that
      * each plotted line is a contiguous block. */
@@ -399,8 +399,8 @@ int main(int argc, char **argv)
                     p == P_FP32 ? "recurrent_f32" : "floor", prec_name[p],
                     floor_err[3 * gi + (size_t)(p - P_FP32)]);
     }
-    exp_tsv_close(&x, f);
-    double t_sweep = exp_elapsed(&x);
+    lab_tsv_close(&x, f);
+    double t_sweep = lab_elapsed(&x);
 
     /* ---- overflow thresholds -------------------------------------------------- */
     /* The threshold of a sub-chunked mode depends on the sub-chunk only; measure
@@ -408,7 +408,7 @@ int main(int argc, char **argv)
      * constant, every chunk forms the same exponents), so use T = 128. */
     problem pt;
     {
-        gsl_rng *rng2 = exp_rng(&x);
+        gsl_rng *rng2 = lab_rng(&x);
         problem_make(&x, &pt, rng2, T < 128 ? T : 128, K, V);
         gsl_rng_free(rng2);
     }
@@ -424,7 +424,7 @@ int main(int argc, char **argv)
         "exp_bad", "report.max_exponent at g_bad",
         "span_g_ok", "span * g_ok (the same |sum g| computed from the grid)",
         NULL};
-    FILE *ft = exp_tsv_open(&x, "03_subchunk_range_threshold", tcols,
+    FILE *ft = lab_tsv_open(&x, "03_subchunk_range_threshold", tcols,
                             "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g; bisection on ln|g| in "
                             "[1e-3, 200], %zu steps",
                             pt.d.T, K, V, iters);
@@ -447,11 +447,11 @@ int main(int argc, char **argv)
             printf("%-5s %-11s %4zu %5zu %9.2f %10.4g %10.4g %10.4g%s\n", prec_name[p],
                    m->label, C, span, ln_max(p), th.g_ok, th.exp_ok, (double)span * th.g_ok,
                    th.found ? "" : "  (finite up to |g| = 200)");
-            exp_progress(&x, "thresholds", ++dth, nth);
+            lab_progress(&x, "thresholds", ++dth, nth);
         }
     }
-    exp_progress(&x, "thresholds", nth, nth);
-    exp_tsv_close(&x, ft);
+    lab_progress(&x, "thresholds", nth, nth);
+    lab_tsv_close(&x, ft);
     problem_free(&pt);
 
     /* ---- the chapter's numbers -------------------------------------------------- */
@@ -471,7 +471,7 @@ int main(int argc, char **argv)
         "err_floor", "fp32: float32 recurrent; bf16/fp16: float64 recurrence on rounded "
                      "inputs; fp64: 0",
         NULL};
-    FILE *fc = exp_tsv_open(&x, "03_subchunk_range_claims", ccols,
+    FILE *fc = lab_tsv_open(&x, "03_subchunk_range_claims", ccols,
                             "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g = ln 0.9 = %.6f on "
                             "every channel",
                             T, K, V, log(0.9));
@@ -492,7 +492,7 @@ int main(int argc, char **argv)
         }
     }
     printf("  C x C x K decay tensor at C = 64, d_k = 128: %d elements\n", 64 * 64 * 128);
-    exp_tsv_close(&x, fc);
+    lab_tsv_close(&x, fc);
 
     /* ---- production and past it: C = 64 ----------------------------------------- */
     printf("\nC = 64 around the production bound: non-finite count / error\n");
@@ -515,7 +515,7 @@ int main(int argc, char **argv)
         }
     }
     printf("\n%s: sweep %.1f s, total %.1f s; results in %s/03_subchunk_range*.tsv\n", x.name,
-           t_sweep, exp_elapsed(&x), x.out);
+           t_sweep, lab_elapsed(&x), x.out);
 
     free(res);
     free(floor_err);

@@ -53,7 +53,7 @@ static const char *const keys_name[N_KEYS] = {"random", "orthonormal"};
 
 /* N orthonormal keys in R^K (N <= K): the first N columns of the Q factor of
  * a K x N Gaussian matrix. keys is [N, K]. */
-static void orthonormal_keys(const exp_ctx *x, gsl_rng *rng, size_t N, size_t K, double *keys)
+static void orthonormal_keys(const lab_ctx *x, gsl_rng *rng, size_t N, size_t K, double *keys)
 {
     gsl_matrix *A = gsl_matrix_alloc(K, N), *Q = gsl_matrix_alloc(K, K), *R = gsl_matrix_alloc(K, N);
     gsl_vector *tau = gsl_vector_alloc(N);
@@ -101,24 +101,24 @@ static void decode(const double *o, const double *vals, size_t N, size_t V, doub
 
 int main(int argc, char **argv)
 {
-    exp_ctx x;
+    lab_ctx x;
     size_t K = 64, seeds = 20;
     double beta = 1.0, gdn_alpha = 0.995, hl_min = 32.0, hl_max = 4096.0, sm_scale = 0.0, clean = 0.99, clean_cos = 0.9;
     const char *ratios_s = "0.125,0.25,0.5,0.75,1,1.25,1.5,2,3,4";
-    exp_init(&x, "04_recall_capacity", "how many key->value associations a K x V state holds, per mechanism");
-    exp_flag_size(&x, "K", &K, "key = value dimension d");
-    exp_flag_string(&x, "ratios", &ratios_s, "comma-separated N/K values (N = round(ratio * K))");
-    exp_flag_size(&x, "seeds", &seeds, "random instances per point (>= 2)");
-    exp_flag_double(&x, "beta", &beta, "write strength of the delta-rule mechanisms, in (0, 2]");
-    exp_flag_double(&x, "gdn-alpha", &gdn_alpha, "Gated DeltaNet decay per write, in (0, 1]");
-    exp_flag_double(&x, "hl-min", &hl_min, "KDA: shortest channel half-life (tokens)");
-    exp_flag_double(&x, "hl-max", &hl_max, "KDA: longest channel half-life (tokens)");
-    exp_flag_double(&x, "softmax-scale", &sm_scale, "softmax scale on unit q, k (0: sqrt(K))");
-    exp_flag_double(&x, "clean", &clean, "accuracy that counts as 'cleanly separable'");
-    exp_flag_double(&x, "clean-cos", &clean_cos, "mean cosine that counts as a clean readout");
-    exp_parse(&x, argc, argv);
+    lab_init(&x, "04_recall_capacity", "how many key->value associations a K x V state holds, per mechanism");
+    lab_flag_size(&x, "K", &K, "key = value dimension d");
+    lab_flag_string(&x, "ratios", &ratios_s, "comma-separated N/K values (N = round(ratio * K))");
+    lab_flag_size(&x, "seeds", &seeds, "random instances per point (>= 2)");
+    lab_flag_double(&x, "beta", &beta, "write strength of the delta-rule mechanisms, in (0, 2]");
+    lab_flag_double(&x, "gdn-alpha", &gdn_alpha, "Gated DeltaNet decay per write, in (0, 1]");
+    lab_flag_double(&x, "hl-min", &hl_min, "KDA: shortest channel half-life (tokens)");
+    lab_flag_double(&x, "hl-max", &hl_max, "KDA: longest channel half-life (tokens)");
+    lab_flag_double(&x, "softmax-scale", &sm_scale, "softmax scale on unit q, k (0: sqrt(K))");
+    lab_flag_double(&x, "clean", &clean, "accuracy that counts as 'cleanly separable'");
+    lab_flag_double(&x, "clean-cos", &clean_cos, "mean cosine that counts as a clean readout");
+    lab_parse(&x, argc, argv);
     double ratios[MAX_N];
-    size_t nr = exp_parse_list(ratios_s, ratios, MAX_N);
+    size_t nr = lab_parse_list(ratios_s, ratios, MAX_N);
     for (size_t i = 0; i < nr; i++)
         if (!(ratios[i] > 0.0 && ratios[i] <= 64.0)) nr = 0;
     if (sm_scale == 0.0) sm_scale = sqrt((double)K);
@@ -136,18 +136,18 @@ int main(int argc, char **argv)
     }
     size_t V = K, Nmax = 0;
     for (size_t i = 0; i < nr; i++) Nmax = Ns[i] > Nmax ? Ns[i] : Nmax;
-    gsl_rng *rng = exp_rng(&x);
+    gsl_rng *rng = lab_rng(&x);
 
     /* results [keys][mech][ratio][seed] */
     size_t cells = N_KEYS * N_MECH * nr * seeds;
-    double *acc = exp_zeros(&x, cells), *cosv = exp_zeros(&x, cells);
+    double *acc = lab_zeros(&x, cells), *cosv = lab_zeros(&x, cells);
 #define AT(kt, m, i, s) ((((kt) * N_MECH + (m)) * nr + (i)) * seeds + (s))
 
     size_t T2 = 2 * Nmax;
-    double *keys = exp_zeros(&x, Nmax * K), *vals = exp_zeros(&x, Nmax * V);
-    double *q = exp_zeros(&x, T2 * K), *k = exp_zeros(&x, T2 * K), *v = exp_zeros(&x, T2 * V);
-    double *g1 = exp_zeros(&x, T2), *gk = exp_zeros(&x, T2 * K), *bt = exp_zeros(&x, T2);
-    double *o = exp_zeros(&x, T2 * V), *kda_g = exp_zeros(&x, K);
+    double *keys = lab_zeros(&x, Nmax * K), *vals = lab_zeros(&x, Nmax * V);
+    double *q = lab_zeros(&x, T2 * K), *k = lab_zeros(&x, T2 * K), *v = lab_zeros(&x, T2 * V);
+    double *g1 = lab_zeros(&x, T2), *gk = lab_zeros(&x, T2 * K), *bt = lab_zeros(&x, T2);
+    double *o = lab_zeros(&x, T2 * V), *kda_g = lab_zeros(&x, K);
     size_t total = N_KEYS * nr * seeds, done = 0;
 
     for (int kt = 0; kt < N_KEYS; kt++) {
@@ -158,10 +158,10 @@ int main(int argc, char **argv)
                 continue;
             }
             for (size_t s = 0; s < seeds; s++, done++) {
-                exp_progress(&x, "points", done, total);
+                lab_progress(&x, "points", done, total);
                 for (size_t n = 0; n < N; n++) {
-                    if (kt == KEYS_RANDOM) exp_random_unit(rng, keys + n * K, K);
-                    exp_random_unit(rng, vals + n * V, V);
+                    if (kt == KEYS_RANDOM) lab_random_unit(rng, keys + n * K, K);
+                    lab_random_unit(rng, vals + n * V, V);
                 }
                 if (kt == KEYS_ORTHO) orthonormal_keys(&x, rng, N, K, keys);
                 /* per-channel KDA half-lives, log-uniform in [hl_min, hl_max] */
@@ -186,7 +186,7 @@ int main(int argc, char **argv)
                                                              KDALAB_GATED_DELTANET, KDALAB_KDA};
                 for (int m = 0; m < 4; m++) {
                     const double *g = m == M_GDN ? g1 : m == M_KDA ? gk : NULL;
-                    exp_check(&x, kdalab_recurrent_f64(&d, lib_mech[m], scale, q, k, v, g,
+                    lab_check(&x, kdalab_recurrent_f64(&d, lib_mech[m], scale, q, k, v, g,
                                                        m == M_LINEAR ? NULL : bt, NULL, o, NULL),
                               "kdalab_recurrent_f64");
                     decode(o + N * V, vals, N, V, &acc[AT(kt, m, i, s)], &cosv[AT(kt, m, i, s)]);
@@ -197,16 +197,16 @@ int main(int argc, char **argv)
                     return 1;
                 }
                 for (size_t n = 0; n < N; n++)
-                    exp_check(&x, kdalab_kv_cache_append(cache, keys + n * K, vals + n * V), "kv_cache_append");
+                    lab_check(&x, kdalab_kv_cache_append(cache, keys + n * K, vals + n * V), "kv_cache_append");
                 for (size_t n = 0; n < N; n++)
-                    exp_check(&x, kdalab_kv_cache_attend(cache, sm_scale, keys + n * K, o + n * V),
+                    lab_check(&x, kdalab_kv_cache_attend(cache, sm_scale, keys + n * K, o + n * V),
                               "kv_cache_attend");
                 kdalab_kv_cache_free(cache);
                 decode(o, vals, N, V, &acc[AT(kt, M_SOFTMAX, i, s)], &cosv[AT(kt, M_SOFTMAX, i, s)]);
             }
         }
     }
-    exp_progress(&x, "points", total, total);
+    lab_progress(&x, "points", total, total);
 
     static const char *const cols[] = {
         "keys", "random | orthonormal",
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         "cos_sd", "standard deviation over seeds of the per-seed mean cosine (1)",
         "recalled", "acc * N: associations recalled, mean over seeds",
         "acc_min", "lowest per-seed accuracy (1)", NULL};
-    FILE *f = exp_tsv_open(&x, "04_recall_capacity", cols,
+    FILE *f = lab_tsv_open(&x, "04_recall_capacity", cols,
                            "K=V=%zu seeds=%zu beta=%g gdn_alpha=%g kda_half_life=loguniform[%g,%g] "
                            "softmax_scale=%g (on unit q,k) ratios=%s",
                            K, seeds, beta, gdn_alpha, hl_min, hl_max, sm_scale, ratios_s);
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
             fprintf(f, "\n\n");
         }
     }
-    exp_tsv_close(&x, f);
+    lab_tsv_close(&x, f);
 
     printf("04_recall_capacity — N associations in a %zu x %zu state, decode by nearest stored value\n", K, V);
     printf("  (%zu seeds, seed %lu; beta=%g, gated_deltanet alpha=%g, kda half-lives log-uniform [%g, %g], "
@@ -290,7 +290,7 @@ int main(int argc, char **argv)
            fmax(fmax(best_recalled[KEYS_RANDOM][M_LINEAR], best_recalled[KEYS_RANDOM][M_DELTANET]),
                 fmax(best_recalled[KEYS_RANDOM][M_GDN], best_recalled[KEYS_RANDOM][M_KDA])) / (double)K,
            best_recalled[KEYS_RANDOM][M_SOFTMAX] / (double)K, (double)Nmax / (double)K);
-    printf("\n(%.1f s)\n", exp_elapsed(&x));
+    printf("\n(%.1f s)\n", lab_elapsed(&x));
 
     free(acc), free(cosv), free(keys), free(vals), free(q), free(k), free(v), free(g1), free(gk), free(bt),
         free(o), free(kda_g);

@@ -106,12 +106,12 @@ static void fill_random(gsl_rng *rng, double *x, size_t n)
         x[i] = gsl_ran_gaussian(rng, 1.0);
 }
 
-static size_t count_attention(const exp_ctx *x, const kdalab_hybrid_config *cfg)
+static size_t count_attention(const lab_ctx *x, const kdalab_hybrid_config *cfg)
 {
     size_t n = 0;
     for (size_t l = 0; l < cfg->n_layers; l++) {
         kdalab_hybrid_kind k;
-        exp_check(x, kdalab_hybrid_layer_kind(cfg, l, &k), "layer kind");
+        lab_check(x, kdalab_hybrid_layer_kind(cfg, l, &k), "layer kind");
         n += k == KDALAB_HYBRID_ATTENTION;
     }
     return n;
@@ -119,14 +119,14 @@ static size_t count_attention(const exp_ctx *x, const kdalab_hybrid_config *cfg)
 
 /* ---- part 1: cache bytes and decode time -------------------------------------- */
 
-static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, result *res)
+static void part_cache(lab_ctx *x, const params *p, gsl_rng *rng, FILE *f, result *res)
 {
     size_t n_ctx = 0;
     for (size_t c = p->min_ctx; c <= p->max_ctx; c *= 2)
         n_ctx++;
     size_t d = p->d, dh = d / p->H, done = 0, total = n_ctx * N_RATIOS;
-    double *xs = exp_zeros(x, p->real_ctx * d), *y = exp_zeros(x, d);
-    double *ms = exp_zeros(x, p->decode);
+    double *xs = lab_zeros(x, p->real_ctx * d), *y = lab_zeros(x, d);
+    double *ms = lab_zeros(x, p->decode);
     for (size_t r = 0; r < N_RATIOS; r++) {
         kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
         cfg.n_layers = p->L;
@@ -135,13 +135,13 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
         cfg.ratio_kda = RATIOS[r].N;
         cfg.ratio_attention = RATIOS[r].M;
         kdalab_hybrid *s = NULL;
-        exp_check(x, kdalab_hybrid_new_random(&cfg, x->seed + r, &s), "new stack");
+        lab_check(x, kdalab_hybrid_new_random(&cfg, x->seed + r, &s), "new stack");
         size_t n_attn = count_attention(x, &cfg);
         res[r].n_attn = n_attn;
 
         /* The pool of k, v rows per attention layer for the cheap fill. */
         double **pk = calloc(p->L, sizeof *pk), **pv = calloc(p->L, sizeof *pv);
-        double *px = exp_zeros(x, p->pool * d);
+        double *px = lab_zeros(x, p->pool * d);
         if (!pk || !pv) {
             fprintf(stderr, "%s: out of memory\n", x->name);
             exit(1);
@@ -151,9 +151,9 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             kdalab_kv_cache *cache;
             if (kdalab_hybrid_kv_cache(s, l, &cache) != KDALAB_OK)
                 continue;
-            pk[l] = exp_zeros(x, p->pool * d);
-            pv[l] = exp_zeros(x, p->pool * d);
-            exp_check(x, kdalab_hybrid_layer_project(s, l, p->pool, px, NULL, pk[l], pv[l], NULL,
+            pk[l] = lab_zeros(x, p->pool * d);
+            pv[l] = lab_zeros(x, p->pool * d);
+            lab_check(x, kdalab_hybrid_layer_project(s, l, p->pool, px, NULL, pk[l], pv[l], NULL,
                                                      NULL),
                       "pool projection");
         }
@@ -164,7 +164,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             if (real) {
                 size_t T = c - ctx;
                 fill_random(rng, xs, T * d);
-                exp_check(x, kdalab_hybrid_prefill(s, T, xs, NULL, NULL), "prefill");
+                lab_check(x, kdalab_hybrid_prefill(s, T, xs, NULL, NULL), "prefill");
             } else {
                 for (size_t l = 0; l < p->L; l++) {
                     kdalab_kv_cache *cache;
@@ -172,7 +172,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
                         continue;
                     for (size_t t = ctx, i = filled; t < c; t++, i++) {
                         size_t row = i % p->pool;
-                        exp_check(x, kdalab_kv_cache_append(cache, pk[l] + row * d,
+                        lab_check(x, kdalab_kv_cache_append(cache, pk[l] + row * d,
                                                             pv[l] + row * d),
                                   "cache fill");
                     }
@@ -181,7 +181,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             }
             ctx = c;
             size_t bytes = 0;
-            exp_check(x, kdalab_hybrid_cache_bytes(s, NULL, &bytes), "cache bytes");
+            lab_check(x, kdalab_hybrid_cache_bytes(s, NULL, &bytes), "cache bytes");
             size_t formula = (p->L - n_attn) * p->H * dh * dh * 8 + n_attn * c * 2 * p->H * dh * 8;
             if (bytes != formula) {
                 fprintf(stderr, "%s: ratio %s at %zu tokens holds %zu bytes, formula %zu\n",
@@ -190,9 +190,9 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             }
             for (size_t i = 0; i < p->decode; i++) {
                 fill_random(rng, y, d);
-                double t0 = exp_now();
-                exp_check(x, kdalab_hybrid_decode(s, y, y, NULL), "decode");
-                ms[i] = 1e3 * (exp_now() - t0);
+                double t0 = lab_now();
+                lab_check(x, kdalab_hybrid_decode(s, y, y, NULL), "decode");
+                ms[i] = 1e3 * (lab_now() - t0);
             }
             ctx += p->decode;
             gsl_sort(ms, 1, p->decode);
@@ -204,7 +204,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             res[r].bytes_max = bytes;
             res[r].ms_max = ms[0];
             res[r].ms_max_median = med;
-            exp_progress(x, "cache/decode points", ++done, total);
+            lab_progress(x, "cache/decode points", ++done, total);
         }
         fprintf(f, "\n\n");
         for (size_t l = 0; l < p->L; l++) {
@@ -264,14 +264,14 @@ static size_t distance_grid(size_t limit, size_t *out, size_t max)
 
 /* Add the keys of attention layers for T residual rows per layer (li [L, T, d])
  * to ksum [L, d]. */
-static void add_keys(exp_ctx *x, kdalab_hybrid *s, size_t L, size_t d, size_t T,
+static void add_keys(lab_ctx *x, kdalab_hybrid *s, size_t L, size_t d, size_t T,
                      const double *li, double *kbuf, double *ksum)
 {
     for (size_t l = 0; l < L; l++) {
         kdalab_kv_cache *cache;
         if (kdalab_hybrid_kv_cache(s, l, &cache) != KDALAB_OK)
             continue;
-        exp_check(x, kdalab_hybrid_layer_project(s, l, T, li + l * T * d, NULL, kbuf, NULL,
+        lab_check(x, kdalab_hybrid_layer_project(s, l, T, li + l * T * d, NULL, kbuf, NULL,
                                                  NULL, NULL),
                   "key projection");
         for (size_t t = 0; t < T; t++)
@@ -281,19 +281,19 @@ static void add_keys(exp_ctx *x, kdalab_hybrid *s, size_t L, size_t d, size_t T,
 }
 
 /* Prefill T random tokens in pieces of at most SEG, summing the attention keys. */
-static void advance(exp_ctx *x, kdalab_hybrid *s, gsl_rng *rng, size_t L, size_t d, size_t T,
+static void advance(lab_ctx *x, kdalab_hybrid *s, gsl_rng *rng, size_t L, size_t d, size_t T,
                     double *buf, double *li, double *kbuf, double *ksum)
 {
     while (T > 0) {
         size_t n = T < SEG ? T : SEG;
         fill_random(rng, buf, n * d);
-        exp_check(x, kdalab_hybrid_prefill(s, n, buf, NULL, li), "recall prefill");
+        lab_check(x, kdalab_hybrid_prefill(s, n, buf, NULL, li), "recall prefill");
         add_keys(x, s, L, d, n, li, kbuf, ksum);
         T -= n;
     }
 }
 
-static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, result *res,
+static void part_recall(lab_ctx *x, const params *p, gsl_rng *rng, FILE *f, result *res,
                         size_t far)
 {
     size_t d = p->d, H = p->H, dh = d / H, L = p->L;
@@ -311,16 +311,16 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
         int quadratic = 0;
         for (size_t l = 0; l + 1 < L; l++) {
             kdalab_hybrid_kind k;
-            exp_check(x, kdalab_hybrid_layer_kind(&cfg, l, &k), "layer kind");
+            lab_check(x, kdalab_hybrid_layer_kind(&cfg, l, &k), "layer kind");
             quadratic |= k == KDALAB_HYBRID_ATTENTION;
         }
         limits[r] = quadratic ? p->recall_max_all : p->recall_max;
         total_work += limits[r];
     }
-    double *buf = exp_zeros(x, SEG * d), *y = exp_zeros(x, d), *li = exp_zeros(x, L * SEG * d);
-    double *kbuf = exp_zeros(x, SEG * d), *ksum = exp_zeros(x, L * d);
-    double *trace = exp_zeros(x, MAX_PROBES * L * d);
-    double *k = exp_zeros(x, d), *v = exp_zeros(x, d), *q = exp_zeros(x, d), *o = exp_zeros(x, d);
+    double *buf = lab_zeros(x, SEG * d), *y = lab_zeros(x, d), *li = lab_zeros(x, L * SEG * d);
+    double *kbuf = lab_zeros(x, SEG * d), *ksum = lab_zeros(x, L * d);
+    double *trace = lab_zeros(x, MAX_PROBES * L * d);
+    double *k = lab_zeros(x, d), *v = lab_zeros(x, d), *q = lab_zeros(x, d), *o = lab_zeros(x, d);
     for (size_t r = 0; r < N_RATIOS; r++) {
         kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
         cfg.n_layers = L;
@@ -329,7 +329,7 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
         cfg.ratio_kda = RATIOS[r].N;
         cfg.ratio_attention = RATIOS[r].M;
         kdalab_hybrid *s = NULL;
-        exp_check(x, kdalab_hybrid_new_random(&cfg, x->seed + 100 + r, &s), "new stack");
+        lab_check(x, kdalab_hybrid_new_random(&cfg, x->seed + 100 + r, &s), "new stack");
         size_t dist[MAX_PROBES];
         size_t n_probe = distance_grid(limits[r], dist, MAX_PROBES);
         size_t end = limits[r] + 1; /* positions 0 .. limits[r]; probe at the end */
@@ -340,10 +340,10 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
             size_t pos = end - 1 - dist[i];
             advance(x, s, rng, L, d, pos - cur, buf, li, kbuf, ksum);
             fill_random(rng, y, d);
-            exp_check(x, kdalab_hybrid_decode(s, y, y, trace + i * L * d), "recall decode");
+            lab_check(x, kdalab_hybrid_decode(s, y, y, trace + i * L * d), "recall decode");
             add_keys(x, s, L, d, 1, trace + i * L * d, kbuf, ksum);
             cur = pos + 1;
-            exp_progress(x, "recall tokens", work_done + cur, total_work);
+            lab_progress(x, "recall tokens", work_done + cur, total_work);
         }
         advance(x, s, rng, L, d, end - cur, buf, li, kbuf, ksum);
         work_done += limits[r];
@@ -355,7 +355,7 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
             double best_kda = -2, best_att = -2;
             for (size_t l = 0; l < L; l++) {
                 const double *xin = trace + i * L * d + l * d;
-                exp_check(x, kdalab_hybrid_layer_project(s, l, 1, xin, NULL, k, v, NULL, NULL),
+                lab_check(x, kdalab_hybrid_layer_project(s, l, 1, xin, NULL, k, v, NULL, NULL),
                           "probe projection");
                 double *S;
                 kdalab_kv_cache *cache;
@@ -369,7 +369,7 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
                         }
                     best_kda = fmax(best_kda, cosine(o, v, d));
                 } else {
-                    exp_check(x, kdalab_hybrid_kv_cache(s, l, &cache), "kv cache");
+                    lab_check(x, kdalab_hybrid_kv_cache(s, l, &cache), "kv cache");
                     /* q along k_p - mean key: every logit moves by the same
                      * q.mean, so this scores the centred keys. */
                     double n_tok = (double)kdalab_kv_cache_tokens(cache);
@@ -383,7 +383,7 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
                         for (size_t c = 0; c < dh; c++)
                             q[h * dh + c] = nn > 0 ? p->tau / scale * q[h * dh + c] / nn : 0.0;
                     }
-                    exp_check(x, kdalab_kv_cache_attend(cache, scale, q, o), "probe attend");
+                    lab_check(x, kdalab_kv_cache_attend(cache, scale, q, o), "probe attend");
                     best_att = fmax(best_att, cosine(o, v, d));
                 }
             }
@@ -421,27 +421,27 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
 
 int main(int argc, char **argv)
 {
-    exp_ctx x;
+    lab_ctx x;
     params p = {.L = 8, .d = 64, .H = 1, .max_ctx = 65536, .min_ctx = 16, .decode = 16,
                 .real_ctx = 1024, .pool = 1024, .recall_max = 8192, .recall_max_all = 2048,
                 .tau = 100.0, .exact = 0.99};
     size_t far = 256;
-    exp_init(&x, "05_hybrid_cache",
+    lab_init(&x, "05_hybrid_cache",
              "the bill of the 3:1 hybrid: cache bytes, ms per decoded token, exact recall");
-    exp_flag_size(&x, "layers", &p.L, "layers L per stack (7:1 needs L >= 8 to hold attention)");
-    exp_flag_size(&x, "d-model", &p.d, "residual width d_model");
-    exp_flag_size(&x, "heads", &p.H, "heads H (d_head = d_model / H = K = V)");
-    exp_flag_size(&x, "max-context", &p.max_ctx, "largest context length c (tokens)");
-    exp_flag_size(&x, "min-context", &p.min_ctx, "smallest context length c; c doubles up to the largest");
-    exp_flag_size(&x, "decode-tokens", &p.decode, "tokens decoded and timed at each c (<= min-context)");
-    exp_flag_size(&x, "real-context", &p.real_ctx, "contexts up to this are a real prefill; longer are cache fills");
-    exp_flag_size(&x, "pool", &p.pool, "k,v rows in the pool the cache fill cycles through");
-    exp_flag_size(&x, "recall-max", &p.recall_max, "largest recall distance for stacks with linear-time prefill");
-    exp_flag_size(&x, "recall-max-all", &p.recall_max_all, "largest recall distance for the O(T^2) stacks");
-    exp_flag_size(&x, "far", &far, "summary: recall over distances > far");
-    exp_flag_double(&x, "tau", &p.tau, "attention probe: logit of the planted token (sharpness)");
-    exp_flag_double(&x, "exact", &p.exact, "cosine at or above which a recall counts as exact");
-    exp_parse(&x, argc, argv);
+    lab_flag_size(&x, "layers", &p.L, "layers L per stack (7:1 needs L >= 8 to hold attention)");
+    lab_flag_size(&x, "d-model", &p.d, "residual width d_model");
+    lab_flag_size(&x, "heads", &p.H, "heads H (d_head = d_model / H = K = V)");
+    lab_flag_size(&x, "max-context", &p.max_ctx, "largest context length c (tokens)");
+    lab_flag_size(&x, "min-context", &p.min_ctx, "smallest context length c; c doubles up to the largest");
+    lab_flag_size(&x, "decode-tokens", &p.decode, "tokens decoded and timed at each c (<= min-context)");
+    lab_flag_size(&x, "real-context", &p.real_ctx, "contexts up to this are a real prefill; longer are cache fills");
+    lab_flag_size(&x, "pool", &p.pool, "k,v rows in the pool the cache fill cycles through");
+    lab_flag_size(&x, "recall-max", &p.recall_max, "largest recall distance for stacks with linear-time prefill");
+    lab_flag_size(&x, "recall-max-all", &p.recall_max_all, "largest recall distance for the O(T^2) stacks");
+    lab_flag_size(&x, "far", &far, "summary: recall over distances > far");
+    lab_flag_double(&x, "tau", &p.tau, "attention probe: logit of the planted token (sharpness)");
+    lab_flag_double(&x, "exact", &p.exact, "cosine at or above which a recall counts as exact");
+    lab_parse(&x, argc, argv);
     if (p.L == 0 || p.d == 0 || p.H == 0 || p.d % p.H != 0 || p.min_ctx == 0 ||
         p.decode == 0 || p.decode > p.min_ctx || p.min_ctx > p.max_ctx || p.pool == 0 ||
         p.recall_max == 0 || p.recall_max_all == 0 || p.recall_max_all > p.recall_max ||
@@ -455,7 +455,7 @@ int main(int argc, char **argv)
     if (p.real_ctx > p.max_ctx)
         p.real_ctx = p.max_ctx;
     size_t dh = p.d / p.H;
-    gsl_rng *rng = exp_rng(&x);
+    gsl_rng *rng = lab_rng(&x);
     result res[N_RATIOS];
     memset(res, 0, sizeof res);
 
@@ -470,13 +470,13 @@ int main(int argc, char **argv)
         "ms_min", "minimum time per decoded token (ms)",
         "context_built_by", "real = true prefill; filled = KV caches extended from a row pool",
         NULL};
-    FILE *f = exp_tsv_open(&x, "05_hybrid_cache", cache_cols,
+    FILE *f = lab_tsv_open(&x, "05_hybrid_cache", cache_cols,
                            "L=%zu d_model=%zu H=%zu d_head=%zu contexts %zu..%zu doubling, "
                            "decode-tokens=%zu real-context=%zu pool=%zu; untrained random "
                            "weights (kdalab_hybrid_new_random, seed+ratio index); one block per ratio",
                            p.L, p.d, p.H, dh, p.min_ctx, p.max_ctx, p.decode, p.real_ctx, p.pool);
     part_cache(&x, &p, rng, f, res);
-    exp_tsv_close(&x, f);
+    lab_tsv_close(&x, f);
 
     static const char *const recall_cols[] = {
         "ratio_kda", "N of the ratio N:M",
@@ -488,13 +488,13 @@ int main(int argc, char **argv)
         "cos_attention", "best over attention layers of cos(attend(q_p), v_p) (nan: none)",
         "exact", "1 when cos_best >= --exact",
         NULL};
-    f = exp_tsv_open(&x, "05_hybrid_cache_recall", recall_cols,
+    f = lab_tsv_open(&x, "05_hybrid_cache_recall", recall_cols,
                      "L=%zu d_model=%zu H=%zu recall-max=%zu (KDA only, 7:1) recall-max-all=%zu "
                      "(others) tau=%g exact=%g; untrained random weights (seed+100+ratio index), "
                      "random N(0,1) tokens, true forward pass; one block per ratio",
                      p.L, p.d, p.H, p.recall_max, p.recall_max_all, p.tau, p.exact);
     part_recall(&x, &p, rng, f, res, far);
-    exp_tsv_close(&x, f);
+    lab_tsv_close(&x, f);
 
     /* The claim: at 3:1 "the cache bill has already fallen by three quarters". */
     static const char *const claim_cols[] = {
@@ -509,7 +509,7 @@ int main(int argc, char **argv)
         "ms_fraction", "ms_min / the attention-only stack's",
         "ms_median", "median ms per decoded token at that context (ms)",
         NULL};
-    f = exp_tsv_open(&x, "05_hybrid_cache_claim", claim_cols, "L=%zu d_model=%zu H=%zu context=%zu",
+    f = lab_tsv_open(&x, "05_hybrid_cache_claim", claim_cols, "L=%zu d_model=%zu H=%zu context=%zu",
                      p.L, p.d, p.H, p.max_ctx);
     size_t ctx_max = p.min_ctx;
     while (ctx_max * 2 <= p.max_ctx)
@@ -520,7 +520,7 @@ int main(int argc, char **argv)
                 (double)res[r].bytes_max / (double)res[0].bytes_max,
                 1.0 - (double)res[r].bytes_max / (double)res[0].bytes_max, res[r].ms_max,
                 res[r].ms_max / res[0].ms_max, res[r].ms_max_median);
-    exp_tsv_close(&x, f);
+    lab_tsv_close(&x, f);
 
     printf("05_hybrid_cache: L=%zu layers, d_model=%zu, H=%zu, d_head=%zu; untrained random "
            "weights, seed %lu\n", p.L, p.d, p.H, dh, x.seed);
@@ -555,7 +555,7 @@ int main(int argc, char **argv)
                res[r].probes_far, res[r].cos_far_mean);
     printf("(far = %zu tokens)\n", far);
     printf("results: %s/05_hybrid_cache.tsv, 05_hybrid_cache_recall.tsv, 05_hybrid_cache_claim.tsv"
-           " (%.1f s)\n", x.out, exp_elapsed(&x));
+           " (%.1f s)\n", x.out, lab_elapsed(&x));
     gsl_rng_free(rng);
     return 0;
 }

@@ -42,7 +42,7 @@
 #include "kdalab.h"
 
 /* CPU seconds used by the process (all threads). Local to this experiment:
- * common.h has only the monotonic wall clock (exp_now). */
+ * common.h has only the monotonic wall clock (lab_now). */
 static double cpu_now(void)
 {
     struct timespec ts;
@@ -69,7 +69,7 @@ typedef struct {
     float *qf, *kf, *vf, *betaf, *g_kdaf, *g_gdnf, *of;
 } inputs;
 
-static float *floats_of(const exp_ctx *x, const double *src, size_t n)
+static float *floats_of(const lab_ctx *x, const double *src, size_t n)
 {
     float *p = calloc(n ? n : 1, sizeof *p);
     if (!p) {
@@ -80,20 +80,20 @@ static float *floats_of(const exp_ctx *x, const double *src, size_t n)
     return p;
 }
 
-static void inputs_make(const exp_ctx *x, inputs *in, gsl_rng *rng)
+static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
 {
     size_t nqk = in->Tmax * in->H * in->K, nv = in->Tmax * in->H * in->V,
            nth = in->Tmax * in->H;
-    in->q = exp_zeros(x, nqk);
-    in->k = exp_zeros(x, nqk);
-    in->v = exp_zeros(x, nv);
-    in->beta = exp_zeros(x, nth);
-    in->g_kda = exp_zeros(x, nqk);
-    in->g_gdn = exp_zeros(x, nth);
-    in->o = exp_zeros(x, nv);
+    in->q = lab_zeros(x, nqk);
+    in->k = lab_zeros(x, nqk);
+    in->v = lab_zeros(x, nv);
+    in->beta = lab_zeros(x, nth);
+    in->g_kda = lab_zeros(x, nqk);
+    in->g_gdn = lab_zeros(x, nth);
+    in->o = lab_zeros(x, nv);
     for (size_t r = 0; r < nth; r++) {
-        exp_random_unit(rng, in->q + r * in->K, in->K);
-        exp_random_unit(rng, in->k + r * in->K, in->K);
+        lab_random_unit(rng, in->q + r * in->K, in->K);
+        lab_random_unit(rng, in->k + r * in->K, in->K);
         for (size_t j = 0; j < in->V; j++) in->v[r * in->V + j] = gsl_ran_gaussian(rng, 1.0);
         in->beta[r] = gsl_rng_uniform(rng);
         /* Decays in [-0.1, 0]: a = 0.905..1, no subnormal slow paths in the timing. */
@@ -119,7 +119,7 @@ static void inputs_free(inputs *in)
 
 /* One timed call of a series at length T; returns CPU seconds, *wall gets
  * the wall seconds. */
-static double time_one(const exp_ctx *x, const series *s, const inputs *in, size_t T,
+static double time_one(const lab_ctx *x, const series *s, const inputs *in, size_t T,
                        double *wall)
 {
     kdalab_dims d = {.B = 1, .T = T, .H = in->H, .K = in->K, .V = in->V};
@@ -128,7 +128,7 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
     const float *gf = s->mech == KDALAB_KDA ? in->g_kdaf : in->g_gdnf;
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     kdalab_status st = KDALAB_OK;
-    double w0 = exp_now(), c0 = cpu_now();
+    double w0 = lab_now(), c0 = cpu_now();
     switch (s->form) {
     case FORM_RECURRENT:
         st = s->f32 ? kdalab_recurrent_f32(&d, s->mech, (float)scale, in->qf, in->kf, in->vf, gf,
@@ -148,28 +148,28 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
         break;
     }
     double t = cpu_now() - c0;
-    *wall = exp_now() - w0;
-    exp_check(x, st, s->label);
+    *wall = lab_now() - w0;
+    lab_check(x, st, s->label);
     return t;
 }
 
 int main(int argc, char **argv)
 {
-    exp_ctx x;
+    lab_ctx x;
     size_t Tmin = 256, Tmax = 8192, H = 1, K = 64, V = 64, reps = 5, fit_min = 512;
     double budget = 10.0, long_run = 0.4;
-    exp_init(&x, "06_scaling",
+    lab_init(&x, "06_scaling",
              "time vs sequence length T for every mechanism and form; fitted exponents");
-    exp_flag_size(&x, "Tmin", &Tmin, "smallest T (then doubled up to --Tmax)");
-    exp_flag_size(&x, "Tmax", &Tmax, "largest T");
-    exp_flag_size(&x, "H", &H, "heads");
-    exp_flag_size(&x, "K", &K, "key dimension per head");
-    exp_flag_size(&x, "V", &V, "value dimension per head");
-    exp_flag_size(&x, "reps", &reps, "rounds: runs per point (the minimum is kept)");
-    exp_flag_size(&x, "fit-min", &fit_min, "smallest T used in the exponent fit");
-    exp_flag_double(&x, "budget", &budget, "skip a point predicted to take longer (seconds)");
-    exp_flag_double(&x, "long", &long_run, "a run longer than this (seconds) is not repeated");
-    exp_parse(&x, argc, argv);
+    lab_flag_size(&x, "Tmin", &Tmin, "smallest T (then doubled up to --Tmax)");
+    lab_flag_size(&x, "Tmax", &Tmax, "largest T");
+    lab_flag_size(&x, "H", &H, "heads");
+    lab_flag_size(&x, "K", &K, "key dimension per head");
+    lab_flag_size(&x, "V", &V, "value dimension per head");
+    lab_flag_size(&x, "reps", &reps, "rounds: runs per point (the minimum is kept)");
+    lab_flag_size(&x, "fit-min", &fit_min, "smallest T used in the exponent fit");
+    lab_flag_double(&x, "budget", &budget, "skip a point predicted to take longer (seconds)");
+    lab_flag_double(&x, "long", &long_run, "a run longer than this (seconds) is not repeated");
+    lab_parse(&x, argc, argv);
     if (Tmin < 1 || Tmax < Tmin || H < 1 || K < 1 || V < 1 || reps < 1 || !(budget > 0.0)) {
         fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V, reps >= 1, budget > 0\n", x.name);
         return 2;
@@ -204,7 +204,7 @@ int main(int argc, char **argv)
         snprintf(s->label, sizeof s->label, "softmax_attention_%s", f32 ? "f32" : "f64");
     }
 
-    gsl_rng *rng = exp_rng(&x);
+    gsl_rng *rng = lab_rng(&x);
     inputs in = {.Tmax = Tmax, .H = H, .K = K, .V = V};
     inputs_make(&x, &in, rng);
 
@@ -220,7 +220,7 @@ int main(int argc, char **argv)
         "head_tokens_per_s", "B*H*T / seconds (CPU)",
         "ns_per_token_head", "seconds (CPU) / (B*H*T) in ns",
         NULL};
-    FILE *f = exp_tsv_open(&x, "06_scaling", cols,
+    FILE *f = lab_tsv_open(&x, "06_scaling", cols,
                            "B=1 H=%zu K=%zu V=%zu, T = %zu..%zu doubling, reps=%zu, "
                            "budget=%gs per point, long=%gs, unit-norm q,k, v~N(0,1), beta~U(0,1), "
                            "g~U(-0.1,0); single thread",
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
             secs[si][ti] = time_one(&x, &ser[si], &in, T, &wall[si][ti]);
             runs[si][ti] = 1;
             npts[si] = ti + 1;
-            exp_progress(&x, "runs", ++done, total);
+            lab_progress(&x, "runs", ++done, total);
         }
     }
     /* Rounds 1..reps-1: every point once more, except the long ones. */
@@ -263,9 +263,9 @@ int main(int argc, char **argv)
                 if (t < secs[si][ti]) secs[si][ti] = t;
                 if (w < wall[si][ti]) wall[si][ti] = w;
                 runs[si][ti]++;
-                exp_progress(&x, "runs", ++done, total);
+                lab_progress(&x, "runs", ++done, total);
             }
-    exp_progress(&x, "runs", total, total);
+    lab_progress(&x, "runs", total, total);
 
     for (size_t si = 0; si < ns; si++) {
         const series *s = &ser[si];
@@ -277,9 +277,9 @@ int main(int argc, char **argv)
                     1e9 * secs[si][ti] / ht);
         }
     }
-    exp_tsv_close(&x, f);
+    lab_tsv_close(&x, f);
 
-    FILE *ff = exp_tsv_open(&x, "06_scaling_fit", fcols,
+    FILE *ff = lab_tsv_open(&x, "06_scaling_fit", fcols,
                             "B=1 H=%zu K=%zu V=%zu, fit over T >= %zu", H, K, V, fit_min);
     printf("\n%-32s %9s %8s %6s %8s %14s %14s\n", "series", "exponent", "stderr", "points",
            "T_max", "s at T_max", "head-tok/s");
@@ -303,8 +303,8 @@ int main(int argc, char **argv)
         printf("%-32s %9.3f %8.3f %6zu %8zu %14.4g %14.4g\n", s->label, c1, se, n, tl, sl,
                (double)(H * tl) / sl);
     }
-    exp_tsv_close(&x, ff);
-    printf("\n%s: %.1f s; results in %s/06_scaling*.tsv\n", x.name, exp_elapsed(&x), x.out);
+    lab_tsv_close(&x, ff);
+    printf("\n%s: %.1f s; results in %s/06_scaling*.tsv\n", x.name, lab_elapsed(&x), x.out);
 
     inputs_free(&in);
     gsl_rng_free(rng);
