@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -94,12 +95,15 @@ static void usage(const lab_ctx *x, FILE *f)
     fprintf(f, "  --%-14s %s\n", "help", "print this list and exit");
 }
 
-static void bad_usage(const lab_ctx *x, const char *fmt, const char *arg)
+/* A bad command line: one line on stderr naming the problem, exit 2. */
+__attribute__((format(printf, 2, 3))) static void bad_usage(const lab_ctx *x, const char *fmt, ...)
 {
+    va_list ap;
     fprintf(stderr, "%s: ", x->name);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    usage(x, stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see --help)\n");
     exit(2);
 }
 
@@ -133,50 +137,73 @@ static int set_value(lab_flag *fl, const char *s)
     return -1;
 }
 
+/* What set_value accepts for each flag type, for the error message. */
+static const char *const value_kind[] = {"a non-negative integer", "an integer",
+                                         "a finite number", "a string"};
+
+/* getopt_long also takes a unique prefix of a long name (--see for --seed).
+ * The lab does not: a prefix that is unique today can change meaning when a
+ * flag is added, and the command line recorded in each TSV should name the
+ * flags in full. arg is the command-line word "--name" or "--name=VALUE". */
+static int spelled_in_full(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(arg, "--", 2) == 0 && strncmp(arg + 2, name, n) == 0 &&
+           (arg[2 + n] == '\0' || arg[2 + n] == '=');
+}
+
+/* getopt_long return values: 'h' for --help / -h, then --out, --seed, and
+ * OPT_FLAG + i for the registered flag x->flags[i]. */
+enum { OPT_HELP = 'h', OPT_OUT = 256, OPT_SEED, OPT_FLAG };
+
 void lab_parse(lab_ctx *x, int argc, char **argv)
 {
     x->argc = argc;
     x->argv = argv;
-    /* --out and --seed live in the flag table during parsing only. */
-    unsigned long long seed = x->seed;
-    const char *seed_str = NULL;
-    lab_flag common[2] = {{"out", LAB_FLAG_STRING, &x->out, ""},
-                          {"seed", LAB_FLAG_STRING, &seed_str, ""}};
+    struct option opts[LAB_MAX_FLAGS + 4];
+    size_t n = 0;
+    opts[n++] = (struct option){"out", required_argument, NULL, OPT_OUT};
+    opts[n++] = (struct option){"seed", required_argument, NULL, OPT_SEED};
+    opts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    for (size_t i = 0; i < x->nflags; i++)
+        opts[n++] = (struct option){x->flags[i].name, required_argument, NULL, OPT_FLAG + (int)i};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    /* "+": stop at the first word that is not a flag (reported below) instead
+     * of reordering argv; ":": report a missing value as ':', not '?'.
+     * opterr = 0: the messages are ours, and name the experiment. */
+    opterr = 0;
+    optind = 1;
+    for (;;) {
+        int word = optind; /* the command-line word getopt_long reads next */
+        int li = -1;
+        int c = getopt_long(argc, argv, "+:h", opts, &li);
+        if (c == -1) break;
+        if (c == '?') bad_usage(x, "unknown flag '%s'", argv[word]);
+        if (c == ':') bad_usage(x, "%s needs a value", argv[word]);
+        if (li >= 0 && !spelled_in_full(argv[word], opts[li].name))
+            bad_usage(x, "unknown flag '%s'", argv[word]);
+        if (c == OPT_HELP) {
             usage(x, stdout);
             exit(0);
+        } else if (c == OPT_OUT) {
+            x->out = optarg;
+        } else if (c == OPT_SEED) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long seed = strtoull(optarg, &end, 10);
+            if (errno || *optarg == '-' || *optarg == '\0' || *end != '\0')
+                bad_usage(x, "--seed needs a non-negative integer, not '%s'", optarg);
+            x->seed = (unsigned long)seed;
+        } else {
+            lab_flag *fl = &x->flags[c - OPT_FLAG];
+            if (set_value(fl, optarg) != 0)
+                bad_usage(x, "--%s needs %s, not '%s'", fl->name, value_kind[fl->type],
+                          optarg);
         }
-        if (strncmp(a, "--", 2) != 0) bad_usage(x, "unexpected argument '%s'", a);
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        lab_flag *fl = NULL;
-        for (size_t j = 0; j < 2 && !fl; j++)
-            if (strlen(common[j].name) == len && strncmp(common[j].name, name, len) == 0)
-                fl = &common[j];
-        for (size_t j = 0; j < x->nflags && !fl; j++)
-            if (strlen(x->flags[j].name) == len && strncmp(x->flags[j].name, name, len) == 0)
-                fl = &x->flags[j];
-        if (!fl) bad_usage(x, "unknown flag '%s'", a);
-        const char *val = eq ? eq + 1 : NULL;
-        if (!val) {
-            if (i + 1 >= argc) bad_usage(x, "flag '%s' needs a value", a);
-            val = argv[++i];
-        }
-        if (set_value(fl, val) != 0) bad_usage(x, "bad value '%s'", val);
     }
-    if (seed_str) {
-        char *end = NULL;
-        errno = 0;
-        seed = strtoull(seed_str, &end, 10);
-        if (errno || *seed_str == '-' || *seed_str == '\0' || *end != '\0')
-            bad_usage(x, "bad seed '%s' (a non-negative integer)", seed_str);
-        x->seed = (unsigned long)seed;
-    }
-    if (x->out[0] == '\0') bad_usage(x, "empty --out directory%s", "");
+    if (optind < argc) bad_usage(x, "unexpected argument '%s'", argv[optind]);
+    if (x->out[0] == '\0') bad_usage(x, "empty --out directory");
     if (mkdir(x->out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, x->out,
                 strerror(errno));

@@ -2,7 +2,7 @@
  * experiments/common.h — the small helpers every numbered experiment shares.
  *
  *   flags     --out DIR (default "results"), --seed N (default 1), --help, plus
- *             per-experiment flags registered in one line each
+ *             per-experiment flags registered in one line each (getopt_long)
  *   TSV       a file DIR/NAME.tsv opened with a '#' header block naming the
  *             experiment, the command line, the seed, the parameters and what
  *             each column is (gnuplot skips '#' lines)
@@ -75,10 +75,12 @@ void lab_flag_int(lab_ctx *x, const char *name, long *target, const char *help);
 void lab_flag_double(lab_ctx *x, const char *name, double *target, const char *help);
 void lab_flag_string(lab_ctx *x, const char *name, const char **target, const char *help);
 
-/* Parse argv. --help / -h prints the flag list (with defaults) to stdout and
- * exits 0; an unknown flag, a missing value or a malformed number prints the
- * problem and the flag list to stderr and exits 2. Creates the --out
- * directory (one level) if it does not exist. */
+/* Parse argv with getopt_long: --name VALUE or --name=VALUE, flag names in
+ * full (no abbreviations), a lone "--" ends the flags. --help / -h prints the
+ * flag list (with defaults) to stdout and exits 0; an unknown flag, a missing
+ * value, a malformed number or a stray argument prints one line naming the
+ * problem to stderr and exits 2. Creates the --out directory (one level) if it
+ * does not exist. */
 void lab_parse(lab_ctx *x, int argc, char **argv);
 
 /* A GSL Mersenne-Twister generator seeded with x->seed (free with gsl_rng_free). */
