@@ -69,17 +69,6 @@ typedef struct {
     float *qf, *kf, *vf, *betaf, *g_kdaf, *g_gdnf, *of;
 } inputs;
 
-static float *floats_of(const lab_ctx *x, const double *src, size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) {
-        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
-        exit(1);
-    }
-    for (size_t i = 0; i < n && src; i++) p[i] = (float)src[i];
-    return p;
-}
-
 static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
 {
     size_t nqk = in->Tmax * in->H * in->K, nv = in->Tmax * in->H * in->V,
@@ -100,13 +89,13 @@ static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
         in->g_gdn[r] = -0.1 * gsl_rng_uniform(rng);
         for (size_t c = 0; c < in->K; c++) in->g_kda[r * in->K + c] = -0.1 * gsl_rng_uniform(rng);
     }
-    in->qf = floats_of(x, in->q, nqk);
-    in->kf = floats_of(x, in->k, nqk);
-    in->vf = floats_of(x, in->v, nv);
-    in->betaf = floats_of(x, in->beta, nth);
-    in->g_kdaf = floats_of(x, in->g_kda, nqk);
-    in->g_gdnf = floats_of(x, in->g_gdn, nth);
-    in->of = floats_of(x, NULL, nv);
+    in->qf = lab_floats(x, in->q, nqk);
+    in->kf = lab_floats(x, in->k, nqk);
+    in->vf = lab_floats(x, in->v, nv);
+    in->betaf = lab_floats(x, in->beta, nth);
+    in->g_kdaf = lab_floats(x, in->g_kda, nqk);
+    in->g_gdnf = lab_floats(x, in->g_gdn, nth);
+    in->of = lab_floats(x, NULL, nv);
 }
 
 static void inputs_free(inputs *in)

@@ -328,3 +328,14 @@ double *lab_zeros(const lab_ctx *x, size_t n)
     }
     return p;
 }
+
+float *lab_floats(const lab_ctx *x, const double *src, size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
+        exit(1);
+    }
+    for (size_t i = 0; i < n && src; i++) p[i] = (float)src[i];
+    return p;
+}

@@ -133,4 +133,8 @@ size_t lab_parse_list(const char *s, double *out, size_t max);
 /* Allocate n doubles set to zero, exiting 1 on failure. */
 double *lab_zeros(const lab_ctx *x, size_t n);
 
+/* Allocate n floats, converted from src[0..n-1] (zero when src is NULL),
+ * exiting 1 on failure: the float32 copy of a float64 input. */
+float *lab_floats(const lab_ctx *x, const double *src, size_t n);
+
 #endif
