@@ -1,8 +1,9 @@
 /*
- * 05_hybrid_cache — the bill of the 3:1 hybrid (seed chapter, "Do not choose.
- * Interleave." and "Why three-to-one"). Stacks of L layers
- * (lib/model/hybrid.c) with KDA : attention ratios 0:1 (attention only), 1:1, 3:1,
- * 7:1 and 1:0 (KDA only). In each period of N+M layers the first N are KDA
+ * 05_hybrid_cache — the bill of the 3:1 hybrid: cache bytes, time per decoded
+ * token and exact recall of a planted token (seed chapter, "Do not choose.
+ * Interleave." and "Why three-to-one"), for stacks of L layers
+ * (lib/model/hybrid.c) with KDA : attention ratios 0:1 (attention only), 1:1,
+ * 3:1, 7:1 and 1:0 (KDA only). In each period of N+M layers the first N are KDA
  * and the last M attention (3:1 = KDA KDA KDA ATTN, as in Kimi Linear). The
  * weights are UNTRAINED: drawn by kdalab_hybrid_new_random from --seed.
  *
