@@ -8,7 +8,8 @@
  *             each column is (gnuplot skips '#' lines)
  *   progress  one line on stderr while a sweep runs
  *   timing    a monotonic clock (clock_gettime)
- *   misc      a seeded GSL generator, random unit vectors, a status check
+ *   misc      a seeded GSL generator, random unit vectors, a status check,
+ *             zeroed and float32 buffers
  *
  * Typical use:
  *
