@@ -4,8 +4,10 @@
  */
 #include "common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -107,6 +109,18 @@ __attribute__((format(printf, 2, 3))) static void bad_usage(const lab_ctx *x, co
     exit(2);
 }
 
+/* A non-negative decimal integer into *v; returns 0 on success. Digits
+ * only: strtoull alone would skip leading blanks and wrap " -5" around to
+ * 2^64 - 5. */
+static int parse_count(const char *s, unsigned long long max, unsigned long long *v)
+{
+    char *end = NULL;
+    errno = 0;
+    if (!isdigit((unsigned char)*s)) return -1;
+    *v = strtoull(s, &end, 10);
+    return errno || *end != '\0' || *v > max ? -1 : 0;
+}
+
 /* Parse one value into a flag's target; returns 0 on success. */
 static int set_value(lab_flag *fl, const char *s)
 {
@@ -114,9 +128,8 @@ static int set_value(lab_flag *fl, const char *s)
     errno = 0;
     switch (fl->type) {
     case LAB_FLAG_SIZE: {
-        if (*s == '-' || *s == '\0') return -1;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end != '\0' || v > (unsigned long long)SIZE_MAX) return -1;
+        unsigned long long v;
+        if (parse_count(s, SIZE_MAX, &v) != 0) return -1;
         *(size_t *)fl->target = (size_t)v;
         return 0;
     }
@@ -189,10 +202,8 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
         } else if (c == OPT_OUT) {
             x->out = optarg;
         } else if (c == OPT_SEED) {
-            char *end = NULL;
-            errno = 0;
-            unsigned long long seed = strtoull(optarg, &end, 10);
-            if (errno || *optarg == '-' || *optarg == '\0' || *end != '\0')
+            unsigned long long seed;
+            if (parse_count(optarg, ULONG_MAX, &seed) != 0)
                 bad_usage(x, "--seed needs a non-negative integer, not '%s'", optarg);
             x->seed = (unsigned long)seed;
         } else {
