@@ -36,30 +36,37 @@
 #include "common.h"
 #include "kdalab.h"
 
-/* The precisions of the sweep: float64 (kdalab_chunk_f64) and the three
- * storage formats of kdalab_chunk_f32. */
-enum { P_FP64 = 0, P_FP32, P_BF16, P_FP16, N_PREC };
-static const char *const prec_name[N_PREC] = {"fp64", "fp32", "bf16", "fp16"};
-/* ln of the largest finite value of each format. bf16's largest finite is
- * (2 - 2^-7) * 2^127 = 3.3895e38, fp32's (2 - 2^-23) * 2^127 = 3.4028e38. */
-static double ln_max(int p)
-{
-    switch (p) {
-    case P_FP64: return log(DBL_MAX);
-    case P_FP32: return log((double)FLT_MAX);
-    case P_BF16: return log((2.0 - ldexp(1.0, -7)) * ldexp(1.0, 127));
-    default: return log(65504.0);
-    }
-}
+/* ---- the cases of the sweep -------------------------------------------------------- */
 
-/* The decay modes of the sweep, as issue 5 lists them. subchunk == 0 means
- * "the chunk itself" (rescaled and pairwise ignore the sub-chunk). */
+/* The precisions: float64 (kdalab_chunk_f64) and the three storage formats of
+ * kdalab_chunk_f32, each with its largest finite value (bf16's is (2 - 2^-7) *
+ * 2^127 = 3.3895e38, fp32's (2 - 2^-23) * 2^127 = 3.4028e38) and its floor
+ * (floor_err: the error no chunking scheme can beat). */
 typedef struct {
-    const char *label; /* column value and plot key */
+    const char *name;         /* the precision column: fp64, fp32, bf16, fp16         */
+    int f64;                  /* 1: kdalab_chunk_f64; 0: kdalab_chunk_f32             */
+    kdalab_precision storage; /* opts.precision (must be FP32 for kdalab_chunk_f64)   */
+    double max_finite;        /* the largest finite value of the format              */
+    const char *floor;        /* the floor's mode column in the sweep TSV (NULL: none) */
+} precision_case;
+static const precision_case precisions[] = {
+    {"fp64", 1, KDALAB_FP32, DBL_MAX, NULL},
+    {"fp32", 0, KDALAB_FP32, FLT_MAX, "recurrent_f32"},
+    {"bf16", 0, KDALAB_BF16, 0x1.fep127, "floor"},
+    {"fp16", 0, KDALAB_FP16, 65504.0, "floor"},
+};
+#define N_PREC (sizeof precisions / sizeof precisions[0])
+
+/* The decay modes: the chapter's rescaling relative to the chunk start, the
+ * production kernels' anchored sub-chunks at two sub-chunk sizes, and the two
+ * that never overflow (safe sub-chunks, pairwise). subchunk == 0 means "the
+ * chunk itself" (rescaled and pairwise ignore the sub-chunk). */
+typedef struct {
+    const char *label; /* the mode column and plot key */
     kdalab_decay_mode mode;
     size_t subchunk;
-} mode_cfg;
-static const mode_cfg modes[] = {
+} mode_case;
+static const mode_case modes[] = {
     {"rescaled", KDALAB_DECAY_RESCALED, 0},
     {"anchored16", KDALAB_DECAY_ANCHORED, 16},
     {"anchored32", KDALAB_DECAY_ANCHORED, 32},
@@ -71,6 +78,58 @@ static const mode_cfg modes[] = {
 static const size_t chunks[] = {16, 32, 64, 128};
 #define N_CHUNKS (sizeof chunks / sizeof chunks[0])
 
+/* The overflow thresholds to bisect, at every precision. A sub-chunked mode's
+ * threshold depends on the sub-chunk only, so one chunk size (64) each. */
+typedef struct {
+    const char *mode; /* a label of modes[] */
+    size_t C;
+} threshold_case;
+static const threshold_case threshold_cases[] = {
+    {"rescaled", 16},   {"rescaled", 32},   {"rescaled", 64},
+    {"rescaled", 128},  {"anchored16", 64}, {"anchored32", 64},
+};
+#define N_THRESHOLD_CASES (sizeof threshold_cases / sizeof threshold_cases[0])
+
+/* The |g| values the chapter and REFERENCE.md name: the sweep grid always
+ * holds them and the C = 64 table shows them. */
+#define N_NAMED_G 6
+static void named_g(double g[N_NAMED_G])
+{
+    const double named[N_NAMED_G] = {
+        -log(0.9), /* the chapter's a = 0.9                          */
+        5.0,       /* production bound g >= -5                       */
+        5.5,       /* reported overflow of unbounded gates           */
+        6.0, 12.0, /* past the bound                                 */
+        27.6,      /* a decay factor of ~1e-12, reported NaN prefill */
+    };
+    memcpy(g, named, sizeof named);
+}
+
+/* The index of a mode by its label, of a chunk by its size (a name not in
+ * the tables is a bug in this file). */
+static size_t mode_named(const char *label)
+{
+    for (size_t i = 0; i < N_MODES; i++)
+        if (strcmp(modes[i].label, label) == 0) return i;
+    fprintf(stderr, "03_subchunk_range: no decay mode '%s'\n", label);
+    abort();
+}
+
+static size_t chunk_named(size_t C)
+{
+    for (size_t i = 0; i < N_CHUNKS; i++)
+        if (chunks[i] == C) return i;
+    fprintf(stderr, "03_subchunk_range: no chunk size %zu\n", C);
+    abort();
+}
+
+typedef struct { /* the command-line parameters */
+    size_t T, K, V, n_log, iters;
+    double g_lo, g_hi;
+} params;
+
+/* ---- one problem and one run --------------------------------------------------------- */
+
 /* One KDA problem in float64 and its float32 copy. */
 typedef struct {
     kdalab_dims d;
@@ -80,17 +139,7 @@ typedef struct {
     float *qf, *kf, *vf, *betaf, *gf, *of, *htf;
 } problem;
 
-static float *floats(const exp_ctx *x, size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) {
-        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
-        exit(1);
-    }
-    return p;
-}
-
-static void problem_make(const exp_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t K,
+static void problem_make(const lab_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t K,
                          size_t V)
 {
     memset(pb, 0, sizeof *pb);
@@ -100,33 +149,27 @@ static void problem_make(const exp_ctx *x, problem *pb, gsl_rng *rng, size_t T, 
     pb->nbth = T;
     pb->nst = K * V;
     pb->scale = kdalab_default_scale(K);
-    pb->q = exp_zeros(x, pb->nqk);
-    pb->k = exp_zeros(x, pb->nqk);
-    pb->v = exp_zeros(x, pb->nv);
-    pb->beta = exp_zeros(x, pb->nbth);
-    pb->g = exp_zeros(x, pb->nqk);
-    pb->o_ref = exp_zeros(x, pb->nv);
-    pb->o = exp_zeros(x, pb->nv);
-    pb->ht = exp_zeros(x, pb->nst);
+    pb->q = lab_zeros(x, pb->nqk);
+    pb->k = lab_zeros(x, pb->nqk);
+    pb->v = lab_zeros(x, pb->nv);
+    pb->beta = lab_zeros(x, pb->nbth);
+    pb->g = lab_zeros(x, pb->nqk);
+    pb->o_ref = lab_zeros(x, pb->nv);
+    pb->o = lab_zeros(x, pb->nv);
+    pb->ht = lab_zeros(x, pb->nst);
     for (size_t t = 0; t < T; t++) {
-        exp_random_unit(rng, pb->q + t * K, K);
-        exp_random_unit(rng, pb->k + t * K, K);
+        lab_random_unit(rng, pb->q + t * K, K);
+        lab_random_unit(rng, pb->k + t * K, K);
         for (size_t j = 0; j < V; j++) pb->v[t * V + j] = gsl_ran_gaussian(rng, 1.0);
         pb->beta[t] = gsl_rng_uniform(rng);
     }
-    pb->qf = floats(x, pb->nqk);
-    pb->kf = floats(x, pb->nqk);
-    pb->vf = floats(x, pb->nv);
-    pb->betaf = floats(x, pb->nbth);
-    pb->gf = floats(x, pb->nqk);
-    pb->of = floats(x, pb->nv);
-    pb->htf = floats(x, pb->nst);
-    for (size_t i = 0; i < pb->nqk; i++) {
-        pb->qf[i] = (float)pb->q[i];
-        pb->kf[i] = (float)pb->k[i];
-    }
-    for (size_t i = 0; i < pb->nv; i++) pb->vf[i] = (float)pb->v[i];
-    for (size_t i = 0; i < pb->nbth; i++) pb->betaf[i] = (float)pb->beta[i];
+    pb->qf = lab_floats(x, pb->q, pb->nqk);
+    pb->kf = lab_floats(x, pb->k, pb->nqk);
+    pb->vf = lab_floats(x, pb->v, pb->nv);
+    pb->betaf = lab_floats(x, pb->beta, pb->nbth);
+    pb->gf = lab_floats(x, NULL, pb->nqk); /* set with g by problem_set_g */
+    pb->of = lab_floats(x, NULL, pb->nv);
+    pb->htf = lab_floats(x, NULL, pb->nst);
 }
 
 static void problem_free(problem *pb)
@@ -139,13 +182,13 @@ static void problem_free(problem *pb)
 
 /* Set the constant per-step log-decay g (<= 0) on every position and channel
  * and recompute the float64 recurrent reference. */
-static void problem_set_g(const exp_ctx *x, problem *pb, double g)
+static void problem_set_g(const lab_ctx *x, problem *pb, double g)
 {
     for (size_t i = 0; i < pb->nqk; i++) {
         pb->g[i] = g;
         pb->gf[i] = (float)g;
     }
-    exp_check(x,
+    lab_check(x,
               kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
                                    pb->beta, NULL, pb->o_ref, NULL),
               "recurrent_f64 reference");
@@ -164,53 +207,49 @@ static double rel_err(const double *a, const float *af, const double *ref, size_
     return den > 0.0 ? num / den : num;
 }
 
-/* The outcome of one chunkwise run. */
-typedef struct {
+typedef struct { /* the outcome of one chunkwise run */
     kdalab_status status;
     kdalab_report rep;
     double err;
 } outcome;
 
-/* One chunkwise run at precision p (g already set). ERANGE is a measurement. */
-static outcome run_chunk(const exp_ctx *x, problem *pb, int p, size_t C, const mode_cfg *m)
+/* One chunkwise run at precision pc (g already set). ERANGE is a measurement. */
+static outcome run_chunk(const lab_ctx *x, problem *pb, const precision_case *pc, size_t C,
+                         const mode_case *m)
 {
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     opts.chunk = C;
     opts.subchunk = m->subchunk ? m->subchunk : C;
     opts.decay = m->mode;
-    outcome r;
-    memset(&r, 0, sizeof r);
-    if (p == P_FP64) {
-        opts.precision = KDALAB_FP32;
+    opts.precision = pc->storage;
+    outcome r = {0};
+    if (pc->f64)
         r.status = kdalab_chunk_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
                                     pb->beta, NULL, pb->o, pb->ht, &opts, &r.rep);
-    } else {
-        opts.precision = p == P_FP32 ? KDALAB_FP32 : p == P_BF16 ? KDALAB_BF16 : KDALAB_FP16;
+    else
         r.status = kdalab_chunk_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
                                     pb->vf, pb->gf, pb->betaf, NULL, pb->of, pb->htf, &opts,
                                     &r.rep);
-    }
-    if (r.status != KDALAB_ERANGE) exp_check(x, r.status, "chunkwise form");
-    r.err = p == P_FP64 ? rel_err(pb->o, NULL, pb->o_ref, pb->nv)
-                        : rel_err(NULL, pb->of, pb->o_ref, pb->nv);
+    if (r.status != KDALAB_ERANGE) lab_check(x, r.status, "chunkwise form");
+    r.err = pc->f64 ? rel_err(pb->o, NULL, pb->o_ref, pb->nv)
+                    : rel_err(NULL, pb->of, pb->o_ref, pb->nv);
     return r;
 }
 
 static size_t nonfinite(const outcome *r) { return r->rep.nonfinite_o + r->rep.nonfinite_ht; }
 
-/* The input-rounding floor of a storage format: the float64 recurrent form
- * on inputs rounded to the format (what no chunking scheme can beat). */
-static double rounding_floor(const exp_ctx *x, problem *pb, int p)
+/* The float64 recurrent form on inputs rounded to storage format kp: the
+ * bf16 / fp16 floor. */
+static double rounding_floor(const lab_ctx *x, problem *pb, kdalab_precision kp)
 {
-    kdalab_precision kp = p == P_BF16 ? KDALAB_BF16 : KDALAB_FP16;
     size_t nmax = pb->nqk > pb->nv ? pb->nqk : pb->nv;
     double *buf[5];
-    for (int i = 0; i < 5; i++) buf[i] = exp_zeros(x, nmax);
+    for (int i = 0; i < 5; i++) buf[i] = lab_zeros(x, nmax);
     const double *src[5] = {pb->q, pb->k, pb->v, pb->g, pb->beta};
     size_t n[5] = {pb->nqk, pb->nqk, pb->nv, pb->nqk, pb->nbth};
     for (int i = 0; i < 5; i++)
         for (size_t j = 0; j < n[i]; j++) buf[i][j] = kdalab_round(kp, (float)src[i][j]);
-    exp_check(x,
+    lab_check(x,
               kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, buf[0], buf[1], buf[2],
                                    buf[3], buf[4], NULL, pb->o, NULL),
               "recurrent_f64 on rounded inputs");
@@ -219,15 +258,20 @@ static double rounding_floor(const exp_ctx *x, problem *pb, int p)
     return e;
 }
 
-/* The float32 recurrent form: the fp32 floor. */
-static double recurrent_f32_err(const exp_ctx *x, problem *pb)
+/* The floor of precision pc at the current g: the float32 recurrent form for
+ * fp32, rounding_floor for bf16 and fp16, 0 for fp64 (which has none). */
+static double floor_err(const lab_ctx *x, problem *pb, const precision_case *pc)
 {
-    exp_check(x,
+    if (pc->f64) return 0.0;
+    if (pc->storage != KDALAB_FP32) return rounding_floor(x, pb, pc->storage);
+    lab_check(x,
               kdalab_recurrent_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
                                    pb->vf, pb->gf, pb->betaf, NULL, pb->of, NULL),
               "recurrent_f32");
     return rel_err(NULL, pb->of, pb->o_ref, pb->nv);
 }
+
+/* ---- part 1: the sweep over g, chunk size, mode and precision ------------------------- */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -235,21 +279,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The |g| grid: n_log log-spaced points over [g_lo, g_hi] and the points the
- * chapter and REFERENCE.md name. Sorted, duplicates dropped. Returns count. */
+/* The |g| grid: n_log log-spaced points over [g_lo, g_hi] and the named
+ * points. Sorted, duplicates dropped. Returns the count. */
 static size_t make_grid(double *grid, size_t n_log, double g_lo, double g_hi)
 {
     size_t n = 0;
     for (size_t i = 0; i < n_log; i++)
         grid[n++] = g_lo * pow(g_hi / g_lo, n_log > 1 ? (double)i / (double)(n_log - 1) : 0.0);
-    const double special[] = {
-        -log(0.9), /* the chapter's a = 0.9                          */
-        5.0,       /* production bound g >= -5                       */
-        5.5,       /* reported overflow of unbounded gates           */
-        6.0, 12.0, /* past the bound                                 */
-        27.6,      /* a decay factor of ~1e-12, reported NaN prefill */
-    };
-    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) grid[n++] = special[i];
+    named_g(grid + n);
+    n += N_NAMED_G;
     qsort(grid, n, sizeof grid[0], cmp_double);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
@@ -257,77 +295,57 @@ static size_t make_grid(double *grid, size_t n_log, double g_lo, double g_hi)
     return m;
 }
 
-/* The overflow threshold of one (precision, C, mode): bisection on ln|g|
- * between a finite and a non-finite run. */
-typedef struct {
-    double g_ok, g_bad;       /* largest finite |g|, smallest non-finite |g|      */
-    double exp_ok, exp_bad;   /* report.max_exponent at those two runs            */
-    int found;                /* 0: finite up to the top of the bracket           */
-} threshold;
+typedef struct { /* the sweep's results, kept for the tables after it */
+    double *grid;   /* |g|, ascending                                            */
+    size_t ng;
+    outcome *runs;  /* [g][chunk][mode][precision]; unset where subchunk > chunk */
+    double *floors; /* [g][precision]: floor_err                                 */
+} sweep;
 
-static threshold find_threshold(const exp_ctx *x, problem *pb, int p, size_t C,
-                                const mode_cfg *m, double lo, double hi, int iters)
+static outcome *sweep_run(const sweep *sw, size_t gi, size_t ci, size_t mi, size_t pi)
 {
-    threshold th = {0};
-    problem_set_g(x, pb, -hi);
-    outcome r = run_chunk(x, pb, p, C, m);
-    if (nonfinite(&r) == 0) {
-        th.g_ok = hi;
-        th.exp_ok = r.rep.max_exponent;
-        return th;
-    }
-    th.found = 1;
-    th.g_bad = hi;
-    th.exp_bad = r.rep.max_exponent;
-    problem_set_g(x, pb, -lo);
-    r = run_chunk(x, pb, p, C, m);
-    th.g_ok = lo;
-    th.exp_ok = r.rep.max_exponent;
-    for (int it = 0; it < iters; it++) {
-        double mid = sqrt(th.g_ok * th.g_bad);
-        problem_set_g(x, pb, -mid);
-        r = run_chunk(x, pb, p, C, m);
-        if (nonfinite(&r) == 0) {
-            th.g_ok = mid;
-            th.exp_ok = r.rep.max_exponent;
-        } else {
-            th.g_bad = mid;
-            th.exp_bad = r.rep.max_exponent;
-        }
-    }
-    return th;
+    return &sw->runs[((gi * N_CHUNKS + ci) * N_MODES + mi) * N_PREC + pi];
 }
 
-int main(int argc, char **argv)
+/* The index of |g| = g in the grid, or ng when it is not there. */
+static size_t grid_index(const sweep *sw, double g)
 {
-    exp_ctx x;
-    size_t T = 256, K = 32, V = 32, n_log = 24, iters = 30;
-    double g_lo = 0.01, g_hi = 5.0;
-    exp_init(&x, "03_subchunk_range",
-             "the floating-point range problem of chunkwise KDA: 1/gamma, non-finite values "
-             "and error by chunk size, decay mode and precision");
-    exp_flag_size(&x, "T", &T, "sequence length (positions)");
-    exp_flag_size(&x, "K", &K, "key dimension");
-    exp_flag_size(&x, "V", &V, "value dimension");
-    exp_flag_size(&x, "points", &n_log, "log-spaced |g| points between --gmin and --gmax");
-    exp_flag_double(&x, "gmin", &g_lo, "smallest per-step decay |g| of the log grid");
-    exp_flag_double(&x, "gmax", &g_hi, "largest per-step decay |g| of the log grid");
-    exp_flag_size(&x, "iters", &iters, "bisection steps per overflow threshold");
-    exp_parse(&x, argc, argv);
-    if (T < 1 || K < 1 || V < 1 || !(g_lo > 0.0) || !(g_hi >= g_lo) || n_log > 1000) {
-        fprintf(stderr, "%s: need T, K, V >= 1, 0 < gmin <= gmax, points <= 1000\n", x.name);
-        return 2;
+    size_t gi = sw->ng;
+    for (size_t i = 0; i < sw->ng; i++)
+        if (fabs(sw->grid[i] - g) < 1e-9 * g) gi = i;
+    return gi;
+}
+
+/* Every (g, C, mode, precision) run and every floor. */
+static void sweep_measure(lab_ctx *x, const params *prm, problem *pb, sweep *sw)
+{
+    sw->grid = lab_zeros(x, prm->n_log + N_NAMED_G);
+    sw->ng = make_grid(sw->grid, prm->n_log, prm->g_lo, prm->g_hi);
+    sw->runs = calloc(sw->ng * N_CHUNKS * N_MODES * N_PREC, sizeof *sw->runs);
+    sw->floors = lab_zeros(x, sw->ng * N_PREC);
+    if (!sw->runs) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
     }
+    for (size_t gi = 0; gi < sw->ng; gi++) {
+        problem_set_g(x, pb, -sw->grid[gi]);
+        for (size_t ci = 0; ci < N_CHUNKS; ci++)
+            for (size_t mi = 0; mi < N_MODES; mi++) {
+                if (modes[mi].subchunk > chunks[ci]) continue; /* sub-chunk > chunk */
+                for (size_t pi = 0; pi < N_PREC; pi++)
+                    *sweep_run(sw, gi, ci, mi, pi) =
+                        run_chunk(x, pb, &precisions[pi], chunks[ci], &modes[mi]);
+            }
+        for (size_t pi = 0; pi < N_PREC; pi++)
+            sw->floors[gi * N_PREC + pi] = floor_err(x, pb, &precisions[pi]);
+        lab_progress(x, "decay values", gi + 1, sw->ng);
+    }
+}
 
-    gsl_rng *rng = exp_rng(&x);
-    problem pb;
-    problem_make(&x, &pb, rng, T, K, V);
-
-    double *grid = malloc((n_log + 16) * sizeof *grid);
-    if (!grid) return 1;
-    size_t ng = make_grid(grid, n_log, g_lo, g_hi);
-
-    /* ---- the sweep ---------------------------------------------------------- */
+/* Written series by series (precision, mode, C; g ascending in |g|) so that
+ * each plotted line is a contiguous block; each precision's floor after it. */
+static void sweep_write(const lab_ctx *x, const params *prm, const sweep *sw)
+{
     static const char *const cols[] = {
         "g", "per-step log-decay on every channel (<= 0)",
         "C", "chunk size, positions (0: not chunked)",
@@ -343,75 +361,91 @@ int main(int argc, char **argv)
         "status", "library status (0 ok, 8 ERANGE)",
         "err", "max|o - o_ref| / max|o_ref| vs the float64 recurrent form (nan if non-finite)",
         NULL};
-    FILE *f = exp_tsv_open(&x, "03_subchunk_range", cols,
+    FILE *f = lab_tsv_open(x, "03_subchunk_range", cols,
                            "KDA, B=1 H=1 T=%zu K=%zu V=%zu, unit-norm q,k, v~N(0,1), "
                            "beta~U(0,1), constant g on every channel and position; "
                            "|g| grid: %zu log points in [%g, %g] + ln(1/0.9), 5.5, 6, 12, 27.6",
-                           T, K, V, n_log, g_lo, g_hi);
-
-    size_t total = ng, done = 0;
-    /* Results kept for the summary: [g][C][mode][prec]. */
-    size_t ncell = ng * N_CHUNKS * N_MODES * N_PREC;
-    outcome *res = calloc(ncell, sizeof *res);
-    if (!res) return 1;
-#define CELL(gi, ci, mi, pi) ((((gi) * N_CHUNKS + (ci)) * N_MODES + (mi)) * N_PREC + (pi))
-
-    double *floor_err = calloc(3 * ng, sizeof *floor_err); /* fp32 recurrent, bf16, fp16 */
-    if (!floor_err) return 1;
-    for (size_t gi = 0; gi < ng; gi++) {
-        problem_set_g(&x, &pb, -grid[gi]);
-        for (size_t ci = 0; ci < N_CHUNKS; ci++)
-            for (size_t mi = 0; mi < N_MODES; mi++) {
-                if (modes[mi].subchunk > chunks[ci]) continue; /* sub-chunk > chunk */
-                for (int p = 0; p < N_PREC; p++)
-                    res[CELL(gi, ci, mi, p)] = run_chunk(&x, &pb, p, chunks[ci], &modes[mi]);
-            }
-        /* The floors: fp32 recurrence, and float64 on inputs rounded to bf16/fp16. */
-        floor_err[3 * gi + 0] = recurrent_f32_err(&x, &pb);
-        floor_err[3 * gi + 1] = rounding_floor(&x, &pb, P_BF16);
-        floor_err[3 * gi + 2] = rounding_floor(&x, &pb, P_FP16);
-        exp_progress(&x, "decay values", ++done, total);
-    }
-    /* Written series by series (precision, mode, C; g ascending in |g|) so that
-     * each plotted line is a contiguous block. */
-    for (int p = 0; p < N_PREC; p++) {
+                           prm->T, prm->K, prm->V, prm->n_log, prm->g_lo, prm->g_hi);
+    const double *grid = sw->grid;
+    for (size_t pi = 0; pi < N_PREC; pi++) {
+        const precision_case *pc = &precisions[pi];
         for (size_t mi = 0; mi < N_MODES; mi++) {
-            const mode_cfg *m = &modes[mi];
+            const mode_case *m = &modes[mi];
             for (size_t ci = 0; ci < N_CHUNKS; ci++) {
                 size_t C = chunks[ci];
                 if (m->subchunk > C) continue;
                 size_t c = m->subchunk ? m->subchunk : C;
-                for (size_t gi = 0; gi < ng; gi++) {
-                    const outcome *r = &res[CELL(gi, ci, mi, p)];
+                for (size_t gi = 0; gi < sw->ng; gi++) {
+                    const outcome *r = sweep_run(sw, gi, ci, mi, pi);
                     double span = m->mode == KDALAB_DECAY_RESCALED   ? (double)C * grid[gi]
                                   : m->mode == KDALAB_DECAY_ANCHORED ? (double)c * grid[gi]
                                                                      : 0.0;
                     fprintf(f, "%.6g\t%zu\t%s\t%zu\t%s\t%.6g\t%.6g\t%.6g\t%zu\t%d\t%.6e\n",
-                            -grid[gi], C, m->label, c, prec_name[p], span, r->rep.max_exponent,
+                            -grid[gi], C, m->label, c, pc->name, span, r->rep.max_exponent,
                             r->rep.max_exponent / log(10.0), nonfinite(r), (int)r->status,
                             r->err);
                 }
             }
         }
-        if (p == P_FP64) continue;
-        for (size_t gi = 0; gi < ng; gi++)
-            fprintf(f, "%.6g\t0\t%s\t0\t%s\t0\t0\t0\t0\t0\t%.6e\n", -grid[gi],
-                    p == P_FP32 ? "recurrent_f32" : "floor", prec_name[p],
-                    floor_err[3 * gi + (size_t)(p - P_FP32)]);
+        if (!pc->floor) continue;
+        for (size_t gi = 0; gi < sw->ng; gi++)
+            fprintf(f, "%.6g\t0\t%s\t0\t%s\t0\t0\t0\t0\t0\t%.6e\n", -grid[gi], pc->floor,
+                    pc->name, sw->floors[gi * N_PREC + pi]);
     }
-    exp_tsv_close(&x, f);
-    double t_sweep = exp_elapsed(&x);
+    lab_tsv_close(x, f);
+}
 
-    /* ---- overflow thresholds -------------------------------------------------- */
-    /* The threshold of a sub-chunked mode depends on the sub-chunk only; measure
-     * it at C = 64. Rescaled: every C. One chunk of positions is enough (g is
-     * constant, every chunk forms the same exponents), so use T = 128. */
-    problem pt;
-    {
-        gsl_rng *rng2 = exp_rng(&x);
-        problem_make(&x, &pt, rng2, T < 128 ? T : 128, K, V);
-        gsl_rng_free(rng2);
+/* ---- part 2: overflow thresholds ------------------------------------------------------- */
+
+/* The overflow threshold of one (precision, C, mode): bisection on ln|g|
+ * between a finite and a non-finite run. */
+typedef struct {
+    double g_ok, g_bad;       /* largest finite |g|, smallest non-finite |g|      */
+    double exp_ok, exp_bad;   /* report.max_exponent at those two runs            */
+    int found;                /* 0: finite up to the top of the bracket           */
+} threshold;
+
+static threshold find_threshold(const lab_ctx *x, problem *pb, const precision_case *pc,
+                                size_t C, const mode_case *m, double lo, double hi, int iters)
+{
+    threshold th = {0};
+    problem_set_g(x, pb, -hi);
+    outcome r = run_chunk(x, pb, pc, C, m);
+    if (nonfinite(&r) == 0) {
+        th.g_ok = hi;
+        th.exp_ok = r.rep.max_exponent;
+        return th;
     }
+    th.found = 1;
+    th.g_bad = hi;
+    th.exp_bad = r.rep.max_exponent;
+    problem_set_g(x, pb, -lo);
+    r = run_chunk(x, pb, pc, C, m);
+    th.g_ok = lo;
+    th.exp_ok = r.rep.max_exponent;
+    for (int it = 0; it < iters; it++) {
+        double mid = sqrt(th.g_ok * th.g_bad);
+        problem_set_g(x, pb, -mid);
+        r = run_chunk(x, pb, pc, C, m);
+        if (nonfinite(&r) == 0) {
+            th.g_ok = mid;
+            th.exp_ok = r.rep.max_exponent;
+        } else {
+            th.g_bad = mid;
+            th.exp_bad = r.rep.max_exponent;
+        }
+    }
+    return th;
+}
+
+/* Every threshold_cases[] entry at every precision. One chunk of positions is
+ * enough (g is constant, every chunk forms the same exponents), so T = 128. */
+static void thresholds(lab_ctx *x, const params *prm)
+{
+    problem pt;
+    gsl_rng *rng = lab_rng(x);
+    problem_make(x, &pt, rng, prm->T < 128 ? prm->T : 128, prm->K, prm->V);
+    gsl_rng_free(rng);
     static const char *const tcols[] = {
         "precision", "fp64, fp32, bf16, fp16",
         "mode", "rescaled or anchored16/32 (safe and pairwise never overflow)",
@@ -424,42 +458,47 @@ int main(int argc, char **argv)
         "exp_bad", "report.max_exponent at g_bad",
         "span_g_ok", "span * g_ok (the same |sum g| computed from the grid)",
         NULL};
-    FILE *ft = exp_tsv_open(&x, "03_subchunk_range_threshold", tcols,
+    FILE *ft = lab_tsv_open(x, "03_subchunk_range_threshold", tcols,
                             "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g; bisection on ln|g| in "
                             "[1e-3, 200], %zu steps",
-                            pt.d.T, K, V, iters);
+                            pt.d.T, prm->K, prm->V, prm->iters);
     printf("\nOverflow thresholds (largest |sum g| over the rescaled span before a non-finite "
            "value):\n");
     printf("%-5s %-11s %4s %5s %9s %10s %10s %10s\n", "prec", "mode", "C", "span", "ln(max)",
            "|g|_max", "exp_ok", "span*|g|");
-    const size_t th_chunks[] = {16, 32, 64, 128};
-    size_t nth = N_PREC * (N_CHUNKS + 2), dth = 0;
-    for (int p = 0; p < N_PREC; p++) {
-        for (size_t j = 0; j < N_CHUNKS + 2; j++) {
-            const mode_cfg *m = j < N_CHUNKS ? &modes[0] : &modes[1 + (j - N_CHUNKS)];
-            size_t C = j < N_CHUNKS ? th_chunks[j] : 64;
+    size_t nth = N_PREC * N_THRESHOLD_CASES, dth = 0;
+    for (size_t pi = 0; pi < N_PREC; pi++) {
+        const precision_case *pc = &precisions[pi];
+        double ln_max = log(pc->max_finite);
+        for (size_t j = 0; j < N_THRESHOLD_CASES; j++) {
+            const mode_case *m = &modes[mode_named(threshold_cases[j].mode)];
+            size_t C = threshold_cases[j].C;
             if (C > pt.d.T) continue;
             size_t span = m->subchunk ? m->subchunk : C;
-            threshold th = find_threshold(&x, &pt, p, C, m, 1e-3, 200.0, (int)iters);
-            fprintf(ft, "%s\t%s\t%zu\t%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", prec_name[p],
-                    m->label, C, span, ln_max(p), th.g_ok, th.found ? th.g_bad : 0.0,
-                    th.exp_ok, th.exp_bad, (double)span * th.g_ok);
-            printf("%-5s %-11s %4zu %5zu %9.2f %10.4g %10.4g %10.4g%s\n", prec_name[p],
-                   m->label, C, span, ln_max(p), th.g_ok, th.exp_ok, (double)span * th.g_ok,
+            threshold th = find_threshold(x, &pt, pc, C, m, 1e-3, 200.0, (int)prm->iters);
+            fprintf(ft, "%s\t%s\t%zu\t%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", pc->name,
+                    m->label, C, span, ln_max, th.g_ok, th.found ? th.g_bad : 0.0, th.exp_ok,
+                    th.exp_bad, (double)span * th.g_ok);
+            printf("%-5s %-11s %4zu %5zu %9.2f %10.4g %10.4g %10.4g%s\n", pc->name, m->label, C,
+                   span, ln_max, th.g_ok, th.exp_ok, (double)span * th.g_ok,
                    th.found ? "" : "  (finite up to |g| = 200)");
-            exp_progress(&x, "thresholds", ++dth, nth);
+            lab_progress(x, "thresholds", ++dth, nth);
         }
     }
-    exp_progress(&x, "thresholds", nth, nth);
-    exp_tsv_close(&x, ft);
+    lab_progress(x, "thresholds", nth, nth);
+    lab_tsv_close(x, ft);
     problem_free(&pt);
+}
 
-    /* ---- the chapter's numbers -------------------------------------------------- */
-    /* "Over a chunk of 64 positions with a = 0.9, 1/gamma reaches 10^3; over 128
-     * it reaches 10^6, and in bf16 the rescaled keys stop being representable." */
-    size_t gi09 = 0;
-    for (size_t gi = 0; gi < ng; gi++)
-        if (fabs(grid[gi] + log(0.9)) < 1e-12) gi09 = gi;
+/* ---- part 3: the chapter's numbers, and C = 64 around the production bound ------------- */
+
+/* "Over a chunk of 64 positions with a = 0.9, 1/gamma reaches 10^3; over 128
+ * it reaches 10^6, and in bf16 the rescaled keys stop being representable." */
+static void claims(const lab_ctx *x, const params *prm, const sweep *sw)
+{
+    static const size_t claim_chunks[] = {64, 128};
+    size_t gi09 = grid_index(sw, -log(0.9));
+    size_t rescaled = mode_named("rescaled"), pairwise = mode_named("pairwise");
     static const char *const ccols[] = {
         "C", "chunk size (positions), rescaled mode",
         "precision", "fp64, fp32, bf16, fp16",
@@ -471,55 +510,93 @@ int main(int argc, char **argv)
         "err_floor", "fp32: float32 recurrent; bf16/fp16: float64 recurrence on rounded "
                      "inputs; fp64: 0",
         NULL};
-    FILE *fc = exp_tsv_open(&x, "03_subchunk_range_claims", ccols,
+    FILE *fc = lab_tsv_open(x, "03_subchunk_range_claims", ccols,
                             "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g = ln 0.9 = %.6f on "
                             "every channel",
-                            T, K, V, log(0.9));
+                            prm->T, prm->K, prm->V, log(0.9));
     printf("\nThe chapter's numbers (a = 0.9, g = ln 0.9 = %.5f), rescaled mode:\n", log(0.9));
     printf("%5s %-5s %10s %10s %10s %12s %12s %12s\n", "C", "prec", "0.9^-C", "max 1/gam",
            "nonfinite", "err rescaled", "err pairwise", "err floor");
-    for (size_t ci = 2; ci < N_CHUNKS; ci++) { /* C = 64, 128 */
-        size_t C = chunks[ci];
-        for (int p = 0; p < N_PREC; p++) {
-            const outcome *r = &res[CELL(gi09, ci, 0, p)];
-            const outcome *rp = &res[CELL(gi09, ci, 4, p)];
-            double fl = p == P_FP64 ? 0.0 : floor_err[3 * gi09 + (size_t)(p - P_FP32)];
+    for (size_t k = 0; k < sizeof claim_chunks / sizeof claim_chunks[0]; k++) {
+        size_t C = claim_chunks[k], ci = chunk_named(C);
+        for (size_t pi = 0; pi < N_PREC; pi++) {
+            const outcome *r = sweep_run(sw, gi09, ci, rescaled, pi);
+            const outcome *rp = sweep_run(sw, gi09, ci, pairwise, pi);
+            double fl = sw->floors[gi09 * N_PREC + pi];
             double computed = pow(0.9, -(double)C);
-            fprintf(fc, "%zu\t%s\t%.6g\t%.6g\t%zu\t%.6e\t%.6e\t%.6e\n", C, prec_name[p],
+            fprintf(fc, "%zu\t%s\t%.6g\t%.6g\t%zu\t%.6e\t%.6e\t%.6e\n", C, precisions[pi].name,
                     computed, exp(r->rep.max_exponent), nonfinite(r), r->err, rp->err, fl);
-            printf("%5zu %-5s %10.4g %10.4g %10zu %12.3e %12.3e %12.3e\n", C, prec_name[p],
-                   computed, exp(r->rep.max_exponent), nonfinite(r), r->err, rp->err, fl);
+            printf("%5zu %-5s %10.4g %10.4g %10zu %12.3e %12.3e %12.3e\n", C,
+                   precisions[pi].name, computed, exp(r->rep.max_exponent), nonfinite(r),
+                   r->err, rp->err, fl);
         }
     }
     printf("  C x C x K decay tensor at C = 64, d_k = 128: %d elements\n", 64 * 64 * 128);
-    exp_tsv_close(&x, fc);
+    lab_tsv_close(x, fc);
+}
 
-    /* ---- production and past it: C = 64 ----------------------------------------- */
+/* Non-finite count and error of every mode and precision at C = 64, for the
+ * named |g| values: the production bound and past it. */
+static void production_table(const sweep *sw)
+{
+    size_t ci = chunk_named(64);
     printf("\nC = 64 around the production bound: non-finite count / error\n");
     printf("%8s %-11s", "g", "mode");
-    for (int p = 0; p < N_PREC; p++) printf(" %21s", prec_name[p]);
+    for (size_t pi = 0; pi < N_PREC; pi++) printf(" %21s", precisions[pi].name);
     printf("\n");
-    const double show[] = {-log(0.9), 5.0, 5.5, 6.0, 12.0, 27.6};
-    for (size_t s = 0; s < sizeof show / sizeof show[0]; s++) {
-        size_t gi = ng;
-        for (size_t i = 0; i < ng; i++)
-            if (fabs(grid[i] - show[s]) < 1e-9 * show[s]) gi = i;
-        if (gi == ng) continue;
+    double show[N_NAMED_G];
+    named_g(show);
+    for (size_t s = 0; s < N_NAMED_G; s++) {
+        size_t gi = grid_index(sw, show[s]);
+        if (gi == sw->ng) continue;
         for (size_t mi = 0; mi < N_MODES; mi++) {
-            printf("%8.4g %-11s", -grid[gi], modes[mi].label);
-            for (int p = 0; p < N_PREC; p++) {
-                const outcome *r = &res[CELL(gi, 2, mi, p)];
+            printf("%8.4g %-11s", -sw->grid[gi], modes[mi].label);
+            for (size_t pi = 0; pi < N_PREC; pi++) {
+                const outcome *r = sweep_run(sw, gi, ci, mi, pi);
                 printf("   %8zu / %9.2e", nonfinite(r), r->err);
             }
             printf("\n");
         }
     }
-    printf("\n%s: sweep %.1f s, total %.1f s; results in %s/03_subchunk_range*.tsv\n", x.name,
-           t_sweep, exp_elapsed(&x), x.out);
+}
 
-    free(res);
-    free(floor_err);
-    free(grid);
+int main(int argc, char **argv)
+{
+    lab_ctx x;
+    params prm = {.T = 256, .K = 32, .V = 32, .n_log = 24, .iters = 30,
+                  .g_lo = 0.01, .g_hi = 5.0};
+    lab_init(&x, "03_subchunk_range",
+             "the floating-point range problem of chunkwise KDA: 1/gamma, non-finite values "
+             "and error by chunk size, decay mode and precision");
+    lab_flag_size(&x, "T", &prm.T, "sequence length (positions)");
+    lab_flag_size(&x, "K", &prm.K, "key dimension");
+    lab_flag_size(&x, "V", &prm.V, "value dimension");
+    lab_flag_size(&x, "points", &prm.n_log, "log-spaced |g| points between --gmin and --gmax");
+    lab_flag_double(&x, "gmin", &prm.g_lo, "smallest per-step decay |g| of the log grid");
+    lab_flag_double(&x, "gmax", &prm.g_hi, "largest per-step decay |g| of the log grid");
+    lab_flag_size(&x, "iters", &prm.iters, "bisection steps per overflow threshold");
+    lab_parse(&x, argc, argv);
+    if (prm.T < 1 || prm.K < 1 || prm.V < 1 || !(prm.g_lo > 0.0) || !(prm.g_hi >= prm.g_lo) ||
+        prm.n_log > 1000) {
+        fprintf(stderr, "%s: need T, K, V >= 1, 0 < gmin <= gmax, points <= 1000\n", x.name);
+        return 2;
+    }
+
+    gsl_rng *rng = lab_rng(&x);
+    problem pb;
+    problem_make(&x, &pb, rng, prm.T, prm.K, prm.V);
+    sweep sw;
+    sweep_measure(&x, &prm, &pb, &sw);
+    sweep_write(&x, &prm, &sw);
+    double t_sweep = lab_elapsed(&x);
+
+    thresholds(&x, &prm);
+    claims(&x, &prm, &sw);
+    production_table(&sw);
+    printf("\n%s: sweep %.1f s, total %.1f s; results in %s/03_subchunk_range*.tsv\n", x.name,
+           t_sweep, lab_elapsed(&x), x.out);
+
+    free(sw.grid), free(sw.runs), free(sw.floors);
     problem_free(&pb);
     gsl_rng_free(rng);
     return 0;

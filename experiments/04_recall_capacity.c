@@ -53,7 +53,7 @@ static const char *const keys_name[N_KEYS] = {"random", "orthonormal"};
 
 /* N orthonormal keys in R^K (N <= K): the first N columns of the Q factor of
  * a K x N Gaussian matrix. keys is [N, K]. */
-static void orthonormal_keys(const exp_ctx *x, gsl_rng *rng, size_t N, size_t K, double *keys)
+static void orthonormal_keys(const lab_ctx *x, gsl_rng *rng, size_t N, size_t K, double *keys)
 {
     gsl_matrix *A = gsl_matrix_alloc(K, N), *Q = gsl_matrix_alloc(K, K), *R = gsl_matrix_alloc(K, N);
     gsl_vector *tau = gsl_vector_alloc(N);
@@ -99,115 +99,123 @@ static void decode(const double *o, const double *vals, size_t N, size_t V, doub
     *mcos = sc / (double)N;
 }
 
-int main(int argc, char **argv)
-{
-    exp_ctx x;
-    size_t K = 64, seeds = 20;
-    double beta = 1.0, gdn_alpha = 0.995, hl_min = 32.0, hl_max = 4096.0, sm_scale = 0.0, clean = 0.99, clean_cos = 0.9;
-    const char *ratios_s = "0.125,0.25,0.5,0.75,1,1.25,1.5,2,3,4";
-    exp_init(&x, "04_recall_capacity", "how many key->value associations a K x V state holds, per mechanism");
-    exp_flag_size(&x, "K", &K, "key = value dimension d");
-    exp_flag_string(&x, "ratios", &ratios_s, "comma-separated N/K values (N = round(ratio * K))");
-    exp_flag_size(&x, "seeds", &seeds, "random instances per point (>= 2)");
-    exp_flag_double(&x, "beta", &beta, "write strength of the delta-rule mechanisms, in (0, 2]");
-    exp_flag_double(&x, "gdn-alpha", &gdn_alpha, "Gated DeltaNet decay per write, in (0, 1]");
-    exp_flag_double(&x, "hl-min", &hl_min, "KDA: shortest channel half-life (tokens)");
-    exp_flag_double(&x, "hl-max", &hl_max, "KDA: longest channel half-life (tokens)");
-    exp_flag_double(&x, "softmax-scale", &sm_scale, "softmax scale on unit q, k (0: sqrt(K))");
-    exp_flag_double(&x, "clean", &clean, "accuracy that counts as 'cleanly separable'");
-    exp_flag_double(&x, "clean-cos", &clean_cos, "mean cosine that counts as a clean readout");
-    exp_parse(&x, argc, argv);
+/* The command-line parameters; ratios[] and Ns[] are derived from ratios_s. */
+typedef struct {
+    size_t K, V, seeds;
+    double beta, gdn_alpha, hl_min, hl_max, sm_scale, clean, clean_cos;
+    const char *ratios_s;
     double ratios[MAX_N];
-    size_t nr = exp_parse_list(ratios_s, ratios, MAX_N);
-    for (size_t i = 0; i < nr; i++)
-        if (!(ratios[i] > 0.0 && ratios[i] <= 64.0)) nr = 0;
-    if (sm_scale == 0.0) sm_scale = sqrt((double)K);
-    if (nr == 0 || K == 0 || seeds < 2 || !(beta > 0 && beta <= 2) || !(gdn_alpha > 0 && gdn_alpha <= 1) ||
-        !(hl_min > 0 && hl_min <= hl_max) || !(sm_scale > 0) || !(clean > 0 && clean <= 1)) {
-        fprintf(stderr, "04_recall_capacity: bad parameters (ratios > 0, at most %d; K >= 1; seeds >= 2; beta in "
-                        "(0,2]; gdn-alpha in (0,1]; 0 < hl-min <= hl-max; softmax-scale > 0; clean in (0,1])\n",
-                MAX_N);
-        return 2;
+    size_t nr, Ns[MAX_N], Nmax; /* N = round(ratio * K), at least 2; the largest */
+} params;
+
+/* Accuracy and mean cosine of every (keys, mechanism, ratio, seed). */
+typedef struct {
+    double *acc, *cos;
+    size_t nr, seeds;
+} results;
+
+static size_t at(const results *r, int kt, int m, size_t i, size_t s)
+{
+    return (((size_t)kt * N_MECH + (size_t)m) * r->nr + i) * r->seeds + s;
+}
+
+/* Buffers for one instance of 2 Nmax tokens. */
+typedef struct {
+    double *keys, *vals, *q, *k, *v, *g1, *gk, *bt, *o, *kda_g;
+} workspace;
+
+/* One instance: N random values, N keys of kind kt, every mechanism's
+ * accuracy and mean cosine into r at (kt, ratio i, seed s). */
+static void recall_once(const lab_ctx *x, const params *p, gsl_rng *rng, workspace *w, int kt,
+                        size_t i, size_t s, results *r)
+{
+    size_t K = p->K, V = p->V, N = p->Ns[i];
+    for (size_t n = 0; n < N; n++) {
+        if (kt == KEYS_RANDOM) lab_random_unit(rng, w->keys + n * K, K);
+        lab_random_unit(rng, w->vals + n * V, V);
     }
-    size_t Ns[MAX_N];
-    for (size_t i = 0; i < nr; i++) {
-        Ns[i] = (size_t)llround(ratios[i] * (double)K);
-        if (Ns[i] < 2) Ns[i] = 2;
+    if (kt == KEYS_ORTHO) orthonormal_keys(x, rng, N, K, w->keys);
+    /* per-channel KDA half-lives, log-uniform in [hl_min, hl_max] */
+    for (size_t c = 0; c < K; c++)
+        w->kda_g[c] = -log(2.0) / exp(gsl_ran_flat(rng, log(p->hl_min), log(p->hl_max) + 1e-300));
+    /* 2N tokens: N writes, then N reads that change nothing */
+    size_t T = 2 * N;
+    memset(w->k, 0, T * K * sizeof *w->k);
+    memset(w->v, 0, T * V * sizeof *w->v);
+    for (size_t n = 0; n < N; n++) {
+        memcpy(w->q + n * K, w->keys + n * K, K * sizeof *w->q);
+        memcpy(w->k + n * K, w->keys + n * K, K * sizeof *w->k);
+        memcpy(w->v + n * V, w->vals + n * V, V * sizeof *w->v);
+        memcpy(w->q + (N + n) * K, w->keys + n * K, K * sizeof *w->q);
+        w->bt[n] = p->beta, w->bt[N + n] = 0.0;
+        w->g1[n] = log(p->gdn_alpha), w->g1[N + n] = 0.0;
+        for (size_t c = 0; c < K; c++) w->gk[n * K + c] = w->kda_g[c], w->gk[(N + n) * K + c] = 0.0;
     }
-    size_t V = K, Nmax = 0;
-    for (size_t i = 0; i < nr; i++) Nmax = Ns[i] > Nmax ? Ns[i] : Nmax;
-    gsl_rng *rng = exp_rng(&x);
+    kdalab_dims d = {1, T, 1, K, V};
+    double scale = kdalab_default_scale(K);
+    static const kdalab_mechanism lib_mech[4] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                                 KDALAB_GATED_DELTANET, KDALAB_KDA};
+    for (int m = M_LINEAR; m <= M_KDA; m++) {
+        const double *g = m == M_GDN ? w->g1 : m == M_KDA ? w->gk : NULL;
+        lab_check(x, kdalab_recurrent_f64(&d, lib_mech[m], scale, w->q, w->k, w->v, g,
+                                          m == M_LINEAR ? NULL : w->bt, NULL, w->o, NULL),
+                  "kdalab_recurrent_f64");
+        decode(w->o + N * V, w->vals, N, V, &r->acc[at(r, kt, m, i, s)], &r->cos[at(r, kt, m, i, s)]);
+    }
+    kdalab_kv_cache *cache = kdalab_kv_cache_new(1, K, V);
+    if (!cache) {
+        fprintf(stderr, "04_recall_capacity: kdalab_kv_cache_new failed\n");
+        exit(1);
+    }
+    for (size_t n = 0; n < N; n++)
+        lab_check(x, kdalab_kv_cache_append(cache, w->keys + n * K, w->vals + n * V), "kv_cache_append");
+    for (size_t n = 0; n < N; n++)
+        lab_check(x, kdalab_kv_cache_attend(cache, p->sm_scale, w->keys + n * K, w->o + n * V),
+                  "kv_cache_attend");
+    kdalab_kv_cache_free(cache);
+    decode(w->o, w->vals, N, V, &r->acc[at(r, kt, M_SOFTMAX, i, s)], &r->cos[at(r, kt, M_SOFTMAX, i, s)]);
+}
 
-    /* results [keys][mech][ratio][seed] */
-    size_t cells = N_KEYS * N_MECH * nr * seeds;
-    double *acc = exp_zeros(&x, cells), *cosv = exp_zeros(&x, cells);
-#define AT(kt, m, i, s) ((((kt) * N_MECH + (m)) * nr + (i)) * seeds + (s))
-
-    size_t T2 = 2 * Nmax;
-    double *keys = exp_zeros(&x, Nmax * K), *vals = exp_zeros(&x, Nmax * V);
-    double *q = exp_zeros(&x, T2 * K), *k = exp_zeros(&x, T2 * K), *v = exp_zeros(&x, T2 * V);
-    double *g1 = exp_zeros(&x, T2), *gk = exp_zeros(&x, T2 * K), *bt = exp_zeros(&x, T2);
-    double *o = exp_zeros(&x, T2 * V), *kda_g = exp_zeros(&x, K);
-    size_t total = N_KEYS * nr * seeds, done = 0;
-
+/* Every (keys, ratio, seed); orthonormal keys only where N <= K. */
+static void measure(lab_ctx *x, const params *p, gsl_rng *rng, results *r)
+{
+    size_t K = p->K, V = p->V, T2 = 2 * p->Nmax;
+    workspace w = {
+        .keys = lab_zeros(x, p->Nmax * K), .vals = lab_zeros(x, p->Nmax * V),
+        .q = lab_zeros(x, T2 * K), .k = lab_zeros(x, T2 * K), .v = lab_zeros(x, T2 * V),
+        .g1 = lab_zeros(x, T2), .gk = lab_zeros(x, T2 * K), .bt = lab_zeros(x, T2),
+        .o = lab_zeros(x, T2 * V), .kda_g = lab_zeros(x, K)};
+    size_t total = N_KEYS * p->nr * p->seeds, done = 0;
     for (int kt = 0; kt < N_KEYS; kt++) {
-        for (size_t i = 0; i < nr; i++) {
-            size_t N = Ns[i];
-            if (kt == KEYS_ORTHO && N > K) {
-                done += seeds;
+        for (size_t i = 0; i < p->nr; i++) {
+            if (kt == KEYS_ORTHO && p->Ns[i] > K) {
+                done += p->seeds;
                 continue;
             }
-            for (size_t s = 0; s < seeds; s++, done++) {
-                exp_progress(&x, "points", done, total);
-                for (size_t n = 0; n < N; n++) {
-                    if (kt == KEYS_RANDOM) exp_random_unit(rng, keys + n * K, K);
-                    exp_random_unit(rng, vals + n * V, V);
-                }
-                if (kt == KEYS_ORTHO) orthonormal_keys(&x, rng, N, K, keys);
-                /* per-channel KDA half-lives, log-uniform in [hl_min, hl_max] */
-                for (size_t c = 0; c < K; c++)
-                    kda_g[c] = -log(2.0) / exp(gsl_ran_flat(rng, log(hl_min), log(hl_max) + 1e-300));
-                /* 2N tokens: N writes, then N reads that change nothing */
-                size_t T = 2 * N;
-                memset(k, 0, T * K * sizeof *k);
-                memset(v, 0, T * V * sizeof *v);
-                for (size_t n = 0; n < N; n++) {
-                    memcpy(q + n * K, keys + n * K, K * sizeof *q);
-                    memcpy(k + n * K, keys + n * K, K * sizeof *k);
-                    memcpy(v + n * V, vals + n * V, V * sizeof *v);
-                    memcpy(q + (N + n) * K, keys + n * K, K * sizeof *q);
-                    bt[n] = beta, bt[N + n] = 0.0;
-                    g1[n] = log(gdn_alpha), g1[N + n] = 0.0;
-                    for (size_t c = 0; c < K; c++) gk[n * K + c] = kda_g[c], gk[(N + n) * K + c] = 0.0;
-                }
-                kdalab_dims d = {1, T, 1, K, V};
-                double scale = kdalab_default_scale(K);
-                static const kdalab_mechanism lib_mech[4] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
-                                                             KDALAB_GATED_DELTANET, KDALAB_KDA};
-                for (int m = 0; m < 4; m++) {
-                    const double *g = m == M_GDN ? g1 : m == M_KDA ? gk : NULL;
-                    exp_check(&x, kdalab_recurrent_f64(&d, lib_mech[m], scale, q, k, v, g,
-                                                       m == M_LINEAR ? NULL : bt, NULL, o, NULL),
-                              "kdalab_recurrent_f64");
-                    decode(o + N * V, vals, N, V, &acc[AT(kt, m, i, s)], &cosv[AT(kt, m, i, s)]);
-                }
-                kdalab_kv_cache *cache = kdalab_kv_cache_new(1, K, V);
-                if (!cache) {
-                    fprintf(stderr, "04_recall_capacity: kdalab_kv_cache_new failed\n");
-                    return 1;
-                }
-                for (size_t n = 0; n < N; n++)
-                    exp_check(&x, kdalab_kv_cache_append(cache, keys + n * K, vals + n * V), "kv_cache_append");
-                for (size_t n = 0; n < N; n++)
-                    exp_check(&x, kdalab_kv_cache_attend(cache, sm_scale, keys + n * K, o + n * V),
-                              "kv_cache_attend");
-                kdalab_kv_cache_free(cache);
-                decode(o, vals, N, V, &acc[AT(kt, M_SOFTMAX, i, s)], &cosv[AT(kt, M_SOFTMAX, i, s)]);
+            for (size_t s = 0; s < p->seeds; s++, done++) {
+                lab_progress(x, "points", done, total);
+                recall_once(x, p, rng, &w, kt, i, s, r);
             }
         }
     }
-    exp_progress(&x, "points", total, total);
+    lab_progress(x, "points", total, total);
+    free(w.keys), free(w.vals), free(w.q), free(w.k), free(w.v), free(w.g1), free(w.gk), free(w.bt),
+        free(w.o), free(w.kda_g);
+}
 
+/* What the printed summary reports per (keys, mechanism). */
+typedef struct {
+    double clean_ratio;    /* largest N/K up to which the mean accuracy stays >= clean   */
+    double cos_ratio;      /* the same for the mean cosine and clean-cos                 */
+    double best_recalled;  /* largest mean number of correctly decoded associations      */
+    double acc_at[3];      /* mean accuracy at N = K, 2K, 4K (NAN: not in the sweep)     */
+} capacity;
+
+/* 04_recall_capacity.tsv, one block per (keys, mechanism), and the summary. */
+static void write_results(lab_ctx *x, const params *p, const results *r,
+                          capacity cap[N_KEYS][N_MECH])
+{
+    size_t K = p->K, seeds = p->seeds;
     static const char *const cols[] = {
         "keys", "random | orthonormal",
         "mechanism", "linear_attention | deltanet | gated_deltanet | kda | softmax_attention",
@@ -219,81 +227,132 @@ int main(int argc, char **argv)
         "cos_sd", "standard deviation over seeds of the per-seed mean cosine (1)",
         "recalled", "acc * N: associations recalled, mean over seeds",
         "acc_min", "lowest per-seed accuracy (1)", NULL};
-    FILE *f = exp_tsv_open(&x, "04_recall_capacity", cols,
+    FILE *f = lab_tsv_open(x, "04_recall_capacity", cols,
                            "K=V=%zu seeds=%zu beta=%g gdn_alpha=%g kda_half_life=loguniform[%g,%g] "
                            "softmax_scale=%g (on unit q,k) ratios=%s",
-                           K, seeds, beta, gdn_alpha, hl_min, hl_max, sm_scale, ratios_s);
-    /* summary quantities per (keys, mech) */
-    double clean_ratio[N_KEYS][N_MECH], cos_ratio[N_KEYS][N_MECH], best_recalled[N_KEYS][N_MECH], acc_at1[N_KEYS][N_MECH],
-        acc_at2[N_KEYS][N_MECH], acc_at4[N_KEYS][N_MECH];
+                           K, seeds, p->beta, p->gdn_alpha, p->hl_min, p->hl_max, p->sm_scale, p->ratios_s);
     for (int kt = 0; kt < N_KEYS; kt++) {
         for (int m = 0; m < N_MECH; m++) {
-            clean_ratio[kt][m] = 0.0, cos_ratio[kt][m] = 0.0, best_recalled[kt][m] = 0.0;
-            acc_at1[kt][m] = acc_at2[kt][m] = acc_at4[kt][m] = NAN;
+            capacity *c = &cap[kt][m];
+            c->clean_ratio = 0.0, c->cos_ratio = 0.0, c->best_recalled = 0.0;
+            c->acc_at[0] = c->acc_at[1] = c->acc_at[2] = NAN;
             int broken = 0, cbroken = 0; /* "clean" up to the first ratio that is not */
-            for (size_t i = 0; i < nr; i++) {
-                if (kt == KEYS_ORTHO && Ns[i] > K) continue;
-                const double *a = &acc[AT(kt, m, i, 0)], *c = &cosv[AT(kt, m, i, 0)];
-                double am = gsl_stats_mean(a, 1, seeds), cm = gsl_stats_mean(c, 1, seeds);
+            for (size_t i = 0; i < p->nr; i++) {
+                size_t N = p->Ns[i];
+                if (kt == KEYS_ORTHO && N > K) continue;
+                const double *a = &r->acc[at(r, kt, m, i, 0)], *cs = &r->cos[at(r, kt, m, i, 0)];
+                double am = gsl_stats_mean(a, 1, seeds), cm = gsl_stats_mean(cs, 1, seeds);
                 double amin = gsl_stats_min(a, 1, seeds);
                 fprintf(f, "%s\t%s\t%zu\t%.6g\t%.6f\t%.4f\t%.6f\t%.4f\t%.3f\t%.4f\n", keys_name[kt], mech_name[m],
-                        Ns[i], (double)Ns[i] / (double)K, am, gsl_stats_sd(a, 1, seeds), cm,
-                        gsl_stats_sd(c, 1, seeds), am * (double)Ns[i], amin);
-                if (am >= clean && !broken) clean_ratio[kt][m] = (double)Ns[i] / (double)K;
+                        N, (double)N / (double)K, am, gsl_stats_sd(a, 1, seeds), cm,
+                        gsl_stats_sd(cs, 1, seeds), am * (double)N, amin);
+                if (am >= p->clean && !broken) c->clean_ratio = (double)N / (double)K;
                 else broken = 1;
-                if (cm >= clean_cos && !cbroken) cos_ratio[kt][m] = (double)Ns[i] / (double)K;
+                if (cm >= p->clean_cos && !cbroken) c->cos_ratio = (double)N / (double)K;
                 else cbroken = 1;
-                if (am * (double)Ns[i] > best_recalled[kt][m]) best_recalled[kt][m] = am * (double)Ns[i];
-                if (Ns[i] == K) acc_at1[kt][m] = am;
-                if (Ns[i] == 2 * K) acc_at2[kt][m] = am;
-                if (Ns[i] == 4 * K) acc_at4[kt][m] = am;
+                if (am * (double)N > c->best_recalled) c->best_recalled = am * (double)N;
+                if (N == K) c->acc_at[0] = am;
+                if (N == 2 * K) c->acc_at[1] = am;
+                if (N == 4 * K) c->acc_at[2] = am;
             }
             fprintf(f, "\n\n");
         }
     }
-    exp_tsv_close(&x, f);
+    lab_tsv_close(x, f);
+}
 
-    printf("04_recall_capacity — N associations in a %zu x %zu state, decode by nearest stored value\n", K, V);
+static void print_summary(const lab_ctx *x, const params *p, capacity cap[N_KEYS][N_MECH])
+{
+    size_t K = p->K;
+    printf("04_recall_capacity — N associations in a %zu x %zu state, decode by nearest stored value\n", K, p->V);
     printf("  (%zu seeds, seed %lu; beta=%g, gated_deltanet alpha=%g, kda half-lives log-uniform [%g, %g], "
-           "softmax scale %g on unit q,k)\n", seeds, x.seed, beta, gdn_alpha, hl_min, hl_max, sm_scale);
+           "softmax scale %g on unit q,k)\n", p->seeds, x->seed, p->beta, p->gdn_alpha, p->hl_min, p->hl_max,
+           p->sm_scale);
     for (int kt = 0; kt < N_KEYS; kt++) {
         printf("\n  %s keys:\n", keys_name[kt]);
         printf("    %-18s %10s %10s %16s %9s %9s %9s\n", "mechanism", "acc-clean", "cos-clean", "max recalled",
                "acc N=K", "acc N=2K", "acc N=4K");
         for (int m = 0; m < N_MECH; m++) {
-            printf("    %-18s %10.3g %10.3g %9.1f (%.2gK)", mech_name[m], clean_ratio[kt][m], cos_ratio[kt][m],
-                   best_recalled[kt][m], best_recalled[kt][m] / (double)K);
-            const double at[3] = {acc_at1[kt][m], acc_at2[kt][m], acc_at4[kt][m]};
+            const capacity *c = &cap[kt][m];
+            printf("    %-18s %10.3g %10.3g %9.1f (%.2gK)", mech_name[m], c->clean_ratio, c->cos_ratio,
+                   c->best_recalled, c->best_recalled / (double)K);
             for (int j = 0; j < 3; j++) /* "-": that N was not in the sweep (orthonormal: N <= K) */
-                if (isnan(at[j]))
+                if (isnan(c->acc_at[j]))
                     printf(" %9s", "-");
                 else
-                    printf(" %9.3f", at[j]);
+                    printf(" %9.3f", c->acc_at[j]);
             printf("\n");
         }
     }
     printf("\n  (acc-clean: the largest N/K of the sweep up to which the mean accuracy stays >= %g;\n"
            "   cos-clean: ... up to which the mean cosine of recall and right value stays >= %g;\n"
-           "   max recalled: the largest mean number of correctly decoded associations, acc * N)\n", clean,
-           clean_cos);
+           "   max recalled: the largest mean number of correctly decoded associations, acc * N)\n", p->clean,
+           p->clean_cos);
+    const capacity *rnd = cap[KEYS_RANDOM], *ortho = cap[KEYS_ORTHO];
     printf("\nchapter claim: \"a state of that size holds on the order of d cleanly separable associations\":\n");
     printf("  orthonormal keys: linear attention and DeltaNet recall all N <= K = d exactly (clean up to %.3g, %.3g);\n",
-           clean_ratio[KEYS_ORTHO][M_LINEAR], clean_ratio[KEYS_ORTHO][M_DELTANET]);
+           ortho[M_LINEAR].clean_ratio, ortho[M_DELTANET].clean_ratio);
     printf("  random keys, accuracy >= %g up to N/K = %.3g (linear attention), %.3g (DeltaNet), %.3g (Gated "
-           "DeltaNet), %.3g (KDA);\n", clean, clean_ratio[KEYS_RANDOM][M_LINEAR],
-           clean_ratio[KEYS_RANDOM][M_DELTANET], clean_ratio[KEYS_RANDOM][M_GDN], clean_ratio[KEYS_RANDOM][M_KDA]);
+           "DeltaNet), %.3g (KDA);\n", p->clean, rnd[M_LINEAR].clean_ratio, rnd[M_DELTANET].clean_ratio,
+           rnd[M_GDN].clean_ratio, rnd[M_KDA].clean_ratio);
     printf("  random keys, mean cosine >= %g up to N/K = %.3g, %.3g, %.3g, %.3g (same order): crosstalk starts "
-           "well before d;\n", clean_cos, cos_ratio[KEYS_RANDOM][M_LINEAR], cos_ratio[KEYS_RANDOM][M_DELTANET],
-           cos_ratio[KEYS_RANDOM][M_GDN], cos_ratio[KEYS_RANDOM][M_KDA]);
+           "well before d;\n", p->clean_cos, rnd[M_LINEAR].cos_ratio, rnd[M_DELTANET].cos_ratio,
+           rnd[M_GDN].cos_ratio, rnd[M_KDA].cos_ratio);
     printf("  at most %.2gK associations are recalled by any recurrent mechanism, while softmax attention "
            "recalls %.2gK at N=%.3gK.\n",
-           fmax(fmax(best_recalled[KEYS_RANDOM][M_LINEAR], best_recalled[KEYS_RANDOM][M_DELTANET]),
-                fmax(best_recalled[KEYS_RANDOM][M_GDN], best_recalled[KEYS_RANDOM][M_KDA])) / (double)K,
-           best_recalled[KEYS_RANDOM][M_SOFTMAX] / (double)K, (double)Nmax / (double)K);
-    printf("\n(%.1f s)\n", exp_elapsed(&x));
+           fmax(fmax(rnd[M_LINEAR].best_recalled, rnd[M_DELTANET].best_recalled),
+                fmax(rnd[M_GDN].best_recalled, rnd[M_KDA].best_recalled)) / (double)K,
+           rnd[M_SOFTMAX].best_recalled / (double)K, (double)p->Nmax / (double)K);
+}
 
-    free(acc), free(cosv), free(keys), free(vals), free(q), free(k), free(v), free(g1), free(gk), free(bt),
-        free(o), free(kda_g);
+int main(int argc, char **argv)
+{
+    lab_ctx x;
+    params p = {.K = 64, .seeds = 20, .beta = 1.0, .gdn_alpha = 0.995, .hl_min = 32.0, .hl_max = 4096.0,
+                .sm_scale = 0.0, .clean = 0.99, .clean_cos = 0.9,
+                .ratios_s = "0.125,0.25,0.5,0.75,1,1.25,1.5,2,3,4"};
+    lab_init(&x, "04_recall_capacity", "how many key->value associations a K x V state holds, per mechanism");
+    lab_flag_size(&x, "K", &p.K, "key = value dimension d");
+    lab_flag_string(&x, "ratios", &p.ratios_s, "comma-separated N/K values (N = round(ratio * K))");
+    lab_flag_size(&x, "seeds", &p.seeds, "random instances per point (>= 2)");
+    lab_flag_double(&x, "beta", &p.beta, "write strength of the delta-rule mechanisms, in (0, 2]");
+    lab_flag_double(&x, "gdn-alpha", &p.gdn_alpha, "Gated DeltaNet decay per write, in (0, 1]");
+    lab_flag_double(&x, "hl-min", &p.hl_min, "KDA: shortest channel half-life (tokens)");
+    lab_flag_double(&x, "hl-max", &p.hl_max, "KDA: longest channel half-life (tokens)");
+    lab_flag_double(&x, "softmax-scale", &p.sm_scale, "softmax scale on unit q, k (0: sqrt(K))");
+    lab_flag_double(&x, "clean", &p.clean, "accuracy that counts as 'cleanly separable'");
+    lab_flag_double(&x, "clean-cos", &p.clean_cos, "mean cosine that counts as a clean readout");
+    lab_parse(&x, argc, argv);
+    p.nr = lab_parse_list(p.ratios_s, p.ratios, MAX_N);
+    for (size_t i = 0; i < p.nr; i++)
+        if (!(p.ratios[i] > 0.0 && p.ratios[i] <= 64.0)) p.nr = 0;
+    if (p.sm_scale == 0.0) p.sm_scale = sqrt((double)p.K);
+    if (p.nr == 0 || p.K == 0 || p.seeds < 2 || !(p.beta > 0 && p.beta <= 2) ||
+        !(p.gdn_alpha > 0 && p.gdn_alpha <= 1) || !(p.hl_min > 0 && p.hl_min <= p.hl_max) ||
+        !(p.sm_scale > 0) || !(p.clean > 0 && p.clean <= 1)) {
+        fprintf(stderr, "04_recall_capacity: bad parameters (ratios > 0, at most %d; K >= 1; seeds >= 2; beta in "
+                        "(0,2]; gdn-alpha in (0,1]; 0 < hl-min <= hl-max; softmax-scale > 0; clean in (0,1])\n",
+                MAX_N);
+        return 2;
+    }
+    p.V = p.K;
+    p.Nmax = 0;
+    for (size_t i = 0; i < p.nr; i++) {
+        p.Ns[i] = (size_t)llround(p.ratios[i] * (double)p.K);
+        if (p.Ns[i] < 2) p.Ns[i] = 2;
+        if (p.Ns[i] > p.Nmax) p.Nmax = p.Ns[i];
+    }
+    gsl_rng *rng = lab_rng(&x);
+
+    size_t cells = N_KEYS * N_MECH * p.nr * p.seeds;
+    results r = {.acc = lab_zeros(&x, cells), .cos = lab_zeros(&x, cells), .nr = p.nr, .seeds = p.seeds};
+    capacity cap[N_KEYS][N_MECH];
+    measure(&x, &p, rng, &r);
+    write_results(&x, &p, &r, cap);
+    print_summary(&x, &p, cap);
+    printf("\n(%.1f s)\n", lab_elapsed(&x));
+
+    free(r.acc), free(r.cos);
     gsl_rng_free(rng);
     return 0;
 }

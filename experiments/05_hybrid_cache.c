@@ -1,8 +1,9 @@
 /*
- * 05_hybrid_cache — the bill of the 3:1 hybrid (seed chapter, "Do not choose.
- * Interleave." and "Why three-to-one"; issue 5). Stacks of L layers
- * (lib/hybrid.c) with KDA : attention ratios 0:1 (attention only), 1:1, 3:1,
- * 7:1 and 1:0 (KDA only). In each period of N+M layers the first N are KDA
+ * 05_hybrid_cache — the bill of the 3:1 hybrid: cache bytes, time per decoded
+ * token and exact recall of a planted token (seed chapter, "Do not choose.
+ * Interleave." and "Why three-to-one"), for stacks of L layers
+ * (lib/model/hybrid.c) with KDA : attention ratios 0:1 (attention only), 1:1,
+ * 3:1, 7:1 and 1:0 (KDA only). In each period of N+M layers the first N are KDA
  * and the last M attention (3:1 = KDA KDA KDA ATTN, as in Kimi Linear). The
  * weights are UNTRAINED: drawn by kdalab_hybrid_new_random from --seed.
  *
@@ -83,7 +84,7 @@ static const ratio RATIOS[] = {
 
 /* Parameters of one run. */
 typedef struct {
-    size_t L, d, H, max_ctx, min_ctx, decode, real_ctx, pool, recall_max, recall_max_all;
+    size_t L, d, H, max_ctx, min_ctx, decode, real_ctx, pool, recall_max, recall_max_all, far;
     double tau, exact;
 } params;
 
@@ -106,42 +107,76 @@ static void fill_random(gsl_rng *rng, double *x, size_t n)
         x[i] = gsl_ran_gaussian(rng, 1.0);
 }
 
-static size_t count_attention(const exp_ctx *x, const kdalab_hybrid_config *cfg)
+static size_t count_attention(const lab_ctx *x, const kdalab_hybrid_config *cfg)
 {
     size_t n = 0;
     for (size_t l = 0; l < cfg->n_layers; l++) {
         kdalab_hybrid_kind k;
-        exp_check(x, kdalab_hybrid_layer_kind(cfg, l, &k), "layer kind");
+        lab_check(x, kdalab_hybrid_layer_kind(cfg, l, &k), "layer kind");
         n += k == KDALAB_HYBRID_ATTENTION;
     }
     return n;
 }
 
+/* The configuration of the stack with ratio r. */
+static kdalab_hybrid_config stack_config(const params *p, size_t r)
+{
+    kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
+    cfg.n_layers = p->L;
+    cfg.d_model = p->d;
+    cfg.n_heads = p->H;
+    cfg.ratio_kda = RATIOS[r].N;
+    cfg.ratio_attention = RATIOS[r].M;
+    return cfg;
+}
+
+/* The largest context of the doubling sequence min_ctx, 2 min_ctx, ... <= max_ctx. */
+static size_t largest_context(const params *p)
+{
+    size_t c = p->min_ctx;
+    while (c * 2 <= p->max_ctx)
+        c *= 2;
+    return c;
+}
+
 /* ---- part 1: cache bytes and decode time -------------------------------------- */
 
-static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, result *res)
+/* Every ratio at every context: 05_hybrid_cache.tsv. */
+static void part_cache(lab_ctx *x, const params *p, gsl_rng *rng, result *res)
 {
+    static const char *const cols[] = {
+        "ratio_kda", "N of the ratio N:M (KDA layers per period)",
+        "ratio_attention", "M of the ratio N:M (attention layers per period)",
+        "n_attention", "attention layers in the stack of L",
+        "context", "context length c (tokens in each attention layer's KV cache)",
+        "cache_bytes", "bytes held, read with kdalab_hybrid_cache_bytes (bytes)",
+        "formula_bytes", "n_kda*H*dh*dh*8 + n_attention*c*2*H*dh*8 (bytes)",
+        "ms_median", "median time per decoded token over decode-tokens tokens (ms)",
+        "ms_min", "minimum time per decoded token (ms)",
+        "context_built_by", "real = true prefill; filled = KV caches extended from a row pool",
+        NULL};
+    FILE *f = lab_tsv_open(x, "05_hybrid_cache", cols,
+                           "L=%zu d_model=%zu H=%zu d_head=%zu contexts %zu..%zu doubling, "
+                           "decode-tokens=%zu real-context=%zu pool=%zu; untrained random "
+                           "weights (kdalab_hybrid_new_random, seed+ratio index); one block per ratio",
+                           p->L, p->d, p->H, p->d / p->H, p->min_ctx, p->max_ctx, p->decode,
+                           p->real_ctx, p->pool);
     size_t n_ctx = 0;
     for (size_t c = p->min_ctx; c <= p->max_ctx; c *= 2)
         n_ctx++;
     size_t d = p->d, dh = d / p->H, done = 0, total = n_ctx * N_RATIOS;
-    double *xs = exp_zeros(x, p->real_ctx * d), *y = exp_zeros(x, d);
-    double *ms = exp_zeros(x, p->decode);
+    double *xs = lab_zeros(x, p->real_ctx * d), *y = lab_zeros(x, d);
+    double *ms = lab_zeros(x, p->decode);
     for (size_t r = 0; r < N_RATIOS; r++) {
-        kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
-        cfg.n_layers = p->L;
-        cfg.d_model = d;
-        cfg.n_heads = p->H;
-        cfg.ratio_kda = RATIOS[r].N;
-        cfg.ratio_attention = RATIOS[r].M;
+        kdalab_hybrid_config cfg = stack_config(p, r);
         kdalab_hybrid *s = NULL;
-        exp_check(x, kdalab_hybrid_new_random(&cfg, x->seed + r, &s), "new stack");
+        lab_check(x, kdalab_hybrid_new_random(&cfg, x->seed + r, &s), "new stack");
         size_t n_attn = count_attention(x, &cfg);
         res[r].n_attn = n_attn;
 
         /* The pool of k, v rows per attention layer for the cheap fill. */
         double **pk = calloc(p->L, sizeof *pk), **pv = calloc(p->L, sizeof *pv);
-        double *px = exp_zeros(x, p->pool * d);
+        double *px = lab_zeros(x, p->pool * d);
         if (!pk || !pv) {
             fprintf(stderr, "%s: out of memory\n", x->name);
             exit(1);
@@ -151,9 +186,9 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             kdalab_kv_cache *cache;
             if (kdalab_hybrid_kv_cache(s, l, &cache) != KDALAB_OK)
                 continue;
-            pk[l] = exp_zeros(x, p->pool * d);
-            pv[l] = exp_zeros(x, p->pool * d);
-            exp_check(x, kdalab_hybrid_layer_project(s, l, p->pool, px, NULL, pk[l], pv[l], NULL,
+            pk[l] = lab_zeros(x, p->pool * d);
+            pv[l] = lab_zeros(x, p->pool * d);
+            lab_check(x, kdalab_hybrid_layer_project(s, l, p->pool, px, NULL, pk[l], pv[l], NULL,
                                                      NULL),
                       "pool projection");
         }
@@ -164,7 +199,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             if (real) {
                 size_t T = c - ctx;
                 fill_random(rng, xs, T * d);
-                exp_check(x, kdalab_hybrid_prefill(s, T, xs, NULL, NULL), "prefill");
+                lab_check(x, kdalab_hybrid_prefill(s, T, xs, NULL, NULL), "prefill");
             } else {
                 for (size_t l = 0; l < p->L; l++) {
                     kdalab_kv_cache *cache;
@@ -172,7 +207,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
                         continue;
                     for (size_t t = ctx, i = filled; t < c; t++, i++) {
                         size_t row = i % p->pool;
-                        exp_check(x, kdalab_kv_cache_append(cache, pk[l] + row * d,
+                        lab_check(x, kdalab_kv_cache_append(cache, pk[l] + row * d,
                                                             pv[l] + row * d),
                                   "cache fill");
                     }
@@ -181,7 +216,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             }
             ctx = c;
             size_t bytes = 0;
-            exp_check(x, kdalab_hybrid_cache_bytes(s, NULL, &bytes), "cache bytes");
+            lab_check(x, kdalab_hybrid_cache_bytes(s, NULL, &bytes), "cache bytes");
             size_t formula = (p->L - n_attn) * p->H * dh * dh * 8 + n_attn * c * 2 * p->H * dh * 8;
             if (bytes != formula) {
                 fprintf(stderr, "%s: ratio %s at %zu tokens holds %zu bytes, formula %zu\n",
@@ -190,9 +225,9 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             }
             for (size_t i = 0; i < p->decode; i++) {
                 fill_random(rng, y, d);
-                double t0 = exp_now();
-                exp_check(x, kdalab_hybrid_decode(s, y, y, NULL), "decode");
-                ms[i] = 1e3 * (exp_now() - t0);
+                double t0 = lab_now();
+                lab_check(x, kdalab_hybrid_decode(s, y, y, NULL), "decode");
+                ms[i] = 1e3 * (lab_now() - t0);
             }
             ctx += p->decode;
             gsl_sort(ms, 1, p->decode);
@@ -204,7 +239,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
             res[r].bytes_max = bytes;
             res[r].ms_max = ms[0];
             res[r].ms_max_median = med;
-            exp_progress(x, "cache/decode points", ++done, total);
+            lab_progress(x, "cache/decode points", ++done, total);
         }
         fprintf(f, "\n\n");
         for (size_t l = 0; l < p->L; l++) {
@@ -216,6 +251,7 @@ static void part_cache(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resul
         free(px);
         kdalab_hybrid_free(s);
     }
+    lab_tsv_close(x, f);
     free(xs);
     free(y);
     free(ms);
@@ -264,14 +300,14 @@ static size_t distance_grid(size_t limit, size_t *out, size_t max)
 
 /* Add the keys of attention layers for T residual rows per layer (li [L, T, d])
  * to ksum [L, d]. */
-static void add_keys(exp_ctx *x, kdalab_hybrid *s, size_t L, size_t d, size_t T,
+static void add_keys(lab_ctx *x, kdalab_hybrid *s, size_t L, size_t d, size_t T,
                      const double *li, double *kbuf, double *ksum)
 {
     for (size_t l = 0; l < L; l++) {
         kdalab_kv_cache *cache;
         if (kdalab_hybrid_kv_cache(s, l, &cache) != KDALAB_OK)
             continue;
-        exp_check(x, kdalab_hybrid_layer_project(s, l, T, li + l * T * d, NULL, kbuf, NULL,
+        lab_check(x, kdalab_hybrid_layer_project(s, l, T, li + l * T * d, NULL, kbuf, NULL,
                                                  NULL, NULL),
                   "key projection");
         for (size_t t = 0; t < T; t++)
@@ -281,55 +317,110 @@ static void add_keys(exp_ctx *x, kdalab_hybrid *s, size_t L, size_t d, size_t T,
 }
 
 /* Prefill T random tokens in pieces of at most SEG, summing the attention keys. */
-static void advance(exp_ctx *x, kdalab_hybrid *s, gsl_rng *rng, size_t L, size_t d, size_t T,
+static void advance(lab_ctx *x, kdalab_hybrid *s, gsl_rng *rng, size_t L, size_t d, size_t T,
                     double *buf, double *li, double *kbuf, double *ksum)
 {
     while (T > 0) {
         size_t n = T < SEG ? T : SEG;
         fill_random(rng, buf, n * d);
-        exp_check(x, kdalab_hybrid_prefill(s, n, buf, NULL, li), "recall prefill");
+        lab_check(x, kdalab_hybrid_prefill(s, n, buf, NULL, li), "recall prefill");
         add_keys(x, s, L, d, n, li, kbuf, ksum);
         T -= n;
     }
 }
 
-static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, result *res,
-                        size_t far)
+typedef struct {
+    double *k, *v, *q, *o; /* [d] each */
+} probe_buffers;
+
+/* Probe every layer's memory for one planted token, with the layer's own
+ * key k_p and value v_p for it (xin: the token's residual input per layer,
+ * [L, d]): the best cosine over KDA layers and over attention layers (-2
+ * when the stack has none of that kind). ksum: the attention keys' sums. */
+static void probe(lab_ctx *x, const params *p, kdalab_hybrid *s, const double *xin,
+                  const double *ksum, probe_buffers *b, double *best_kda, double *best_att)
 {
-    size_t d = p->d, H = p->H, dh = d / H, L = p->L;
+    size_t d = p->d, H = p->H, dh = d / H;
     double scale = kdalab_default_scale(dh);
+    double *k = b->k, *v = b->v, *q = b->q, *o = b->o;
+    *best_kda = *best_att = -2;
+    for (size_t l = 0; l < p->L; l++) {
+        lab_check(x, kdalab_hybrid_layer_project(s, l, 1, xin + l * d, NULL, k, v, NULL, NULL),
+                  "probe projection");
+        double *S;
+        kdalab_kv_cache *cache;
+        if (kdalab_hybrid_kda_state(s, l, &S) == KDALAB_OK) {
+            for (size_t h = 0; h < H; h++)
+                for (size_t j = 0; j < dh; j++) {
+                    double acc = 0;
+                    for (size_t c = 0; c < dh; c++)
+                        acc += k[h * dh + c] * S[h * dh * dh + c * dh + j];
+                    o[h * dh + j] = acc;
+                }
+            *best_kda = fmax(*best_kda, cosine(o, v, d));
+        } else {
+            lab_check(x, kdalab_hybrid_kv_cache(s, l, &cache), "kv cache");
+            /* q along k_p - mean key: every logit moves by the same
+             * q.mean, so this scores the centred keys. */
+            double n_tok = (double)kdalab_kv_cache_tokens(cache);
+            for (size_t h = 0; h < H; h++) {
+                double nn = 0;
+                for (size_t c = 0; c < dh; c++) {
+                    size_t i_c = h * dh + c;
+                    q[i_c] = k[i_c] - ksum[l * d + i_c] / n_tok;
+                    nn += q[i_c] * q[i_c];
+                }
+                for (size_t c = 0; c < dh; c++)
+                    q[h * dh + c] = nn > 0 ? p->tau / scale * q[h * dh + c] / nn : 0.0;
+            }
+            lab_check(x, kdalab_kv_cache_attend(cache, scale, q, o), "probe attend");
+            *best_att = fmax(*best_att, cosine(o, v, d));
+        }
+    }
+}
+
+/* Plant tokens at distances up to each stack's limit, run the true forward
+ * pass, probe every planted token at the end: 05_hybrid_cache_recall.tsv. */
+static void part_recall(lab_ctx *x, const params *p, gsl_rng *rng, result *res)
+{
+    static const char *const cols[] = {
+        "ratio_kda", "N of the ratio N:M",
+        "ratio_attention", "M of the ratio N:M",
+        "n_attention", "attention layers in the stack",
+        "distance", "tokens written after the planted token (tokens)",
+        "cos_best", "best cosine over the stack's layers between the read and v_p",
+        "cos_kda", "best over KDA layers of cos(S^T k_p, v_p) (nan: no KDA layer)",
+        "cos_attention", "best over attention layers of cos(attend(q_p), v_p) (nan: none)",
+        "exact", "1 when cos_best >= --exact",
+        NULL};
+    FILE *f = lab_tsv_open(x, "05_hybrid_cache_recall", cols,
+                           "L=%zu d_model=%zu H=%zu recall-max=%zu (KDA only, 7:1) recall-max-all=%zu "
+                           "(others) tau=%g exact=%g; untrained random weights (seed+100+ratio index), "
+                           "random N(0,1) tokens, true forward pass; one block per ratio",
+                           p->L, p->d, p->H, p->recall_max, p->recall_max_all, p->tau, p->exact);
+    size_t d = p->d, L = p->L;
     size_t total_work = 0, work_done = 0;
     size_t limits[N_RATIOS];
     for (size_t r = 0; r < N_RATIOS; r++) {
-        kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
-        cfg.n_layers = L;
-        cfg.ratio_kda = RATIOS[r].N;
-        cfg.ratio_attention = RATIOS[r].M;
-        cfg.d_model = d;
-        cfg.n_heads = H;
+        kdalab_hybrid_config cfg = stack_config(p, r);
         /* Linear-time prefill unless an attention layer feeds another layer. */
         int quadratic = 0;
         for (size_t l = 0; l + 1 < L; l++) {
             kdalab_hybrid_kind k;
-            exp_check(x, kdalab_hybrid_layer_kind(&cfg, l, &k), "layer kind");
+            lab_check(x, kdalab_hybrid_layer_kind(&cfg, l, &k), "layer kind");
             quadratic |= k == KDALAB_HYBRID_ATTENTION;
         }
         limits[r] = quadratic ? p->recall_max_all : p->recall_max;
         total_work += limits[r];
     }
-    double *buf = exp_zeros(x, SEG * d), *y = exp_zeros(x, d), *li = exp_zeros(x, L * SEG * d);
-    double *kbuf = exp_zeros(x, SEG * d), *ksum = exp_zeros(x, L * d);
-    double *trace = exp_zeros(x, MAX_PROBES * L * d);
-    double *k = exp_zeros(x, d), *v = exp_zeros(x, d), *q = exp_zeros(x, d), *o = exp_zeros(x, d);
+    double *buf = lab_zeros(x, SEG * d), *y = lab_zeros(x, d), *li = lab_zeros(x, L * SEG * d);
+    double *kbuf = lab_zeros(x, SEG * d), *ksum = lab_zeros(x, L * d);
+    double *trace = lab_zeros(x, MAX_PROBES * L * d);
+    probe_buffers pb = {lab_zeros(x, d), lab_zeros(x, d), lab_zeros(x, d), lab_zeros(x, d)};
     for (size_t r = 0; r < N_RATIOS; r++) {
-        kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
-        cfg.n_layers = L;
-        cfg.d_model = d;
-        cfg.n_heads = H;
-        cfg.ratio_kda = RATIOS[r].N;
-        cfg.ratio_attention = RATIOS[r].M;
+        kdalab_hybrid_config cfg = stack_config(p, r);
         kdalab_hybrid *s = NULL;
-        exp_check(x, kdalab_hybrid_new_random(&cfg, x->seed + 100 + r, &s), "new stack");
+        lab_check(x, kdalab_hybrid_new_random(&cfg, x->seed + 100 + r, &s), "new stack");
         size_t dist[MAX_PROBES];
         size_t n_probe = distance_grid(limits[r], dist, MAX_PROBES);
         size_t end = limits[r] + 1; /* positions 0 .. limits[r]; probe at the end */
@@ -340,10 +431,10 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
             size_t pos = end - 1 - dist[i];
             advance(x, s, rng, L, d, pos - cur, buf, li, kbuf, ksum);
             fill_random(rng, y, d);
-            exp_check(x, kdalab_hybrid_decode(s, y, y, trace + i * L * d), "recall decode");
+            lab_check(x, kdalab_hybrid_decode(s, y, y, trace + i * L * d), "recall decode");
             add_keys(x, s, L, d, 1, trace + i * L * d, kbuf, ksum);
             cur = pos + 1;
-            exp_progress(x, "recall tokens", work_done + cur, total_work);
+            lab_progress(x, "recall tokens", work_done + cur, total_work);
         }
         advance(x, s, rng, L, d, end - cur, buf, li, kbuf, ksum);
         work_done += limits[r];
@@ -352,45 +443,12 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
         res[r].probes = n_probe;
         double cos_far = 0;
         for (size_t i = 0; i < n_probe; i++) {
-            double best_kda = -2, best_att = -2;
-            for (size_t l = 0; l < L; l++) {
-                const double *xin = trace + i * L * d + l * d;
-                exp_check(x, kdalab_hybrid_layer_project(s, l, 1, xin, NULL, k, v, NULL, NULL),
-                          "probe projection");
-                double *S;
-                kdalab_kv_cache *cache;
-                if (kdalab_hybrid_kda_state(s, l, &S) == KDALAB_OK) {
-                    for (size_t h = 0; h < H; h++)
-                        for (size_t j = 0; j < dh; j++) {
-                            double acc = 0;
-                            for (size_t c = 0; c < dh; c++)
-                                acc += k[h * dh + c] * S[h * dh * dh + c * dh + j];
-                            o[h * dh + j] = acc;
-                        }
-                    best_kda = fmax(best_kda, cosine(o, v, d));
-                } else {
-                    exp_check(x, kdalab_hybrid_kv_cache(s, l, &cache), "kv cache");
-                    /* q along k_p - mean key: every logit moves by the same
-                     * q.mean, so this scores the centred keys. */
-                    double n_tok = (double)kdalab_kv_cache_tokens(cache);
-                    for (size_t h = 0; h < H; h++) {
-                        double nn = 0;
-                        for (size_t c = 0; c < dh; c++) {
-                            size_t i_c = h * dh + c;
-                            q[i_c] = k[i_c] - ksum[l * d + i_c] / n_tok;
-                            nn += q[i_c] * q[i_c];
-                        }
-                        for (size_t c = 0; c < dh; c++)
-                            q[h * dh + c] = nn > 0 ? p->tau / scale * q[h * dh + c] / nn : 0.0;
-                    }
-                    exp_check(x, kdalab_kv_cache_attend(cache, scale, q, o), "probe attend");
-                    best_att = fmax(best_att, cosine(o, v, d));
-                }
-            }
+            double best_kda, best_att;
+            probe(x, p, s, trace + i * L * d, ksum, &pb, &best_kda, &best_att);
             double best = fmax(best_kda, best_att);
             int hit = best >= p->exact;
             res[r].recalled += hit;
-            if (dist[i] > far) {
+            if (dist[i] > p->far) {
                 res[r].probes_far++;
                 res[r].recalled_far += hit;
                 cos_far += best;
@@ -405,98 +463,25 @@ static void part_recall(exp_ctx *x, const params *p, gsl_rng *rng, FILE *f, resu
         fprintf(f, "\n\n");
         kdalab_hybrid_free(s);
     }
+    lab_tsv_close(x, f);
     free(buf);
     free(y);
     free(li);
     free(kbuf);
     free(ksum);
     free(trace);
-    free(k);
-    free(v);
-    free(q);
-    free(o);
+    free(pb.k);
+    free(pb.v);
+    free(pb.q);
+    free(pb.o);
 }
 
-/* ---- main ---------------------------------------------------------------------------- */
+/* ---- part 3: the claim, and the printed summary -------------------------------------- */
 
-int main(int argc, char **argv)
+/* The claim: at 3:1 "the cache bill has already fallen by three quarters".
+ * 05_hybrid_cache_claim.tsv: every ratio against the attention-only stack. */
+static void write_claim(lab_ctx *x, const params *p, const result *res)
 {
-    exp_ctx x;
-    params p = {.L = 8, .d = 64, .H = 1, .max_ctx = 65536, .min_ctx = 16, .decode = 16,
-                .real_ctx = 1024, .pool = 1024, .recall_max = 8192, .recall_max_all = 2048,
-                .tau = 100.0, .exact = 0.99};
-    size_t far = 256;
-    exp_init(&x, "05_hybrid_cache",
-             "the bill of the 3:1 hybrid: cache bytes, ms per decoded token, exact recall");
-    exp_flag_size(&x, "layers", &p.L, "layers L per stack (7:1 needs L >= 8 to hold attention)");
-    exp_flag_size(&x, "d-model", &p.d, "residual width d_model");
-    exp_flag_size(&x, "heads", &p.H, "heads H (d_head = d_model / H = K = V)");
-    exp_flag_size(&x, "max-context", &p.max_ctx, "largest context length c (tokens)");
-    exp_flag_size(&x, "min-context", &p.min_ctx, "smallest context length c; c doubles up to the largest");
-    exp_flag_size(&x, "decode-tokens", &p.decode, "tokens decoded and timed at each c (<= min-context)");
-    exp_flag_size(&x, "real-context", &p.real_ctx, "contexts up to this are a real prefill; longer are cache fills");
-    exp_flag_size(&x, "pool", &p.pool, "k,v rows in the pool the cache fill cycles through");
-    exp_flag_size(&x, "recall-max", &p.recall_max, "largest recall distance for stacks with linear-time prefill");
-    exp_flag_size(&x, "recall-max-all", &p.recall_max_all, "largest recall distance for the O(T^2) stacks");
-    exp_flag_size(&x, "far", &far, "summary: recall over distances > far");
-    exp_flag_double(&x, "tau", &p.tau, "attention probe: logit of the planted token (sharpness)");
-    exp_flag_double(&x, "exact", &p.exact, "cosine at or above which a recall counts as exact");
-    exp_parse(&x, argc, argv);
-    if (p.L == 0 || p.d == 0 || p.H == 0 || p.d % p.H != 0 || p.min_ctx == 0 ||
-        p.decode == 0 || p.decode > p.min_ctx || p.min_ctx > p.max_ctx || p.pool == 0 ||
-        p.recall_max == 0 || p.recall_max_all == 0 || p.recall_max_all > p.recall_max ||
-        !(p.tau > 0) || !(p.exact > 0 && p.exact <= 1)) {
-        fprintf(stderr, "%s: need layers, d-model, heads >= 1 with heads dividing d-model; "
-                        "1 <= decode-tokens <= min-context <= max-context; pool >= 1; "
-                        "1 <= recall-max-all <= recall-max; tau > 0; 0 < exact <= 1\n",
-                x.name);
-        return 2;
-    }
-    if (p.real_ctx > p.max_ctx)
-        p.real_ctx = p.max_ctx;
-    size_t dh = p.d / p.H;
-    gsl_rng *rng = exp_rng(&x);
-    result res[N_RATIOS];
-    memset(res, 0, sizeof res);
-
-    static const char *const cache_cols[] = {
-        "ratio_kda", "N of the ratio N:M (KDA layers per period)",
-        "ratio_attention", "M of the ratio N:M (attention layers per period)",
-        "n_attention", "attention layers in the stack of L",
-        "context", "context length c (tokens in each attention layer's KV cache)",
-        "cache_bytes", "bytes held, read with kdalab_hybrid_cache_bytes (bytes)",
-        "formula_bytes", "n_kda*H*dh*dh*8 + n_attention*c*2*H*dh*8 (bytes)",
-        "ms_median", "median time per decoded token over decode-tokens tokens (ms)",
-        "ms_min", "minimum time per decoded token (ms)",
-        "context_built_by", "real = true prefill; filled = KV caches extended from a row pool",
-        NULL};
-    FILE *f = exp_tsv_open(&x, "05_hybrid_cache", cache_cols,
-                           "L=%zu d_model=%zu H=%zu d_head=%zu contexts %zu..%zu doubling, "
-                           "decode-tokens=%zu real-context=%zu pool=%zu; untrained random "
-                           "weights (kdalab_hybrid_new_random, seed+ratio index); one block per ratio",
-                           p.L, p.d, p.H, dh, p.min_ctx, p.max_ctx, p.decode, p.real_ctx, p.pool);
-    part_cache(&x, &p, rng, f, res);
-    exp_tsv_close(&x, f);
-
-    static const char *const recall_cols[] = {
-        "ratio_kda", "N of the ratio N:M",
-        "ratio_attention", "M of the ratio N:M",
-        "n_attention", "attention layers in the stack",
-        "distance", "tokens written after the planted token (tokens)",
-        "cos_best", "best cosine over the stack's layers between the read and v_p",
-        "cos_kda", "best over KDA layers of cos(S^T k_p, v_p) (nan: no KDA layer)",
-        "cos_attention", "best over attention layers of cos(attend(q_p), v_p) (nan: none)",
-        "exact", "1 when cos_best >= --exact",
-        NULL};
-    f = exp_tsv_open(&x, "05_hybrid_cache_recall", recall_cols,
-                     "L=%zu d_model=%zu H=%zu recall-max=%zu (KDA only, 7:1) recall-max-all=%zu "
-                     "(others) tau=%g exact=%g; untrained random weights (seed+100+ratio index), "
-                     "random N(0,1) tokens, true forward pass; one block per ratio",
-                     p.L, p.d, p.H, p.recall_max, p.recall_max_all, p.tau, p.exact);
-    part_recall(&x, &p, rng, f, res, far);
-    exp_tsv_close(&x, f);
-
-    /* The claim: at 3:1 "the cache bill has already fallen by three quarters". */
     static const char *const claim_cols[] = {
         "ratio_kda", "N of the ratio N:M",
         "ratio_attention", "M of the ratio N:M",
@@ -509,27 +494,29 @@ int main(int argc, char **argv)
         "ms_fraction", "ms_min / the attention-only stack's",
         "ms_median", "median ms per decoded token at that context (ms)",
         NULL};
-    f = exp_tsv_open(&x, "05_hybrid_cache_claim", claim_cols, "L=%zu d_model=%zu H=%zu context=%zu",
-                     p.L, p.d, p.H, p.max_ctx);
-    size_t ctx_max = p.min_ctx;
-    while (ctx_max * 2 <= p.max_ctx)
-        ctx_max *= 2;
+    FILE *f = lab_tsv_open(x, "05_hybrid_cache_claim", claim_cols, "L=%zu d_model=%zu H=%zu context=%zu",
+                           p->L, p->d, p->H, p->max_ctx);
+    size_t ctx_max = largest_context(p);
     for (size_t r = 0; r < N_RATIOS; r++)
         fprintf(f, "%zu\t%zu\t%zu\t%zu\t%zu\t%.6f\t%.6f\t%.6g\t%.4f\t%.6g\n", RATIOS[r].N,
                 RATIOS[r].M, res[r].n_attn, ctx_max, res[r].bytes_max,
                 (double)res[r].bytes_max / (double)res[0].bytes_max,
                 1.0 - (double)res[r].bytes_max / (double)res[0].bytes_max, res[r].ms_max,
                 res[r].ms_max / res[0].ms_max, res[r].ms_max_median);
-    exp_tsv_close(&x, f);
+    lab_tsv_close(x, f);
+}
 
+static void print_summary(const lab_ctx *x, const params *p, const result *res)
+{
+    size_t ctx_max = largest_context(p);
     printf("05_hybrid_cache: L=%zu layers, d_model=%zu, H=%zu, d_head=%zu; untrained random "
-           "weights, seed %lu\n", p.L, p.d, p.H, dh, x.seed);
+           "weights, seed %lu\n", p->L, p->d, p->H, p->d / p->H, x->seed);
     printf("cache bytes held (kdalab_hybrid_cache_bytes; equal to the formula at every point) and "
            "ms per decoded token at c = %zu tokens\n(minimum over %zu decoded tokens: the "
            "machine is shared, the minimum is the least disturbed; medians in the TSV)\n",
-           ctx_max, p.decode);
+           ctx_max, p->decode);
     printf("(contexts > %zu built by extending the KV caches from a row pool; see --help)\n\n",
-           p.real_ctx);
+           p->real_ctx);
     printf("%-22s %5s %14s %10s %8s %10s %10s %9s\n", "ratio KDA:attn", "attn", "bytes", "MiB",
            "of attn", "ms/token", "of attn", "ms @ c0");
     for (size_t r = 0; r < N_RATIOS; r++)
@@ -537,7 +524,7 @@ int main(int argc, char **argv)
                res[r].n_attn, res[r].bytes_max, res[r].bytes_max / 1048576.0,
                100.0 * res[r].bytes_max / res[0].bytes_max, res[r].ms_max,
                100.0 * res[r].ms_max / res[0].ms_max, res[r].ms_min_ctx);
-    printf("(ms @ c0: ms per token at c = %zu)\n\n", p.min_ctx);
+    printf("(ms @ c0: ms per token at c = %zu)\n\n", p->min_ctx);
     double f31 = (double)res[2].bytes_max / (double)res[0].bytes_max;
     printf("claim \"at 3:1 the cache bill has already fallen by three quarters\": measured at "
            "c = %zu: 3:1 holds %.4f of the attention-only cache, a fall of %.2f%% (exactly 75%% "
@@ -545,17 +532,63 @@ int main(int argc, char **argv)
            ctx_max, f31, 100.0 * (1.0 - f31),
            100.0 * (f31 - 0.25));
     printf("exact recall of a planted token (cos >= %g between the best layer's read and v_p), "
-           "true forward pass, untrained weights, attention probe logit tau = %g\n", p.exact,
-           p.tau);
+           "true forward pass, untrained weights, attention probe logit tau = %g\n", p->exact,
+           p->tau);
     printf("%-22s %5s %9s %12s %16s %14s\n", "ratio KDA:attn", "attn", "max dist", "exact (all)",
            "exact (dist>far)", "mean cos far");
     for (size_t r = 0; r < N_RATIOS; r++)
         printf("%-22s %5zu %9zu %6zu/%-5zu %10zu/%-5zu %14.4f\n", RATIOS[r].label, res[r].n_attn,
                res[r].recall_limit, res[r].recalled, res[r].probes, res[r].recalled_far,
                res[r].probes_far, res[r].cos_far_mean);
-    printf("(far = %zu tokens)\n", far);
+    printf("(far = %zu tokens)\n", p->far);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    lab_ctx x;
+    params p = {.L = 8, .d = 64, .H = 1, .max_ctx = 65536, .min_ctx = 16, .decode = 16,
+                .real_ctx = 1024, .pool = 1024, .recall_max = 8192, .recall_max_all = 2048,
+                .far = 256, .tau = 100.0, .exact = 0.99};
+    lab_init(&x, "05_hybrid_cache",
+             "the bill of the 3:1 hybrid: cache bytes, ms per decoded token, exact recall");
+    lab_flag_size(&x, "layers", &p.L, "layers L per stack (7:1 needs L >= 8 to hold attention)");
+    lab_flag_size(&x, "d-model", &p.d, "residual width d_model");
+    lab_flag_size(&x, "heads", &p.H, "heads H (d_head = d_model / H = K = V)");
+    lab_flag_size(&x, "max-context", &p.max_ctx, "largest context length c (tokens)");
+    lab_flag_size(&x, "min-context", &p.min_ctx, "smallest context length c; c doubles up to the largest");
+    lab_flag_size(&x, "decode-tokens", &p.decode, "tokens decoded and timed at each c (<= min-context)");
+    lab_flag_size(&x, "real-context", &p.real_ctx, "contexts up to this are a real prefill; longer are cache fills");
+    lab_flag_size(&x, "pool", &p.pool, "k,v rows in the pool the cache fill cycles through");
+    lab_flag_size(&x, "recall-max", &p.recall_max, "largest recall distance for stacks with linear-time prefill");
+    lab_flag_size(&x, "recall-max-all", &p.recall_max_all, "largest recall distance for the O(T^2) stacks");
+    lab_flag_size(&x, "far", &p.far, "summary: recall over distances > far");
+    lab_flag_double(&x, "tau", &p.tau, "attention probe: logit of the planted token (sharpness)");
+    lab_flag_double(&x, "exact", &p.exact, "cosine at or above which a recall counts as exact");
+    lab_parse(&x, argc, argv);
+    if (p.L == 0 || p.d == 0 || p.H == 0 || p.d % p.H != 0 || p.min_ctx == 0 ||
+        p.decode == 0 || p.decode > p.min_ctx || p.min_ctx > p.max_ctx || p.pool == 0 ||
+        p.recall_max == 0 || p.recall_max_all == 0 || p.recall_max_all > p.recall_max ||
+        !(p.tau > 0) || !(p.exact > 0 && p.exact <= 1)) {
+        fprintf(stderr, "%s: need layers, d-model, heads >= 1 with heads dividing d-model; "
+                        "1 <= decode-tokens <= min-context <= max-context; pool >= 1; "
+                        "1 <= recall-max-all <= recall-max; tau > 0; 0 < exact <= 1\n",
+                x.name);
+        return 2;
+    }
+    if (p.real_ctx > p.max_ctx)
+        p.real_ctx = p.max_ctx;
+    gsl_rng *rng = lab_rng(&x);
+    result res[N_RATIOS];
+    memset(res, 0, sizeof res);
+
+    part_cache(&x, &p, rng, res);
+    part_recall(&x, &p, rng, res);
+    write_claim(&x, &p, res);
+    print_summary(&x, &p, res);
     printf("results: %s/05_hybrid_cache.tsv, 05_hybrid_cache_recall.tsv, 05_hybrid_cache_claim.tsv"
-           " (%.1f s)\n", x.out, exp_elapsed(&x));
+           " (%.1f s)\n", x.out, lab_elapsed(&x));
     gsl_rng_free(rng);
     return 0;
 }

@@ -16,8 +16,7 @@
  * machine hits one round of every point instead of every round of a few.
  * A point whose first run takes longer than --long seconds is not repeated.
  * A series stops growing T when its next point would take longer than
- * --budget seconds (predicted from its last two points), so the default run
- * stays under a minute.
+ * --budget seconds (predicted from its last two points).
  *
  * The exponent p of time ~ T^p is the least-squares slope of ln(time) on
  * ln(T) (gsl_fit_linear) over the points with T >= --fit-min: about 1 for the
@@ -42,7 +41,7 @@
 #include "kdalab.h"
 
 /* CPU seconds used by the process (all threads). Local to this experiment:
- * common.h has only the monotonic wall clock (exp_now). */
+ * common.h has only the monotonic wall clock (lab_now). */
 static double cpu_now(void)
 {
     struct timespec ts;
@@ -69,44 +68,33 @@ typedef struct {
     float *qf, *kf, *vf, *betaf, *g_kdaf, *g_gdnf, *of;
 } inputs;
 
-static float *floats_of(const exp_ctx *x, const double *src, size_t n)
-{
-    float *p = calloc(n ? n : 1, sizeof *p);
-    if (!p) {
-        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
-        exit(1);
-    }
-    for (size_t i = 0; i < n && src; i++) p[i] = (float)src[i];
-    return p;
-}
-
-static void inputs_make(const exp_ctx *x, inputs *in, gsl_rng *rng)
+static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
 {
     size_t nqk = in->Tmax * in->H * in->K, nv = in->Tmax * in->H * in->V,
            nth = in->Tmax * in->H;
-    in->q = exp_zeros(x, nqk);
-    in->k = exp_zeros(x, nqk);
-    in->v = exp_zeros(x, nv);
-    in->beta = exp_zeros(x, nth);
-    in->g_kda = exp_zeros(x, nqk);
-    in->g_gdn = exp_zeros(x, nth);
-    in->o = exp_zeros(x, nv);
+    in->q = lab_zeros(x, nqk);
+    in->k = lab_zeros(x, nqk);
+    in->v = lab_zeros(x, nv);
+    in->beta = lab_zeros(x, nth);
+    in->g_kda = lab_zeros(x, nqk);
+    in->g_gdn = lab_zeros(x, nth);
+    in->o = lab_zeros(x, nv);
     for (size_t r = 0; r < nth; r++) {
-        exp_random_unit(rng, in->q + r * in->K, in->K);
-        exp_random_unit(rng, in->k + r * in->K, in->K);
+        lab_random_unit(rng, in->q + r * in->K, in->K);
+        lab_random_unit(rng, in->k + r * in->K, in->K);
         for (size_t j = 0; j < in->V; j++) in->v[r * in->V + j] = gsl_ran_gaussian(rng, 1.0);
         in->beta[r] = gsl_rng_uniform(rng);
         /* Decays in [-0.1, 0]: a = 0.905..1, no subnormal slow paths in the timing. */
         in->g_gdn[r] = -0.1 * gsl_rng_uniform(rng);
         for (size_t c = 0; c < in->K; c++) in->g_kda[r * in->K + c] = -0.1 * gsl_rng_uniform(rng);
     }
-    in->qf = floats_of(x, in->q, nqk);
-    in->kf = floats_of(x, in->k, nqk);
-    in->vf = floats_of(x, in->v, nv);
-    in->betaf = floats_of(x, in->beta, nth);
-    in->g_kdaf = floats_of(x, in->g_kda, nqk);
-    in->g_gdnf = floats_of(x, in->g_gdn, nth);
-    in->of = floats_of(x, NULL, nv);
+    in->qf = lab_floats(x, in->q, nqk);
+    in->kf = lab_floats(x, in->k, nqk);
+    in->vf = lab_floats(x, in->v, nv);
+    in->betaf = lab_floats(x, in->beta, nth);
+    in->g_kdaf = lab_floats(x, in->g_kda, nqk);
+    in->g_gdnf = lab_floats(x, in->g_gdn, nth);
+    in->of = lab_floats(x, NULL, nv);
 }
 
 static void inputs_free(inputs *in)
@@ -119,7 +107,7 @@ static void inputs_free(inputs *in)
 
 /* One timed call of a series at length T; returns CPU seconds, *wall gets
  * the wall seconds. */
-static double time_one(const exp_ctx *x, const series *s, const inputs *in, size_t T,
+static double time_one(const lab_ctx *x, const series *s, const inputs *in, size_t T,
                        double *wall)
 {
     kdalab_dims d = {.B = 1, .T = T, .H = in->H, .K = in->K, .V = in->V};
@@ -128,7 +116,7 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
     const float *gf = s->mech == KDALAB_KDA ? in->g_kdaf : in->g_gdnf;
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     kdalab_status st = KDALAB_OK;
-    double w0 = exp_now(), c0 = cpu_now();
+    double w0 = lab_now(), c0 = cpu_now();
     switch (s->form) {
     case FORM_RECURRENT:
         st = s->f32 ? kdalab_recurrent_f32(&d, s->mech, (float)scale, in->qf, in->kf, in->vf, gf,
@@ -148,39 +136,24 @@ static double time_one(const exp_ctx *x, const series *s, const inputs *in, size
         break;
     }
     double t = cpu_now() - c0;
-    *wall = exp_now() - w0;
-    exp_check(x, st, s->label);
+    *wall = lab_now() - w0;
+    lab_check(x, st, s->label);
     return t;
 }
 
-int main(int argc, char **argv)
+/* The command-line parameters. */
+typedef struct {
+    size_t Tmin, Tmax, H, K, V, reps, fit_min;
+    double budget, long_run;
+} params;
+
+#define MAX_SERIES 18
+#define MAX_T 64
+
+/* Every mechanism in both forms and precisions, then softmax attention in
+ * both precisions. Returns the count. */
+static size_t make_series(series ser[MAX_SERIES])
 {
-    exp_ctx x;
-    size_t Tmin = 256, Tmax = 8192, H = 1, K = 64, V = 64, reps = 5, fit_min = 512;
-    double budget = 10.0, long_run = 0.4;
-    exp_init(&x, "06_scaling",
-             "time vs sequence length T for every mechanism and form; fitted exponents");
-    exp_flag_size(&x, "Tmin", &Tmin, "smallest T (then doubled up to --Tmax)");
-    exp_flag_size(&x, "Tmax", &Tmax, "largest T");
-    exp_flag_size(&x, "H", &H, "heads");
-    exp_flag_size(&x, "K", &K, "key dimension per head");
-    exp_flag_size(&x, "V", &V, "value dimension per head");
-    exp_flag_size(&x, "reps", &reps, "rounds: runs per point (the minimum is kept)");
-    exp_flag_size(&x, "fit-min", &fit_min, "smallest T used in the exponent fit");
-    exp_flag_double(&x, "budget", &budget, "skip a point predicted to take longer (seconds)");
-    exp_flag_double(&x, "long", &long_run, "a run longer than this (seconds) is not repeated");
-    exp_parse(&x, argc, argv);
-    if (Tmin < 1 || Tmax < Tmin || H < 1 || K < 1 || V < 1 || reps < 1 || !(budget > 0.0)) {
-        fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V, reps >= 1, budget > 0\n", x.name);
-        return 2;
-    }
-
-    /* The T grid: Tmin, 2 Tmin, ... up to Tmax (Tmax itself always included). */
-    size_t Ts[64], nT = 0;
-    for (size_t T = Tmin; T < Tmax && nT < 63; T *= 2) Ts[nT++] = T;
-    Ts[nT++] = Tmax;
-
-    series ser[18];
     size_t ns = 0;
     const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                       KDALAB_GATED_DELTANET, KDALAB_KDA};
@@ -203,11 +176,57 @@ int main(int argc, char **argv)
         s->f32 = f32;
         snprintf(s->label, sizeof s->label, "softmax_attention_%s", f32 ? "f32" : "f64");
     }
+    return ns;
+}
 
-    gsl_rng *rng = exp_rng(&x);
-    inputs in = {.Tmax = Tmax, .H = H, .K = K, .V = V};
-    inputs_make(&x, &in, rng);
+/* The measured times: [series][T index]. */
+typedef struct {
+    size_t Ts[MAX_T], nT;      /* Tmin, 2 Tmin, ... up to Tmax (always included) */
+    series ser[MAX_SERIES];
+    size_t ns;
+    double secs[MAX_SERIES][MAX_T], wall[MAX_SERIES][MAX_T];
+    size_t runs[MAX_SERIES][MAX_T], npts[MAX_SERIES]; /* npts: points within the budget */
+} timings;
 
+/* Round 0 decides which points exist (the budget) and times each once;
+ * rounds 1..reps-1 time every point once more, except the long ones. */
+static void measure(lab_ctx *x, const params *p, const inputs *in, timings *tm)
+{
+    size_t total = tm->ns * tm->nT * p->reps, done = 0;
+    const size_t *Ts = tm->Ts;
+    for (size_t si = 0; si < tm->ns; si++) {
+        double *secs = tm->secs[si];
+        tm->npts[si] = 0;
+        for (size_t ti = 0; ti < tm->nT; ti++) {
+            size_t T = Ts[ti];
+            if (ti >= 2) { /* predict this point from the last two */
+                double e = log(secs[ti - 1] / secs[ti - 2]) /
+                           log((double)Ts[ti - 1] / (double)Ts[ti - 2]);
+                if (!(e > 1.0)) e = 1.0;
+                if (secs[ti - 1] * pow((double)T / (double)Ts[ti - 1], e) > p->budget) break;
+            }
+            secs[ti] = time_one(x, &tm->ser[si], in, T, &tm->wall[si][ti]);
+            tm->runs[si][ti] = 1;
+            tm->npts[si] = ti + 1;
+            lab_progress(x, "runs", ++done, total);
+        }
+    }
+    for (size_t r = 1; r < p->reps; r++)
+        for (size_t si = 0; si < tm->ns; si++)
+            for (size_t ti = 0; ti < tm->npts[si]; ti++) {
+                if (tm->secs[si][ti] > p->long_run) continue;
+                double w, t = time_one(x, &tm->ser[si], in, Ts[ti], &w);
+                if (t < tm->secs[si][ti]) tm->secs[si][ti] = t;
+                if (w < tm->wall[si][ti]) tm->wall[si][ti] = w;
+                tm->runs[si][ti]++;
+                lab_progress(x, "runs", ++done, total);
+            }
+    lab_progress(x, "runs", total, total);
+}
+
+/* 06_scaling.tsv: one line per (series, T). */
+static void write_times(lab_ctx *x, const params *p, const timings *tm)
+{
     static const char *const cols[] = {
         "series", "mechanism_form_precision",
         "mechanism", "linear_attention, deltanet, gated_deltanet, kda, softmax_attention",
@@ -220,11 +239,28 @@ int main(int argc, char **argv)
         "head_tokens_per_s", "B*H*T / seconds (CPU)",
         "ns_per_token_head", "seconds (CPU) / (B*H*T) in ns",
         NULL};
-    FILE *f = exp_tsv_open(&x, "06_scaling", cols,
+    FILE *f = lab_tsv_open(x, "06_scaling", cols,
                            "B=1 H=%zu K=%zu V=%zu, T = %zu..%zu doubling, reps=%zu, "
                            "budget=%gs per point, long=%gs, unit-norm q,k, v~N(0,1), beta~U(0,1), "
                            "g~U(-0.1,0); single thread",
-                           H, K, V, Tmin, Tmax, reps, budget, long_run);
+                           p->H, p->K, p->V, p->Tmin, p->Tmax, p->reps, p->budget, p->long_run);
+    for (size_t si = 0; si < tm->ns; si++) {
+        const series *s = &tm->ser[si];
+        for (size_t ti = 0; ti < tm->npts[si]; ti++) {
+            double ht = (double)(p->H * tm->Ts[ti]);
+            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%.6e\t%zu\t%.6e\t%.4f\n", s->label,
+                    s->mech_name, form_name[s->form], s->f32 ? "f32" : "f64", tm->Ts[ti],
+                    tm->secs[si][ti], tm->wall[si][ti], tm->runs[si][ti], ht / tm->secs[si][ti],
+                    1e9 * tm->secs[si][ti] / ht);
+        }
+    }
+    lab_tsv_close(x, f);
+}
+
+/* The exponent of each series over T >= fit_min: 06_scaling_fit.tsv and
+ * the printed table. */
+static void fit_exponents(lab_ctx *x, const params *p, const timings *tm)
+{
     static const char *const fcols[] = {
         "series", "mechanism_form_precision",
         "exponent", "slope p of ln(CPU seconds) = c + p ln(T) (gsl_fit_linear)",
@@ -233,78 +269,69 @@ int main(int argc, char **argv)
         "T_max_reached", "largest T timed (smaller than --Tmax when the budget cut it)",
         "expected", "1 for the recurrent mechanisms, 2 for softmax attention",
         NULL};
-
-    double secs[18][64], wall[18][64];
-    size_t runs[18][64], npts[18];
-    size_t total = ns * nT * reps, done = 0;
-    /* Round 0 decides which points exist (the budget) and times each once. */
-    for (size_t si = 0; si < ns; si++) {
-        npts[si] = 0;
-        for (size_t ti = 0; ti < nT; ti++) {
-            size_t T = Ts[ti];
-            if (ti >= 2) { /* predict this point from the last two */
-                double p = log(secs[si][ti - 1] / secs[si][ti - 2]) /
-                           log((double)Ts[ti - 1] / (double)Ts[ti - 2]);
-                if (!(p > 1.0)) p = 1.0;
-                if (secs[si][ti - 1] * pow((double)T / (double)Ts[ti - 1], p) > budget) break;
-            }
-            secs[si][ti] = time_one(&x, &ser[si], &in, T, &wall[si][ti]);
-            runs[si][ti] = 1;
-            npts[si] = ti + 1;
-            exp_progress(&x, "runs", ++done, total);
-        }
-    }
-    /* Rounds 1..reps-1: every point once more, except the long ones. */
-    for (size_t r = 1; r < reps; r++)
-        for (size_t si = 0; si < ns; si++)
-            for (size_t ti = 0; ti < npts[si]; ti++) {
-                if (secs[si][ti] > long_run) continue;
-                double w, t = time_one(&x, &ser[si], &in, Ts[ti], &w);
-                if (t < secs[si][ti]) secs[si][ti] = t;
-                if (w < wall[si][ti]) wall[si][ti] = w;
-                runs[si][ti]++;
-                exp_progress(&x, "runs", ++done, total);
-            }
-    exp_progress(&x, "runs", total, total);
-
-    for (size_t si = 0; si < ns; si++) {
-        const series *s = &ser[si];
-        for (size_t ti = 0; ti < npts[si]; ti++) {
-            double ht = (double)(H * Ts[ti]);
-            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%.6e\t%zu\t%.6e\t%.4f\n", s->label,
-                    s->mech_name, form_name[s->form], s->f32 ? "f32" : "f64", Ts[ti],
-                    secs[si][ti], wall[si][ti], runs[si][ti], ht / secs[si][ti],
-                    1e9 * secs[si][ti] / ht);
-        }
-    }
-    exp_tsv_close(&x, f);
-
-    FILE *ff = exp_tsv_open(&x, "06_scaling_fit", fcols,
-                            "B=1 H=%zu K=%zu V=%zu, fit over T >= %zu", H, K, V, fit_min);
+    FILE *ff = lab_tsv_open(x, "06_scaling_fit", fcols,
+                            "B=1 H=%zu K=%zu V=%zu, fit over T >= %zu", p->H, p->K, p->V, p->fit_min);
     printf("\n%-32s %9s %8s %6s %8s %14s %14s\n", "series", "exponent", "stderr", "points",
            "T_max", "s at T_max", "head-tok/s");
-    for (size_t si = 0; si < ns; si++) {
-        const series *s = &ser[si];
-        double lx[64], ly[64];
+    for (size_t si = 0; si < tm->ns; si++) {
+        const series *s = &tm->ser[si];
+        size_t npts = tm->npts[si];
+        double lx[MAX_T], ly[MAX_T];
         size_t n = 0;
-        for (size_t ti = 0; ti < npts[si]; ti++)
-            if (Ts[ti] >= fit_min) {
-                lx[n] = log((double)Ts[ti]);
-                ly[n] = log(secs[si][ti]);
+        for (size_t ti = 0; ti < npts; ti++)
+            if (tm->Ts[ti] >= p->fit_min) {
+                lx[n] = log((double)tm->Ts[ti]);
+                ly[n] = log(tm->secs[si][ti]);
                 n++;
             }
         double c0 = NAN, c1 = NAN, cov00, cov01, cov11 = NAN, sumsq;
         if (n >= 2) gsl_fit_linear(lx, 1, ly, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
         double se = n >= 3 ? sqrt(cov11) : NAN;
-        size_t tl = npts[si] ? Ts[npts[si] - 1] : 0;
-        double sl = npts[si] ? secs[si][npts[si] - 1] : NAN;
+        size_t tl = npts ? tm->Ts[npts - 1] : 0;
+        double sl = npts ? tm->secs[si][npts - 1] : NAN;
         int expected = s->form == FORM_ATTENTION ? 2 : 1;
         fprintf(ff, "%s\t%.4f\t%.4f\t%zu\t%zu\t%d\n", s->label, c1, se, n, tl, expected);
         printf("%-32s %9.3f %8.3f %6zu %8zu %14.4g %14.4g\n", s->label, c1, se, n, tl, sl,
-               (double)(H * tl) / sl);
+               (double)(p->H * tl) / sl);
     }
-    exp_tsv_close(&x, ff);
-    printf("\n%s: %.1f s; results in %s/06_scaling*.tsv\n", x.name, exp_elapsed(&x), x.out);
+    lab_tsv_close(x, ff);
+}
+
+int main(int argc, char **argv)
+{
+    lab_ctx x;
+    params p = {.Tmin = 256, .Tmax = 8192, .H = 1, .K = 64, .V = 64, .reps = 5, .fit_min = 512,
+                .budget = 10.0, .long_run = 0.4};
+    lab_init(&x, "06_scaling",
+             "time vs sequence length T for every mechanism and form; fitted exponents");
+    lab_flag_size(&x, "Tmin", &p.Tmin, "smallest T (then doubled up to --Tmax)");
+    lab_flag_size(&x, "Tmax", &p.Tmax, "largest T");
+    lab_flag_size(&x, "H", &p.H, "heads");
+    lab_flag_size(&x, "K", &p.K, "key dimension per head");
+    lab_flag_size(&x, "V", &p.V, "value dimension per head");
+    lab_flag_size(&x, "reps", &p.reps, "rounds: runs per point (the minimum is kept)");
+    lab_flag_size(&x, "fit-min", &p.fit_min, "smallest T used in the exponent fit");
+    lab_flag_double(&x, "budget", &p.budget, "skip a point predicted to take longer (seconds)");
+    lab_flag_double(&x, "long", &p.long_run, "a run longer than this (seconds) is not repeated");
+    lab_parse(&x, argc, argv);
+    if (p.Tmin < 1 || p.Tmax < p.Tmin || p.H < 1 || p.K < 1 || p.V < 1 || p.reps < 1 ||
+        !(p.budget > 0.0)) {
+        fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V, reps >= 1, budget > 0\n", x.name);
+        return 2;
+    }
+
+    timings tm = {0};
+    for (size_t T = p.Tmin; T < p.Tmax && tm.nT < MAX_T - 1; T *= 2) tm.Ts[tm.nT++] = T;
+    tm.Ts[tm.nT++] = p.Tmax;
+    tm.ns = make_series(tm.ser);
+
+    gsl_rng *rng = lab_rng(&x);
+    inputs in = {.Tmax = p.Tmax, .H = p.H, .K = p.K, .V = p.V};
+    inputs_make(&x, &in, rng);
+    measure(&x, &p, &in, &tm);
+    write_times(&x, &p, &tm);
+    fit_exponents(&x, &p, &tm);
+    printf("\n%s: %.1f s; results in %s/06_scaling*.tsv\n", x.name, lab_elapsed(&x), x.out);
 
     inputs_free(&in);
     gsl_rng_free(rng);

@@ -4,7 +4,10 @@
  */
 #include "common.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -16,60 +19,60 @@
 
 #include <gsl/gsl_randist.h>
 
-double exp_now(void)
+double lab_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double exp_elapsed(const exp_ctx *x) { return exp_now() - x->t_start; }
+double lab_elapsed(const lab_ctx *x) { return lab_now() - x->t_start; }
 
-void exp_init(exp_ctx *x, const char *name, const char *about)
+void lab_init(lab_ctx *x, const char *name, const char *about)
 {
     memset(x, 0, sizeof *x);
     x->name = name;
     x->about = about;
     x->out = "results";
     x->seed = 1;
-    x->t_start = exp_now();
+    x->t_start = lab_now();
     x->t_progress = x->t_start;
 }
 
-static void add_flag(exp_ctx *x, const char *name, exp_flag_type type, void *target,
+static void add_flag(lab_ctx *x, const char *name, lab_flag_type type, void *target,
                      const char *help)
 {
-    if (x->nflags == EXP_MAX_FLAGS) {
-        fprintf(stderr, "%s: too many flags (EXP_MAX_FLAGS = %d)\n", x->name, EXP_MAX_FLAGS);
+    if (x->nflags == LAB_MAX_FLAGS) {
+        fprintf(stderr, "%s: too many flags (LAB_MAX_FLAGS = %d)\n", x->name, LAB_MAX_FLAGS);
         exit(1);
     }
-    x->flags[x->nflags++] = (exp_flag){name, type, target, help};
+    x->flags[x->nflags++] = (lab_flag){name, type, target, help};
 }
 
-void exp_flag_size(exp_ctx *x, const char *name, size_t *target, const char *help)
+void lab_flag_size(lab_ctx *x, const char *name, size_t *target, const char *help)
 {
-    add_flag(x, name, EXP_FLAG_SIZE, target, help);
+    add_flag(x, name, LAB_FLAG_SIZE, target, help);
 }
-void exp_flag_int(exp_ctx *x, const char *name, long *target, const char *help)
+void lab_flag_int(lab_ctx *x, const char *name, long *target, const char *help)
 {
-    add_flag(x, name, EXP_FLAG_INT, target, help);
+    add_flag(x, name, LAB_FLAG_INT, target, help);
 }
-void exp_flag_double(exp_ctx *x, const char *name, double *target, const char *help)
+void lab_flag_double(lab_ctx *x, const char *name, double *target, const char *help)
 {
-    add_flag(x, name, EXP_FLAG_DOUBLE, target, help);
+    add_flag(x, name, LAB_FLAG_DOUBLE, target, help);
 }
-void exp_flag_string(exp_ctx *x, const char *name, const char **target, const char *help)
+void lab_flag_string(lab_ctx *x, const char *name, const char **target, const char *help)
 {
-    add_flag(x, name, EXP_FLAG_STRING, target, help);
+    add_flag(x, name, LAB_FLAG_STRING, target, help);
 }
 
-static void print_default(FILE *f, const exp_flag *fl)
+static void print_default(FILE *f, const lab_flag *fl)
 {
     switch (fl->type) {
-    case EXP_FLAG_SIZE: fprintf(f, "%zu", *(size_t *)fl->target); break;
-    case EXP_FLAG_INT: fprintf(f, "%ld", *(long *)fl->target); break;
-    case EXP_FLAG_DOUBLE: fprintf(f, "%g", *(double *)fl->target); break;
-    case EXP_FLAG_STRING: {
+    case LAB_FLAG_SIZE: fprintf(f, "%zu", *(size_t *)fl->target); break;
+    case LAB_FLAG_INT: fprintf(f, "%ld", *(long *)fl->target); break;
+    case LAB_FLAG_DOUBLE: fprintf(f, "%g", *(double *)fl->target); break;
+    case LAB_FLAG_STRING: {
         const char *s = *(const char **)fl->target;
         fprintf(f, "\"%s\"", s ? s : "");
         break;
@@ -77,13 +80,13 @@ static void print_default(FILE *f, const exp_flag *fl)
     }
 }
 
-static void usage(const exp_ctx *x, FILE *f)
+static void usage(const lab_ctx *x, FILE *f)
 {
     fprintf(f, "usage: %s [flags]\n%s\n\nflags (default in brackets):\n", x->name, x->about);
     fprintf(f, "  --%-14s %s [%s]\n", "out DIR", "directory for the TSV results", x->out);
     fprintf(f, "  --%-14s %s [%lu]\n", "seed N", "seed of the GSL random generator", x->seed);
     for (size_t i = 0; i < x->nflags; i++) {
-        const exp_flag *fl = &x->flags[i];
+        const lab_flag *fl = &x->flags[i];
         static const char *const meta[] = {"N", "INT", "X", "STR"};
         char lhs[64];
         snprintf(lhs, sizeof lhs, "%s %s", fl->name, meta[fl->type]);
@@ -94,89 +97,124 @@ static void usage(const exp_ctx *x, FILE *f)
     fprintf(f, "  --%-14s %s\n", "help", "print this list and exit");
 }
 
-static void bad_usage(const exp_ctx *x, const char *fmt, const char *arg)
+/* A bad command line: one line on stderr naming the problem, exit 2. */
+__attribute__((format(printf, 2, 3))) static void bad_usage(const lab_ctx *x, const char *fmt, ...)
 {
+    va_list ap;
     fprintf(stderr, "%s: ", x->name);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    usage(x, stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see --help)\n");
     exit(2);
 }
 
+/* A non-negative decimal integer into *v; returns 0 on success. Digits
+ * only: strtoull alone would skip leading blanks and wrap " -5" around to
+ * 2^64 - 5. */
+static int parse_count(const char *s, unsigned long long max, unsigned long long *v)
+{
+    char *end = NULL;
+    errno = 0;
+    if (!isdigit((unsigned char)*s)) return -1;
+    *v = strtoull(s, &end, 10);
+    return errno || *end != '\0' || *v > max ? -1 : 0;
+}
+
 /* Parse one value into a flag's target; returns 0 on success. */
-static int set_value(exp_flag *fl, const char *s)
+static int set_value(lab_flag *fl, const char *s)
 {
     char *end = NULL;
     errno = 0;
     switch (fl->type) {
-    case EXP_FLAG_SIZE: {
-        if (*s == '-' || *s == '\0') return -1;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end != '\0' || v > (unsigned long long)SIZE_MAX) return -1;
+    case LAB_FLAG_SIZE: {
+        unsigned long long v;
+        if (parse_count(s, SIZE_MAX, &v) != 0) return -1;
         *(size_t *)fl->target = (size_t)v;
         return 0;
     }
-    case EXP_FLAG_INT: {
+    case LAB_FLAG_INT: {
         long v = strtol(s, &end, 10);
         if (errno || *s == '\0' || *end != '\0') return -1;
         *(long *)fl->target = v;
         return 0;
     }
-    case EXP_FLAG_DOUBLE: {
+    case LAB_FLAG_DOUBLE: {
         double v = strtod(s, &end);
         if (errno || *s == '\0' || *end != '\0' || !isfinite(v)) return -1;
         *(double *)fl->target = v;
         return 0;
     }
-    case EXP_FLAG_STRING: *(const char **)fl->target = s; return 0;
+    case LAB_FLAG_STRING: *(const char **)fl->target = s; return 0;
     }
     return -1;
 }
 
-void exp_parse(exp_ctx *x, int argc, char **argv)
+/* What set_value accepts for each flag type, for the error message. */
+static const char *const value_kind[] = {"a non-negative integer", "an integer",
+                                         "a finite number", "a string"};
+
+/* getopt_long also takes a unique prefix of a long name (--see for --seed).
+ * The lab does not: a prefix that is unique today can change meaning when a
+ * flag is added, and the command line recorded in each TSV should name the
+ * flags in full. arg is the command-line word "--name" or "--name=VALUE". */
+static int spelled_in_full(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(arg, "--", 2) == 0 && strncmp(arg + 2, name, n) == 0 &&
+           (arg[2 + n] == '\0' || arg[2 + n] == '=');
+}
+
+/* getopt_long return values: 'h' for --help / -h, then --out, --seed, and
+ * OPT_FLAG + i for the registered flag x->flags[i]. */
+enum { OPT_HELP = 'h', OPT_OUT = 256, OPT_SEED, OPT_FLAG };
+
+void lab_parse(lab_ctx *x, int argc, char **argv)
 {
     x->argc = argc;
     x->argv = argv;
-    /* --out and --seed live in the flag table during parsing only. */
-    unsigned long long seed = x->seed;
-    const char *seed_str = NULL;
-    exp_flag common[2] = {{"out", EXP_FLAG_STRING, &x->out, ""},
-                          {"seed", EXP_FLAG_STRING, &seed_str, ""}};
+    struct option opts[LAB_MAX_FLAGS + 4];
+    size_t n = 0;
+    opts[n++] = (struct option){"out", required_argument, NULL, OPT_OUT};
+    opts[n++] = (struct option){"seed", required_argument, NULL, OPT_SEED};
+    opts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    for (size_t i = 0; i < x->nflags; i++)
+        opts[n++] = (struct option){x->flags[i].name, required_argument, NULL, OPT_FLAG + (int)i};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    /* "+": stop at the first word that is not a flag (reported below) instead
+     * of reordering argv; ":": report a missing value as ':', not '?'.
+     * opterr = 0: the messages are ours, and name the experiment. */
+    opterr = 0;
+    optind = 1;
+    for (;;) {
+        int word = optind; /* the command-line word getopt_long reads next */
+        int li = -1;
+        int c = getopt_long(argc, argv, "+:h", opts, &li);
+        if (c == -1) break;
+        if (c == '?') bad_usage(x, "unknown flag '%s'", argv[word]);
+        if (c == ':') bad_usage(x, "%s needs a value", argv[word]);
+        if (li >= 0 && !spelled_in_full(argv[word], opts[li].name))
+            bad_usage(x, "unknown flag '%s'", argv[word]);
+        if (c == OPT_HELP) {
             usage(x, stdout);
             exit(0);
+        } else if (c == OPT_OUT) {
+            x->out = optarg;
+        } else if (c == OPT_SEED) {
+            unsigned long long seed;
+            if (parse_count(optarg, ULONG_MAX, &seed) != 0)
+                bad_usage(x, "--seed needs a non-negative integer, not '%s'", optarg);
+            x->seed = (unsigned long)seed;
+        } else {
+            lab_flag *fl = &x->flags[c - OPT_FLAG];
+            if (set_value(fl, optarg) != 0)
+                bad_usage(x, "--%s needs %s, not '%s'", fl->name, value_kind[fl->type],
+                          optarg);
         }
-        if (strncmp(a, "--", 2) != 0) bad_usage(x, "unexpected argument '%s'", a);
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        exp_flag *fl = NULL;
-        for (size_t j = 0; j < 2 && !fl; j++)
-            if (strlen(common[j].name) == len && strncmp(common[j].name, name, len) == 0)
-                fl = &common[j];
-        for (size_t j = 0; j < x->nflags && !fl; j++)
-            if (strlen(x->flags[j].name) == len && strncmp(x->flags[j].name, name, len) == 0)
-                fl = &x->flags[j];
-        if (!fl) bad_usage(x, "unknown flag '%s'", a);
-        const char *val = eq ? eq + 1 : NULL;
-        if (!val) {
-            if (i + 1 >= argc) bad_usage(x, "flag '%s' needs a value", a);
-            val = argv[++i];
-        }
-        if (set_value(fl, val) != 0) bad_usage(x, "bad value '%s'", val);
     }
-    if (seed_str) {
-        char *end = NULL;
-        errno = 0;
-        seed = strtoull(seed_str, &end, 10);
-        if (errno || *seed_str == '-' || *seed_str == '\0' || *end != '\0')
-            bad_usage(x, "bad seed '%s' (a non-negative integer)", seed_str);
-        x->seed = (unsigned long)seed;
-    }
-    if (x->out[0] == '\0') bad_usage(x, "empty --out directory%s", "");
+    if (optind < argc) bad_usage(x, "unexpected argument '%s'", argv[optind]);
+    if (x->out[0] == '\0') bad_usage(x, "empty --out directory");
     if (mkdir(x->out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, x->out,
                 strerror(errno));
@@ -184,7 +222,7 @@ void exp_parse(exp_ctx *x, int argc, char **argv)
     }
 }
 
-gsl_rng *exp_rng(const exp_ctx *x)
+gsl_rng *lab_rng(const lab_ctx *x)
 {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     if (!r) {
@@ -195,7 +233,7 @@ gsl_rng *exp_rng(const exp_ctx *x)
     return r;
 }
 
-FILE *exp_tsv_open(const exp_ctx *x, const char *file, const char *const *columns,
+FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *columns,
                    const char *params_fmt, ...)
 {
     size_t n = strlen(x->out) + strlen(file) + 6;
@@ -231,7 +269,7 @@ FILE *exp_tsv_open(const exp_ctx *x, const char *file, const char *const *column
     return f;
 }
 
-void exp_tsv_close(const exp_ctx *x, FILE *f)
+void lab_tsv_close(const lab_ctx *x, FILE *f)
 {
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
@@ -240,9 +278,9 @@ void exp_tsv_close(const exp_ctx *x, FILE *f)
     }
 }
 
-void exp_progress(exp_ctx *x, const char *what, size_t done, size_t total)
+void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total)
 {
-    double now = exp_now();
+    double now = lab_now();
     int tty = isatty(fileno(stderr));
     int last = done >= total;
     if (!last && now - x->t_progress < (tty ? 0.1 : 2.0)) return;
@@ -252,7 +290,7 @@ void exp_progress(exp_ctx *x, const char *what, size_t done, size_t total)
     fflush(stderr);
 }
 
-void exp_random_unit(gsl_rng *rng, double *v, size_t n)
+void lab_random_unit(gsl_rng *rng, double *v, size_t n)
 {
     double norm2;
     do {
@@ -266,7 +304,7 @@ void exp_random_unit(gsl_rng *rng, double *v, size_t n)
     for (size_t i = 0; i < n; i++) v[i] *= inv;
 }
 
-void exp_check(const exp_ctx *x, kdalab_status status, const char *what)
+void lab_check(const lab_ctx *x, kdalab_status status, const char *what)
 {
     if (status == KDALAB_OK) return;
     fprintf(stderr, "%s: %s: %s (%s)\n", x->name, what, kdalab_strerror(status),
@@ -274,7 +312,7 @@ void exp_check(const exp_ctx *x, kdalab_status status, const char *what)
     exit(1);
 }
 
-size_t exp_parse_list(const char *s, double *out, size_t max)
+size_t lab_parse_list(const char *s, double *out, size_t max)
 {
     size_t n = 0;
     const char *p = s;
@@ -292,12 +330,23 @@ size_t exp_parse_list(const char *s, double *out, size_t max)
     return n;
 }
 
-double *exp_zeros(const exp_ctx *x, size_t n)
+double *lab_zeros(const lab_ctx *x, size_t n)
 {
     double *p = calloc(n ? n : 1, sizeof *p);
     if (!p) {
         fprintf(stderr, "%s: out of memory (%zu doubles)\n", x->name, n);
         exit(1);
     }
+    return p;
+}
+
+float *lab_floats(const lab_ctx *x, const double *src, size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory (%zu floats)\n", x->name, n);
+        exit(1);
+    }
+    for (size_t i = 0; i < n && src; i++) p[i] = (float)src[i];
     return p;
 }

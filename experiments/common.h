@@ -2,27 +2,28 @@
  * experiments/common.h — the small helpers every numbered experiment shares.
  *
  *   flags     --out DIR (default "results"), --seed N (default 1), --help, plus
- *             per-experiment flags registered in one line each
+ *             per-experiment flags registered in one line each (getopt_long)
  *   TSV       a file DIR/NAME.tsv opened with a '#' header block naming the
  *             experiment, the command line, the seed, the parameters and what
  *             each column is (gnuplot skips '#' lines)
  *   progress  one line on stderr while a sweep runs
  *   timing    a monotonic clock (clock_gettime)
- *   misc      a seeded GSL generator, random unit vectors, a status check
+ *   misc      a seeded GSL generator, random unit vectors, a status check,
+ *             zeroed and float32 buffers
  *
  * Typical use:
  *
- *   exp_ctx x;
+ *   lab_ctx x;
  *   size_t T = 1000;
- *   exp_init(&x, "01_half_life", "per-channel decay as a memory horizon");
- *   exp_flag_size(&x, "T", &T, "tokens to decay over");
- *   exp_parse(&x, argc, argv);            // exits on --help or a bad flag
- *   gsl_rng *rng = exp_rng(&x);
+ *   lab_init(&x, "01_half_life", "per-channel decay as a memory horizon");
+ *   lab_flag_size(&x, "T", &T, "tokens to decay over");
+ *   lab_parse(&x, argc, argv);            // exits on --help or a bad flag
+ *   gsl_rng *rng = lab_rng(&x);
  *   static const char *const cols[] = {"a", "decay factor per token",
  *                                      "t", "tokens since the write", NULL};
- *   FILE *f = exp_tsv_open(&x, "01_half_life", cols, "T=%zu", T);
+ *   FILE *f = lab_tsv_open(&x, "01_half_life", cols, "T=%zu", T);
  *   ...
- *   exp_tsv_close(&x, f);
+ *   lab_tsv_close(&x, f);
  *
  * Every function that can fail prints a message naming the experiment and
  * exits with status 1 (2 for a bad command line): an experiment is a
@@ -38,19 +39,19 @@
 
 #include "kdalab.h"
 
-#define EXP_MAX_FLAGS 32
+#define LAB_MAX_FLAGS 32
 
-typedef enum { EXP_FLAG_SIZE, EXP_FLAG_INT, EXP_FLAG_DOUBLE, EXP_FLAG_STRING } exp_flag_type;
+typedef enum { LAB_FLAG_SIZE, LAB_FLAG_INT, LAB_FLAG_DOUBLE, LAB_FLAG_STRING } lab_flag_type;
 
 /* One registered flag: --name VALUE or --name=VALUE. */
 typedef struct {
     const char *name;   /* without the leading "--"                      */
-    exp_flag_type type;
+    lab_flag_type type;
     void *target;       /* size_t*, long*, double* or const char**       */
     const char *help;   /* one line for --help                           */
-} exp_flag;
+} lab_flag;
 
-/* The state of one experiment run. Fields are read-only after exp_parse. */
+/* The state of one experiment run. Fields are read-only after lab_parse. */
 typedef struct {
     const char *name;    /* "01_half_life": program name, TSV prefix      */
     const char *about;   /* one line describing the experiment            */
@@ -58,31 +59,33 @@ typedef struct {
     unsigned long seed;  /* --seed, default 1                             */
     int argc;            /* the command line, recorded in every TSV       */
     char **argv;
-    double t_start;      /* exp_now() at exp_init                         */
+    double t_start;      /* lab_now() at lab_init                         */
     double t_progress;   /* last progress print                           */
-    exp_flag flags[EXP_MAX_FLAGS];
+    lab_flag flags[LAB_MAX_FLAGS];
     size_t nflags;
-} exp_ctx;
+} lab_ctx;
 
 /* Start an experiment: name (e.g. "01_half_life") and a one-line description.
  * Sets the defaults out = "results", seed = 1 and starts the clock. */
-void exp_init(exp_ctx *x, const char *name, const char *about);
+void lab_init(lab_ctx *x, const char *name, const char *about);
 
 /* Register a per-experiment flag --name; *target holds the default, shown by
- * --help, and is overwritten by the command line. At most EXP_MAX_FLAGS. */
-void exp_flag_size(exp_ctx *x, const char *name, size_t *target, const char *help);
-void exp_flag_int(exp_ctx *x, const char *name, long *target, const char *help);
-void exp_flag_double(exp_ctx *x, const char *name, double *target, const char *help);
-void exp_flag_string(exp_ctx *x, const char *name, const char **target, const char *help);
+ * --help, and is overwritten by the command line. At most LAB_MAX_FLAGS. */
+void lab_flag_size(lab_ctx *x, const char *name, size_t *target, const char *help);
+void lab_flag_int(lab_ctx *x, const char *name, long *target, const char *help);
+void lab_flag_double(lab_ctx *x, const char *name, double *target, const char *help);
+void lab_flag_string(lab_ctx *x, const char *name, const char **target, const char *help);
 
-/* Parse argv. --help / -h prints the flag list (with defaults) to stdout and
- * exits 0; an unknown flag, a missing value or a malformed number prints the
- * problem and the flag list to stderr and exits 2. Creates the --out
- * directory (one level) if it does not exist. */
-void exp_parse(exp_ctx *x, int argc, char **argv);
+/* Parse argv with getopt_long: --name VALUE or --name=VALUE, flag names in
+ * full (no abbreviations), a lone "--" ends the flags. --help / -h prints the
+ * flag list (with defaults) to stdout and exits 0; an unknown flag, a missing
+ * value, a malformed number or a stray argument prints one line naming the
+ * problem to stderr and exits 2. Creates the --out directory (one level) if it
+ * does not exist. */
+void lab_parse(lab_ctx *x, int argc, char **argv);
 
 /* A GSL Mersenne-Twister generator seeded with x->seed (free with gsl_rng_free). */
-gsl_rng *exp_rng(const exp_ctx *x);
+gsl_rng *lab_rng(const lab_ctx *x);
 
 /*
  * Open DIR/<file>.tsv for writing ("file" without the extension) and write
@@ -98,37 +101,41 @@ gsl_rng *exp_rng(const exp_ctx *x);
  * columns is a NULL-terminated list of pairs: name, description (with units).
  * Exits 1 if the file cannot be opened. Returns the stream.
  */
-FILE *exp_tsv_open(const exp_ctx *x, const char *file, const char *const *columns,
+FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *columns,
                    const char *params_fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Close a TSV stream, exiting 1 if a write failed (disk full, ...). */
-void exp_tsv_close(const exp_ctx *x, FILE *f);
+void lab_tsv_close(const lab_ctx *x, FILE *f);
 
 /* Progress on stderr: "[name] what done/total  (elapsed s)". On a terminal the
  * line is rewritten in place; otherwise printed at most every 2 s. Call with
  * done == total once to finish the line. */
-void exp_progress(exp_ctx *x, const char *what, size_t done, size_t total);
+void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total);
 
 /* Seconds on a monotonic clock (clock_gettime CLOCK_MONOTONIC). */
-double exp_now(void);
+double lab_now(void);
 
-/* Seconds since exp_init. */
-double exp_elapsed(const exp_ctx *x);
+/* Seconds since lab_init. */
+double lab_elapsed(const lab_ctx *x);
 
 /* Fill x[0..n-1] with a uniformly random unit vector (normalised Gaussian). */
-void exp_random_unit(gsl_rng *rng, double *v, size_t n);
+void lab_random_unit(gsl_rng *rng, double *v, size_t n);
 
 /* If status is not KDALAB_OK, print "<name>: <what>: <strerror> (<last_error>)"
  * and exit 1. Returns nothing; use after every library call. */
-void exp_check(const exp_ctx *x, kdalab_status status, const char *what);
+void lab_check(const lab_ctx *x, kdalab_status status, const char *what);
 
 /* Parse a comma-separated list of numbers ("0.5,0.9,1e-3") into out[0..max-1].
  * Returns the count, or 0 when the list is empty, malformed, holds a
  * non-finite number or has more than max entries. */
-size_t exp_parse_list(const char *s, double *out, size_t max);
+size_t lab_parse_list(const char *s, double *out, size_t max);
 
 /* Allocate n doubles set to zero, exiting 1 on failure. */
-double *exp_zeros(const exp_ctx *x, size_t n);
+double *lab_zeros(const lab_ctx *x, size_t n);
+
+/* Allocate n floats, converted from src[0..n-1] (zero when src is NULL),
+ * exiting 1 on failure: the float32 copy of a float64 input. */
+float *lab_floats(const lab_ctx *x, const double *src, size_t n);
 
 #endif
