@@ -19,20 +19,17 @@
  * Then, by bisection on |g|, the overflow threshold of each (precision,
  * mode): the largest span |sum g| the mode survives, against ln(max).
  *
- * Outputs (DIR = --out):
- *   03_subchunk_range.tsv            the sweep, one line per run
- *   03_subchunk_range_threshold.tsv  the overflow thresholds
- *   03_subchunk_range_claims.tsv     the chapter's numbers, computed and measured
+ * Outputs (DIR = --out): 03_subchunk_range.tsv (the sweep, one line per run),
+ * 03_subchunk_range_threshold.tsv (the overflow thresholds),
+ * 03_subchunk_range_claims.tsv (the chapter's numbers, computed and measured).
  */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
-
 #include "common.h"
 #include "kdalab.h"
 
