@@ -29,6 +29,7 @@
 
 #include <getopt.h> /* struct option, getopt_long: POSIX systems with GNU extensions */
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kdalab.h"
 
@@ -167,14 +168,21 @@ extern const kdalab_value_rule IN_RULE[N_IN];
 /* The forward inputs of one call: set mech, then plan, then read. */
 typedef struct {
     kdalab_mechanism mech;
-    cli_input in[N_IN]; /* by IN_*; path NULL when not given */
-    kdalab_dims dims;   /* fixed by q (B, T, H, K) and v (V) once read */
+    cli_input in[N_IN];   /* by IN_*; path NULL when not given                 */
+    cli_input cu;         /* --cu-seqlens, path NULL when not given             */
+    kdalab_dims dims;     /* fixed by q (B, T, H, K) and v (V) once read        */
+    size_t HV, N;         /* value heads (v's), sequences (cu_seqlens's, or B)  */
+    int64_t *cu_seqlens;  /* the boundaries, or NULL                           */
+    kdalab_batch batch;   /* the layout for kdalab_batch_*                      */
 } cli_inputs;
+
+/* Does the call need the batch path (varlen or grouped value heads)? */
+#define CLI_IS_BATCH(fw) ((fw)->cu_seqlens != NULL || (fw)->HV != (fw)->dims.H)
 
 /* Record the paths (by IN_*, NULL when not given) and refuse a missing q, k,
  * v, a missing beta/g the mechanism needs, or one it does not use. Returns 0
  * or the exit status after the one-line error. */
-int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN]);
+int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu_seqlens);
 /* Read every given input, check shapes against q's and v's and values by
  * the library's rules; fills dims. Returns 0 or the exit status. */
 int cli_inputs_read(cli_inputs *fw);

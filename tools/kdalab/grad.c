@@ -22,7 +22,7 @@ enum { OUT_DQ, OUT_DK, OUT_DV, OUT_DG, OUT_DBETA, OUT_DH0, N_OUT };
 static const char *const OUT_FLAG[N_OUT] = {"--dq", "--dk", "--dv", "--dg", "--dbeta", "--dh0"};
 
 typedef struct {
-    const char *mechanism, *form, *precision, *chunk, *subchunk, *scale, *d_o, *dht;
+    const char *mechanism, *form, *precision, *chunk, *subchunk, *scale, *d_o, *dht, *cu_seqlens;
     const char *input[N_IN];
     const char *out[N_OUT];
     int help;
@@ -61,6 +61,8 @@ static void print_help(void)
         "  --chunk C         chunk size >= 1 (default %zu; chunk form)\n"
         "  --subchunk c      sub-chunk size >= 1 (default %zu; chunk form)\n"
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
+        "  --cu-seqlens F    int64/int32 [N + 1]: packed sequences, as for run (grouped\n"
+        "                    value heads are inferred from v's head count)\n"
         "  --precision fp64  the only precision of the backward today\n"
         "  --help            this text\n"
         "\n"
@@ -71,7 +73,7 @@ static void print_help(void)
 
 enum {
     OPT_MECHANISM = 256, OPT_FORM, OPT_PRECISION, OPT_CHUNK, OPT_SUBCHUNK, OPT_SCALE, OPT_DO,
-    OPT_DHT, OPT_INPUT, /* + IN_* */
+    OPT_DHT, OPT_CU_SEQLENS, OPT_INPUT, /* + IN_* */
     OPT_OUT = OPT_INPUT + N_IN /* + OUT_* */
 };
 
@@ -84,6 +86,7 @@ static const struct option OPTIONS[] = {
     {"scale", required_argument, NULL, OPT_SCALE},
     {"do", required_argument, NULL, OPT_DO},
     {"dht", required_argument, NULL, OPT_DHT},
+    {"cu-seqlens", required_argument, NULL, OPT_CU_SEQLENS},
     CLI_INPUT_OPTIONS(OPT_INPUT),
     {"dq", required_argument, NULL, OPT_OUT + OUT_DQ},
     {"dk", required_argument, NULL, OPT_OUT + OUT_DK},
@@ -115,6 +118,7 @@ static int parse_flags(int argc, char **argv, grad_flags *f)
         case OPT_SCALE: slot = &f->scale; break;
         case OPT_DO: slot = &f->d_o; break;
         case OPT_DHT: slot = &f->dht; break;
+        case OPT_CU_SEQLENS: slot = &f->cu_seqlens; break;
         default:
             slot = c >= OPT_OUT ? &f->out[c - OPT_OUT] : &f->input[c - OPT_INPUT];
             break;
@@ -166,7 +170,9 @@ static int plan(const grad_flags *f, grad_job *job)
     }
     if (job->attention && (f->input[IN_H0] || f->dht))
         return cli_fail(EXIT_BAD, "--%s is not used by attention", f->dht ? "dht" : "h0");
-    if ((rc = cli_inputs_plan(&job->fwd, f->input)))
+    if (job->attention && f->cu_seqlens)
+        return cli_fail(EXIT_BAD, "--cu-seqlens is not used by attention");
+    if ((rc = cli_inputs_plan(&job->fwd, f->input, f->cu_seqlens)))
         return rc;
     if (f->d_o == NULL)
         return cli_fail(EXIT_BAD, "--do is required (the upstream gradient of o, .npy)");
@@ -214,7 +220,11 @@ static int read_all(grad_job *job)
     if (rc)
         return rc;
     const kdalab_dims *d = &job->fwd.dims;
-    const size_t o_shape[4] = {d->B, d->T, d->H, d->V}, state[4] = {d->B, d->H, d->K, d->V};
+    if (job->attention && CLI_IS_BATCH(&job->fwd))
+        return cli_fail(EXIT_BAD, "--v: attention takes v with q's %zu heads, not %zu", d->H,
+                        job->fwd.HV);
+    const size_t o_shape[4] = {d->B, d->T, job->fwd.HV, d->V};
+    const size_t state[4] = {job->fwd.N, job->fwd.HV, d->K, d->V};
     if ((rc = cli_read_input(&job->d_o)))
         return rc;
     if (!cli_shape_is(&job->d_o.a, 4, o_shape))
@@ -241,7 +251,7 @@ static int compute(grad_job *job)
     const kdalab_dims *d = &job->fwd.dims;
     const size_t n[N_OUT] = {job->fwd.in[IN_Q].a.size, job->fwd.in[IN_Q].a.size,
                              job->fwd.in[IN_V].a.size, job->fwd.in[IN_G].a.size,
-                             job->fwd.in[IN_BETA].a.size, d->B * d->H * d->K * d->V};
+                             job->fwd.in[IN_BETA].a.size, job->fwd.N * job->fwd.HV * d->K * d->V};
     for (int i = 0; i < N_OUT; i++)
         if (!(job->grad[i] = malloc((n[i] ? n[i] : 1) * sizeof(double))))
             return cli_fail(EXIT_FAIL, "out of memory for the gradients");
@@ -254,6 +264,13 @@ static int compute(grad_job *job)
     if (job->attention)
         s = kdalab_attention_bwd_f64(d, job->scale, x[IN_Q], x[IN_K], x[IN_V], job->d_o.a.data,
                                      gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV]);
+    else if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
+        s = kdalab_batch_bwd_f64(&job->fwd.batch,
+                                 job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
+                                 job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
+                                 x[IN_BETA], x[IN_H0], job->d_o.a.data, dht, gr[OUT_DQ],
+                                 gr[OUT_DK], gr[OUT_DV], gr[OUT_DG], gr[OUT_DBETA], gr[OUT_DH0],
+                                 &job->opts);
     else if (job->chunk_form)
         s = kdalab_chunk_bwd_f64(d, job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
                                  x[IN_G], x[IN_BETA], x[IN_H0], job->d_o.a.data, dht,
@@ -291,7 +308,7 @@ static int write_grads(const grad_flags *f, const grad_job *job)
             memcpy(o->shape, a->shape, sizeof o->shape);
         } else {
             o->ndim = 4;
-            const size_t state[4] = {d->B, d->H, d->K, d->V};
+            const size_t state[4] = {job->fwd.N, job->fwd.HV, d->K, d->V};
             memcpy(o->shape, state, sizeof state);
         }
     }

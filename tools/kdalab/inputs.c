@@ -1,13 +1,15 @@
 /*
  * tools/kdalab/inputs.c — the forward inputs every computing subcommand
  * (run, grad) takes: which of q, k, v, beta, g, h0 the mechanism needs, reading
- * them, checking their shapes against q's and v's and their values by the
- * library's rules.
+ * them with --cu-seqlens, checking their shapes against q's and v's (v's head
+ * count fixes HV: grouped value heads when it is a multiple of q's) and their
+ * values by the library's rules.
  *
  * defines: IN_FLAG, IN_NAME, IN_RULE, cli_inputs_plan, cli_inputs_read,
  *          cli_inputs_free (declared in cli.h)
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -18,8 +20,9 @@ const kdalab_value_rule IN_RULE[N_IN] = {KDALAB_RULE_FINITE, KDALAB_RULE_FINITE,
                                          KDALAB_RULE_FINITE, KDALAB_RULE_BETA,
                                          KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE};
 
-int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN])
+int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu_seqlens)
 {
+    fw->cu = (cli_input){.flag = "--cu-seqlens", .path = cu_seqlens};
     const char *mech = kdalab_mechanism_name(fw->mech);
     for (int i = 0; i < N_IN; i++) {
         fw->in[i].flag = IN_FLAG[i];
@@ -42,6 +45,38 @@ int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN])
     return 0;
 }
 
+/* --cu-seqlens: a 1-D integer array [N+1] (int64 or int32, as torch and
+ * NumPy write them), checked by the library's rule (kdalab_batch_check),
+ * which names the first bad index. */
+static int read_cu_seqlens(cli_inputs *fw)
+{
+    cli_input *cu = &fw->cu;
+    fw->batch = (kdalab_batch){.HV = fw->HV};
+    if (cu->path == NULL)
+        return 0;
+    kdalab_status s = kdalab_npy_read(cu->path, &cu->a);
+    if (s != KDALAB_OK)
+        return cli_fail(cli_exit_for(s), "%s: %s", cu->flag, kdalab_last_error());
+    char sb[96];
+    if (cu->a.dtype != KDALAB_DTYPE_I64 && cu->a.dtype != KDALAB_DTYPE_I32)
+        return cli_fail(EXIT_BAD, "%s %s: dtype '%s' (%s): cu_seqlens must be int64 or int32",
+                        cu->flag, cu->path, cu->a.descr, kdalab_dtype_name(cu->a.dtype));
+    if (cu->a.ndim != 1 || cu->a.size < 2)
+        return cli_fail(EXIT_BAD, "%s %s: shape %s; cu_seqlens is [N + 1] with N >= 1",
+                        cu->flag, cu->path, cli_shape_str(&cu->a, sb, sizeof sb));
+    fw->cu_seqlens = malloc(cu->a.size * sizeof *fw->cu_seqlens);
+    if (fw->cu_seqlens == NULL)
+        return cli_fail(EXIT_FAIL, "%s: out of memory", cu->flag);
+    for (size_t i = 0; i < cu->a.size; i++)
+        fw->cu_seqlens[i] = (int64_t)cu->a.data[i]; /* exact: |value| < 2^53 or refused below */
+    fw->batch.cu_seqlens = fw->cu_seqlens;
+    fw->batch.n_seqs = cu->a.size - 1;
+    s = kdalab_batch_check(&fw->batch, &fw->dims);
+    if (s != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "%s %s: %s", cu->flag, cu->path, kdalab_last_error());
+    return 0;
+}
+
 /* q fixes B, T, H, K; v fixes V; every other input must fit them. */
 static int check_shapes(cli_inputs *fw)
 {
@@ -60,28 +95,41 @@ static int check_shapes(cli_inputs *fw)
                                   "H, K] like q)",
                         in[IN_K].path, cli_shape_str(&in[IN_K].a, s1, sizeof s1), in[IN_Q].path,
                         cli_shape_str(q, s2, sizeof s2));
-    if (v->ndim != 4 || v->shape[0] != d.B || v->shape[1] != d.T || v->shape[2] != d.H ||
+    size_t HV = v->ndim == 4 ? v->shape[2] : 0; /* value heads: H, or G * H (GVA) */
+    if (v->ndim != 4 || v->shape[0] != d.B || v->shape[1] != d.T || HV == 0 || HV % d.H != 0 ||
         v->shape[3] == 0)
         return cli_fail(EXIT_BAD, "--v %s: shape %s does not fit --q %s shape %s (v is [B, T, "
-                                  "H, V] with q's B, T, H and V >= 1)",
+                                  "H, V] with q's B, T, H and V >= 1, or [B, T, HV, V] with HV "
+                                  "a multiple of H for grouped value heads)",
                         in[IN_V].path, cli_shape_str(v, s1, sizeof s1), in[IN_Q].path,
                         cli_shape_str(q, s2, sizeof s2));
     d.V = v->shape[3];
     fw->dims = d;
+    fw->HV = HV;
+    int rc = read_cu_seqlens(fw);
+    if (rc)
+        return rc;
+    fw->N = fw->cu_seqlens ? fw->batch.n_seqs : d.B;
 
-    const size_t bth[3] = {d.B, d.T, d.H}, bthk[4] = {d.B, d.T, d.H, d.K};
-    const size_t state[4] = {d.B, d.H, d.K, d.V};
+    const int gva = HV != d.H;
+    const size_t bth[3] = {d.B, d.T, HV}, bthk[4] = {d.B, d.T, HV, d.K};
+    const size_t state[4] = {fw->N, HV, d.K, d.V};
     if (kdalab_mechanism_has_beta(fw->mech) && !cli_shape_is(&in[IN_BETA].a, 3, bth))
-        return cli_shape_mismatch(&in[IN_BETA], "(B, T, H)", 3, bth, &in[IN_Q]);
+        return cli_shape_mismatch(&in[IN_BETA], gva ? "(B, T, HV)" : "(B, T, H)", 3, bth,
+                                  &in[IN_Q]);
     if (fw->mech == KDALAB_GATED_DELTANET && !cli_shape_is(&in[IN_G].a, 3, bth))
-        return cli_shape_mismatch(&in[IN_G], "(B, T, H) for gated_deltanet", 3, bth, &in[IN_Q]);
+        return cli_shape_mismatch(&in[IN_G], gva ? "(B, T, HV) for gated_deltanet"
+                                                 : "(B, T, H) for gated_deltanet",
+                                  3, bth, &in[IN_Q]);
     if (fw->mech == KDALAB_KDA && !cli_shape_is(&in[IN_G].a, 4, bthk))
-        return cli_shape_mismatch(&in[IN_G], "(B, T, H, K) for kda", 4, bthk, &in[IN_Q]);
+        return cli_shape_mismatch(&in[IN_G], gva ? "(B, T, HV, K) for kda" : "(B, T, H, K) for kda",
+                                  4, bthk, &in[IN_Q]);
     if (in[IN_H0].path && !cli_shape_is(&in[IN_H0].a, 4, state))
-        return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (B, H, K, V) = (%zu, %zu, %zu, "
+        return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (%s, %s, K, V) = (%zu, %zu, %zu, "
                                   "%zu) from --q %s shape %s and --v %s shape %s",
-                        in[IN_H0].path, cli_shape_str(&in[IN_H0].a, s1, sizeof s1), d.B, d.H,
-                        d.K, d.V, in[IN_Q].path, cli_shape_str(q, s2, sizeof s2), in[IN_V].path,
+                        in[IN_H0].path, cli_shape_str(&in[IN_H0].a, s1, sizeof s1),
+                        fw->cu_seqlens ? "N" : "B", gva ? "HV" : "H", state[0], state[1], d.K,
+                        d.V, in[IN_Q].path, cli_shape_str(q, s2, sizeof s2), in[IN_V].path,
                         cli_shape_str(v, s3, sizeof s3));
     return 0;
 }
@@ -104,4 +152,6 @@ void cli_inputs_free(cli_inputs *fw)
 {
     for (int i = 0; i < N_IN; i++)
         kdalab_array_free(&fw->in[i].a);
+    kdalab_array_free(&fw->cu.a);
+    free(fw->cu_seqlens);
 }

@@ -29,7 +29,7 @@
 typedef struct {
     const char *mechanism, *form, *precision, *impl, *chunk, *subchunk, *decay, *scale;
     const char *input[N_IN]; /* paths, by IN_* */
-    const char *o, *ht;
+    const char *o, *ht, *cu_seqlens;
     int timing, help;
 } run_flags;
 
@@ -85,6 +85,10 @@ static void print_help(void)
         "  --decay D         safe | pairwise | rescaled | anchored (default %s; chunk form)\n"
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
         "  --beta, --g       required by the mechanisms that use them, refused otherwise\n"
+        "  --cu-seqlens F    int64/int32 [N + 1]: N sequences packed along T (B = 1);\n"
+        "                    h0 and ht are then [N, H, K, V] (fla's varlen)\n"
+        "  (grouped value heads: v, beta, g, h0 with HV = G * H heads, value head j\n"
+        "   reading q/k head j / G, are inferred from v's head count)\n"
         "  --time            print 'compute_seconds=X head_tokens_per_s=Y' on stderr,\n"
         "                    timing the computation alone (not the file I/O)\n"
         "  --help            this text\n"
@@ -98,7 +102,7 @@ static void print_help(void)
 
 enum {
     OPT_MECHANISM = 256, OPT_FORM, OPT_PRECISION, OPT_IMPL, OPT_CHUNK, OPT_SUBCHUNK,
-    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_TIME,
+    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_TIME, OPT_CU_SEQLENS,
     OPT_INPUT /* + IN_*: --q, --k, --v, --beta, --g, --h0 */
 };
 
@@ -115,6 +119,7 @@ static const struct option OPTIONS[] = {
     {"o", required_argument, NULL, OPT_O},
     {"ht", required_argument, NULL, OPT_HT},
     {"time", no_argument, NULL, OPT_TIME},
+    {"cu-seqlens", required_argument, NULL, OPT_CU_SEQLENS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -142,6 +147,7 @@ static int parse_flags(int argc, char **argv, run_flags *f)
         case OPT_SCALE: slot = &f->scale; break;
         case OPT_O: slot = &f->o; break;
         case OPT_HT: slot = &f->ht; break;
+        case OPT_CU_SEQLENS: slot = &f->cu_seqlens; break;
         default: slot = &f->input[c - OPT_INPUT]; break; /* OPT_INPUT + IN_* */
         }
         int rc = cli_store(&got, slot);
@@ -223,7 +229,7 @@ static int plan_options(const run_flags *f, run_job *job)
 static int plan_files(const run_flags *f, run_job *job)
 {
     job->fwd.mech = job->mech;
-    int rc = cli_inputs_plan(&job->fwd, (const char *const *)f->input);
+    int rc = cli_inputs_plan(&job->fwd, (const char *const *)f->input, f->cu_seqlens);
     if (rc)
         return rc;
     if (f->o == NULL)
@@ -313,7 +319,15 @@ static int compute_f32(run_job *job)
     float *const *x = job->fin;
     kdalab_status s;
     double t0 = now_seconds();
-    if (job->simd && job->chunk_form)
+    if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
+        s = kdalab_batch_f32(&job->fwd.batch,
+                             job->simd ? (job->chunk_form ? KDALAB_FORM_SIMD_CHUNK
+                                                          : KDALAB_FORM_SIMD_RECURRENT)
+                                       : (job->chunk_form ? KDALAB_FORM_CHUNK
+                                                          : KDALAB_FORM_RECURRENT),
+                             d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
+                             x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts);
+    else if (job->simd && job->chunk_form)
         s = kdalab_simd_chunk_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
                                   x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts,
                                   &job->report);
@@ -341,20 +355,17 @@ static int compute(run_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
     job->n_o = job->fwd.in[IN_V].a.size;
-    job->n_state = job->fwd.in[IN_H0].path ? job->fwd.in[IN_H0].a.size : 0;
-    if (job->n_state == 0) {
-        /* B*H*K*V without h0: each factor came from a file that exists, but the
-         * product may still overflow */
-        size_t n = 1;
-        const size_t f[4] = {d->B, d->H, d->K, d->V};
-        for (int i = 0; i < 4 && n; i++)
-            n = f[i] <= SIZE_MAX / sizeof(double) / n ? n * f[i] : 0;
-        if (n == 0)
-            return cli_fail(EXIT_BAD, "the state [B, H, K, V] = [%zu, %zu, %zu, %zu] overflows "
-                                      "size_t",
-                            d->B, d->H, d->K, d->V);
-        job->n_state = n;
-    }
+    /* the final states [N, HV, K, V]: each factor came from a file that
+     * exists, but the product may still overflow */
+    size_t n = 1;
+    const size_t f[4] = {job->fwd.N, job->fwd.HV, d->K, d->V};
+    for (int i = 0; i < 4 && n; i++)
+        n = f[i] <= SIZE_MAX / sizeof(double) / n ? n * f[i] : 0;
+    if (n == 0)
+        return cli_fail(EXIT_BAD, "the state [N, HV, K, V] = [%zu, %zu, %zu, %zu] overflows "
+                                  "size_t",
+                        f[0], f[1], d->K, d->V);
+    job->n_state = n;
     job->o = malloc(job->n_o ? job->n_o * sizeof *job->o : 1);
     job->ht = malloc(job->n_state * sizeof *job->ht);
     if (job->o == NULL || job->ht == NULL)
@@ -365,7 +376,12 @@ static int compute(run_job *job)
         for (int i = 0; i < N_IN; i++)
             x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
         double t0 = now_seconds();
-        if (job->chunk_form)
+        if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
+            job->computed = kdalab_batch_f64(
+                &job->fwd.batch, job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
+                job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
+                job->o, job->ht, &job->opts);
+        else if (job->chunk_form)
             job->computed = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
                                              x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0], job->o,
                                              job->ht, &job->opts, &job->report);
@@ -383,7 +399,7 @@ static int compute(run_job *job)
     if (s != KDALAB_OK && s != KDALAB_ERANGE)
         return cli_fail(cli_exit_for(s), "%s: %s", kdalab_strerror(s), kdalab_last_error());
     if (job->timing) {
-        double head_tokens = (double)d->B * (double)d->H * (double)d->T;
+        double head_tokens = (double)d->B * (double)job->fwd.HV * (double)d->T;
         fprintf(stderr, "compute_seconds=%.9f head_tokens_per_s=%.6g\n", job->seconds,
                 job->seconds > 0 ? head_tokens / job->seconds : 0.0);
     }
@@ -403,7 +419,8 @@ static size_t count_nonfinite(const double *x, size_t n)
 static int write_outputs(const run_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
-    const size_t o_shape[4] = {d->B, d->T, d->H, d->V}, state[4] = {d->B, d->H, d->K, d->V};
+    const size_t o_shape[4] = {d->B, d->T, job->fwd.HV, d->V};
+    const size_t state[4] = {job->fwd.N, job->fwd.HV, d->K, d->V};
     cli_output out[2] = {{"--o", job->o_path, job->o, 4, {0}}, {"--ht", job->ht_path, job->ht, 4, {0}}};
     memcpy(out[0].shape, o_shape, sizeof o_shape);
     memcpy(out[1].shape, state, sizeof state);
