@@ -2,7 +2,8 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/)
-#   make test       the layout check (scripts/check_layout.sh) and the cmocka test suite
+#   make test       the layout check (scripts/check_layout.sh), the cmocka suites and the
+#                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
 #   make bench      the SIMD benchmark (not a test: prints speeds)
@@ -128,12 +129,18 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
 # Tests that drive the command-line tool need it built first.
+# The Python module's tests (pytest) run with the Debian interpreter, where
+# python3-numpy and python3-pytest are installed (a pyenv python3 may lack them).
+PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+PYTEST_RUN ?= $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
 test: deps-test all $(TEST_BIN)
 	@sh scripts/check_layout.sh $(LIB_SO)
-	@KDALAB_BIN=$(BIN) sh tests/run.sh $(TEST_BIN)
+	@KDALAB_BIN=$(BIN) KDALAB_LIBRARY=$(CURDIR)/$(LIB_SO) PYTHONPATH=$(CURDIR)/python \
+	  PYTEST="$(PYTEST_RUN)" sh tests/run.sh $(TEST_BIN)
 
 check-asan:
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin CFLAGS="-O1 -g $(SAN_FLAGS)" test
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin CFLAGS="-O1 -g $(SAN_FLAGS)" PYTEST_RUN= test
 
 # ---- fuzzing ----------------------------------------------------------------------------
 FUZZ_SECONDS ?= 60
@@ -155,7 +162,7 @@ deps-build:
 	@sh scripts/deps.sh build
 
 deps-test:
-	@sh scripts/deps.sh test
+	@PYTHON=$(PYTHON) sh scripts/deps.sh test
 
 clean:
 	rm -rf build build-asan bin

@@ -2,7 +2,8 @@
 # scripts/deps.sh — make sure the Debian packages a make target needs are present.
 #
 #   sh scripts/deps.sh build   libgsl-dev     (the library, tools, experiments)
-#   sh scripts/deps.sh test    + libcmocka-dev (the test suite)
+#   sh scripts/deps.sh test    + libcmocka-dev, python3-numpy, python3-pytest,
+#                              python3-setuptools (the test suite, the Python module)
 #   sh scripts/deps.sh run     + gnuplot-nox   (the plots of `make run`)
 #   sh scripts/deps.sh fuzz    + clang, libclang-rt-dev (libFuzzer)
 #
@@ -22,6 +23,10 @@ if [ "$what" = test ]; then
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>' || missing="$missing libcmocka-dev"
+    py=${PYTHON:-python3}
+    $py -c 'import numpy' >/dev/null 2>&1 || missing="$missing python3-numpy"
+    $py -c 'import pytest' >/dev/null 2>&1 || missing="$missing python3-pytest"
+    $py -c 'import setuptools' >/dev/null 2>&1 || missing="$missing python3-setuptools"
 fi
 if [ "$what" = run ]; then
     command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"

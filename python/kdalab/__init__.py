@@ -1,0 +1,22 @@
+"""kdalab: a float64 oracle for the line of sequence mixers that ends in Kimi
+Delta Attention, with fla's API.
+
+    import kdalab
+    o, ht = kdalab.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    grads = kdalab.chunk_kda_bwd(q, k, v, g, beta, do, dht, initial_state=h0)
+    kdalab.testing.assert_close("o", o, my_o, rtol=1e-3)
+
+NumPy arrays or torch tensors in, float64 NumPy arrays out (see kdalab.ops).
+"""
+
+from . import testing
+from ._lib import KdalabError
+from .ops import (Grads, chunk_delta_rule, chunk_delta_rule_bwd, chunk_gated_delta_rule,
+                  chunk_gated_delta_rule_bwd, chunk_kda, chunk_kda_bwd, chunk_linear_attn,
+                  chunk_linear_attn_bwd, fused_recurrent_delta_rule,
+                  fused_recurrent_delta_rule_bwd, fused_recurrent_gated_delta_rule,
+                  fused_recurrent_gated_delta_rule_bwd, fused_recurrent_kda,
+                  fused_recurrent_kda_bwd, fused_recurrent_linear_attn,
+                  fused_recurrent_linear_attn_bwd)
+
+__version__ = "0.1.0"

@@ -1,0 +1,105 @@
+"""ctypes bindings of libkdalab.so: the few C entry points the module calls.
+
+The library is found, in order, at $KDALAB_LIBRARY, beside this file (an
+installed package carries its own copy), or in the source tree's build/
+directory (run `make lib` first).
+"""
+
+import ctypes
+import os
+
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CANDIDATES = [
+    os.environ.get("KDALAB_LIBRARY", ""),
+    os.path.join(_HERE, "libkdalab.so"),
+    os.path.join(_HERE, "..", "..", "build", "libkdalab.so"),
+]
+
+
+def _load():
+    for path in _CANDIDATES:
+        if path and os.path.exists(path):
+            return ctypes.CDLL(os.path.abspath(path))
+    raise ImportError(
+        "kdalab: libkdalab.so not found (looked at $KDALAB_LIBRARY, %s and the source "
+        "tree's build/); run `make lib` in the repository, or `pip install .`" % _HERE)
+
+
+lib = _load()
+
+# status codes (kdalab_status.h)
+OK, ERANGE = 0, 8
+MECHANISMS = {"linear_attention": 0, "deltanet": 1, "gated_deltanet": 2, "kda": 3}
+FORM_RECURRENT, FORM_CHUNK = 0, 1
+
+
+class Dims(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("B", "T", "H", "K", "V")]
+
+
+class Batch(ctypes.Structure):
+    _fields_ = [("cu_seqlens", ctypes.POINTER(ctypes.c_int64)), ("n_seqs", ctypes.c_size_t),
+                ("HV", ctypes.c_size_t)]
+
+
+class ChunkOpts(ctypes.Structure):
+    _fields_ = [("chunk", ctypes.c_size_t), ("subchunk", ctypes.c_size_t),
+                ("decay", ctypes.c_int), ("precision", ctypes.c_int)]
+
+
+_D = ctypes.POINTER(ctypes.c_double)
+_status = ctypes.c_int
+
+lib.kdalab_last_error.restype = ctypes.c_char_p
+lib.kdalab_strerror.restype = ctypes.c_char_p
+lib.kdalab_strerror.argtypes = [_status]
+lib.kdalab_chunk_opts_default.restype = ChunkOpts
+lib.kdalab_batch_f64.restype = _status
+lib.kdalab_batch_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int, ctypes.POINTER(Dims),
+                                 ctypes.c_int, ctypes.c_double] + [_D] * 8 + [
+                                     ctypes.POINTER(ChunkOpts)]
+lib.kdalab_batch_bwd_f64.restype = _status
+lib.kdalab_batch_bwd_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int,
+                                     ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_double
+                                     ] + [_D] * 14 + [ctypes.POINTER(ChunkOpts)]
+lib.kdalab_attention_f64.restype = _status
+lib.kdalab_attention_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 4
+lib.kdalab_attention_bwd_f64.restype = _status
+lib.kdalab_attention_bwd_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 7
+lib.kdalab_kda_gate_f64.restype = _status
+lib.kdalab_kda_gate_f64.argtypes = [ctypes.c_size_t] * 3 + [_D] * 4
+lib.kdalab_kda_gate_bwd_f64.restype = _status
+lib.kdalab_kda_gate_bwd_f64.argtypes = [ctypes.c_size_t] * 3 + [_D] * 7
+lib.kdalab_lower_bound_gate_f64.restype = _status
+lib.kdalab_lower_bound_gate_f64.argtypes = [ctypes.c_size_t, ctypes.c_double, _D, _D]
+lib.kdalab_lower_bound_gate_bwd_f64.restype = _status
+lib.kdalab_lower_bound_gate_bwd_f64.argtypes = [ctypes.c_size_t, ctypes.c_double, _D, _D, _D]
+
+
+class KdalabError(ValueError):
+    """A kdalab call refused its input or overflowed; .status is the C status code."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def ptr(a):
+    """A float64 array's data pointer, or NULL for None."""
+    if a is None:
+        return None
+    return a.ctypes.data_as(_D)
+
+
+def check(status, what):
+    """Raise for any status but OK; ERANGE (an overflow, outputs written) too."""
+    if status != OK:
+        detail = lib.kdalab_last_error().decode()
+        name = lib.kdalab_strerror(status).decode()
+        raise KdalabError(status, "%s: %s (%s)" % (what, name, detail))
+
+
+def empty(shape):
+    return np.zeros(shape, dtype=np.float64)

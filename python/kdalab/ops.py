@@ -1,0 +1,429 @@
+"""fla's functions, by fla's names and arguments, computed by kdalab's float64
+oracle: forward `(o, final_state)` and backward (the gradients of
+sum(o * do) + sum(final_state * dht) with respect to every array input).
+
+Every array may be a NumPy array (float16/32/64) or a torch tensor on any
+device and of any floating dtype, bfloat16 included (moved to the CPU and
+upcast); results are float64 NumPy arrays. Shapes are fla's:
+q, k [B, T, H, K]; v [B, T, HV, V] (HV = G * H: grouped value heads);
+beta [B, T, HV]; g [B, T, HV] (Gated DeltaNet) or [B, T, HV, K] (KDA);
+initial_state [N, HV, K, V] with N = B, or the number of sequences when
+cu_seqlens (int, [N + 1], B = 1) packs them.
+
+In-kernel options are applied as fla's kernels apply them, before the
+mechanism (and differentiated through in the backward):
+  use_qk_l2norm_in_kernel    q, k <- x / sqrt(sum x^2 + 1e-6) per (t, head)
+  use_gate_in_kernel         g is the raw gate input: g <- -exp(A_log) *
+                             softplus(g + dt_bias)   (kdalab_kda_gate_f64)
+  lower_bound                with the in-kernel gate: g <- lower_bound *
+                             sigmoid(exp(A_log) * (g + dt_bias))
+  use_beta_sigmoid_in_kernel beta <- sigmoid(beta)
+  allow_neg_eigval           beta <- 2 * beta (so beta may reach 2)
+  normalize (linear attn.)   o <- o / (scale q . cumsum(k) + 1e-10)
+"""
+
+import collections
+
+import numpy as np
+
+from . import _lib
+
+Grads = collections.namedtuple(
+    "Grads", ["dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias"],
+    defaults=[None] * 8)
+
+
+# ---- inputs -------------------------------------------------------------------
+
+def as_f64(x, name, ndim=None, required=True):
+    """x as a C-contiguous float64 NumPy array; ValueError naming the argument."""
+    if x is None:
+        if required:
+            raise ValueError("%s is required" % name)
+        return None
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, any device/dtype
+        if not x.is_floating_point():
+            raise ValueError("%s: dtype %s is not floating point" % (name, x.dtype))
+        x = x.detach().to("cpu").double().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind != "f":
+        raise ValueError("%s: dtype %s is not floating point (float16, float32, float64)"
+                         % (name, a.dtype))
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError("%s: shape %s has %d dimensions, expected %d"
+                         % (name, a.shape, a.ndim, ndim))
+    return a
+
+
+def _as_cu(cu_seqlens):
+    if cu_seqlens is None:
+        return None
+    if hasattr(cu_seqlens, "detach"):
+        cu_seqlens = cu_seqlens.detach().to("cpu").numpy()
+    a = np.asarray(cu_seqlens)
+    if a.dtype.kind not in "iu" or a.ndim != 1 or a.size < 2:
+        raise ValueError("cu_seqlens: an integer array [N + 1] is required, got dtype %s "
+                         "shape %s" % (a.dtype, a.shape))
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _expect(name, a, shape):
+    if a is not None and tuple(a.shape) != tuple(shape):
+        raise ValueError("%s: shape %s, expected %s" % (name, tuple(a.shape), tuple(shape)))
+
+
+class _Call:
+    """The sizes and layout of one call, checked."""
+
+    def __init__(self, mech, q, k, v, g, beta, h0, cu):
+        self.mech = mech
+        self.B, self.T, self.H, self.K = q.shape
+        _expect("k", k, q.shape)
+        if v.ndim != 4 or v.shape[:2] != q.shape[:2] or v.shape[2] % self.H:
+            raise ValueError("v: shape %s does not fit q's %s (v is [B, T, HV, V], HV a "
+                             "multiple of H)" % (v.shape, q.shape))
+        self.HV, self.V = v.shape[2], v.shape[3]
+        self.cu = cu
+        if cu is not None and self.B != 1:
+            raise ValueError("cu_seqlens: needs B = 1 (sequences packed along T), got B = %d"
+                             % self.B)
+        self.N = cu.size - 1 if cu is not None else self.B
+        bt = (self.B, self.T, self.HV)
+        if mech == "kda":
+            _expect("g", g, bt + (self.K,))
+        elif mech == "gated_deltanet":
+            _expect("g", g, bt)
+        if mech != "linear_attention":
+            _expect("beta", beta, bt)
+        _expect("initial_state", h0, (self.N, self.HV, self.K, self.V))
+
+    def dims(self):
+        return _lib.Dims(self.B, self.T, self.H, self.K, self.V)
+
+    def batch(self):
+        b = _lib.Batch(None, 0, self.HV)
+        if self.cu is not None:
+            b.cu_seqlens = self.cu.ctypes.data_as(_lib.ctypes.POINTER(_lib.ctypes.c_int64))
+            b.n_seqs = self.N
+        return b
+
+    def state_shape(self):
+        return (self.N, self.HV, self.K, self.V)
+
+
+def _opts(chunk_size):
+    o = _lib.lib.kdalab_chunk_opts_default()
+    if chunk_size is not None:
+        o.chunk = int(chunk_size)
+    return o
+
+
+# ---- the in-kernel steps, forward and backward --------------------------------
+
+_L2_EPS = 1e-6
+
+
+def _l2norm(x):
+    n = np.sqrt((x * x).sum(-1, keepdims=True) + _L2_EPS)
+    return x / n, n
+
+
+def _l2norm_bwd(y, n, dy):
+    return (dy - y * (y * dy).sum(-1, keepdims=True)) / n
+
+
+def _sigmoid(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+
+
+def _gate_fwd(g, A_log, dt_bias, lower_bound, HV, K):
+    """The in-kernel KDA gate: g [B, T, HV, K] raw -> the log-decay."""
+    A_log = as_f64(A_log, "A_log")
+    _expect("A_log", A_log, (HV,))
+    if dt_bias is not None:
+        dt_bias = as_f64(dt_bias, "dt_bias").reshape(-1)
+        _expect("dt_bias", dt_bias, (HV * K,))
+    rows = g.size // (HV * K)
+    out = np.empty_like(g)
+    if lower_bound is None:
+        _lib.check(_lib.lib.kdalab_kda_gate_f64(rows, HV, K, _lib.ptr(g), _lib.ptr(A_log),
+                                                _lib.ptr(dt_bias), _lib.ptr(out)),
+                   "use_gate_in_kernel")
+        return out, (A_log, dt_bias, None)
+    x = np.exp(A_log)[:, None] * (g.reshape(rows, HV, K) +
+                                 (dt_bias.reshape(HV, K) if dt_bias is not None else 0))
+    x = np.ascontiguousarray(x.reshape(g.shape))
+    _lib.check(_lib.lib.kdalab_lower_bound_gate_f64(x.size, float(lower_bound), _lib.ptr(x),
+                                                    _lib.ptr(out)), "lower_bound gate")
+    return out, (A_log, dt_bias, x)
+
+
+def _gate_bwd(g, saved, lower_bound, HV, K, dg):
+    A_log, dt_bias, x = saved
+    rows = g.size // (HV * K)
+    dx = np.empty_like(g)
+    dA = np.empty(HV)
+    db = np.empty(HV * K)
+    if lower_bound is None:
+        _lib.check(_lib.lib.kdalab_kda_gate_bwd_f64(rows, HV, K, _lib.ptr(g), _lib.ptr(A_log),
+                                                    _lib.ptr(dt_bias), _lib.ptr(dg),
+                                                    _lib.ptr(dx), _lib.ptr(dA), _lib.ptr(db)),
+                   "use_gate_in_kernel backward")
+        return dx, dA, (db if dt_bias is not None else None)
+    dxx = np.empty_like(g)
+    _lib.check(_lib.lib.kdalab_lower_bound_gate_bwd_f64(x.size, float(lower_bound),
+                                                        _lib.ptr(x), _lib.ptr(dg),
+                                                        _lib.ptr(dxx)),
+               "lower_bound gate backward")
+    a = np.exp(A_log)[:, None]
+    d_raw = (dxx.reshape(rows, HV, K) * a).reshape(g.shape)
+    dA = (dxx * x).reshape(rows, HV, K).sum(axis=(0, 2))
+    db = d_raw.reshape(rows, HV * K).sum(0)
+    return d_raw, dA, (db if dt_bias is not None else None)
+
+
+def _normalizer(q, k, scale, cu, T):
+    """z_t = scale q_t . cumsum_{u <= t} k_u per sequence: [B, T, H, 1]."""
+    kc = np.zeros_like(k)
+    bounds = cu if cu is not None else np.array([0, T])
+    for n in range(len(bounds) - 1):
+        s, e = int(bounds[n]), int(bounds[n + 1])
+        kc[:, s:e] = np.cumsum(k[:, s:e], axis=1)
+    return scale * (q * kc).sum(-1, keepdims=True) + 1e-10, kc
+
+
+# ---- the two cores ------------------------------------------------------------
+
+def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
+    q = as_f64(q, "q", 4)
+    k = as_f64(k, "k", 4)
+    v = as_f64(v, "v", 4)
+    g = as_f64(g, "g", required=mech in ("kda", "gated_deltanet"))
+    beta = as_f64(beta, "beta", required=mech != "linear_attention")
+    h0 = as_f64(initial_state, "initial_state", 4, required=False)
+    cu = _as_cu(cu_seqlens)
+    call = _Call(mech, q, k, v, g, beta, h0, cu)
+    scale = float(scale) if scale is not None else call.K ** -0.5
+    st = {"q_raw": q, "k_raw": k, "g_raw": g, "beta_raw": beta}
+    if opt.get("use_qk_l2norm_in_kernel"):
+        q, st["qn"] = _l2norm(q)
+        k, st["kn"] = _l2norm(k)
+    if opt.get("use_gate_in_kernel"):
+        g, st["gate"] = _gate_fwd(g, opt.get("A_log"), opt.get("dt_bias"),
+                                  opt.get("lower_bound"), call.HV, call.K)
+    if opt.get("use_beta_sigmoid_in_kernel"):
+        beta = _sigmoid(beta)
+    if opt.get("allow_neg_eigval"):
+        beta = 2 * beta
+    return call, scale, q, k, v, g, beta, h0, st
+
+
+def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
+             cu_seqlens, chunk_size=None, normalize=False, **opt):
+    call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
+                                                     initial_state, cu_seqlens, opt)
+    o = _lib.empty((call.B, call.T, call.HV, call.V))
+    ht = _lib.empty(call.state_shape())
+    b, d, op = call.batch(), call.dims(), _opts(chunk_size)
+    _lib.check(_lib.lib.kdalab_batch_f64(
+        b, form, d, _lib.MECHANISMS[mech], scale, _lib.ptr(q), _lib.ptr(k), _lib.ptr(v),
+        _lib.ptr(g), _lib.ptr(beta), _lib.ptr(h0), _lib.ptr(o), _lib.ptr(ht), op), mech)
+    if normalize:
+        z, _ = _normalizer(q, k, scale, call.cu, call.T)
+        o = o / z
+    return o, (ht if output_final_state else None)
+
+
+def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
+              chunk_size=None, normalize=False, **opt):
+    call, scale, qe, ke, v, ge, be, h0, st = _prepare(mech, q, k, v, g, beta, scale,
+                                                      initial_state, cu_seqlens, opt)
+    do = as_f64(do, "do", 4)
+    _expect("do", do, (call.B, call.T, call.HV, call.V))
+    dht = as_f64(dht, "dht", 4, required=False)
+    _expect("dht", dht, call.state_shape())
+    dq_extra = dk_extra = 0
+    if normalize:  # o_n = o / z: do -> do / z, and z's own gradient into q, k
+        o, _ = _forward(mech, form, q, k, v, g, beta, scale, initial_state, False, cu_seqlens,
+                        chunk_size, False, **opt)
+        z, kc = _normalizer(qe, ke, scale, call.cu, call.T)
+        dz = -(do * o).sum(-1, keepdims=True) / z ** 2
+        do = np.ascontiguousarray(do / z)
+        dq_extra = scale * dz * kc
+        dkc = scale * dz * qe
+        dk_extra = np.zeros_like(ke)
+        bounds = call.cu if call.cu is not None else np.array([0, call.T])
+        for n in range(len(bounds) - 1):
+            s, e = int(bounds[n]), int(bounds[n + 1])
+            dk_extra[:, s:e] = np.flip(np.cumsum(np.flip(dkc[:, s:e], 1), 1), 1)
+    shapes = {"dq": qe.shape, "dk": ke.shape, "dv": v.shape, "dh0": call.state_shape()}
+    out = {n: _lib.empty(s) for n, s in shapes.items()}
+    out["dg"] = _lib.empty(ge.shape) if ge is not None else None
+    out["dbeta"] = _lib.empty(be.shape) if be is not None else None
+    b, d, op = call.batch(), call.dims(), _opts(chunk_size)
+    _lib.check(_lib.lib.kdalab_batch_bwd_f64(
+        b, form, d, _lib.MECHANISMS[mech], scale, _lib.ptr(qe), _lib.ptr(ke), _lib.ptr(v),
+        _lib.ptr(ge), _lib.ptr(be), _lib.ptr(h0), _lib.ptr(do), _lib.ptr(dht),
+        _lib.ptr(out["dq"]), _lib.ptr(out["dk"]), _lib.ptr(out["dv"]), _lib.ptr(out["dg"]),
+        _lib.ptr(out["dbeta"]), _lib.ptr(out["dh0"]), op), mech + " backward")
+    dq, dk = out["dq"] + dq_extra, out["dk"] + dk_extra
+    if opt.get("use_qk_l2norm_in_kernel"):
+        dq = _l2norm_bwd(qe, st["qn"], dq)
+        dk = _l2norm_bwd(ke, st["kn"], dk)
+    dbeta, dg, dA, ddt = out["dbeta"], out["dg"], None, None
+    if dbeta is not None:
+        if opt.get("allow_neg_eigval"):
+            dbeta = 2 * dbeta
+        if opt.get("use_beta_sigmoid_in_kernel"):
+            s = _sigmoid(st["beta_raw"])
+            dbeta = dbeta * s * (1 - s)
+    if opt.get("use_gate_in_kernel"):
+        dg, dA, ddt = _gate_bwd(st["g_raw"], st["gate"], opt.get("lower_bound"), call.HV,
+                                call.K, np.ascontiguousarray(dg))
+    return Grads(dq, dk, out["dv"], dg, dbeta,
+                 out["dh0"] if initial_state is not None else None, dA, ddt)
+
+
+# ---- fla's names ---------------------------------------------------------------
+
+_KDA_OPTS = ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "A_log", "dt_bias",
+             "lower_bound", "use_beta_sigmoid_in_kernel", "allow_neg_eigval")
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
+              dt_bias=None, lower_bound=None, use_beta_sigmoid_in_kernel=False,
+              allow_neg_eigval=False, cu_seqlens=None, chunk_size=None):
+    """KDA, chunkwise (safe sub-chunks; chunk_size None: the library's default, 64).
+    Returns (o [B, T, HV, V], final_state [N, HV, K, V] or None)."""
+    return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+                    output_final_state, cu_seqlens, chunk_size, **_kda_kwargs(locals()))
+
+
+def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None,
+                        output_final_state=False, use_qk_l2norm_in_kernel=False,
+                        use_gate_in_kernel=False, A_log=None, dt_bias=None, lower_bound=None,
+                        use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                        cu_seqlens=None):
+    """KDA, token by token (the recurrence)."""
+    return _forward("kda", _lib.FORM_RECURRENT, q, k, v, g, beta, scale, initial_state,
+                    output_final_state, cu_seqlens, **_kda_kwargs(locals()))
+
+
+def chunk_kda_bwd(q, k, v, g, beta, do, dht=None, scale=None, initial_state=None,
+                  use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
+                  dt_bias=None, lower_bound=None, use_beta_sigmoid_in_kernel=False,
+                  allow_neg_eigval=False, cu_seqlens=None, chunk_size=None):
+    """The gradients of sum(o * do) + sum(final_state * dht) (dht None: zero): a Grads
+    of dq, dk, dv, dg, dbeta, dh0 (None without initial_state), and dA_log, ddt_bias
+    with use_gate_in_kernel. The chunkwise backward."""
+    return _backward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, do, dht, scale, initial_state,
+                     cu_seqlens, chunk_size, **_kda_kwargs(locals()))
+
+
+def fused_recurrent_kda_bwd(q, k, v, g, beta, do, dht=None, scale=None, initial_state=None,
+                            use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                            A_log=None, dt_bias=None, lower_bound=None,
+                            use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                            cu_seqlens=None):
+    """As chunk_kda_bwd, by the recurrent backward."""
+    return _backward("kda", _lib.FORM_RECURRENT, q, k, v, g, beta, do, dht, scale,
+                     initial_state, cu_seqlens, **_kda_kwargs(locals()))
+
+
+def _kda_kwargs(local):
+    return {n: local[n] for n in _KDA_OPTS}
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
+                           output_final_state=False, cu_seqlens=None,
+                           use_qk_l2norm_in_kernel=False, chunk_size=None):
+    """Gated DeltaNet (g [B, T, HV]: one log-decay per head), chunkwise."""
+    return _forward("gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+                    output_final_state, cu_seqlens, chunk_size,
+                    use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None,
+                                     initial_state=None, output_final_state=False,
+                                     cu_seqlens=None, use_qk_l2norm_in_kernel=False):
+    """Gated DeltaNet, token by token."""
+    return _forward("gated_deltanet", _lib.FORM_RECURRENT, q, k, v, g, beta, scale,
+                    initial_state, output_final_state, cu_seqlens,
+                    use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def chunk_gated_delta_rule_bwd(q, k, v, g, beta, do, dht=None, scale=None,
+                               initial_state=None, cu_seqlens=None,
+                               use_qk_l2norm_in_kernel=False, chunk_size=None):
+    return _backward("gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, do, dht, scale,
+                     initial_state, cu_seqlens, chunk_size,
+                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def fused_recurrent_gated_delta_rule_bwd(q, k, v, g, beta, do, dht=None, scale=None,
+                                         initial_state=None, cu_seqlens=None,
+                                         use_qk_l2norm_in_kernel=False):
+    return _backward("gated_deltanet", _lib.FORM_RECURRENT, q, k, v, g, beta, do, dht, scale,
+                     initial_state, cu_seqlens,
+                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
+                     cu_seqlens=None, use_qk_l2norm_in_kernel=False, chunk_size=None):
+    """DeltaNet, chunkwise."""
+    return _forward("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
+                    output_final_state, cu_seqlens, chunk_size,
+                    use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=None,
+                               output_final_state=False, cu_seqlens=None,
+                               use_qk_l2norm_in_kernel=False):
+    """DeltaNet, token by token."""
+    return _forward("deltanet", _lib.FORM_RECURRENT, q, k, v, None, beta, scale,
+                    initial_state, output_final_state, cu_seqlens,
+                    use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def chunk_delta_rule_bwd(q, k, v, beta, do, dht=None, scale=None, initial_state=None,
+                         cu_seqlens=None, use_qk_l2norm_in_kernel=False, chunk_size=None):
+    return _backward("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, do, dht, scale,
+                     initial_state, cu_seqlens, chunk_size,
+                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def fused_recurrent_delta_rule_bwd(q, k, v, beta, do, dht=None, scale=None,
+                                   initial_state=None, cu_seqlens=None,
+                                   use_qk_l2norm_in_kernel=False):
+    return _backward("deltanet", _lib.FORM_RECURRENT, q, k, v, None, beta, do, dht, scale,
+                     initial_state, cu_seqlens,
+                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+
+
+def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False,
+                      normalize=True, cu_seqlens=None, chunk_size=None):
+    """Linear attention, chunkwise. normalize defaults to True, as in fla (the golden
+    cases are unnormalised: pass normalize=False)."""
+    return _forward("linear_attention", _lib.FORM_CHUNK, q, k, v, None, None, scale,
+                    initial_state, output_final_state, cu_seqlens, chunk_size, normalize)
+
+
+def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
+                                output_final_state=False, normalize=False, cu_seqlens=None):
+    """Linear attention, token by token (fla's default here: normalize=False)."""
+    return _forward("linear_attention", _lib.FORM_RECURRENT, q, k, v, None, None, scale,
+                    initial_state, output_final_state, cu_seqlens, None, normalize)
+
+
+def chunk_linear_attn_bwd(q, k, v, do, dht=None, scale=None, initial_state=None,
+                          normalize=True, cu_seqlens=None, chunk_size=None):
+    return _backward("linear_attention", _lib.FORM_CHUNK, q, k, v, None, None, do, dht, scale,
+                     initial_state, cu_seqlens, chunk_size, normalize)
+
+
+def fused_recurrent_linear_attn_bwd(q, k, v, do, dht=None, scale=None, initial_state=None,
+                                    normalize=False, cu_seqlens=None):
+    return _backward("linear_attention", _lib.FORM_RECURRENT, q, k, v, None, None, do, dht,
+                     scale, initial_state, cu_seqlens, None, normalize)

@@ -1,0 +1,258 @@
+"""The Python module against the golden data of tests/ and against itself:
+every fla-named function in every form, the backward functions, varlen and
+GVA, the in-kernel options (each equal to the same step done outside the
+kernel, and differentiated correctly), the input conversions and their errors.
+
+Tolerances as in the C tests: float64 forward 1e-12, golden gradients 1e-10,
+relative to the max magnitude of the expected array.
+"""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+import kdalab
+from kdalab.testing import assert_close, errors
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests")
+
+
+def manifest(folder):
+    with open(os.path.join(ROOT, folder, "MANIFEST.tsv")) as f:
+        rows = [r for r in csv.reader(f, delimiter="\t") if r and not r[0].startswith("#")]
+    return rows
+
+
+def load(folder, name, key):
+    path = os.path.join(ROOT, folder, "%s.%s.npy" % (name, key))
+    return np.load(path) if os.path.exists(path) else None
+
+
+FWD = {
+    "kda": (kdalab.chunk_kda, kdalab.fused_recurrent_kda),
+    "gated_deltanet": (kdalab.chunk_gated_delta_rule, kdalab.fused_recurrent_gated_delta_rule),
+    "deltanet": (kdalab.chunk_delta_rule, kdalab.fused_recurrent_delta_rule),
+    "linear_attention": (kdalab.chunk_linear_attn, kdalab.fused_recurrent_linear_attn),
+}
+BWD = {
+    "kda": (kdalab.chunk_kda_bwd, kdalab.fused_recurrent_kda_bwd),
+    "gated_deltanet": (kdalab.chunk_gated_delta_rule_bwd,
+                       kdalab.fused_recurrent_gated_delta_rule_bwd),
+    "deltanet": (kdalab.chunk_delta_rule_bwd, kdalab.fused_recurrent_delta_rule_bwd),
+    "linear_attention": (kdalab.chunk_linear_attn_bwd, kdalab.fused_recurrent_linear_attn_bwd),
+}
+
+
+def inputs(folder, name, mech):
+    """The positional array arguments of fla's function for mech."""
+    args = [load(folder, name, "q"), load(folder, name, "k"), load(folder, name, "v")]
+    if mech in ("kda", "gated_deltanet"):
+        args.append(load(folder, name, "g"))
+    if mech != "linear_attention":
+        args.append(load(folder, name, "beta"))
+    return args
+
+
+def extra(mech):
+    return {"normalize": False} if mech == "linear_attention" else {}
+
+
+@pytest.mark.parametrize("row", manifest("golden"), ids=lambda r: r[0])
+@pytest.mark.parametrize("form", [0, 1], ids=["chunk", "fused_recurrent"])
+def test_golden_forward(row, form):
+    name, mech, scale = row[0], row[1], float(row[7])
+    h0 = load("golden", name, "h0")
+    o, ht = FWD[mech][form](*inputs("golden", name, mech), scale=scale, initial_state=h0,
+                            output_final_state=True, **extra(mech))
+    assert_close("o", load("golden", name, "o"), o, 1e-12)
+    assert_close("ht", load("golden", name, "ht"), ht, 1e-12)
+
+
+@pytest.mark.parametrize("row", manifest("golden_grad"), ids=lambda r: r[0])
+@pytest.mark.parametrize("form", [0, 1], ids=["chunk", "fused_recurrent"])
+def test_golden_backward(row, form):
+    name, mech, scale = row[0], row[1], float(row[7])
+    h0 = load("golden_grad", name, "h0")
+    gr = BWD[mech][form](*inputs("golden_grad", name, mech), load("golden_grad", name, "do"),
+                         load("golden_grad", name, "dht"), scale=scale, initial_state=h0,
+                         **extra(mech))
+    for key in ("dq", "dk", "dv", "dg", "dbeta", "dh0"):
+        want = load("golden_grad", name, key)
+        if want is not None:
+            assert_close(key, want, getattr(gr, key), 1e-10)
+
+
+@pytest.mark.parametrize("row", manifest("golden_varlen"), ids=lambda r: r[0])
+@pytest.mark.parametrize("form", [0, 1], ids=["chunk", "fused_recurrent"])
+def test_golden_varlen_gva(row, form):
+    name, mech, scale = row[0], row[1], float(row[8])
+    o, ht = FWD[mech][form](*inputs("golden_varlen", name, mech), scale=scale,
+                            initial_state=load("golden_varlen", name, "h0"),
+                            output_final_state=True,
+                            cu_seqlens=load("golden_varlen", name, "cu_seqlens"), **extra(mech))
+    assert_close("o", load("golden_varlen", name, "o"), o, 1e-12)
+    assert_close("ht", load("golden_varlen", name, "ht"), ht, 1e-12)
+
+
+# ---- random problems -------------------------------------------------------------
+
+def problem(seed=0, B=1, T=9, H=2, HV=None, K=4, V=3):
+    r = np.random.default_rng(seed)
+    HV = HV or H
+    return dict(q=r.normal(size=(B, T, H, K)), k=r.normal(size=(B, T, H, K)),
+                v=r.normal(size=(B, T, HV, V)), g=-r.uniform(0.01, 1, size=(B, T, HV, K)),
+                beta=r.uniform(0, 1, size=(B, T, HV)), h0=r.normal(size=(B, HV, K, V)),
+                do=r.normal(size=(B, T, HV, V)), dht=r.normal(size=(B, HV, K, V)))
+
+
+def loss(fn, p, **kw):
+    o, ht = fn(p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=p["h0"],
+               output_final_state=True, **kw)
+    return float((o * p["do"]).sum() + (ht * p["dht"]).sum())
+
+
+def fd_check(fn, bwd, p, names, kw, extra_arrays=None, tol=1e-6):
+    """Central differences of every element of the named arrays against bwd."""
+    gr = bwd(p["q"], p["k"], p["v"], p["g"], p["beta"], p["do"], p["dht"],
+             initial_state=p["h0"], **kw)
+    arrays = dict(p)
+    arrays.update(extra_arrays or {})
+    for name, gname in names:
+        x = arrays[name]
+        grad = getattr(gr, gname)
+        num = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            x0 = x[i]
+            x[i] = x0 + 1e-6
+            lp = loss(fn, p, **kw)
+            x[i] = x0 - 1e-6
+            lm = loss(fn, p, **kw)
+            x[i] = x0
+            num[i] = (lp - lm) / 2e-6
+        assert_close("d" + name, num, grad, tol)
+
+
+def test_in_kernel_options_equal_the_step_outside():
+    p = problem(1)
+    qn = p["q"] / np.sqrt((p["q"] ** 2).sum(-1, keepdims=True) + 1e-6)
+    kn = p["k"] / np.sqrt((p["k"] ** 2).sum(-1, keepdims=True) + 1e-6)
+    o1, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"],
+                             use_qk_l2norm_in_kernel=True)
+    o2, _ = kdalab.chunk_kda(qn, kn, p["v"], p["g"], p["beta"])
+    assert_close("l2norm", o2, o1, 1e-14)
+    # the gate: fla's formula written out in NumPy
+    r = np.random.default_rng(2)
+    A_log, dt_bias, raw = r.normal(size=2), r.normal(size=(2 * 4)), r.normal(size=p["g"].shape)
+    sp = np.logaddexp(0, raw + dt_bias.reshape(2, 4))
+    g = -np.exp(A_log)[:, None] * sp
+    o1, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], raw, p["beta"], use_gate_in_kernel=True,
+                             A_log=A_log, dt_bias=dt_bias)
+    o2, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], g, p["beta"])
+    assert_close("gate", o2, o1, 1e-14)
+    g_lb = -5 / (1 + np.exp(-np.exp(A_log)[:, None] * (raw + dt_bias.reshape(2, 4))))
+    o1, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], raw, p["beta"], use_gate_in_kernel=True,
+                             A_log=A_log, dt_bias=dt_bias, lower_bound=-5)
+    o2, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], g_lb, p["beta"])
+    assert_close("lower bound", o2, o1, 1e-14)
+    b = r.normal(size=p["beta"].shape)
+    o1, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], b, use_beta_sigmoid_in_kernel=True,
+                             allow_neg_eigval=True)
+    o2, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], 2 / (1 + np.exp(-b)))
+    assert_close("beta", o2, o1, 1e-14)
+    # linear attention's normalize
+    o1, _ = kdalab.chunk_linear_attn(p["q"], p["k"], p["v"][:, :, :2], normalize=True)
+    o2, _ = kdalab.chunk_linear_attn(p["q"], p["k"], p["v"][:, :, :2], normalize=False)
+    z = 0.5 * (p["q"] * np.cumsum(p["k"], 1)).sum(-1, keepdims=True) + 1e-10
+    assert_close("normalize", o2 / z, o1, 1e-13)
+
+
+def test_in_kernel_options_backward_against_finite_differences():
+    p = problem(3, T=5, K=3, V=2)
+    fd_check(kdalab.chunk_kda, kdalab.chunk_kda_bwd, p, [("q", "dq"), ("k", "dk")],
+             dict(use_qk_l2norm_in_kernel=True, chunk_size=2))
+    r = np.random.default_rng(4)
+    A_log, dt_bias = r.normal(size=2), r.normal(size=2 * 3)
+    p["g"] = r.normal(size=p["g"].shape)  # raw gate input
+    kw = dict(use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias)
+    fd_check(kdalab.chunk_kda, kdalab.chunk_kda_bwd, p,
+             [("g", "dg"), ("A_log", "dA_log"), ("dt_bias", "ddt_bias")], kw,
+             dict(A_log=A_log, dt_bias=dt_bias))
+    kw["lower_bound"] = -4.0
+    fd_check(kdalab.fused_recurrent_kda, kdalab.fused_recurrent_kda_bwd, p,
+             [("g", "dg"), ("A_log", "dA_log")], kw, dict(A_log=A_log, dt_bias=dt_bias))
+    p["g"] = -np.abs(p["g"]) - 0.01  # a log-decay again
+    p["beta"] = r.normal(size=p["beta"].shape)
+    fd_check(kdalab.chunk_kda, kdalab.chunk_kda_bwd, p, [("beta", "dbeta")],
+             dict(use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True))
+
+
+def test_normalized_linear_attention_backward():
+    p = problem(5, T=6, K=3, V=2)
+    p["q"] = np.abs(p["q"]) + 0.5  # a normaliser well away from 0
+    p["k"] = np.abs(p["k"]) + 0.5
+
+    def fwd(q, k, v, g, beta, **kw):
+        return kdalab.chunk_linear_attn(q, k, v, chunk_size=4, **kw)
+
+    def bwd(q, k, v, g, beta, do, dht, **kw):
+        return kdalab.chunk_linear_attn_bwd(q, k, v, do, dht, chunk_size=4, **kw)
+
+    fd_check(fwd, bwd, p, [("q", "dq"), ("k", "dk"), ("v", "dv")], {})
+
+
+def test_gva_and_varlen_backward_finite_differences():
+    p = problem(6, T=7, H=1, HV=2, K=3, V=2)
+    fd_check(kdalab.chunk_kda, kdalab.chunk_kda_bwd, p,
+             [("q", "dq"), ("k", "dk"), ("g", "dg")], dict(chunk_size=3))
+    cu = np.array([0, 3, 7])
+    p["h0"] = np.random.default_rng(7).normal(size=(2, 2, 3, 2))
+    p["dht"] = np.random.default_rng(8).normal(size=(2, 2, 3, 2))
+    fd_check(kdalab.fused_recurrent_kda, kdalab.fused_recurrent_kda_bwd, p,
+             [("v", "dv"), ("h0", "dh0")], dict(cu_seqlens=cu))
+
+
+def test_inputs_half_precision_and_errors():
+    p = problem(9)
+    o64, _ = kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"])
+    o16, _ = kdalab.chunk_kda(*(p[n].astype(np.float16) for n in ("q", "k", "v", "g", "beta")))
+    assert o16.dtype == np.float64
+    assert errors(o64, o16)[1] < 1e-2  # fp16 inputs: ~1e-3 rounding
+    with pytest.raises(ValueError, match="beta"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"][:, :-1])
+    with pytest.raises(ValueError, match="q: dtype int64"):
+        kdalab.chunk_kda(p["q"].astype(np.int64), p["k"], p["v"], p["g"], p["beta"])
+    with pytest.raises(ValueError, match="initial_state"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=p["h0"][0])
+    g = p["g"].copy()
+    g[0, 1, 0, 2] = 0.5
+    with pytest.raises(kdalab.KdalabError, match=r"g\[.*\] = 0.5 > 0"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], g, p["beta"])
+    with pytest.raises(kdalab.KdalabError, match="cu_seqlens"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"], cu_seqlens=[0, 5, 4, 9])
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"], cu_seqlens=[0.0, 9.0])
+
+
+def test_torch_tensors_if_torch_is_there():
+    torch = pytest.importorskip("torch")
+    p = problem(10)
+    o64, ht64 = kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"],
+                                 initial_state=p["h0"], output_final_state=True)
+    t = {n: torch.tensor(p[n]).to(torch.bfloat16) for n in ("q", "k", "v", "g", "beta", "h0")}
+    o, ht = kdalab.chunk_kda(t["q"], t["k"], t["v"], t["g"], t["beta"], initial_state=t["h0"],
+                             output_final_state=True)
+    assert isinstance(o, np.ndarray) and o.dtype == np.float64
+    assert errors(o64, o)[1] < 5e-2  # bf16 inputs: 8 significant bits
+
+
+def test_assert_close_reports_both_metrics_and_the_worst_element():
+    ref = np.zeros((2, 3))
+    ref[1, 2] = 4.0
+    out = ref.copy()
+    out[0, 1] = 1.0
+    with pytest.raises(AssertionError, match=r"0.25 > rtol.*relative RMS.*\(0, 1\)"):
+        assert_close("o", ref, out, 1e-3)
+    rms, rel = assert_close("o", ref, ref, 0)
+    assert rms == 0 and rel == 0
