@@ -1149,6 +1149,74 @@ static void varlen_errors(void **state)
     kdalab_array_free(&dh0);
 }
 
+/* Half-precision dumps are read (a '<f2' copy of a golden case agrees to fp16
+ * rounding), and every positive scale the library accepts is accepted. */
+static void half_inputs_and_tiny_scale(void **state)
+{
+    (void)state;
+    golden_case cases[16];
+    size_t n = golden_load_all(cases, 16);
+    const golden_case *c = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cases[i].name, "kda_small") == 0)
+            c = &cases[i];
+    assert_non_null(c);
+    /* q, k, v, g, beta, h0 as '<f2' files, written by hand */
+    const char *keys[] = {"q", "k", "v", "g", "beta", "h0"};
+    const kdalab_array *arr[] = {&c->q, &c->k, &c->v, &c->g, &c->beta, &c->h0};
+    char paths[6][512], args[4096];
+    size_t len = 0;
+    for (int a = 0; a < 6; a++) {
+        const kdalab_array *x = arr[a];
+        char hdr[128];
+        int hl = snprintf(hdr, sizeof hdr, "{'descr': '<f2', 'fortran_order': False, 'shape': (");
+        for (int d = 0; d < x->ndim; d++)
+            hl += snprintf(hdr + hl, sizeof hdr - (size_t)hl, "%zu, ", x->shape[d]);
+        snprintf(hdr + hl, sizeof hdr - (size_t)hl, "), }");
+        size_t total = 128 + 2 * x->size;
+        unsigned char *img = malloc(total);
+        assert_non_null(img);
+        memset(img, ' ', 128);
+        memcpy(img, "\x93NUMPY\x01\x00\x76\x00", 10);
+        memcpy(img + 10, hdr, strlen(hdr));
+        img[127] = '\n';
+        for (size_t i = 0; i < x->size; i++) {
+            uint16_t h = 0; /* float -> half, round to nearest (|x| < 65504 here) */
+            float f = kdalab_round_fp16((float)x->data[i]);
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            int e = (int)((u >> 23) & 0xff) - 127 + 15;
+            uint32_t man = u & 0x7fffff;
+            if (f == 0)
+                h = (uint16_t)((u >> 16) & 0x8000);
+            else if (e <= 0) /* subnormal half */
+                h = (uint16_t)(((u >> 16) & 0x8000) | ((man | 0x800000) >> (14 - e)));
+            else
+                h = (uint16_t)(((u >> 16) & 0x8000) | (uint32_t)e << 10 | man >> 13);
+            img[128 + 2 * i] = (unsigned char)h;
+            img[128 + 2 * i + 1] = (unsigned char)(h >> 8);
+        }
+        snprintf(paths[a], sizeof paths[a], "%s/half_%s.npy", tmpdir, keys[a]);
+        put_bytes(paths[a], img, total);
+        free(img);
+        len += (size_t)snprintf(args + len, sizeof args - len, " --%s %s", keys[a], paths[a]);
+    }
+    assert_int_equal(kdalab("run --mechanism kda --scale %.17g%s --o %s", c->scale, args,
+                            tmp("half_o.npy")),
+                     0);
+    /* fp16 keeps 11 significant bits: inputs rounded by 2^-11 relative */
+    assert_int_equal(kdalab("compare %s %s --rtol 2e-2", tmp("half_o.npy"),
+                            golden_path(c->name, "o")),
+                     0);
+    assert_int_equal(kdalab("run --mechanism kda --scale 1e-320%s --o %s", args, tmp("tiny.npy")),
+                     0);
+    expect_error(kdalab("run --mechanism kda --scale 0%s --o %s", args, tmp("zero.npy")), 2,
+                 "--scale", NULL);
+    assert_false(exists(tmp("zero.npy")));
+    for (size_t i = 0; i < n; i++)
+        golden_free(&cases[i]);
+}
+
 static int setup(void **state)
 {
     /* KDALAB_BIN is the programs' directory (bin, or build-asan/bin) */
@@ -1192,6 +1260,7 @@ int main(void)
         cmocka_unit_test(grad_errors),
         cmocka_unit_test(varlen_golden),
         cmocka_unit_test(varlen_errors),
+        cmocka_unit_test(half_inputs_and_tiny_scale),
     };
     return cmocka_run_group_tests_name("cli", tests, setup, teardown);
 }
