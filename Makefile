@@ -8,6 +8,7 @@
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
 #   make bench      the SIMD benchmark (not a test: prints speeds)
 #   make chapters   the side-by-side chapter programs and their diffs
+#   make f32        rewrite the generated float32 twins (lib/study/*_f32.*) from lib/reference/
 #   make clean
 #
 # Files are found by pattern, so a new experiment, chapter or test needs no
@@ -156,6 +157,10 @@ fuzz: $(BUILD)/fuzz/fuzz_npy
 # ---- benchmark ---------------------------------------------------------------------------
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do ./$$b || exit 1; done
+
+# ---- the float32 twins of the reference (generated, committed) --------------------------
+f32:
+	sh scripts/make_f32.sh
 
 # ---- housekeeping --------------------------------------------------------------------------
 deps-build:

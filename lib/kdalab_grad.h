@@ -63,6 +63,25 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
                                    double *dbeta, double *dh0, const kdalab_chunk_opts *opts);
 
 /*
+ * The float32 backward: the same algorithms computed entirely in float32
+ * (lib/study/recurrent_bwd_f32.c, chunk_bwd_f32.c, generated from the float64 files by
+ * scripts/make_f32.sh), to measure what float32 costs a backward. Same
+ * arguments, shapes and errors as the float64 functions above.
+ */
+kdalab_status kdalab_recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                       float scale, const float *q, const float *k,
+                                       const float *v, const float *g, const float *beta,
+                                       const float *h0, const float *d_o, const float *dht,
+                                       float *dq, float *dk, float *dv, float *dg,
+                                       float *dbeta, float *dh0);
+kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                                   const float *q, const float *k, const float *v,
+                                   const float *g, const float *beta, const float *h0,
+                                   const float *d_o, const float *dht, float *dq, float *dk,
+                                   float *dv, float *dg, float *dbeta, float *dh0,
+                                   const kdalab_chunk_opts *opts);
+
+/*
  * kdalab_attention_bwd_f64 — the backward of kdalab_attention_f64 (causal
  * softmax attention, NoPE): with p_tj = softmax_j(s q_t . k_j),
  *   dv_j = sum_t p_tj d_o_t,   ds_tj = p_tj (d_o_t . v_j - d_o_t . o_t),

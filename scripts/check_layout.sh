@@ -4,7 +4,8 @@
 #   1. every function declared in a public header (lib/kdalab*.h) has exactly
 #      one definition that `grep -n '^[a-z].*\bNAME('` finds in a lib/ .c file;
 #   2. every symbol libkdalab.so exports is declared in a public header;
-#   3. no .c or .h file in lib/, tools/ or experiments/ is longer than 600 lines.
+#   3. no .c or .h file in lib/, tools/ or experiments/ is longer than 600 lines;
+#   4. the generated float32 twins (scripts/make_f32.sh) are up to date.
 # usage: scripts/check_layout.sh [path/to/libkdalab.so]
 so=${1:-build/libkdalab.so}
 cc=${CC:-cc}
@@ -44,7 +45,17 @@ for f in $(find lib tools experiments -name '*.[ch]' | sort); do
     fi
 done
 
+mkdir -p "$tmp/f32"
+sh scripts/make_f32.sh "$tmp/f32"
+for f in "$tmp"/f32/*; do
+    name=$(basename "$f")
+    if ! sed "s#$tmp/f32#lib/study#" "$f" | cmp -s - "lib/study/$name"; then
+        echo "layout: lib/study/$name is not what scripts/make_f32.sh generates (run make f32)"
+        bad=1
+    fi
+done
+
 if [ "$bad" -eq 0 ]; then
-    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each; exports = declarations; no file over 600 lines"
+    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each; exports = declarations; no file over 600 lines; float32 twins up to date"
 fi
 exit "$bad"

@@ -71,7 +71,7 @@ static void axpy(double a, const double *x, double *y, size_t n)
  * of the file) to gr->dgsum. The same safe sub-chunks as the forward: pairs
  * across sub-chunks through the anchor, pairs inside one sub-chunk pairwise.
  */
-static void decayed_gram_bwd(const chunk *ck, chunk_grads *gr, const double *X,
+static void decayed_gram_bwd(const chunk_work *ck, chunk_grads *gr, const double *X,
                              const double *Y, const double *dG, int with_diag, double *dX,
                              double *dY)
 {
@@ -139,7 +139,7 @@ static void decayed_gram_bwd(const chunk *ck, chunk_grads *gr, const double *X,
  * Backward substitution with the transpose of M = I + A_kk (unit lower
  * triangular): X (L, width) <- M^-T X, i.e. X_i -= sum_{m>i} A_kk[m][i] X_m.
  */
-static void ut_transform_transposed(const chunk *ck, double *X, size_t width)
+static void ut_transform_transposed(const chunk_work *ck, double *X, size_t width)
 {
     const size_t L = ck->L;
     for (size_t i = L; i-- > 0;)
@@ -153,7 +153,7 @@ static void ut_transform_transposed(const chunk *ck, double *X, size_t width)
  * row of d_o, rows o_stride apart. On return gr->dS is dL/d(state entering)
  * and gr's row buffers hold the chunk's gradients.
  */
-static void chunk_bwd(chunk *ck, chunk_grads *gr, double scale, const double *dO,
+static void chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const double *dO,
                       size_t o_stride)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
@@ -265,7 +265,7 @@ static void chunk_bwd(chunk *ck, chunk_grads *gr, double scale, const double *dO
  * factors (see the top of the file), written to dg rows (gw = K: per
  * channel; gw = 1: summed over the channels, Gated DeltaNet's one g).
  */
-static void chunk_dg(const chunk *ck, const chunk_grads *gr, double *dg, size_t dg_stride,
+static void chunk_dg(const chunk_work *ck, const chunk_grads *gr, double *dg, size_t dg_stride,
                      size_t gw)
 {
     const size_t L = ck->L, K = ck->K;
@@ -300,20 +300,21 @@ static void grads_free(chunk_grads *gr)
 static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
                                  size_t n_chunks)
 {
-    size_t CK = C * K, CV = C * V, CC = C * C, KV = K * V, states, bytes; /* C*max fits:
-                                                                 chunk_alloc checked it */
+    /* C K, C V, C C, K V fit: chunk_alloc checked them */
+    const size_t e = sizeof(double);
+    size_t CK = C * K, CV = C * V, CC = C * C, KV = K * V, states, bytes;
     if (!kdalab_mul_size(n_chunks + 1, KV, &states) ||
-        !kdalab_mul_size(states, sizeof(double), &bytes))
+        !kdalab_mul_size(states, e, &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "%zu chunk states of %zu x %zu overflow",
                            n_chunks + 1, K, V);
-    gr->dq = malloc(CK * 8);     gr->dk = malloc(CK * 8);     gr->dv = malloc(CV * 8);
-    gr->dbeta = malloc(C * 8);   gr->dgamma = malloc(CK * 8); gr->dto_end = malloc(CK * 8);
-    gr->dgsum = malloc(CK * 8);  gr->dVn = malloc(CV * 8);    gr->dW = malloc(CK * 8);
-    gr->dRv = malloc(CV * 8);    gr->dRk = malloc(CK * 8);
-    gr->dAqk = calloc(CC, 8);    gr->dAkk = calloc(CC, 8);
-    gr->dXo = malloc(CK * 8);    gr->dYo = malloc(CK * 8);    gr->xf = malloc(CK * 8);
-    gr->yf = malloc(K * 8);      gr->run = malloc(K * 8);
-    gr->S = malloc(KV * 8);      gr->dS = malloc(KV * 8);     gr->states = malloc(bytes);
+    gr->dq = malloc(CK * e);     gr->dk = malloc(CK * e);     gr->dv = malloc(CV * e);
+    gr->dbeta = malloc(C * e);   gr->dgamma = malloc(CK * e); gr->dto_end = malloc(CK * e);
+    gr->dgsum = malloc(CK * e);  gr->dVn = malloc(CV * e);    gr->dW = malloc(CK * e);
+    gr->dRv = malloc(CV * e);    gr->dRk = malloc(CK * e);
+    gr->dAqk = calloc(CC, e);    gr->dAkk = calloc(CC, e);
+    gr->dXo = malloc(CK * e);    gr->dYo = malloc(CK * e);    gr->xf = malloc(CK * e);
+    gr->yf = malloc(K * e);      gr->run = malloc(K * e);
+    gr->S = malloc(KV * e);      gr->dS = malloc(KV * e);     gr->states = malloc(bytes);
     if (!gr->dq || !gr->dk || !gr->dv || !gr->dbeta || !gr->dgamma || !gr->dto_end ||
         !gr->dgsum || !gr->dVn || !gr->dW || !gr->dRv || !gr->dRk || !gr->dAqk || !gr->dAkk ||
         !gr->dXo || !gr->dYo || !gr->xf || !gr->yf || !gr->run || !gr->S || !gr->dS ||
@@ -348,7 +349,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t gw = kdalab_mechanism_g_width(mech, K), n_chunks = (T + C - 1) / C;
-    chunk ck = {.K = K, .V = V, .sub = op.subchunk, .delta = mech != KDALAB_LINEAR_ATTENTION};
+    chunk_work ck = {.K = K, .V = V, .sub = op.subchunk, .delta = mech != KDALAB_LINEAR_ATTENTION};
     chunk_grads gr = {0};
     s = chunk_alloc(&ck, C, K, V);
     if (s != KDALAB_OK)

@@ -1,6 +1,6 @@
 /*
  * lib/reference/chunk_steps.h — the steps of the float64 chunkwise form
- * (lib/reference/chunk.c), shared with its backward (chunk_bwd.c).
+ * (lib/reference/chunk_steps.c), run by chunk.c and by its backward (chunk_bwd.c).
  * Internal: not installed, not exported.
  */
 #ifndef KDALAB_REFERENCE_CHUNK_STEPS_H
@@ -28,33 +28,39 @@ typedef struct {
     double *Vn;     // (L, V)  step 4: V_new
     double *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
     double *run;     // (K)    a running span sum of g
-} chunk;
+} chunk_work;
 
 /* x . y over n values. */
 double chunk_dot(const double *x, const double *y, size_t n);
 
 /* Buffers for chunks of up to C positions (ck->K, V, sub, delta set by the
  * caller). EOVERFLOW / ENOMEM on failure, with nothing left allocated. */
-kdalab_status chunk_alloc(chunk *ck, size_t C, size_t K, size_t V);
-void chunk_free(chunk *ck);
+kdalab_status chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V);
+void chunk_free(chunk_work *ck);
 
 /* Copy positions t0 .. t0+ck->L-1 of head (b, h) into the chunk's rows. */
-void chunk_load(chunk *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+void chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
                 const double *q, const double *k, const double *v, const double *g, size_t gw,
                 const double *beta);
 
 /* gamma and to_end of the loaded chunk. */
-void chunk_decay_factors(chunk *ck);
+void chunk_decay_factors(chunk_work *ck);
 
 /* Steps 1 and 5: out (L, L) = the decayed Gram matrix of X, Y (L, K), j < i
  * (j <= i with with_diag), in safe sub-chunks. */
-void chunk_decayed_gram(chunk *ck, const double *X, const double *Y, int with_diag,
+void chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
                         double *out);
 
 /* Step 2: solve (I + A_kk) X = X in place, X (L, width). */
-void chunk_ut_transform(const chunk *ck, double *X, size_t width);
+void chunk_ut_transform(const chunk_work *ck, double *X, size_t width);
 
 /* Steps 1-4 from the state S (K, V) entering the chunk: Gkk, Akk, W, U, Vn. */
-void chunk_corrected_values(chunk *ck, const double *S);
+void chunk_corrected_values(chunk_work *ck, const double *S);
+
+/* Steps 5-6: the chunk's outputs, row i at o + i * o_stride (V values). */
+void chunk_outputs(chunk_work *ck, const double *S, double scale, double *o, size_t o_stride);
+
+/* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
+void chunk_advance_state(const chunk_work *ck, double *S);
 
 #endif

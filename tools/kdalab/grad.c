@@ -30,6 +30,7 @@ typedef struct {
 
 typedef struct {
     int attention;          /* --mechanism attention: softmax attention's backward */
+    int fp32;               /* --precision fp32                                   */
     int chunk_form;         /* --form chunk                                       */
     kdalab_chunk_opts opts; /* kdalab_chunk_opts_default(), then the flags        */
     int have_scale;
@@ -63,7 +64,8 @@ static void print_help(void)
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
         "  --cu-seqlens F    int64/int32 [N + 1]: packed sequences, as for run (grouped\n"
         "                    value heads are inferred from v's head count)\n"
-        "  --precision fp64  the only precision of the backward today\n"
+        "  --precision P     fp64 (default) | fp32: the same backward computed in float32\n"
+        "                    (recurrent and chunk forms; varlen/GVA run in fp64 only)\n"
         "  --help            this text\n"
         "\n"
         "Exit status: 0 ok; 1 a gradient overflowed or an output could not be\n"
@@ -145,10 +147,12 @@ static int plan(const grad_flags *f, grad_job *job)
         return cli_fail(EXIT_BAD, "--mechanism: unknown mechanism '%s' (linear_attention, "
                                   "deltanet, gated_deltanet, kda, attention)",
                         f->mechanism);
-    if (f->precision && strcmp(f->precision, "fp64") != 0)
-        return cli_fail(EXIT_BAD, "--precision %s: the backward is float64 only today "
-                                  "(fp64)",
+    job->fp32 = f->precision && strcmp(f->precision, "fp32") == 0;
+    if (f->precision && !job->fp32 && strcmp(f->precision, "fp64") != 0)
+        return cli_fail(EXIT_BAD, "--precision %s: the backward runs in fp64 or fp32",
                         f->precision);
+    if (job->fp32 && job->attention)
+        return cli_fail(EXIT_BAD, "--precision fp32: softmax attention's backward is fp64 only");
     if (f->form && strcmp(f->form, "chunk") == 0)
         job->chunk_form = 1;
     else if (f->form && strcmp(f->form, "recurrent") != 0)
@@ -246,6 +250,65 @@ static int read_all(grad_job *job)
     return 0;
 }
 
+/* The float32 backward: float32 copies in, gradients widened back to float64. */
+static int compute_f32(grad_job *job, const double *const x[N_IN])
+{
+    const kdalab_dims *d = &job->fwd.dims;
+    if (CLI_IS_BATCH(&job->fwd))
+        return cli_fail(EXIT_BAD, "--precision fp32: the varlen / grouped-head backward runs "
+                                  "in fp64 only");
+    size_t nin[N_IN + 2], nout[N_OUT];
+    const double *src[N_IN + 2];
+    for (int i = 0; i < N_IN; i++) {
+        src[i] = x[i];
+        nin[i] = job->fwd.in[i].path ? job->fwd.in[i].a.size : 0;
+    }
+    src[N_IN] = job->d_o.a.data, nin[N_IN] = job->d_o.a.size;
+    src[N_IN + 1] = job->dht.path ? job->dht.a.data : NULL;
+    nin[N_IN + 1] = job->dht.path ? job->dht.a.size : 0;
+    float *f[N_IN + 2] = {0}, *gf[N_OUT] = {0};
+    const size_t state = d->B * d->H * d->K * d->V;
+    nout[0] = nout[1] = job->fwd.in[IN_Q].a.size, nout[2] = job->fwd.in[IN_V].a.size;
+    nout[3] = job->fwd.in[IN_G].a.size, nout[4] = job->fwd.in[IN_BETA].a.size, nout[5] = state;
+    int rc = 0;
+    for (int i = 0; i < N_IN + 2 && rc == 0; i++) {
+        if (!src[i])
+            continue;
+        if (!(f[i] = malloc((nin[i] ? nin[i] : 1) * sizeof(float))))
+            rc = cli_fail(EXIT_FAIL, "out of memory for the float32 inputs");
+        for (size_t j = 0; rc == 0 && j < nin[i]; j++)
+            f[i][j] = (float)src[i][j];
+    }
+    for (int i = 0; i < N_OUT && rc == 0; i++)
+        if (!(gf[i] = malloc((nout[i] ? nout[i] : 1) * sizeof(float))))
+            rc = cli_fail(EXIT_FAIL, "out of memory for the float32 gradients");
+    kdalab_status s = KDALAB_OK;
+    if (rc == 0)
+        s = job->chunk_form
+                ? kdalab_chunk_bwd_f32(d, job->fwd.mech, (float)job->scale, f[IN_Q], f[IN_K],
+                                       f[IN_V], f[IN_G], f[IN_BETA], f[IN_H0], f[N_IN],
+                                       f[N_IN + 1], gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV],
+                                       gf[OUT_DG], gf[OUT_DBETA], gf[OUT_DH0], &job->opts)
+                : kdalab_recurrent_bwd_f32(d, job->fwd.mech, (float)job->scale, f[IN_Q], f[IN_K],
+                                           f[IN_V], f[IN_G], f[IN_BETA], f[IN_H0], f[N_IN],
+                                           f[N_IN + 1], gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV],
+                                           gf[OUT_DG], gf[OUT_DBETA], gf[OUT_DH0]);
+    if (rc == 0 && s == KDALAB_ERANGE)
+        rc = cli_fail(EXIT_FAIL, "a gradient overflowed in float32 (%s); nothing written",
+                      kdalab_last_error());
+    else if (rc == 0 && s != KDALAB_OK)
+        rc = cli_fail(cli_exit_for(s), "%s: in float32, %s", kdalab_strerror(s),
+                      kdalab_last_error());
+    for (int i = 0; rc == 0 && i < N_OUT; i++)
+        for (size_t j = 0; j < nout[i]; j++)
+            job->grad[i][j] = gf[i][j];
+    for (int i = 0; i < N_IN + 2; i++)
+        free(f[i]);
+    for (int i = 0; i < N_OUT; i++)
+        free(gf[i]);
+    return rc;
+}
+
 static int compute(grad_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
@@ -259,6 +322,8 @@ static int compute(grad_job *job)
     for (int i = 0; i < N_IN; i++)
         x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
     double **gr = job->grad;
+    if (job->fp32)
+        return compute_f32(job, x);
     const double *dht = job->dht.path ? job->dht.a.data : NULL;
     kdalab_status s;
     if (job->attention)

@@ -1,0 +1,266 @@
+/*
+ * lib/reference/chunk_steps.c — the steps of the float64 chunkwise form, one
+ * function each (REFERENCE.md "Chunkwise form", steps 1-7): what
+ * lib/reference/chunk.c runs per chunk, and what its backward
+ * (lib/reference/chunk_bwd.c) recomputes and differentiates. The algorithm
+ * and the safe sub-chunks are described at the top of chunk.c.
+ *
+ * defines: chunk_dot, chunk_decay_factors, chunk_decayed_gram,
+ *          chunk_ut_transform, chunk_corrected_values, chunk_outputs,
+ *          chunk_advance_state, chunk_load, chunk_free, chunk_alloc
+ *          (internal, declared in chunk_steps.h)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "chunk_steps.h"
+
+double chunk_dot(const double *x, const double *y, size_t n)
+{
+    double s = 0;
+    for (size_t c = 0; c < n; c++)
+        s += x[c] * y[c];
+    return s;
+}
+
+/*
+ * Decay factors of the chunk: gamma_r = exp(g_0 + ... + g_r) and
+ * to_end_r = exp(g_{r+1} + ... + g_{L-1}), each exponent summed over its own
+ * span (a forward and a backward running sum; never a difference of sums,
+ * which would lose every small g after a large one: -1e20 + -1 == -1e20).
+ */
+void chunk_decay_factors(chunk_work *ck)
+{
+    const size_t L = ck->L, K = ck->K;
+    for (size_t c = 0; c < K; c++) {
+        double in = 0, out = 0;
+        for (size_t r = 0; r < L; r++) {
+            in += ck->g[r * K + c];
+            ck->gamma[r * K + c] = exp(in);
+        }
+        for (size_t r = L; r-- > 0;) {
+            ck->to_end[r * K + c] = exp(out);
+            out += ck->g[r * K + c];
+        }
+    }
+}
+
+/*
+ * Steps 1 and 5: the decayed Gram matrix of two sets of rows,
+ *   out[i][j] = sum_c X_i[c] Y_j[c] exp(g_{j+1}[c] + ... + g_i[c])
+ * for j < i (and j == i when with_diag); X, Y are (L, K), out is (L, L).
+ * Nothing above the diagonal is touched: o_i cannot see a later position.
+ *
+ * Safe sub-chunks: rows are cut into sub-chunks of c positions. For a row i
+ * of the sub-chunk [i0, i1), anchored at the boundary before i0,
+ *   - a row j < i0 (an earlier sub-chunk): the decay splits into
+ *       exp(g_{i0} + ... + g_i) * exp(g_{j+1} + ... + g_{i0-1}),
+ *     both factors <= 1: one plain dot of the decayed rows xa_i and yb_j, so
+ *     the off-diagonal blocks are matrix products (what a kernel runs);
+ *   - a row j in [i0, i] (the same sub-chunk): the decay is formed pairwise,
+ *     exp of the running sum from j+1 up to i, again <= 1.
+ * No exponent is ever positive.
+ */
+void chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
+                        double *out)
+{
+    const size_t L = ck->L, K = ck->K;
+    const double *g = ck->g;
+    double *run = ck->run;
+
+    for (size_t i0 = 0; i0 < L; i0 += ck->sub) {
+        size_t i1 = i0 + ck->sub < L ? i0 + ck->sub : L;
+
+        /* xa_i = X_i * exp(g_{i0} + ... + g_i): X rows decayed down to the anchor */
+        memset(run, 0, K * sizeof *run);
+        for (size_t i = i0; i < i1; i++)
+            for (size_t c = 0; c < K; c++) {
+                run[c] += g[i * K + c];
+                ck->xa[i * K + c] = X[i * K + c] * exp(run[c]);
+            }
+
+        /* earlier sub-chunks: yb_j = Y_j * exp(g_{j+1} + ... + g_{i0-1}),
+         * walking j down from the anchor */
+        memset(run, 0, K * sizeof *run);
+        for (size_t j = i0; j-- > 0;) {
+            for (size_t c = 0; c < K; c++)
+                ck->yb[j * K + c] = Y[j * K + c] * exp(run[c]);
+            for (size_t i = i0; i < i1; i++)
+                out[i * L + j] = chunk_dot(ck->xa + i * K, ck->yb + j * K, K);
+            for (size_t c = 0; c < K; c++)
+                run[c] += g[j * K + c];
+        }
+
+        /* the same sub-chunk, pairwise: run = g_{j+1} + ... + g_i */
+        for (size_t i = i0; i < i1; i++) {
+            memset(run, 0, K * sizeof *run);
+            for (size_t j = i + 1; j-- > i0;) {
+                if (j < i || with_diag) {
+                    double acc = 0;
+                    for (size_t c = 0; c < K; c++)
+                        acc += X[i * K + c] * Y[j * K + c] * exp(run[c]);
+                    out[i * L + j] = acc;
+                }
+                for (size_t c = 0; c < K; c++)
+                    run[c] += g[j * K + c];
+            }
+        }
+    }
+}
+
+/*
+ * Step 2, the UT transform, applied to right-hand sides: solve
+ * (I + A_kk) X = R in place, where R (L, width) already holds Diag(beta)
+ * times the rows, by forward substitution over the unit lower-triangular
+ * I + A_kk. That is X = T R' with T = (I + A_kk)^-1 Diag(beta): the product
+ * of the chunk's L diagonal-plus-rank-one transitions in one solve.
+ */
+void chunk_ut_transform(const chunk_work *ck, double *X, size_t width)
+{
+    for (size_t i = 0; i < ck->L; i++)
+        for (size_t m = 0; m < i; m++) {
+            double a = ck->Akk[i * ck->L + m];
+            for (size_t c = 0; c < width; c++)
+                X[i * width + c] -= a * X[m * width + c];
+        }
+}
+
+/*
+ * Steps 1-4: the corrected values V_new = U - W S of the chunk, in ck->Vn
+ * (L, V), with A_kk, W and U on the way. S is (K, V), the state entering the
+ * chunk.
+ */
+void chunk_corrected_values(chunk_work *ck, const double *S)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    if (!ck->delta) { /* linear attention: V_new = V */
+        memcpy(ck->Vn, ck->v, L * V * sizeof *ck->Vn);
+        return;
+    }
+    /* 1. A_kk = Diag(beta) Gkk, Gkk the decayed K K^T, strictly lower */
+    chunk_decayed_gram(ck, ck->k, ck->k, 0, ck->Gkk);
+    for (size_t i = 0; i < L; i++)
+        for (size_t j = 0; j < i; j++)
+            ck->Akk[i * L + j] = ck->beta[i] * ck->Gkk[i * L + j];
+    /* 2-3. W = T (gamma * K), U = T V */
+    for (size_t r = 0; r < L; r++) {
+        for (size_t c = 0; c < K; c++)
+            ck->W[r * K + c] = ck->beta[r] * ck->gamma[r * K + c] * ck->k[r * K + c];
+        for (size_t j = 0; j < V; j++)
+            ck->U[r * V + j] = ck->beta[r] * ck->v[r * V + j];
+    }
+    chunk_ut_transform(ck, ck->W, K);
+    chunk_ut_transform(ck, ck->U, V);
+    /* 4. V_new = U - W S */
+    for (size_t r = 0; r < L; r++) {
+        for (size_t j = 0; j < V; j++)
+            ck->Vn[r * V + j] = ck->U[r * V + j];
+        for (size_t c = 0; c < K; c++) {
+            double w = ck->W[r * K + c];
+            for (size_t j = 0; j < V; j++)
+                ck->Vn[r * V + j] -= w * S[c * V + j];
+        }
+    }
+}
+
+/*
+ * Steps 5-6: the chunk's outputs O = s ((gamma * Q) S + A_qk V_new).
+ * S (K, V) is the state entering the chunk; row i of O is written to
+ * o + i * o_stride (V values; o_stride = H * V in the [B,T,H,V] layout).
+ */
+void chunk_outputs(chunk_work *ck, const double *S, double scale, double *o, size_t o_stride)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const double *Vnew = ck->Vn;
+    chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
+    for (size_t i = 0; i < L; i++) {            /* 6. */
+        double *oi = o + i * o_stride;
+        for (size_t j = 0; j < V; j++)
+            oi[j] = 0;
+        for (size_t c = 0; c < K; c++) { /* what the state already held, decayed to i */
+            double qg = ck->q[i * K + c] * ck->gamma[i * K + c];
+            for (size_t j = 0; j < V; j++)
+                oi[j] += qg * S[c * V + j];
+        }
+        for (size_t m = 0; m <= i; m++) { /* what this chunk wrote up to i */
+            double a = ck->Aqk[i * L + m];
+            for (size_t j = 0; j < V; j++)
+                oi[j] += a * Vnew[m * V + j];
+        }
+        for (size_t j = 0; j < V; j++)
+            oi[j] *= scale;
+    }
+}
+
+/* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
+void chunk_advance_state(const chunk_work *ck, double *S)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const double *Vnew = ck->Vn;
+    for (size_t c = 0; c < K; c++) {
+        double decay = ck->gamma[(L - 1) * K + c];
+        for (size_t j = 0; j < V; j++)
+            S[c * V + j] *= decay;
+        for (size_t r = 0; r < L; r++) {
+            double kd = ck->k[r * K + c] * ck->to_end[r * K + c];
+            for (size_t j = 0; j < V; j++)
+                S[c * V + j] += kd * Vnew[r * V + j];
+        }
+    }
+}
+
+/*
+ * Copy positions t0 .. t0+L-1 of head (b, h) into the chunk's rows.
+ * q, k are (B, T, H, K); v is (B, T, H, V); beta is (B, T, H); g is
+ * (B, T, H, gw) with gw = K (KDA), 1 (Gated DeltaNet) or 0.
+ */
+void chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                const double *q, const double *k, const double *v, const double *g, size_t gw,
+                const double *beta)
+{
+    const size_t K = d->K, V = d->V;
+    for (size_t r = 0; r < ck->L; r++) {
+        size_t bth = (b * d->T + t0 + r) * d->H + h; /* index of (b, t0 + r, h) */
+        memcpy(ck->q + r * K, q + bth * K, K * sizeof *ck->q);
+        memcpy(ck->k + r * K, k + bth * K, K * sizeof *ck->k);
+        memcpy(ck->v + r * V, v + bth * V, V * sizeof *ck->v);
+        ck->beta[r] = ck->delta ? beta[bth] : 1;
+        for (size_t c = 0; c < K; c++)
+            ck->g[r * K + c] = gw == K ? g[bth * K + c] : gw == 1 ? g[bth] : 0;
+    }
+}
+
+void chunk_free(chunk_work *ck)
+{
+    free(ck->q); free(ck->k); free(ck->v); free(ck->beta); free(ck->g);
+    free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
+    free(ck->W); free(ck->U); free(ck->Vn); free(ck->Gkk); free(ck->xa); free(ck->yb); free(ck->run);
+}
+
+/* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
+kdalab_status chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V)
+{
+    const size_t e = sizeof(double);
+    size_t CK, CV, CC, bytes;
+    if (!kdalab_mul_size(C, K, &CK) || !kdalab_mul_size(C, V, &CV) ||
+        !kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(CK > CV ? CK : CV, e, &bytes) ||
+        !kdalab_mul_size(CC, e, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
+                           C, K, V);
+    ck->q = malloc(CK * e);     ck->k = malloc(CK * e);      ck->v = malloc(CV * e);
+    ck->beta = malloc(C * e);   ck->g = malloc(CK * e);      ck->gamma = malloc(CK * e);
+    ck->to_end = malloc(CK * e);
+    ck->Akk = calloc(CC, e);    ck->Aqk = calloc(CC, e);
+    ck->W = malloc(CK * e);     ck->U = malloc(CV * e);     ck->Vn = malloc(CV * e);
+    ck->Gkk = calloc(CC, e);
+    ck->xa = malloc(CK * e);    ck->yb = malloc(CK * e);     ck->run = malloc(K * e);
+    if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
+        !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb || !ck->run) {
+        chunk_free(ck);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
+                           K, V);
+    }
+    return KDALAB_OK;
+}
