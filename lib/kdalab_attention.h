@@ -48,6 +48,10 @@ kdalab_status kdalab_kv_cache_append(kdalab_kv_cache *cache, const double *k, co
 kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *cache, double scale,
                                      const double *q, double *o);
 
+/* Empty the cache (0 tokens), keeping its memory for reuse: cannot fail.
+ * NULL is allowed. */
+void kdalab_kv_cache_clear(kdalab_kv_cache *cache);
+
 /* Tokens held, and bytes the cached keys and values occupy: tokens*H*(K+V)*8. */
 size_t kdalab_kv_cache_tokens(const kdalab_kv_cache *cache);
 size_t kdalab_kv_cache_bytes(const kdalab_kv_cache *cache);

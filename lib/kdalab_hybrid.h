@@ -146,9 +146,8 @@ const kdalab_hybrid_config *kdalab_hybrid_config_of(const kdalab_hybrid *stack);
 size_t kdalab_hybrid_position(const kdalab_hybrid *stack);
 
 /* Empty every KV cache and zero every KDA state (weights kept), position 0.
- * Errors: KDALAB_ENULL, KDALAB_ENOMEM (a fresh cache could not be allocated;
- * the caches of earlier layers may already be empty, the states and the
- * position are untouched: call again). */
+ * The caches keep their memory (kdalab_kv_cache_clear), so a reset cannot
+ * run out of memory. Errors: KDALAB_ENULL. */
 kdalab_status kdalab_hybrid_reset(kdalab_hybrid *stack);
 
 /*

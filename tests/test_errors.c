@@ -494,6 +494,15 @@ static void test_attention(void **state)
     assert_int_equal(kdalab_kv_cache_tokens(cache), d.T);
     assert_int_equal(kdalab_kv_cache_bytes(cache), d.T * d.H * (d.K + d.V) * sizeof(double));
     assert_int_equal(kdalab_kv_cache_append(cache, NULL, p.v), KDALAB_ENULL);
+    /* cleared: empty again, and it fills the same way */
+    kdalab_kv_cache_clear(cache);
+    kdalab_kv_cache_clear(NULL);
+    assert_int_equal(kdalab_kv_cache_tokens(cache), 0);
+    assert_int_equal(kdalab_kv_cache_bytes(cache), 0);
+    assert_int_equal(kdalab_kv_cache_attend(cache, scale, p.q, out), KDALAB_ESIZE);
+    assert_int_equal(kdalab_kv_cache_append(cache, p.k, p.v), KDALAB_OK);
+    assert_int_equal(kdalab_kv_cache_attend(cache, scale, p.q, out), KDALAB_OK);
+    assert_true(rel_err_f64(out, want, d.H * d.V) <= F64_TOL);
     assert_null(kdalab_kv_cache_new(0, 1, 1));
     kdalab_kv_cache_free(cache);
     assert_int_equal(kdalab_attention_f64(&d, -1.0, p.q, p.k, p.v, o), KDALAB_EDOMAIN);

@@ -163,20 +163,11 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *s)
 {
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_reset: stack is NULL");
-    size_t H = s->cfg.n_heads, dh = s->dh;
-    /* Each non-empty cache is replaced by a fresh one, allocated before the
-     * old one is freed. On ENOMEM the caches of the layers before the failing
-     * one are already empty while the states and the position are untouched. */
-    for (size_t l = 0; l < s->cfg.n_layers; l++) {
-        hybrid_layer *ly = &s->layers[l];
-        if (ly->kind != KDALAB_HYBRID_ATTENTION || kdalab_kv_cache_tokens(ly->cache) == 0)
-            continue;
-        kdalab_kv_cache *fresh = kdalab_kv_cache_new(H, dh, dh);
-        if (!fresh)
-            return kdalab_fail(KDALAB_ENOMEM, "hybrid_reset: out of memory");
-        kdalab_kv_cache_free(ly->cache);
-        ly->cache = fresh;
-    }
+    /* emptying a cache keeps its memory: a reset cannot run out of memory
+     * halfway and leave the stack half reset */
+    for (size_t l = 0; l < s->cfg.n_layers; l++)
+        if (s->layers[l].kind == KDALAB_HYBRID_ATTENTION)
+            kdalab_kv_cache_clear(s->layers[l].cache);
     for (size_t l = 0; l < s->cfg.n_layers; l++)
         if (s->layers[l].state)
             memset(s->layers[l].state, 0, s->layers[l].state_bytes);

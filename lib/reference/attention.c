@@ -5,7 +5,7 @@
  *
  * defines: kdalab_attention_f64, kdalab_kv_cache_new, kdalab_kv_cache_free,
  *          kdalab_kv_cache_append, kdalab_kv_cache_attend,
- *          kdalab_kv_cache_tokens, kdalab_kv_cache_bytes
+ *          kdalab_kv_cache_clear, kdalab_kv_cache_tokens, kdalab_kv_cache_bytes
  */
 #include <math.h>
 #include <stdint.h>
@@ -161,6 +161,12 @@ kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *c, double scale, con
         attend_one(c->K, c->V, scale, q + h * c->K, c->k + h * c->K, c->H * c->K,
                    c->v + h * c->V, c->H * c->V, c->tokens, o + h * c->V);
     return kdalab_check_outputs_f64("KV cache attend", o, c->H * c->V, NULL, 0, NULL, NULL);
+}
+
+void kdalab_kv_cache_clear(kdalab_kv_cache *c)
+{
+    if (c)
+        c->tokens = 0;
 }
 
 size_t kdalab_kv_cache_tokens(const kdalab_kv_cache *c)
