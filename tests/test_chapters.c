@@ -1,5 +1,5 @@
 /*
- * tests/test_chapters.c — the chapter programs (chapters/, issue 6) agree with
+ * tests/test_chapters.c — the chapter programs (chapters/) agree with
  * the library.
  *
  * Each test runs one bin/chapters/NN_name (from the repository root, or from

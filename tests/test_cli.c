@@ -725,7 +725,7 @@ static void empty_sequences(void **state)
 }
 
 /* The rescaled decay without sub-chunks overflows float32 on the strong-decay
- * case at C = 64 (issue 2's premise): exit 1, the counts on stderr, and the
+ * case at C = 64 (the range premise): exit 1, the counts on stderr, and the
  * outputs ARE written, so they can be studied. */
 static void overflow_is_reported(void **state)
 {

@@ -1,5 +1,5 @@
 /*
- * tests/test_hybrid.c — the KDA + attention hybrid stack (issue 3).
+ * tests/test_hybrid.c — the KDA + attention hybrid stack (lib/model/).
  *
  *   - prefill of T tokens then decode of n more equals prefill of T + n
  *     (and prefill in two pieces equals one prefill), float64, 1e-12 relative

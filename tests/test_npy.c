@@ -1,6 +1,6 @@
 /*
  * test_npy.c — the .npy reader and writer (lib/io/npy.c) against well-formed
- * variants and hostile inputs (issue 2, "Errors and I/O" and the .npy cases).
+ * variants and hostile inputs.
  *
  * In-memory images go through kdalab_npy_parse; files written under a
  * mkdtemp directory go through kdalab_npy_read / kdalab_npy_write. Values are
