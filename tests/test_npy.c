@@ -1,5 +1,5 @@
 /*
- * test_npy.c — the .npy reader and writer (lib/io/npy.c) against well-formed
+ * test_npy.c — the .npy reader and writer (lib/io/npy_read.c, npy_write.c) against well-formed
  * variants and hostile inputs.
  *
  * In-memory images go through kdalab_npy_parse; files written under a
