@@ -1,5 +1,5 @@
 /*
- * kdalab_npy.h — NumPy .npy files: reader and atomic writer (lib/io/npy.c).
+ * kdalab_npy.h — NumPy .npy files: reader and atomic writer (lib/io/npy_read.c, lib/io/npy_write.c).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  */

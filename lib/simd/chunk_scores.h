@@ -9,7 +9,7 @@
  * kda_diag_block, scale_row, kda_scores, scalar_scores
  * needs: kernel_common.h, gemm.h, chunk_workspace.h
  *
- * What differs from the reference (lib/reference/chunk_impl.h) is how things
+ * What differs from the reference (lib/reference/chunk_steps.c) is how things
  * are computed, never what:
  *
  *   - Every decay factor is a PRODUCT of the per-step decays a_t = exp(g_t) <= 1
