@@ -21,4 +21,7 @@ class BuildWithLibrary(build_py):
         shutil.copy(os.path.join(HERE, "build", "libkdalab.so"), dest)
 
 
-setup(cmdclass={"build_py": BuildWithLibrary})
+# setuptools stages the package under build/python, away from the Makefile's
+# object files in build/lib (which it would otherwise package too)
+setup(cmdclass={"build_py": BuildWithLibrary},
+      options={"build": {"build_base": os.path.join("build", "python")}})

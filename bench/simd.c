@@ -491,7 +491,7 @@ int main(int argc, char **argv)
     /* a peer's figure is not printed here: it was measured elsewhere, and
      * REFERENCE.md is where it is recorded, with the machine it came from */
     printf("# for scale, not measured in this run: REFERENCE.md (\"Numbers measured on real "
-           "implementations\") records ggml's fused recurrent GATED_DELTANET op at this "
+           "implementations\") records ggml's fused recurrent GATED_DELTA_NET op at this "
            "shape\n");
     gsl_rng_free(rng);
     return 0;

@@ -51,8 +51,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n *= a.shape[i]; /* cannot overflow: the reader checked */
         check(n == a.size);
         check((a.size > 0) == (a.data != NULL));
-        check(a.dtype == KDALAB_DTYPE_F64 || a.dtype == KDALAB_DTYPE_F32);
-        check(a.size <= size / (a.dtype == KDALAB_DTYPE_F64 ? 8 : 4));
+        /* every dtype the reader returns, and no more elements than bytes allow */
+        size_t itemsize = a.dtype == KDALAB_DTYPE_F64 || a.dtype == KDALAB_DTYPE_I64 ? 8
+                          : a.dtype == KDALAB_DTYPE_F32 || a.dtype == KDALAB_DTYPE_I32 ? 4
+                          : a.dtype == KDALAB_DTYPE_F16                                ? 2
+                                                                                       : 0;
+        check(itemsize != 0);
+        check(a.size <= size / itemsize);
+        check(strlen(a.descr) == 3 && (a.descr[0] == '<' || a.descr[0] == '>'));
         check(kdalab_last_error()[0] == '\0');
         /* touch every element so ASan sees any short allocation */
         volatile double sink = 0;

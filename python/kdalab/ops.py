@@ -79,7 +79,9 @@ class _Call:
     def __init__(self, mech, q, k, v, g, beta, h0, cu):
         self.mech = mech
         self.B, self.T, self.H, self.K = q.shape
-        _expect("k", k, q.shape)
+        if tuple(k.shape) != tuple(q.shape):
+            raise ValueError("k: shape %s does not match q's %s (q and k are both "
+                             "[B, T, H, K])" % (tuple(k.shape), tuple(q.shape)))
         if v.ndim != 4 or v.shape[:2] != q.shape[:2] or v.shape[2] % self.H:
             raise ValueError("v: shape %s does not fit q's %s (v is [B, T, HV, V], HV a "
                              "multiple of H)" % (v.shape, q.shape))

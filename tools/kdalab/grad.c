@@ -50,7 +50,7 @@ static void print_help(void)
         "\n"
         "The float64 backward: the gradients of L = sum(o * do) + sum(ht * dht) with\n"
         "respect to each input, what a backward kernel given do and dht must return.\n"
-        "Inputs as for `kdalab run` (fla's layout, .npy float32 or float64), plus\n"
+        "Inputs as for `kdalab run` (fla's layout, .npy float64, float32 or float16), plus\n"
         "  do    [B, T, H, V] the upstream gradient of o (required)\n"
         "  dht   [B, H, K, V] the upstream gradient of the final state (default zero)\n"
         "Each output is float64 in the layout of its input (dg like g, dh0 like h0);\n"

@@ -63,7 +63,7 @@ static void print_help(void)
         "\n"
         "Run one mechanism of the lineage on your tensors and write its output o and\n"
         "final state ht as float64 .npy: an independent answer to check a kernel against.\n"
-        "Inputs are .npy files ('<f8', '<f4', '>f8', '>f4'; C or Fortran order) in\n"
+        "Inputs are .npy files (f8, f4 or f2, either byte order; C or Fortran order) in\n"
         "flash-linear-attention's layout:\n"
         "  q, k  [B, T, H, K]      v     [B, T, H, V]     beta  [B, T, H], each in [0, 2]\n"
         "  g     [B, T, H] (gated_deltanet) or [B, T, H, K] (kda): log-decay, every g <= 0\n"
