@@ -42,7 +42,7 @@ kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *d
                            dims->B);
     if (batch->n_seqs == 0)
         return kdalab_fail(KDALAB_ESIZE, "cu_seqlens with n_seqs = 0: at least one sequence");
-    if (batch->n_seqs > dims->T + 1 || batch->n_seqs == (size_t)-1)
+    if (batch->n_seqs - 1 > dims->T) /* n_seqs >= 1: no wrap */
         return kdalab_fail(KDALAB_EINVAL,
                            "cu_seqlens: %zu sequences cannot be strictly increasing within "
                            "T = %zu",

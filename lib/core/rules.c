@@ -57,9 +57,10 @@ static kdalab_status check_values(kdalab_value_rule rule, const char *name, cons
                                i, xi);
         if (rule == KDALAB_RULE_LOG_DECAY)
             return kdalab_fail(KDALAB_EDOMAIN,
-                               "%s[%zu] = %g > 0: g is a log-decay and must be <= 0", name, i,
-                               xi);
-        return kdalab_fail(KDALAB_EDOMAIN, "%s[%zu] = %g is outside [0, 2]", name, i, xi);
+                               "%s[%zu] = %.17g > 0: g is a log-decay and must be <= 0", name,
+                               i, xi);
+        /* all 17 digits: 2.0000000001 must not print as "2" */
+        return kdalab_fail(KDALAB_EDOMAIN, "%s[%zu] = %.17g is outside [0, 2]", name, i, xi);
     }
     return KDALAB_OK;
 }

@@ -155,6 +155,5 @@ kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double 
         double sg = sigmoid(x[i]);
         dx[i] = dg[i] * lb * sg * (1 - sg);
     }
-    kdalab_clear_error();
-    return KDALAB_OK;
+    return kdalab_check_outputs_f64("lower-bounded gate backward", dx, n, NULL, 0, NULL, NULL);
 }

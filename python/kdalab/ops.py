@@ -65,6 +65,8 @@ def _as_cu(cu_seqlens):
     if a.dtype.kind not in "iu" or a.ndim != 1 or a.size < 2:
         raise ValueError("cu_seqlens: an integer array [N + 1] is required, got dtype %s "
                          "shape %s" % (a.dtype, a.shape))
+    if a.dtype.kind == "u" and a.max() > np.iinfo(np.int64).max:
+        raise ValueError("cu_seqlens: %d does not fit int64" % a.max())
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
@@ -79,6 +81,9 @@ class _Call:
     def __init__(self, mech, q, k, v, g, beta, h0, cu):
         self.mech = mech
         self.B, self.T, self.H, self.K = q.shape
+        if self.B == 0 or self.H == 0 or self.K == 0:
+            raise ValueError("q: shape %s: B, H and K must be >= 1 (only T may be 0)"
+                             % (tuple(q.shape),))
         if tuple(k.shape) != tuple(q.shape):
             raise ValueError("k: shape %s does not match q's %s (q and k are both "
                              "[B, T, H, K])" % (tuple(k.shape), tuple(q.shape)))
@@ -86,6 +91,8 @@ class _Call:
             raise ValueError("v: shape %s does not fit q's %s (v is [B, T, HV, V], HV a "
                              "multiple of H)" % (v.shape, q.shape))
         self.HV, self.V = v.shape[2], v.shape[3]
+        if self.V == 0:
+            raise ValueError("v: shape %s: V must be >= 1" % (tuple(v.shape),))
         self.cu = cu
         if cu is not None and self.B != 1:
             raise ValueError("cu_seqlens: needs B = 1 (sequences packed along T), got B = %d"
@@ -117,6 +124,9 @@ class _Call:
 def _opts(chunk_size):
     o = _lib.lib.kdalab_chunk_opts_default()
     if chunk_size is not None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+                or not 1 <= chunk_size < 2 ** 63:
+            raise ValueError("chunk_size: %r is not a positive integer" % (chunk_size,))
         o.chunk = int(chunk_size)
     return o
 
@@ -144,8 +154,11 @@ def _gate_fwd(g, A_log, dt_bias, lower_bound, HV, K):
     A_log = as_f64(A_log, "A_log")
     _expect("A_log", A_log, (HV,))
     if dt_bias is not None:
-        dt_bias = as_f64(dt_bias, "dt_bias").reshape(-1)
-        _expect("dt_bias", dt_bias, (HV * K,))
+        dt_bias = as_f64(dt_bias, "dt_bias")
+        if dt_bias.shape not in ((HV * K,), (HV, K)):
+            raise ValueError("dt_bias: shape %s, expected (%d,) or (%d, %d) (fla's (H*K,))"
+                             % (dt_bias.shape, HV * K, HV, K))
+        dt_bias = dt_bias.reshape(-1)
     rows = g.size // (HV * K)
     out = np.empty_like(g)
     if lower_bound is None:
@@ -185,14 +198,21 @@ def _gate_bwd(g, saved, lower_bound, HV, K, dg):
     return d_raw, dA, (db if dt_bias is not None else None)
 
 
-def _normalizer(q, k, scale, cu, T):
-    """z_t = scale q_t . cumsum_{u <= t} k_u per sequence: [B, T, H, 1]."""
+def _normalizer(q, k, scale, cu, T, G):
+    """z_t = scale q_t . cumsum_{u <= t} k_u per sequence, [B, T, H, 1], and the
+    cumulative keys; value head j divides by z of q/k head j // G."""
     kc = np.zeros_like(k)
     bounds = cu if cu is not None else np.array([0, T])
     for n in range(len(bounds) - 1):
         s, e = int(bounds[n]), int(bounds[n + 1])
         kc[:, s:e] = np.cumsum(k[:, s:e], axis=1)
-    return scale * (q * kc).sum(-1, keepdims=True) + 1e-10, kc
+    z = scale * (q * kc).sum(-1, keepdims=True) + 1e-10
+    return z, kc
+
+
+def _per_value_head(z, G):
+    """[B, T, H, 1] -> [B, T, H * G, 1]: value head j takes q/k head j // G."""
+    return np.repeat(z, G, axis=2)
 
 
 # ---- the two cores ------------------------------------------------------------
@@ -232,8 +252,8 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
         b, form, d, _lib.MECHANISMS[mech], scale, _lib.ptr(q), _lib.ptr(k), _lib.ptr(v),
         _lib.ptr(g), _lib.ptr(beta), _lib.ptr(h0), _lib.ptr(o), _lib.ptr(ht), op), mech)
     if normalize:
-        z, _ = _normalizer(q, k, scale, call.cu, call.T)
-        o = o / z
+        z, _ = _normalizer(q, k, scale, call.cu, call.T, call.HV // call.H)
+        o = o / _per_value_head(z, call.HV // call.H)
     return o, (ht if output_final_state else None)
 
 
@@ -249,9 +269,12 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     if normalize:  # o_n = o / z: do -> do / z, and z's own gradient into q, k
         o, _ = _forward(mech, form, q, k, v, g, beta, scale, initial_state, False, cu_seqlens,
                         chunk_size, False, **opt)
-        z, kc = _normalizer(qe, ke, scale, call.cu, call.T)
-        dz = -(do * o).sum(-1, keepdims=True) / z ** 2
-        do = np.ascontiguousarray(do / z)
+        G = call.HV // call.H
+        z, kc = _normalizer(qe, ke, scale, call.cu, call.T, G)
+        zv = _per_value_head(z, G)
+        dzv = -(do * o).sum(-1, keepdims=True) / zv ** 2  # per value head
+        dz = dzv.reshape(call.B, call.T, call.H, G, 1).sum(3)  # summed over each group
+        do = np.ascontiguousarray(do / zv)
         dq_extra = scale * dz * kc
         dkc = scale * dz * qe
         dk_extra = np.zeros_like(ke)

@@ -23,11 +23,12 @@ def errors(ref, out):
 def assert_close(name, ref, out, rtol):
     """Fail unless max |out - ref| / max |ref| <= rtol; the message gives both
     metrics (fla's relative RMS and ours) and where the worst element is."""
+    from .ops import as_f64
+    ref = as_f64(ref, "ref")  # torch tensors (bf16, requiring grad) as NumPy float64
+    out = as_f64(out, "out")
     rms, rel_max, worst = errors(ref, out)
     if not rel_max <= rtol:
-        raise AssertionError(
-            "%s: max error / max |ref| = %.3g > rtol %.3g (relative RMS %.3g); worst at %s: "
-            "ref %r, out %r" % (name, rel_max, rtol, rms, worst,
-                                 float(np.asarray(ref, dtype=np.float64)[worst]) if worst else None,
-                                 float(np.asarray(out, dtype=np.float64)[worst]) if worst else None))
+        at = "worst at %s: ref %r, out %r" % (worst, float(ref[worst]), float(out[worst]))
+        raise AssertionError("%s: max error / max |ref| = %.3g > rtol %.3g (relative RMS %.3g); "
+                             "%s" % (name, rel_max, rtol, rms, at))
     return rms, rel_max

@@ -256,3 +256,41 @@ def test_assert_close_reports_both_metrics_and_the_worst_element():
         assert_close("o", ref, out, 1e-3)
     rms, rel = assert_close("o", ref, ref, 0)
     assert rms == 0 and rel == 0
+
+
+def test_normalized_linear_attention_with_grouped_heads():
+    """normalize with GVA: value head j divides by z of q/k head j // G, and the
+    backward agrees with finite differences."""
+    p = problem(11, T=5, H=1, HV=2, K=3, V=2)
+    p["q"] = np.abs(p["q"]) + 0.5
+    p["k"] = np.abs(p["k"]) + 0.5
+    o, _ = kdalab.chunk_linear_attn(p["q"], p["k"], p["v"], normalize=True)
+    o_raw, _ = kdalab.chunk_linear_attn(p["q"], p["k"], p["v"], normalize=False)
+    z = 3 ** -0.5 * (p["q"] * np.cumsum(p["k"], 1)).sum(-1, keepdims=True) + 1e-10
+    assert_close("o", o_raw / z, o, 1e-13)
+
+    def fwd(q, k, v, g, beta, **kw):
+        return kdalab.fused_recurrent_linear_attn(q, k, v, normalize=True, **kw)
+
+    def bwd(q, k, v, g, beta, do, dht, **kw):
+        return kdalab.fused_recurrent_linear_attn_bwd(q, k, v, do, dht, normalize=True, **kw)
+
+    fd_check(fwd, bwd, p, [("q", "dq"), ("k", "dk"), ("v", "dv")], {})
+
+
+def test_more_bad_arguments():
+    p = problem(12)
+    with pytest.raises(ValueError, match="chunk_size"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"], chunk_size=-1)
+    with pytest.raises(ValueError, match="chunk_size"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"], chunk_size=2.7)
+    with pytest.raises(ValueError, match="dt_bias"):
+        kdalab.chunk_kda(p["q"], p["k"], p["v"], p["g"], p["beta"], use_gate_in_kernel=True,
+                         A_log=np.zeros(2), dt_bias=np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="B, H and K"):
+        kdalab.chunk_kda(p["q"][:, :, :0], p["k"][:, :, :0], p["v"], p["g"], p["beta"])
+    with pytest.raises(ValueError, match="k: shape"):
+        kdalab.chunk_kda(p["q"], p["k"][..., :3], p["v"], p["g"], p["beta"])
+    ref = np.ones((2, 2))
+    with pytest.raises(AssertionError, match="worst at"):
+        assert_close("x", ref, ref * 2, 1e-3)

@@ -172,8 +172,9 @@ static int plan(const grad_flags *f, grad_job *job)
             return rc;
         job->have_scale = 1;
     }
-    if (job->attention && (f->input[IN_H0] || f->dht))
-        return cli_fail(EXIT_BAD, "--%s is not used by attention", f->dht ? "dht" : "h0");
+    if (job->attention && (f->input[IN_H0] || f->dht || f->input[IN_G] || f->input[IN_BETA]))
+        return cli_fail(EXIT_BAD, "--%s is not used by attention",
+                        f->dht ? "dht" : f->input[IN_H0] ? "h0" : f->input[IN_G] ? "g" : "beta");
     if (job->attention && f->cu_seqlens)
         return cli_fail(EXIT_BAD, "--cu-seqlens is not used by attention");
     if ((rc = cli_inputs_plan(&job->fwd, f->input, f->cu_seqlens)))
@@ -206,7 +207,9 @@ static int plan(const grad_flags *f, grad_job *job)
             if (f->input[j] && cli_same_output(path, f->input[j]))
                 return cli_fail(EXIT_BAD, "%s '%s' is the input %s: refusing to overwrite it",
                                 OUT_FLAG[i], path, IN_FLAG[j]);
-        if ((f->d_o && cli_same_output(path, f->d_o)) || (f->dht && cli_same_output(path, f->dht)))
+        if ((f->d_o && cli_same_output(path, f->d_o)) ||
+            (f->dht && cli_same_output(path, f->dht)) ||
+            (f->cu_seqlens && cli_same_output(path, f->cu_seqlens)))
             return cli_fail(EXIT_BAD, "%s '%s' is an input: refusing to overwrite it",
                             OUT_FLAG[i], path);
         if ((rc = cli_check_output_path(OUT_FLAG[i], path)))

@@ -8,6 +8,7 @@
  * defines: IN_FLAG, IN_NAME, IN_RULE, cli_inputs_plan, cli_inputs_read,
  *          cli_inputs_free (declared in cli.h)
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +68,14 @@ static int read_cu_seqlens(cli_inputs *fw)
     fw->cu_seqlens = malloc(cu->a.size * sizeof *fw->cu_seqlens);
     if (fw->cu_seqlens == NULL)
         return cli_fail(EXIT_FAIL, "%s: out of memory", cu->flag);
-    for (size_t i = 0; i < cu->a.size; i++)
-        fw->cu_seqlens[i] = (int64_t)cu->a.data[i]; /* exact: |value| < 2^53 or refused below */
+    for (size_t i = 0; i < cu->a.size; i++) {
+        double x = cu->a.data[i]; /* an integer, read as a double: exact below 2^53 */
+        if (!(fabs(x) < 9007199254740992.0))
+            return cli_fail(EXIT_BAD, "%s %s: cu_seqlens[%zu] = %.0f is beyond 2^53 (no T is "
+                                      "that long)",
+                            cu->flag, cu->path, i, x);
+        fw->cu_seqlens[i] = (int64_t)x;
+    }
     fw->batch.cu_seqlens = fw->cu_seqlens;
     fw->batch.n_seqs = cu->a.size - 1;
     s = kdalab_batch_check(&fw->batch, &fw->dims);

@@ -1,14 +1,16 @@
 /*
  * tools/kdalab/outputs.c — writing several .npy outputs all or nothing:
  * every output is written whole to a temporary file beside its path first,
- * and only when all of them are written are they renamed over their paths.
- * A failure on any output leaves every existing file as it was.
+ * and only when all of them are written are they moved over their paths —
+ * the existing files set aside first and put back if any move fails. A
+ * failure on any output leaves every existing file as it was.
  *
  * defines: cli_write_all (declared in cli.h)
  */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -44,13 +46,40 @@ int cli_write_all(size_t n, const cli_output *out)
             unlink(tmp[i]);
         return rc;
     }
-    for (size_t i = 0; i < n; i++)
-        if (rename(tmp[i], out[i].path) != 0) {
-            rc = cli_fail(EXIT_FAIL, "%s %s: cannot rename the finished file into place",
+    /* Set every existing output aside first (a rename the system refuses, say
+     * another user's file in a sticky directory, fails here, before anything
+     * is replaced), then move the new files in; on any failure, put the old
+     * ones back. */
+    static char old[16][PATH_MAX];
+    int moved[16] = {0}, placed[16] = {0};
+    struct stat st;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        snprintf(old[i], PATH_MAX, "%s.kdalab-old-%ld", out[i].path, (long)getpid());
+        if (lstat(out[i].path, &st) != 0)
+            continue; /* nothing there to keep */
+        if (rename(out[i].path, old[i]) != 0)
+            rc = cli_fail(EXIT_FAIL, "%s %s: cannot replace the existing file (nothing was "
+                                     "written)",
                           out[i].flag, out[i].path);
-            for (size_t j = i; j < n; j++)
-                unlink(tmp[j]);
-            break;
-        }
+        else
+            moved[i] = 1;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (rename(tmp[i], out[i].path) != 0)
+            rc = cli_fail(EXIT_FAIL, "%s %s: cannot rename the finished file into place "
+                                     "(nothing was written)",
+                          out[i].flag, out[i].path);
+        else
+            placed[i] = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (rc && placed[i])
+            unlink(out[i].path); /* the new file out, the old one back below */
+        if (!placed[i])
+            unlink(tmp[i]);
+        if (moved[i] && (rc ? rename(old[i], out[i].path) : unlink(old[i])) != 0 && rc)
+            fprintf(stderr, "%s: %s: the previous file is kept as %s\n", cli_who, out[i].flag,
+                    old[i]);
+    }
     return rc;
 }

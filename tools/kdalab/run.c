@@ -243,6 +243,13 @@ static int plan_files(const run_flags *f, run_job *job)
                 return cli_fail(EXIT_BAD, "--%s '%s' is the input %s: refusing to overwrite it",
                                 w ? "ht" : "o", out, IN_FLAG[i]);
         }
+    for (int w = 0; w < 2 && f->cu_seqlens; w++) {
+        const char *out = w ? f->ht : f->o;
+        if (out && cli_same_output(out, f->cu_seqlens))
+            return cli_fail(EXIT_BAD, "--%s '%s' is the input --cu-seqlens: refusing to "
+                                      "overwrite it",
+                            w ? "ht" : "o", out);
+    }
     rc = cli_check_output_path("--o", f->o);
     if (rc == 0 && f->ht)
         rc = cli_check_output_path("--ht", f->ht);
@@ -432,7 +439,7 @@ static int write_outputs(const run_job *job)
     /* counted here, so every form and path reports the same way */
     size_t bad_o = count_nonfinite(job->o, job->n_o);
     size_t bad_ht = count_nonfinite(job->ht, job->n_state);
-    if (job->chunk_form && job->mech == KDALAB_KDA && !job->simd)
+    if (job->chunk_form && job->mech == KDALAB_KDA && !job->simd && !CLI_IS_BATCH(&job->fwd))
         return cli_fail(EXIT_FAIL,
                         "the computation overflowed (decay mode %s, largest exponent formed "
                         "%g): %zu non-finite values in o, %zu in ht; outputs written for study",
