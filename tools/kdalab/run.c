@@ -29,7 +29,7 @@
 typedef struct {
     const char *mechanism, *form, *precision, *impl, *chunk, *subchunk, *decay, *scale;
     const char *input[N_IN]; /* paths, by IN_* */
-    const char *o, *ht, *cu_seqlens;
+    const char *o, *ht, *cu_seqlens, *repeat;
     int timing, help;
 } run_flags;
 
@@ -51,7 +51,9 @@ typedef struct {
     float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
     kdalab_status computed;      /* KDALAB_OK or KDALAB_ERANGE            */
     kdalab_report report;        /* filled by the chunkwise forms         */
-    double seconds;              /* the computation alone, for --time     */
+    double seconds;              /* --time: the best call, in seconds     */
+    double median_seconds;       /* --time: the median call               */
+    size_t repeat;               /* --repeat: timed calls after a warm-up */
 } run_job;
 
 static void print_help(void)
@@ -89,8 +91,11 @@ static void print_help(void)
         "                    h0 and ht are then [N, H, K, V] (fla's varlen)\n"
         "  (grouped value heads: v, beta, g, h0 with HV = G * H heads, value head j\n"
         "   reading q/k head j / G, are inferred from v's head count)\n"
-        "  --time            print 'compute_seconds=X head_tokens_per_s=Y' on stderr,\n"
-        "                    timing the computation alone (not the file I/O)\n"
+        "  --time            time the computation alone (not the file I/O): one warm-up\n"
+        "                    call, then --repeat timed calls; one line on stderr,\n"
+        "                    'compute_seconds=BEST head_tokens_per_s=BEST median_seconds=M\n"
+        "                    median_head_tokens_per_s=M repeat=N'\n"
+        "  --repeat N        timed calls for --time, 1..64 (default 5)\n"
         "  --help            this text\n"
         "\n"
         "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
@@ -102,7 +107,7 @@ static void print_help(void)
 
 enum {
     OPT_MECHANISM = 256, OPT_FORM, OPT_PRECISION, OPT_IMPL, OPT_CHUNK, OPT_SUBCHUNK,
-    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_TIME, OPT_CU_SEQLENS,
+    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_TIME, OPT_CU_SEQLENS, OPT_REPEAT,
     OPT_INPUT /* + IN_*: --q, --k, --v, --beta, --g, --h0 */
 };
 
@@ -120,6 +125,7 @@ static const struct option OPTIONS[] = {
     {"ht", required_argument, NULL, OPT_HT},
     {"time", no_argument, NULL, OPT_TIME},
     {"cu-seqlens", required_argument, NULL, OPT_CU_SEQLENS},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -148,6 +154,7 @@ static int parse_flags(int argc, char **argv, run_flags *f)
         case OPT_O: slot = &f->o; break;
         case OPT_HT: slot = &f->ht; break;
         case OPT_CU_SEQLENS: slot = &f->cu_seqlens; break;
+        case OPT_REPEAT: slot = &f->repeat; break;
         default: slot = &f->input[c - OPT_INPUT]; break; /* OPT_INPUT + IN_* */
         }
         int rc = cli_store(&got, slot);
@@ -220,6 +227,13 @@ static int plan_options(const run_flags *f, run_job *job)
         return cli_fail(EXIT_BAD, "--impl simd computes in float32: add --precision fp32 (or "
                                   "bf16/fp16 with --form chunk)");
     job->timing = f->timing;
+    job->repeat = 5;
+    if (f->repeat && !f->timing)
+        return cli_fail(EXIT_BAD, "--repeat applies to --time only");
+    if (f->repeat && (rc = cli_parse_size("repeat", f->repeat, 1, &job->repeat)))
+        return rc;
+    if (job->repeat > 64)
+        return cli_fail(EXIT_BAD, "--repeat %zu: at most 64 timed calls", job->repeat);
     return 0;
 }
 
@@ -277,6 +291,35 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * Run the form once; with --time, once to warm up (not counted: it pays for
+ * the first writes to fresh output memory), then --repeat times, each timed:
+ * job->seconds is the best, job->median_seconds the median.
+ */
+static kdalab_status timed(run_job *job, kdalab_status (*call)(run_job *))
+{
+    if (!job->timing)
+        return call(job);
+    kdalab_status s = call(job);
+    double t[64];
+    size_t n = job->repeat < 64 ? job->repeat : 64;
+    for (size_t i = 0; i < n && (s == KDALAB_OK || s == KDALAB_ERANGE); i++) {
+        double t0 = now_seconds();
+        s = call(job);
+        t[i] = now_seconds() - t0;
+    }
+    qsort(t, n, sizeof t[0], cmp_double);
+    job->seconds = t[0];
+    job->median_seconds = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return s;
+}
+
 /* float32 copy of input i (NULL when absent or empty); a finite value beyond
  * float32's range becomes Inf and is refused by the library's rule. */
 static int to_float(run_job *job, int i)
@@ -302,30 +345,13 @@ static int to_float(run_job *job, int i)
                     kdalab_last_error());
 }
 
-/* The float32 family: convert, run the chosen form, widen the results. */
-static int compute_f32(run_job *job)
+/* One call of the chosen float32 form on the float32 copies. */
+static kdalab_status call_f32(run_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
-    int rc;
-    for (int i = 0; i < N_IN; i++)
-        if ((rc = to_float(job, i)))
-            return rc;
-    job->fo = malloc(job->n_o ? job->n_o * sizeof *job->fo : 1);
-    job->fht = malloc(job->n_state * sizeof *job->fht);
-    if (job->fo == NULL || job->fht == NULL)
-        return cli_fail(EXIT_FAIL, "out of memory for the outputs");
     float scale = (float)job->scale;
-    if (kdalab_check_scale(scale) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--scale: %g is not a positive float32", job->scale);
-    if (job->simd && job->chunk_form &&
-        (job->opts.precision != KDALAB_FP32 || job->opts.decay != KDALAB_DECAY_SAFE))
-        /* kdalab_simd_chunk_f32 hands these to the reference: say so, or
-         * --time would pass the reference's speed off as the SIMD path's */
-        fprintf(stderr, "kdalab run: note: the SIMD path has kernels for fp32 with the "
-                        "safe decay mode only; the float32 reference computed this run\n");
     float *const *x = job->fin;
     kdalab_status s;
-    double t0 = now_seconds();
     if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
         s = kdalab_batch_f32(&job->fwd.batch,
                              job->simd ? (job->chunk_form ? KDALAB_FORM_SIMD_CHUNK
@@ -347,7 +373,30 @@ static int compute_f32(run_job *job)
     else
         s = kdalab_recurrent_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
                                  x[IN_BETA], x[IN_H0], job->fo, job->fht);
-    job->seconds = now_seconds() - t0;
+    return s;
+}
+
+/* The float32 family: convert, run the chosen form, widen the results. */
+static int compute_f32(run_job *job)
+{
+    int rc;
+    for (int i = 0; i < N_IN; i++)
+        if ((rc = to_float(job, i)))
+            return rc;
+    job->fo = malloc(job->n_o ? job->n_o * sizeof *job->fo : 1);
+    job->fht = malloc(job->n_state * sizeof *job->fht);
+    if (job->fo == NULL || job->fht == NULL)
+        return cli_fail(EXIT_FAIL, "out of memory for the outputs");
+    float scale = (float)job->scale;
+    if (kdalab_check_scale(scale) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--scale: %g is not a positive float32", job->scale);
+    if (job->simd && job->chunk_form &&
+        (job->opts.precision != KDALAB_FP32 || job->opts.decay != KDALAB_DECAY_SAFE))
+        /* kdalab_simd_chunk_f32 hands these to the reference: say so, or
+         * --time would pass the reference's speed off as the SIMD path's */
+        fprintf(stderr, "kdalab run: note: the SIMD path has kernels for fp32 with the "
+                        "safe decay mode only; the float32 reference computed this run\n");
+    kdalab_status s = timed(job, call_f32);
     job->computed = s;
     if (s == KDALAB_OK || s == KDALAB_ERANGE) {
         for (size_t i = 0; i < job->n_o; i++)
@@ -356,6 +405,30 @@ static int compute_f32(run_job *job)
             job->ht[i] = job->fht[i];
     }
     return 0;
+}
+
+/* One call of the chosen float64 form. */
+static kdalab_status call_f64(run_job *job)
+{
+    const kdalab_dims *d = &job->fwd.dims;
+    kdalab_status s;
+    const double *x[N_IN];
+    for (int i = 0; i < N_IN; i++)
+        x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
+    if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
+        s = kdalab_batch_f64(
+            &job->fwd.batch, job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
+            job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
+            job->o, job->ht, &job->opts);
+    else if (job->chunk_form)
+        s = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
+                                         x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0], job->o,
+                                         job->ht, &job->opts, &job->report);
+    else
+        s = kdalab_recurrent_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
+                                             x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
+                                             job->o, job->ht);
+    return s;
 }
 
 static int compute(run_job *job)
@@ -379,24 +452,7 @@ static int compute(run_job *job)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
 
     if (job->fp64) {
-        const double *x[N_IN];
-        for (int i = 0; i < N_IN; i++)
-            x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
-        double t0 = now_seconds();
-        if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
-            job->computed = kdalab_batch_f64(
-                &job->fwd.batch, job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
-                job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
-                job->o, job->ht, &job->opts);
-        else if (job->chunk_form)
-            job->computed = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
-                                             x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0], job->o,
-                                             job->ht, &job->opts, &job->report);
-        else
-            job->computed = kdalab_recurrent_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
-                                                 x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
-                                                 job->o, job->ht);
-        job->seconds = now_seconds() - t0;
+        job->computed = timed(job, call_f64);
     } else {
         int rc = compute_f32(job);
         if (rc)
@@ -407,8 +463,12 @@ static int compute(run_job *job)
         return cli_fail(cli_exit_for(s), "%s: %s", kdalab_strerror(s), kdalab_last_error());
     if (job->timing) {
         double head_tokens = (double)d->B * (double)job->fwd.HV * (double)d->T;
-        fprintf(stderr, "compute_seconds=%.9f head_tokens_per_s=%.6g\n", job->seconds,
-                job->seconds > 0 ? head_tokens / job->seconds : 0.0);
+        fprintf(stderr,
+                "compute_seconds=%.9f head_tokens_per_s=%.6g median_seconds=%.9f "
+                "median_head_tokens_per_s=%.6g repeat=%zu\n",
+                job->seconds, job->seconds > 0 ? head_tokens / job->seconds : 0.0,
+                job->median_seconds,
+                job->median_seconds > 0 ? head_tokens / job->median_seconds : 0.0, job->repeat);
     }
     return 0;
 }
