@@ -653,6 +653,22 @@ static void info_and_time(void **state)
                      2);
     assert_true(sec >= 0);
     assert_true(rate >= 0);
+    /* the best of --repeat timed calls and their median: best <= median */
+    assert_int_equal(kdalab("run %s --o %s --time --repeat 3", kda_with(NULL, NULL),
+                            tmp("o.npy")),
+                     0);
+    double med = -1, med_rate = -1;
+    size_t reps = 0;
+    assert_int_equal(sscanf(err_text,
+                            "compute_seconds=%lf head_tokens_per_s=%lf median_seconds=%lf "
+                            "median_head_tokens_per_s=%lf repeat=%zu",
+                            &sec, &rate, &med, &med_rate, &reps),
+                     5);
+    assert_true(reps == 3 && sec <= med && rate >= med_rate);
+    expect_error(kdalab("run %s --o %s --repeat 3", kda_with(NULL, NULL), tmp("o.npy")), 2,
+                 "--repeat", NULL);
+    expect_error(kdalab("run %s --o %s --time --repeat 0", kda_with(NULL, NULL), tmp("o.npy")),
+                 2, "--repeat", NULL);
     /* without --time, stderr stays quiet */
     assert_int_equal(kdalab("run %s --o %s", kda_with(NULL, NULL), tmp("o.npy")), 0);
     assert_string_equal(err_text, "");
