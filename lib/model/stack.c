@@ -90,9 +90,12 @@ kdalab_status hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out)
             ly->bg = w; w += d;
             ly->wbeta = w;
             size_t n_state = H * dh * dh; /* <= d * d: no overflow (checked) */
-            ly->state = calloc(n_state, sizeof(double));
+            /* on its own cache lines: a decode step streams the whole state */
+            size_t bytes = (n_state * sizeof(double) + 63) / 64 * 64;
+            ly->state = aligned_alloc(64, bytes);
             if (!ly->state)
                 goto nomem;
+            memset(ly->state, 0, bytes);
             ly->state_bytes = n_state * sizeof(double);
         } else {
             ly->cache = kdalab_kv_cache_new(H, dh, dh);
