@@ -257,27 +257,30 @@ static void gate_spread(lab_ctx *x, const params *p, gsl_rng *rng, gate_sample *
     lab_tsv_close(x, fg);
     free(hl_tok);
 
-    /* histogram of log10(hl_eff); values past the top edge go into the last bin */
-    double *lhl = lab_zeros(x, nch);
-    for (size_t c = 0; c < nch; c++) lhl[c] = log10(gs->hl_eff[c]);
-    double hmax = 12.0;
-    gsl_histogram *hist = gsl_histogram_alloc(52);
-    gsl_histogram_set_ranges_uniform(hist, -1.0, hmax);
-    size_t beyond = 0;
+    /* histogram of log10(hl_eff) in half-decade bins from 10^-1 to past the longest
+     * finite half-life, so no bin collects an overflow; a channel whose mean g is
+     * exactly 0 (half-life infinite) is counted apart */
+    double *lhl = lab_zeros(x, nch), hmax = 1.0;
+    size_t infinite = 0;
     for (size_t c = 0; c < nch; c++) {
-        double v = lhl[c] >= hmax ? hmax - 1e-9 : lhl[c];
-        if (lhl[c] >= hmax) beyond++;
-        gsl_histogram_increment(hist, v);
+        lhl[c] = log10(gs->hl_eff[c]);
+        if (isinf(lhl[c])) infinite++;
+        else if (lhl[c] > hmax) hmax = lhl[c];
     }
+    hmax = ceil(2.0 * hmax + 1e-9) / 2.0;
+    gsl_histogram *hist = gsl_histogram_alloc((size_t)llround(2.0 * (hmax + 1.0)));
+    gsl_histogram_set_ranges_uniform(hist, -1.0, hmax);
+    for (size_t c = 0; c < nch; c++)
+        if (!isinf(lhl[c])) gsl_histogram_increment(hist, lhl[c]);
     static const char *const hcols[] = {
         "log10_lo", "bin lower edge, log10 of the effective half-life (log10 tokens)",
         "log10_hi", "bin upper edge (log10 tokens)",
-        "count", "channels in the bin (the last bin also holds every channel beyond its edge)",
+        "count", "channels in the bin",
         "fraction", "count / channels (1)", NULL};
     FILE *fh = lab_tsv_open(x, "01_half_life_gate_hist", hcols,
-                            "heads=%zu channels=%zu tokens=%zu x~N(0,%g^2) lower_bound=%g; %zu channels "
-                            "with half-life >= 1e%g tokens are counted in the last bin",
-                            heads, channels, tokens, p->x_std, p->lower_bound, beyond, hmax);
+                            "heads=%zu channels=%zu tokens=%zu x~N(0,%g^2) lower_bound=%g; half-decade bins up to "
+                            "the longest finite half-life; infinite=%zu channels with mean g = 0 are in no bin",
+                            heads, channels, tokens, p->x_std, p->lower_bound, infinite);
     for (size_t b = 0; b < gsl_histogram_bins(hist); b++) {
         double lo, hi;
         gsl_histogram_get_range(hist, b, &lo, &hi);

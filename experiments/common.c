@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gsl/gsl_linalg.h>
 #include <gsl/gsl_randist.h>
 
 double lab_now(void)
@@ -302,6 +303,25 @@ void lab_random_unit(gsl_rng *rng, double *v, size_t n)
     } while (norm2 == 0.0);
     double inv = 1.0 / sqrt(norm2);
     for (size_t i = 0; i < n; i++) v[i] *= inv;
+}
+
+void lab_random_orthonormal(const lab_ctx *x, gsl_rng *rng, size_t N, size_t K, double *out)
+{
+    gsl_matrix *A = gsl_matrix_alloc(K, N), *Q = gsl_matrix_alloc(K, K), *R = gsl_matrix_alloc(K, N);
+    gsl_vector *tau = gsl_vector_alloc(N);
+    if (!A || !Q || !R || !tau) {
+        fprintf(stderr, "%s: out of memory (lab_random_orthonormal)\n", x->name);
+        exit(1);
+    }
+    for (size_t i = 0; i < K; i++)
+        for (size_t j = 0; j < N; j++) gsl_matrix_set(A, i, j, gsl_ran_gaussian(rng, 1.0));
+    gsl_linalg_QR_decomp(A, tau);
+    gsl_linalg_QR_unpack(A, tau, Q, R);
+    for (size_t j = 0; j < N; j++) {
+        double sign = gsl_matrix_get(R, j, j) < 0 ? -1.0 : 1.0;
+        for (size_t i = 0; i < K; i++) out[j * K + i] = sign * gsl_matrix_get(Q, i, j);
+    }
+    gsl_matrix_free(A), gsl_matrix_free(Q), gsl_matrix_free(R), gsl_vector_free(tau);
 }
 
 void lab_check(const lab_ctx *x, kdalab_status status, const char *what)

@@ -8,8 +8,8 @@
  *             each column is (gnuplot skips '#' lines)
  *   progress  one line on stderr while a sweep runs
  *   timing    a monotonic clock (clock_gettime)
- *   misc      a seeded GSL generator, random unit vectors, a status check,
- *             zeroed and float32 buffers
+ *   misc      a seeded GSL generator, random unit vectors and orthonormal sets,
+ *             a status check, zeroed and float32 buffers
  *
  * Typical use:
  *
@@ -121,6 +121,12 @@ double lab_elapsed(const lab_ctx *x);
 
 /* Fill x[0..n-1] with a uniformly random unit vector (normalised Gaussian). */
 void lab_random_unit(gsl_rng *rng, double *v, size_t n);
+
+/* N orthonormal vectors in R^K (1 <= N <= K), Haar-distributed: the first N
+ * columns of the Q factor of a K x N Gaussian matrix (gsl_linalg_QR), each
+ * column's sign set by R's diagonal. out is [N, K], row j = column j of Q; with
+ * N = K the rows are a random rotation (out times a vector rotates it). */
+void lab_random_orthonormal(const lab_ctx *x, gsl_rng *rng, size_t N, size_t K, double *out);
 
 /* If status is not KDALAB_OK, print "<name>: <what>: <strerror> (<last_error>)"
  * and exit 1. Returns nothing; use after every library call. */

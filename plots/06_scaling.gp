@@ -47,7 +47,14 @@ set ylabel 'process CPU time per call, s (min over rounds; log scale)'
 set grid xtics ytics lc rgb '#dddddd'
 set key top left font ',9' spacing 1.05 opaque box
 
-set multiplot layout 1,2 title "06 scaling — time vs T (default run: one head, K = V = 64, one thread) (p = fitted exponent of time ∝ T^{p}, fit over T ≥ 512)" font ',13'
+# The ranges of the fitted exponents, linear mechanisms (expected 1) and softmax attention (2).
+stats ff u ($6 == 1 ? $2 : 1/0) nooutput
+lin_lo = STATS_min
+lin_hi = STATS_max
+stats ff u ($6 == 2 ? $2 : 1/0) nooutput
+sm_lo = STATS_min
+sm_hi = STATS_max
+set multiplot layout 1,2 title sprintf("CPU time per call against sequence length T: every linear mechanism, recurrent or chunkwise, grows as T^{p} with p = %.2f … %.2f;\nsoftmax attention as T^{p}, p = %.2f … %.2f (p fitted over T ≥ 512; one head, K = V = 64, one thread)", lin_lo, lin_hi, sm_lo, sm_hi) font ',12'
 do for [prec in 'f64 f32'] {
     set title sprintf('%s (kdalab\_*\_%s)', prec eq 'f64' ? 'float64' : 'float32', prec)
     plot \
