@@ -435,6 +435,22 @@ static kdalab_status decode_data(const unsigned char *src, const npy_header *h, 
     return npy_ok();
 }
 
+/* Does a part of `need` bytes fit in the `have` bytes the file still holds?
+ * ("header length" points past the end; "data" is truncated.) */
+static kdalab_status check_fits(const char *name, const char *part, size_t need, size_t have)
+{
+    if (need <= have)
+        return KDALAB_OK;
+    if (strcmp(part, "data") == 0)
+        return kdalab_fail(KDALAB_EFORMAT,
+                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
+                           name, need, have);
+    return kdalab_fail(KDALAB_EFORMAT,
+                       "%s: .npy header length %zu points past the end of the file (%zu bytes "
+                       "follow the preamble)",
+                       name, need, have);
+}
+
 /* The whole image buf[0..len) whose name (for messages) is name. */
 static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const char *name,
                                      kdalab_array *out)
@@ -444,18 +460,12 @@ static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const
     kdalab_status s = parse_preamble(buf, len, name, &prefix, &hlen);
     if (s != KDALAB_OK)
         return s;
-    if (hlen > len - prefix)
-        return kdalab_fail(KDALAB_EFORMAT,
-                           "%s: .npy header length %zu points past the end of the file "
-                           "(%zu bytes follow the preamble)",
-                           name, hlen, len - prefix);
+    if ((s = check_fits(name, "header length", hlen, len - prefix)) != KDALAB_OK)
+        return s;
     if ((s = parse_header(buf + prefix, hlen, name, &h, &nbytes)) != KDALAB_OK)
         return s;
-    size_t avail = len - prefix - hlen;
-    if (nbytes > avail)
-        return kdalab_fail(KDALAB_EFORMAT,
-                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
-                           name, nbytes, avail);
+    if ((s = check_fits(name, "data", nbytes, len - prefix - hlen)) != KDALAB_OK)
+        return s;
     return decode_data(buf + prefix + hlen, &h, name, out);
 }
 
@@ -503,11 +513,8 @@ static kdalab_status read_file(FILE *f, size_t len, const char *path, kdalab_arr
         s = parse_preamble(pre, npre, path, &prefix, &hlen);
     if (s != KDALAB_OK)
         return s;
-    if (hlen > len - prefix)
-        return kdalab_fail(KDALAB_EFORMAT,
-                           "%s: .npy header length %zu points past the end of the file "
-                           "(%zu bytes follow the preamble)",
-                           path, hlen, len - prefix);
+    if ((s = check_fits(path, "header length", hlen, len - prefix)) != KDALAB_OK)
+        return s;
     unsigned char *hdr = malloc(hlen + 1);
     if (hdr == NULL)
         return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for its header", path);
@@ -522,11 +529,8 @@ static kdalab_status read_file(FILE *f, size_t len, const char *path, kdalab_arr
     free(hdr);
     if (s != KDALAB_OK)
         return s;
-    size_t avail = len - prefix - hlen;
-    if (nbytes > avail)
-        return kdalab_fail(KDALAB_EFORMAT,
-                           "%s: .npy data truncated: the shape needs %zu bytes, the file has %zu",
-                           path, nbytes, avail);
+    if ((s = check_fits(path, "data", nbytes, len - prefix - hlen)) != KDALAB_OK)
+        return s;
     unsigned char *data = malloc(nbytes ? nbytes : 1);
     if (data == NULL)
         return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu bytes", path, nbytes);
