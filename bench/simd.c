@@ -239,6 +239,56 @@ static double last_busy;             /* CPU seconds / wall seconds of the last t
 static double last_cpu;              /* median CPU seconds (all threads) of the last timing */
 
 /* Median seconds of reps runs (and the min, max) of one chunkwise call. */
+/*
+ * Validate before timing (llm.c's validate_result before benchmark_kernel):
+ * the largest |o - o_ref| / max |o_ref| of the SIMD chunkwise form at the
+ * level in use against the float64 reference on the same (widened) inputs.
+ * o_ref is computed once per mechanism and chunk size (*ref, NULL to start).
+ */
+static double validate_chunk(problem *p, kdalab_mechanism m, double **ref)
+{
+    const kdalab_dims *d = &p->d;
+    size_t nqk = d->B * d->T * d->H * d->K, nv = d->B * d->T * d->H * d->V,
+           nbth = d->B * d->T * d->H, ns = d->B * d->H * d->K * d->V;
+    float scale = (float)kdalab_default_scale(d->K);
+    if (!*ref) {
+        double *w[6];
+        const float *src[6] = {p->q, p->k, p->v, p->g, p->beta, p->h0};
+        size_t n[6] = {nqk, nqk, nv, nqk, nbth, ns};
+        for (int a = 0; a < 6; a++) {
+            w[a] = malloc(n[a] * sizeof(double));
+            if (!w[a])
+                exit(1);
+            for (size_t i = 0; i < n[a]; i++)
+                w[a][i] = src[a][i];
+        }
+        *ref = malloc(nv * sizeof(double));
+        double *ht = malloc(ns * sizeof(double));
+        if (!*ref || !ht)
+            exit(1);
+        kdalab_status s = kdalab_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5], *ref,
+                                           ht, &bench_opts, NULL);
+        if (s != KDALAB_OK) {
+            fprintf(stderr, "bench_simd: reference: %s\n", kdalab_last_error());
+            exit(1);
+        }
+        for (int a = 0; a < 6; a++)
+            free(w[a]);
+        free(ht);
+    }
+    kdalab_status s = kdalab_simd_chunk_f32(d, m, scale, p->q, p->k, p->v, p->g, p->beta, p->h0,
+                                            p->o, p->ht, &bench_opts, NULL);
+    if (s != KDALAB_OK)
+        return INFINITY;
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < nv; i++) {
+        mx = fabs((*ref)[i]) > mx ? fabs((*ref)[i]) : mx;
+        double e = fabs((double)p->o[i] - (*ref)[i]);
+        err = e > err || !isfinite(e) ? e : err;
+    }
+    return err / (mx > 0 ? mx : 1);
+}
+
 static double time_chunk(chunk_fn fn, problem *p, kdalab_mechanism m, int reps, double *tmin,
                          double *tmax)
 {
@@ -315,6 +365,8 @@ static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, si
     return 1e6 * gsl_stats_median_from_sorted_data(t, 1, REPS);
 }
 
+#define VALID_TOL 1e-4 /* float32 over T = 4096: measured ~1e-6; a wrong kernel is O(1) */
+
 static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                          KDALAB_GATED_DELTANET, KDALAB_KDA};
 
@@ -382,7 +434,11 @@ int main(int argc, char **argv)
            "does when it runs)\n",
            nth);
     printf("# busy: CPU time of the process / (wall time x threads); below 100%% other "
-           "processes had our cores\n#\n");
+           "processes had our cores\n");
+    printf("# err: each chunkwise kernel is validated before it is timed: max |o - o_ref| / "
+           "max |o_ref| against kdalab_chunk_f64 (tolerance %g)\n", VALID_TOL);
+    printf("# peer: no peer implementation is built or timed in this run; REFERENCE.md records "
+           "figures measured elsewhere\n#\n");
 
     problem p;
     problem_make(&p, rng, B, T, H, K, V);
@@ -393,11 +449,13 @@ int main(int argc, char **argv)
            "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "busy", "per core-s",
            "[min..max] ms");
     const size_t chunks[] = {64, 32};
+    int invalid = 0;
     for (size_t mi = 0; table && mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
         for (size_t ci = 0; ci < 2; ci++) {
             bench_opts = kdalab_chunk_opts_default();
             bench_opts.chunk = chunks[ci];
+            double *ref = NULL; /* the float64 reference's o, once per (mechanism, C) */
             double fl = chunk_flops(m, &p.d, chunks[ci], 16);
             char form[16];
             snprintf(form, sizeof form, "chunk%zu", chunks[ci]);
@@ -407,16 +465,25 @@ int main(int argc, char **argv)
                 if (levels[li] == KDALAB_SIMD_SCALAR && ci > 0)
                     continue; /* the portable level once is enough */
                 kdalab_simd_set_level(levels[li]);
+                double err = validate_chunk(&p, m, &ref); /* also the warm-up call */
+                if (!(err <= VALID_TOL)) {
+                    printf("%-17s %-9s %-7s INVALID: error %.3g against the float64 "
+                           "reference > %g; not timed\n",
+                           kdalab_mechanism_name(m), form,
+                           kdalab_simd_level_name(kdalab_simd_get_level()), err, VALID_TOL);
+                    invalid = 1;
+                    continue;
+                }
                 double tmin, tmax;
-                time_chunk(kdalab_simd_chunk_f32, &p, m, 1, &tmin, &tmax); /* warm up */
                 double t = time_chunk(kdalab_simd_chunk_f32, &p, m, reps, &tmin, &tmax);
                 printf("%-17s %-9s %-7s %11.0f %9.2f %8.1f %8.1f %6.1f%% %4.0f%% %11.0f  "
-                       "[%.2f..%.2f]\n",
+                       "[%.2f..%.2f]  err %.1e\n",
                        kdalab_mechanism_name(m), form, kdalab_simd_level_name(kdalab_simd_get_level()), htok / t,
                        1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
                        peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 100 * last_busy / nth,
-                       htok / last_cpu, 1e3 * tmin, 1e3 * tmax);
+                       htok / last_cpu, 1e3 * tmin, 1e3 * tmax, err);
             }
+            free(ref);
         }
         for (size_t li = 0; li < 3; li++) {
             if (!kdalab_simd_level_available(levels[li]))
@@ -494,5 +561,8 @@ int main(int argc, char **argv)
            "implementations\") records ggml's fused recurrent GATED_DELTA_NET op at this "
            "shape\n");
     gsl_rng_free(rng);
-    return 0;
+    if (invalid)
+        fprintf(stderr, "bench_simd: a kernel disagreed with the float64 reference (INVALID "
+                        "rows above)\n");
+    return invalid;
 }
