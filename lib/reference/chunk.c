@@ -51,7 +51,7 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
     // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
     // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
     kdalab_counts n;
-    kdalab_chunk_opts op;
+    kdalab_chunk_opts op = {0};
     kdalab_status s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
     if (s == KDALAB_OK)
         s = kdalab_check_chunk_opts(opts, 1, &op);

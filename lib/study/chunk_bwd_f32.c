@@ -338,7 +338,7 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
     // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
     kdalab_counts n;
-    kdalab_chunk_opts op;
+    kdalab_chunk_opts op = {0};
     kdalab_status s =
         kdalab_check_bwd_f32(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);
     if (s == KDALAB_OK)

@@ -308,11 +308,15 @@ static kdalab_status timed(run_job *job, kdalab_status (*call)(run_job *))
         return call(job);
     kdalab_status s = call(job);
     double t[64];
-    size_t n = job->repeat < 64 ? job->repeat : 64;
-    for (size_t i = 0; i < n && (s == KDALAB_OK || s == KDALAB_ERANGE); i++) {
+    size_t n = 0, want = job->repeat < 64 ? job->repeat : 64;
+    while (n < want && (s == KDALAB_OK || s == KDALAB_ERANGE)) {
         double t0 = now_seconds();
         s = call(job);
-        t[i] = now_seconds() - t0;
+        t[n++] = now_seconds() - t0;
+    }
+    if (n == 0) { /* the warm-up call failed: nothing was timed */
+        job->seconds = job->median_seconds = 0;
+        return s;
     }
     qsort(t, n, sizeof t[0], cmp_double);
     job->seconds = t[0];
