@@ -42,6 +42,8 @@ HEADERS  := $(wildcard lib/*.h) $(wildcard lib/*/*.h)
 # Per-file instruction sets for the SIMD kernels (the dispatcher picks one at run time).
 $(BUILD)/lib/simd/avx512.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
 $(BUILD)/lib/simd/avx2.o:   ISA := -mavx2 -mfma
+$(BUILD)/lib/simd/avx512_f64.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
+$(BUILD)/lib/simd/avx2_f64.o:   ISA := -mavx2 -mfma
 
 $(BUILD)/lib/%.o: lib/%.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)

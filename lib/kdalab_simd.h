@@ -1,5 +1,6 @@
 /*
- * kdalab_simd.h — the optimized float32 path (lib/simd/).
+ * kdalab_simd.h — the optimized float32 path (lib/simd/), and its float64
+ * twin (kdalab_simd_chunk_f64, kdalab_simd_step_f64).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  */
@@ -99,6 +100,37 @@ kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanis
 kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
                                    const float *q, const float *k, const float *v,
                                    const float *g, float beta, float *S, float *o);
+
+/*
+ * kdalab_simd_chunk_f64 — the chunkwise form in float64 on the SIMD path
+ * (lib/simd/dispatch_f64.c): the kernels of kdalab_simd_chunk_f32 compiled
+ * for double (4 doubles per AVX2 vector, 8 per AVX-512 vector), at the level
+ * kdalab_simd_get_level() reports, threaded the same way. Arguments, shapes,
+ * validation and errors exactly as kdalab_chunk_f64 (opts->precision must be
+ * FP32). Outputs agree with kdalab_chunk_f64 within ~1e-12 relative to
+ * max |o| (tests/test_simd_f64.c checks it on the golden cases and random
+ * shapes at every level the CPU runs). The safe decay mode (the default) is
+ * the fast path; the other decay modes are passed to kdalab_chunk_f64. Decay
+ * factors below DBL_MIN are exactly 0. report: as kdalab_simd_chunk_f32's
+ * (max_exponent 0 on the fast path). The workspace is twice the float32
+ * path's bytes.
+ */
+kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    double scale, const double *q, const double *k,
+                                    const double *v, const double *g, const double *beta,
+                                    const double *h0, double *o, double *ht,
+                                    const kdalab_chunk_opts *opts, kdalab_report *report);
+
+/*
+ * kdalab_simd_step_f64 — the decode step in float64 on the SIMD path,
+ * arguments and errors exactly as kdalab_step_f64 (and as
+ * kdalab_simd_step_f32 otherwise: single-threaded, two passes over S; on
+ * KDALAB_ERANGE the step was taken). Agrees with kdalab_step_f64 within
+ * ~1e-14 relative.
+ */
+kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                   const double *q, const double *k, const double *v,
+                                   const double *g, double beta, double *S, double *o);
 
 KDALAB_END_DECLS
 

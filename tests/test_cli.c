@@ -246,7 +246,7 @@ static void golden_reference(void **state)
     }
 }
 
-/* The SIMD path through the CLI: float32, so 1e-5. */
+/* The SIMD path through the CLI: float32, so 1e-5; float64 (chunk form), 1e-12. */
 static void golden_simd(void **state)
 {
     golden_case cases[16];
@@ -254,6 +254,7 @@ static void golden_simd(void **state)
     for (size_t i = 0; i < n; i++) {
         golden_run(&cases[i], "--impl simd --precision fp32 --form chunk", 1e-5);
         golden_run(&cases[i], "--impl simd --precision fp32 --form recurrent", 1e-5);
+        golden_run(&cases[i], "--impl simd --precision fp64 --form chunk", 1e-12);
         golden_free(&cases[i]);
     }
 }
@@ -612,7 +613,8 @@ static void usage_errors(void **state)
     expect_error(kdalab("run %s --o %s --precision bf16", in, o), 2, "--precision",
                  "--form chunk", NULL);
     expect_error(kdalab("run %s --o %s --impl gpu", in, o), 2, "--impl", NULL);
-    expect_error(kdalab("run %s --o %s --impl simd", in, o), 2, "--impl simd", NULL);
+    expect_error(kdalab("run %s --o %s --impl simd", in, o), 2, "--impl simd", "--form chunk",
+                 NULL);
     expect_error(kdalab("run %s --o %s --scale 0", in, o), 2, "--scale", NULL);
     expect_error(kdalab("run %s --o %s --scale inf", in, o), 2, "--scale", NULL);
     expect_error(kdalab("run %s --o %s --q x.npy", in, o), 2, "--q", "twice", NULL);

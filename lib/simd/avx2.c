@@ -7,6 +7,7 @@
 
 #include "simd_internal.h"
 
+typedef float real;
 typedef __m256 vf;
 #define VLEN 8
 #define VZERO() _mm256_setzero_ps()

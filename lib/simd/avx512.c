@@ -9,6 +9,7 @@
 
 #include "simd_internal.h"
 
+typedef float real;
 typedef __m512 vf;
 #define VLEN 16
 #define VZERO() _mm512_setzero_ps()

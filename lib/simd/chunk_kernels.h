@@ -36,16 +36,16 @@ static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
             SIMD_UNROLL(8)
             for (int bk = 0; bk < 8; bk++)
                 acc[bk] = VZERO();
-            const float *ai = w->Akk + i * C;
+            const real *ai = w->Akk + i * C;
             for (size_t m = 0; m < i; m++) {
                 vf nav = VSET1(-ai[m]);
-                const float *tm = w->Tm + m * C;
+                const real *tm = w->Tm + m * C;
                 SIMD_UNROLL(8)
                 for (int bk = 0; bk < 8; bk++)
                     if ((size_t)bk * VLEN <= m)
                         acc[bk] = VFMA(nav, VLOAD(tm + bk * VLEN), acc[bk]);
             }
-            float *ti = w->Tm + i * C;
+            real *ti = w->Tm + i * C;
             SIMD_UNROLL(8)
             for (int bk = 0; bk < 8; bk++)
                 if ((size_t)bk * VLEN < C)
@@ -56,13 +56,13 @@ static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
         }
     } else {
         for (size_t i = 0; i < n; i++) {
-            float *ti = w->Tm + i * C;
+            real *ti = w->Tm + i * C;
             for (size_t j = 0; j < C; j++)
                 ti[j] = 0;
             ti[i] = 1;
             for (size_t m = 0; m < i; m++) {
-                float a = w->Akk[i * C + m];
-                const float *tm = w->Tm + m * C;
+                real a = w->Akk[i * C + m];
+                const real *tm = w->Tm + m * C;
                 for (size_t j = 0; j <= m; j++)
                     ti[j] -= a * tm[j];
             }
@@ -73,7 +73,7 @@ static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
             w->Tm[i * C + j] *= w->b[j];
 }
 
-static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, float s)
+static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real s)
 {
     const size_t K = w->K, W = w->W, C = w->C;
     int delta = mech != KDALAB_LINEAR_ATTENTION;
@@ -93,7 +93,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, floa
         SIMD_FN(scalar_scores)(w, n, s, mech == KDALAB_GATED_DELTANET, delta);
     }
 
-    const float *Vnew = w->v;
+    const real *Vnew = w->v;
     if (delta) {
         /* 2-3. T = (I + A_kk)^-1 Diag(beta); -W = T (-gamma k), U = T V */
         SIMD_FN(prefetch_rows)(w, pf);
@@ -117,7 +117,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, floa
         size_t Wv = W / VLEN * VLEN;
         for (size_t ch = 0; ch < K; ch++) {
             vf gv = VSET1(w->gl[ch]);
-            float *row = w->S + ch * W;
+            real *row = w->S + ch * W;
             for (size_t j = 0; j < Wv; j += VLEN)
                 VSTORE(row + j, VMUL(gv, VLOAD(row + j)));
             for (size_t j = Wv; j < W; j++)
@@ -139,7 +139,7 @@ static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W)
 
 /* Non-finite values among x[0..n): a vector sum of x - x (0 when finite, NaN
  * otherwise) says whether to count at all. */
-static size_t SIMD_FN(count_nonfinite)(const float *x, size_t n)
+static size_t SIMD_FN(count_nonfinite)(const real *x, size_t n)
 {
     vf acc = VZERO();
     size_t nv = n / VLEN * VLEN;
@@ -147,7 +147,7 @@ static size_t SIMD_FN(count_nonfinite)(const float *x, size_t n)
         vf xv = VLOAD(x + i);
         acc = VADD(acc, VSUB(xv, xv));
     }
-    float tail = 0;
+    real tail = 0;
     for (size_t i = nv; i < n; i++)
         tail += x[i] - x[i];
     if (VHSUM(acc) == 0 && tail == 0)
@@ -160,7 +160,7 @@ static size_t SIMD_FN(count_nonfinite)(const float *x, size_t n)
 
 /* dst[0..n) = src[0..n): rows of a few hundred bytes, where a vector loop is
  * cheaper than a call to memcpy. */
-static inline void SIMD_FN(copy)(float *dst, const float *src, size_t n)
+static inline void SIMD_FN(copy)(real *dst, const real *src, size_t n)
 {
     size_t nv = n / VLEN * VLEN;
     for (size_t i = 0; i < nv; i += VLEN)
@@ -169,7 +169,7 @@ static inline void SIMD_FN(copy)(float *dst, const float *src, size_t n)
         dst[i] = src[i];
 }
 
-static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *bad_o,
+static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
                                 size_t *bad_ht)
 {
     const size_t K = a->K, V = a->V, W = a->v1 - a->v0, T = a->T;
@@ -204,7 +204,7 @@ static void SIMD_FN(chunk_head)(const simd_head_args *a, float *work, size_t *ba
     }
     if (a->ht) {
         for (size_t ch = 0; ch < K; ch++)
-            memcpy(a->ht + ch * V + a->v0, w.S + ch * W, W * sizeof(float));
+            memcpy(a->ht + ch * V + a->v0, w.S + ch * W, W * sizeof(real));
         *bad_ht += SIMD_FN(count_nonfinite)(w.S, K * W);
     }
 }

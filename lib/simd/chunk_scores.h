@@ -44,19 +44,19 @@
  * gamma_r = (prod of earlier sub-chunks' totals) * F_r and
  * prod a over r+1..n-1 = (prod of later sub-chunks' totals) * B_r.
  */
-static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
+static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
 {
     const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
     const size_t Kv = K / VLEN * VLEN;
     const vf sv = VSET1(s), mone = VSET1(-1.0f), one = VSET1(1.0f);
-    float *a = w->g;
+    real *a = w->g;
     for (size_t ch = 0; ch < Kv; ch += VLEN) {
         for (size_t r = 0; r < n; r++)
             VSTORE(a + r * K + ch, VEXP(VLOAD(a + r * K + ch)));
         vf eP = one; /* prod a over the sub-chunks before I */
         for (size_t I = 0; I < nsub; I++) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            float *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
+            real *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
             vf F = one;
             for (size_t r = s0; r < s1; r++) {
                 F = VFLUSH(VMUL(F, VLOAD(a + r * K + ch)));
@@ -86,15 +86,15 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
     }
     for (size_t ch = Kv; ch < K; ch++) {
         for (size_t r = 0; r < n; r++)
-            a[r * K + ch] = SIMD_FN(flush1)(expf(a[r * K + ch]));
-        float eP = 1;
+            a[r * K + ch] = SIMD_FN(flush1)(REXP(a[r * K + ch]));
+        real eP = 1;
         for (size_t I = 0; I < nsub; I++) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            float *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
-            float F = 1;
+            real *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
+            real F = 1;
             for (size_t r = s0; r < s1; r++) {
                 F = SIMD_FN(flush1)(F * a[r * K + ch]);
-                float gam = SIMD_FN(flush1)(eP * F);
+                real gam = SIMD_FN(flush1)(eP * F);
                 kf[(r - s0) * K + ch] = w->k[r * K + ch] * F;
                 qf[(r - s0) * K + ch] = w->q[r * K + ch] * F;
                 w->qg[r * K + ch] = s * gam * w->q[r * K + ch];
@@ -104,12 +104,12 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, float s)
             eP = SIMD_FN(flush1)(eP * F);
         }
         w->gl[ch] = eP;
-        float eQ = 1;
+        real eQ = 1;
         for (size_t I = nsub; I-- > 0;) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            float Bv = 1;
+            real Bv = 1;
             for (size_t r = s1; r-- > s0;) {
-                float kv = w->k[r * K + ch];
+                real kv = w->k[r * K + ch];
                 w->kb[r * K + ch] = kv * Bv;
                 w->kd[r * K + ch] = SIMD_FN(flush1)(eQ * Bv) * kv;
                 Bv = SIMD_FN(flush1)(Bv * a[r * K + ch]);
@@ -128,14 +128,14 @@ SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch
                                          size_t s0, size_t s1, int first)
 {
     const size_t K = w->K;
-    const float *a = w->g, *kj = w->k + j * K + ch0;
+    const real *a = w->g, *kj = w->k + j * K + ch0;
     vf P[8];
     SIMD_UNROLL(8)
     for (int b = 0; b < 8; b++)
         P[b] = VSET1(1.0f);
     for (size_t i = j + 1; i < s1; i++) {
-        const float *ai = a + i * K + ch0, *ki = w->k + i * K + ch0, *qi = w->q + i * K + ch0;
-        float *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
+        const real *ai = a + i * K + ch0, *ki = w->k + i * K + ch0, *qi = w->q + i * K + ch0;
+        real *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
         vf sk = first ? VZERO() : VLOAD(pk), sq = first ? VZERO() : VLOAD(pq);
         SIMD_UNROLL(8)
         for (int b = 0; b < 8; b++) {
@@ -157,18 +157,18 @@ SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch
  * the block. w->g holds a. The channels go 8 vectors at a time, so the
  * running products live in registers and the sums in registers within a
  * group (lane partial sums in pkk, pqk between groups). */
-static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float s)
+static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, real s)
 {
     const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN;
-    const float *a = w->g;
+    const real *a = w->g;
     for (size_t j = s0; j < s1; j++) {
-        const float *kj = w->k + j * K;
+        const real *kj = w->k + j * K;
         /* i == j: no decay; A_kk's diagonal is not part of the strict lower triangle */
         {
             vf acc = VZERO();
             for (size_t ch = 0; ch < Kv; ch += VLEN)
                 acc = VFMA(VLOAD(w->q + j * K + ch), VLOAD(kj + ch), acc);
-            float d = VHSUM(acc);
+            real d = VHSUM(acc);
             for (size_t ch = Kv; ch < K; ch++)
                 d += w->q[j * K + ch] * kj[ch];
             w->Aqk[j * C + j] = s * d;
@@ -185,10 +185,10 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float 
             w->Aqk[i * C + j] = Kv ? VHSUM(VLOAD(w->pqk + (i - s0) * VLEN)) : 0.0f;
         }
         for (ch = Kv; ch < K; ch++) {
-            float P = 1;
+            real P = 1;
             for (size_t i = j + 1; i < s1; i++) {
                 P = SIMD_FN(flush1)(P * a[i * K + ch]);
-                float t = kj[ch] * P;
+                real t = kj[ch] * P;
                 w->Akk[i * C + j] += w->k[i * K + ch] * t;
                 w->Aqk[i * C + j] += w->q[i * K + ch] * t;
             }
@@ -201,7 +201,7 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, float 
 }
 
 /* dst[j] = f * src[j], j < n (one row). */
-static inline void SIMD_FN(scale_row)(float *dst, const float *src, float f, size_t n)
+static inline void SIMD_FN(scale_row)(real *dst, const real *src, real f, size_t n)
 {
     vf fv = VSET1(f);
     size_t nv = n / VLEN * VLEN;
@@ -212,7 +212,7 @@ static inline void SIMD_FN(scale_row)(float *dst, const float *src, float f, siz
 }
 
 /* A_kk and A_qk of one KDA chunk of n positions (safe sub-chunks). */
-static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
+static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, real s)
 {
     const size_t K = w->K, C = w->C, c = w->c, nsub = (n + c - 1) / c;
     const size_t Kv = K / VLEN * VLEN;
@@ -220,21 +220,21 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
         SIMD_FN(transpose)(w->X, w->kb, n, K);
     for (size_t I = 0; I < nsub; I++) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
-        const float *kqf = w->kqf + 2 * s0 * K;
+        const real *kqf = w->kqf + 2 * s0 * K;
         /* d_IJ = prod a over the sub-chunks strictly between J and I: 1 for
          * J = I-1, then one more sub-chunk total per step down */
         for (size_t ch = 0; ch < K; ch++)
             w->dvec[ch] = 1;
         for (size_t J = I; J-- > 0;) {
             size_t t0 = J * c, cJ = c; /* J < I: a full sub-chunk */
-            const float *left = kqf;
+            const real *left = kqf;
             if (J + 1 < I) {
                 for (size_t ch = 0; ch < K; ch++)
                     w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->subtot[(J + 1) * K + ch]);
                 /* [kf_I ; qf_I] * d_IJ, row by row */
                 for (size_t r = 0; r < 2 * cI; r++) {
-                    const float *src = kqf + r * K;
-                    float *dst = w->kqd + r * K;
+                    const real *src = kqf + r * K;
+                    real *dst = w->kqd + r * K;
                     for (size_t ch = 0; ch < Kv; ch += VLEN)
                         VSTORE(dst + ch, VMUL(VLOAD(src + ch), VLOAD(w->dvec + ch)));
                     for (size_t ch = Kv; ch < K; ch++)
@@ -264,7 +264,7 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, float s)
  * q k^T and k k^T from gemm, times the pairwise decay prod a over j+1..i
  * (gated: a = exp(g), one per position; otherwise a = 1). A running product
  * that reaches 0 ends its row: every earlier j decays further. */
-static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated, int delta)
+static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, int delta)
 {
     const size_t K = w->K, C = w->C;
     SIMD_FN(transpose)(w->kt, w->k, n, K);
@@ -273,15 +273,15 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
     if (delta)
         SIMD_FN(gemm)(n, n, K, w->k, K, 1, w->kt, n, w->Gk, C, 0, 0);
     /* a_r = exp(g_r) in place */
-    float *a = w->g;
+    real *a = w->g;
     if (gated)
         for (size_t r = 0; r < n; r++)
-            a[r] = SIMD_FN(flush1)(expf(a[r]));
+            a[r] = SIMD_FN(flush1)(REXP(a[r]));
     for (size_t i = 0; i < n; i++) {
         /* dsc[j] = prod a over j+1..i, a running product from j = i down */
         size_t jlo = 0;
         if (gated) {
-            float P = 1;
+            real P = 1;
             w->dsc[i] = 1; /* the diagonal: no decay */
             jlo = i;
             for (size_t j = i; j-- > 0;) {
@@ -295,7 +295,7 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
             for (size_t j = 0; j <= i; j++)
                 w->dsc[j] = 1;
         }
-        float bi = w->b[i];
+        real bi = w->b[i];
         for (size_t j = 0; j < C; j++) {
             int live = j >= jlo && j <= i;
             w->Aqk[i * C + j] = live ? s * w->Gq[i * C + j] * w->dsc[j] : 0.0f;
@@ -304,13 +304,13 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
         }
     }
     /* gamma_r = prod a over 0..r, kdec_r = prod a over r+1..n-1 */
-    float P = 1;
+    real P = 1;
     for (size_t r = 0; r < n; r++) {
         if (gated)
             P = SIMD_FN(flush1)(P * a[r]);
         w->gam[r] = P;
     }
-    float Q = 1;
+    real Q = 1;
     for (size_t r = n; r-- > 0;) {
         w->kdec[r] = Q;
         if (gated)
@@ -331,7 +331,7 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, float s, int gated,
             w->kd[r * K + ch] = w->kdec[r] * w->k[r * K + ch];
         }
     }
-    float gend = w->gam[n - 1];
+    real gend = w->gam[n - 1];
     for (size_t ch = 0; ch < K; ch++)
         w->gl[ch] = gend;
 }

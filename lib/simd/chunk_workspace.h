@@ -10,34 +10,34 @@
 
 typedef struct {
     size_t C, c, K, W, nsub;
-    float *q, *k, *g, *v, *b;   /* packed chunk rows [C,K] [C,K] [C,K|1] [C,W] [C]  */
-    float *S;                   /* [K, W] state columns of this task               */
-    float *kqf;                 /* per sub-chunk: c rows k*F then c rows q*F [2C,K]  */
-    float *kb;                  /* k * B (decayed to its sub-chunk's end) [C,K]     */
-    float *subtot;              /* per sub-chunk prod a, its total decay [nsub, K]  */
-    float *dvec;                /* [K] between-sub-chunk decay                      */
-    float *X;                   /* [K, C] kb transposed                             */
-    float *kqd;                 /* [2c, K] a sub-chunk's [kf ; qf] times d_IJ        */
-    float *blk;                 /* [2c, c] an off-diagonal block of A_kk ; A_qk      */
-    float *pkk, *pqk;           /* [c, VLEN] lane partial sums of the diagonal block */
-    float *Akk, *Aqk, *Tm;      /* [C, C]                                           */
-    float *Gk, *Gq;             /* [C, C] full Gram matrices (non-KDA mechanisms)   */
-    float *kg, *qg, *kd;        /* -gamma*k, s*gamma*q, kdec*k  [C,K]               */
-    float *Wn, *U, *O;          /* [C,K] [C,W] [C,W]                                */
-    float *kt;                  /* [K, C] transposed keys                           */
-    float *gl;                  /* [K] gamma at the chunk end                       */
-    float *dsc;                 /* [C] scalar decay row / factors                   */
-    float *gam, *kdec;          /* [C] scalar gamma and decay-to-end                */
-    const simd_head_args *pa;   /* the task, for prefetching its next rows          */
+    real *q, *k, *g, *v, *b;    /* packed chunk rows [C,K] [C,K] [C,K|1] [C,W] [C]  */
+    real *S;                    /* [K, W] state columns of this task               */
+    real *kqf;                  /* per sub-chunk: c rows k*F then c rows q*F [2C,K]  */
+    real *kb;                   /* k * B (decayed to its sub-chunk's end) [C,K]     */
+    real *subtot;               /* per sub-chunk prod a, its total decay [nsub, K]  */
+    real *dvec;                 /* [K] between-sub-chunk decay                      */
+    real *X;                    /* [K, C] kb transposed                             */
+    real *kqd;                  /* [2c, K] a sub-chunk's [kf ; qf] times d_IJ        */
+    real *blk;                  /* [2c, c] an off-diagonal block of A_kk ; A_qk      */
+    real *pkk, *pqk;            /* [c, VLEN] lane partial sums of the diagonal block */
+    real *Akk, *Aqk, *Tm;       /* [C, C]                                           */
+    real *Gk, *Gq;              /* [C, C] full Gram matrices (non-KDA mechanisms)   */
+    real *kg, *qg, *kd;         /* -gamma*k, s*gamma*q, kdec*k  [C,K]               */
+    real *Wn, *U, *O;           /* [C,K] [C,W] [C,W]                                */
+    real *kt;                   /* [K, C] transposed keys                           */
+    real *gl;                   /* [K] gamma at the chunk end                       */
+    real *dsc;                  /* [C] scalar decay row / factors                   */
+    real *gam, *kdec;           /* [C] scalar gamma and decay-to-end                */
+    const SIMD_ARGS *pa;        /* the task, for prefetching its next rows          */
     size_t pf_next, pf_end;     /* rows [pf_next, pf_end) not yet prefetched         */
 } SIMD_FN(ws);
 
-/* Ask for n floats from p to be brought towards the cache (the inputs stream
+/* Ask for n elements from p to be brought towards the cache (the inputs stream
  * from memory with a stride of H rows, which the hardware prefetcher misses). */
-static inline void SIMD_FN(prefetch)(const float *p, size_t n)
+static inline void SIMD_FN(prefetch)(const real *p, size_t n)
 {
 #if defined(__GNUC__)
-    for (size_t i = 0; i < n; i += 16)
+    for (size_t i = 0; i < n; i += SIMD_LINE)
         __builtin_prefetch(p + i, 0, 2);
 #else
     (void)p;
@@ -50,7 +50,7 @@ static inline void SIMD_FN(prefetch)(const float *p, size_t n)
  * spread over the chunk's work instead of queueing up in one burst. */
 static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
 {
-    const simd_head_args *a = w->pa;
+    const SIMD_ARGS *a = w->pa;
     size_t gw = kdalab_mechanism_g_width(a->mech, a->K), W = a->v1 - a->v0;
     for (; nrows > 0 && w->pf_next < w->pf_end; nrows--, w->pf_next++) {
         size_t t = w->pf_next;
@@ -60,7 +60,7 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
         if (gw)
             SIMD_FN(prefetch)(a->g + t * a->ld_g, gw);
 #if defined(__GNUC__)
-        for (size_t i = 0; i < W; i += 16)
+        for (size_t i = 0; i < W; i += SIMD_LINE)
             __builtin_prefetch(a->o + t * a->ld_v + a->v0 + i, 1, 2);
 #endif
     }
@@ -75,7 +75,7 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
  * times both.
  */
-static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c, size_t K,
+static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, size_t K,
                                 size_t W)
 {
     size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
@@ -83,7 +83,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, float *base, size_t C, size_t c,
 #define SIMD_TAKE(ptr, n)                                                                     \
     do {                                                                                      \
         (ptr) = base ? base + cur : NULL;                                                     \
-        cur += ((n) + 15) / 16 * 16; /* 64-byte aligned */                                    \
+        cur += ((n) + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE; /* 64-byte aligned */          \
     } while (0)
     /* both phases */
     SIMD_TAKE(w->v, C * W); SIMD_TAKE(w->b, C); SIMD_TAKE(w->S, K * W);

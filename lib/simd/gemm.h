@@ -13,8 +13,8 @@
 #define NRV 2     /* vectors per row of the block    */
 
 /* One register block: C[mr x nv*VLEN] (=|+=) A[mr x kd] B[kd x nv*VLEN]. */
-SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const float *A,
-                                size_t rsa, size_t csa, const float *B, size_t ldb, float *C,
+SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const real *A,
+                                size_t rsa, size_t csa, const real *B, size_t ldb, real *C,
                                 size_t ldc, int accumulate)
 {
     vf c[MR][NRV];
@@ -25,10 +25,10 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const flo
             c[m][n] = (m < mr && n < nv && accumulate) ? VLOAD(C + m * ldc + n * VLEN) : VZERO();
     SIMD_UNROLL(2)
     for (size_t p = 0; p < kd; p++) {
-        const float *bp = B + p * ldb;
+        const real *bp = B + p * ldb;
         vf b0 = VLOAD(bp);
         vf b1 = nv > 1 ? VLOAD(bp + VLEN) : VZERO();
-        const float *ap = A + p * csa;
+        const real *ap = A + p * csa;
         SIMD_UNROLL(MR)
         for (int m = 0; m < MR; m++) {
             if (m < mr) {
@@ -47,8 +47,8 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const flo
                 VSTORE(C + m * ldc + n * VLEN, c[m][n]);
 }
 
-static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const float *A, size_t rsa,
-                               size_t csa, const float *B, size_t ldb, float *C, size_t ldc,
+static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const real *A, size_t rsa,
+                               size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
                                int accumulate)
 {
 #define SIMD_MICRO_CASE(R)                                                                    \
@@ -78,8 +78,8 @@ static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const float *A, size_t
  * lower: A is lower-triangular including the diagonal (A[m][p] = 0 for p > m
  * and stored as 0), so row block m0.. only reads p < m0 + rows.
  */
-static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t rsa,
-                          size_t csa, const float *B, size_t ldb, float *C, size_t ldc,
+static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, size_t rsa,
+                          size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
                           int accumulate, int lower)
 {
     const size_t NB = NRV * VLEN;
@@ -100,7 +100,7 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t 
     for (; n0 < N; n0++)
         for (size_t m = 0; m < M; m++) {
             size_t kd = lower ? SIMD_FN(min_sz)(Kd, m + 1) : Kd;
-            float s = accumulate ? C[m * ldc + n0] : 0.0f;
+            real s = accumulate ? C[m * ldc + n0] : 0.0f;
             for (size_t p = 0; p < kd; p++)
                 s += A[m * rsa + p * csa] * B[p * ldb + n0];
             C[m * ldc + n0] = s;
@@ -110,11 +110,11 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const float *A, size_t 
 /* dst[K x n] = src[n x K]^T (dst row length n): each source row read once,
  * contiguously, and scattered down a destination column (the inner loop is
  * unrolled: its body is only one load and one store). */
-static void SIMD_FN(transpose)(float *dst, const float *src, size_t n, size_t K)
+static void SIMD_FN(transpose)(real *dst, const real *src, size_t n, size_t K)
 {
     for (size_t r = 0; r < n; r++) {
-        const float *s = src + r * K;
-        float *d = dst + r;
+        const real *s = src + r * K;
+        real *d = dst + r;
         SIMD_UNROLL(8)
         for (size_t c = 0; c < K; c++)
             d[c * n] = s[c];

@@ -9,6 +9,7 @@
 
 #include "simd_internal.h"
 
+typedef float real;
 typedef float vf;
 #define VLEN 1
 #define VZERO() 0.0f

@@ -17,8 +17,8 @@
  * KDALAB_RULE_LOG_DECAY <= SIMD_RULE_G_MAX, for KDALAB_RULE_BETA in
  * [SIMD_RULE_BETA_MIN, SIMD_RULE_BETA_MAX]); 0 when not sure. Whole vectors
  * are screened with the level's code; the last n % VLEN elements by the
- * library's own check (kdalab_check_values_f32). */
-static int SIMD_FN(screen)(const float *x, size_t n, kdalab_value_rule rule)
+ * library's own check (SIMD_CHECK_VALUES). */
+static int SIMD_FN(screen)(const real *x, size_t n, kdalab_value_rule rule)
 {
     vf acc = VZERO();
     size_t nv = n / VLEN * VLEN;
@@ -33,6 +33,6 @@ static int SIMD_FN(screen)(const float *x, size_t n, kdalab_value_rule rule)
     }
     doubt |= VHSUM(acc) != 0;
     if (nv < n)
-        doubt |= kdalab_check_values_f32(rule, "x", x + nv, n - nv, NULL) != KDALAB_OK;
+        doubt |= SIMD_CHECK_VALUES(rule, "x", x + nv, n - nv, NULL) != KDALAB_OK;
     return !doubt;
 }

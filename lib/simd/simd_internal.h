@@ -1,6 +1,7 @@
 /*
  * lib/simd/simd_internal.h — what the dispatcher (lib/simd/dispatch.c) and
- * the per-ISA kernel files (scalar.c, avx2.c, avx512.c) share. Not installed.
+ * the per-ISA kernel files (scalar.c, avx2.c, avx512.c and their _f64 twins)
+ * share. Not installed.
  *
  * Each kernel file instantiates the kernel headers (lib/simd/kernel_common.h
  * lists them) once for its instruction set and exports one table of entry
@@ -32,6 +33,18 @@ typedef struct {
     float *o, *ht;
     size_t ld_qk, ld_v, ld_g, ld_b;
 } simd_head_args;
+
+/* The same for the float64 path (kdalab_simd_chunk_f64). */
+typedef struct {
+    kdalab_mechanism mech;
+    size_t T, K, V;
+    size_t v0, v1;
+    size_t chunk, subchunk;
+    double scale;
+    const double *q, *k, *v, *g, *beta, *h0;
+    double *o, *ht;
+    size_t ld_qk, ld_v, ld_g, ld_b;
+} simd_head_args_f64;
 
 /*
  * The bounds the SIMD screens test against, named once for them. They are not
@@ -70,8 +83,25 @@ typedef struct {
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
 } simd_table;
 
+/* The float64 kernel table (lib/simd/scalar_f64.c, avx2_f64.c, avx512_f64.c):
+ * the same entries as simd_table with double for float (work_floats counts
+ * doubles). */
+typedef struct {
+    const char *name;
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W);
+    void (*chunk_head)(const simd_head_args_f64 *a, double *work, size_t *bad_o,
+                       size_t *bad_ht);
+    kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                          const double *q, const double *k, const double *v,
+                          const double *g, double beta, double *S, double *o, size_t *bad);
+    int (*screen)(const double *x, size_t n, kdalab_value_rule rule);
+} simd_table_f64;
+
 extern const simd_table kdalab_simd_table_scalar;
 extern const simd_table kdalab_simd_table_avx2;
 extern const simd_table kdalab_simd_table_avx512;
+extern const simd_table_f64 kdalab_simd_table_scalar_f64;
+extern const simd_table_f64 kdalab_simd_table_avx2_f64;
+extern const simd_table_f64 kdalab_simd_table_avx512_f64;
 
 #endif

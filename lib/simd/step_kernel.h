@@ -15,13 +15,13 @@
  * wq_j = sum_ch aq_ch S[ch][j] (8 accumulators, 4 loads per row). The
  * vectors may overlap or repeat: each computes its columns' full sums, in the
  * same order, so a column written twice gets the same value twice. */
-static void SIMD_FN(step_read4)(const float *S, size_t K, size_t V, const size_t p[4],
-                                const float *ak, const float *aq, float *u, float *wq)
+static void SIMD_FN(step_read4)(const real *S, size_t K, size_t V, const size_t p[4],
+                                const real *ak, const real *aq, real *u, real *wq)
 {
     vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), u3 = VZERO();
     vf w0 = VZERO(), w1 = VZERO(), w2 = VZERO(), w3 = VZERO();
     for (size_t ch = 0; ch < K; ch++) {
-        const float *row = S + ch * V;
+        const real *row = S + ch * V;
         vf akv = VSET1(ak[ch]), aqv = VSET1(aq[ch]);
         vf r0 = VLOAD(row + p[0]), r1 = VLOAD(row + p[1]);
         vf r2 = VLOAD(row + p[2]), r3 = VLOAD(row + p[3]);
@@ -38,8 +38,8 @@ static void SIMD_FN(step_read4)(const float *S, size_t K, size_t V, const size_t
  * strips of four vectors from column head on, then the columns before head
  * and after the last strip as vectors that stay inside [0, V) (overlapping
  * their neighbours where needed), four at a time. */
-static void SIMD_FN(step_read)(const float *S, size_t K, size_t V, size_t head,
-                               const float *ak, const float *aq, float *u, float *wq)
+static void SIMD_FN(step_read)(const real *S, size_t K, size_t V, size_t head,
+                               const real *ak, const real *aq, real *u, real *wq)
 {
     const size_t VB = 4 * VLEN, nb = (V - head) / VB, jv = head + nb * VB;
     for (size_t b = 0; b < nb; b++) {
@@ -72,16 +72,16 @@ static void SIMD_FN(step_read)(const float *S, size_t K, size_t V, size_t head,
  * step reads first). Returns nonzero when a value it wrote is not finite (the
  * state overflowed): x - x is 0 for a finite x and NaN otherwise, summed into
  * accumulators that stay 0 while everything is finite, at no extra pass. */
-static int SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const float *a,
-                               const float *k, const float *d)
+static int SIMD_FN(step_write)(real *S, size_t K, size_t V, size_t j0, const real *a,
+                               const real *k, const real *d)
 {
     const size_t VB = 4 * VLEN;
     const size_t nb = (V - j0) / VB, jv = j0 + nb * VB;
     vf bad0 = VZERO(), bad1 = VZERO(), bad2 = VZERO(), bad3 = VZERO();
     int bad_tail = 0;
     for (size_t ch = K; ch-- > 0;) { /* columns before j0 and after the last strip */
-        float *row = S + ch * V;
-        const float as = a ? a[ch] : 1.0f;
+        real *row = S + ch * V;
+        const real as = a ? a[ch] : 1.0f;
         vf kv = VSET1(k[ch]), av = VSET1(as);
         for (int part = 0; part < 2; part++) {
             size_t j = part == 0 ? 0 : jv, je = part == 0 ? j0 : V;
@@ -101,7 +101,7 @@ static int SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const fl
         vf d0 = VLOAD(d + j), d1 = VLOAD(d + j + VLEN);
         vf d2 = VLOAD(d + j + 2 * VLEN), d3 = VLOAD(d + j + 3 * VLEN);
         for (size_t ch = K; ch-- > 0;) {
-            float *row = S + ch * V + j;
+            real *row = S + ch * V + j;
             vf kv = VSET1(k[ch]), av = VSET1(a ? a[ch] : 1.0f);
             vf x0 = VFMA(kv, d0, VMUL(av, VLOAD(row)));
             vf x1 = VFMA(kv, d1, VMUL(av, VLOAD(row + VLEN)));
@@ -117,7 +117,7 @@ static int SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const fl
             bad3 = VADD(bad3, VSUB(x3, x3));
         }
     }
-    float sum = VHSUM(VADD(VADD(bad0, bad1), VADD(bad2, bad3)));
+    real sum = VHSUM(VADD(VADD(bad0, bad1), VADD(bad2, bad3)));
     return bad_tail || sum != 0.0f; /* NaN != 0 */
 }
 
@@ -134,21 +134,21 @@ static int SIMD_FN(step_write)(float *S, size_t K, size_t V, size_t j0, const fl
  *     taken in the opposite order (step_read, step_write).
  * Linear attention: a = 1 and delta = v.
  */
-static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, float scale,
-                                   const float *q, const float *k, const float *v,
-                                   const float *g, float beta, float *S, float *o,
+static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, real scale,
+                                   const real *q, const real *k, const real *v,
+                                   const real *g, real beta, real *S, real *o,
                                    size_t *bad)
 {
-    float small_buf[5 * STEP_SMALL];
-    float *buf = small_buf;
+    real small_buf[5 * STEP_SMALL];
+    real *buf = small_buf;
     if (K > STEP_SMALL || V > STEP_SMALL) {
-        buf = malloc((3 * K + 2 * V) * sizeof(float));
+        buf = malloc((3 * K + 2 * V) * sizeof(real));
         if (!buf)
             return KDALAB_ENOMEM;
     }
     /* decay, decay*k, decay*q; then u (becomes delta), w */
-    float *a = buf, *ak = buf + K, *aq = buf + 2 * K;
-    float *u = buf + 3 * K, *wq = u + V;
+    real *a = buf, *ak = buf + K, *aq = buf + 2 * K;
+    real *u = buf + 3 * K, *wq = u + V;
     const size_t Kv = K / VLEN * VLEN;
     const int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
 
@@ -156,9 +156,9 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         for (size_t ch = 0; ch < Kv; ch += VLEN)
             VSTORE(a + ch, VEXP(VLOAD(g + ch)));
         for (size_t ch = Kv; ch < K; ch++)
-            a[ch] = expf(g[ch]);
+            a[ch] = REXP(g[ch]);
     } else {
-        float a0 = mech == KDALAB_GATED_DELTANET ? expf(g[0]) : 1.0f;
+        real a0 = mech == KDALAB_GATED_DELTANET ? REXP(g[0]) : 1.0f;
         for (size_t ch = 0; ch < K; ch++)
             a[ch] = a0;
     }
@@ -169,7 +169,7 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
         VSTORE(aq + ch, VMUL(av, qv));
         kqv = VFMA(kv, qv, kqv);
     }
-    float kq = VHSUM(kqv);
+    real kq = VHSUM(kqv);
     for (size_t ch = Kv; ch < K; ch++) {
         ak[ch] = a[ch] * k[ch];
         aq[ch] = a[ch] * q[ch];
@@ -181,15 +181,15 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
      * straddles two lines costs about as much as two loads; bench/simd.c
      * times the step with S on and off a cache line) */
     size_t head = 0;
-    if ((uintptr_t)S % sizeof(float) == 0)
-        head = SIMD_FN(min_sz)((64 - (uintptr_t)S % 64) % 64 / sizeof(float), V);
+    if ((uintptr_t)S % sizeof(real) == 0)
+        head = SIMD_FN(min_sz)((64 - (uintptr_t)S % 64) % 64 / sizeof(real), V);
 
     /* pass 1 */
     if (V >= VLEN) {
         SIMD_FN(step_read)(S, K, V, head, ak, aq, u, wq);
     } else {
         for (size_t j = 0; j < V; j++) {
-            float u0 = 0, w0 = 0;
+            real u0 = 0, w0 = 0;
             for (size_t ch = 0; ch < K; ch++) {
                 u0 += ak[ch] * S[ch * V + j];
                 w0 += aq[ch] * S[ch * V + j];
@@ -212,7 +212,7 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, fl
     }
     /* delta (in u) and o */
     for (size_t j = 0; j < V; j++) {
-        float d = mech == KDALAB_LINEAR_ATTENTION ? v[j] : beta * (v[j] - u[j]);
+        real d = mech == KDALAB_LINEAR_ATTENTION ? v[j] : beta * (v[j] - u[j]);
         u[j] = d;
         o[j] = scale * (wq[j] + d * kq);
     }

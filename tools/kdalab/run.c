@@ -77,10 +77,10 @@ static void print_help(void)
         "  --form F          recurrent (default) | chunk\n"
         "  --precision P     fp64 (default) | fp32 | bf16 | fp16 (bf16/fp16: emulated\n"
         "                    storage rounding, chunk form only)\n"
-        "  --impl I          reference (default) | simd: the float32 fast path (needs a\n"
-        "                    float32 precision; the recurrent form repeats its decode step;\n"
-        "                    kernels exist for fp32 + safe decay, anything else runs the\n"
-        "                    float32 reference, with a note on stderr)\n"
+        "  --impl I          reference (default) | simd: the fast path; in float32 the\n"
+        "                    recurrent form repeats its decode step; fp64 needs --form\n"
+        "                    chunk; kernels exist for fp32/fp64 + safe decay, anything\n"
+        "                    else runs the reference, with a note on stderr)\n"
         "  --chunk C         chunk size, >= 1 (default %zu; chunk form)\n"
         "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
         "                    (default %zu; chunk form, safe and anchored decay)\n"
@@ -223,9 +223,10 @@ static int plan_options(const run_flags *f, run_job *job)
             return rc;
         job->have_scale = 1;
     }
-    if (job->simd && job->fp64)
-        return cli_fail(EXIT_BAD, "--impl simd computes in float32: add --precision fp32 (or "
-                                  "bf16/fp16 with --form chunk)");
+    if (job->simd && job->fp64 && !job->chunk_form)
+        return cli_fail(EXIT_BAD, "--impl simd with --precision fp64 needs --form chunk (the "
+                                  "float64 SIMD path has no recurrent form); or add "
+                                  "--precision fp32");
     job->timing = f->timing;
     job->repeat = 5;
     if (f->repeat && !f->timing)
@@ -424,6 +425,10 @@ static kdalab_status call_f64(run_job *job)
             &job->fwd.batch, job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
             job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
             job->o, job->ht, &job->opts);
+    else if (job->simd)
+        s = kdalab_simd_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
+                                  x[IN_G], x[IN_BETA], x[IN_H0], job->o, job->ht, &job->opts,
+                                  &job->report);
     else if (job->chunk_form)
         s = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
                                          x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0], job->o,
@@ -456,6 +461,13 @@ static int compute(run_job *job)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
 
     if (job->fp64) {
+        if (job->simd && CLI_IS_BATCH(&job->fwd))
+            return cli_fail(EXIT_BAD, "--impl simd with --precision fp64: the float64 SIMD "
+                                      "path has no varlen / grouped-value-head batch form; "
+                                      "use --impl reference or --precision fp32");
+        if (job->simd && job->opts.decay != KDALAB_DECAY_SAFE)
+            fprintf(stderr, "kdalab run: note: the float64 SIMD path has kernels for the safe "
+                            "decay mode only; the float64 reference computed this run\n");
         job->computed = timed(job, call_f64);
     } else {
         int rc = compute_f32(job);
