@@ -289,6 +289,63 @@ static double validate_chunk(problem *p, kdalab_mechanism m, double **ref)
     return err / (mx > 0 ? mx : 1);
 }
 
+/*
+ * The float64 SIMD path at the level in use: validated against
+ * kdalab_chunk_f64 (tolerance 1e-12: both are float64, only the order of the
+ * sums differs), then the median wall time of reps calls. Returns the time,
+ * or a negative number when the validation failed (*err says by how much).
+ */
+static double time_chunk_f64(const problem *p, kdalab_mechanism m, int reps, double *err)
+{
+    const kdalab_dims *d = &p->d;
+    size_t nqk = d->B * d->T * d->H * d->K, nv = d->B * d->T * d->H * d->V,
+           nbth = d->B * d->T * d->H, ns = d->B * d->H * d->K * d->V;
+    const float *src[6] = {p->q, p->k, p->v, p->g, p->beta, p->h0};
+    size_t n[6] = {nqk, nqk, nv, nqk, nbth, ns};
+    double *w[6], *o = malloc(nv * sizeof *o), *ref = malloc(nv * sizeof *ref),
+                  *ht = malloc(ns * sizeof *ht);
+    if (!o || !ref || !ht)
+        exit(1);
+    for (int a = 0; a < 6; a++) {
+        w[a] = malloc(n[a] * sizeof(double));
+        if (!w[a])
+            exit(1);
+        for (size_t i = 0; i < n[a]; i++)
+            w[a][i] = src[a][i];
+    }
+    double scale = kdalab_default_scale(d->K), ts[32], mx = 0;
+    kdalab_status s = kdalab_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5], ref, ht,
+                                       &bench_opts, NULL);
+    s = s == KDALAB_OK ? kdalab_simd_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5],
+                                               o, ht, &bench_opts, NULL)
+                       : s;
+    *err = s == KDALAB_OK ? 0 : INFINITY;
+    for (size_t i = 0; i < nv; i++) {
+        mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+        double e = fabs(o[i] - ref[i]);
+        *err = e > *err || !isfinite(e) ? e : *err;
+    }
+    *err /= mx > 0 ? mx : 1;
+    double tmed = -1;
+    if (*err <= 1e-12) {
+        reps = reps > 32 ? 32 : reps;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now();
+            kdalab_simd_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5], o, ht,
+                                  &bench_opts, NULL);
+            ts[r] = now() - t0;
+        }
+        gsl_sort(ts, 1, (size_t)reps);
+        tmed = gsl_stats_median_from_sorted_data(ts, 1, (size_t)reps);
+    }
+    for (int a = 0; a < 6; a++)
+        free(w[a]);
+    free(o);
+    free(ref);
+    free(ht);
+    return tmed;
+}
+
 static double time_chunk(chunk_fn fn, problem *p, kdalab_mechanism m, int reps, double *tmin,
                          double *tmax)
 {
@@ -499,6 +556,33 @@ int main(int argc, char **argv)
                        kdalab_simd_level_name(kdalab_simd_get_level()), 1e6 / us, 1e-3 * us, sf / us * 1e-3,
                        7.0 * K * V / us * 1e-3, peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0,
                        "", "", us, last_step_cpu_us);
+            }
+        }
+        /* the float64 SIMD path (the oracle's fast form), C = 64 and 16 */
+        for (size_t li = 0; li < 3; li++) {
+            if (!kdalab_simd_level_available(levels[li]))
+                continue;
+            kdalab_simd_set_level(levels[li]);
+            const size_t c64[] = {64, 16};
+            for (size_t ci = 0; ci < 2; ci++) {
+                bench_opts = kdalab_chunk_opts_default();
+                bench_opts.chunk = c64[ci];
+                double err, t = time_chunk_f64(&p, m, quick ? 2 : 5, &err);
+                char form[16];
+                snprintf(form, sizeof form, "f64ch%zu", c64[ci]);
+                if (t < 0) {
+                    printf("%-17s %-9s %-7s INVALID: error %.3g against kdalab_chunk_f64 > "
+                           "1e-12; not timed\n",
+                           kdalab_mechanism_name(m), form,
+                           kdalab_simd_level_name(kdalab_simd_get_level()), err);
+                    invalid = 1;
+                    continue;
+                }
+                printf("%-17s %-9s %-7s %11.0f %9.2f %8s %8.1f %7s %5s %11s  float64, median "
+                       "of %d  err %.1e\n",
+                       kdalab_mechanism_name(m), form,
+                       kdalab_simd_level_name(kdalab_simd_get_level()), htok / t, 1e3 * t, "",
+                       7.0 * K * V * htok / t * 1e-9, "", "", "", quick ? 2 : 5, err);
             }
         }
         /* the reference float32 chunkwise form, once, for scale */
