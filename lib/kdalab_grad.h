@@ -92,6 +92,10 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
 kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
                                        const double *k, const double *v, const double *d_o,
                                        double *dq, double *dk, double *dv);
+/* The same in float32 (lib/study/attention_bwd_f32.c, generated). */
+kdalab_status kdalab_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                       const float *k, const float *v, const float *d_o,
+                                       float *dq, float *dk, float *dv);
 
 /* ------------------------------------------------------------------------- */
 /* Gates (lib/reference/gates.c)                                             */

@@ -40,3 +40,4 @@ twin lib/reference/recurrent_bwd.c recurrent_bwd_f32.c
 twin lib/reference/chunk_steps.h chunk_steps_f32.h
 twin lib/reference/chunk_steps.c chunk_steps_f32.c
 twin lib/reference/chunk_bwd.c chunk_bwd_f32.c
+twin lib/reference/attention_bwd.c attention_bwd_f32.c

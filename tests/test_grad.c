@@ -681,6 +681,31 @@ static void test_attention_finite_differences(void **state)
         grads_free(&gr);
         free(q); free(k); free(v); free(d_o);
     }
+    /* the float32 twin against the float64 backward */
+    {
+        const kdalab_dims *d = &shapes[1];
+        double *q = random_array(rng, n_qk(d)), *k = random_array(rng, n_qk(d));
+        double *v = random_array(rng, n_v(d)), *d_o = random_array(rng, n_v(d));
+        grads gr;
+        grads_alloc(&gr, d, KDALAB_LINEAR_ATTENTION);
+        assert_int_equal(kdalab_attention_bwd_f64(d, 1.3, q, k, v, d_o, gr.dq, gr.dk, gr.dv),
+                         KDALAB_OK);
+        float *fq = to_f32(q, n_qk(d)), *fk = to_f32(k, n_qk(d)), *fv = to_f32(v, n_v(d)),
+              *fdo = to_f32(d_o, n_v(d));
+        float *g32[3] = {calloc(n_qk(d), 4), calloc(n_qk(d), 4), calloc(n_v(d), 4)};
+        assert_int_equal(kdalab_attention_bwd_f32(d, 1.3f, fq, fk, fv, fdo, g32[0], g32[1],
+                                                  g32[2]),
+                         KDALAB_OK);
+        double e32 = rel_err_f32(g32[0], gr.dq, n_qk(d));
+        e32 = fmax(e32, rel_err_f32(g32[1], gr.dk, n_qk(d)));
+        e32 = fmax(e32, rel_err_f32(g32[2], gr.dv, n_v(d)));
+        printf("    softmax attention backward in float32: %.2e (tolerance %g)\n", e32, F32_TOL);
+        assert_true(e32 <= F32_TOL);
+        for (int a = 0; a < 3; a++)
+            free(g32[a]);
+        free(fq); free(fk); free(fv); free(fdo); free(q); free(k); free(v); free(d_o);
+        grads_free(&gr);
+    }
     printf("    softmax attention: finite differences %.2e (tolerance %g)\n", worst, FD_TOL);
     assert_true(worst <= FD_TOL);
     gsl_rng_free(rng);

@@ -151,8 +151,6 @@ static int plan(const grad_flags *f, grad_job *job)
     if (f->precision && !job->fp32 && strcmp(f->precision, "fp64") != 0)
         return cli_fail(EXIT_BAD, "--precision %s: the backward runs in fp64 or fp32",
                         f->precision);
-    if (job->fp32 && job->attention)
-        return cli_fail(EXIT_BAD, "--precision fp32: softmax attention's backward is fp64 only");
     if (f->form && strcmp(f->form, "chunk") == 0)
         job->chunk_form = 1;
     else if (f->form && strcmp(f->form, "recurrent") != 0)
@@ -286,7 +284,10 @@ static int compute_f32(grad_job *job, const double *const x[N_IN])
         if (!(gf[i] = malloc((nout[i] ? nout[i] : 1) * sizeof(float))))
             rc = cli_fail(EXIT_FAIL, "out of memory for the float32 gradients");
     kdalab_status s = KDALAB_OK;
-    if (rc == 0)
+    if (rc == 0 && job->attention)
+        s = kdalab_attention_bwd_f32(d, (float)job->scale, f[IN_Q], f[IN_K], f[IN_V], f[N_IN],
+                                     gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV]);
+    else if (rc == 0)
         s = job->chunk_form
                 ? kdalab_chunk_bwd_f32(d, job->fwd.mech, (float)job->scale, f[IN_Q], f[IN_K],
                                        f[IN_V], f[IN_G], f[IN_BETA], f[IN_H0], f[N_IN],
