@@ -37,6 +37,7 @@ typedef struct kdalab_kv_cache kdalab_kv_cache;
 /* A new, empty cache for H heads of key dim K and value dim V (float64).
  * Returns NULL when H, K or V is 0, their product overflows, or memory runs out. */
 kdalab_kv_cache *kdalab_kv_cache_new(size_t H, size_t K, size_t V);
+/* Free a cache and everything it holds. NULL is allowed. */
 void kdalab_kv_cache_free(kdalab_kv_cache *cache);
 
 /* Append one token: k [H,K], v [H,V]. Errors: ENULL, ENONFINITE, ENOMEM (cache unchanged). */

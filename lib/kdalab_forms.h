@@ -210,6 +210,8 @@ typedef struct {
     kdalab_precision precision; /* used by kdalab_chunk_f32 only; must be FP32 for _f64      */
 } kdalab_chunk_opts;
 
+/* The chunk options every path uses when given none (opts == NULL), and the
+ * command line when given no chunk flag: C = 64, c = 16, safe decay, fp32. */
 kdalab_chunk_opts kdalab_chunk_opts_default(void);
 
 /* What a chunkwise call saw. All fields are filled on KDALAB_OK and KDALAB_ERANGE. */
