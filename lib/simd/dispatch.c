@@ -134,6 +134,69 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
     return KDALAB_OK;
 }
 
+/* ---- what both precisions' chunkwise entry points share ------------------- */
+
+kdalab_status simd_plan_make(simd_plan *pl, size_t BH, size_t C, size_t c, size_t K, size_t V,
+                             size_t elem, size_t (*work_elems)(size_t, size_t, size_t, size_t))
+{
+    /* tasks: every (b, h), and when there are fewer heads than threads, split
+     * the value columns (independent in every mechanism) into blocks of 16 */
+    int nth = omp_get_max_threads();
+    size_t nsplit = 1, width = V;
+    if (BH < (size_t)nth && V > 16) {
+        size_t want = ((size_t)nth + BH - 1) / BH;
+        width = (V + want - 1) / want;
+        width = (width + 15) / 16 * 16;
+        nsplit = (V + width - 1) / width;
+    }
+    size_t ntasks = BH * nsplit;
+    if ((size_t)nth > ntasks)
+        nth = (int)ntasks;
+
+    /* workspace per thread, allocated before anything is written */
+    size_t CC, CKV, bytes;
+    if (!kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(C, K + width + 16, &CKV) ||
+        !kdalab_mul_size(CC + CKV, 8 * elem, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
+                           C, K, V);
+    bytes = (work_elems(C, c, K, width) * elem + 63) / 64 * 64;
+    void **work = calloc((size_t)nth, sizeof *work);
+    int ok = work != NULL;
+    for (int t = 0; ok && t < nth; t++)
+        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
+    if (!ok) {
+        for (int t = 0; work && t < nth; t++)
+            free(work[t]);
+        free(work);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
+                           bytes);
+    }
+    *pl = (simd_plan){.nth = nth, .nsplit = nsplit, .width = width, .ntasks = ntasks,
+                      .work = work};
+    return KDALAB_OK;
+}
+
+void simd_plan_free(simd_plan *pl)
+{
+    for (int t = 0; t < pl->nth; t++)
+        free(pl->work[t]);
+    free(pl->work);
+}
+
+kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)
+{
+    if (report) {
+        report->nonfinite_o = bad_o;
+        report->nonfinite_ht = bad_ht;
+        report->max_exponent = 0;
+    }
+    if (bad_o || bad_ht)
+        return kdalab_fail(KDALAB_ERANGE, "%zu non-finite values in o and %zu in ht", bad_o,
+                           bad_ht);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
 /* ---------------------------------------------------------------------------- */
 /* Chunkwise form                                                               */
 /* ---------------------------------------------------------------------------- */
@@ -213,45 +276,17 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t c = op.subchunk < C ? op.subchunk : C;
 
-    /* tasks: every (b, h), and when there are fewer heads than threads, split
-     * the value columns (independent in every mechanism) into blocks of 16 */
-    int nth = omp_get_max_threads();
-    size_t BH = B * H, nsplit = 1, width = V;
-    if (BH < (size_t)nth && V > 16) {
-        size_t want = ((size_t)nth + BH - 1) / BH;
-        width = (V + want - 1) / want;
-        width = (width + 15) / 16 * 16;
-        nsplit = (V + width - 1) / width;
-    }
-    size_t ntasks = BH * nsplit;
-    if ((size_t)nth > ntasks)
-        nth = (int)ntasks;
-
-    /* workspace per thread, allocated before anything is written */
-    size_t CC, CKV, floats, bytes;
-    if (!kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(C, K + width + 16, &CKV) ||
-        !kdalab_mul_size(CC + CKV, 32, &bytes))
-        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
-                           C, K, V);
-    floats = tab->work_floats(C, c, K, width);
-    bytes = (floats * sizeof(float) + 63) / 64 * 64;
-    float **work = calloc((size_t)nth, sizeof *work);
-    int ok = work != NULL;
-    for (int t = 0; ok && t < nth; t++)
-        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
-    if (!ok) {
-        for (int t = 0; work && t < nth; t++)
-            free(work[t]);
-        free(work);
-        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
-                           bytes);
-    }
-
+    simd_plan pl;
+    s = simd_plan_make(&pl, B * H, C, c, K, V, sizeof(float), tab->work_floats);
+    if (s != KDALAB_OK)
+        return s;
+    const int nth = pl.nth;
+    const size_t nsplit = pl.nsplit, width = pl.width, ntasks = pl.ntasks;
     const size_t gw = kdalab_mechanism_g_width(mech, K);
     size_t bad_o = 0, bad_ht = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
     {
-        float *mywork = work[omp_get_thread_num()];
+        float *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
             size_t bh = task / nsplit, part = task % nsplit;
@@ -272,20 +307,8 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
         }
     }
-    for (int t = 0; t < nth; t++)
-        free(work[t]);
-    free(work);
-
-    if (report) {
-        report->nonfinite_o = bad_o;
-        report->nonfinite_ht = bad_ht;
-        report->max_exponent = 0;
-    }
-    if (bad_o || bad_ht)
-        return kdalab_fail(KDALAB_ERANGE, "%zu non-finite values in o and %zu in ht", bad_o,
-                           bad_ht);
-    kdalab_clear_error();
-    return KDALAB_OK;
+    simd_plan_free(&pl);
+    return simd_chunk_finish(bad_o, bad_ht, report);
 }
 
 /* ---------------------------------------------------------------------------- */

@@ -99,45 +99,17 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t c = op.subchunk < C ? op.subchunk : C;
 
-    /* tasks: every (b, h), and when there are fewer heads than threads, split
-     * the value columns into blocks of 16 (as the float32 path) */
-    int nth = omp_get_max_threads();
-    size_t BH = B * H, nsplit = 1, width = V;
-    if (BH < (size_t)nth && V > 16) {
-        size_t want = ((size_t)nth + BH - 1) / BH;
-        width = (V + want - 1) / want;
-        width = (width + 15) / 16 * 16;
-        nsplit = (V + width - 1) / width;
-    }
-    size_t ntasks = BH * nsplit;
-    if ((size_t)nth > ntasks)
-        nth = (int)ntasks;
-
-    /* workspace per thread, allocated before anything is written */
-    size_t CC, CKV, floats, bytes;
-    if (!kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(C, K + width + 16, &CKV) ||
-        !kdalab_mul_size(CC + CKV, 64, &bytes))
-        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
-                           C, K, V);
-    floats = tab->work_floats(C, c, K, width);
-    bytes = (floats * sizeof(double) + 63) / 64 * 64;
-    double **work = calloc((size_t)nth, sizeof *work);
-    int ok = work != NULL;
-    for (int t = 0; ok && t < nth; t++)
-        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
-    if (!ok) {
-        for (int t = 0; work && t < nth; t++)
-            free(work[t]);
-        free(work);
-        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
-                           bytes);
-    }
-
+    simd_plan pl;
+    s = simd_plan_make(&pl, B * H, C, c, K, V, sizeof(double), tab->work_floats);
+    if (s != KDALAB_OK)
+        return s;
+    const int nth = pl.nth;
+    const size_t nsplit = pl.nsplit, width = pl.width, ntasks = pl.ntasks;
     const size_t gw = kdalab_mechanism_g_width(mech, K);
     size_t bad_o = 0, bad_ht = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
     {
-        double *mywork = work[omp_get_thread_num()];
+        double *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
             size_t bh = task / nsplit, part = task % nsplit;
@@ -158,20 +130,8 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
         }
     }
-    for (int t = 0; t < nth; t++)
-        free(work[t]);
-    free(work);
-
-    if (report) {
-        report->nonfinite_o = bad_o;
-        report->nonfinite_ht = bad_ht;
-        report->max_exponent = 0;
-    }
-    if (bad_o || bad_ht)
-        return kdalab_fail(KDALAB_ERANGE, "%zu non-finite values in o and %zu in ht", bad_o,
-                           bad_ht);
-    kdalab_clear_error();
-    return KDALAB_OK;
+    simd_plan_free(&pl);
+    return simd_chunk_finish(bad_o, bad_ht, report);
 }
 
 /* ---------------------------------------------------------------------------- */

@@ -104,4 +104,24 @@ extern const simd_table_f64 kdalab_simd_table_scalar_f64;
 extern const simd_table_f64 kdalab_simd_table_avx2_f64;
 extern const simd_table_f64 kdalab_simd_table_avx512_f64;
 
+/*
+ * What the chunkwise entry points of both precisions share (dispatch.c):
+ * cutting a call of BH heads into tasks (whole heads, or blocks of value
+ * columns when there are fewer heads than threads) and one aligned
+ * workspace per thread (work_elems elements of elem bytes), all allocated
+ * before anything is written; and turning the non-finite counts into the
+ * report and status.
+ */
+typedef struct {
+    int nth;                     /* threads to run                          */
+    size_t nsplit, width;        /* column blocks per head, columns per block */
+    size_t ntasks;               /* BH * nsplit                             */
+    void **work;                 /* [nth] workspaces, 64-byte aligned       */
+} simd_plan;
+
+kdalab_status simd_plan_make(simd_plan *pl, size_t BH, size_t C, size_t c, size_t K, size_t V,
+                             size_t elem, size_t (*work_elems)(size_t, size_t, size_t, size_t));
+void simd_plan_free(simd_plan *pl);
+kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
+
 #endif
