@@ -44,7 +44,7 @@ typedef enum {
     KDALAB_FORM_RECURRENT = 0, /* the recurrence                                 */
     KDALAB_FORM_CHUNK,         /* the chunkwise form (opts)                      */
     KDALAB_FORM_SIMD_RECURRENT, /* float32 only: the SIMD path's recurrence      */
-    KDALAB_FORM_SIMD_CHUNK      /* float32 only: the SIMD path's chunkwise form  */
+    KDALAB_FORM_SIMD_CHUNK      /* the SIMD path's chunkwise form (f32 and f64)  */
 } kdalab_form;
 
 /*
@@ -63,8 +63,9 @@ size_t kdalab_batch_hv(const kdalab_batch *batch, const kdalab_dims *dims);
 /*
  * kdalab_batch_f64 — a forward (KDALAB_FORM_RECURRENT: kdalab_recurrent_f64;
  * KDALAB_FORM_CHUNK: kdalab_chunk_f64 with opts) over a varlen / GVA batch.
- * ht may be NULL. Errors: those of kdalab_batch_check and of the form;
- * KDALAB_EINVAL for a SIMD form.
+ * KDALAB_FORM_SIMD_CHUNK: kdalab_simd_chunk_f64. ht may be NULL. Errors:
+ * those of kdalab_batch_check and of the form; KDALAB_EINVAL for
+ * KDALAB_FORM_SIMD_RECURRENT (float32 only).
  */
 kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, double scale,

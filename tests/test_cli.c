@@ -1080,6 +1080,7 @@ static void varlen_golden(void **state)
     } forms[] = {{"", 1e-12},
                  {"--form chunk --chunk 16", 1e-12},
                  {"--form chunk --precision fp32 --impl simd", 1e-5},
+                 {"--form chunk --precision fp64 --impl simd", 1e-12},
                  {"--precision fp32 --impl simd", 1e-5}};
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')

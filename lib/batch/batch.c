@@ -112,12 +112,15 @@ static kdalab_status run_piece(const call *c, piece *p)
                                     p->d_o, dht, p->dq, p->dk, p->dv, p->dg, p->dbeta, p->dh0,
                                     c->opts);
     }
-    if (c->es == 8)
-        return c->form == KDALAB_FORM_RECURRENT
-                   ? kdalab_recurrent_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g,
-                                          p->beta, h0, p->o, p->ht)
-                   : kdalab_chunk_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g, p->beta,
-                                      h0, p->o, p->ht, c->opts, NULL);
+    if (c->es == 8 && c->form == KDALAB_FORM_RECURRENT)
+        return kdalab_recurrent_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g, p->beta, h0,
+                                    p->o, p->ht);
+    if (c->es == 8 && c->form == KDALAB_FORM_CHUNK)
+        return kdalab_chunk_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g, p->beta, h0, p->o,
+                                p->ht, c->opts, NULL);
+    if (c->es == 8) /* KDALAB_FORM_SIMD_CHUNK (setup refused SIMD_RECURRENT) */
+        return kdalab_simd_chunk_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g, p->beta, h0,
+                                     p->o, p->ht, c->opts, NULL);
     float s = (float)c->scale;
     switch (c->form) {
     case KDALAB_FORM_RECURRENT:
@@ -341,8 +344,9 @@ kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
 {
     call c = {0};
     kdalab_status s = setup(&c, batch, form, dims, mech, scale, sizeof(double));
-    if (s == KDALAB_OK && form >= KDALAB_FORM_SIMD_RECURRENT)
-        s = kdalab_fail(KDALAB_EINVAL, "the SIMD forms are float32 (kdalab_batch_f32)");
+    if (s == KDALAB_OK && form == KDALAB_FORM_SIMD_RECURRENT)
+        s = kdalab_fail(KDALAB_EINVAL, "the SIMD recurrent form is float32 only "
+                                       "(kdalab_batch_f32)");
     if (s == KDALAB_OK && dims->T > 0 && !o)
         s = kdalab_fail(KDALAB_ENULL, "o is NULL");
     if (s != KDALAB_OK)

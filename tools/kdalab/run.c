@@ -79,9 +79,8 @@ static void print_help(void)
         "                    storage rounding, chunk form only)\n"
         "  --impl I          reference (default) | simd: the fast path; in float32 the\n"
         "                    recurrent form repeats its decode step; fp64 needs --form\n"
-        "                    chunk and no --cu-seqlens or grouped value heads; kernels\n"
-        "                    exist for fp32/fp64 + safe decay, anything else runs the\n"
-        "                    reference, with a note on stderr)\n"
+        "                    chunk; kernels exist for fp32/fp64 + safe decay, anything\n"
+        "                    else runs the reference, with a note on stderr)\n"
         "  --chunk C         chunk size, >= 1 (default %zu; chunk form)\n"
         "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
         "                    (default %zu; chunk form, safe and anchored decay)\n"
@@ -423,7 +422,9 @@ static kdalab_status call_f64(run_job *job)
         x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
     if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
         s = kdalab_batch_f64(
-            &job->fwd.batch, job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
+            &job->fwd.batch,
+            job->simd ? KDALAB_FORM_SIMD_CHUNK
+                      : job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
             job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
             job->o, job->ht, &job->opts);
     else if (job->simd)
@@ -462,10 +463,6 @@ static int compute(run_job *job)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
 
     if (job->fp64) {
-        if (job->simd && CLI_IS_BATCH(&job->fwd))
-            return cli_fail(EXIT_BAD, "--impl simd with --precision fp64: the float64 SIMD "
-                                      "path has no varlen / grouped-value-head batch form; "
-                                      "use --impl reference or --precision fp32");
         if (job->simd && job->opts.decay != KDALAB_DECAY_SAFE)
             fprintf(stderr, "kdalab run: note: the float64 SIMD path has kernels for the safe "
                             "decay mode only; the float64 reference computed this run\n");
