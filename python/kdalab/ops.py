@@ -198,9 +198,9 @@ def _gate_bwd(g, saved, lower_bound, HV, K, dg):
     return d_raw, dA, (db if dt_bias is not None else None)
 
 
-def _normalizer(q, k, scale, cu, T, G):
+def _normalizer(q, k, scale, cu, T):
     """z_t = scale q_t . cumsum_{u <= t} k_u per sequence, [B, T, H, 1], and the
-    cumulative keys; value head j divides by z of q/k head j // G."""
+    cumulative keys (value head j divides by z of q/k head j // G: _per_value_head)."""
     kc = np.zeros_like(k)
     bounds = cu if cu is not None else np.array([0, T])
     for n in range(len(bounds) - 1):
@@ -252,7 +252,7 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
         b, form, d, _lib.MECHANISMS[mech], scale, _lib.ptr(q), _lib.ptr(k), _lib.ptr(v),
         _lib.ptr(g), _lib.ptr(beta), _lib.ptr(h0), _lib.ptr(o), _lib.ptr(ht), op), mech)
     if normalize:
-        z, _ = _normalizer(q, k, scale, call.cu, call.T, call.HV // call.H)
+        z, _ = _normalizer(q, k, scale, call.cu, call.T)
         o = o / _per_value_head(z, call.HV // call.H)
     return o, (ht if output_final_state else None)
 
@@ -270,7 +270,7 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
         o, _ = _forward(mech, form, q, k, v, g, beta, scale, initial_state, False, cu_seqlens,
                         chunk_size, False, **opt)
         G = call.HV // call.H
-        z, kc = _normalizer(qe, ke, scale, call.cu, call.T, G)
+        z, kc = _normalizer(qe, ke, scale, call.cu, call.T)
         zv = _per_value_head(z, G)
         dzv = -(do * o).sum(-1, keepdims=True) / zv ** 2  # per value head
         dz = dzv.reshape(call.B, call.T, call.H, G, 1).sum(3)  # summed over each group
