@@ -76,9 +76,11 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
  * Each batch draws from its own GSL gsl_rng_mt19937, seeded with a hash of
  * (seed, batch_index) (SplitMix64's finaliser, folded to the 32 bits
  * mt19937 takes): batches are independent of each other and of the order
- * they are made in. Two different (seed, batch_index) pairs share a
- * generator with probability 2^-32, so a training run should draw its test
- * set from its own seed (e.g. seed + 1) rather than rely on disjoint indices.
+ * they are made in; the rows are drawn in order, so the first B' rows of a
+ * batch of B > B' are the batch of B'. Two different (seed, batch_index)
+ * pairs share a generator with probability 2^-32, so a training run should
+ * draw its test set from its own seed (e.g. seed + 1) rather than rely on
+ * disjoint indices.
  * B = 0 writes nothing. Errors: those of kdalab_mqar_vocab_size,
  * KDALAB_EOVERFLOW (B * T elements), KDALAB_ENULL (tokens or targets),
  * KDALAB_ENOMEM.

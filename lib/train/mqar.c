@@ -27,7 +27,8 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
     if (cfg->key_vocab == 0 || cfg->value_vocab == 0)
         return kdalab_fail(KDALAB_ESIZE, "key_vocab = %zu, value_vocab = %zu: both must be >= 1",
                            cfg->key_vocab, cfg->value_vocab);
-    if (cfg->key_vocab > INT32_MAX || cfg->value_vocab > INT32_MAX - 1 - cfg->key_vocab)
+    if (cfg->key_vocab > (size_t)INT32_MAX - 1 ||
+        cfg->value_vocab > (size_t)INT32_MAX - 1 - cfg->key_vocab)
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "key_vocab = %zu, value_vocab = %zu: the largest token must fit "
                            "an int32_t (1 + key_vocab + value_vocab <= %d)",
