@@ -22,6 +22,8 @@
  *   kdalab_simd.h       the optimized float32 path
  *   kdalab_grad.h       gradients: the backward of every form, and the gates
  *   kdalab_batch.h      fla's varlen (cu_seqlens) and GVA layouts for every form
+ *   kdalab_train.h      training: the MQAR task, RMSNorm, SiLU, SwiGLU, the short
+ *                       convolution and the cross-entropy loss, forward and backward
  */
 #include "kdalab_status.h"
 #include "kdalab_forms.h"
@@ -32,5 +34,6 @@
 #include "kdalab_simd.h"
 #include "kdalab_grad.h"
 #include "kdalab_batch.h"
+#include "kdalab_train.h"
 
 #endif /* KDALAB_H */

@@ -1,0 +1,290 @@
+/*
+ * lib/train/layers.c — the pieces of a model around its mixers, forward and
+ * backward, in float64: RMSNorm with a gain, SiLU, the SwiGLU gate and the
+ * causal depthwise short convolution. Each backward is the forward's chain
+ * rule written out (the formulas are in kdalab_train.h) and is checked
+ * against central finite differences in tests/test_train_layers.c.
+ *
+ * defines: kdalab_rmsnorm_fwd_f64, kdalab_rmsnorm_bwd_f64,
+ *          kdalab_silu_fwd_f64, kdalab_silu_bwd_f64,
+ *          kdalab_swiglu_fwd_f64, kdalab_swiglu_bwd_f64,
+ *          kdalab_short_conv_fwd_f64, kdalab_short_conv_bwd_f64
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* ---- shared checks ----------------------------------------------------------- */
+
+/* *n = a * b elements of double, no overflow of the count or its bytes. */
+static kdalab_status count2(const char *what, size_t a, size_t b, size_t *n)
+{
+    size_t bytes;
+    if (!kdalab_mul_size(a, b, n) || !kdalab_mul_size(*n, sizeof(double), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "%s: %zu * %zu elements overflow", what, a, b);
+    return KDALAB_OK;
+}
+
+/* An input array of n values: not NULL when n > 0, every value finite. */
+static kdalab_status input(const char *name, const double *x, size_t n)
+{
+    if (n && !x)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", name);
+    return kdalab_check_values_f64(KDALAB_RULE_FINITE, name, x, n, NULL);
+}
+
+/* A required output array of n values. */
+static kdalab_status output(const char *name, const double *y, size_t n)
+{
+    if (n && !y)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", name);
+    return KDALAB_OK;
+}
+
+/* Both outputs of a backward checked for non-finite values (NULL: not asked). */
+static kdalab_status check_grads(const char *what, const double *d1, size_t n1,
+                                 const double *d2, size_t n2)
+{
+    kdalab_status s = KDALAB_OK;
+    if (d1)
+        s = kdalab_check_outputs_f64(what, d1, n1, NULL, 0, NULL, NULL);
+    if (s == KDALAB_OK && d2)
+        s = kdalab_check_outputs_f64(what, d2, n2, NULL, 0, NULL, NULL);
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
+}
+
+static double sigmoid(double z)
+{
+    /* both branches exponentiate a non-positive number */
+    return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));
+}
+
+/* ---- RMSNorm ------------------------------------------------------------------- */
+
+static kdalab_status rmsnorm_check(size_t N, size_t D, double eps, const double *x,
+                                   const double *w, size_t *n)
+{
+    if (D == 0)
+        return kdalab_fail(KDALAB_ESIZE, "D = 0: RMSNorm needs at least one feature");
+    if (!isfinite(eps) || eps <= 0)
+        return kdalab_fail(KDALAB_EDOMAIN, "eps = %g: it must be finite and > 0", eps);
+    kdalab_status s = count2("RMSNorm", N, D, n);
+    if (s == KDALAB_OK)
+        s = input("x", x, *n);
+    if (s == KDALAB_OK)
+        s = input("w", w, D);
+    return s;
+}
+
+/* 1 / sqrt(mean(x^2) + eps) of one row x [D]. */
+static double rms_inverse(size_t D, double eps, const double *x)
+{
+    double ss = 0;
+    for (size_t d = 0; d < D; d++)
+        ss += x[d] * x[d];
+    return 1 / sqrt(ss / (double)D + eps);
+}
+
+kdalab_status kdalab_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x,
+                                     const double *w, double *y)
+{
+    // x, y are (N, D); w is (D)
+    size_t n;
+    kdalab_status s = rmsnorm_check(N, D, eps, x, w, &n);
+    if (s == KDALAB_OK)
+        s = output("y", y, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t r = 0; r < N; r++) {
+        const double *xr = x + r * D;
+        double inv = rms_inverse(D, eps, xr);
+        for (size_t d = 0; d < D; d++)
+            y[r * D + d] = xr[d] * inv * w[d];
+    }
+    return kdalab_check_outputs_f64("RMSNorm", y, n, NULL, 0, NULL, NULL);
+}
+
+kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x,
+                                     const double *w, const double *dy, double *dx,
+                                     double *dw)
+{
+    // x, dy, dx are (N, D); w, dw are (D)
+    size_t n;
+    kdalab_status s = rmsnorm_check(N, D, eps, x, w, &n);
+    if (s == KDALAB_OK)
+        s = input("dy", dy, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t d = 0; dw && d < D; d++)
+        dw[d] = 0;
+    for (size_t r = 0; r < N; r++) {
+        const double *xr = x + r * D, *dyr = dy + r * D;
+        double inv = rms_inverse(D, eps, xr);
+        /* dot = sum_d dy w x: how the row's scale moves the loss */
+        double dot = 0;
+        for (size_t d = 0; d < D; d++)
+            dot += dyr[d] * w[d] * xr[d];
+        double coef = inv * inv * inv * dot / (double)D;
+        for (size_t d = 0; d < D; d++) {
+            if (dx)
+                dx[r * D + d] = inv * w[d] * dyr[d] - coef * xr[d];
+            if (dw)
+                dw[d] += dyr[d] * xr[d] * inv;
+        }
+    }
+    return check_grads("RMSNorm backward", dx, n, dw, D);
+}
+
+/* ---- SiLU and the SwiGLU gate ------------------------------------------------------ */
+
+static double silu(double x) { return x * sigmoid(x); }
+
+/* d silu / dx = s + x s (1 - s), s = sigmoid(x) */
+static double silu_grad(double x)
+{
+    double sg = sigmoid(x);
+    return sg * (1 + x * (1 - sg));
+}
+
+kdalab_status kdalab_silu_fwd_f64(size_t n, const double *x, double *y)
+{
+    // x, y are (n)
+    kdalab_status s = input("x", x, n);
+    if (s == KDALAB_OK)
+        s = output("y", y, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++)
+        y[i] = silu(x[i]);
+    kdalab_clear_error(); /* |silu(x)| <= |x|: finite */
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx)
+{
+    // x, dy, dx are (n)
+    kdalab_status s = input("x", x, n);
+    if (s == KDALAB_OK)
+        s = input("dy", dy, n);
+    if (s == KDALAB_OK)
+        s = output("dx", dx, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++)
+        dx[i] = dy[i] * silu_grad(x[i]);
+    return check_grads("SiLU backward", dx, n, NULL, 0);
+}
+
+kdalab_status kdalab_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h)
+{
+    // a, b, h are (n)
+    kdalab_status s = input("a", a, n);
+    if (s == KDALAB_OK)
+        s = input("b", b, n);
+    if (s == KDALAB_OK)
+        s = output("h", h, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++)
+        h[i] = silu(a[i]) * b[i];
+    return kdalab_check_outputs_f64("SwiGLU", h, n, NULL, 0, NULL, NULL);
+}
+
+kdalab_status kdalab_swiglu_bwd_f64(size_t n, const double *a, const double *b,
+                                    const double *dh, double *da, double *db)
+{
+    // a, b, dh, da, db are (n)
+    kdalab_status s = input("a", a, n);
+    if (s == KDALAB_OK)
+        s = input("b", b, n);
+    if (s == KDALAB_OK)
+        s = input("dh", dh, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t i = 0; i < n; i++) {
+        if (da)
+            da[i] = dh[i] * b[i] * silu_grad(a[i]);
+        if (db)
+            db[i] = dh[i] * silu(a[i]);
+    }
+    return check_grads("SwiGLU backward", da, n, db, n);
+}
+
+/* ---- the causal depthwise short convolution ----------------------------------------- */
+
+static kdalab_status conv_check(size_t B, size_t T, size_t C, size_t W, const double *x,
+                                const double *w, size_t *n, size_t *nw)
+{
+    size_t bt;
+    if (C == 0 || W == 0)
+        return kdalab_fail(KDALAB_ESIZE, "C = %zu, W = %zu: both must be >= 1", C, W);
+    kdalab_status s = count2("short convolution", B, T, &bt);
+    if (s == KDALAB_OK)
+        s = count2("short convolution", bt, C, n);
+    if (s == KDALAB_OK)
+        s = count2("short convolution weight", W, C, nw);
+    if (s == KDALAB_OK)
+        s = input("x", x, *n);
+    if (s == KDALAB_OK)
+        s = input("w", w, *nw);
+    return s;
+}
+
+kdalab_status kdalab_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W,
+                                        const double *x, const double *w, double *y)
+{
+    // x, y are (B, T, C); w is (W, C), w[0] on the current token
+    size_t n, nw;
+    kdalab_status s = conv_check(B, T, C, W, x, w, &n, &nw);
+    if (s == KDALAB_OK)
+        s = output("y", y, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t b = 0; b < B; b++) {
+        const double *xb = x + b * T * C;
+        double *yb = y + b * T * C;
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < C; c++) {
+                double acc = 0;
+                for (size_t i = 0; i < W && i <= t; i++)
+                    acc += w[i * C + c] * xb[(t - i) * C + c];
+                yb[t * C + c] = acc;
+            }
+    }
+    return kdalab_check_outputs_f64("short convolution", y, n, NULL, 0, NULL, NULL);
+}
+
+kdalab_status kdalab_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W,
+                                        const double *x, const double *w, const double *dy,
+                                        double *dx, double *dw)
+{
+    // x, dy, dx are (B, T, C); w, dw are (W, C)
+    size_t n, nw;
+    kdalab_status s = conv_check(B, T, C, W, x, w, &n, &nw);
+    if (s == KDALAB_OK)
+        s = input("dy", dy, n);
+    if (s != KDALAB_OK)
+        return s;
+    for (size_t j = 0; dw && j < nw; j++)
+        dw[j] = 0;
+    for (size_t b = 0; b < B; b++) {
+        const double *xb = x + b * T * C, *dyb = dy + b * T * C;
+        for (size_t t = 0; t < T; t++)
+            for (size_t c = 0; c < C; c++) {
+                /* x[t] reaches y[t + i] through w[i] */
+                if (dx) {
+                    double acc = 0;
+                    for (size_t i = 0; i < W && t + i < T; i++)
+                        acc += w[i * C + c] * dyb[(t + i) * C + c];
+                    dx[b * T * C + t * C + c] = acc;
+                }
+                /* w[i] met x[t - i] at y[t] */
+                for (size_t i = 0; dw && i < W && i <= t; i++)
+                    dw[i * C + c] += dyb[t * C + c] * xb[(t - i) * C + c];
+            }
+    }
+    return check_grads("short convolution backward", dx, n, dw, nw);
+}

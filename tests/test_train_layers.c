@@ -1,0 +1,528 @@
+/*
+ * tests/test_train_layers.c — lib/train: every backward (RMSNorm, SiLU, the
+ * SwiGLU gate, the short convolution, the cross-entropy loss) against central
+ * finite differences; hand-computed values; bad input; and the MQAR
+ * generator's promises (determinism, pairs before queries, distinct keys,
+ * every query answered by its pair, targets only at queries, bad configs).
+ *
+ * Finite differences: L = sum(y * dy) for a random upstream dy (for the loss,
+ * L = dloss * loss), each input element moved by +-h, h = 1e-5, compared
+ * with the analytic gradient relative to the largest |analytic| of that
+ * array. The truncation error is h^2 |L'''| / 6 ~ 1e-11 and the rounding
+ * error eps |L| / h ~ 1e-16 * 10 / 1e-5 = 1e-10 for these O(1) inputs, so
+ * 1e-7 leaves three orders of margin (the same tolerance as test_grad);
+ * the measured errors are printed (1.8e-10 or below when this was written).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "common.h"
+
+#define FD_TOL 1e-7
+#define FD_STEP 1e-5
+#define SENTINEL 12345.0
+
+static double *gaussian(gsl_rng *rng, size_t n, double sigma, double mean)
+{
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = mean + gsl_ran_gaussian(rng, sigma);
+    return x;
+}
+
+static double *zeros(size_t n)
+{
+    double *x = calloc(n ? n : 1, sizeof *x);
+    assert_non_null(x);
+    return x;
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* ---- finite differences ---------------------------------------------------------- */
+
+/* One layer's problem: up to three inputs, the upstream gradient, the sizes. */
+typedef struct {
+    size_t N, D, B, T, C, W;
+    double eps, dloss;
+    double *in[3];
+    size_t n_in[3];
+    double *dy; /* the upstream gradient, n_out values */
+    size_t n_out;
+    const int32_t *targets;
+} layer_problem;
+
+/* L = sum(y * dy) of each forward, at the current inputs. */
+static double loss_rmsnorm(const layer_problem *p)
+{
+    double *y = zeros(p->n_out);
+    assert_int_equal(kdalab_rmsnorm_fwd_f64(p->N, p->D, p->eps, p->in[0], p->in[1], y),
+                     KDALAB_OK);
+    double L = dot(y, p->dy, p->n_out);
+    free(y);
+    return L;
+}
+
+static double loss_silu(const layer_problem *p)
+{
+    double *y = zeros(p->n_out);
+    assert_int_equal(kdalab_silu_fwd_f64(p->n_out, p->in[0], y), KDALAB_OK);
+    double L = dot(y, p->dy, p->n_out);
+    free(y);
+    return L;
+}
+
+static double loss_swiglu(const layer_problem *p)
+{
+    double *y = zeros(p->n_out);
+    assert_int_equal(kdalab_swiglu_fwd_f64(p->n_out, p->in[0], p->in[1], y), KDALAB_OK);
+    double L = dot(y, p->dy, p->n_out);
+    free(y);
+    return L;
+}
+
+static double loss_conv(const layer_problem *p)
+{
+    double *y = zeros(p->n_out);
+    assert_int_equal(kdalab_short_conv_fwd_f64(p->B, p->T, p->C, p->W, p->in[0], p->in[1], y),
+                     KDALAB_OK);
+    double L = dot(y, p->dy, p->n_out);
+    free(y);
+    return L;
+}
+
+static double loss_ce(const layer_problem *p)
+{
+    double loss;
+    assert_int_equal(kdalab_cross_entropy_fwd_f64(p->N, p->D, p->in[0], p->targets, &loss,
+                                                  NULL, NULL),
+                     KDALAB_OK);
+    return p->dloss * loss;
+}
+
+/* The worst error of grad against central differences of loss over input a,
+ * relative to max |grad|. */
+static double fd_error(layer_problem *p, double (*loss)(const layer_problem *), size_t a,
+                       const double *grad)
+{
+    double gmax = 1e-300, worst = 0;
+    for (size_t i = 0; i < p->n_in[a]; i++)
+        gmax = fmax(gmax, fabs(grad[i]));
+    for (size_t i = 0; i < p->n_in[a]; i++) {
+        double x0 = p->in[a][i];
+        p->in[a][i] = x0 + FD_STEP;
+        double lp = loss(p);
+        p->in[a][i] = x0 - FD_STEP;
+        double lm = loss(p);
+        p->in[a][i] = x0;
+        worst = fmax(worst, fabs((lp - lm) / (2 * FD_STEP) - grad[i]) / gmax);
+    }
+    return worst;
+}
+
+static void report(const char *what, double err)
+{
+    printf("    %-34s finite differences: %.2e (tolerance %g)\n", what, err, FD_TOL);
+    assert_true(err <= FD_TOL);
+}
+
+static void test_rmsnorm_fd(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(101);
+    /* eps = 1e-6 on O(1) rows (eps negligible), and eps = 0.1 with one row
+     * scaled by 0.1, so that eps dominates that row's mean square */
+    const double eps[2] = {1e-6, 0.1};
+    for (int c = 0; c < 2; c++) {
+        layer_problem p = {.N = 4, .D = 6, .eps = eps[c]};
+        p.n_in[0] = p.n_out = p.N * p.D;
+        p.n_in[1] = p.D;
+        p.in[0] = gaussian(rng, p.n_in[0], 1, 0);
+        for (size_t d = 0; c == 1 && d < p.D; d++)
+            p.in[0][d] *= 0.1;
+        p.in[1] = gaussian(rng, p.D, 0.3, 1);
+        p.dy = gaussian(rng, p.n_out, 1, 0);
+        double *dx = zeros(p.n_in[0]), *dw = zeros(p.D);
+        assert_int_equal(kdalab_rmsnorm_bwd_f64(p.N, p.D, p.eps, p.in[0], p.in[1], p.dy, dx,
+                                                dw),
+                         KDALAB_OK);
+        char what[64];
+        snprintf(what, sizeof what, "RMSNorm dx (eps = %g)", p.eps);
+        report(what, fd_error(&p, loss_rmsnorm, 0, dx));
+        snprintf(what, sizeof what, "RMSNorm dw (eps = %g)", p.eps);
+        report(what, fd_error(&p, loss_rmsnorm, 1, dw));
+        /* either gradient alone is the same */
+        double *dx1 = zeros(p.n_in[0]), *dw1 = zeros(p.D);
+        assert_int_equal(kdalab_rmsnorm_bwd_f64(p.N, p.D, p.eps, p.in[0], p.in[1], p.dy, dx1,
+                                                NULL),
+                         KDALAB_OK);
+        assert_int_equal(kdalab_rmsnorm_bwd_f64(p.N, p.D, p.eps, p.in[0], p.in[1], p.dy, NULL,
+                                                dw1),
+                         KDALAB_OK);
+        assert_memory_equal(dx, dx1, p.n_in[0] * sizeof *dx);
+        assert_memory_equal(dw, dw1, p.D * sizeof *dw);
+        free(dx); free(dw); free(dx1); free(dw1);
+        free(p.in[0]); free(p.in[1]); free(p.dy);
+    }
+    gsl_rng_free(rng);
+}
+
+static void test_silu_swiglu_fd(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(102);
+    size_t n = 40;
+    layer_problem p = {.n_out = n};
+    p.n_in[0] = p.n_in[1] = n;
+    p.in[0] = gaussian(rng, n, 3, 0); /* both signs, into the tails */
+    p.in[1] = gaussian(rng, n, 1, 0);
+    p.dy = gaussian(rng, n, 1, 0);
+    double *dx = zeros(n), *db = zeros(n);
+    assert_int_equal(kdalab_silu_bwd_f64(n, p.in[0], p.dy, dx), KDALAB_OK);
+    report("SiLU dx", fd_error(&p, loss_silu, 0, dx));
+    assert_int_equal(kdalab_swiglu_bwd_f64(n, p.in[0], p.in[1], p.dy, dx, db), KDALAB_OK);
+    report("SwiGLU da", fd_error(&p, loss_swiglu, 0, dx));
+    report("SwiGLU db", fd_error(&p, loss_swiglu, 1, db));
+    free(dx); free(db); free(p.in[0]); free(p.in[1]); free(p.dy);
+    gsl_rng_free(rng);
+}
+
+static void test_short_conv_fd(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(103);
+    /* W < T, and W > T (taps that never meet a token) */
+    const size_t shapes[][4] = {{2, 7, 3, 4}, {1, 3, 2, 5}};
+    for (size_t s = 0; s < 2; s++) {
+        layer_problem p = {.B = shapes[s][0], .T = shapes[s][1], .C = shapes[s][2],
+                           .W = shapes[s][3]};
+        p.n_in[0] = p.n_out = p.B * p.T * p.C;
+        p.n_in[1] = p.W * p.C;
+        p.in[0] = gaussian(rng, p.n_in[0], 1, 0);
+        p.in[1] = gaussian(rng, p.n_in[1], 0.5, 0);
+        p.dy = gaussian(rng, p.n_out, 1, 0);
+        double *dx = zeros(p.n_in[0]), *dw = zeros(p.n_in[1]);
+        assert_int_equal(kdalab_short_conv_bwd_f64(p.B, p.T, p.C, p.W, p.in[0], p.in[1], p.dy,
+                                                   dx, dw),
+                         KDALAB_OK);
+        char what[64];
+        snprintf(what, sizeof what, "short conv dx (T = %zu, W = %zu)", p.T, p.W);
+        report(what, fd_error(&p, loss_conv, 0, dx));
+        snprintf(what, sizeof what, "short conv dw (T = %zu, W = %zu)", p.T, p.W);
+        report(what, fd_error(&p, loss_conv, 1, dw));
+        if (p.W > p.T) /* taps W > T multiply nothing */
+            for (size_t j = p.T * p.C; j < p.n_in[1]; j++)
+                assert_true(dw[j] == 0);
+        free(dx); free(dw); free(p.in[0]); free(p.in[1]); free(p.dy);
+    }
+    gsl_rng_free(rng);
+}
+
+static void test_cross_entropy_fd(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(104);
+    const int32_t targets[] = {2, -1, 0, 4, -1, 1, 3};
+    layer_problem p = {.N = 7, .D = 5, .dloss = 0.7, .targets = targets};
+    p.n_in[0] = p.N * p.D;
+    p.in[0] = gaussian(rng, p.n_in[0], 2, 0);
+    double *dl = zeros(p.n_in[0]);
+    assert_int_equal(kdalab_cross_entropy_bwd_f64(p.N, p.D, p.in[0], targets, p.dloss, dl),
+                     KDALAB_OK);
+    report("cross-entropy dlogits", fd_error(&p, loss_ce, 0, dl));
+    for (size_t r = 0; r < p.N; r++) {
+        double row = 0;
+        for (size_t v = 0; v < p.D; v++)
+            row += dl[r * p.D + v];
+        assert_true(fabs(row) < 1e-15); /* softmax - onehot sums to 0 */
+        if (targets[r] == -1)
+            for (size_t v = 0; v < p.D; v++)
+                assert_true(dl[r * p.D + v] == 0);
+    }
+    free(dl); free(p.in[0]);
+    gsl_rng_free(rng);
+}
+
+/* ---- hand-computed values ---------------------------------------------------------- */
+
+static void test_layer_values(void **state)
+{
+    (void)state;
+    /* RMSNorm of (3, 4): mean square 12.5 */
+    double x[2] = {3, 4}, w[2] = {1, 2}, y[2];
+    assert_int_equal(kdalab_rmsnorm_fwd_f64(1, 2, 1e-6, x, w, y), KDALAB_OK);
+    double r = 1 / sqrt(12.5 + 1e-6);
+    assert_true(fabs(y[0] - 3 * r) < 1e-15 && fabs(y[1] - 8 * r) < 1e-15);
+    /* an all-zero row stays zero, and finite */
+    double z[3] = {0, 0, 0}, wz[3] = {1, 1, 1}, yz[3] = {SENTINEL, SENTINEL, SENTINEL};
+    assert_int_equal(kdalab_rmsnorm_fwd_f64(1, 3, 1e-6, z, wz, yz), KDALAB_OK);
+    assert_true(yz[0] == 0 && yz[1] == 0 && yz[2] == 0);
+
+    /* SiLU: silu(0) = 0, silu'(0) = 1/2; very negative and positive tails */
+    double sx[3] = {0, -800, 800}, sy[3], sd[3], one[3] = {1, 1, 1};
+    assert_int_equal(kdalab_silu_fwd_f64(3, sx, sy), KDALAB_OK);
+    assert_true(sy[0] == 0 && sy[1] == 0 && sy[2] == 800);
+    assert_int_equal(kdalab_silu_bwd_f64(3, sx, one, sd), KDALAB_OK);
+    assert_true(sd[0] == 0.5 && sd[1] == 0 && sd[2] == 1);
+
+    /* the short convolution of a unit impulse is the filter */
+    double imp[5] = {1, 0, 0, 0, 0}, filt[3] = {0.5, -1, 2}, out[5];
+    assert_int_equal(kdalab_short_conv_fwd_f64(1, 5, 1, 3, imp, filt, out), KDALAB_OK);
+    const double want[5] = {0.5, -1, 2, 0, 0};
+    assert_memory_equal(out, want, sizeof want);
+
+    /* cross-entropy: uniform logits give log V; the first maximum is the argmax */
+    double logits[2 * 4] = {0}, loss, acc;
+    int32_t t[2] = {0, 3};
+    size_t counted;
+    assert_int_equal(kdalab_cross_entropy_fwd_f64(2, 4, logits, t, &loss, &acc, &counted),
+                     KDALAB_OK);
+    assert_true(fabs(loss - log(4.0)) < 1e-15 && acc == 0.5 && counted == 2);
+    /* huge logits stay finite; a confident right answer costs ~0 */
+    double big[3] = {1e300, -1e300, 0};
+    int32_t t0 = 0;
+    assert_int_equal(kdalab_cross_entropy_fwd_f64(1, 3, big, &t0, &loss, &acc, NULL), KDALAB_OK);
+    assert_true(loss == 0 && acc == 1);
+    /* nothing counted: zeros, and zero gradient */
+    int32_t none[2] = {-1, -1};
+    double dl[8];
+    assert_int_equal(kdalab_cross_entropy_fwd_f64(2, 4, logits, none, &loss, &acc, &counted),
+                     KDALAB_OK);
+    assert_true(loss == 0 && acc == 0 && counted == 0);
+    assert_int_equal(kdalab_cross_entropy_bwd_f64(2, 4, logits, none, 1, dl), KDALAB_OK);
+    for (int i = 0; i < 8; i++)
+        assert_true(dl[i] == 0);
+}
+
+/* ---- bad input -------------------------------------------------------------------- */
+
+static void expect_at(int line, kdalab_status got, kdalab_status want, const char *needle)
+{
+    if (got != want)
+        fail_msg("line %d: status %d, want %d (%s)", line, (int)got, (int)want,
+                 kdalab_last_error());
+    if (needle && !strstr(kdalab_last_error(), needle))
+        fail_msg("line %d: error '%s' does not mention '%s'", line, kdalab_last_error(),
+                 needle);
+}
+#define expect(got, want, needle) expect_at(__LINE__, got, want, needle)
+
+static void test_layer_bad_input(void **state)
+{
+    (void)state;
+    double x[4] = {1, 2, 3, 4}, w[2] = {1, 1}, dy[4] = {1, 1, 1, 1};
+    double y[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL}, dw[2] = {SENTINEL, SENTINEL};
+    double nanx[4] = {1, NAN, 3, 4};
+    expect(kdalab_rmsnorm_fwd_f64(2, 0, 1e-6, x, w, y), KDALAB_ESIZE, "D = 0");
+    expect(kdalab_rmsnorm_fwd_f64(2, 2, 0, x, w, y), KDALAB_EDOMAIN, "eps");
+    expect(kdalab_rmsnorm_fwd_f64(2, 2, NAN, x, w, y), KDALAB_EDOMAIN, "eps");
+    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, NULL, w, y), KDALAB_ENULL, "x is NULL");
+    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, x, w, NULL), KDALAB_ENULL, "y is NULL");
+    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, nanx, w, y), KDALAB_ENONFINITE, "x[1]");
+    expect(kdalab_rmsnorm_fwd_f64(SIZE_MAX / 2, 4, 1e-6, x, w, y), KDALAB_EOVERFLOW, NULL);
+    expect(kdalab_rmsnorm_bwd_f64(2, 2, 1e-6, x, w, nanx, y, dw), KDALAB_ENONFINITE, "dy[1]");
+    for (int i = 0; i < 4; i++)
+        assert_true(y[i] == SENTINEL);
+    assert_true(dw[0] == SENTINEL && dw[1] == SENTINEL);
+    /* finite inputs, overflowing output: ERANGE with the output written */
+    double huge[2] = {1.7e308, 1.7e308};
+    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, x, huge, y), KDALAB_ERANGE, "non-finite");
+
+    double sy[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL};
+    expect(kdalab_silu_fwd_f64(4, nanx, sy), KDALAB_ENONFINITE, "x[1]");
+    expect(kdalab_silu_bwd_f64(4, x, dy, NULL), KDALAB_ENULL, "dx is NULL");
+    expect(kdalab_swiglu_fwd_f64(4, x, nanx, sy), KDALAB_ENONFINITE, "b[1]");
+    expect(kdalab_swiglu_bwd_f64(4, x, x, NULL, sy, sy), KDALAB_ENULL, "dh is NULL");
+    for (int i = 0; i < 4; i++)
+        assert_true(sy[i] == SENTINEL);
+    /* n = 0: nothing to do, NULL allowed */
+    assert_int_equal(kdalab_silu_fwd_f64(0, NULL, NULL), KDALAB_OK);
+
+    expect(kdalab_short_conv_fwd_f64(1, 4, 0, 2, x, w, y), KDALAB_ESIZE, "C = 0");
+    expect(kdalab_short_conv_fwd_f64(1, 4, 1, 0, x, w, y), KDALAB_ESIZE, "W = 0");
+    expect(kdalab_short_conv_fwd_f64(SIZE_MAX, 2, 1, 2, x, w, y), KDALAB_EOVERFLOW, NULL);
+    expect(kdalab_short_conv_fwd_f64(1, 4, 1, 2, x, NULL, y), KDALAB_ENULL, "w is NULL");
+    expect(kdalab_short_conv_bwd_f64(1, 4, 1, 2, x, w, nanx, y, dw), KDALAB_ENONFINITE, "dy");
+    assert_true(dw[0] == SENTINEL);
+
+    int32_t t[2] = {1, 0}, bad_t[2] = {1, 5}, neg_t[2] = {-2, 0};
+    double loss = SENTINEL, dl[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL};
+    expect(kdalab_cross_entropy_fwd_f64(2, 0, x, t, &loss, NULL, NULL), KDALAB_ESIZE, "V = 0");
+    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, bad_t, &loss, NULL, NULL), KDALAB_EDOMAIN,
+           "targets[1] = 5");
+    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, neg_t, &loss, NULL, NULL), KDALAB_EDOMAIN,
+           "targets[0] = -2");
+    expect(kdalab_cross_entropy_fwd_f64(2, 2, nanx, t, &loss, NULL, NULL), KDALAB_ENONFINITE,
+           "logits[1]");
+    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, NULL, &loss, NULL, NULL), KDALAB_ENULL,
+           "targets is NULL");
+    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, t, NULL, NULL, NULL), KDALAB_ENULL,
+           "loss is NULL");
+    assert_true(loss == SENTINEL);
+    expect(kdalab_cross_entropy_bwd_f64(2, 2, x, t, INFINITY, dl), KDALAB_ENONFINITE, "dloss");
+    expect(kdalab_cross_entropy_bwd_f64(2, 2, x, t, 1, NULL), KDALAB_ENULL, "dlogits");
+    for (int i = 0; i < 4; i++)
+        assert_true(dl[i] == SENTINEL);
+}
+
+/* ---- MQAR ----------------------------------------------------------------------------- */
+
+static void mqar_alloc(size_t B, size_t T, int32_t **tok, int32_t **tgt)
+{
+    *tok = malloc(B * T * sizeof **tok);
+    *tgt = malloc(B * T * sizeof **tgt);
+    assert_true(*tok && *tgt);
+}
+
+/* Every promise of kdalab_train.h about one batch; returns the query count. */
+static size_t mqar_check_batch(const kdalab_mqar_config *cfg, size_t B, const int32_t *tok,
+                               const int32_t *tgt, size_t want_queries)
+{
+    size_t T = cfg->T, P = cfg->kv_pairs, Kv = cfg->key_vocab, Vv = cfg->value_vocab;
+    int32_t k_lo = 1, k_hi = (int32_t)(1 + Kv), v_hi = (int32_t)(1 + Kv + Vv);
+    size_t total = 0;
+    for (size_t b = 0; b < B; b++) {
+        const int32_t *x = tok + b * T, *y = tgt + b * T;
+        for (size_t p = 0; p < P; p++) {
+            assert_true(x[2 * p] >= k_lo && x[2 * p] < k_hi);        /* a key   */
+            assert_true(x[2 * p + 1] >= k_hi && x[2 * p + 1] < v_hi); /* a value */
+            assert_int_equal(y[2 * p], -1);
+            assert_int_equal(y[2 * p + 1], -1);
+            for (size_t q = 0; q < p; q++) /* distinct keys */
+                assert_true(x[2 * q] != x[2 * p]);
+        }
+        size_t queries = 0;
+        for (size_t t = 2 * P; t < T; t++) {
+            if (x[t] == 0) { /* filler: no target */
+                assert_int_equal(y[t], -1);
+                continue;
+            }
+            /* a query: a key of an earlier pair, answered by that pair's value,
+             * and no key asked twice */
+            assert_true(x[t] >= k_lo && x[t] < k_hi);
+            size_t p = 0;
+            while (p < P && x[2 * p] != x[t])
+                p++;
+            assert_true(p < P);
+            assert_int_equal(y[t], x[2 * p + 1]);
+            for (size_t u = 2 * P; u < t; u++)
+                assert_true(x[u] != x[t]);
+            queries++;
+        }
+        assert_int_equal(queries, want_queries);
+        total += queries;
+    }
+    return total;
+}
+
+static void test_mqar_properties(void **state)
+{
+    (void)state;
+    /* the quick configuration: T = 64, P = 8, vocabulary 64 */
+    kdalab_mqar_config cfg = {.T = 64, .kv_pairs = 8, .key_vocab = 31, .value_vocab = 32};
+    size_t vocab, nq, B = 32, T = cfg.T;
+    assert_int_equal(kdalab_mqar_vocab_size(&cfg, &vocab, &nq), KDALAB_OK);
+    assert_int_equal(vocab, 64);
+    assert_int_equal(nq, 8);
+    int32_t *tok, *tgt, *tok2, *tgt2;
+    mqar_alloc(B, T, &tok, &tgt);
+    mqar_alloc(B, T, &tok2, &tgt2);
+    size_t *position_used = calloc(T, sizeof *position_used);
+    for (size_t batch = 0; batch < 20; batch++) {
+        assert_int_equal(kdalab_mqar_make(&cfg, 7, batch, B, tok, tgt), KDALAB_OK);
+        mqar_check_batch(&cfg, B, tok, tgt, nq);
+        for (size_t i = 0; i < B * T; i++)
+            position_used[i % T] += tgt[i] != -1;
+    }
+    /* uniform positions: over 640 sequences every query slot was used */
+    for (size_t t = 2 * cfg.kv_pairs; t < T; t++)
+        assert_true(position_used[t] > 0);
+
+    /* determinism: (seed, batch index) fixes the batch, whatever came before */
+    assert_int_equal(kdalab_mqar_make(&cfg, 7, 3, B, tok, tgt), KDALAB_OK);
+    assert_int_equal(kdalab_mqar_make(&cfg, 7, 11, B, tok2, tgt2), KDALAB_OK);
+    assert_int_equal(kdalab_mqar_make(&cfg, 7, 3, B, tok2, tgt2), KDALAB_OK);
+    assert_memory_equal(tok, tok2, B * T * sizeof *tok);
+    assert_memory_equal(tgt, tgt2, B * T * sizeof *tgt);
+    /* another batch index or seed gives another batch */
+    assert_int_equal(kdalab_mqar_make(&cfg, 7, 4, B, tok2, tgt2), KDALAB_OK);
+    assert_true(memcmp(tok, tok2, B * T * sizeof *tok) != 0);
+    assert_int_equal(kdalab_mqar_make(&cfg, 8, 3, B, tok2, tgt2), KDALAB_OK);
+    assert_true(memcmp(tok, tok2, B * T * sizeof *tok) != 0);
+    /* rows are drawn in order from one generator: a smaller batch is a prefix */
+    assert_int_equal(kdalab_mqar_make(&cfg, 7, 3, 1, tok2, tgt2), KDALAB_OK);
+    assert_memory_equal(tok, tok2, T * sizeof *tok);
+
+    /* fewer queries than pairs; no room for every key (T = 2P + 3: 3 queries);
+     * every key of the vocabulary used (key_vocab = P) */
+    kdalab_mqar_config few = cfg, tight = {.T = 19, .kv_pairs = 8, .key_vocab = 8,
+                                            .value_vocab = 2};
+    few.n_queries = 3;
+    assert_int_equal(kdalab_mqar_make(&few, 1, 0, B, tok, tgt), KDALAB_OK);
+    mqar_check_batch(&few, B, tok, tgt, 3);
+    assert_int_equal(kdalab_mqar_vocab_size(&tight, NULL, &nq), KDALAB_OK);
+    assert_int_equal(nq, 3);
+    assert_int_equal(kdalab_mqar_make(&tight, 1, 0, B, tok, tgt), KDALAB_OK);
+    mqar_check_batch(&tight, B, tok, tgt, 3);
+    free(position_used);
+    free(tok); free(tgt); free(tok2); free(tgt2);
+}
+
+static void test_mqar_bad_input(void **state)
+{
+    (void)state;
+    const kdalab_mqar_config good = {.T = 16, .kv_pairs = 4, .key_vocab = 8, .value_vocab = 8};
+    int32_t tok[2 * 16], tgt[2 * 16];
+    for (size_t i = 0; i < 32; i++)
+        tok[i] = tgt[i] = 777;
+    kdalab_mqar_config c;
+    expect(kdalab_mqar_make(NULL, 1, 0, 2, tok, tgt), KDALAB_ENULL, "config is NULL");
+    c = good, c.kv_pairs = 0;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "kv_pairs = 0");
+    c = good, c.value_vocab = 0;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "value_vocab = 0");
+    c = good, c.key_vocab = 3;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "too small for kv_pairs");
+    c = good, c.T = 8;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "T = 8 < 2 * kv_pairs + 1");
+    c = good, c.n_queries = 5;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "n_queries = 5");
+    c = good, c.key_vocab = (size_t)INT32_MAX, c.value_vocab = 1;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_EOVERFLOW, "int32_t");
+    c = good, c.T = (size_t)UINT32_MAX + 1;
+    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, NULL);
+    expect(kdalab_mqar_make(&good, 1, 0, SIZE_MAX / 8, tok, tgt), KDALAB_EOVERFLOW, "B =");
+    expect(kdalab_mqar_make(&good, 1, 0, 2, NULL, tgt), KDALAB_ENULL, "tokens is NULL");
+    expect(kdalab_mqar_make(&good, 1, 0, 2, tok, NULL), KDALAB_ENULL, "targets is NULL");
+    for (size_t i = 0; i < 32; i++)
+        assert_true(tok[i] == 777 && tgt[i] == 777);
+    /* B = 0: nothing to write, NULL allowed */
+    assert_int_equal(kdalab_mqar_make(&good, 1, 0, 0, NULL, NULL), KDALAB_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm_fd),
+        cmocka_unit_test(test_silu_swiglu_fd),
+        cmocka_unit_test(test_short_conv_fd),
+        cmocka_unit_test(test_cross_entropy_fd),
+        cmocka_unit_test(test_layer_values),
+        cmocka_unit_test(test_layer_bad_input),
+        cmocka_unit_test(test_mqar_properties),
+        cmocka_unit_test(test_mqar_bad_input),
+    };
+    return cmocka_run_group_tests_name("train_layers", tests, NULL, NULL);
+}
