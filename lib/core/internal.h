@@ -131,15 +131,4 @@ kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism m
                                      const double *h0, double *o, double *ht,
                                      const kdalab_chunk_opts *opts, kdalab_report *report);
 
-/*
- * The chunkwise form in float64 for every decay mode (lib/study/chunk_modes.c):
- * what kdalab_chunk_f64 (lib/reference/chunk.c, the safe mode only) hands the
- * study modes to. Arguments, checks and errors as kdalab_chunk_f64.
- */
-kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
-                                     double scale, const double *q, const double *k,
-                                     const double *v, const double *g, const double *beta,
-                                     const double *h0, double *o, double *ht,
-                                     const kdalab_chunk_opts *opts, kdalab_report *report);
-
 #endif
