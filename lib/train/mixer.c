@@ -1,0 +1,504 @@
+/*
+ * lib/train/mixer.c — one mixer sub-layer, forward and backward in float64:
+ * the q, k, v projections, the optional short convolution and SiLU, the
+ * L2 normalisation, beta and the gate of the linear mixers, the mechanism
+ * (kdalab_chunk_f64 or kdalab_attention_f64) and the output projection.
+ * The backward is the chain rule through the same steps in reverse, using
+ * the mechanism's and the gate's own backwards (lib/reference) and the
+ * step-1 backwards of lib/train/layers.c; the projections are cblas_dgemm
+ * calls (GSL's CBLAS). Checked against central finite differences in
+ * tests/test_train_mixer.c.
+ *
+ * Shapes: N = B * T rows, D = H * d, d = K = V the head dimension.
+ *
+ * defines: kdalab_mixer_fwd_f64, kdalab_mixer_bwd_f64, kdalab_mixer_cache_free
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cblas.h>
+
+#include "internal.h"
+
+#define CONV_W 4
+#define L2_EPS 1e-6
+
+/* Everything the backward reads, each [N, D] unless said otherwise. */
+struct kdalab_mixer_cache {
+    kdalab_mixer_config cfg;
+    size_t B, T;
+    double *a[3];  /* x Wq, x Wk, x Wv                                        */
+    double *c[3];  /* after the convolution (a copy of a with conv off)        */
+    double *s[3];  /* silu(c): q, k, v as the mechanism's inputs before norm   */
+    double *qn, *kn; /* L2-normalised q, k (linear mixers)                     */
+    double *zb;    /* [N, H] x Wb (beta = sigmoid(zb))                         */
+    double *beta;  /* [N, H]                                                   */
+    double *zg;    /* [N, H] x Wa (Gated DeltaNet) or [N, D] x Wg (KDA)        */
+    double *g;     /* same shape as zg: the log-decay                          */
+    double *o;     /* the mechanism's output [N, H, d]                         */
+};
+
+void kdalab_mixer_cache_free(kdalab_mixer_cache *cache)
+{
+    if (!cache)
+        return;
+    for (int i = 0; i < 3; i++) {
+        free(cache->a[i]);
+        free(cache->c[i]);
+        free(cache->s[i]);
+    }
+    free(cache->qn);
+    free(cache->kn);
+    free(cache->zb);
+    free(cache->beta);
+    free(cache->zg);
+    free(cache->g);
+    free(cache->o);
+    free(cache);
+}
+
+/* ---- small pieces ------------------------------------------------------------ */
+
+static int is_linear(kdalab_mixer_kind kind) { return kind != KDALAB_MIXER_ATTENTION; }
+static int has_beta(kdalab_mixer_kind kind)
+{
+    return kind == KDALAB_MIXER_DELTANET || kind == KDALAB_MIXER_GATED_DELTANET ||
+           kind == KDALAB_MIXER_KDA;
+}
+
+static kdalab_mechanism mechanism_of(kdalab_mixer_kind kind)
+{
+    switch (kind) {
+    case KDALAB_MIXER_DELTANET: return KDALAB_DELTANET;
+    case KDALAB_MIXER_GATED_DELTANET: return KDALAB_GATED_DELTANET;
+    case KDALAB_MIXER_KDA: return KDALAB_KDA;
+    default: return KDALAB_LINEAR_ATTENTION;
+    }
+}
+
+/* Gate width per head: 1 (Gated DeltaNet), d (KDA), 0 (no gate). */
+static size_t gate_width(const kdalab_mixer_config *cfg)
+{
+    if (cfg->kind == KDALAB_MIXER_GATED_DELTANET)
+        return 1;
+    if (cfg->kind == KDALAB_MIXER_KDA)
+        return cfg->D / cfg->H;
+    return 0;
+}
+
+static double sigmoid(double z)
+{
+    return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));
+}
+
+/* C [m, n] = A [m, k] B [k, n] (+ C when accumulate); row-major. */
+static void matmul(size_t m, size_t k, size_t n, const double *A, const double *Bm, double *C,
+                   int accumulate)
+{
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, A,
+                (int)k, Bm, (int)n, accumulate ? 1.0 : 0.0, C, (int)n);
+}
+
+/* dW [k, n] = X^T [k, m] dY [m, n]. */
+static void matmul_tn(size_t m, size_t k, size_t n, const double *X, const double *dY,
+                      double *dW)
+{
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1.0, X, (int)k,
+                dY, (int)n, 0.0, dW, (int)n);
+}
+
+/* dX [m, k] (+)= dY [m, n] W^T [n, k]. */
+static void matmul_nt(size_t m, size_t k, size_t n, const double *dY, const double *W,
+                      double *dX, int accumulate)
+{
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1.0, dY, (int)n,
+                W, (int)n, accumulate ? 1.0 : 0.0, dX, (int)k);
+}
+
+/* The backward of a projection y = x W, x [N, Din], W [Din, Dout]: dW (may be
+ * NULL) and dx += dy W^T (dx may be NULL). */
+static void proj_bwd(size_t N, size_t Din, size_t Dout, const double *x, const double *W,
+                     const double *dy, double *dW, double *dx)
+{
+    if (dW)
+        matmul_tn(N, Din, Dout, x, dy, dW);
+    if (dx)
+        matmul_nt(N, Din, Dout, dy, W, dx, 1);
+}
+
+/* y = x / sqrt(|x|^2 + eps) over each of the rows of d values. */
+static void l2norm_fwd(size_t rows, size_t d, const double *x, double *y)
+{
+    for (size_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (size_t i = 0; i < d; i++)
+            ss += x[r * d + i] * x[r * d + i];
+        double inv = 1 / sqrt(ss + L2_EPS);
+        for (size_t i = 0; i < d; i++)
+            y[r * d + i] = x[r * d + i] * inv;
+    }
+}
+
+/* Its backward: dx = (dy - y (y . dy)) / sqrt(|x|^2 + eps), y the forward's output. */
+static void l2norm_bwd(size_t rows, size_t d, const double *x, const double *y,
+                       const double *dy, double *dx)
+{
+    for (size_t r = 0; r < rows; r++) {
+        double ss = 0, yd = 0;
+        for (size_t i = 0; i < d; i++) {
+            ss += x[r * d + i] * x[r * d + i];
+            yd += y[r * d + i] * dy[r * d + i];
+        }
+        double inv = 1 / sqrt(ss + L2_EPS);
+        for (size_t i = 0; i < d; i++)
+            dx[r * d + i] = (dy[r * d + i] - y[r * d + i] * yd) * inv;
+    }
+}
+
+/* Remember the first KDALAB_ERANGE in *range; any other failure is returned. */
+static kdalab_status keep_range(kdalab_status s, kdalab_status *range)
+{
+    if (s == KDALAB_ERANGE) {
+        if (*range == KDALAB_OK)
+            *range = s;
+        return KDALAB_OK;
+    }
+    return s;
+}
+
+/* ---- checks --------------------------------------------------------------------- */
+
+static kdalab_status weight(const char *name, const double *w, size_t n)
+{
+    if (!w)
+        return kdalab_fail(KDALAB_ENULL, "mixer: %s is NULL", name);
+    return kdalab_check_values_f64(KDALAB_RULE_FINITE, name, w, n, NULL);
+}
+
+/* The config, the sizes (*N = B * T rows), every weight the config uses, x. */
+static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                           size_t B, size_t T, const double *x, size_t *N)
+{
+    if (!cfg || !p)
+        return kdalab_fail(KDALAB_ENULL, "mixer: %s is NULL", cfg ? "params" : "config");
+    if ((int)cfg->kind < 0 || cfg->kind > KDALAB_MIXER_KDA)
+        return kdalab_fail(KDALAB_EINVAL, "mixer: unknown kind %d", (int)cfg->kind);
+    const size_t D = cfg->D, H = cfg->H;
+    if (B == 0 || T == 0 || D == 0 || H == 0)
+        return kdalab_fail(KDALAB_ESIZE, "mixer: B = %zu, T = %zu, D = %zu, H = %zu: "
+                           "each must be >= 1", B, T, D, H);
+    if (D % H)
+        return kdalab_fail(KDALAB_ESIZE, "mixer: D = %zu is not a multiple of H = %zu", D, H);
+    size_t DD, ND, bytes;
+    if (!kdalab_mul_size(B, T, N) || !kdalab_mul_size(*N, D, &ND) ||
+        !kdalab_mul_size(ND, sizeof(double), &bytes) || !kdalab_mul_size(D, D, &DD) ||
+        !kdalab_mul_size(DD, sizeof(double), &bytes) || ND > INT32_MAX || DD > INT32_MAX)
+        return kdalab_fail(KDALAB_EOVERFLOW, "mixer: B * T * D = %zu * %zu * %zu overflows",
+                           B, T, D);
+    kdalab_status s = KDALAB_OK;
+    const char *nq[3] = {"Wq", "Wk", "Wv"}, *nc[3] = {"cq", "ck", "cv"};
+    const double *W[3] = {p->Wq, p->Wk, p->Wv}, *C[3] = {p->cq, p->ck, p->cv};
+    for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
+        s = weight(nq[i], W[i], DD);
+        if (s == KDALAB_OK && cfg->conv)
+            s = weight(nc[i], C[i], CONV_W * D);
+    }
+    if (s == KDALAB_OK)
+        s = weight("Wo", p->Wo, DD);
+    if (s == KDALAB_OK && has_beta(cfg->kind))
+        s = weight("Wb", p->Wb, D * H);
+    if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET)
+        s = weight("Wa", p->Wa, D * H);
+    if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_KDA)
+        s = weight("Wg", p->Wg, DD);
+    if (s == KDALAB_OK && gate_width(cfg)) {
+        s = weight("A_log", p->A_log, H);
+        if (s == KDALAB_OK)
+            s = weight("dt_bias", p->dt_bias, H * gate_width(cfg));
+    }
+    if (s == KDALAB_OK && !x)
+        s = kdalab_fail(KDALAB_ENULL, "mixer: x is NULL");
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "x", x, ND, NULL);
+    return s;
+}
+
+/* A cache with every array the config needs, or NULL. */
+static kdalab_mixer_cache *cache_new(const kdalab_mixer_config *cfg, size_t B, size_t T)
+{
+    kdalab_mixer_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->cfg = *cfg;
+    c->B = B;
+    c->T = T;
+    const size_t N = B * T, ND = N * cfg->D, NH = N * cfg->H, gw = gate_width(cfg);
+    int ok = 1;
+    for (int i = 0; i < 3; i++) {
+        ok &= (c->a[i] = malloc(ND * sizeof(double))) != NULL;
+        ok &= (c->c[i] = malloc(ND * sizeof(double))) != NULL;
+        ok &= (c->s[i] = malloc(ND * sizeof(double))) != NULL;
+    }
+    ok &= (c->o = malloc(ND * sizeof(double))) != NULL;
+    if (is_linear(cfg->kind)) {
+        ok &= (c->qn = malloc(ND * sizeof(double))) != NULL;
+        ok &= (c->kn = malloc(ND * sizeof(double))) != NULL;
+    }
+    if (has_beta(cfg->kind)) {
+        ok &= (c->zb = malloc(NH * sizeof(double))) != NULL;
+        ok &= (c->beta = malloc(NH * sizeof(double))) != NULL;
+    }
+    if (gw) {
+        ok &= (c->zg = malloc(NH * gw * sizeof(double))) != NULL;
+        ok &= (c->g = malloc(NH * gw * sizeof(double))) != NULL;
+    }
+    if (!ok) {
+        kdalab_mixer_cache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+/* An overflow before the mechanism: o is NaN, so y shows it. */
+static kdalab_status nan_output(kdalab_mixer_cache *c, kdalab_status s)
+{
+    for (size_t i = 0; i < c->B * c->T * c->cfg.D; i++)
+        c->o[i] = NAN;
+    return s;
+}
+
+/* Fill the cache from x; *range gets KDALAB_ERANGE if a step overflowed. */
+static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                             const double *x, kdalab_mixer_cache *c, kdalab_status *range)
+{
+    const size_t B = c->B, T = c->T, N = B * T, D = cfg->D, H = cfg->H, d = D / H;
+    const double *W[3] = {p->Wq, p->Wk, p->Wv}, *Cw[3] = {p->cq, p->ck, p->cv};
+    kdalab_status s = KDALAB_OK;
+    // q, k, v: a = x W [N, D]; c = conv(a) [N, D]; s = silu(c) [N, D]
+    for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
+        matmul(N, D, D, x, W[i], c->a[i], 0);
+        if (cfg->conv)
+            s = keep_range(kdalab_short_conv_fwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]),
+                           range);
+        else
+            memcpy(c->c[i], c->a[i], N * D * sizeof(double));
+        if (s == KDALAB_OK)
+            s = keep_range(kdalab_silu_fwd_f64(N * D, c->c[i], c->s[i]), range);
+    }
+    if (s != KDALAB_OK || *range != KDALAB_OK)
+        return nan_output(c, s); /* the mechanism would refuse a non-finite q, k or v */
+    const kdalab_dims dims = {B, T, H, d, d};
+    const double scale = 1 / sqrt((double)d);
+    if (!is_linear(cfg->kind))
+        return keep_range(kdalab_attention_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o),
+                          range);
+    // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
+    l2norm_fwd(N * H, d, c->s[0], c->qn);
+    l2norm_fwd(N * H, d, c->s[1], c->kn);
+    if (has_beta(cfg->kind)) {
+        matmul(N, D, H, x, p->Wb, c->zb, 0);
+        for (size_t r = 0; r < N * H; r++)
+            c->beta[r] = sigmoid(c->zb[r]);
+    }
+    const size_t gw = gate_width(cfg);
+    if (gw) {
+        /* Gated DeltaNet's gate is KDA's with one channel per head */
+        matmul(N, D, H * gw, x, gw == 1 ? p->Wa : p->Wg, c->zg, 0);
+        s = keep_range(kdalab_kda_gate_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, c->g), range);
+        if (s != KDALAB_OK || *range != KDALAB_OK)
+            return nan_output(c, s);
+    }
+    return keep_range(kdalab_chunk_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn,
+                                       c->s[2], c->g, c->beta, NULL, c->o, NULL, NULL, NULL),
+                      range);
+}
+
+kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                   size_t B, size_t T, const double *x, double *y,
+                                   kdalab_mixer_cache **cache)
+{
+    // x, y are (B, T, D); the weights as kdalab_mixer_params says
+    size_t N;
+    kdalab_status s = check(cfg, p, B, T, x, &N);
+    if (s == KDALAB_OK && !y)
+        s = kdalab_fail(KDALAB_ENULL, "mixer: y is NULL");
+    if (s != KDALAB_OK)
+        return s;
+    kdalab_mixer_cache *c = cache_new(cfg, B, T);
+    if (!c)
+        return kdalab_fail(KDALAB_ENOMEM, "mixer: cannot allocate the cache");
+    kdalab_status range = KDALAB_OK;
+    s = forward(cfg, p, x, c, &range);
+    if (s != KDALAB_OK) {
+        kdalab_mixer_cache_free(c);
+        return s;
+    }
+    matmul(N, cfg->D, cfg->D, c->o, p->Wo, y, 0);
+    if (cache) {
+        kdalab_mixer_cache_free(*cache);
+        *cache = c;
+    } else {
+        kdalab_mixer_cache_free(c);
+    }
+    s = kdalab_check_outputs_f64("mixer", y, N * cfg->D, NULL, 0, NULL, NULL);
+    if (s == KDALAB_OK && range != KDALAB_OK)
+        s = kdalab_fail(range, "mixer: an intermediate overflowed (y written)");
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
+}
+
+/* ---- backward --------------------------------------------------------------------- */
+
+/* Scratch for the backward: gradients of the cache's arrays. */
+typedef struct {
+    double *dO;      /* [N, D] dL/do                                    */
+    double *ds[3];   /* [N, D] dL/d silu(c) for q, k, v                  */
+    double *dn[2];   /* [N, D] dL/dqn, dL/dkn                            */
+    double *dc;      /* [N, D] dL/dc, then dL/da (one of q, k, v at a time) */
+    double *da;      /* [N, D] dL/da with conv on                        */
+    double *dbeta;   /* [N, H]                                           */
+    double *dg;      /* [N, H * gw]                                      */
+} scratch;
+
+static void scratch_free(scratch *w)
+{
+    free(w->dO);
+    for (int i = 0; i < 3; i++)
+        free(w->ds[i]);
+    free(w->dn[0]);
+    free(w->dn[1]);
+    free(w->dc);
+    free(w->da);
+    free(w->dbeta);
+    free(w->dg);
+}
+
+static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
+{
+    memset(w, 0, sizeof *w);
+    int ok = (w->dO = malloc(N * D * sizeof(double))) != NULL;
+    for (int i = 0; i < 3; i++)
+        ok &= (w->ds[i] = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->dn[0] = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->dn[1] = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->dc = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->da = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->dbeta = malloc(N * H * sizeof(double))) != NULL;
+    ok &= (w->dg = malloc((gw ? N * H * gw : 1) * sizeof(double))) != NULL;
+    if (!ok)
+        scratch_free(w);
+    return ok;
+}
+
+/* The mechanism's backward: dL/do -> dL/d silu(c) for q, k, v, and dbeta, dg. */
+static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_mixer_cache *c,
+                                   scratch *w, kdalab_status *range)
+{
+    const size_t N = c->B * c->T, H = cfg->H, d = cfg->D / H;
+    const kdalab_dims dims = {c->B, c->T, H, d, d};
+    const double scale = 1 / sqrt((double)d);
+    if (!is_linear(cfg->kind))
+        return keep_range(kdalab_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2],
+                                                   w->dO, w->ds[0], w->ds[1], w->ds[2]),
+                          range);
+    kdalab_status s = keep_range(
+        kdalab_chunk_bwd_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn, c->s[2], c->g,
+                             c->beta, NULL, w->dO, NULL, w->dn[0], w->dn[1], w->ds[2], w->dg,
+                             w->dbeta, NULL, NULL),
+        range);
+    if (s != KDALAB_OK)
+        return s;
+    l2norm_bwd(N * H, d, c->s[0], c->qn, w->dn[0], w->ds[0]);
+    l2norm_bwd(N * H, d, c->s[1], c->kn, w->dn[1], w->ds[1]);
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                   size_t B, size_t T, const double *x,
+                                   const kdalab_mixer_cache *cache, const double *dy,
+                                   double *dx, const kdalab_mixer_grads *g)
+{
+    // x, dy, dx are (B, T, D); the gradients have their weights' shapes
+    size_t N;
+    kdalab_status s = check(cfg, p, B, T, x, &N);
+    if (s == KDALAB_OK && !cache)
+        s = kdalab_fail(KDALAB_ENULL, "mixer backward: cache is NULL");
+    if (s == KDALAB_OK && (cache->B != B || cache->T != T || cache->cfg.kind != cfg->kind ||
+                           cache->cfg.D != cfg->D || cache->cfg.H != cfg->H ||
+                           !cache->cfg.conv != !cfg->conv))
+        s = kdalab_fail(KDALAB_EINVAL, "mixer backward: the cache is of another config or size");
+    if (s == KDALAB_OK && !dy)
+        s = kdalab_fail(KDALAB_ENULL, "mixer backward: dy is NULL");
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dy", dy, N * cfg->D, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t D = cfg->D, H = cfg->H, gw = gate_width(cfg);
+    const kdalab_mixer_grads none = {0};
+    if (!g)
+        g = &none;
+    scratch w;
+    if (!scratch_new(&w, N, D, H, gw))
+        return kdalab_fail(KDALAB_ENOMEM, "mixer backward: cannot allocate scratch");
+    kdalab_status range = KDALAB_OK;
+    const kdalab_mixer_cache *c = cache;
+
+    // do = dy Wo^T [N, D]; the mechanism back to q, k, v (after SiLU), beta, g
+    matmul_nt(N, D, D, dy, p->Wo, w.dO, 0);
+    s = mechanism_bwd(cfg, c, &w, &range);
+    if (s != KDALAB_OK) {
+        scratch_free(&w);
+        return s;
+    }
+    /* from here on only this file's loops and step-1 backwards: outputs get written */
+    if (g->Wo)
+        matmul_tn(N, D, D, c->o, dy, g->Wo);
+    if (dx)
+        memset(dx, 0, N * D * sizeof *dx);
+
+    // beta = sigmoid(zb): dzb = dbeta beta (1 - beta) [N, H], reusing dbeta
+    if (has_beta(cfg->kind)) {
+        for (size_t r = 0; r < N * H; r++)
+            w.dbeta[r] *= c->beta[r] * (1 - c->beta[r]);
+        proj_bwd(N, D, H, x, p->Wb, w.dbeta, g->Wb, dx);
+    }
+    // the gate: dg -> dzg [N, H * gw] (in w.dc), dA_log, ddt_bias
+    if (gw && s == KDALAB_OK) {
+        s = keep_range(kdalab_kda_gate_bwd_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, w.dg,
+                                               w.dc, g->A_log, g->dt_bias),
+                       &range);
+        if (s == KDALAB_OK)
+            proj_bwd(N, D, H * gw, x, gw == 1 ? p->Wa : p->Wg, w.dc,
+                     gw == 1 ? g->Wa : g->Wg, dx);
+    }
+    // q, k, v: silu, then the convolution, then the projection
+    const double *W[3] = {p->Wq, p->Wk, p->Wv}, *Cw[3] = {p->cq, p->ck, p->cv};
+    double *dW[3] = {g->Wq, g->Wk, g->Wv}, *dC[3] = {g->cq, g->ck, g->cv};
+    for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
+        s = keep_range(kdalab_silu_bwd_f64(N * D, c->c[i], w.ds[i], w.dc), &range);
+        double *da = w.dc;
+        if (s == KDALAB_OK && cfg->conv) {
+            s = keep_range(kdalab_short_conv_bwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], w.dc,
+                                                     w.da, dC[i]),
+                           &range);
+            da = w.da;
+        }
+        if (s == KDALAB_OK)
+            proj_bwd(N, D, D, x, W[i], da, dW[i], dx);
+    }
+    scratch_free(&w);
+    if (s != KDALAB_OK)
+        return s;
+    if (dx)
+        s = kdalab_check_outputs_f64("mixer backward", dx, N * D, NULL, 0, NULL, NULL);
+    if (s == KDALAB_OK && range != KDALAB_OK)
+        s = kdalab_fail(range, "mixer backward: an intermediate overflowed (outputs written)");
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
+}

@@ -1,0 +1,360 @@
+/*
+ * tests/test_train_mixer.c — lib/train/mixer.c: the backward of one mixer
+ * sub-layer against central finite differences, for each of the five kinds,
+ * with the short convolution on and off, at two tiny sizes; and bad input.
+ *
+ * Finite differences: L = sum(y * dy) for a random upstream dy, each element
+ * of x and of every weight tensor the kind uses moved by +-h, h = 1e-5,
+ * compared with the analytic gradient relative to the largest |analytic| of
+ * that tensor. Truncation h^2 |L'''| / 6 ~ 1e-11; rounding eps |L| / h with
+ * the chunkwise form's own rounding (~1e-14 relative, kdalab_chunk_f64's
+ * promise is ~1e-12 against the recurrent form) gives ~1e-9 at most for these
+ * O(1) values, so 1e-6 leaves three orders of margin; the measured errors are
+ * printed (the worst per kind and conv setting; 4.6e-9 or below when this was
+ * written). The forward itself is checked once against the layer written out
+ * by hand around kdalab_recurrent_f64 (Gated DeltaNet, conv off).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+
+#include "common.h"
+
+#define FD_TOL 1e-6
+#define FD_STEP 1e-5
+
+/* The weight tensors in kdalab_mixer_params' order. */
+enum { WQ, WK, WV, WO, CQ, CK, CV, WB, WA, WG, ALOG, DTB, NW };
+static const char *wname[NW] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck", "cv",
+                                "Wb", "Wa", "Wg", "A_log", "dt_bias"};
+static const char *kname[5] = {"attention", "linear_attention", "deltanet", "gated_deltanet",
+                               "kda"};
+
+typedef struct {
+    kdalab_mixer_config cfg;
+    size_t B, T, N;
+    double *x, *dy;
+    double *w[NW]; /* NULL where the kind or conv does not use it */
+    size_t n[NW];
+} mixer_problem;
+
+static double *gaussian(gsl_rng *rng, size_t n, double sigma, double mean)
+{
+    double *x = malloc((n ? n : 1) * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = mean + gsl_ran_gaussian(rng, sigma);
+    return x;
+}
+
+static kdalab_mixer_params params_of(const mixer_problem *p)
+{
+    kdalab_mixer_params q = {p->w[WQ], p->w[WK], p->w[WV], p->w[WO], p->w[CQ], p->w[CK],
+                             p->w[CV], p->w[WB], p->w[WA], p->w[WG], p->w[ALOG], p->w[DTB]};
+    return q;
+}
+
+static void problem_make(mixer_problem *p, gsl_rng *rng, kdalab_mixer_kind kind, int conv,
+                         size_t B, size_t T, size_t H, size_t d)
+{
+    memset(p, 0, sizeof *p);
+    const size_t D = H * d;
+    p->cfg = (kdalab_mixer_config){kind, D, H, conv};
+    p->B = B;
+    p->T = T;
+    p->N = B * T;
+    p->n[WQ] = p->n[WK] = p->n[WV] = p->n[WO] = D * D;
+    if (conv)
+        p->n[CQ] = p->n[CK] = p->n[CV] = 4 * D;
+    if (kind >= KDALAB_MIXER_DELTANET)
+        p->n[WB] = D * H;
+    if (kind == KDALAB_MIXER_GATED_DELTANET) {
+        p->n[WA] = D * H;
+        p->n[ALOG] = p->n[DTB] = H;
+    }
+    if (kind == KDALAB_MIXER_KDA) {
+        p->n[WG] = D * D;
+        p->n[ALOG] = H;
+        p->n[DTB] = D;
+    }
+    const double ws = 1 / sqrt((double)D);
+    for (int i = 0; i < NW; i++)
+        if (p->n[i])
+            p->w[i] = gaussian(rng, p->n[i], i == ALOG ? 0.3 : i == DTB ? 0.5 : ws,
+                               i == CQ || i == CK || i == CV ? 0.2
+                               : i == DTB                    ? -1.0
+                                                             : 0.0);
+    p->x = gaussian(rng, p->N * D, 1, 0);
+    p->dy = gaussian(rng, p->N * D, 1, 0);
+}
+
+static void problem_free(mixer_problem *p)
+{
+    for (int i = 0; i < NW; i++)
+        free(p->w[i]);
+    free(p->x);
+    free(p->dy);
+}
+
+static double loss(const mixer_problem *p)
+{
+    const size_t n = p->N * p->cfg.D;
+    double *y = malloc(n * sizeof *y);
+    assert_non_null(y);
+    kdalab_mixer_params w = params_of(p);
+    assert_int_equal(kdalab_mixer_fwd_f64(&p->cfg, &w, p->B, p->T, p->x, y, NULL), KDALAB_OK);
+    double L = 0;
+    for (size_t i = 0; i < n; i++)
+        L += y[i] * p->dy[i];
+    free(y);
+    return L;
+}
+
+/* The worst error of grad against central differences over a[0..n). */
+static double fd_error(mixer_problem *p, double *a, size_t n, const double *grad)
+{
+    double gmax = 1e-300, worst = 0;
+    for (size_t i = 0; i < n; i++)
+        gmax = fmax(gmax, fabs(grad[i]));
+    for (size_t i = 0; i < n; i++) {
+        double a0 = a[i];
+        a[i] = a0 + FD_STEP;
+        double lp = loss(p);
+        a[i] = a0 - FD_STEP;
+        double lm = loss(p);
+        a[i] = a0;
+        worst = fmax(worst, fabs((lp - lm) / (2 * FD_STEP) - grad[i]) / gmax);
+    }
+    return worst;
+}
+
+/* One problem: the analytic gradients of x and every used weight, each
+ * against finite differences; returns the worst error. */
+static double check_problem(mixer_problem *p)
+{
+    const size_t n = p->N * p->cfg.D;
+    double *y = malloc(n * sizeof *y), *y2 = malloc(n * sizeof *y), *dx = malloc(n * sizeof *y);
+    double *gr[NW] = {0};
+    for (int i = 0; i < NW; i++)
+        gr[i] = malloc((p->n[i] ? p->n[i] : 1) * sizeof(double));
+    kdalab_mixer_params w = params_of(p);
+    kdalab_mixer_grads g = {gr[WQ], gr[WK], gr[WV], gr[WO], gr[CQ], gr[CK],
+                            gr[CV], gr[WB], gr[WA], gr[WG], gr[ALOG], gr[DTB]};
+    kdalab_mixer_cache *cache = NULL;
+    assert_int_equal(kdalab_mixer_fwd_f64(&p->cfg, &w, p->B, p->T, p->x, y, &cache), KDALAB_OK);
+    /* without a cache, the same y */
+    assert_int_equal(kdalab_mixer_fwd_f64(&p->cfg, &w, p->B, p->T, p->x, y2, NULL), KDALAB_OK);
+    assert_memory_equal(y, y2, n * sizeof *y);
+    assert_int_equal(kdalab_mixer_bwd_f64(&p->cfg, &w, p->B, p->T, p->x, cache, p->dy, dx, &g),
+                     KDALAB_OK);
+    /* dx alone (no weight gradients) is the same */
+    assert_int_equal(kdalab_mixer_bwd_f64(&p->cfg, &w, p->B, p->T, p->x, cache, p->dy, y2, NULL),
+                     KDALAB_OK);
+    assert_memory_equal(dx, y2, n * sizeof *y);
+    double worst = fd_error(p, p->x, n, dx);
+    for (int i = 0; i < NW; i++) {
+        if (!p->n[i])
+            continue;
+        double e = fd_error(p, p->w[i], p->n[i], gr[i]);
+        if (e > FD_TOL)
+            printf("    %s conv=%d: d%s off by %.2e\n", kname[p->cfg.kind], p->cfg.conv,
+                   wname[i], e);
+        worst = fmax(worst, e);
+    }
+    kdalab_mixer_cache_free(cache);
+    for (int i = 0; i < NW; i++)
+        free(gr[i]);
+    free(y);
+    free(y2);
+    free(dx);
+    return worst;
+}
+
+static void test_mixer_fd(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(2024);
+    /* (B, T, H, d): T below and above the conv width's reach, two head sizes */
+    const size_t sizes[2][4] = {{2, 7, 2, 3}, {1, 9, 2, 4}};
+    for (int kind = 0; kind < 5; kind++)
+        for (int conv = 1; conv >= 0; conv--) {
+            double worst = 0;
+            for (int s = 0; s < 2; s++) {
+                mixer_problem p;
+                problem_make(&p, rng, (kdalab_mixer_kind)kind, conv, sizes[s][0], sizes[s][1],
+                             sizes[s][2], sizes[s][3]);
+                worst = fmax(worst, check_problem(&p));
+                problem_free(&p);
+            }
+            printf("    %-16s conv %-3s x and every weight: FD error %.2e (tolerance %g)\n",
+                   kname[kind], conv ? "on" : "off", worst, FD_TOL);
+            assert_true(worst <= FD_TOL);
+        }
+    gsl_rng_free(rng);
+}
+
+/* y [N, n] = x [N, m] W [m, n], plain loops. */
+static void naive_matmul(size_t N, size_t m, size_t n, const double *x, const double *W,
+                         double *y)
+{
+    for (size_t r = 0; r < N; r++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (size_t i = 0; i < m; i++)
+                acc += x[r * m + i] * W[i * n + j];
+            y[r * n + j] = acc;
+        }
+}
+
+static void test_mixer_forward_by_hand(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(31);
+    mixer_problem p;
+    const size_t B = 2, T = 6, H = 2, d = 3, D = H * d;
+    problem_make(&p, rng, KDALAB_MIXER_GATED_DELTANET, 0, B, T, H, d);
+    const size_t N = p.N;
+    double *qkv[3], *za = malloc(N * H * sizeof(double)), *gg = malloc(N * H * sizeof(double));
+    double *beta = malloc(N * H * sizeof(double)), *o = malloc(N * D * sizeof(double));
+    double *y = malloc(N * D * sizeof(double)), *y_ref = malloc(N * D * sizeof(double));
+    for (int i = 0; i < 3; i++) {
+        qkv[i] = malloc(N * D * sizeof(double));
+        naive_matmul(N, D, D, p.x, p.w[WQ + i], qkv[i]);
+        for (size_t j = 0; j < N * D; j++)
+            qkv[i][j] = qkv[i][j] / (1 + exp(-qkv[i][j]));
+    }
+    for (size_t r = 0; r < N * H; r++)
+        for (int i = 0; i < 2; i++) {
+            double ss = 0, *row = qkv[i] + r * d;
+            for (size_t c = 0; c < d; c++)
+                ss += row[c] * row[c];
+            for (size_t c = 0; c < d; c++)
+                row[c] /= sqrt(ss + 1e-6);
+        }
+    naive_matmul(N, D, H, p.x, p.w[WB], beta);
+    naive_matmul(N, D, H, p.x, p.w[WA], za);
+    for (size_t r = 0; r < N; r++)
+        for (size_t h = 0; h < H; h++) {
+            beta[r * H + h] = 1 / (1 + exp(-beta[r * H + h]));
+            gg[r * H + h] = -exp(p.w[ALOG][h]) * log1p(exp(za[r * H + h] + p.w[DTB][h]));
+        }
+    const kdalab_dims dims = {B, T, H, d, d};
+    assert_int_equal(kdalab_recurrent_f64(&dims, KDALAB_GATED_DELTANET, 1 / sqrt((double)d),
+                                          qkv[0], qkv[1], qkv[2], gg, beta, NULL, o, NULL),
+                     KDALAB_OK);
+    naive_matmul(N, D, D, o, p.w[WO], y_ref);
+    kdalab_mixer_params w = params_of(&p);
+    assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, B, T, p.x, y, NULL), KDALAB_OK);
+    double worst = 0;
+    for (size_t j = 0; j < N * D; j++)
+        worst = fmax(worst, fabs(y[j] - y_ref[j]));
+    printf("    forward vs by hand (Gated DeltaNet): max |diff| %.2e\n", worst);
+    assert_true(worst < 1e-12);
+    for (int i = 0; i < 3; i++)
+        free(qkv[i]);
+    free(za);
+    free(gg);
+    free(beta);
+    free(o);
+    free(y);
+    free(y_ref);
+    problem_free(&p);
+    gsl_rng_free(rng);
+}
+
+static void expect_at(int line, kdalab_status got, kdalab_status want, const char *needle)
+{
+    if (got != want)
+        fail_msg("line %d: status %d, want %d (%s)", line, (int)got, (int)want,
+                 kdalab_last_error());
+    if (needle && !strstr(kdalab_last_error(), needle))
+        fail_msg("line %d: error '%s' does not mention '%s'", line, kdalab_last_error(),
+                 needle);
+}
+#define expect(got, want, needle) expect_at(__LINE__, got, want, needle)
+
+static void test_mixer_bad_input(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(7);
+    mixer_problem p;
+    problem_make(&p, rng, KDALAB_MIXER_KDA, 1, 1, 5, 2, 3);
+    const size_t n = p.N * p.cfg.D;
+    double *y = malloc(n * sizeof *y), *dx = malloc(n * sizeof *y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = dx[i] = 777;
+    kdalab_mixer_params w = params_of(&p);
+    kdalab_mixer_config c = p.cfg;
+    kdalab_mixer_cache *cache = NULL;
+    expect(kdalab_mixer_fwd_f64(NULL, &w, 1, 5, p.x, y, &cache), KDALAB_ENULL, "config");
+    expect(kdalab_mixer_fwd_f64(&c, NULL, 1, 5, p.x, y, &cache), KDALAB_ENULL, "params");
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, NULL, y, &cache), KDALAB_ENULL, "x is NULL");
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, NULL, &cache), KDALAB_ENULL, "y is NULL");
+    expect(kdalab_mixer_fwd_f64(&c, &w, 0, 5, p.x, y, &cache), KDALAB_ESIZE, "B = 0");
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 0, p.x, y, &cache), KDALAB_ESIZE, "T = 0");
+    c.kind = (kdalab_mixer_kind)9;
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_EINVAL, "unknown kind");
+    c = p.cfg;
+    c.H = 4;
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ESIZE, "multiple of H");
+    c = p.cfg;
+    kdalab_mixer_params w2 = w;
+    w2.Wg = NULL;
+    expect(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "Wg is NULL");
+    w2 = w;
+    w2.cv = NULL;
+    expect(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "cv is NULL");
+    w2 = w;
+    w2.dt_bias = NULL;
+    expect(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "dt_bias");
+    p.w[WB][1] = NAN;
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ENONFINITE, "Wb[1]");
+    p.w[WB][1] = 0.1;
+    p.x[3] = INFINITY;
+    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ENONFINITE, "x[3]");
+    p.x[3] = 0.5;
+    assert_null(cache);
+    for (size_t i = 0; i < n; i++)
+        assert_true(y[i] == 777);
+    /* unused weights may be NULL: conv off needs no cq, ck, cv */
+    c.conv = 0;
+    w2 = w;
+    w2.cq = w2.ck = w2.cv = NULL;
+    assert_int_equal(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_OK);
+    assert_non_null(cache);
+    /* the backward: no cache, a cache of another config or size, bad dy */
+    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, NULL, p.dy, dx, NULL), KDALAB_ENULL,
+           "cache is NULL");
+    expect(kdalab_mixer_bwd_f64(&p.cfg, &w, 1, 5, p.x, cache, p.dy, dx, NULL), KDALAB_EINVAL,
+           "another config");
+    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 4, p.x, cache, p.dy, dx, NULL), KDALAB_EINVAL,
+           "another config");
+    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, cache, NULL, dx, NULL), KDALAB_ENULL,
+           "dy is NULL");
+    p.dy[2] = NAN;
+    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, cache, p.dy, dx, NULL), KDALAB_ENONFINITE,
+           "dy[2]");
+    for (size_t i = 0; i < n; i++)
+        assert_true(dx[i] == 777);
+    /* a second forward into the same cache replaces it (no leak under ASan) */
+    assert_int_equal(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_OK);
+    kdalab_mixer_cache_free(cache);
+    kdalab_mixer_cache_free(NULL);
+    free(y);
+    free(dx);
+    problem_free(&p);
+    gsl_rng_free(rng);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mixer_fd),
+        cmocka_unit_test(test_mixer_forward_by_hand),
+        cmocka_unit_test(test_mixer_bad_input),
+    };
+    return cmocka_run_group_tests_name("train_mixer", tests, NULL, NULL);
+}
