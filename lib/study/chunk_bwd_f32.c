@@ -366,8 +366,7 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             size_t bh = b * H + h;
-            /* forward sweep: the state entering each chunk (V_new and the decay
-             * factors are all step 7 needs) */
+            /* forward sweep: the state entering each chunk (steps 1-4 and 7) */
             if (h0)
                 memcpy(gr.states, h0 + bh * KV, KV * sizeof(float));
             else
@@ -379,14 +378,7 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
                 chunk_load_f32(&ck, dims, b, h, n_c * C, q, k, v, g, gw, beta);
                 chunk_decay_factors_f32(&ck);
                 chunk_corrected_values_f32(&ck, gr.states + n_c * KV);
-                for (size_t c = 0; c < K; c++) {
-                    float gl = ck.gamma[(ck.L - 1) * K + c];
-                    for (size_t j = 0; j < V; j++)
-                        Sn[c * V + j] *= gl;
-                    for (size_t r = 0; r < ck.L; r++)
-                        axpy(ck.k[r * K + c] * ck.to_end[r * K + c], ck.Vn + r * V,
-                             Sn + c * V, V);
-                }
+                chunk_advance_state_f32(&ck, Sn);
             }
 
             /* backward sweep */
