@@ -172,6 +172,7 @@ typedef struct {
     cli_input cu;         /* --cu-seqlens, path NULL when not given             */
     kdalab_dims dims;     /* fixed by q (B, T, H, K) and v (V) once read        */
     size_t HV, N;         /* value heads (v's), sequences (cu_seqlens's, or B)  */
+    size_t n_state;       /* N * HV * K * V, the elements of h0/ht, checked      */
     int64_t *cu_seqlens;  /* the boundaries, or NULL                           */
     kdalab_batch batch;   /* the layout for kdalab_batch_*                      */
 } cli_inputs;
@@ -184,7 +185,8 @@ typedef struct {
  * or the exit status after the one-line error. */
 int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu_seqlens);
 /* Read every given input, check shapes against q's and v's and values by
- * the library's rules; fills dims. Returns 0 or the exit status. */
+ * the library's rules; fills dims, HV, N and n_state (refused when N * HV *
+ * K * V doubles overflow size_t). Returns 0 or the exit status. */
 int cli_inputs_read(cli_inputs *fw);
 void cli_inputs_free(cli_inputs *fw);
 

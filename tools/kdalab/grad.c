@@ -268,7 +268,7 @@ static int compute_f32(grad_job *job, const double *const x[N_IN])
     src[N_IN + 1] = job->dht.path ? job->dht.a.data : NULL;
     nin[N_IN + 1] = job->dht.path ? job->dht.a.size : 0;
     float *f[N_IN + 2] = {0}, *gf[N_OUT] = {0};
-    const size_t state = d->B * d->H * d->K * d->V;
+    const size_t state = job->fwd.n_state;
     nout[0] = nout[1] = job->fwd.in[IN_Q].a.size, nout[2] = job->fwd.in[IN_V].a.size;
     nout[3] = job->fwd.in[IN_G].a.size, nout[4] = job->fwd.in[IN_BETA].a.size, nout[5] = state;
     int rc = 0;
@@ -318,7 +318,7 @@ static int compute(grad_job *job)
     const kdalab_dims *d = &job->fwd.dims;
     const size_t n[N_OUT] = {job->fwd.in[IN_Q].a.size, job->fwd.in[IN_Q].a.size,
                              job->fwd.in[IN_V].a.size, job->fwd.in[IN_G].a.size,
-                             job->fwd.in[IN_BETA].a.size, job->fwd.N * job->fwd.HV * d->K * d->V};
+                             job->fwd.in[IN_BETA].a.size, job->fwd.n_state};
     for (int i = 0; i < N_OUT; i++)
         if (!(job->grad[i] = malloc((n[i] ? n[i] : 1) * sizeof(double))))
             return cli_fail(EXIT_FAIL, "out of memory for the gradients");

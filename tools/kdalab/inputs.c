@@ -9,6 +9,7 @@
  *          cli_inputs_free (declared in cli.h)
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,17 @@ int cli_inputs_read(cli_inputs *fw)
     for (int i = 0; i < N_IN; i++)
         if (fw->in[i].path && (rc = cli_check_values(&fw->in[i], IN_RULE[i], IN_NAME[i])))
             return rc;
+    /* the states [N, HV, K, V]: each factor came from a file that exists, but
+     * the product (in doubles) may still overflow */
+    const size_t f[4] = {fw->N, fw->HV, fw->dims.K, fw->dims.V};
+    size_t n = 1;
+    for (int i = 0; i < 4 && n; i++)
+        n = f[i] <= SIZE_MAX / sizeof(double) / n ? n * f[i] : 0;
+    if (n == 0)
+        return cli_fail(EXIT_BAD, "the state [N, HV, K, V] = [%zu, %zu, %zu, %zu] overflows "
+                                  "size_t",
+                        f[0], f[1], f[2], f[3]);
+    fw->n_state = n;
     return 0;
 }
 

@@ -46,7 +46,7 @@ typedef struct {
     int timing;
 
     cli_inputs fwd;              /* q, k, v, beta, g, h0 and the dims they fix */
-    size_t n_o, n_state;         /* elements of o and ht                  */
+    size_t n_o;                  /* elements of o (ht: fwd.n_state)       */
     double *o, *ht;              /* the outputs, float64                  */
     float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
     kdalab_status computed;      /* KDALAB_OK or KDALAB_ERANGE            */
@@ -389,7 +389,7 @@ static int compute_f32(run_job *job)
         if ((rc = to_float(job, i)))
             return rc;
     job->fo = malloc(job->n_o ? job->n_o * sizeof *job->fo : 1);
-    job->fht = malloc(job->n_state * sizeof *job->fht);
+    job->fht = malloc(job->fwd.n_state * sizeof *job->fht);
     if (job->fo == NULL || job->fht == NULL)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
     float scale = (float)job->scale;
@@ -406,7 +406,7 @@ static int compute_f32(run_job *job)
     if (s == KDALAB_OK || s == KDALAB_ERANGE) {
         for (size_t i = 0; i < job->n_o; i++)
             job->o[i] = job->fo[i];
-        for (size_t i = 0; i < job->n_state; i++)
+        for (size_t i = 0; i < job->fwd.n_state; i++)
             job->ht[i] = job->fht[i];
     }
     return 0;
@@ -446,19 +446,8 @@ static int compute(run_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
     job->n_o = job->fwd.in[IN_V].a.size;
-    /* the final states [N, HV, K, V]: each factor came from a file that
-     * exists, but the product may still overflow */
-    size_t n = 1;
-    const size_t f[4] = {job->fwd.N, job->fwd.HV, d->K, d->V};
-    for (int i = 0; i < 4 && n; i++)
-        n = f[i] <= SIZE_MAX / sizeof(double) / n ? n * f[i] : 0;
-    if (n == 0)
-        return cli_fail(EXIT_BAD, "the state [N, HV, K, V] = [%zu, %zu, %zu, %zu] overflows "
-                                  "size_t",
-                        f[0], f[1], d->K, d->V);
-    job->n_state = n;
     job->o = malloc(job->n_o ? job->n_o * sizeof *job->o : 1);
-    job->ht = malloc(job->n_state * sizeof *job->ht);
+    job->ht = malloc(job->fwd.n_state * sizeof *job->ht);
     if (job->o == NULL || job->ht == NULL)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
 
@@ -512,7 +501,7 @@ static int write_outputs(const run_job *job)
         return 0;
     /* counted here, so every form and path reports the same way */
     size_t bad_o = count_nonfinite(job->o, job->n_o);
-    size_t bad_ht = count_nonfinite(job->ht, job->n_state);
+    size_t bad_ht = count_nonfinite(job->ht, job->fwd.n_state);
     if (job->chunk_form && job->mech == KDALAB_KDA && !job->simd && !CLI_IS_BATCH(&job->fwd))
         return cli_fail(EXIT_FAIL,
                         "the computation overflowed (decay mode %s, largest exponent formed "
