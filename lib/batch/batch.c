@@ -336,15 +336,16 @@ static kdalab_status setup(call *c, const kdalab_batch *batch, kdalab_form form,
     return KDALAB_OK;
 }
 
-kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
-                               const kdalab_dims *dims, kdalab_mechanism mech, double scale,
-                               const double *q, const double *k, const double *v,
-                               const double *g, const double *beta, const double *h0,
-                               double *o, double *ht, const kdalab_chunk_opts *opts)
+/* The forward of either precision (es bytes per element): the layout, o,
+ * the values, then the sequences. */
+static kdalab_status forward(const kdalab_batch *batch, kdalab_form form, const kdalab_dims *dims,
+                             kdalab_mechanism mech, double scale, size_t es, const void *q,
+                             const void *k, const void *v, const void *g, const void *beta,
+                             const void *h0, void *o, void *ht, const kdalab_chunk_opts *opts)
 {
     call c = {0};
-    kdalab_status s = setup(&c, batch, form, dims, mech, scale, sizeof(double));
-    if (s == KDALAB_OK && form == KDALAB_FORM_SIMD_RECURRENT)
+    kdalab_status s = setup(&c, batch, form, dims, mech, scale, es);
+    if (s == KDALAB_OK && es == sizeof(double) && form == KDALAB_FORM_SIMD_RECURRENT)
         s = kdalab_fail(KDALAB_EINVAL, "the SIMD recurrent form is float32 only "
                                        "(kdalab_batch_f32)");
     if (s == KDALAB_OK && dims->T > 0 && !o)
@@ -358,23 +359,24 @@ kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
     return drive(&c, dest);
 }
 
+kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
+                               const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                               const double *q, const double *k, const double *v,
+                               const double *g, const double *beta, const double *h0,
+                               double *o, double *ht, const kdalab_chunk_opts *opts)
+{
+    return forward(batch, form, dims, mech, scale, sizeof(double), q, k, v, g, beta, h0, o, ht,
+                   opts);
+}
+
 kdalab_status kdalab_batch_f32(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, float scale,
                                const float *q, const float *k, const float *v, const float *g,
                                const float *beta, const float *h0, float *o, float *ht,
                                const kdalab_chunk_opts *opts)
 {
-    call c = {0};
-    kdalab_status s = setup(&c, batch, form, dims, mech, scale, sizeof(float));
-    if (s == KDALAB_OK && dims->T > 0 && !o)
-        s = kdalab_fail(KDALAB_ENULL, "o is NULL");
-    if (s != KDALAB_OK)
-        return s;
-    c.q = q, c.k = k, c.v = v, c.g = g, c.beta = beta, c.h0 = h0, c.opts = opts;
-    if ((s = check_values(&c)) != KDALAB_OK)
-        return s;
-    void *dest[N_OUTS] = {o, ht};
-    return drive(&c, dest);
+    return forward(batch, form, dims, mech, scale, sizeof(float), q, k, v, g, beta, h0, o, ht,
+                   opts);
 }
 
 kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,
