@@ -87,6 +87,7 @@ typedef struct {
     double *Sp;     // (K, V) S' = Diag(a) S_prev
     double *dS;     // (K, V) the gradient reaching the current state
     double *e, *du; // (V)
+    double *a;      // (K) the decay factors of the step being differentiated
 } bwd_ws;
 
 static void bwd_ws_free(bwd_ws *w)
@@ -97,6 +98,7 @@ static void bwd_ws_free(bwd_ws *w)
     free(w->dS);
     free(w->e);
     free(w->du);
+    free(w->a);
 }
 
 /*
@@ -112,13 +114,15 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, doubl
     const int delta = mech != KDALAB_LINEAR_ATTENTION;
     double *dS = w->dS, *Sp = w->Sp, *e = w->e, *du = w->du;
 
-    /* S' and the prediction error e = v - S'^T k */
+    /* the decay a (per channel; Gated DeltaNet's one value in every channel;
+     * 1 without decay), S' = Diag(a) S_prev and the error e = v - S'^T k */
+    double *a = w->a;
     for (size_t c = 0; c < K; c++) {
-        double a = mech == KDALAB_KDA              ? exp(p->g[c])
-                   : mech == KDALAB_GATED_DELTANET ? exp(p->g[0])
-                                                   : 1;
+        a[c] = mech == KDALAB_KDA              ? exp(p->g[c])
+               : mech == KDALAB_GATED_DELTANET ? exp(p->g[0])
+                                               : 1;
         for (size_t j = 0; j < V; j++)
-            Sp[c * V + j] = a * S_prev[c * V + j];
+            Sp[c * V + j] = a[c] * S_prev[c * V + j];
     }
     for (size_t j = 0; j < V; j++) {
         double pred = 0;
@@ -178,15 +182,14 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, doubl
     if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
         double total = 0;
         for (size_t c = 0; c < K; c++) {
-            double a = exp(mech == KDALAB_KDA ? p->g[c] : p->g[0]);
             double acc = 0;
             for (size_t j = 0; j < V; j++) {
                 acc += dS[c * V + j] * S_prev[c * V + j];
-                dS[c * V + j] *= a;
+                dS[c * V + j] *= a[c];
             }
             if (mech == KDALAB_KDA && dg)
-                dg[c] = a * acc;
-            total += a * acc;
+                dg[c] = a[c] * acc;
+            total += a[c] * acc;
         }
         if (mech == KDALAB_GATED_DELTANET && dg)
             dg[0] = total;
@@ -220,8 +223,9 @@ kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism
                 .Sp = malloc(KV * sizeof(double)),
                 .dS = malloc(KV * sizeof(double)),
                 .e = malloc(V * sizeof(double)),
-                .du = malloc(V * sizeof(double))};
-    if (!w.ckpt || !w.Sseg || !w.Sp || !w.dS || !w.e || !w.du) {
+                .du = malloc(V * sizeof(double)),
+                .a = malloc(K * sizeof(double))};
+    if (!w.ckpt || !w.Sseg || !w.Sp || !w.dS || !w.e || !w.du || !w.a) {
         bwd_ws_free(&w);
         return kdalab_fail(KDALAB_ENOMEM,
                            "no memory for the backward of T = %zu, K = %zu, "

@@ -90,6 +90,7 @@ typedef struct {
     float *Sp;     // (K, V) S' = Diag(a) S_prev
     float *dS;     // (K, V) the gradient reaching the current state
     float *e, *du; // (V)
+    float *a;      // (K) the decay factors of the step being differentiated
 } bwd_ws;
 
 static void bwd_ws_free(bwd_ws *w)
@@ -100,6 +101,7 @@ static void bwd_ws_free(bwd_ws *w)
     free(w->dS);
     free(w->e);
     free(w->du);
+    free(w->a);
 }
 
 /*
@@ -115,13 +117,15 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, float
     const int delta = mech != KDALAB_LINEAR_ATTENTION;
     float *dS = w->dS, *Sp = w->Sp, *e = w->e, *du = w->du;
 
-    /* S' and the prediction error e = v - S'^T k */
+    /* the decay a (per channel; Gated DeltaNet's one value in every channel;
+     * 1 without decay), S' = Diag(a) S_prev and the error e = v - S'^T k */
+    float *a = w->a;
     for (size_t c = 0; c < K; c++) {
-        float a = mech == KDALAB_KDA              ? expf(p->g[c])
-                   : mech == KDALAB_GATED_DELTANET ? expf(p->g[0])
-                                                   : 1;
+        a[c] = mech == KDALAB_KDA              ? expf(p->g[c])
+               : mech == KDALAB_GATED_DELTANET ? expf(p->g[0])
+                                               : 1;
         for (size_t j = 0; j < V; j++)
-            Sp[c * V + j] = a * S_prev[c * V + j];
+            Sp[c * V + j] = a[c] * S_prev[c * V + j];
     }
     for (size_t j = 0; j < V; j++) {
         float pred = 0;
@@ -181,15 +185,14 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, float
     if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
         float total = 0;
         for (size_t c = 0; c < K; c++) {
-            float a = expf(mech == KDALAB_KDA ? p->g[c] : p->g[0]);
             float acc = 0;
             for (size_t j = 0; j < V; j++) {
                 acc += dS[c * V + j] * S_prev[c * V + j];
-                dS[c * V + j] *= a;
+                dS[c * V + j] *= a[c];
             }
             if (mech == KDALAB_KDA && dg)
-                dg[c] = a * acc;
-            total += a * acc;
+                dg[c] = a[c] * acc;
+            total += a[c] * acc;
         }
         if (mech == KDALAB_GATED_DELTANET && dg)
             dg[0] = total;
@@ -223,8 +226,9 @@ kdalab_status kdalab_recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism
                 .Sp = malloc(KV * sizeof(float)),
                 .dS = malloc(KV * sizeof(float)),
                 .e = malloc(V * sizeof(float)),
-                .du = malloc(V * sizeof(float))};
-    if (!w.ckpt || !w.Sseg || !w.Sp || !w.dS || !w.e || !w.du) {
+                .du = malloc(V * sizeof(float)),
+                .a = malloc(K * sizeof(float))};
+    if (!w.ckpt || !w.Sseg || !w.Sp || !w.dS || !w.e || !w.du || !w.a) {
         bwd_ws_free(&w);
         return kdalab_fail(KDALAB_ENOMEM,
                            "no memory for the backward of T = %zu, K = %zu, "
