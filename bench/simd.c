@@ -238,7 +238,24 @@ static kdalab_chunk_opts bench_opts; /* chunk size of the chunkwise runs */
 static double last_busy;             /* CPU seconds / wall seconds of the last timing */
 static double last_cpu;              /* median CPU seconds (all threads) of the last timing */
 
-/* Median seconds of reps runs (and the min, max) of one chunkwise call. */
+/* The problem's inputs widened to float64, w[0..5] = q, k, v, g, beta, h0
+ * (malloc'd; free each). */
+static void problem_widen(const problem *p, double *w[6])
+{
+    const kdalab_dims *d = &p->d;
+    size_t nqk = d->B * d->T * d->H * d->K, nv = d->B * d->T * d->H * d->V,
+           nbth = d->B * d->T * d->H, ns = d->B * d->H * d->K * d->V;
+    const float *src[6] = {p->q, p->k, p->v, p->g, p->beta, p->h0};
+    size_t n[6] = {nqk, nqk, nv, nqk, nbth, ns};
+    for (int a = 0; a < 6; a++) {
+        w[a] = malloc(n[a] * sizeof(double));
+        if (!w[a])
+            exit(1);
+        for (size_t i = 0; i < n[a]; i++)
+            w[a][i] = src[a][i];
+    }
+}
+
 /*
  * Validate before timing (llm.c's validate_result before benchmark_kernel):
  * the largest |o - o_ref| / max |o_ref| of the SIMD chunkwise form at the
@@ -248,20 +265,11 @@ static double last_cpu;              /* median CPU seconds (all threads) of the 
 static double validate_chunk(problem *p, kdalab_mechanism m, double **ref)
 {
     const kdalab_dims *d = &p->d;
-    size_t nqk = d->B * d->T * d->H * d->K, nv = d->B * d->T * d->H * d->V,
-           nbth = d->B * d->T * d->H, ns = d->B * d->H * d->K * d->V;
+    size_t nv = d->B * d->T * d->H * d->V, ns = d->B * d->H * d->K * d->V;
     float scale = (float)kdalab_default_scale(d->K);
     if (!*ref) {
         double *w[6];
-        const float *src[6] = {p->q, p->k, p->v, p->g, p->beta, p->h0};
-        size_t n[6] = {nqk, nqk, nv, nqk, nbth, ns};
-        for (int a = 0; a < 6; a++) {
-            w[a] = malloc(n[a] * sizeof(double));
-            if (!w[a])
-                exit(1);
-            for (size_t i = 0; i < n[a]; i++)
-                w[a][i] = src[a][i];
-        }
+        problem_widen(p, w);
         *ref = malloc(nv * sizeof(double));
         double *ht = malloc(ns * sizeof(double));
         if (!*ref || !ht)
@@ -298,21 +306,12 @@ static double validate_chunk(problem *p, kdalab_mechanism m, double **ref)
 static double time_chunk_f64(const problem *p, kdalab_mechanism m, int reps, double *err)
 {
     const kdalab_dims *d = &p->d;
-    size_t nqk = d->B * d->T * d->H * d->K, nv = d->B * d->T * d->H * d->V,
-           nbth = d->B * d->T * d->H, ns = d->B * d->H * d->K * d->V;
-    const float *src[6] = {p->q, p->k, p->v, p->g, p->beta, p->h0};
-    size_t n[6] = {nqk, nqk, nv, nqk, nbth, ns};
+    size_t nv = d->B * d->T * d->H * d->V, ns = d->B * d->H * d->K * d->V;
     double *w[6], *o = malloc(nv * sizeof *o), *ref = malloc(nv * sizeof *ref),
                   *ht = malloc(ns * sizeof *ht);
     if (!o || !ref || !ht)
         exit(1);
-    for (int a = 0; a < 6; a++) {
-        w[a] = malloc(n[a] * sizeof(double));
-        if (!w[a])
-            exit(1);
-        for (size_t i = 0; i < n[a]; i++)
-            w[a][i] = src[a][i];
-    }
+    problem_widen(p, w);
     double scale = kdalab_default_scale(d->K), ts[32], mx = 0;
     kdalab_status s = kdalab_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5], ref, ht,
                                        &bench_opts, NULL);
@@ -346,6 +345,7 @@ static double time_chunk_f64(const problem *p, kdalab_mechanism m, int reps, dou
     return tmed;
 }
 
+/* Median seconds of reps runs (and the min, max) of one chunkwise call. */
 static double time_chunk(chunk_fn fn, problem *p, kdalab_mechanism m, int reps, double *tmin,
                          double *tmax)
 {
