@@ -26,8 +26,10 @@ twin() { # twin SOURCE TARGET
             -e 's/in float64: the oracle every other form is checked against/in float32 (the twin of the float64 oracle)/' \
             -e 's/float64/float32/g' \
             -e 's/\bchunk_work\b/chunk_work_f32/g' \
-            -e 's/\b\(chunk_dot\|chunk_decay_factors\|chunk_decayed_gram\|chunk_ut_transform\|chunk_corrected_values\|chunk_outputs\|chunk_advance_state\|chunk_load\|chunk_free\|chunk_alloc\)\b/\1_f32/g' \
+            -e 's/\b\(chunk_dot\|chunk_decay_factors\|chunk_decayed_gram\|chunk_ut_transform\|chunk_corrected_values\|chunk_outputs\|chunk_advance_state\|chunk_load\|chunk_free\|chunk_alloc\|attention_attend\)\b/\1_f32/g' \
             -e 's/"chunk_steps\.h"/"chunk_steps_f32.h"/' \
+            -e 's/"attention_steps\.h"/"attention_steps_f32.h"/' \
+            -e 's/KDALAB_REFERENCE_ATTENTION_STEPS_H/KDALAB_STUDY_ATTENTION_STEPS_F32_H/g' \
             -e 's/KDALAB_REFERENCE_CHUNK_STEPS_H/KDALAB_STUDY_CHUNK_STEPS_F32_H/g' \
             -e 's#^ \* lib/reference/\([a-z_]*\)\.\([ch]\) — # * '"$out"'/\1_f32.\2 — float32: #' \
             "$src"
@@ -36,6 +38,8 @@ twin() { # twin SOURCE TARGET
 }
 
 twin lib/reference/recurrent.c recurrent_f32.c
+twin lib/reference/attention_steps.h attention_steps_f32.h
+twin lib/reference/attention.c attention_f32.c
 twin lib/reference/recurrent_bwd.c recurrent_bwd_f32.c
 twin lib/reference/chunk_steps.h chunk_steps_f32.h
 twin lib/reference/chunk_steps.c chunk_steps_f32.c
