@@ -5,7 +5,7 @@
  *
  * defines: cli_who, cli_fail, cli_exit_for, cli_shape_str, cli_index_str,
  *          cli_begin, cli_next, cli_store, cli_parse_size, cli_parse_double,
- *          cli_parse_scale,
+ *          cli_parse_scale, cli_input_to_f32,
  *          cli_read_input, cli_check_values, cli_shape_is, cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (declared in cli.h)
  *
@@ -334,4 +334,27 @@ int cli_parse_scale(const char *s, double *out)
     if (kdalab_check_scale(*out) != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--scale %s: %s", s, kdalab_last_error());
     return 0;
+}
+
+int cli_input_to_f32(const cli_input *in, kdalab_value_rule rule, const char *name, float **out)
+{
+    *out = NULL;
+    if (in->path == NULL || in->a.size == 0)
+        return 0;
+    float *f = malloc(in->a.size * sizeof *f);
+    if (f == NULL)
+        return cli_fail(EXIT_FAIL, "%s %s: out of memory", in->flag, in->path);
+    *out = f;
+    for (size_t j = 0; j < in->a.size; j++)
+        f[j] = (float)in->a.data[j];
+    size_t bad = 0;
+    kdalab_status s = kdalab_check_values_f32(rule, name, f, in->a.size, &bad);
+    if (s == KDALAB_OK)
+        return 0;
+    char ib[96];
+    if (s == KDALAB_ENONFINITE)
+        return cli_fail(EXIT_BAD, "%s %s: element %s = %g is beyond float32's range", in->flag,
+                        in->path, cli_index_str(&in->a, bad, ib, sizeof ib), in->a.data[bad]);
+    return cli_fail(cli_exit_for(s), "%s %s: in float32, %s", in->flag, in->path,
+                    kdalab_last_error());
 }

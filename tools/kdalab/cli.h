@@ -8,6 +8,7 @@
  *          cli_parser, cli_arg, cli_begin, cli_next, cli_store, CLI_ARG, CLI_END,
  *          CLI_ERROR,
  *          cli_parse_size, cli_parse_double, cli_parse_scale, CLI_INPUT_OPTIONS,
+ *          cli_input_to_f32,
  *          cli_input, cli_read_input, cli_check_values, cli_shape_is,
  *          cli_shape_mismatch,
  *          cli_check_output_path, cli_same_output (in cli.c);
@@ -131,6 +132,12 @@ typedef struct {
 /* Read in->path into in->a (kdalab_npy_read). Returns 0 or the exit status
  * after "<flag>: <reason>". */
 int cli_read_input(cli_input *in);
+
+/* A float32 copy of in's values in *out (NULL when in is absent or empty;
+ * the caller frees it, also on error), checked by the library's rule in
+ * float32: a finite value beyond float32's range is refused as such.
+ * Returns 0 or the exit status after the one-line error. */
+int cli_input_to_f32(const cli_input *in, kdalab_value_rule rule, const char *name, float **out);
 
 /* Check every value of in against the library's rule (kdalab_check_values_f64)
  * and name the flag, the file and the element's multi-index when one breaks

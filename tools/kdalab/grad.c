@@ -251,35 +251,22 @@ static int read_all(grad_job *job)
     return 0;
 }
 
-/* The float32 backward: float32 copies in, gradients widened back to float64. */
-static int compute_f32(grad_job *job, const double *const x[N_IN])
+/* The float32 backward: float32 copies in, gradients (nout elements each, by
+ * OUT_*) widened back to float64. */
+static int compute_f32(grad_job *job, const size_t nout[N_OUT])
 {
     const kdalab_dims *d = &job->fwd.dims;
     if (CLI_IS_BATCH(&job->fwd))
         return cli_fail(EXIT_BAD, "--precision fp32: the varlen / grouped-head backward runs "
                                   "in fp64 only");
-    size_t nin[N_IN + 2], nout[N_OUT];
-    const double *src[N_IN + 2];
-    for (int i = 0; i < N_IN; i++) {
-        src[i] = x[i];
-        nin[i] = job->fwd.in[i].path ? job->fwd.in[i].a.size : 0;
-    }
-    src[N_IN] = job->d_o.a.data, nin[N_IN] = job->d_o.a.size;
-    src[N_IN + 1] = job->dht.path ? job->dht.a.data : NULL;
-    nin[N_IN + 1] = job->dht.path ? job->dht.a.size : 0;
-    float *f[N_IN + 2] = {0}, *gf[N_OUT] = {0};
-    const size_t state = job->fwd.n_state;
-    nout[0] = nout[1] = job->fwd.in[IN_Q].a.size, nout[2] = job->fwd.in[IN_V].a.size;
-    nout[3] = job->fwd.in[IN_G].a.size, nout[4] = job->fwd.in[IN_BETA].a.size, nout[5] = state;
+    float *f[N_IN + 2] = {0}, *gf[N_OUT] = {0}; /* the inputs, then d_o and dht */
     int rc = 0;
-    for (int i = 0; i < N_IN + 2 && rc == 0; i++) {
-        if (!src[i])
-            continue;
-        if (!(f[i] = malloc((nin[i] ? nin[i] : 1) * sizeof(float))))
-            rc = cli_fail(EXIT_FAIL, "out of memory for the float32 inputs");
-        for (size_t j = 0; rc == 0 && j < nin[i]; j++)
-            f[i][j] = (float)src[i][j];
-    }
+    for (int i = 0; i < N_IN && rc == 0; i++)
+        rc = cli_input_to_f32(&job->fwd.in[i], IN_RULE[i], IN_NAME[i], &f[i]);
+    if (rc == 0)
+        rc = cli_input_to_f32(&job->d_o, KDALAB_RULE_FINITE, "d_o", &f[N_IN]);
+    if (rc == 0)
+        rc = cli_input_to_f32(&job->dht, KDALAB_RULE_FINITE, "dht", &f[N_IN + 1]);
     for (int i = 0; i < N_OUT && rc == 0; i++)
         if (!(gf[i] = malloc((nout[i] ? nout[i] : 1) * sizeof(float))))
             rc = cli_fail(EXIT_FAIL, "out of memory for the float32 gradients");
@@ -322,12 +309,12 @@ static int compute(grad_job *job)
     for (int i = 0; i < N_OUT; i++)
         if (!(job->grad[i] = malloc((n[i] ? n[i] : 1) * sizeof(double))))
             return cli_fail(EXIT_FAIL, "out of memory for the gradients");
+    if (job->fp32)
+        return compute_f32(job, n);
     const double *x[N_IN];
     for (int i = 0; i < N_IN; i++)
         x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
     double **gr = job->grad;
-    if (job->fp32)
-        return compute_f32(job, x);
     const double *dht = job->dht.path ? job->dht.a.data : NULL;
     kdalab_status s;
     if (job->attention)

@@ -325,31 +325,6 @@ static kdalab_status timed(run_job *job, kdalab_status (*call)(run_job *))
     return s;
 }
 
-/* float32 copy of input i (NULL when absent or empty); a finite value beyond
- * float32's range becomes Inf and is refused by the library's rule. */
-static int to_float(run_job *job, int i)
-{
-    const cli_input *in = &job->fwd.in[i];
-    if (in->path == NULL || in->a.size == 0)
-        return 0;
-    float *f = malloc(in->a.size * sizeof *f);
-    if (f == NULL)
-        return cli_fail(EXIT_FAIL, "%s %s: out of memory", in->flag, in->path);
-    job->fin[i] = f;
-    for (size_t j = 0; j < in->a.size; j++)
-        f[j] = (float)in->a.data[j];
-    size_t bad = 0;
-    kdalab_status s = kdalab_check_values_f32(IN_RULE[i], IN_NAME[i], f, in->a.size, &bad);
-    if (s == KDALAB_OK)
-        return 0;
-    char ib[96];
-    if (s == KDALAB_ENONFINITE)
-        return cli_fail(EXIT_BAD, "%s %s: element %s = %g is beyond float32's range", in->flag,
-                        in->path, cli_index_str(&in->a, bad, ib, sizeof ib), in->a.data[bad]);
-    return cli_fail(cli_exit_for(s), "%s %s: in float32, %s", in->flag, in->path,
-                    kdalab_last_error());
-}
-
 /* One call of the chosen float32 form on the float32 copies. */
 static kdalab_status call_f32(run_job *job)
 {
@@ -386,7 +361,7 @@ static int compute_f32(run_job *job)
 {
     int rc;
     for (int i = 0; i < N_IN; i++)
-        if ((rc = to_float(job, i)))
+        if ((rc = cli_input_to_f32(&job->fwd.in[i], IN_RULE[i], IN_NAME[i], &job->fin[i])))
             return rc;
     job->fo = malloc(job->n_o ? job->n_o * sizeof *job->fo : 1);
     job->fht = malloc(job->fwd.n_state * sizeof *job->fht);
