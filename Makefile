@@ -28,7 +28,10 @@ WARN    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unused
 ALL_CFLAGS = $(WARN) $(CFLAGS) -fPIC -fopenmp
 # The library exports exactly what its public headers declare (KDALAB_BEGIN_DECLS).
 LIB_CFLAGS = -fvisibility=hidden
-LDLIBS  := -lgsl -lgslcblas -lm
+# The CBLAS behind GSL and the model's projections: OpenBLAS when pkg-config
+# finds it (libopenblas-dev; 1.5-2.5x faster training here), else GSL's own.
+BLAS    ?= $(shell pkg-config --exists openblas 2>/dev/null && echo -lopenblas || echo -lgslcblas)
+LDLIBS  := -lgsl $(BLAS) -lm
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # ---- the library --------------------------------------------------------------
@@ -62,7 +65,7 @@ $(LIB_SO): $(LIB_OBJ)
 
 $(LIB_PC): Makefile
 	@mkdir -p $(dir $@)
-	printf 'prefix=%s\nlibdir=$${prefix}/$(BUILD)\nincludedir=$${prefix}/lib\n\nName: kdalab\nDescription: numerical reference for the lineage ending in Kimi Delta Attention\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lkdalab -fopenmp -lgsl -lgslcblas -lm\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
+	printf 'prefix=%s\nlibdir=$${prefix}/$(BUILD)\nincludedir=$${prefix}/lib\n\nName: kdalab\nDescription: numerical reference for the lineage ending in Kimi Delta Attention\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lkdalab -fopenmp -lgsl $(BLAS) -lm\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
 
 lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 
