@@ -265,6 +265,201 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
 /* Free a cache (NULL is fine). */
 void kdalab_mixer_cache_free(kdalab_mixer_cache *cache);
 
+/* ------------------------------------------------------------------------- */
+/* The model (lib/train/model.c: layout and initialisation;                  */
+/*            lib/train/model_loss.c: loss and gradient)                     */
+/* ------------------------------------------------------------------------- */
+
+/* At most this many blocks. */
+#define KDALAB_MODEL_MAX_LAYERS 64
+
+/*
+ * A small language model, as in the Zoology and Kimi Linear MQAR studies:
+ *   x = embed[tokens]                                   [N, D], N = B * T
+ *   L blocks:  x = x + mixer_l(rmsnorm(x, norm1_l))
+ *              x = x + (silu(h W1_l) * (h W3_l)) W2_l,  h = rmsnorm(x, norm2_l)
+ *   logits = rmsnorm(x, norm_f) lm_head                  [N, V]
+ * RMSNorm eps 1e-6 (fla's model default); no biases; lm_head not tied to
+ * embed. Each block's mixer is kdalab_mixer_fwd_f64 of kind mixer[l] with
+ * (D, H, conv).
+ */
+typedef struct {
+    size_t vocab; /* V: token ids in [0, V)                                  */
+    size_t D;     /* model width, a multiple of H                            */
+    size_t H;     /* heads of every mixer (head dimension d = D / H)         */
+    size_t L;     /* blocks, 1 .. KDALAB_MODEL_MAX_LAYERS                     */
+    size_t F;     /* the SwiGLU MLP's hidden width (>= 1)                     */
+    int conv;     /* != 0: the short convolution on every mixer's q, k, v     */
+    kdalab_mixer_kind mixer[KDALAB_MODEL_MAX_LAYERS]; /* block l's mixer     */
+} kdalab_model_config;
+
+/* One parameter tensor: theta[offset .. offset + rows * cols), row-major. */
+typedef struct {
+    char name[40];  /* "embed", "blocks.0.norm1", "blocks.0.mixer.Wq",
+                       "blocks.0.mlp.W1", ..., "norm_f", "lm_head"          */
+    size_t offset;  /* into the flat parameter vector                        */
+    size_t rows, cols; /* shape [rows, cols]; vectors have rows = 1          */
+    int decay;      /* 1 for matrices (AdamW decays them), 0 for norms,      */
+                    /* convolutions, A_log and dt_bias                       */
+} kdalab_model_tensor;
+
+/*
+ * kdalab_model_size — check cfg; *n_params gets the length of the flat
+ * parameter vector theta, *n_tensors the number of tensors in it (either
+ * pointer may be NULL). Tensors are laid out in the order: embed [V, D];
+ * per block norm1 [D], the mixer's weights in kdalab_mixer_params' order
+ * (those its kind and conv use, shapes as there), norm2 [D], mlp.W1 [D, F],
+ * mlp.W3 [D, F], mlp.W2 [F, D]; norm_f [D]; lm_head [D, V].
+ * Errors: KDALAB_ENULL (cfg), KDALAB_ESIZE (V, D, H, F zero, D not a multiple
+ * of H, L outside 1 .. KDALAB_MODEL_MAX_LAYERS), KDALAB_EINVAL (an unknown
+ * mixer kind), KDALAB_EOVERFLOW.
+ */
+kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
+                                size_t *n_tensors);
+
+/* kdalab_model_tensor_at — tensor i (0 .. n_tensors - 1) of the layout.
+ * Errors: those of kdalab_model_size, KDALAB_ENULL (t), KDALAB_EINVAL (i). */
+kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
+                                     kdalab_model_tensor *t);
+
+/*
+ * kdalab_model_init — fill theta [n_params] from seed (GSL's mt19937):
+ * matrices N(0, 0.02^2) (fla's initializer_range); norms 1; convolutions
+ * U(-1/2, 1/2) (PyTorch's conv1d default for width 4); and as fla's layers
+ * initialise the gates, A_log = log U(1, 16) and dt_bias = softplus^-1(dt),
+ * dt = exp(U(ln 1e-3, ln 1e-1)), so the initial half-lives span about
+ * 0.04 to 70 tokens rather than less than one. Errors: those of
+ * kdalab_model_size, KDALAB_ENULL (theta), KDALAB_ENOMEM.
+ */
+kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long seed,
+                                double *theta);
+
+/*
+ * kdalab_model_loss_f64 — the model on B sequences of T tokens: the masked
+ * cross-entropy (kdalab_cross_entropy_fwd_f64) of its logits against
+ * targets, and its gradient.
+ *   theta [n_params]; tokens, targets [B, T] (targets -1 where not counted)
+ *   grad  [n_params] dloss/dtheta, overwritten; NULL for the loss only
+ * loss, accuracy (either may be NULL) as kdalab_cross_entropy_fwd_f64.
+ * Errors: those of kdalab_model_size, KDALAB_ENULL, KDALAB_ESIZE (B or T
+ * zero), KDALAB_EOVERFLOW, KDALAB_EDOMAIN (a token outside [0, V), a target
+ * outside [0, V) other than -1), KDALAB_ENONFINITE (theta), KDALAB_ENOMEM,
+ * or a layer's error; KDALAB_ERANGE (an intermediate overflowed; outputs
+ * written).
+ * The batch is cut into two halves run on up to two OpenMP threads and summed
+ * in a fixed order, so the result does not depend on the thread count. When
+ * the CBLAS is OpenBLAS, it is set to one thread per call
+ * (openblas_set_num_threads(1), a process-wide setting): its own threads
+ * slowed training by a third on 2 cores.
+ */
+kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double *theta,
+                                    size_t B, size_t T, const int32_t *tokens,
+                                    const int32_t *targets, double *loss, double *accuracy,
+                                    double *grad);
+
+/* ------------------------------------------------------------------------- */
+/* AdamW (lib/train/adamw.c)                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* AdamW (Loshchilov & Hutter 2019) with linear warm-up and cosine decay. */
+typedef struct {
+    double lr;           /* peak learning rate, > 0                              */
+    double min_lr;       /* the cosine ends here, 0 <= min_lr <= lr              */
+    double beta1, beta2; /* in [0, 1)                                            */
+    double eps;          /* > 0                                                  */
+    double weight_decay; /* >= 0, decoupled: theta -= lr * wd * theta            */
+    double clip;         /* the global gradient norm is clipped to this; 0: off  */
+    size_t warmup;       /* steps of linear warm-up                              */
+    size_t steps;        /* total steps (the cosine's length), >= 1              */
+} kdalab_adamw_config;
+
+/*
+ * kdalab_adamw_lr — the learning rate of step (0-based):
+ *   step < warmup:  lr (step + 1) / warmup
+ *   after:          min_lr + (lr - min_lr) (1 + cos(pi p)) / 2,
+ *                   p = (step - warmup) / max(1, steps - warmup), capped at 1
+ * Errors: KDALAB_ENULL, KDALAB_EDOMAIN (a field outside its range above).
+ */
+kdalab_status kdalab_adamw_lr(const kdalab_adamw_config *cfg, size_t step, double *lr);
+
+/*
+ * kdalab_adamw_step_f64 — one AdamW update of n parameters at step (0-based):
+ *   c  = min(1, clip / |grad|)        (1 when clip is 0 or |grad| is 0)
+ *   m  = beta1 m + (1 - beta1) c grad;   v = beta2 v + (1 - beta2) (c grad)^2
+ *   theta -= lr_t (m / (1 - beta1^(step+1)) / (sqrt(v / (1 - beta2^(step+1))) + eps)
+ *                  + wd theta)        wd = weight_decay where decay[i], else 0
+ *   theta, m, v [n] updated in place (m, v start at 0); grad [n];
+ *   decay [n] or NULL (decay everything)
+ * *grad_norm (may be NULL) gets |grad| before clipping. Errors: those of
+ * kdalab_adamw_lr, KDALAB_ENULL, KDALAB_ENONFINITE (grad: nothing updated).
+ */
+kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step, size_t n,
+                                    double *theta, const double *grad, double *m, double *v,
+                                    const unsigned char *decay, double *grad_norm);
+
+/* ------------------------------------------------------------------------- */
+/* Training on MQAR (lib/train/trainer.c)                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    kdalab_model_config model;  /* model.vocab must be the task's vocabulary  */
+    kdalab_mqar_config task;
+    kdalab_adamw_config opt;    /* opt.steps is the number of steps trained   */
+    size_t batch;               /* sequences per step, >= 1                   */
+    size_t test_sequences;      /* size of the test set, >= 1                 */
+    unsigned long seed;         /* initialisation, training and test data     */
+} kdalab_train_config;
+
+/* What a progress callback sees, after each step. */
+typedef struct {
+    size_t step, steps;    /* steps done (1-based) of steps                  */
+    double loss, accuracy; /* this step's training batch                     */
+    double lr, grad_norm;  /* this step's learning rate, gradient norm       */
+    double seconds;        /* wall time since training began                 */
+    double tokens_per_s;   /* B * T * step / seconds                         */
+} kdalab_train_progress;
+
+/* Called after every step; a non-zero return stops training (status
+ * KDALAB_EINVAL, "stopped by the callback"). */
+typedef int (*kdalab_train_callback)(const kdalab_train_progress *p, void *user);
+
+/* The result of a run. */
+typedef struct {
+    double test_loss, test_accuracy;   /* on the test set, after training   */
+    double train_loss;                 /* the last step's batch             */
+    double seconds, tokens_per_s;      /* training only (not the test)      */
+} kdalab_train_result;
+
+/*
+ * kdalab_train_mqar — train a model from kdalab_model_init(cfg->seed) on
+ * training batches kdalab_mqar_make(task, seed, step, batch) with AdamW
+ * (matrices decayed, other tensors not), then measure it on the test set:
+ * test_sequences sequences of the stream kdalab_mqar_test_seed(seed).
+ *   theta [n_params of cfg->model]: the trained parameters on return
+ * The result is a function of cfg alone (not of the thread count).
+ * Errors: those of the pieces, KDALAB_ENULL (cfg, theta, result),
+ * KDALAB_ESIZE (batch or test_sequences zero, model.vocab not the task's),
+ * KDALAB_EINVAL (stopped by the callback), KDALAB_ERANGE (training diverged:
+ * a non-finite loss or gradient; theta holds the parameters of that step).
+ */
+kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
+                                kdalab_train_callback cb, void *user,
+                                kdalab_train_result *result);
+
+/*
+ * kdalab_model_evaluate — loss and accuracy of theta on n sequences of the
+ * MQAR stream `seed`, in batches of up to `batch` (batch_index 0, 1, ...).
+ * Errors: those of kdalab_model_loss_f64 and kdalab_mqar_make, KDALAB_ESIZE
+ * (n or batch zero).
+ */
+kdalab_status kdalab_model_evaluate(const kdalab_model_config *model, const double *theta,
+                                    const kdalab_mqar_config *task, unsigned long seed,
+                                    size_t n, size_t batch, double *loss, double *accuracy);
+
+/* The test stream of a training seed: far from seed, seed + 1, ... so that
+ * no run's test set is another seed's training stream. */
+unsigned long kdalab_mqar_test_seed(unsigned long seed);
+
 KDALAB_END_DECLS
 
 #endif /* KDALAB_TRAIN_H */

@@ -1,0 +1,213 @@
+/*
+ * lib/train/model.c — the model's parameters: where each tensor lives in the
+ * flat vector theta (the layout kdalab_train.h describes) and how it is
+ * initialised. The loss and its gradient are in lib/train/model_loss.c,
+ * which reads the same layout through model_layout().
+ *
+ * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
+ *          model_layout (lib/train/train_internal.h)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "internal.h"
+#include "train_internal.h"
+
+/* The mixer's tensors in kdalab_mixer_params' order. */
+static const char *const mixer_name[MIX_N] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck",
+                                              "cv", "Wb", "Wa", "Wg", "A_log", "dt_bias"};
+
+/* Shape [rows, cols] of mixer tensor i for this kind and conv; 0 if unused. */
+static int mixer_shape(kdalab_mixer_kind kind, int conv, size_t D, size_t H, int i,
+                       size_t *rows, size_t *cols)
+{
+    const int beta = kind >= KDALAB_MIXER_DELTANET;
+    const int gdn = kind == KDALAB_MIXER_GATED_DELTANET, kda = kind == KDALAB_MIXER_KDA;
+    *rows = 1;
+    *cols = 0;
+    switch (i) {
+    case MIX_WQ: case MIX_WK: case MIX_WV: case MIX_WO: *rows = D; *cols = D; break;
+    case MIX_CQ: case MIX_CK: case MIX_CV:
+        if (conv) { *rows = 4; *cols = D; }
+        break;
+    case MIX_WB: if (beta) { *rows = D; *cols = H; } break;
+    case MIX_WA: if (gdn) { *rows = D; *cols = H; } break;
+    case MIX_WG: if (kda) { *rows = D; *cols = D; } break;
+    case MIX_ALOG: if (gdn || kda) *cols = H; break;
+    case MIX_DTB: if (gdn || kda) *cols = gdn ? H : D; break;
+    }
+    return *cols != 0;
+}
+
+/* Append one tensor to the layout being built; returns its offset. */
+static size_t add(model_layout_t *lay, kdalab_model_tensor *list, size_t rows, size_t cols,
+                  int decay, const char *name)
+{
+    const size_t at = lay->n_params;
+    if (list) {
+        kdalab_model_tensor *t = &list[lay->n_tensors];
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->offset = at;
+        t->rows = rows;
+        t->cols = cols;
+        t->decay = decay;
+    }
+    lay->n_tensors++;
+    lay->n_params += rows * cols;
+    return at;
+}
+
+kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
+                           kdalab_model_tensor *list)
+{
+    if (!cfg)
+        return kdalab_fail(KDALAB_ENULL, "model: config is NULL");
+    const size_t V = cfg->vocab, D = cfg->D, H = cfg->H, L = cfg->L, F = cfg->F;
+    if (V == 0 || D == 0 || H == 0 || F == 0)
+        return kdalab_fail(KDALAB_ESIZE, "model: vocab = %zu, D = %zu, H = %zu, F = %zu: "
+                           "each must be >= 1", V, D, H, F);
+    if (D % H)
+        return kdalab_fail(KDALAB_ESIZE, "model: D = %zu is not a multiple of H = %zu", D, H);
+    if (L == 0 || L > KDALAB_MODEL_MAX_LAYERS)
+        return kdalab_fail(KDALAB_ESIZE, "model: L = %zu blocks; 1 .. %d allowed", L,
+                           KDALAB_MODEL_MAX_LAYERS);
+    for (size_t l = 0; l < L; l++)
+        if ((int)cfg->mixer[l] < 0 || cfg->mixer[l] > KDALAB_MIXER_KDA)
+            return kdalab_fail(KDALAB_EINVAL, "model: block %zu has unknown mixer kind %d", l,
+                               (int)cfg->mixer[l]);
+    /* every tensor is at most max(V, D, F)^2 and there are < 20 per block:
+     * bound the total before adding anything up */
+    size_t big = V > D ? V : D, sq, total;
+    big = big > F ? big : F;
+    if (!kdalab_mul_size(big, big, &sq) || !kdalab_mul_size(sq, 20 * (L + 1), &total) ||
+        !kdalab_mul_size(total, sizeof(double), &sq) || total > INT32_MAX)
+        return kdalab_fail(KDALAB_EOVERFLOW, "model: V = %zu, D = %zu, F = %zu: the "
+                           "parameters overflow", V, D, F);
+    memset(lay, 0, sizeof *lay);
+    char nm[40];
+    lay->embed = add(lay, list, V, D, 1, "embed");
+    for (size_t l = 0; l < L; l++) {
+        model_block_t *b = &lay->block[l];
+        snprintf(nm, sizeof nm, "blocks.%zu.norm1", l);
+        b->norm1 = add(lay, list, 1, D, 0, nm);
+        for (int i = 0; i < MIX_N; i++) {
+            size_t r, c;
+            b->mix[i] = SIZE_MAX;
+            if (!mixer_shape(cfg->mixer[l], cfg->conv, D, H, i, &r, &c))
+                continue;
+            snprintf(nm, sizeof nm, "blocks.%zu.mixer.%s", l, mixer_name[i]);
+            const int decay = r > 1 && i != MIX_CQ && i != MIX_CK && i != MIX_CV;
+            b->mix[i] = add(lay, list, r, c, decay, nm);
+        }
+        const char *part[4] = {"norm2", "mlp.W1", "mlp.W3", "mlp.W2"};
+        size_t *slot[4] = {&b->norm2, &b->W1, &b->W3, &b->W2};
+        const size_t rows[4] = {1, D, D, F}, cols[4] = {D, F, F, D};
+        for (int i = 0; i < 4; i++) {
+            snprintf(nm, sizeof nm, "blocks.%zu.%s", l, part[i]);
+            *slot[i] = add(lay, list, rows[i], cols[i], i > 0, nm);
+        }
+    }
+    lay->norm_f = add(lay, list, 1, D, 0, "norm_f");
+    lay->lm_head = add(lay, list, D, V, 1, "lm_head");
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
+                                size_t *n_tensors)
+{
+    model_layout_t lay;
+    kdalab_status s = model_layout(cfg, &lay, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    if (n_params)
+        *n_params = lay.n_params;
+    if (n_tensors)
+        *n_tensors = lay.n_tensors;
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+/* The whole tensor list (malloc'd; free it), or NULL with the error set. */
+static kdalab_model_tensor *tensor_list(const kdalab_model_config *cfg, model_layout_t *lay,
+                                        kdalab_status *s)
+{
+    *s = model_layout(cfg, lay, NULL);
+    if (*s != KDALAB_OK)
+        return NULL;
+    kdalab_model_tensor *list = malloc(lay->n_tensors * sizeof *list);
+    if (!list) {
+        *s = kdalab_fail(KDALAB_ENOMEM, "model: cannot allocate the tensor list");
+        return NULL;
+    }
+    *s = model_layout(cfg, lay, list);
+    return list;
+}
+
+kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
+                                     kdalab_model_tensor *t)
+{
+    model_layout_t lay;
+    kdalab_status s = model_layout(cfg, &lay, NULL);
+    if (s == KDALAB_OK && !t)
+        s = kdalab_fail(KDALAB_ENULL, "model: tensor is NULL");
+    if (s == KDALAB_OK && i >= lay.n_tensors)
+        s = kdalab_fail(KDALAB_EINVAL, "model: tensor %zu of %zu", i, lay.n_tensors);
+    if (s != KDALAB_OK)
+        return s;
+    kdalab_model_tensor *list = tensor_list(cfg, &lay, &s);
+    if (!list)
+        return s;
+    *t = list[i];
+    free(list);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+/* softplus^-1(y) = y + log(1 - exp(-y)), for y > 0. */
+static double inv_softplus(double y) { return y + log(-expm1(-y)); }
+
+kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long seed,
+                                double *theta)
+{
+    model_layout_t lay;
+    kdalab_status s;
+    kdalab_model_tensor *list = tensor_list(cfg, &lay, &s);
+    if (!list)
+        return s;
+    gsl_rng *rng = theta ? gsl_rng_alloc(gsl_rng_mt19937) : NULL;
+    if (!theta || !rng) {
+        free(list);
+        return theta ? kdalab_fail(KDALAB_ENOMEM, "model init: cannot allocate the generator")
+                     : kdalab_fail(KDALAB_ENULL, "model init: theta is NULL");
+    }
+    gsl_rng_set(rng, seed);
+    for (size_t i = 0; i < lay.n_tensors; i++) {
+        const kdalab_model_tensor *t = &list[i];
+        double *w = theta + t->offset;
+        const size_t n = t->rows * t->cols;
+        const char *leaf = strrchr(t->name, '.');
+        leaf = leaf ? leaf + 1 : t->name;
+        for (size_t j = 0; j < n; j++) {
+            if (strncmp(leaf, "norm", 4) == 0)
+                w[j] = 1;
+            else if (leaf[0] == 'c' && leaf[2] == '\0') /* cq, ck, cv */
+                w[j] = gsl_ran_flat(rng, -0.5, 0.5);
+            else if (strcmp(leaf, "A_log") == 0)
+                w[j] = log(gsl_ran_flat(rng, 1, 16));
+            else if (strcmp(leaf, "dt_bias") == 0) {
+                double dt = exp(gsl_ran_flat(rng, log(1e-3), log(1e-1)));
+                w[j] = inv_softplus(dt > 1e-4 ? dt : 1e-4);
+            } else
+                w[j] = gsl_ran_gaussian(rng, 0.02);
+        }
+    }
+    gsl_rng_free(rng);
+    free(list);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}

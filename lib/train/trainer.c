@@ -1,0 +1,146 @@
+/*
+ * lib/train/trainer.c — the training loop on MQAR: initialise, then per step
+ * a fresh batch (kdalab_mqar_make), the loss and gradient
+ * (kdalab_model_loss_f64), one AdamW step; at the end the test set. Also the
+ * evaluation on its own, for a trained theta.
+ *
+ * defines: kdalab_train_mqar, kdalab_model_evaluate, kdalab_mqar_test_seed
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+unsigned long kdalab_mqar_test_seed(unsigned long seed)
+{
+    return seed ^ 0x7e57da7aUL; /* "test data": any fixed far-away stream */
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+kdalab_status kdalab_model_evaluate(const kdalab_model_config *model, const double *theta,
+                                    const kdalab_mqar_config *task, unsigned long seed,
+                                    size_t n, size_t batch, double *loss, double *accuracy)
+{
+    if (n == 0 || batch == 0)
+        return kdalab_fail(KDALAB_ESIZE, "evaluate: n = %zu, batch = %zu: each must be >= 1",
+                           n, batch);
+    if (!task)
+        return kdalab_fail(KDALAB_ENULL, "evaluate: task is NULL");
+    const size_t T = task->T, b = batch < n ? batch : n;
+    int32_t *tok = malloc(b * T * sizeof *tok), *tgt = malloc(b * T * sizeof *tgt);
+    kdalab_status s = tok && tgt ? KDALAB_OK
+                                 : kdalab_fail(KDALAB_ENOMEM, "evaluate: cannot allocate");
+    double sum_l = 0, sum_a = 0;
+    for (size_t done = 0, i = 0; done < n && s == KDALAB_OK; i++) {
+        const size_t rows = n - done < b ? n - done : b;
+        double l = 0, a = 0;
+        s = kdalab_mqar_make(task, seed, i, rows, tok, tgt);
+        if (s == KDALAB_OK)
+            s = kdalab_model_loss_f64(model, theta, rows, T, tok, tgt, &l, &a, NULL);
+        /* every sequence has the same number of queries: weigh by rows */
+        sum_l += l * (double)rows;
+        sum_a += a * (double)rows;
+        done += rows;
+    }
+    free(tok);
+    free(tgt);
+    if (s != KDALAB_OK)
+        return s;
+    if (loss)
+        *loss = sum_l / (double)n;
+    if (accuracy)
+        *accuracy = sum_a / (double)n;
+    return KDALAB_OK;
+}
+
+/* One decay flag per parameter, from the tensors' own. */
+static unsigned char *decay_mask(const kdalab_model_config *model, size_t P, size_t n_tensors)
+{
+    unsigned char *mask = calloc(P, 1);
+    for (size_t i = 0; mask && i < n_tensors; i++) {
+        kdalab_model_tensor t;
+        if (kdalab_model_tensor_at(model, i, &t) != KDALAB_OK) {
+            free(mask);
+            return NULL;
+        }
+        memset(mask + t.offset, t.decay, t.rows * t.cols);
+    }
+    return mask;
+}
+
+kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
+                                kdalab_train_callback cb, void *user,
+                                kdalab_train_result *result)
+{
+    if (!cfg || !theta || !result)
+        return kdalab_fail(KDALAB_ENULL, "train: %s is NULL",
+                           !cfg ? "config" : !theta ? "theta" : "result");
+    size_t P, n_tensors, vocab;
+    kdalab_status s = kdalab_model_size(&cfg->model, &P, &n_tensors);
+    if (s == KDALAB_OK)
+        s = kdalab_mqar_vocab_size(&cfg->task, &vocab, NULL);
+    if (s == KDALAB_OK)
+        s = kdalab_adamw_lr(&cfg->opt, 0, &(double){0});
+    if (s != KDALAB_OK)
+        return s;
+    if (cfg->batch == 0 || cfg->test_sequences == 0 || cfg->model.vocab != vocab)
+        return kdalab_fail(KDALAB_ESIZE, "train: batch = %zu, test_sequences = %zu (each >= 1), "
+                           "model vocab %zu, task vocab %zu (must match)", cfg->batch,
+                           cfg->test_sequences, cfg->model.vocab, vocab);
+    const size_t B = cfg->batch, T = cfg->task.T;
+    double *grad = malloc(P * sizeof *grad), *m = calloc(P, sizeof *m), *v = calloc(P, sizeof *v);
+    int32_t *tok = malloc(B * T * sizeof *tok), *tgt = malloc(B * T * sizeof *tgt);
+    unsigned char *mask = decay_mask(&cfg->model, P, n_tensors);
+    if (!grad || !m || !v || !tok || !tgt || !mask)
+        s = kdalab_fail(KDALAB_ENOMEM, "train: cannot allocate the optimiser state");
+    if (s == KDALAB_OK)
+        s = kdalab_model_init(&cfg->model, cfg->seed, theta);
+    const double t0 = now_s();
+    double loss = 0, acc = 0;
+    for (size_t step = 0; step < cfg->opt.steps && s == KDALAB_OK; step++) {
+        s = kdalab_mqar_make(&cfg->task, cfg->seed, step, B, tok, tgt);
+        if (s == KDALAB_OK)
+            s = kdalab_model_loss_f64(&cfg->model, theta, B, T, tok, tgt, &loss, &acc, grad);
+        if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE) {
+            s = kdalab_fail(KDALAB_ERANGE, "train: diverged at step %zu (%s)", step,
+                            kdalab_last_error());
+            break;
+        }
+        kdalab_train_progress pr = {step + 1, cfg->opt.steps, loss, acc, 0, 0, 0, 0};
+        if (s == KDALAB_OK)
+            s = kdalab_adamw_lr(&cfg->opt, step, &pr.lr);
+        if (s == KDALAB_OK)
+            s = kdalab_adamw_step_f64(&cfg->opt, step, P, theta, grad, m, v, mask,
+                                      &pr.grad_norm);
+        if (s == KDALAB_ENONFINITE) {
+            s = kdalab_fail(KDALAB_ERANGE, "train: diverged at step %zu (gradient)", step);
+            break;
+        }
+        pr.seconds = now_s() - t0;
+        pr.tokens_per_s = (double)(B * T * (step + 1)) / (pr.seconds > 0 ? pr.seconds : 1e-9);
+        if (s == KDALAB_OK && cb && cb(&pr, user))
+            s = kdalab_fail(KDALAB_EINVAL, "train: stopped by the callback at step %zu",
+                            step + 1);
+    }
+    kdalab_train_result r = {0};
+    r.train_loss = loss;
+    r.seconds = now_s() - t0;
+    r.tokens_per_s = (double)(B * T * cfg->opt.steps) / (r.seconds > 0 ? r.seconds : 1e-9);
+    if (s == KDALAB_OK)
+        s = kdalab_model_evaluate(&cfg->model, theta, &cfg->task,
+                                  kdalab_mqar_test_seed(cfg->seed), cfg->test_sequences, B,
+                                  &r.test_loss, &r.test_accuracy);
+    free(grad); free(m); free(v); free(tok); free(tgt); free(mask);
+    if (s != KDALAB_OK)
+        return s;
+    *result = r;
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
