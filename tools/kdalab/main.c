@@ -9,6 +9,8 @@
  *                   (compare.c)
  *   kdalab grad     the float64 backward: the gradients of sum(o * do) +
  *                   sum(ht * dht) for upstream do, dht (grad.c)
+ *   kdalab train    train a small model on multi-query associative recall
+ *                   and print its test accuracy (train.c)
  *   kdalab info     version, the SIMD level chosen, the CPU features seen
  *                   (info.c)
  *
@@ -32,6 +34,7 @@ static const char HELP[] =
     "  run       run linear_attention, deltanet, gated_deltanet or kda; write o, ht\n"
     "  grad      the backward of a mechanism: dq, dk, dv, dg, dbeta, dh0 for given do, dht\n"
     "  compare   compare two .npy arrays (errors, worst element, non-finite counts)\n"
+    "  train     train a small model on multi-query associative recall (MQAR)\n"
     "  info      version, SIMD level, CPU features\n"
     "\n"
     "Exit status: 0 ok, 1 failed / outside tolerance, 2 bad command line or input.\n";
@@ -44,12 +47,13 @@ static const struct {
     {"grad", cmd_grad},
     {"compare", cmd_compare},
     {"info", cmd_info},
+    {"train", cmd_train},
 };
 
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_fail(EXIT_BAD, "no command given (run, grad, compare, info; see kdalab --help)");
+        return cli_fail(EXIT_BAD, "no command given (run, grad, compare, train, info; see kdalab --help)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(HELP, stdout);
@@ -62,6 +66,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (strcmp(cmd, COMMANDS[i].name) == 0)
             return COMMANDS[i].run(argc, argv);
-    return cli_fail(EXIT_BAD, "unknown command '%s' (run, grad, compare, info; see kdalab --help)",
+    return cli_fail(EXIT_BAD, "unknown command '%s' (run, grad, compare, train, info; see kdalab --help)",
                     cmd);
 }
