@@ -28,10 +28,12 @@ WARN    := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -Wno-unused
 ALL_CFLAGS = $(WARN) $(CFLAGS) -fPIC -fopenmp
 # The library exports exactly what its public headers declare (KDALAB_BEGIN_DECLS).
 LIB_CFLAGS = -fvisibility=hidden
-# The CBLAS behind GSL and the model's projections: OpenBLAS when pkg-config
-# finds it (libopenblas-dev; 1.5-2.5x faster training here), else GSL's own.
-BLAS    ?= $(shell pkg-config --exists openblas 2>/dev/null && echo -lopenblas || echo -lgslcblas)
-LDLIBS  := -lgsl $(BLAS) -lm
+# The CBLAS behind GSL and the model's projections: OpenBLAS when it links
+# (libopenblas-dev, which scripts/deps.sh installs; 1.5-2.5x faster training
+# here), else GSL's own. Decided once, when first linking (after deps-build).
+BLAS    = $(eval BLAS := $(shell echo 'int main(void){return 0;}' | $(CC) -x c - -lopenblas \
+              -o /dev/null 2>/dev/null && echo -lopenblas || echo -lgslcblas))$(BLAS)
+LDLIBS  = -lgsl $(BLAS) -lm
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # ---- the library --------------------------------------------------------------

@@ -1,7 +1,8 @@
 #!/bin/sh
 # scripts/deps.sh — make sure the Debian packages a make target needs are present.
 #
-#   sh scripts/deps.sh build   libgsl-dev     (the library, tools, experiments)
+#   sh scripts/deps.sh build   libgsl-dev, libopenblas-dev (the library, tools,
+#                              experiments; OpenBLAS is the models' CBLAS)
 #   sh scripts/deps.sh test    + libcmocka-dev, python3-numpy, python3-pytest,
 #                              python3-setuptools (the test suite, the Python module)
 #   sh scripts/deps.sh run     + gnuplot-nox   (the plots of `make run`)
@@ -17,6 +18,8 @@ cc=${CC:-cc}
 have_header() { printf '%s\n' "$1" | $cc -E -x c - >/dev/null 2>&1; }
 
 have_header '#include <gsl/gsl_rng.h>' || missing="$missing libgsl-dev"
+echo 'int main(void){return 0;}' | $cc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 ||
+    missing="$missing libopenblas-dev"
 if [ "$what" = test ]; then
     have_header '#include <stdarg.h>
 #include <stddef.h>
