@@ -201,20 +201,24 @@ typedef struct {
 } kdalab_mixer_config;
 
 /* The weights (row-vector convention, y = x W). NULL where the kind or conv
- * does not use one:
+ * does not use one (d = D / H, the head dimension):
  *   Wq, Wk, Wv, Wo       [D, D]   every kind
  *   cq, ck, cv           [4, D]   conv on (kdalab_short_conv_fwd_f64's w)
  *   Wb                   [D, H]   DeltaNet, Gated DeltaNet, KDA: beta = sigmoid(x Wb)
  *   Wa                   [D, H]   Gated DeltaNet: g = -exp(A_log) softplus(x Wa + dt_bias)
- *   Wg                   [D, D]   KDA: g = kdalab_kda_gate_f64(x Wg, A_log, dt_bias)
- *                                 (a full-rank stand-in for fla's low-rank projection)
+ *   Wg, Wg2              [D, d], [d, D]   KDA: g = kdalab_kda_gate_f64((x Wg) Wg2,
+ *                                 A_log, dt_bias), fla's low-rank f_proj (rank d)
  *   A_log                [H]      Gated DeltaNet, KDA
- *   dt_bias              [H] (Gated DeltaNet), [D] = [H, d] (KDA)  */
+ *   dt_bias              [H] (Gated DeltaNet), [D] = [H, d] (KDA)
+ *   Wog                  [D, D]   the linear mixers: the output gate sigmoid(x Wog)
+ *   onorm                [d]      the linear mixers: the output RMSNorm's gain,
+ *                                 shared by the heads (fla's o_norm) */
 typedef struct {
     const double *Wq, *Wk, *Wv, *Wo;
     const double *cq, *ck, *cv;
-    const double *Wb, *Wa, *Wg;
+    const double *Wb, *Wa, *Wg, *Wg2;
     const double *A_log, *dt_bias;
+    const double *Wog, *onorm;
 } kdalab_mixer_params;
 
 /* Their gradients, same shapes; each may be NULL when not wanted (and is
@@ -222,8 +226,9 @@ typedef struct {
 typedef struct {
     double *Wq, *Wk, *Wv, *Wo;
     double *cq, *ck, *cv;
-    double *Wb, *Wa, *Wg;
+    double *Wb, *Wa, *Wg, *Wg2;
     double *A_log, *dt_bias;
+    double *Wog, *onorm;
 } kdalab_mixer_grads;
 
 /* What the forward keeps for the backward (opaque; kdalab_mixer_cache_free). */
@@ -235,10 +240,11 @@ typedef struct kdalab_mixer_cache kdalab_mixer_cache;
  *   c = conv(a)    (kdalab_short_conv_fwd_f64, width 4; c = a with conv off)
  *   q, k, v = silu(c)                    (fla's layers: SiLU with or without conv)
  *   linear mixers: q, k <- q / sqrt(|q|^2 + 1e-6) per (t, head) (fla's l2norm),
- *     beta = sigmoid(x Wb), the gate above, o = kdalab_chunk_f64(scale d^-1/2)
+ *     beta = sigmoid(x Wb), the gate above, o = kdalab_chunk_f64(scale d^-1/2),
+ *     then fla's gated output norm, per (t, head):
+ *     o <- rmsnorm(o, onorm, eps 1e-5) * sigmoid(x Wog)
  *   attention: o = kdalab_attention_f64(q, k, v, scale d^-1/2)
  *   y = o Wo       (o [B, T, H, d] read as [B, T, D])
- * Not here yet: fla's output RMSNorm with its sigmoid output gate.
  * cache: NULL to keep nothing (inference), else *cache gets a new cache
  * (any cache *cache held before is freed first) for kdalab_mixer_bwd_f64.
  * Errors: KDALAB_ENULL (cfg, p, x, y, a weight the config uses),
@@ -324,7 +330,7 @@ kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
 
 /*
  * kdalab_model_init — fill theta [n_params] from seed (GSL's mt19937):
- * matrices N(0, 0.02^2) (fla's initializer_range); norms 1; convolutions
+ * matrices N(0, 0.02^2) (fla's initializer_range); norms (and onorm) 1; convolutions
  * U(-1/2, 1/2) (PyTorch's conv1d default for width 4); and as fla's layers
  * initialise the gates, A_log = log U(1, 16) and dt_bias = softplus^-1(dt),
  * dt = exp(U(ln 1e-3, ln 1e-1)), so the initial half-lives span about

@@ -4,15 +4,17 @@
  * with the short convolution on and off, at two tiny sizes; and bad input.
  *
  * Finite differences: L = sum(y * dy) for a random upstream dy, each element
- * of x and of every weight tensor the kind uses moved by +-h, h = 1e-5,
+ * of x and of every weight tensor the kind uses moved by +-h, h = 2e-6,
  * compared with the analytic gradient relative to the largest |analytic| of
- * that tensor. Truncation h^2 |L'''| / 6 ~ 1e-11; rounding eps |L| / h with
- * the chunkwise form's own rounding (~1e-14 relative, kdalab_chunk_f64's
- * promise is ~1e-12 against the recurrent form) gives ~1e-9 at most for these
- * O(1) values, so 1e-6 leaves three orders of margin; the measured errors are
- * printed (the worst per kind and conv setting; 4.6e-9 or below when this was
- * written). The forward itself is checked once against the layer written out
- * by hand around kdalab_recurrent_f64 (Gated DeltaNet, conv off).
+ * that tensor. Truncation h^2 |L'''| / 6 is what limits it: the linear
+ * mixers' output RMSNorm is sharply curved where a head's row of o is small
+ * (h = 1e-5 gave 8.6e-7 on linear attention without conv; h = 2e-6, 25
+ * times less, as h^2 predicts). Rounding eps |L| / h with the chunkwise
+ * form's own rounding (~1e-14 relative) stays below 1e-8 for these O(1)
+ * values, so 1e-6 leaves more than an order of margin; the measured errors
+ * are printed (the worst per kind and conv setting; 3.4e-8 or below when
+ * this was written). The forward itself is checked once against the layer
+ * written out by hand around kdalab_recurrent_f64 (Gated DeltaNet, conv off).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,12 +26,13 @@
 #include "common.h"
 
 #define FD_TOL 1e-6
-#define FD_STEP 1e-5
+#define FD_STEP 2e-6
 
 /* The weight tensors in kdalab_mixer_params' order. */
-enum { WQ, WK, WV, WO, CQ, CK, CV, WB, WA, WG, ALOG, DTB, NW };
-static const char *wname[NW] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck", "cv",
-                                "Wb", "Wa", "Wg", "A_log", "dt_bias"};
+enum { WQ, WK, WV, WO, CQ, CK, CV, WB, WA, WG, WG2, ALOG, DTB, WOG, ONORM, NW };
+static const char *wname[NW] = {"Wq", "Wk",    "Wv",      "Wo",  "cq",   "ck",
+                                "cv", "Wb",    "Wa",      "Wg",  "Wg2",  "A_log",
+                                "dt_bias", "Wog", "onorm"};
 static const char *kname[5] = {"attention", "linear_attention", "deltanet", "gated_deltanet",
                                "kda"};
 
@@ -52,8 +55,9 @@ static double *gaussian(gsl_rng *rng, size_t n, double sigma, double mean)
 
 static kdalab_mixer_params params_of(const mixer_problem *p)
 {
-    kdalab_mixer_params q = {p->w[WQ], p->w[WK], p->w[WV], p->w[WO], p->w[CQ], p->w[CK],
-                             p->w[CV], p->w[WB], p->w[WA], p->w[WG], p->w[ALOG], p->w[DTB]};
+    kdalab_mixer_params q = {p->w[WQ],  p->w[WK],   p->w[WV],  p->w[WO],  p->w[CQ],
+                             p->w[CK],  p->w[CV],   p->w[WB],  p->w[WA],  p->w[WG],
+                             p->w[WG2], p->w[ALOG], p->w[DTB], p->w[WOG], p->w[ONORM]};
     return q;
 }
 
@@ -76,9 +80,13 @@ static void problem_make(mixer_problem *p, gsl_rng *rng, kdalab_mixer_kind kind,
         p->n[ALOG] = p->n[DTB] = H;
     }
     if (kind == KDALAB_MIXER_KDA) {
-        p->n[WG] = D * D;
+        p->n[WG] = p->n[WG2] = D * d;
         p->n[ALOG] = H;
         p->n[DTB] = D;
+    }
+    if (kind != KDALAB_MIXER_ATTENTION) {
+        p->n[WOG] = D * D;
+        p->n[ONORM] = d;
     }
     const double ws = 1 / sqrt((double)D);
     for (int i = 0; i < NW; i++)
@@ -86,6 +94,7 @@ static void problem_make(mixer_problem *p, gsl_rng *rng, kdalab_mixer_kind kind,
             p->w[i] = gaussian(rng, p->n[i], i == ALOG ? 0.3 : i == DTB ? 0.5 : ws,
                                i == CQ || i == CK || i == CV ? 0.2
                                : i == DTB                    ? -1.0
+                               : i == ONORM                  ? 1.0
                                                              : 0.0);
     p->x = gaussian(rng, p->N * D, 1, 0);
     p->dy = gaussian(rng, p->N * D, 1, 0);
@@ -141,8 +150,9 @@ static double check_problem(mixer_problem *p)
     for (int i = 0; i < NW; i++)
         gr[i] = malloc((p->n[i] ? p->n[i] : 1) * sizeof(double));
     kdalab_mixer_params w = params_of(p);
-    kdalab_mixer_grads g = {gr[WQ], gr[WK], gr[WV], gr[WO], gr[CQ], gr[CK],
-                            gr[CV], gr[WB], gr[WA], gr[WG], gr[ALOG], gr[DTB]};
+    kdalab_mixer_grads g = {gr[WQ],  gr[WK],   gr[WV],  gr[WO],  gr[CQ],
+                            gr[CK],  gr[CV],   gr[WB],  gr[WA],  gr[WG],
+                            gr[WG2], gr[ALOG], gr[DTB], gr[WOG], gr[ONORM]};
     kdalab_mixer_cache *cache = NULL;
     assert_int_equal(kdalab_mixer_fwd_f64(&p->cfg, &w, p->B, p->T, p->x, y, &cache), KDALAB_OK);
     /* without a cache, the same y */
@@ -245,6 +255,18 @@ static void test_mixer_forward_by_hand(void **state)
     assert_int_equal(kdalab_recurrent_f64(&dims, KDALAB_GATED_DELTANET, 1 / sqrt((double)d),
                                           qkv[0], qkv[1], qkv[2], gg, beta, NULL, o, NULL),
                      KDALAB_OK);
+    /* the gated output norm, per (n, head): rmsnorm(o) onorm sigmoid(x Wog) */
+    double *zo = malloc(N * D * sizeof(double));
+    naive_matmul(N, D, D, p.x, p.w[WOG], zo);
+    for (size_t r = 0; r < N * H; r++) {
+        double ss = 0, *row = o + r * d;
+        for (size_t c = 0; c < d; c++)
+            ss += row[c] * row[c];
+        for (size_t c = 0; c < d; c++)
+            row[c] = row[c] / sqrt(ss / (double)d + 1e-5) * p.w[ONORM][c] /
+                     (1 + exp(-zo[r * d + c]));
+    }
+    free(zo);
     naive_matmul(N, D, D, o, p.w[WO], y_ref);
     kdalab_mixer_params w = params_of(&p);
     assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, B, T, p.x, y, NULL), KDALAB_OK);

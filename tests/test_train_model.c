@@ -5,14 +5,17 @@
  * The model's gradient against central finite differences of its loss, for
  * every element of every parameter tensor of tiny models covering the five
  * mixers, a hybrid stack, and the convolution on and off: each element moved
- * by +-h, h = 1e-5, compared with the analytic gradient relative to the
- * largest |analytic| of that tensor. The loss is O(1) (about 2.4);
- * truncation h^2 |L'''| / 6 ~ 1e-11; rounding eps |L| / h ~ 5e-11 absolute
- * per difference, which dominates for the tensors whose gradients are small
- * (attention's Wq, Wk, the convolutions: max |grad| ~ 1e-4, so ~1e-7
- * relative). Pass: error <= 1e-6 max |analytic| + 1e-9 (twenty times the
- * rounding), with max |analytic| > 1e-6 so the floor cannot hide a wrong
- * gradient; the worst relative error is printed.
+ * by +-h, h = 3e-6, compared with the analytic gradient relative to the
+ * largest |analytic| of that tensor. The loss is O(1) (about 2.4). Two
+ * errors of the difference itself: truncation h^2 |L'''| / 6, large where
+ * the linear mixers' output RMSNorm sees a small row (h = 1e-5 gave 2e-6
+ * relative on embed, linear attention without conv; h = 3e-6 a tenth of
+ * that), and rounding eps |L| / h ~ 2e-10 absolute, which dominates for the
+ * tensors whose gradients are small (attention's Wq, Wk and convolutions:
+ * max |grad| ~ 1e-4, so ~3e-6 relative). Pass: error <= 1e-6 max |analytic|
+ * + 3e-9 (about fifteen times the rounding), with max |analytic| > 1e-6 so
+ * the floor cannot hide a wrong gradient; the worst relative error is
+ * printed.
  * Also: the thread count changes no bit; bad input; the layout; the
  * initialisation's ranges; AdamW against its formula written out; the
  * learning-rate schedule; training is deterministic and learns a tiny task.
@@ -26,8 +29,8 @@
 #include "common.h"
 
 #define FD_TOL 1e-6
-#define FD_ABS 1e-9
-#define FD_STEP 1e-5
+#define FD_ABS 3e-9
+#define FD_STEP 3e-6
 
 typedef struct {
     kdalab_model_config cfg;
@@ -196,11 +199,12 @@ static void test_model_layout(void **state)
                              .mixer = {KDALAB_MIXER_KDA, KDALAB_MIXER_ATTENTION}};
     size_t P, n;
     assert_int_equal(kdalab_model_size(&c, &P, &n), KDALAB_OK);
-    /* embed 60; kda block: 2 norms 12, Wq..Wo 144, conv 72, Wb 18, Wg 36, A_log 3,
-     * dt_bias 6, mlp 90; attention block: 12 + 144 + 72 + 90; norm_f 6; lm_head 60 */
-    assert_int_equal(P, 60 + (12 + 144 + 72 + 18 + 36 + 3 + 6 + 90) + (12 + 144 + 72 + 90) +
-                            6 + 60);
-    assert_int_equal(n, 1 + (2 + 4 + 3 + 4 + 3) + (2 + 4 + 3 + 3) + 2);
+    /* embed 60; kda block: 2 norms 12, Wq..Wo 144, conv 72, Wb 18, Wg + Wg2 24, A_log 3,
+     * dt_bias 6, Wog 36, onorm 2, mlp 90; attention block: 12 + 144 + 72 + 90; norm_f 6;
+     * lm_head 60 */
+    assert_int_equal(P, 60 + (12 + 144 + 72 + 18 + 24 + 3 + 6 + 36 + 2 + 90) +
+                            (12 + 144 + 72 + 90) + 6 + 60);
+    assert_int_equal(n, 1 + (2 + 4 + 3 + 1 + 2 + 2 + 2 + 3) + (2 + 4 + 3 + 3) + 2);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         kdalab_model_tensor t;

@@ -24,6 +24,7 @@
 
 #define CONV_W 4
 #define L2_EPS 1e-6
+#define ONORM_EPS 1e-5 /* fla's KDA layer's norm_eps */
 /* The mechanism's chunk size: any C gives the same result up to rounding;
  * 8 was the fastest of 8, 16, 32, 64 training KDA at D = 64, H = 2, T = 64
  * (Zen 5: 11.8 K tokens/s at C = 8, 8.4 K at 64), because the safe decayed
@@ -47,9 +48,13 @@ struct kdalab_mixer_cache {
     double *qn, *kn; /* L2-normalised q, k (linear mixers)                     */
     double *zb;    /* [N, H] x Wb (beta = sigmoid(zb))                         */
     double *beta;  /* [N, H]                                                   */
-    double *zg;    /* [N, H] x Wa (Gated DeltaNet) or [N, D] x Wg (KDA)        */
+    double *zf;    /* [N, d] x Wg (KDA's low-rank gate)                         */
+    double *zg;    /* [N, H] x Wa (Gated DeltaNet) or [N, D] zf Wg2 (KDA)       */
     double *g;     /* same shape as zg: the log-decay                          */
     double *o;     /* the mechanism's output [N, H, d]                         */
+    double *on;    /* linear mixers: rmsnorm(o, onorm) per (n, head)           */
+    double *so;    /* linear mixers: sigmoid(x Wog)                            */
+    double *og;    /* linear mixers: on * so, what Wo reads                    */
 };
 
 void kdalab_mixer_cache_free(kdalab_mixer_cache *cache)
@@ -65,9 +70,13 @@ void kdalab_mixer_cache_free(kdalab_mixer_cache *cache)
     free(cache->kn);
     free(cache->zb);
     free(cache->beta);
+    free(cache->zf);
     free(cache->zg);
     free(cache->g);
     free(cache->o);
+    free(cache->on);
+    free(cache->so);
+    free(cache->og);
     free(cache);
 }
 
@@ -224,7 +233,13 @@ static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_pa
     if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET)
         s = weight("Wa", p->Wa, D * H);
     if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_KDA)
-        s = weight("Wg", p->Wg, DD);
+        s = weight("Wg", p->Wg, D * (D / H));
+    if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_KDA)
+        s = weight("Wg2", p->Wg2, D * (D / H));
+    if (s == KDALAB_OK && is_linear(cfg->kind))
+        s = weight("Wog", p->Wog, DD);
+    if (s == KDALAB_OK && is_linear(cfg->kind))
+        s = weight("onorm", p->onorm, D / H);
     if (s == KDALAB_OK && gate_width(cfg)) {
         s = weight("A_log", p->A_log, H);
         if (s == KDALAB_OK)
@@ -257,7 +272,12 @@ static kdalab_mixer_cache *cache_new(const kdalab_mixer_config *cfg, size_t B, s
     if (is_linear(cfg->kind)) {
         ok &= (c->qn = malloc(ND * sizeof(double))) != NULL;
         ok &= (c->kn = malloc(ND * sizeof(double))) != NULL;
+        ok &= (c->on = malloc(ND * sizeof(double))) != NULL;
+        ok &= (c->so = malloc(ND * sizeof(double))) != NULL;
+        ok &= (c->og = malloc(ND * sizeof(double))) != NULL;
     }
+    if (cfg->kind == KDALAB_MIXER_KDA)
+        ok &= (c->zf = malloc(N * (cfg->D / cfg->H) * sizeof(double))) != NULL;
     if (has_beta(cfg->kind)) {
         ok &= (c->zb = malloc(NH * sizeof(double))) != NULL;
         ok &= (c->beta = malloc(NH * sizeof(double))) != NULL;
@@ -278,8 +298,11 @@ static kdalab_mixer_cache *cache_new(const kdalab_mixer_config *cfg, size_t B, s
 /* An overflow before the mechanism: o is NaN, so y shows it. */
 static kdalab_status nan_output(kdalab_mixer_cache *c, kdalab_status s)
 {
-    for (size_t i = 0; i < c->B * c->T * c->cfg.D; i++)
+    for (size_t i = 0; i < c->B * c->T * c->cfg.D; i++) {
         c->o[i] = NAN;
+        if (c->og)
+            c->og[i] = NAN;
+    }
     return s;
 }
 
@@ -319,15 +342,39 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const size_t gw = gate_width(cfg);
     if (gw) {
         /* Gated DeltaNet's gate is KDA's with one channel per head */
-        matmul(N, D, H * gw, x, gw == 1 ? p->Wa : p->Wg, c->zg, 0);
+        if (gw == 1) {
+            matmul(N, D, H, x, p->Wa, c->zg, 0);
+        } else {
+            matmul(N, D, d, x, p->Wg, c->zf, 0);
+            matmul(N, d, D, c->zf, p->Wg2, c->zg, 0);
+        }
         s = keep_range(kdalab_kda_gate_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, c->g), range);
         if (s != KDALAB_OK || *range != KDALAB_OK)
             return nan_output(c, s);
     }
     const kdalab_chunk_opts opts = mixer_chunk_opts();
-    return keep_range(kdalab_chunk_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn,
-                                       c->s[2], c->g, c->beta, NULL, c->o, NULL, &opts, NULL),
-                      range);
+    s = keep_range(kdalab_chunk_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn,
+                                    c->s[2], c->g, c->beta, NULL, c->o, NULL, &opts, NULL),
+                   range);
+    if (s != KDALAB_OK || *range != KDALAB_OK)
+        return s == KDALAB_OK ? nan_output(c, s) : s;
+    // the gated output norm: og = rmsnorm(o, onorm) * sigmoid(x Wog) [N, H, d]
+    s = keep_range(kdalab_rmsnorm_fwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, c->on), range);
+    if (s != KDALAB_OK)
+        return s;
+    matmul(N, D, D, x, p->Wog, c->so, 0);
+    for (size_t i = 0; i < N * D; i++) {
+        c->so[i] = sigmoid(c->so[i]);
+        c->og[i] = c->on[i] * c->so[i];
+    }
+    return KDALAB_OK;
+}
+
+/* What the output projection reads: the gated norm's output (linear mixers)
+ * or the mechanism's. */
+static const double *mixer_out(const kdalab_mixer_cache *c)
+{
+    return is_linear(c->cfg.kind) ? c->og : c->o;
 }
 
 kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
@@ -350,7 +397,7 @@ kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_
         kdalab_mixer_cache_free(c);
         return s;
     }
-    matmul(N, cfg->D, cfg->D, c->o, p->Wo, y, 0);
+    matmul(N, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
     if (cache) {
         kdalab_mixer_cache_free(*cache);
         *cache = c;
@@ -376,6 +423,9 @@ typedef struct {
     double *da;      /* [N, D] dL/da with conv on                        */
     double *dbeta;   /* [N, H]                                           */
     double *dg;      /* [N, H * gw]                                      */
+    double *dog;     /* [N, D] dL/d og (linear mixers), then dL/d on     */
+    double *dzo;     /* [N, D] dL/d (x Wog)                              */
+    double *dzf;     /* [N, d] dL/d (x Wg) (KDA)                         */
 } scratch;
 
 static void scratch_free(scratch *w)
@@ -389,6 +439,9 @@ static void scratch_free(scratch *w)
     free(w->da);
     free(w->dbeta);
     free(w->dg);
+    free(w->dog);
+    free(w->dzo);
+    free(w->dzf);
 }
 
 static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
@@ -403,6 +456,9 @@ static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
     ok &= (w->da = malloc(N * D * sizeof(double))) != NULL;
     ok &= (w->dbeta = malloc(N * H * sizeof(double))) != NULL;
     ok &= (w->dg = malloc((gw ? N * H * gw : 1) * sizeof(double))) != NULL;
+    ok &= (w->dog = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->dzo = malloc(N * D * sizeof(double))) != NULL;
+    ok &= (w->dzf = malloc(N * (D / H) * sizeof(double))) != NULL;
     if (!ok)
         scratch_free(w);
     return ok;
@@ -462,18 +518,34 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
     kdalab_status range = KDALAB_OK;
     const kdalab_mixer_cache *c = cache;
 
-    // do = dy Wo^T [N, D]; the mechanism back to q, k, v (after SiLU), beta, g
-    matmul_nt(N, D, D, dy, p->Wo, w.dO, 0);
-    s = mechanism_bwd(cfg, c, &w, &range);
+    // do = dy Wo^T [N, D] (through the gated output norm for the linear mixers);
+    // then the mechanism back to q, k, v (after SiLU), beta, g
+    const size_t d = D / H;
+    if (is_linear(cfg->kind)) {
+        matmul_nt(N, D, D, dy, p->Wo, w.dog, 0);
+        for (size_t i = 0; i < N * D; i++) {
+            w.dzo[i] = w.dog[i] * c->on[i] * c->so[i] * (1 - c->so[i]);
+            w.dog[i] *= c->so[i]; /* now dL/d on */
+        }
+        s = keep_range(kdalab_rmsnorm_bwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO,
+                                              g->onorm),
+                       &range);
+    } else {
+        matmul_nt(N, D, D, dy, p->Wo, w.dO, 0);
+    }
+    if (s == KDALAB_OK)
+        s = mechanism_bwd(cfg, c, &w, &range);
     if (s != KDALAB_OK) {
         scratch_free(&w);
         return s;
     }
     /* from here on only this file's loops and step-1 backwards: outputs get written */
     if (g->Wo)
-        matmul_tn(N, D, D, c->o, dy, g->Wo);
+        matmul_tn(N, D, D, mixer_out(c), dy, g->Wo);
     if (dx)
         memset(dx, 0, N * D * sizeof *dx);
+    if (is_linear(cfg->kind))
+        proj_bwd(N, D, D, x, p->Wog, w.dzo, g->Wog, dx);
 
     // beta = sigmoid(zb): dzb = dbeta beta (1 - beta) [N, H], reusing dbeta
     if (has_beta(cfg->kind)) {
@@ -486,9 +558,13 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
         s = keep_range(kdalab_kda_gate_bwd_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, w.dg,
                                                w.dc, g->A_log, g->dt_bias),
                        &range);
-        if (s == KDALAB_OK)
-            proj_bwd(N, D, H * gw, x, gw == 1 ? p->Wa : p->Wg, w.dc,
-                     gw == 1 ? g->Wa : g->Wg, dx);
+        if (s == KDALAB_OK && gw == 1) {
+            proj_bwd(N, D, H, x, p->Wa, w.dc, g->Wa, dx);
+        } else if (s == KDALAB_OK) { /* zg = (x Wg) Wg2 */
+            memset(w.dzf, 0, N * d * sizeof(double));
+            proj_bwd(N, d, D, c->zf, p->Wg2, w.dc, g->Wg2, w.dzf);
+            proj_bwd(N, D, d, x, p->Wg, w.dzf, g->Wg, dx);
+        }
     }
     // q, k, v: silu, then the convolution, then the projection
     const double *W[3] = {p->Wq, p->Wk, p->Wv}, *Cw[3] = {p->cq, p->ck, p->cv};

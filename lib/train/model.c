@@ -19,8 +19,9 @@
 #include "train_internal.h"
 
 /* The mixer's tensors in kdalab_mixer_params' order. */
-static const char *const mixer_name[MIX_N] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck",
-                                              "cv", "Wb", "Wa", "Wg", "A_log", "dt_bias"};
+static const char *const mixer_name[MIX_N] = {"Wq",  "Wk",    "Wv",      "Wo",  "cq",
+                                              "ck",  "cv",    "Wb",      "Wa",  "Wg",
+                                              "Wg2", "A_log", "dt_bias", "Wog", "onorm"};
 
 /* Shape [rows, cols] of mixer tensor i for this kind and conv; 0 if unused. */
 static int mixer_shape(kdalab_mixer_kind kind, int conv, size_t D, size_t H, int i,
@@ -28,6 +29,7 @@ static int mixer_shape(kdalab_mixer_kind kind, int conv, size_t D, size_t H, int
 {
     const int beta = kind >= KDALAB_MIXER_DELTANET;
     const int gdn = kind == KDALAB_MIXER_GATED_DELTANET, kda = kind == KDALAB_MIXER_KDA;
+    const int linear = kind != KDALAB_MIXER_ATTENTION;
     *rows = 1;
     *cols = 0;
     switch (i) {
@@ -37,7 +39,10 @@ static int mixer_shape(kdalab_mixer_kind kind, int conv, size_t D, size_t H, int
         break;
     case MIX_WB: if (beta) { *rows = D; *cols = H; } break;
     case MIX_WA: if (gdn) { *rows = D; *cols = H; } break;
-    case MIX_WG: if (kda) { *rows = D; *cols = D; } break;
+    case MIX_WG: if (kda) { *rows = D; *cols = D / H; } break;
+    case MIX_WG2: if (kda) { *rows = D / H; *cols = D; } break;
+    case MIX_WOG: if (linear) { *rows = D; *cols = D; } break;
+    case MIX_ONORM: if (linear) *cols = D / H; break;
     case MIX_ALOG: if (gdn || kda) *cols = H; break;
     case MIX_DTB: if (gdn || kda) *cols = gdn ? H : D; break;
     }
@@ -193,7 +198,7 @@ kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long se
         const char *leaf = strrchr(t->name, '.');
         leaf = leaf ? leaf + 1 : t->name;
         for (size_t j = 0; j < n; j++) {
-            if (strncmp(leaf, "norm", 4) == 0)
+            if (strncmp(leaf, "norm", 4) == 0 || strcmp(leaf, "onorm") == 0)
                 w[j] = 1;
             else if (leaf[0] == 'c' && leaf[2] == '\0') /* cq, ck, cv */
                 w[j] = gsl_ran_flat(rng, -0.5, 0.5);

@@ -106,9 +106,9 @@ static kdalab_mixer_params mixer_params(const model_block_t *b, const double *th
     const double *w[MIX_N];
     for (int i = 0; i < MIX_N; i++)
         w[i] = b->mix[i] == SIZE_MAX ? NULL : theta + b->mix[i];
-    kdalab_mixer_params p = {w[MIX_WQ], w[MIX_WK], w[MIX_WV], w[MIX_WO], w[MIX_CQ], w[MIX_CK],
-                             w[MIX_CV], w[MIX_WB], w[MIX_WA], w[MIX_WG], w[MIX_ALOG],
-                             w[MIX_DTB]};
+    kdalab_mixer_params p = {w[MIX_WQ],  w[MIX_WK],   w[MIX_WV],  w[MIX_WO], w[MIX_CQ],
+                             w[MIX_CK],  w[MIX_CV],   w[MIX_WB],  w[MIX_WA], w[MIX_WG],
+                             w[MIX_WG2], w[MIX_ALOG], w[MIX_DTB], w[MIX_WOG], w[MIX_ONORM]};
     return p;
 }
 
@@ -117,9 +117,9 @@ static kdalab_mixer_grads mixer_grads(const model_block_t *b, double *grad)
     double *w[MIX_N];
     for (int i = 0; i < MIX_N; i++)
         w[i] = b->mix[i] == SIZE_MAX ? NULL : grad + b->mix[i];
-    kdalab_mixer_grads g = {w[MIX_WQ], w[MIX_WK], w[MIX_WV], w[MIX_WO], w[MIX_CQ], w[MIX_CK],
-                            w[MIX_CV], w[MIX_WB], w[MIX_WA], w[MIX_WG], w[MIX_ALOG],
-                            w[MIX_DTB]};
+    kdalab_mixer_grads g = {w[MIX_WQ],  w[MIX_WK],   w[MIX_WV],  w[MIX_WO], w[MIX_CQ],
+                            w[MIX_CK],  w[MIX_CV],   w[MIX_WB],  w[MIX_WA], w[MIX_WG],
+                            w[MIX_WG2], w[MIX_ALOG], w[MIX_DTB], w[MIX_WOG], w[MIX_ONORM]};
     return g;
 }
 

@@ -11,7 +11,7 @@
 
 /* The mixer's tensors, in kdalab_mixer_params' order. */
 enum { MIX_WQ, MIX_WK, MIX_WV, MIX_WO, MIX_CQ, MIX_CK, MIX_CV,
-       MIX_WB, MIX_WA, MIX_WG, MIX_ALOG, MIX_DTB, MIX_N };
+       MIX_WB, MIX_WA, MIX_WG, MIX_WG2, MIX_ALOG, MIX_DTB, MIX_WOG, MIX_ONORM, MIX_N };
 
 /* Offsets into theta of one block's tensors (SIZE_MAX: not used). */
 typedef struct {
