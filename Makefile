@@ -74,7 +74,7 @@ lib: $(LIB_A) $(LIB_SO) $(LIB_PC)
 # ---- programs -------------------------------------------------------------------
 EXP_SRC   := $(wildcard experiments/[0-9][0-9]_*.c)
 EXP_BIN   := $(patsubst experiments/%.c,$(BIN)/%,$(EXP_SRC))
-EXP_COMMON_SRC := $(wildcard experiments/common.c experiments/cache_model.c)
+EXP_COMMON_SRC := $(filter-out $(EXP_SRC),$(wildcard experiments/*.c))
 EXP_COMMON := $(patsubst %.c,$(BUILD)/%.o,$(EXP_COMMON_SRC))
 CHAP_SRC  := $(wildcard chapters/[0-9][0-9]_*.c)
 CHAP_BIN  := $(patsubst chapters/%.c,$(BIN)/chapters/%,$(CHAP_SRC))

@@ -1,0 +1,280 @@
+/*
+ * 18_learned_timescales — one trained block of Gated DeltaNet against one of
+ * KDA on a task that needs two memory timescales at once, and the half-lives
+ * each learns.
+ *
+ * The chapter: KDA's per-channel gate lets one head keep a durable fact
+ * (decay ~0.9999 per token) in some channels while others track a volatile
+ * variable (~0.9); a scalar gate must pick one rate for the whole head.
+ * The task (built here, one sequence of T tokens):
+ *   position 0, 1   a fact: key f, value v_f (f from 8 fact keys)
+ *   then            a stream of volatile pairs: key k_i, value x_i, then a
+ *                   gap of 1-5 filler tokens and the query k_i, whose answer
+ *                   is x_i; the keys come from 24 stream keys, so the stream
+ *                   floods a slowly decaying state with writes it no longer
+ *                   needs
+ *   position T - 1  the query f: the answer v_f, T - 2 tokens after it was
+ *                   written
+ * Embeddings are learned, so nothing aligns a fact with a channel in
+ * advance (experiment 02's hand-built version had them axis-aligned).
+ * The learned half-life of a channel is -ln 2 / mean g over every position
+ * of the test sequences (the gate's log-decay g, read from the trained
+ * weights); a = exp(mean g) is its decay per token.
+ *
+ * Reduced (make run): D = 32, H = 2 (d = 16), T = 64, one seed, 800 steps of
+ * 16 sequences at learning rate 3e-3. Full (KDALAB_FULL=1): seeds 1-3, 2000
+ * steps of 32 sequences.
+ *
+ * Output (DIR = --out): 18_learned_timescales.tsv (one row per model: fact
+ * and stream accuracy) and 18_learned_half_lives.tsv (one row per channel of
+ * each model: its learned half-life).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+
+#include "common.h"
+#include "mqar_train.h" /* lab_full */
+
+#define N_FACT 8
+#define N_STREAM 24
+#define N_VALUE 16
+/* tokens: 0 filler, fact keys, stream keys, values */
+#define TOK_FACT 1
+#define TOK_STREAM (TOK_FACT + N_FACT)
+#define TOK_VALUE (TOK_STREAM + N_STREAM)
+#define VOCAB (TOK_VALUE + N_VALUE)
+
+/* One batch: tokens [B, T]; fact targets and stream targets [B, T] (-1 where
+ * not counted). A function of (seed, index). */
+static void make_batch(unsigned long seed, size_t index, size_t B, size_t T, int32_t *tok,
+                       int32_t *fact, int32_t *stream)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, (seed * 0x9E3779B9UL) ^ (index * 0x85EBCA6BUL) ^ 0x5bd1e995UL);
+    for (size_t b = 0; b < B; b++) {
+        int32_t *t = tok + b * T, *tf = fact + b * T, *ts = stream + b * T;
+        for (size_t i = 0; i < T; i++) {
+            t[i] = 0;
+            tf[i] = ts[i] = -1;
+        }
+        const int32_t f = TOK_FACT + (int32_t)gsl_rng_uniform_int(r, N_FACT);
+        const int32_t vf = TOK_VALUE + (int32_t)gsl_rng_uniform_int(r, N_VALUE);
+        t[0] = f;
+        t[1] = vf;
+        size_t i = 2;
+        while (i + 3 + 5 < T - 1) { /* key, value, gap 1-5, query; leave the last slot */
+            const int32_t k = TOK_STREAM + (int32_t)gsl_rng_uniform_int(r, N_STREAM);
+            const int32_t v = TOK_VALUE + (int32_t)gsl_rng_uniform_int(r, N_VALUE);
+            const size_t gap = 1 + gsl_rng_uniform_int(r, 5);
+            t[i] = k;
+            t[i + 1] = v;
+            t[i + 2 + gap] = k;
+            ts[i + 2 + gap] = v;
+            i += 3 + gap;
+        }
+        t[T - 1] = f;
+        tf[T - 1] = vf;
+    }
+    gsl_rng_free(r);
+}
+
+/* Tensor `name` of the model, or exit. */
+static const double *tensor(const lab_ctx *x, const kdalab_model_config *c, const double *theta,
+                            const char *name)
+{
+    size_t n;
+    kdalab_model_size(c, NULL, &n);
+    for (size_t i = 0; i < n; i++) {
+        kdalab_model_tensor t;
+        lab_check(x, kdalab_model_tensor_at(c, i, &t), "tensor_at");
+        if (strcmp(t.name, name) == 0)
+            return theta + t.offset;
+    }
+    fprintf(stderr, "%s: no tensor %s\n", x->name, name);
+    exit(1);
+}
+
+/* The mean log-decay of each gate channel over the test tokens of a one-block
+ * model: mean_g [H * gw] (gw = 1 for Gated DeltaNet, d for KDA). */
+static void mean_gate(const lab_ctx *x, const kdalab_model_config *c, const double *theta,
+                      size_t N, const int32_t *tok, double *mean_g)
+{
+    const size_t D = c->D, H = c->H, d = D / H;
+    const int kda = c->mixer[0] == KDALAB_MIXER_KDA;
+    const size_t gw = kda ? d : 1;
+    double *h = lab_zeros(x, N * D), *z = lab_zeros(x, N * D), *zf = lab_zeros(x, N * d);
+    double *g = lab_zeros(x, N * H * gw);
+    const double *emb = tensor(x, c, theta, "embed");
+    for (size_t n = 0; n < N; n++)
+        memcpy(h + n * D, emb + (size_t)tok[n] * D, D * sizeof *h);
+    lab_check(x, kdalab_rmsnorm_fwd_f64(N, D, 1e-6, h, tensor(x, c, theta, "blocks.0.norm1"), h),
+              "rmsnorm");
+    /* z = h Wa [N, H] or (h Wg) Wg2 [N, D]: plain loops, this is a readout */
+    const double *W1 = tensor(x, c, theta, kda ? "blocks.0.mixer.Wg" : "blocks.0.mixer.Wa");
+    const size_t c1 = kda ? d : H;
+    double *z1 = kda ? zf : z;
+    for (size_t n = 0; n < N; n++)
+        for (size_t j = 0; j < c1; j++) {
+            double s = 0;
+            for (size_t i = 0; i < D; i++)
+                s += h[n * D + i] * W1[i * c1 + j];
+            z1[n * c1 + j] = s;
+        }
+    if (kda) {
+        const double *W2 = tensor(x, c, theta, "blocks.0.mixer.Wg2");
+        for (size_t n = 0; n < N; n++)
+            for (size_t j = 0; j < D; j++) {
+                double s = 0;
+                for (size_t i = 0; i < d; i++)
+                    s += zf[n * d + i] * W2[i * D + j];
+                z[n * D + j] = s;
+            }
+    }
+    lab_check(x, kdalab_kda_gate_f64(N, H, gw, z, tensor(x, c, theta, "blocks.0.mixer.A_log"),
+                                     tensor(x, c, theta, "blocks.0.mixer.dt_bias"), g),
+              "gate");
+    for (size_t j = 0; j < H * gw; j++) {
+        double s = 0;
+        for (size_t n = 0; n < N; n++)
+            s += g[n * H * gw + j];
+        mean_g[j] = s / (double)N;
+    }
+    free(h);
+    free(z);
+    free(zf);
+    free(g);
+}
+
+typedef struct {
+    double fact_acc, stream_acc, seconds;
+    double half_life[256]; /* per gate channel, tokens */
+    size_t n_channels;
+} outcome;
+
+/* Train one one-block model of `mixer` and measure it. */
+static void run(lab_ctx *x, kdalab_mixer_kind mixer, size_t D, size_t H, size_t T,
+                size_t steps, size_t B, double lr, unsigned long seed, outcome *out)
+{
+    kdalab_model_config c = {.vocab = VOCAB, .D = D, .H = H, .L = 1, .F = 2 * D, .conv = 1,
+                             .mixer = {mixer}};
+    kdalab_adamw_config opt = {lr, lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0, steps / 10, steps};
+    size_t P;
+    lab_check(x, kdalab_model_size(&c, &P, NULL), "model_size");
+    double *theta = lab_zeros(x, P), *grad = lab_zeros(x, P), *m = lab_zeros(x, P);
+    double *v = lab_zeros(x, P);
+    int32_t *tok = malloc(B * T * sizeof *tok), *tf = malloc(B * T * sizeof *tf);
+    int32_t *ts = malloc(B * T * sizeof *ts), *tt = malloc(B * T * sizeof *tt);
+    if (!tok || !tf || !ts || !tt) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
+    }
+    lab_check(x, kdalab_model_init(&c, seed, theta), "model_init");
+    const double t0 = lab_now();
+    for (size_t step = 0; step < steps; step++) {
+        make_batch(seed, step, B, T, tok, tf, ts);
+        for (size_t i = 0; i < B * T; i++)
+            tt[i] = tf[i] >= 0 ? tf[i] : ts[i];
+        lab_check(x, kdalab_model_loss_f64(&c, theta, B, T, tok, tt, NULL, NULL, grad), "loss");
+        lab_check(x, kdalab_adamw_step_f64(&opt, step, P, theta, grad, m, v, NULL, NULL),
+                  "adamw");
+    }
+    out->seconds = lab_now() - t0;
+    /* the test set: 16 batches of the stream seed + 1000 */
+    double fa = 0, sa = 0;
+    const size_t nb = 16;
+    double *mg = lab_zeros(x, D), *sum_g = lab_zeros(x, D);
+    const size_t gw = mixer == KDALAB_MIXER_KDA ? D / H : 1;
+    for (size_t i = 0; i < nb; i++) {
+        double a;
+        make_batch(seed + 1000, i, B, T, tok, tf, ts);
+        lab_check(x, kdalab_model_loss_f64(&c, theta, B, T, tok, tf, NULL, &a, NULL), "test");
+        fa += a / (double)nb;
+        lab_check(x, kdalab_model_loss_f64(&c, theta, B, T, tok, ts, NULL, &a, NULL), "test");
+        sa += a / (double)nb;
+        mean_gate(x, &c, theta, B * T, tok, mg);
+        for (size_t j = 0; j < H * gw; j++)
+            sum_g[j] += mg[j] / (double)nb;
+    }
+    out->fact_acc = fa;
+    out->stream_acc = sa;
+    out->n_channels = H * gw;
+    for (size_t j = 0; j < H * gw; j++)
+        out->half_life[j] = -log(2.0) / sum_g[j];
+    free(theta); free(grad); free(m); free(v); free(mg); free(sum_g);
+    free(tok); free(tf); free(ts); free(tt);
+}
+
+int main(int argc, char **argv)
+{
+    lab_ctx x;
+    lab_init(&x, "18_learned_timescales", "learned half-lives: Gated DeltaNet vs KDA");
+    const int full = lab_full();
+    size_t D = 32, H = 2, T = 64, steps = full ? 2000 : 800, batch = full ? 32 : 16;
+    size_t seeds = full ? 3 : 1;
+    double lr = 3e-3;
+    lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
+    lab_flag_size(&x, "seeds", &seeds, "seeds per mixer, from --seed on");
+    lab_flag_double(&x, "lr", &lr, "peak learning rate");
+    lab_parse(&x, argc, argv);
+    if (D / H > 128 || seeds < 1 || seeds > 8) {
+        fprintf(stderr, "%s: need d <= 128 and 1 <= --seeds <= 8\n", x.name);
+        return 2;
+    }
+    static const char *const cols[] = {
+        "mixer", "gated_deltanet or kda (one block)", "seed", "seed",
+        "fact_acc", "test accuracy on the fact, queried T - 2 tokens after it was written",
+        "stream_acc", "test accuracy on the stream's queries (1-5 tokens after)",
+        "hl_min", "shortest learned half-life (tokens)", "hl_median", "median half-life",
+        "hl_max", "longest half-life", "train_s", "training wall time (s)", NULL};
+    FILE *f = lab_tsv_open(&x, "18_learned_timescales", cols,
+                           "%s sweep: D=%zu H=%zu T=%zu steps=%zu batch=%zu lr=%g vocab=%d",
+                           full ? "full" : "reduced", D, H, T, steps, batch, lr, VOCAB);
+    static const char *const hcols[] = {
+        "mixer", "gated_deltanet or kda", "seed", "seed", "channel",
+        "gate channel (head * d + c for KDA, the head for Gated DeltaNet)",
+        "half_life", "-ln 2 / mean log-decay over the test tokens (tokens)",
+        "decay", "exp(mean log-decay): the decay per token", NULL};
+    FILE *fh = lab_tsv_open(&x, "18_learned_half_lives", hcols, "%s sweep",
+                            full ? "full" : "reduced");
+    const kdalab_mixer_kind kinds[2] = {KDALAB_MIXER_GATED_DELTANET, KDALAB_MIXER_KDA};
+    double fact[2] = {0}, stream[2] = {0}, ratio_kda = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t s = 0; s < seeds; s++) {
+            outcome o;
+            run(&x, kinds[k], D, H, T, steps, batch, lr, x.seed + s, &o);
+            double hl[256];
+            memcpy(hl, o.half_life, o.n_channels * sizeof *hl);
+            gsl_sort(hl, 1, o.n_channels);
+            const char *name = kdalab_mixer_name(kinds[k]);
+            fprintf(f, "%s\t%lu\t%.4f\t%.4f\t%.2f\t%.2f\t%.2f\t%.1f\n", name, x.seed + s,
+                    o.fact_acc, o.stream_acc, hl[0], hl[o.n_channels / 2],
+                    hl[o.n_channels - 1], o.seconds);
+            for (size_t j = 0; j < o.n_channels; j++)
+                fprintf(fh, "%s\t%lu\t%zu\t%.4f\t%.6f\n", name, x.seed + s, j, o.half_life[j],
+                        exp(-log(2.0) / o.half_life[j]));
+            fact[k] += o.fact_acc / (double)seeds;
+            stream[k] += o.stream_acc / (double)seeds;
+            if (k == 1)
+                ratio_kda += hl[o.n_channels - 1] / hl[0] / (double)seeds;
+            printf("  %-15s seed %lu: fact %.3f, stream %.3f; half-lives %.1f .. %.1f tokens "
+                   "(median %.1f)\n", name, x.seed + s, o.fact_acc, o.stream_acc, hl[0],
+                   hl[o.n_channels - 1], hl[o.n_channels / 2]);
+            lab_progress(&x, "models", (size_t)k * seeds + s + 1, 2 * seeds);
+        }
+    lab_tsv_close(&x, f);
+    lab_tsv_close(&x, fh);
+    printf("%s (%s sweep; D = %zu, H = %zu, T = %zu, %zu steps, %zu seed(s)):\n", x.name,
+           full ? "full" : "reduced", D, H, T, steps, seeds);
+    printf("  verdict: KDA %s the scalar gate (fact %.3f vs %.3f, stream %.3f vs %.3f); its "
+           "longest half-life is %.0fx its shortest%s\n",
+           fact[1] + stream[1] > fact[0] + stream[0] + 0.02 ? "beats" : "does NOT beat",
+           fact[1], fact[0], stream[1], stream[0], ratio_kda,
+           full ? "" : " — reduced sweep; see make run FULL=1");
+    return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * experiments/mqar_train.c — one model trained on MQAR for an experiment,
+ * the shared TSV row (mqar_train.h).
+ *
+ * defines: lab_full, lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mqar_train.h"
+
+int lab_full(void)
+{
+    const char *v = getenv("KDALAB_FULL");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r)
+{
+    kdalab_train_config c;
+    memset(&c, 0, sizeof c);
+    memset(r, 0, sizeof *r);
+    c.model.L = s->L;
+    lab_check(x, kdalab_model_parse_mixers(s->mixers, &c.model.L, 1, c.model.mixer),
+              s->mixers);
+    c.model.D = s->D;
+    c.model.H = s->H;
+    c.model.F = 2 * s->D;
+    c.model.conv = s->conv;
+    c.model.vocab = s->vocab;
+    c.task = (kdalab_mqar_config){s->T, s->P, (s->vocab - 1) / 2,
+                                  s->vocab - 1 - (s->vocab - 1) / 2, 0};
+    c.opt = (kdalab_adamw_config){s->lr, s->lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0,
+                                  s->steps / 10, s->steps};
+    c.batch = s->batch;
+    c.test_sequences = s->test;
+    c.seed = s->seed;
+    size_t P;
+    lab_check(x, kdalab_model_size(&c.model, &P, NULL), "model_size");
+    double *theta = malloc(P * sizeof *theta);
+    if (!theta) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
+    }
+    kdalab_train_result tr;
+    kdalab_status st = kdalab_train_mqar(&c, theta, NULL, NULL, &tr);
+    if (st == KDALAB_ERANGE) {
+        fprintf(stderr, "%s: %s at lr %g diverged (%s): counted as accuracy 0\n", x->name,
+                s->mixers, s->lr, kdalab_last_error());
+        memset(&tr, 0, sizeof tr);
+        tr.test_loss = 1.0 / 0.0;
+    } else {
+        lab_check(x, st, "train_mqar");
+    }
+    r->accuracy = tr.test_accuracy;
+    r->loss = tr.test_loss;
+    r->seconds = tr.seconds;
+    r->tokens_per_s = tr.tokens_per_s;
+    r->lr = s->lr;
+    r->model = c.model;
+    if (keep)
+        r->theta = theta;
+    else
+        free(theta);
+}
+
+void lab_mqar_row_extra(FILE *f, const char *label, const lab_mqar_spec *s,
+                        const lab_mqar_result *r, const char *extra)
+{
+    fprintf(f, "%s\t%s\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%lu\t%g\t%zu\t%.4f\t%.4f\t%.1f%s%s\n",
+            label, s->mixers, r->model.L, s->D, s->H, s->D / s->H, s->P, s->T, s->seed, r->lr,
+            s->steps, r->accuracy, r->loss, r->seconds, extra ? "\t" : "", extra ? extra : "");
+    fflush(f);
+}
+
+void lab_mqar_row(FILE *f, const char *label, const lab_mqar_spec *s, const lab_mqar_result *r)
+{
+    lab_mqar_row_extra(f, label, s, r, NULL);
+}

@@ -1,0 +1,69 @@
+/*
+ * experiments/mqar_train.h — what the training experiments (14-18) share:
+ * one model trained on MQAR from a spec, the TSV row every training experiment writes, and the reduced or
+ * full sweep switch.
+ *
+ *   reduced (default, `make run`)  sweeps small enough for `make run`'s
+ *                                  ten-minute budget: one seed, one or two
+ *                                  learning rates, few steps
+ *   full (KDALAB_FULL=1, `make run FULL=1`)  the published sweeps
+ *
+ * Every model is kdalab_train_mqar: float64, AdamW (betas 0.9, 0.999, weight
+ * decay 0.1 on matrices, clip 1), warm-up over the first 10 % of steps,
+ * cosine decay to lr / 10, the short convolution on unless spec.conv = 0.
+ */
+#ifndef KDALAB_EXPERIMENTS_MQAR_TRAIN_H
+#define KDALAB_EXPERIMENTS_MQAR_TRAIN_H
+
+#include <stdio.h>
+
+#include "common.h"
+
+/* One model to train. */
+typedef struct {
+    const char *mixers; /* kdalab_model_parse_mixers' spec: "kda", "hybrid:3", ... */
+    size_t L, D, H;     /* blocks, width, heads (d = D / H)                       */
+    int conv;           /* the short convolution on q, k, v                       */
+    size_t T, P, vocab; /* sequence length, key-value pairs, vocabulary (1 filler, */
+                        /* (vocab - 1) / 2 keys, the rest values)                 */
+    size_t batch, steps, test;
+    double lr;
+    unsigned long seed;
+} lab_mqar_spec;
+
+/* What one run gave. theta is kept only when asked (lab_mqar_train's keep). */
+typedef struct {
+    double accuracy, loss; /* on the test set                */
+    double seconds;        /* training wall time              */
+    double tokens_per_s;
+    double lr;             /* the learning rate it ran with   */
+    double *theta;         /* the trained parameters, or NULL */
+    kdalab_model_config model;
+} lab_mqar_result;
+
+/* Is this the full sweep (KDALAB_FULL set to anything but "" or "0")? */
+int lab_full(void);
+
+/* Train one model; exits (status 1) on an error other than divergence. A
+ * diverged run counts as accuracy 0 and says so on stderr. keep: keep theta
+ * (free it with free()). */
+void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r);
+
+/* The columns every training experiment's TSV starts with (name,
+ * description pairs, as lab_tsv_open takes them), and one row of them:
+ * label, mixers, layers, d_model, heads, d (head dim), pairs, seq_len, seed,
+ * lr, steps, accuracy, test_loss, train_s. */
+#define LAB_MQAR_COLUMNS                                                              \
+    "label", "the model's name in this experiment", "mixers",                          \
+        "the blocks' mixers (kdalab_model_parse_mixers)", "layers", "blocks",          \
+        "d_model", "width D", "heads", "heads H", "d", "head dimension D / H",         \
+        "pairs", "key-value pairs per sequence", "seq_len", "tokens per sequence",     \
+        "seed", "initialisation and data seed", "lr", "peak learning rate",            \
+        "steps", "optimiser steps", "accuracy", "test accuracy on the answers",        \
+        "test_loss", "test cross-entropy (nats)", "train_s", "training wall time (s)"
+void lab_mqar_row(FILE *f, const char *label, const lab_mqar_spec *s, const lab_mqar_result *r);
+/* The same row with one more column, extra, before the line ends. */
+void lab_mqar_row_extra(FILE *f, const char *label, const lab_mqar_spec *s,
+                        const lab_mqar_result *r, const char *extra);
+
+#endif /* KDALAB_EXPERIMENTS_MQAR_TRAIN_H */

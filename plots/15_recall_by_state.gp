@@ -1,0 +1,20 @@
+# plots/15_recall_by_state.gp — pairs recalled at 95 % against head dimension.
+# Run from the repository root:  gnuplot -e "dir='results'" plots/15_recall_by_state.gp
+# Reads  DIR/15_recall_by_state_summary.tsv (bin/15_recall_by_state)
+# Writes DIR/15_recall_by_state.png: pairs recalled at 95 % test accuracy by DeltaNet and
+#        KDA against the head dimension d, with the line pairs = d.
+if (!exists("dir")) dir = 'results'
+f = dir.'/15_recall_by_state_summary.tsv'
+set datafile separator '\t'
+set terminal pngcairo size 900,560 font ',11'
+set output dir.'/15_recall_by_state.png'
+set title "Trained two-block models on MQAR: pairs recalled at 95 % test accuracy\nagainst the head dimension d (width fixed; the chapter: \"on the order of d\")"
+set xlabel 'head dimension d'
+set ylabel 'key-value pairs at 95 % accuracy'
+set logscale x 2
+set grid
+set key top left
+set yrange [0:*]
+sel(m) = stringcolumn(1) eq m ? $4 : 1/0
+plot for [m in "deltanet kda"] f u 2:(sel(m)) with linespoints lw 2 pt 7 title m, \
+     f u 2:2 with lines dt 2 lc rgb '#888888' title 'pairs = d'
