@@ -1,7 +1,8 @@
 # kdalab — build, test and run everything.
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
-#   make run        the main job: every experiment, then every plot (results/)
+#   make run        the main job: every experiment, then every plot (results/);
+#                   FULL=1 runs the training experiments' (14-18) published sweeps (hours)
 #   make test       the layout check (scripts/check_layout.sh), the cmocka suites and the
 #                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
@@ -116,7 +117,7 @@ run: all
 	@mkdir -p $(RESULTS)
 	@for e in $(EXP_BIN); do \
 	  echo "== $$e" >&2; \
-	  ./$$e --out $(RESULTS) || exit 1; \
+	  KDALAB_FULL=$(FULL) ./$$e --out $(RESULTS) || exit 1; \
 	done
 	@for p in $(wildcard plots/*.gp); do \
 	  echo "== gnuplot $$p" >&2; \

@@ -1260,6 +1260,60 @@ static int setup(void **state)
 
 static int teardown(void **state) { return test_tmpdir_remove(tmpdir); }
 
+/* kdalab train: a tiny model end to end (progress on stderr, accuracy= on
+ * stdout, a checkpoint NumPy's layout reads), and its bad command lines,
+ * each one line with nothing created. */
+static void train_command(void **state)
+{
+    (void)state;
+    const char *tiny = "train --task mqar --mixer kda,attention --d-model 8 --heads 2 "
+                       "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 4 "
+                       "--test-size 4 --log-every 2";
+    assert_int_equal(kdalab("%s --out %s", tiny, tmp("ckpt")), 0);
+    assert_non_null(strstr(out_text, "accuracy="));
+    assert_non_null(strstr(err_text, "step 4/4 loss"));
+    double acc = -1;
+    assert_int_equal(sscanf(strstr(out_text, "accuracy="), "accuracy=%lf", &acc), 1);
+    assert_true(acc >= 0 && acc <= 1);
+    kdalab_array a;
+    read_array(tmp("ckpt/embed.npy"), &a);
+    assert_int_equal(a.ndim, 2);
+    assert_int_equal(a.shape[0], 9);
+    assert_int_equal(a.shape[1], 8);
+    kdalab_array_free(&a);
+    read_array(tmp("ckpt/blocks.0.mixer.A_log.npy"), &a);
+    assert_int_equal(a.ndim, 1);
+    assert_int_equal(a.shape[0], 2);
+    kdalab_array_free(&a);
+    assert_true(exists(tmp("ckpt/config.txt")));
+    assert_false(exists(tmp("ckpt/config.txt.tmp")));
+    /* the same run again gives the same accuracy (a function of the seed) */
+    char first[sizeof out_text];
+    memcpy(first, out_text, sizeof first);
+    assert_int_equal(kdalab("%s", tiny), 0);
+    assert_string_equal(out_text, first);
+
+    expect_error(kdalab("train --task mqar --mixer foo"), 2, "--mixer", "foo", NULL);
+    expect_error(kdalab("train --task mqar --mixer hybrid:3 --layers 2"), 2, "hybrid:3",
+                 "no attention block", NULL);
+    expect_error(kdalab("train --task copy --mixer kda"), 2, "--task", NULL);
+    expect_error(kdalab("train --task mqar"), 2, "--mixer", "missing", NULL);
+    expect_error(kdalab("train --task mqar --mixer kda --d-model 10 --heads 3"), 2,
+                 "not a multiple", NULL);
+    expect_error(kdalab("train --task mqar --mixer kda --seq-len 16 --kv-pairs 8"), 2, "T",
+                 NULL);
+    expect_error(kdalab("train --task mqar --mixer kda --lr -1"), 2, "--lr", NULL);
+    expect_error(kdalab("train --task mqar --mixer kda --lr nan"), 2, "--lr", NULL);
+    /* --out naming a regular file: refused before training, the file kept */
+    put_bytes(tmp("not_a_dir"), "keep", 4);
+    expect_error(kdalab("%s --out %s", tiny, tmp("not_a_dir")), 2, "not a directory", NULL);
+    size_t len;
+    unsigned char *b = file_bytes(tmp("not_a_dir"), &len);
+    assert_int_equal(len, 4);
+    assert_memory_equal(b, "keep", 4);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1283,6 +1337,7 @@ int main(void)
         cmocka_unit_test(varlen_golden),
         cmocka_unit_test(varlen_errors),
         cmocka_unit_test(half_inputs_and_tiny_scale),
+        cmocka_unit_test(train_command),
     };
     return cmocka_run_group_tests_name("cli", tests, setup, teardown);
 }

@@ -42,10 +42,30 @@ static double elem(const void *x, int is_f32, size_t i)
     return is_f32 ? (double)((const float *)x)[i] : ((const double *)x)[i];
 }
 
+/* Are all of x[0..n) finite? One pass without an early exit or a per-element
+ * call, which the compiler keeps branch-free: the common case of every
+ * check, and 8 % of a training step when it went element by element. */
+static int all_finite(const void *x, int is_f32, size_t n)
+{
+    int bad = 0;
+    if (is_f32) {
+        const float *f = x;
+        for (size_t i = 0; i < n; i++)
+            bad |= !isfinite(f[i]);
+    } else {
+        const double *d = x;
+        for (size_t i = 0; i < n; i++)
+            bad |= !isfinite(d[i]);
+    }
+    return !bad;
+}
+
 /* The first element of x[0..n) that breaks rule, worded as an error. */
 static kdalab_status check_values(kdalab_value_rule rule, const char *name, const void *x,
                                   int is_f32, size_t n, size_t *first_bad)
 {
+    if (rule == KDALAB_RULE_FINITE && all_finite(x, is_f32, n))
+        return KDALAB_OK;
     for (size_t i = 0; i < n; i++) {
         double xi = elem(x, is_f32, i);
         if (rule_holds(rule, xi))
@@ -307,10 +327,12 @@ static kdalab_status check_outputs(const char *what, const void *o, size_t n_o, 
                                    size_t n_ht, int is_f32, size_t *bad_o, size_t *bad_ht)
 {
     size_t bo = 0, bh = 0;
-    for (size_t i = 0; i < n_o; i++)
-        bo += !isfinite(elem(o, is_f32, i));
-    for (size_t i = 0; ht && i < n_ht; i++)
-        bh += !isfinite(elem(ht, is_f32, i));
+    if (!all_finite(o, is_f32, n_o)) /* the common case is one branch-free pass */
+        for (size_t i = 0; i < n_o; i++)
+            bo += !isfinite(elem(o, is_f32, i));
+    if (ht && !all_finite(ht, is_f32, n_ht))
+        for (size_t i = 0; i < n_ht; i++)
+            bh += !isfinite(elem(ht, is_f32, i));
     if (bad_o)
         *bad_o = bo;
     if (bad_ht)
