@@ -13,7 +13,7 @@
  * Zoology protocol), with the mean and the standard deviation over seeds.
  *
  * Vocabulary 65 (32 keys, 32 values). Reduced (make run): D = 32, H = 2
- * (d = 16), T = 48, pairs 4 and 16, one seed, learning rate 3e-3, 600 steps
+ * (d = 16), T = 40, pairs 4 and 16, one seed, learning rate 3e-3, 600 steps
  * of 16 sequences: about two minutes, and at the edge of where training
  * takes off (attention at 4 pairs, D = 32: test accuracy 0.03 after 250 steps,
  * 0.51 after 400, 0.995 after 500 at T = 64), so its numbers show the
@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     lab_ctx x;
     lab_init(&x, "14_recall_by_mechanism", "trained MQAR recall by mixer and number of pairs");
     const int full = lab_full();
-    size_t D = 32, H = 2, T = full ? 64 : 48, steps = full ? 1000 : 600, batch = full ? 32 : 16;
+    size_t D = 32, H = 2, T = full ? 64 : 40, steps = full ? 1000 : 600, batch = full ? 32 : 16;
     size_t seeds = full ? 3 : 1, test = 512;
     lab_flag_size(&x, "d-model", &D, "model width D");
     lab_flag_size(&x, "heads", &H, "heads (head dimension D / H)");

@@ -10,7 +10,7 @@
  * interpolated linearly between the two tested counts that straddle 0.95
  * (the largest tested count when every one passes, 0 when none does).
  *
- * Reduced (make run): D = 32, d = 8 and 32, pairs 4 and 12, T = 48, one seed,
+ * Reduced (make run): D = 32, d = 8 and 32, pairs 4 and 12, T = 32, one seed,
  * 600 steps of 16 sequences at learning rate 3e-3. Full (KDALAB_FULL=1):
  * D = 64, d = 8, 16, 32, 64, pairs 4, 8, 16, 24, 32, T = 96, seeds 1-2, 1000
  * steps of 32 sequences.
@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     lab_ctx x;
     lab_init(&x, "15_recall_by_state", "trained MQAR recall against head dimension");
     const int full = lab_full();
-    size_t D = full ? 64 : 32, T = full ? 96 : 48, steps = full ? 1000 : 600;
+    size_t D = full ? 64 : 32, T = full ? 96 : 32, steps = full ? 1000 : 600;
     size_t batch = full ? 32 : 16, seeds = full ? 2 : 1, test = 512;
     double lr = 3e-3;
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");

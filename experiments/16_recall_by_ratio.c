@@ -11,7 +11,7 @@
  * attention; is there a knee in recall, and is it at 3:1?
  *
  * Reduced (make run): L = 4 (pure KDA, 3:1, 1:1, pure attention), D = 32,
- * H = 2, T = 48, 16 pairs, one seed, 600 steps of 16 sequences. Full
+ * H = 2, T = 40, 16 pairs, one seed, 600 steps of 16 sequences. Full
  * (KDALAB_FULL=1): L = 8 (adds 7:1), 24 pairs at T = 64, seeds 1-3, 1000
  * steps of 32 sequences.
  *
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     lab_ctx x;
     lab_init(&x, "16_recall_by_ratio", "trained MQAR recall against the hybrid ratio");
     const int full = lab_full();
-    size_t L = full ? 8 : 4, D = 32, H = 2, T = full ? 64 : 48, P = full ? 24 : 16;
+    size_t L = full ? 8 : 4, D = 32, H = 2, T = full ? 64 : 40, P = full ? 24 : 16;
     size_t steps = full ? 1000 : 600, batch = full ? 32 : 16, seeds = full ? 3 : 1;
     double lr = 3e-3;
     lab_flag_size(&x, "layers", &L, "blocks of every stack (>= 2)");
@@ -70,32 +70,29 @@ int main(int argc, char **argv)
         "sizes (32 heads of 128, KV cache 2 x 32 x 128 per token), 128K tokens", NULL};
     FILE *fs = lab_tsv_open(&x, "16_recall_by_ratio_summary", scols, "%s sweep: L=%zu",
                             full ? "full" : "reduced", L);
-    double mean[20], share[20], frac[20];
+    /* seeds outermost: a sweep stopped early has whole curves, not whole stacks */
+    double mean[20], share[20], frac[20], acc[20][MAX_SEEDS];
     size_t done = 0;
-    for (size_t i = 0; i < ns; i++) {
-        double acc[MAX_SEEDS];
-        for (size_t sd = 0; sd < seeds; sd++) {
+    for (size_t sd = 0; sd < seeds; sd++)
+        for (size_t i = 0; i < ns; i++) {
             lab_mqar_spec s = {specs[i], L, D, H, 1, T, P, 65, batch, steps, 512, lr,
                                x.seed + sd};
             lab_mqar_result r;
             lab_mqar_train(&x, &s, 0, &r);
             lab_mqar_row(f, specs[i], &s, &r);
-            acc[sd] = r.accuracy;
+            acc[i][sd] = r.accuracy;
             lab_progress(&x, "models", ++done, ns * seeds);
-            if (sd == 0) {
-                size_t n_attn = 0;
-                for (size_t l = 0; l < L; l++)
-                    n_attn += r.model.mixer[l] == KDALAB_MIXER_ATTENTION;
-                share[i] = (double)n_attn / (double)L;
-                cache_model m = {specs[i], "", L - n_attn, n_attn, 32, 128, 128, 4,
-                                 2 * 32 * 128};
-                frac[i] = cache_model_fraction(&m, 131072);
-            }
+            size_t n_attn = 0;
+            for (size_t l = 0; l < L; l++)
+                n_attn += r.model.mixer[l] == KDALAB_MIXER_ATTENTION;
+            share[i] = (double)n_attn / (double)L;
+            cache_model m = {specs[i], "", L - n_attn, n_attn, 32, 128, 128, 4, 2 * 32 * 128};
+            frac[i] = cache_model_fraction(&m, 131072);
         }
-        mean[i] = gsl_stats_mean(acc, 1, seeds);
+    for (size_t i = 0; i < ns; i++) {
+        mean[i] = gsl_stats_mean(acc[i], 1, seeds);
         fprintf(fs, "%s\t%.4f\t%.4f\t%.4f\t%.4f\n", specs[i], share[i], mean[i],
-                seeds > 1 ? gsl_stats_sd(acc, 1, seeds) : 0.0, frac[i]);
-        fflush(fs);
+                seeds > 1 ? gsl_stats_sd(acc[i], 1, seeds) : 0.0, frac[i]);
     }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
