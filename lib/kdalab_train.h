@@ -299,6 +299,26 @@ typedef struct {
     kdalab_mixer_kind mixer[KDALAB_MODEL_MAX_LAYERS]; /* block l's mixer     */
 } kdalab_model_config;
 
+/* "attention", "linear_attention", "deltanet", "gated_deltanet", "kda";
+ * "unknown" for any other value. */
+const char *kdalab_mixer_name(kdalab_mixer_kind kind);
+
+/*
+ * kdalab_model_parse_mixers — the blocks' mixers from a text spec:
+ *   "kda" (any one name)   every one of the *L blocks
+ *   "hybrid:N"             N KDA blocks then one attention block, repeated
+ *                          (Kimi Linear's 3:1 is hybrid:3); block l is attention
+ *                          when (l + 1) % (N + 1) == 0
+ *   "kda,kda,attention"    one name per block; sets *L (when fixed_L, the count
+ *                          must equal *L)
+ * out [KDALAB_MODEL_MAX_LAYERS] gets the kinds of blocks 0 .. *L - 1.
+ * Errors: KDALAB_ENULL, KDALAB_EINVAL (an unknown name, a malformed N),
+ * KDALAB_ESIZE (*L zero or above the maximum, a list of another length,
+ * hybrid:N with *L < N + 1: no attention block).
+ */
+kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L,
+                                        kdalab_mixer_kind *out);
+
 /* One parameter tensor: theta[offset .. offset + rows * cols), row-major. */
 typedef struct {
     char name[40];  /* "embed", "blocks.0.norm1", "blocks.0.mixer.Wq",

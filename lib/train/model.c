@@ -5,6 +5,7 @@
  * which reads the same layout through model_layout().
  *
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
+ *          kdalab_mixer_name, kdalab_model_parse_mixers,
  *          model_layout (lib/train/train_internal.h)
  */
 #include <math.h>
@@ -214,5 +215,70 @@ kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long se
     gsl_rng_free(rng);
     free(list);
     kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+static const char *const MIXER_NAMES[] = {"attention", "linear_attention", "deltanet",
+                                          "gated_deltanet", "kda"};
+
+const char *kdalab_mixer_name(kdalab_mixer_kind kind)
+{
+    return (int)kind >= 0 && kind <= KDALAB_MIXER_KDA ? MIXER_NAMES[kind] : "unknown";
+}
+
+kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L,
+                                        kdalab_mixer_kind *out)
+{
+    if (!spec || !L || !out)
+        return kdalab_fail(KDALAB_ENULL, "mixers: spec, L or out is NULL");
+    if (strncmp(spec, "hybrid:", 7) == 0) {
+        char *end;
+        const char *num = spec + 7;
+        unsigned long n = *num >= '0' && *num <= '9' ? strtoul(num, &end, 10) : 0;
+        if (n == 0 || *end != '\0' || n >= KDALAB_MODEL_MAX_LAYERS)
+            return kdalab_fail(KDALAB_EINVAL, "mixers: '%s': N in hybrid:N must be an integer "
+                               "in 1 .. %d", spec, KDALAB_MODEL_MAX_LAYERS - 1);
+        if (*L < n + 1 || *L > KDALAB_MODEL_MAX_LAYERS)
+            return kdalab_fail(KDALAB_ESIZE, "mixers: '%s' with %zu blocks has no attention "
+                               "block (needs %lu .. %d blocks)", spec, *L, n + 1,
+                               KDALAB_MODEL_MAX_LAYERS);
+        for (size_t l = 0; l < *L; l++)
+            out[l] = (l + 1) % (n + 1) == 0 ? KDALAB_MIXER_ATTENTION : KDALAB_MIXER_KDA;
+        return KDALAB_OK;
+    }
+    kdalab_mixer_kind kinds[KDALAB_MODEL_MAX_LAYERS];
+    size_t n = 0;
+    for (const char *p = spec;; p++) {
+        const char *comma = strchr(p, ',');
+        const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int found = 0;
+        for (int i = 0; i <= KDALAB_MIXER_KDA && !found; i++)
+            if (strlen(MIXER_NAMES[i]) == len && strncmp(p, MIXER_NAMES[i], len) == 0) {
+                if (n == KDALAB_MODEL_MAX_LAYERS)
+                    return kdalab_fail(KDALAB_ESIZE, "mixers: more than %d blocks",
+                                       KDALAB_MODEL_MAX_LAYERS);
+                kinds[n++] = (kdalab_mixer_kind)i;
+                found = 1;
+            }
+        if (!found)
+            return kdalab_fail(KDALAB_EINVAL, "mixers: '%.*s' is not attention, "
+                               "linear_attention, deltanet, gated_deltanet, kda or hybrid:N",
+                               (int)len, p);
+        if (!comma)
+            break;
+        p = comma;
+    }
+    if (n == 1) {
+        if (*L == 0 || *L > KDALAB_MODEL_MAX_LAYERS)
+            return kdalab_fail(KDALAB_ESIZE, "mixers: %zu blocks; 1 .. %d allowed", *L,
+                               KDALAB_MODEL_MAX_LAYERS);
+        for (size_t l = 0; l < *L; l++)
+            out[l] = kinds[0];
+        return KDALAB_OK;
+    }
+    if (fixed_L && n != *L)
+        return kdalab_fail(KDALAB_ESIZE, "mixers: '%s' lists %zu blocks, not %zu", spec, n, *L);
+    *L = n;
+    memcpy(out, kinds, n * sizeof *kinds);
     return KDALAB_OK;
 }

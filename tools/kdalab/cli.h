@@ -15,8 +15,7 @@
  *          cli_inputs, IN_*, cli_inputs_plan, cli_inputs_read, cli_inputs_free
  *          (in inputs.c); cli_output, cli_write_all (in outputs.c);
  *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
- *          cmd_info (info.c), cmd_grad (grad.c), cmd_train and cli_parse_mixers
- *          (train.c)
+ *          cmd_info (info.c), cmd_grad (grad.c), cmd_train (train.c)
  *
  * Every error is ONE line on stderr, "<cli_who>: <message>", and the exit
  * status says what kind:
@@ -233,11 +232,5 @@ int cmd_info(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 
-/* --mixer's value (train.c): one kind for all *L blocks; "hybrid:N" (N KDA
- * blocks then one attention block, repeated; refused when *L < N + 1); or a
- * comma list of kinds, one per block, which sets *L (refused when
- * layers_given and the count differs). Fills out[0 .. *L). Returns 0 or
- * EXIT_BAD after the one-line error. */
-int cli_parse_mixers(const char *s, size_t *L, int layers_given, kdalab_mixer_kind *out);
 
 #endif /* KDALAB_TOOL_CLI_H */

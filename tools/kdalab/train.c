@@ -5,7 +5,7 @@
  * trained parameters as one .npy per tensor with the configuration beside
  * them.
  *
- * defines: cmd_train (declared in cli.h), cli_parse_mixers
+ * defines: cmd_train (declared in cli.h)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,57 +65,6 @@ static const struct option OPTIONS[] = {
     {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
 };
 
-static const char *const MIXER_NAME[] = {"attention", "linear_attention", "deltanet",
-                                         "gated_deltanet", "kda"};
-
-static int mixer_of(const char *s, size_t len, kdalab_mixer_kind *k)
-{
-    for (int i = 0; i < 5; i++)
-        if (strlen(MIXER_NAME[i]) == len && strncmp(s, MIXER_NAME[i], len) == 0) {
-            *k = (kdalab_mixer_kind)i;
-            return 1;
-        }
-    return 0;
-}
-
-int cli_parse_mixers(const char *s, size_t *L, int layers_given, kdalab_mixer_kind *out)
-{
-    if (strncmp(s, "hybrid:", 7) == 0) {
-        size_t n;
-        if (cli_parse_size("mixer hybrid:N", s + 7, 1, &n) != 0)
-            return EXIT_BAD;
-        if (n + 1 > *L)
-            return cli_fail(EXIT_BAD, "--mixer %s with %zu layers has no attention layer "
-                            "(needs --layers >= %zu)", s, *L, n + 1);
-        for (size_t l = 0; l < *L; l++)
-            out[l] = (l + 1) % (n + 1) == 0 ? KDALAB_MIXER_ATTENTION : KDALAB_MIXER_KDA;
-        return 0;
-    }
-    size_t n = 0;
-    for (const char *p = s;; n++) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (n == KDALAB_MODEL_MAX_LAYERS)
-            return cli_fail(EXIT_BAD, "--mixer: more than %d layers", KDALAB_MODEL_MAX_LAYERS);
-        if (!mixer_of(p, len, &out[n]))
-            return cli_fail(EXIT_BAD, "--mixer: '%.*s' is not attention, linear_attention, "
-                            "deltanet, gated_deltanet, kda or hybrid:N", (int)len, p);
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    n++;
-    if (n == 1) {
-        for (size_t l = 1; l < *L; l++)
-            out[l] = out[0];
-        return 0;
-    }
-    if (layers_given && n != *L)
-        return cli_fail(EXIT_BAD, "--mixer lists %zu layers but --layers is %zu", n, *L);
-    *L = n;
-    return 0;
-}
-
 /* The progress line, on stderr. */
 typedef struct {
     size_t every;
@@ -159,7 +108,7 @@ static int save(const char *dir, const kdalab_train_config *c, const double *the
         return cli_fail(EXIT_FAIL, "--out %s: %s", tmp, strerror(errno));
     fprintf(f, "task=mqar\nmixer=");
     for (size_t l = 0; l < c->model.L; l++)
-        fprintf(f, "%s%s", l ? "," : "", MIXER_NAME[c->model.mixer[l]]);
+        fprintf(f, "%s%s", l ? "," : "", kdalab_mixer_name(c->model.mixer[l]));
     fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n"
             "seq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\nweight_decay=%g\n"
             "seed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\ntest_loss=%.6f\nseconds=%.2f\n",
@@ -234,8 +183,8 @@ int cmd_train(int argc, char **argv)
         return cli_fail(EXIT_BAD, "--mixer: missing (see --help)");
     if (L > KDALAB_MODEL_MAX_LAYERS)
         return cli_fail(EXIT_BAD, "--layers %zu: at most %d", L, KDALAB_MODEL_MAX_LAYERS);
-    if ((rc = cli_parse_mixers(mixer, &L, layers_given, c.model.mixer)) != 0)
-        return rc;
+    if (kdalab_model_parse_mixers(mixer, &L, layers_given, c.model.mixer) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--mixer %s: %s", mixer, kdalab_last_error());
     c.model.L = L;
     c.model.D = D;
     c.model.H = H;
