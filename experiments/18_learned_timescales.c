@@ -100,6 +100,18 @@ static const double *tensor(const lab_ctx *x, const kdalab_model_config *c, cons
     exit(1);
 }
 
+/* y [N, n] = a [N, m] W [m, n], plain loops: this is a readout, not training. */
+static void matmul(size_t N, size_t m, size_t n, const double *a, const double *W, double *y)
+{
+    for (size_t r = 0; r < N; r++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0;
+            for (size_t i = 0; i < m; i++)
+                s += a[r * m + i] * W[i * n + j];
+            y[r * n + j] = s;
+        }
+}
+
 /* The mean log-decay of each gate channel over the test tokens of a one-block
  * model: mean_g [H * gw] (gw = 1 for Gated DeltaNet, d for KDA). */
 static void mean_gate(const lab_ctx *x, const kdalab_model_config *c, const double *theta,
@@ -115,26 +127,12 @@ static void mean_gate(const lab_ctx *x, const kdalab_model_config *c, const doub
         memcpy(h + n * D, emb + (size_t)tok[n] * D, D * sizeof *h);
     lab_check(x, kdalab_rmsnorm_fwd_f64(N, D, 1e-6, h, tensor(x, c, theta, "blocks.0.norm1"), h),
               "rmsnorm");
-    /* z = h Wa [N, H] or (h Wg) Wg2 [N, D]: plain loops, this is a readout */
-    const double *W1 = tensor(x, c, theta, kda ? "blocks.0.mixer.Wg" : "blocks.0.mixer.Wa");
-    const size_t c1 = kda ? d : H;
-    double *z1 = kda ? zf : z;
-    for (size_t n = 0; n < N; n++)
-        for (size_t j = 0; j < c1; j++) {
-            double s = 0;
-            for (size_t i = 0; i < D; i++)
-                s += h[n * D + i] * W1[i * c1 + j];
-            z1[n * c1 + j] = s;
-        }
+    /* z = h Wa [N, H] or (h Wg) Wg2 [N, D] */
     if (kda) {
-        const double *W2 = tensor(x, c, theta, "blocks.0.mixer.Wg2");
-        for (size_t n = 0; n < N; n++)
-            for (size_t j = 0; j < D; j++) {
-                double s = 0;
-                for (size_t i = 0; i < d; i++)
-                    s += zf[n * d + i] * W2[i * D + j];
-                z[n * D + j] = s;
-            }
+        matmul(N, D, d, h, tensor(x, c, theta, "blocks.0.mixer.Wg"), zf);
+        matmul(N, d, D, zf, tensor(x, c, theta, "blocks.0.mixer.Wg2"), z);
+    } else {
+        matmul(N, D, H, h, tensor(x, c, theta, "blocks.0.mixer.Wa"), z);
     }
     lab_check(x, kdalab_kda_gate_f64(N, H, gw, z, tensor(x, c, theta, "blocks.0.mixer.A_log"),
                                      tensor(x, c, theta, "blocks.0.mixer.dt_bias"), g),
