@@ -8,6 +8,7 @@
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
 #   make bench      the SIMD benchmark (not a test: prints speeds)
+#   make peer-ggml  its peer, bin/peer_ggml, against a ggml build (GGML_DIR=, GGML_BUILD=; README)
 #   make chapters   the side-by-side chapter programs and their diffs
 #   make f32        rewrite the generated float32 twins (lib/study/*_f32.*) from lib/reference/
 #   make clean
@@ -166,6 +167,19 @@ fuzz: $(BUILD)/fuzz/fuzz_npy
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do ./$$b || exit 1; done
 
+# bench_simd's peer, ggml's fused op (README): make peer-ggml GGML_DIR=src GGML_BUILD=build
+ifdef GGML_DIR
+GGML_BUILD ?= $(GGML_DIR)/build
+GGML_LIBS = $(foreach d,src bin,-L$(GGML_BUILD)/$(d) -Wl,-rpath,$(abspath $(GGML_BUILD))/$(d))
+peer-ggml: bench/peer/ggml_peer.c $(LIB_A)
+	@mkdir -p $(BIN)
+	$(CC) $(CPPFLAGS) -isystem $(GGML_DIR)/include $(WARN) $(CFLAGS) -fopenmp -o $(BIN)/peer_ggml \
+	  $< $(LIB_A) $(GGML_LIBS) -lggml -lggml-base -lggml-cpu $(LDLIBS)
+else
+peer-ggml:
+	@echo "peer-ggml: set GGML_DIR (ggml's source) and GGML_BUILD (its cmake build); see README"
+endif
+
 # ---- the float32 twins of the reference (generated, committed) --------------------------
 f32:
 	sh scripts/make_f32.sh
@@ -180,5 +194,5 @@ deps-test:
 clean:
 	rm -rf build build-asan bin
 
-.PHONY: all lib run test check-asan fuzz bench chapters deps-build deps-test clean
+.PHONY: all lib run test check-asan fuzz bench peer-ggml chapters deps-build deps-test clean
 .SECONDARY:

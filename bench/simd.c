@@ -15,6 +15,14 @@
  * and the chunkwise KDA time against T from 1k to 64k with its log-log slope
  * (GSL least squares).
  *
+ * The peer: when KDALAB_PEER_GGML names an executable (bin/peer_ggml, built
+ * by `make peer-ggml` from bench/peer/ggml_peer.c against a ggml build), ggml's
+ * fused CPU op ggml_gated_delta_net is run on the same problem, same threads,
+ * right after kdalab's float32 rows for KDA and Gated DeltaNet (validated by
+ * the peer against kdalab_recurrent_f64 before it is timed), and its decode
+ * step after kdalab's; each such row gives kdalab's ratio to it. Without the
+ * variable the benchmark says it has no peer.
+ *
  * Reference shape: B = 1, T = 4096, H = 4, K = V = 128, 2 threads
  * (OMP_NUM_THREADS overrides the thread count). Every time is the median of
  * several repetitions; the machine is shared, so the spread is printed too.
@@ -29,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <gsl/gsl_fit.h>
 #include <gsl/gsl_rng.h>
@@ -424,6 +433,46 @@ static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, si
 
 #define VALID_TOL 1e-4 /* float32 over T = 4096: measured ~1e-6; a wrong kernel is O(1) */
 
+/* ---------------------------------------------------------------------------- */
+/* The peer: $KDALAB_PEER_GGML (bench/peer/ggml_peer.c), run through popen      */
+/* ---------------------------------------------------------------------------- */
+
+static const char *peer_exe; /* NULL: no peer in this run */
+
+/* Run the peer with args; its line "ggml_peer <what> best=B median=M
+ * max_rel_err=E" into v[0..2]. 1 when it timed; 0 when it failed, or refused
+ * to time (v[2] is then its error, NaN when it gave none). */
+static int peer_run(const char *args, const char *what, double v[3])
+{
+    char cmd[1024], line[512], fmt[128];
+    snprintf(cmd, sizeof cmd, "'%s' %s", peer_exe, args);
+    snprintf(fmt, sizeof fmt, "ggml_peer %s best=%%lf median=%%lf max_rel_err=%%lf", what);
+    v[0] = v[1] = 0;
+    v[2] = NAN;
+    fflush(stdout);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return 0;
+    int got = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, fmt, &v[0], &v[1], &v[2]) == 3)
+            got = 1;
+        else
+            sscanf(line, "ggml_peer INVALID max_rel_err=%lf", &v[2]);
+    return pclose(f) == 0 && got;
+}
+
+/* The row of a peer that did not time: INVALID (its error) or FAILED. */
+static void peer_fail_row(kdalab_mechanism m, const char *form, double err)
+{
+    if (isnan(err))
+        printf("%-17s %-9s %-7s FAILED: %s gave no timing (its stderr above)\n",
+               kdalab_mechanism_name(m), form, "ggml", peer_exe);
+    else
+        printf("%-17s %-9s %-7s INVALID: error %.3g against kdalab_recurrent_f64 > %g; not "
+               "timed\n", kdalab_mechanism_name(m), form, "ggml", err, VALID_TOL);
+}
+
 static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                          KDALAB_GATED_DELTANET, KDALAB_KDA};
 
@@ -494,8 +543,27 @@ int main(int argc, char **argv)
            "processes had our cores\n");
     printf("# err: each chunkwise kernel is validated before it is timed: max |o - o_ref| / "
            "max |o_ref| against kdalab_chunk_f64 (tolerance %g)\n", VALID_TOL);
-    printf("# peer: no peer implementation is built or timed in this run; REFERENCE.md records "
-           "figures measured elsewhere\n#\n");
+    char peer_ver[128] = "";
+    peer_exe = getenv("KDALAB_PEER_GGML");
+    if (peer_exe && access(peer_exe, X_OK) == 0) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "'%s' --version 2>&1", peer_exe);
+        FILE *pv = popen(cmd, "r");
+        if (pv && fgets(peer_ver, sizeof peer_ver, pv))
+            peer_ver[strcspn(peer_ver, "\n")] = 0;
+        if (!pv || pclose(pv) != 0 || strncmp(peer_ver, "ggml ", 5) != 0)
+            peer_ver[0] = 0;
+    }
+    if (peer_ver[0])
+        printf("# peer: ggml_gated_delta_net (%s) through %s, float32, same shape and threads, "
+               "run after kdalab's rows; its err is against kdalab_recurrent_f64; 'x' is "
+               "kdalab's speed / the peer's (medians)\n#\n", peer_ver, peer_exe);
+    else
+        printf("# peer: no peer implementation is built or timed in this run%s; REFERENCE.md "
+               "records figures measured elsewhere\n#\n",
+               peer_exe ? " (KDALAB_PEER_GGML does not run as bin/peer_ggml)"
+                        : " (KDALAB_PEER_GGML=bin/peer_ggml: README)");
+    peer_exe = peer_ver[0] ? peer_exe : NULL;
 
     problem p;
     problem_make(&p, rng, B, T, H, K, V);
@@ -509,6 +577,9 @@ int main(int argc, char **argv)
     int invalid = 0;
     for (size_t mi = 0; table && mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
+        const int peered = peer_exe && kdalab_mechanism_g_width(m, K) > 0;
+        double best_t = INFINITY, peer_ht = 0, pv[3]; /* kdalab's fastest float32 row */
+        char best_row[32] = "";
         for (size_t ci = 0; ci < 2; ci++) {
             bench_opts = kdalab_chunk_opts_default();
             bench_opts.chunk = chunks[ci];
@@ -539,9 +610,31 @@ int main(int argc, char **argv)
                        1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
                        peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 100 * last_busy / nth,
                        htok / last_cpu, 1e3 * tmin, 1e3 * tmax, err);
+                if (t < best_t) {
+                    best_t = t;
+                    snprintf(best_row, sizeof best_row, "%s %s", form,
+                             kdalab_simd_level_name(kdalab_simd_get_level()));
+                }
             }
             free(ref);
         }
+        if (peered) { /* ggml's op on the same problem, right after kdalab's rows */
+            char args[256];
+            snprintf(args, sizeof args, "--mech %s --B %zu --T %zu --H %zu --K %zu --V %zu "
+                     "--threads %d --reps %d", kdalab_mechanism_name(m), B, T, H, K, V, nth,
+                     reps);
+            if (peer_run(args, "head_tokens_per_s", pv)) {
+                peer_ht = pv[1];
+                printf("%-17s %-9s %-7s %11.0f %9.2f %8s %8.1f %7s %5s %11s  best %.0f; "
+                       "kdalab %s: %.2fx  err %.1e\n",
+                       kdalab_mechanism_name(m), "recurrent", "ggml", pv[1], 1e3 * htok / pv[1],
+                       "", 7.0 * K * V * pv[1] * 1e-9, "", "", "", pv[0], best_row,
+                       htok / best_t / pv[1], pv[2]);
+            } else {
+                peer_fail_row(m, "recurrent", pv[2]);
+            }
+        }
+        double step_us = 0; /* kdalab's aligned step at the widest level */
         for (size_t li = 0; li < 3; li++) {
             if (!kdalab_simd_level_available(levels[li]))
                 continue;
@@ -549,6 +642,7 @@ int main(int argc, char **argv)
             /* S on a cache line ("step"), and 16 bytes past one ("step+16B") */
             for (size_t s_off = 0; s_off <= 4; s_off += 4) {
                 double us = time_step(m, K, V, rng, s_off);
+                step_us = s_off ? step_us : us;
                 double sf = step_flops(m, K, V);
                 printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, "
                        "one head, 1 thread: %.2f us (CPU %.2f us)\n",
@@ -557,6 +651,19 @@ int main(int argc, char **argv)
                        7.0 * K * V / us * 1e-3, peak1 > 0 ? 100 * sf / us * 1e-3 / peak1 : 0,
                        "", "", us, last_step_cpu_us);
             }
+        }
+        if (peered) { /* ggml's op on one token, one head, one thread, state chained */
+            char args[128];
+            snprintf(args, sizeof args, "--decode --mech %s --K %zu --V %zu --reps 9",
+                     kdalab_mechanism_name(m), K, V);
+            if (peer_run(args, "decode_us", pv))
+                printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %7s %5s %11s  one token, one "
+                       "head, 1 thread: %.2f us (best %.2f); kdalab step: %.2fx  err %.1e\n",
+                       kdalab_mechanism_name(m), "step", "ggml", 1e6 / pv[1], 1e-3 * pv[1],
+                       step_flops(m, K, V) / pv[1] * 1e-3, 7.0 * K * V / pv[1] * 1e-3, "", "",
+                       "", pv[1], pv[0], pv[1] / step_us, pv[2]);
+            else
+                peer_fail_row(m, "step", pv[2]);
         }
         /* the float64 SIMD path (the oracle's fast form), C = 64 and 16 */
         for (size_t li = 0; li < 3; li++) {
@@ -579,10 +686,13 @@ int main(int argc, char **argv)
                     continue;
                 }
                 printf("%-17s %-9s %-7s %11.0f %9.2f %8s %8.1f %7s %5s %11s  float64, median "
-                       "of %d  err %.1e\n",
+                       "of %d",
                        kdalab_mechanism_name(m), form,
                        kdalab_simd_level_name(kdalab_simd_get_level()), htok / t, 1e3 * t, "",
-                       7.0 * K * V * htok / t * 1e-9, "", "", "", quick ? 2 : 5, err);
+                       7.0 * K * V * htok / t * 1e-9, "", "", "", quick ? 2 : 5);
+                if (peer_ht > 0)
+                    printf("; ggml: %.2fx", htok / t / peer_ht);
+                printf("  err %.1e\n", err);
             }
         }
         /* the reference float32 chunkwise form, once, for scale */
@@ -639,11 +749,12 @@ int main(int argc, char **argv)
            sqrt(cov11));
     gsl_fit_linear(lx, 1, lc, 1, np, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
     printf("# log-log slope of CPU time against T:  %.3f +- %.3f\n", c1, sqrt(cov11));
-    /* a peer's figure is not printed here: it was measured elsewhere, and
-     * REFERENCE.md is where it is recorded, with the machine it came from */
-    printf("# for scale, not measured in this run: REFERENCE.md (\"Numbers measured on real "
-           "implementations\") records ggml's fused recurrent GATED_DELTA_NET op at this "
-           "shape\n");
+    /* a figure measured elsewhere is not printed here: REFERENCE.md records
+     * it, with the machine it came from; a peer built here is timed above */
+    if (!peer_exe)
+        printf("# for scale, not measured in this run: REFERENCE.md (\"Numbers measured on "
+               "real implementations\") records ggml's fused recurrent GATED_DELTA_NET op at "
+               "this shape\n");
     gsl_rng_free(rng);
     if (invalid)
         fprintf(stderr, "bench_simd: a kernel disagreed with the float64 reference (INVALID "
