@@ -2,7 +2,7 @@
  * 14_recall_by_mechanism — trained models on multi-query associative recall
  * (MQAR), by mixer: test accuracy against the number of key-value pairs at
  * a fixed width, for softmax attention, linear attention, DeltaNet, Gated
- * DeltaNet and KDA (each a two-block model, kdalab_train_mqar).
+ * DeltaNet and KDA (each a two-block model, kdalab_train_mqar_f64).
  *
  * The chapter's claims under test: a d_k x d_v state "holds on the order of
  * d cleanly separable associations" and the literature's ordering (the Kimi
@@ -54,6 +54,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "batch", &batch, "sequences per step");
     lab_flag_size(&x, "seeds", &seeds, "seeds per (mixer, pairs, lr), from --seed on");
     lab_flag_size(&x, "test", &test, "test sequences per model");
+    lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
     const size_t pairs_reduced[] = {4, 16}, pairs_full[] = {4, 8, 16, 24};
     const size_t *pairs = full ? pairs_full : pairs_reduced;
@@ -68,8 +69,8 @@ int main(int argc, char **argv)
 
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "14_recall_by_mechanism", cols,
-                           "%s sweep: D=%zu H=%zu T=%zu steps=%zu batch=%zu seeds=%zu test=%zu",
-                           full ? "full" : "reduced", D, H, T, steps, batch, seeds, test);
+                           "%s sweep (%s): D=%zu H=%zu T=%zu steps=%zu batch=%zu seeds=%zu test=%zu",
+                           full ? "full" : "reduced", lab_mqar_precision(&x), D, H, T, steps, batch, seeds, test);
     static const char *const scols[] = {
         "mixer", "the mixer of both blocks", "pairs", "key-value pairs per sequence",
         "lr", "the learning rate with the best mean accuracy", "mean", "mean test accuracy",

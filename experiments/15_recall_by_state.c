@@ -40,6 +40,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per point, from --seed on");
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
+    lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
     const size_t d_red[] = {8, 32}, d_full[] = {8, 16, 32, 64};
     const size_t p_red[] = {4, 12}, p_full[] = {4, 8, 16, 24, 32};
@@ -51,8 +52,8 @@ int main(int argc, char **argv)
     }
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "15_recall_by_state", cols,
-                           "%s sweep: D=%zu T=%zu steps=%zu batch=%zu seeds=%zu lr=%g",
-                           full ? "full" : "reduced", D, T, steps, batch, seeds, lr);
+                           "%s sweep (%s): D=%zu T=%zu steps=%zu batch=%zu seeds=%zu lr=%g",
+                           full ? "full" : "reduced", lab_mqar_precision(&x), D, T, steps, batch, seeds, lr);
     static const char *const scols[] = {
         "mixer", "deltanet or kda", "d", "head dimension", "heads", "D / d",
         "pairs_at_95", "pairs recalled at 95 % test accuracy (interpolated)",

@@ -43,6 +43,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per stack, from --seed on");
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
+    lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
     if (seeds < 1 || seeds > MAX_SEEDS || L < 2 || L > 16 || 2 * P >= T) {
         fprintf(stderr, "%s: need 1 <= --seeds <= %d, 2 <= --layers <= 16, 2 pairs < T\n",
@@ -60,8 +61,8 @@ int main(int argc, char **argv)
 
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "16_recall_by_ratio", cols,
-                           "%s sweep: L=%zu D=%zu H=%zu T=%zu pairs=%zu steps=%zu seeds=%zu lr=%g",
-                           full ? "full" : "reduced", L, D, H, T, P, steps, seeds, lr);
+                           "%s sweep (%s): L=%zu D=%zu H=%zu T=%zu pairs=%zu steps=%zu seeds=%zu lr=%g",
+                           full ? "full" : "reduced", lab_mqar_precision(&x), L, D, H, T, P, steps, seeds, lr);
     static const char *const scols[] = {
         "stack", "kda, hybrid:N (N KDA blocks per attention block), attention",
         "attn_share", "attention blocks / blocks", "mean", "mean test accuracy",

@@ -40,6 +40,7 @@ int main(int argc, char **argv)
     double lr = full ? 1e-3 : 3e-3;
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per stack, from --seed on");
+    lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
     if (seeds < 1 || seeds > MAX_SEEDS) {
         fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
@@ -54,8 +55,8 @@ int main(int argc, char **argv)
     static const char *const cols[] = {LAB_MQAR_COLUMNS, "conv", "short convolution on",
                                        NULL};
     FILE *f = lab_tsv_open(&x, "17_nope_needs_position", cols,
-                           "%s sweep: D=%zu H=2 T=%zu pairs=8 steps=%zu batch=%zu seeds=%zu "
-                           "lr=%g", full ? "full" : "reduced", D, T, steps, batch, seeds, lr);
+                           "%s sweep (%s): D=%zu H=2 T=%zu pairs=8 steps=%zu batch=%zu seeds=%zu "
+                           "lr=%g", full ? "full" : "reduced", lab_mqar_precision(&x), D, T, steps, batch, seeds, lr);
     double mean[3], sd[3];
     for (int i = 0; i < 3; i++) {
         double acc[MAX_SEEDS];

@@ -2,7 +2,7 @@
  * experiments/mqar_train.c — one model trained on MQAR for an experiment,
  * the shared TSV row (mqar_train.h).
  *
- * defines: lab_full, lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
+ * defines: lab_full, lab_mqar_flags, lab_mqar_precision, lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,23 @@ int lab_full(void)
 {
     const char *v = getenv("KDALAB_FULL");
     return v && *v && strcmp(v, "0") != 0;
+}
+
+static const char *precision = "fp32";
+
+void lab_mqar_flags(lab_ctx *x)
+{
+    lab_flag_string(x, "precision", &precision,
+                    "fp32 (the float32 twins) or fp64 (the float64 model)");
+}
+
+const char *lab_mqar_precision(const lab_ctx *x)
+{
+    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "fp64") != 0) {
+        fprintf(stderr, "%s: --precision %s: fp32 or fp64\n", x->name, precision);
+        exit(2);
+    }
+    return precision;
 }
 
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r)
@@ -43,7 +60,20 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
         exit(1);
     }
     kdalab_train_result tr;
-    kdalab_status st = kdalab_train_mqar(&c, theta, NULL, NULL, &tr);
+    kdalab_status st;
+    if (strcmp(lab_mqar_precision(x), "fp64") == 0) {
+        st = kdalab_train_mqar_f64(&c, theta, NULL, NULL, &tr);
+    } else {
+        float *t32 = malloc(P * sizeof *t32);
+        if (!t32) {
+            fprintf(stderr, "%s: out of memory\n", x->name);
+            exit(1);
+        }
+        st = kdalab_train_mqar_f32(&c, t32, NULL, NULL, &tr);
+        for (size_t i = 0; i < P; i++)
+            theta[i] = t32[i];
+        free(t32);
+    }
     if (st == KDALAB_ERANGE) {
         fprintf(stderr, "%s: %s at lr %g diverged (%s): counted as accuracy 0\n", x->name,
                 s->mixers, s->lr, kdalab_last_error());

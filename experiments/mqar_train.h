@@ -8,7 +8,7 @@
  *                                  learning rates, few steps
  *   full (KDALAB_FULL=1, `make run FULL=1`)  the published sweeps
  *
- * Every model is kdalab_train_mqar: float64, AdamW (betas 0.9, 0.999, weight
+ * Every model is kdalab_train_mqar_f32 (or _f64 with --precision fp64): AdamW (betas 0.9, 0.999, weight
  * decay 0.1 on matrices, clip 1), warm-up over the first 10 % of steps,
  * cosine decay to lr / 10, the short convolution on unless spec.conv = 0.
  */
@@ -43,6 +43,12 @@ typedef struct {
 
 /* Is this the full sweep (KDALAB_FULL set to anything but "" or "0")? */
 int lab_full(void);
+
+/* Register --precision fp32|fp64 (default fp32: the float32 twins, 1.5-2x
+ * faster; fp64: the float64 model the gradient checks verify) on x; call
+ * before lab_parse. lab_mqar_precision() gives the choice, checked. */
+void lab_mqar_flags(lab_ctx *x);
+const char *lab_mqar_precision(const lab_ctx *x);
 
 /* Train one model; exits (status 1) on an error other than divergence. A
  * diverged run counts as accuracy 0 and says so on stderr. keep: keep theta

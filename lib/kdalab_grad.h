@@ -141,6 +141,19 @@ kdalab_status kdalab_lower_bound_gate_f64(size_t n, double lb, const double *x, 
 kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double *x,
                                               const double *dg, double *dx);
 
+/* The gates in float32 (lib/study/gates_f32.c, generated from
+ * lib/reference/gates.c by scripts/make_f32.sh): the same formulas, shapes
+ * and errors with float for double; the float32 model's gates. */
+kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
+                                  const float *A_log, const float *dt_bias, float *g);
+kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float *x,
+                                      const float *A_log, const float *dt_bias,
+                                      const float *dg, float *dx, float *dA_log,
+                                      float *ddt_bias);
+kdalab_status kdalab_lower_bound_gate_f32(size_t n, float lb, const float *x, float *g);
+kdalab_status kdalab_lower_bound_gate_bwd_f32(size_t n, float lb, const float *x,
+                                              const float *dg, float *dx);
+
 KDALAB_END_DECLS
 
 #endif /* KDALAB_GRAD_H */

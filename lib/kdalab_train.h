@@ -457,7 +457,7 @@ typedef struct {
 } kdalab_train_result;
 
 /*
- * kdalab_train_mqar — train a model from kdalab_model_init(cfg->seed) on
+ * kdalab_train_mqar_f64 — train a model from kdalab_model_init(cfg->seed) on
  * training batches kdalab_mqar_make(task, seed, step, batch) with AdamW
  * (matrices decayed, other tensors not), then measure it on the test set:
  * test_sequences sequences of the stream kdalab_mqar_test_seed(seed).
@@ -468,23 +468,92 @@ typedef struct {
  * KDALAB_EINVAL (stopped by the callback), KDALAB_ERANGE (training diverged:
  * a non-finite loss or gradient; theta holds the parameters of that step).
  */
-kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
+kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *theta,
                                 kdalab_train_callback cb, void *user,
                                 kdalab_train_result *result);
 
 /*
- * kdalab_model_evaluate — loss and accuracy of theta on n sequences of the
+ * kdalab_model_evaluate_f64 — loss and accuracy of theta on n sequences of the
  * MQAR stream `seed`, in batches of up to `batch` (batch_index 0, 1, ...).
  * Errors: those of kdalab_model_loss_f64 and kdalab_mqar_make, KDALAB_ESIZE
  * (n or batch zero).
  */
-kdalab_status kdalab_model_evaluate(const kdalab_model_config *model, const double *theta,
+kdalab_status kdalab_model_evaluate_f64(const kdalab_model_config *model, const double *theta,
                                     const kdalab_mqar_config *task, unsigned long seed,
                                     size_t n, size_t batch, double *loss, double *accuracy);
 
 /* The test stream of a training seed: far from seed, seed + 1, ... so that
  * no run's test set is another seed's training stream. */
 unsigned long kdalab_mqar_test_seed(unsigned long seed);
+
+/* ------------------------------------------------------------------------- */
+/* The float32 twins (lib/train/NAME_f32.c, generated from the float64 files by */
+/* scripts/make_f32.sh): the same algorithms, shapes, errors and promises    */
+/* with float for double, for training faster; the float64 functions above  */
+/* are what they are checked against (tests/test_train_model.c).             */
+/* ------------------------------------------------------------------------- */
+
+kdalab_status kdalab_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x,
+                                     const float *w, float *y);
+kdalab_status kdalab_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x,
+                                     const float *w, const float *dy, float *dx, float *dw);
+kdalab_status kdalab_silu_fwd_f32(size_t n, const float *x, float *y);
+kdalab_status kdalab_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx);
+kdalab_status kdalab_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h);
+kdalab_status kdalab_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
+                                    float *da, float *db);
+kdalab_status kdalab_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                                        const float *w, float *y);
+kdalab_status kdalab_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                                        const float *w, const float *dy, float *dx, float *dw);
+kdalab_status kdalab_cross_entropy_fwd_f32(size_t N, size_t V, const float *logits,
+                                           const int32_t *targets, float *loss, float *accuracy,
+                                           size_t *counted);
+kdalab_status kdalab_cross_entropy_bwd_f32(size_t N, size_t V, const float *logits,
+                                           const int32_t *targets, float dloss, float *dlogits);
+
+/* The mixer's weights, gradients and cache in float32 (fields as above). */
+typedef struct {
+    const float *Wq, *Wk, *Wv, *Wo;
+    const float *cq, *ck, *cv;
+    const float *Wb, *Wa, *Wg, *Wg2;
+    const float *A_log, *dt_bias;
+    const float *Wog, *onorm;
+} kdalab_mixer_params_f32;
+typedef struct {
+    float *Wq, *Wk, *Wv, *Wo;
+    float *cq, *ck, *cv;
+    float *Wb, *Wa, *Wg, *Wg2;
+    float *A_log, *dt_bias;
+    float *Wog, *onorm;
+} kdalab_mixer_grads_f32;
+typedef struct kdalab_mixer_cache_f32 kdalab_mixer_cache_f32;
+
+kdalab_status kdalab_mixer_fwd_f32(const kdalab_mixer_config *cfg,
+                                   const kdalab_mixer_params_f32 *p, size_t B, size_t T,
+                                   const float *x, float *y, kdalab_mixer_cache_f32 **cache);
+kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg,
+                                   const kdalab_mixer_params_f32 *p, size_t B, size_t T,
+                                   const float *x, const kdalab_mixer_cache_f32 *cache,
+                                   const float *dy, float *dx, const kdalab_mixer_grads_f32 *g);
+void kdalab_mixer_cache_free_f32(kdalab_mixer_cache_f32 *cache);
+
+/* The model's loss and gradient with float32 parameters theta [n_params]
+ * (kdalab_model_init writes float64: convert), AdamW over float32 state,
+ * evaluation and the training loop (theta float32 on return). */
+kdalab_status kdalab_model_loss_f32(const kdalab_model_config *cfg, const float *theta,
+                                    size_t B, size_t T, const int32_t *tokens,
+                                    const int32_t *targets, float *loss, float *accuracy,
+                                    float *grad);
+kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step, size_t n,
+                                    float *theta, const float *grad, float *m, float *v,
+                                    const unsigned char *decay, double *grad_norm);
+kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const float *theta,
+                                        const kdalab_mqar_config *task, unsigned long seed,
+                                        size_t n, size_t batch, float *loss, float *accuracy);
+kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta,
+                                    kdalab_train_callback cb, void *user,
+                                    kdalab_train_result *result);
 
 KDALAB_END_DECLS
 

@@ -45,12 +45,11 @@ for f in $(find lib tools experiments -name '*.[ch]' | sort); do
     fi
 done
 
-mkdir -p "$tmp/f32"
 sh scripts/make_f32.sh "$tmp/f32"
-for f in "$tmp"/f32/*; do
-    name=$(basename "$f")
-    if ! sed "s#$tmp/f32#lib/study#" "$f" | cmp -s - "lib/study/$name"; then
-        echo "layout: lib/study/$name is not what scripts/make_f32.sh generates (run make f32)"
+for f in "$tmp"/f32/*/*; do
+    name=${f#"$tmp"/f32/}
+    if ! cmp -s "$f" "lib/$name"; then
+        echo "layout: lib/$name is not what scripts/make_f32.sh generates (run make f32)"
         bad=1
     fi
 done

@@ -165,6 +165,60 @@ static void test_model_fd(void **state)
            "absolute)\n", worst, FD_TOL, FD_ABS);
 }
 
+/* The float32 twin against the float64 model on the FD test's tiny models:
+ * the loss and every tensor's gradient. float32 rounds at 6e-8; the chain is
+ * a few hundred operations deep and the gradients of the small tensors are
+ * differences of O(1) terms (the output norm near its eps amplifies them, as
+ * the FD test's note says), so 1e-3 relative per tensor is the bound and the
+ * measured worst is printed (float32's own error, not a bug, stays far
+ * below; a wrong formula gives O(1)). */
+static void test_model_f32(void **state)
+{
+    (void)state;
+    const kdalab_mixer_kind mix[3][3] = {
+        {KDALAB_MIXER_KDA, KDALAB_MIXER_GATED_DELTANET, KDALAB_MIXER_ATTENTION},
+        {KDALAB_MIXER_DELTANET, KDALAB_MIXER_LINEAR_ATTENTION},
+        {KDALAB_MIXER_KDA, KDALAB_MIXER_KDA}};
+    const size_t Ls[3] = {3, 2, 2};
+    double worst_l = 0, worst_g = 0;
+    for (int m = 0; m < 3; m++)
+        for (int conv = 0; conv < 2; conv++) {
+            model_problem p;
+            problem_make(&p, mix[m], Ls[m], conv, 40 + (unsigned long)m);
+            double *g = malloc(p.P * sizeof *g), l;
+            float *th = malloc(p.P * sizeof *th), *g32 = malloc(p.P * sizeof *g32), l32;
+            for (size_t i = 0; i < p.P; i++)
+                th[i] = (float)p.theta[i];
+            assert_int_equal(kdalab_model_loss_f64(&p.cfg, p.theta, p.B, p.T, p.tok, p.tgt, &l,
+                                                   NULL, g),
+                             KDALAB_OK);
+            assert_int_equal(kdalab_model_loss_f32(&p.cfg, th, p.B, p.T, p.tok, p.tgt, &l32,
+                                                   NULL, g32),
+                             KDALAB_OK);
+            worst_l = fmax(worst_l, fabs(l32 - l) / fabs(l));
+            for (size_t i = 0; i < p.n_tensors; i++) {
+                kdalab_model_tensor t;
+                assert_int_equal(kdalab_model_tensor_at(&p.cfg, i, &t), KDALAB_OK);
+                double amax = 0, emax = 0;
+                for (size_t j = t.offset; j < t.offset + t.rows * t.cols; j++) {
+                    amax = fmax(amax, fabs(g[j]));
+                    emax = fmax(emax, fabs((double)g32[j] - g[j]));
+                }
+                if (!(emax <= 1e-3 * amax))
+                    fail_msg("float32 %s: error %.3g relative to max |grad| %.3g", t.name,
+                             emax / amax, amax);
+                worst_g = fmax(worst_g, emax / amax);
+            }
+            free(g);
+            free(th);
+            free(g32);
+            problem_free(&p);
+        }
+    printf("    float32 model vs float64: loss %.2g, worst gradient tensor %.2g relative "
+           "(bound 1e-3)\n", worst_l, worst_g);
+    assert_true(worst_l < 1e-5);
+}
+
 /* One thread or two: the same bits (the batch's two halves are summed in a
  * fixed order). */
 static void test_model_threads(void **state)
@@ -383,15 +437,22 @@ static void test_train_learns(void **state)
     assert_int_equal(kdalab_model_size(&c.model, &P, NULL), KDALAB_OK);
     double *t1 = malloc(P * sizeof *t1), *t2 = malloc(P * sizeof *t2);
     kdalab_train_result r1, r2;
-    assert_int_equal(kdalab_train_mqar(&c, t1, NULL, NULL, &r1), KDALAB_OK);
-    assert_int_equal(kdalab_train_mqar(&c, t2, NULL, NULL, &r2), KDALAB_OK);
+    assert_int_equal(kdalab_train_mqar_f64(&c, t1, NULL, NULL, &r1), KDALAB_OK);
+    assert_int_equal(kdalab_train_mqar_f64(&c, t2, NULL, NULL, &r2), KDALAB_OK);
     assert_memory_equal(t1, t2, P * sizeof *t1);
     assert_true(r1.test_accuracy == r2.test_accuracy);
     printf("    tiny MQAR (4 pairs, 8 values), attention, 400 steps: test accuracy %.3f\n",
            r1.test_accuracy);
     assert_true(r1.test_accuracy > 0.5);
+    /* the float32 twin trains the same model to the same place */
+    float *t32 = malloc(P * sizeof *t32);
+    kdalab_train_result r32;
+    assert_int_equal(kdalab_train_mqar_f32(&c, t32, NULL, NULL, &r32), KDALAB_OK);
+    printf("    the same in float32: test accuracy %.3f\n", r32.test_accuracy);
+    assert_true(r32.test_accuracy > 0.5);
+    free(t32);
     c.model.vocab = 18;
-    assert_int_equal(kdalab_train_mqar(&c, t1, NULL, NULL, &r1), KDALAB_ESIZE);
+    assert_int_equal(kdalab_train_mqar_f64(&c, t1, NULL, NULL, &r1), KDALAB_ESIZE);
     free(t1);
     free(t2);
 }
@@ -399,7 +460,8 @@ static void test_train_learns(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_model_fd),      cmocka_unit_test(test_model_threads),
+        cmocka_unit_test(test_model_fd),      cmocka_unit_test(test_model_f32),
+        cmocka_unit_test(test_model_threads),
         cmocka_unit_test(test_model_layout),  cmocka_unit_test(test_model_init),
         cmocka_unit_test(test_model_bad_input), cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_train_learns),

@@ -1,53 +1,31 @@
 /*
  * lib/train/adamw.c — AdamW (Loshchilov & Hutter, "Decoupled Weight Decay
- * Regularization", 2019, Algorithm 2) with global gradient-norm clipping and
- * a linear warm-up followed by a cosine decay of the learning rate.
+ * Regularization", 2019, Algorithm 2) with global gradient-norm clipping, at
+ * the learning rate of lib/train/schedule.c. Lines marked f64-scalar keep
+ * double in the float32 twin (scripts/make_f32.sh): the schedule's value and
+ * the gradient's sum of squares.
  *
- * defines: kdalab_adamw_lr, kdalab_adamw_step_f64
+ * defines: kdalab_adamw_step_f64
  */
 #include <math.h>
 
 #include "internal.h"
 
-kdalab_status kdalab_adamw_lr(const kdalab_adamw_config *cfg, size_t step, double *lr)
-{
-    if (!cfg || !lr)
-        return kdalab_fail(KDALAB_ENULL, "adamw: %s is NULL", cfg ? "lr" : "config");
-    if (!(cfg->lr > 0 && isfinite(cfg->lr)) || !(cfg->min_lr >= 0 && cfg->min_lr <= cfg->lr) ||
-        !(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1) ||
-        !(cfg->eps > 0 && isfinite(cfg->eps)) ||
-        !(cfg->weight_decay >= 0 && isfinite(cfg->weight_decay)) ||
-        !(cfg->clip >= 0 && isfinite(cfg->clip)) || cfg->steps == 0)
-        return kdalab_fail(KDALAB_EDOMAIN, "adamw: lr = %g, min_lr = %g, betas = (%g, %g), "
-                           "eps = %g, weight_decay = %g, clip = %g, steps = %zu: out of range "
-                           "(kdalab_train.h)", cfg->lr, cfg->min_lr, cfg->beta1, cfg->beta2,
-                           cfg->eps, cfg->weight_decay, cfg->clip, cfg->steps);
-    if (step < cfg->warmup) {
-        *lr = cfg->lr * (double)(step + 1) / (double)cfg->warmup;
-    } else {
-        const size_t span = cfg->steps > cfg->warmup + 1 ? cfg->steps - cfg->warmup : 1;
-        double p = (double)(step - cfg->warmup) / (double)span;
-        p = p < 1 ? p : 1;
-        *lr = cfg->min_lr + (cfg->lr - cfg->min_lr) * 0.5 * (1 + cos(3.14159265358979323846 * p));
-    }
-    return KDALAB_OK;
-}
-
 kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step, size_t n,
                                     double *theta, const double *grad, double *m, double *v,
-                                    const unsigned char *decay, double *grad_norm)
+                                    const unsigned char *decay, double *grad_norm) /* f64-scalar */
 {
     // theta, grad, m, v, decay [n]
-    double lr;
+    double lr; /* f64-scalar */
     kdalab_status s = kdalab_adamw_lr(cfg, step, &lr);
     if (s != KDALAB_OK)
         return s;
     if (n && (!theta || !grad || !m || !v))
         return kdalab_fail(KDALAB_ENULL, "adamw: theta, grad, m or v is NULL");
-    double ss = 0;
+    double ss = 0; /* f64-scalar */
     for (size_t i = 0; i < n; i++)
         ss += grad[i] * grad[i];
-    const double norm = sqrt(ss);
+    const double norm = sqrt(ss); /* f64-scalar */
     if (!isfinite(norm))
         return kdalab_check_values_f64(KDALAB_RULE_FINITE, "grad", grad, n, NULL) != KDALAB_OK
                    ? KDALAB_ENONFINITE

@@ -3,7 +3,7 @@
  * of key-value pairs followed by queries of earlier keys, as in the Zoology
  * paper (the layout of a sequence is in kdalab_train.h).
  *
- * defines: kdalab_mqar_vocab_size, kdalab_mqar_make
+ * defines: kdalab_mqar_vocab_size, kdalab_mqar_make, kdalab_mqar_test_seed
  *
  * Every batch is a function of (config, seed, batch index, B): it draws from
  * its own gsl_rng_mt19937, seeded from a hash of (seed, batch index), so a
@@ -170,4 +170,9 @@ kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed
     gsl_rng_free(rng);
     kdalab_clear_error();
     return KDALAB_OK;
+}
+
+unsigned long kdalab_mqar_test_seed(unsigned long seed)
+{
+    return seed ^ 0x7e57da7aUL; /* "test data": any fixed far-away stream */
 }

@@ -4,7 +4,7 @@
  * (kdalab_model_loss_f64), one AdamW step; at the end the test set. Also the
  * evaluation on its own, for a trained theta.
  *
- * defines: kdalab_train_mqar, kdalab_model_evaluate, kdalab_mqar_test_seed
+ * defines: kdalab_train_mqar_f64, kdalab_model_evaluate_f64
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,19 +12,14 @@
 
 #include "internal.h"
 
-unsigned long kdalab_mqar_test_seed(unsigned long seed)
-{
-    return seed ^ 0x7e57da7aUL; /* "test data": any fixed far-away stream */
-}
-
-static double now_s(void)
+static double now_s(void) /* f64-scalar */
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec; /* f64-scalar */
 }
 
-kdalab_status kdalab_model_evaluate(const kdalab_model_config *model, const double *theta,
+kdalab_status kdalab_model_evaluate_f64(const kdalab_model_config *model, const double *theta,
                                     const kdalab_mqar_config *task, unsigned long seed,
                                     size_t n, size_t batch, double *loss, double *accuracy)
 {
@@ -75,7 +70,7 @@ static unsigned char *decay_mask(const kdalab_model_config *model, size_t P, siz
     return mask;
 }
 
-kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
+kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *theta,
                                 kdalab_train_callback cb, void *user,
                                 kdalab_train_result *result)
 {
@@ -87,7 +82,7 @@ kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
     if (s == KDALAB_OK)
         s = kdalab_mqar_vocab_size(&cfg->task, &vocab, NULL);
     if (s == KDALAB_OK)
-        s = kdalab_adamw_lr(&cfg->opt, 0, &(double){0});
+        s = kdalab_adamw_lr(&cfg->opt, 0, &(double){0}); /* f64-scalar */
     if (s != KDALAB_OK)
         return s;
     if (cfg->batch == 0 || cfg->test_sequences == 0 || cfg->model.vocab != vocab)
@@ -100,9 +95,16 @@ kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
     unsigned char *mask = decay_mask(&cfg->model, P, n_tensors);
     if (!grad || !m || !v || !tok || !tgt || !mask)
         s = kdalab_fail(KDALAB_ENOMEM, "train: cannot allocate the optimiser state");
+    /* kdalab_model_init writes float64 (the float32 twin converts) */
+    double *init = s == KDALAB_OK ? malloc(P * sizeof *init) : NULL; /* f64-scalar */
+    if (s == KDALAB_OK && !init)
+        s = kdalab_fail(KDALAB_ENOMEM, "train: cannot allocate the initial parameters");
     if (s == KDALAB_OK)
-        s = kdalab_model_init(&cfg->model, cfg->seed, theta);
-    const double t0 = now_s();
+        s = kdalab_model_init(&cfg->model, cfg->seed, init);
+    for (size_t i = 0; s == KDALAB_OK && i < P; i++)
+        theta[i] = init[i];
+    free(init);
+    const double t0 = now_s(); /* f64-scalar */
     double loss = 0, acc = 0;
     for (size_t step = 0; step < cfg->opt.steps && s == KDALAB_OK; step++) {
         s = kdalab_mqar_make(&cfg->task, cfg->seed, step, B, tok, tgt);
@@ -133,10 +135,13 @@ kdalab_status kdalab_train_mqar(const kdalab_train_config *cfg, double *theta,
     r.train_loss = loss;
     r.seconds = now_s() - t0;
     r.tokens_per_s = (double)(B * T * cfg->opt.steps) / (r.seconds > 0 ? r.seconds : 1e-9);
+    double test_loss = 0, test_acc = 0;
     if (s == KDALAB_OK)
-        s = kdalab_model_evaluate(&cfg->model, theta, &cfg->task,
-                                  kdalab_mqar_test_seed(cfg->seed), cfg->test_sequences, B,
-                                  &r.test_loss, &r.test_accuracy);
+        s = kdalab_model_evaluate_f64(&cfg->model, theta, &cfg->task,
+                                      kdalab_mqar_test_seed(cfg->seed), cfg->test_sequences, B,
+                                      &test_loss, &test_acc);
+    r.test_loss = test_loss;
+    r.test_accuracy = test_acc;
     free(grad); free(m); free(v); free(tok); free(tgt); free(mask);
     if (s != KDALAB_OK)
         return s;

@@ -1,6 +1,6 @@
 /*
  * tools/kdalab/train.c — `kdalab train`: train one small model on
- * multi-query associative recall (kdalab_train_mqar), print a progress line
+ * multi-query associative recall (kdalab_train_mqar_f64), print a progress line
  * while it runs and `accuracy=<test accuracy>` at the end, and save the
  * trained parameters as one .npy per tensor with the configuration beside
  * them.
@@ -43,6 +43,8 @@ static const char HELP[] =
     "  --weight-decay X     AdamW's, on matrices only (default 0.1)\n"
     "  --test-size N        test sequences (default 1024)\n"
     "  --seed N             initialisation and data (default 0)\n"
+    "  --precision P        fp32 (default: the float32 twins, about twice as fast)\n"
+    "                       or fp64 (the float64 model the gradient checks verify)\n"
     "  --out DIR            save <DIR>/<tensor>.npy and <DIR>/config.txt\n"
     "  --log-every K        a progress line every K steps (default: 20 lines in all;\n"
     "                       0: none)\n"
@@ -50,7 +52,7 @@ static const char HELP[] =
     "Exit status: 0 trained, 1 diverged or could not save, 2 bad command line.\n";
 
 enum { O_TASK = 256, O_MIXER, O_LAYERS, O_D, O_HEADS, O_F, O_NOCONV, O_T, O_P, O_VOCAB,
-       O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG };
+       O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG, O_PREC };
 
 static const struct option OPTIONS[] = {
     {"task", required_argument, NULL, O_TASK},     {"mixer", required_argument, NULL, O_MIXER},
@@ -62,6 +64,7 @@ static const struct option OPTIONS[] = {
     {"lr", required_argument, NULL, O_LR},         {"weight-decay", required_argument, NULL, O_WD},
     {"test-size", required_argument, NULL, O_TEST}, {"seed", required_argument, NULL, O_SEED},
     {"out", required_argument, NULL, O_OUT},       {"log-every", required_argument, NULL, O_LOG},
+    {"precision", required_argument, NULL, O_PREC},
     {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
 };
 
@@ -84,7 +87,7 @@ static int progress(const kdalab_train_progress *p, void *user)
 
 /* Save theta as <dir>/<name>.npy per tensor and <dir>/config.txt. */
 static int save(const char *dir, const kdalab_train_config *c, const double *theta,
-                const kdalab_train_result *r)
+                const kdalab_train_result *r, int f64)
 {
     size_t n_tensors;
     kdalab_model_size(&c->model, NULL, &n_tensors);
@@ -111,11 +114,12 @@ static int save(const char *dir, const kdalab_train_config *c, const double *the
         fprintf(f, "%s%s", l ? "," : "", kdalab_mixer_name(c->model.mixer[l]));
     fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n"
             "seq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\nweight_decay=%g\n"
-            "seed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\ntest_loss=%.6f\nseconds=%.2f\n",
+            "seed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\ntest_loss=%.6f\nseconds=%.2f\n"
+            "precision=%s\n",
             c->model.L, c->model.D, c->model.H, c->model.F, c->model.conv, c->model.vocab,
             c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
             c->opt.weight_decay, c->seed, c->test_sequences, r->test_accuracy, r->test_loss,
-            r->seconds);
+            r->seconds, f64 ? "fp64" : "fp32");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         remove(tmp);
         return cli_fail(EXIT_FAIL, "--out %s: cannot write: %s", path, strerror(errno));
@@ -140,7 +144,7 @@ int cmd_train(int argc, char **argv)
     memset(&c, 0, sizeof c);
     size_t L = 2, D = 64, H = 2, F = 0, T = 64, P = 8, W = 64, steps = 1500, log_every = SIZE_MAX;
     double lr = 1e-3, wd = 0.1;
-    const char *task = NULL, *mixer = NULL, *out = NULL;
+    const char *task = NULL, *mixer = NULL, *out = NULL, *precision = NULL;
     int conv = 1, layers_given = 0, rc = 0;
     c.batch = 32;
     c.test_sequences = 1024;
@@ -157,6 +161,7 @@ int cmd_train(int argc, char **argv)
         case O_TASK: rc = cli_store(&got, &task); break;
         case O_MIXER: rc = cli_store(&got, &mixer); break;
         case O_OUT: rc = cli_store(&got, &out); break;
+        case O_PREC: rc = cli_store(&got, &precision); break;
         case O_NOCONV: conv = 0; break;
         case O_LAYERS: rc = cli_parse_size(got.name, got.value, 1, &L); layers_given = 1; break;
         case O_D: rc = cli_parse_size(got.name, got.value, 1, &D); break;
@@ -181,6 +186,9 @@ int cmd_train(int argc, char **argv)
                         task ? "unknown task" : "missing");
     if (!mixer)
         return cli_fail(EXIT_BAD, "--mixer: missing (see --help)");
+    const int f64 = precision && strcmp(precision, "fp64") == 0;
+    if (precision && !f64 && strcmp(precision, "fp32") != 0)
+        return cli_fail(EXIT_BAD, "--precision %s: fp32 or fp64", precision);
     if (L > KDALAB_MODEL_MAX_LAYERS)
         return cli_fail(EXIT_BAD, "--layers %zu: at most %d", L, KDALAB_MODEL_MAX_LAYERS);
     if (kdalab_model_parse_mixers(mixer, &L, layers_given, c.model.mixer) != KDALAB_OK)
@@ -210,21 +218,27 @@ int cmd_train(int argc, char **argv)
     size_t n_params;
     kdalab_model_size(&c.model, &n_params, NULL);
     double *theta = malloc(n_params * sizeof *theta);
-    if (!theta)
+    float *theta32 = f64 ? NULL : malloc(n_params * sizeof *theta32);
+    if (!theta || (!f64 && !theta32))
         return cli_fail(EXIT_FAIL, "cannot allocate %zu parameters", n_params);
     progress_ctx ctx = {log_every == SIZE_MAX ? (steps >= 20 ? steps / 20 : 1) : log_every};
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
-            "T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu\n",
-            n_params, L, mixer, D, H, T, P, W, c.batch, steps, lr, c.seed);
+            "T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, %s\n",
+            n_params, L, mixer, D, H, T, P, W, c.batch, steps, lr, c.seed,
+            f64 ? "fp64" : "fp32");
     kdalab_train_result r;
-    s = kdalab_train_mqar(&c, theta, progress, &ctx, &r);
+    s = f64 ? kdalab_train_mqar_f64(&c, theta, progress, &ctx, &r)
+            : kdalab_train_mqar_f32(&c, theta32, progress, &ctx, &r);
+    for (size_t i = 0; !f64 && i < n_params; i++)
+        theta[i] = theta32[i];
+    free(theta32);
     if (s != KDALAB_OK) {
         free(theta);
         return cli_fail(cli_exit_for(s), "%s", kdalab_last_error());
     }
     fprintf(stderr, "trained in %.1f s (%.0f tokens/s); test loss %.4f on %zu sequences\n",
             r.seconds, r.tokens_per_s, r.test_loss, c.test_sequences);
-    rc = out ? save(out, &c, theta, &r) : 0;
+    rc = out ? save(out, &c, theta, &r, f64) : 0;
     free(theta);
     printf("accuracy=%.4f\n", r.test_accuracy);
     return rc;
