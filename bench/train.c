@@ -1,6 +1,7 @@
 /*
  * bench/train.c — training throughput of the C model, not a test: tokens per
- * second of whole optimiser steps (forward + backward + AdamW, float64), and
+ * second of whole optimiser steps (forward + backward + AdamW) in float64 and
+ * in float32 (the generated twins), and
  * the same model trained by PyTorch in eager mode in the same run when a
  * Python with torch is found: each configuration times C, then PyTorch, back
  * to back, so a drift of the machine's load hits both alike.
@@ -48,9 +49,32 @@ typedef struct {
     size_t D, H, T, B, P;
 } bench_cfg;
 
+/* One training step of either precision on the flat parameters (double or
+ * float, as f32 says); returns the loss through *loss. */
+static kdalab_status step_once(int f32, const kdalab_model_config *c,
+                               const kdalab_adamw_config *opt, const bench_cfg *b, size_t s,
+                               size_t P, void *theta, void *grad, void *m, void *v,
+                               const int32_t *tok, const int32_t *tgt, double *loss)
+{
+    kdalab_status st;
+    if (f32) {
+        float l = 0;
+        st = kdalab_model_loss_f32(c, theta, b->B, b->T, tok, tgt, &l, NULL, grad);
+        if (st == KDALAB_OK)
+            st = kdalab_adamw_step_f32(opt, s, P, theta, grad, m, v, NULL, NULL);
+        *loss = l;
+    } else {
+        st = kdalab_model_loss_f64(c, theta, b->B, b->T, tok, tgt, loss, NULL, grad);
+        if (st == KDALAB_OK)
+            st = kdalab_adamw_step_f64(opt, s, P, theta, grad, m, v, NULL, NULL);
+    }
+    return st;
+}
+
 /* tokens/s of `steps` training steps (after one warm-up), best and median of
- * `repeat`; 0 on a failure (printed). */
-static int time_c(const bench_cfg *b, size_t steps, size_t repeat, double *best, double *median)
+ * `repeat`, in float32 when f32; 0 on a failure (printed). */
+static int time_c(const bench_cfg *b, int f32, size_t steps, size_t repeat, double *best,
+                  double *median)
 {
     kdalab_model_config c = {.vocab = 65, .D = b->D, .H = b->H, .L = 2, .F = 2 * b->D,
                              .conv = 1};
@@ -61,21 +85,23 @@ static int time_c(const bench_cfg *b, size_t steps, size_t repeat, double *best,
     kdalab_adamw_config opt = {1e-3, 1e-4, 0.9, 0.999, 1e-8, 0.1, 1.0, 10, 1000};
     size_t P;
     kdalab_model_size(&c, &P, NULL);
-    double *theta = malloc(P * sizeof *theta), *grad = malloc(P * sizeof *grad);
-    double *m = calloc(P, sizeof *m), *v = calloc(P, sizeof *v);
+    const size_t es = f32 ? sizeof(float) : sizeof(double);
+    double *theta = malloc(P * sizeof *theta);
+    void *grad = malloc(P * es), *m = calloc(P, es), *v = calloc(P, es);
     int32_t *tok = malloc(b->B * b->T * sizeof *tok), *tgt = malloc(b->B * b->T * sizeof *tgt);
     double t[64];
     int ok = theta && grad && m && v && tok && tgt && repeat <= 64;
     ok = ok && kdalab_model_init(&c, 1, theta) == KDALAB_OK;
+    for (size_t i = 0; ok && f32 && i < P; i++) /* float32 parameters in place */
+        ((float *)theta)[i] = (float)theta[i];
     double loss = 0;
     for (size_t r = 0; ok && r <= repeat; r++) { /* r = 0: the warm-up step */
         const size_t n = r == 0 ? 1 : steps;
         const double t0 = now();
         for (size_t s = 0; ok && s < n; s++) {
             ok = kdalab_mqar_make(&task, 1, s, b->B, tok, tgt) == KDALAB_OK &&
-                 kdalab_model_loss_f64(&c, theta, b->B, b->T, tok, tgt, &loss, NULL, grad) ==
-                     KDALAB_OK &&
-                 kdalab_adamw_step_f64(&opt, s, P, theta, grad, m, v, NULL, NULL) == KDALAB_OK;
+                 step_once(f32, &c, &opt, b, s, P, theta, grad, m, v, tok, tgt, &loss) ==
+                     KDALAB_OK;
             if (ok && r == 0 && !(loss > 0.5 * 4.17 && loss < 2 * 4.17)) { /* ln 65 = 4.17 */
                 fprintf(stderr, "bench_train: %s %s: first loss %g is not near ln 65: INVALID\n",
                         b->name, b->mixer, loss);
@@ -164,23 +190,27 @@ int main(int argc, char **argv)
            openblas_get_corename ? openblas_get_corename() : "");
     printf("# peer: %s\n", peer ? "PyTorch eager, float64, same threads, alternated in this run"
                                 : "none (no Python with torch; set KDALAB_TORCH_PYTHON)");
-    printf("# %-6s %-10s %5s %4s %5s %4s  %12s %12s  %12s %12s  %s\n", "config", "mixer", "D",
-           "H", "T", "B", "C best", "C median", "torch best", "torch median", "C / torch");
+    printf("# tokens/s, best and median of %zu repeats of %zu steps; the ratios are of medians\n",
+           repeat, steps);
+    printf("# %-6s %-10s %5s %4s %5s %4s  %10s %10s  %10s %10s  %10s %10s  %s\n", "config",
+           "mixer", "D", "H", "T", "B", "fp64 best", "fp64 med", "fp32 best", "fp32 med",
+           "torch best", "torch med", "fp64/torch fp32/torch");
     int failed = 0;
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         const bench_cfg *b = &cfgs[i];
         if (only && strcmp(only, b->name) != 0)
             continue;
-        double cb = 0, cm = 0, tb = 0, tm = 0;
-        int okc = time_c(b, steps, repeat, &cb, &cm);
+        double cb = 0, cm = 0, fb = 0, fm = 0, tb = 0, tm = 0;
+        int okc = time_c(b, 0, steps, repeat, &cb, &cm);
+        int okf = time_c(b, 1, steps, repeat, &fb, &fm);
         int okt = peer && time_torch(python, b, steps, repeat, threads, &tb, &tm);
-        failed |= !okc;
-        printf("  %-6s %-10s %5zu %4zu %5zu %4zu  %12.0f %12.0f  ", b->name, b->mixer, b->D,
-               b->H, b->T, b->B, cb, cm);
+        failed |= !okc || !okf;
+        printf("  %-6s %-10s %5zu %4zu %5zu %4zu  %10.0f %10.0f  %10.0f %10.0f  ", b->name,
+               b->mixer, b->D, b->H, b->T, b->B, cb, cm, fb, fm);
         if (okt)
-            printf("%12.0f %12.0f  %.2fx\n", tb, tm, cm / tm);
+            printf("%10.0f %10.0f  %.2fx %.2fx\n", tb, tm, cm / tm, fm / tm);
         else
-            printf("%12s %12s  -\n", "-", "-");
+            printf("%10s %10s  -\n", "-", "-");
         fflush(stdout);
     }
     return failed;
