@@ -43,17 +43,19 @@ static double elem(const void *x, int is_f32, size_t i)
 }
 
 /* Are all of x[0..n) finite? One pass without an early exit or a per-element
- * call, which the compiler keeps branch-free: the common case of every
- * check, and 8 % of a training step when it went element by element. */
+ * call (omp simd: GCC 12 vectorises the float loop): the common case of
+ * every check, and 8 % of a training step when it went element by element. */
 static int all_finite(const void *x, int is_f32, size_t n)
 {
     int bad = 0;
     if (is_f32) {
         const float *f = x;
+#pragma omp simd reduction(| : bad)
         for (size_t i = 0; i < n; i++)
             bad |= !isfinite(f[i]);
     } else {
         const double *d = x;
+#pragma omp simd reduction(| : bad)
         for (size_t i = 0; i < n; i++)
             bad |= !isfinite(d[i]);
     }
