@@ -234,22 +234,51 @@ gsl_rng *lab_rng(const lab_ctx *x)
     return r;
 }
 
+/* The TSV files being written: each goes to <path>.tmp and is renamed to
+ * <path> by lab_tsv_close, so a run that fails (or is stopped) never leaves a
+ * half-written table in place of the last good one; an exit before the close
+ * removes the .tmp (atexit). */
+#define LAB_MAX_TSV 16
+static struct {
+    FILE *f;
+    char *path, *tmp;
+} open_tsv[LAB_MAX_TSV];
+
+static void remove_unfinished_tsv(void)
+{
+    for (int i = 0; i < LAB_MAX_TSV; i++)
+        if (open_tsv[i].f) {
+            fclose(open_tsv[i].f);
+            remove(open_tsv[i].tmp);
+        }
+}
+
 FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *columns,
                    const char *params_fmt, ...)
 {
-    size_t n = strlen(x->out) + strlen(file) + 6;
-    char *path = malloc(n);
-    if (!path) {
-        fprintf(stderr, "%s: out of memory\n", x->name);
+    static int registered = 0;
+    if (!registered)
+        registered = atexit(remove_unfinished_tsv) == 0;
+    int slot = 0;
+    while (slot < LAB_MAX_TSV && open_tsv[slot].f)
+        slot++;
+    size_t n = strlen(x->out) + strlen(file) + 10;
+    char *path = malloc(n), *tmp = malloc(n);
+    if (!path || !tmp || slot == LAB_MAX_TSV) {
+        fprintf(stderr, "%s: out of memory or more than %d TSV files open\n", x->name,
+                LAB_MAX_TSV);
         exit(1);
     }
     snprintf(path, n, "%s/%s.tsv", x->out, file);
-    FILE *f = fopen(path, "w");
+    snprintf(tmp, n, "%s/%s.tsv.tmp", x->out, file);
+    FILE *f = fopen(tmp, "w");
     if (!f) {
-        fprintf(stderr, "%s: cannot open '%s': %s\n", x->name, path, strerror(errno));
+        fprintf(stderr, "%s: cannot open '%s': %s\n", x->name, tmp, strerror(errno));
         exit(1);
     }
-    free(path);
+    open_tsv[slot].f = f;
+    open_tsv[slot].path = path;
+    open_tsv[slot].tmp = tmp;
     fprintf(f, "# %s: %s\n# command:", x->name, x->about);
     for (int i = 0; i < x->argc; i++) fprintf(f, " %s", x->argv[i]);
     fprintf(f, "\n# seed: %lu\n# parameters: ", x->seed);
@@ -272,11 +301,22 @@ FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *column
 
 void lab_tsv_close(const lab_ctx *x, FILE *f)
 {
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "%s: writing a TSV file failed\n", x->name);
+    int slot = 0;
+    while (slot < LAB_MAX_TSV && open_tsv[slot].f != f)
+        slot++;
+    if (slot == LAB_MAX_TSV) {
+        fprintf(stderr, "%s: lab_tsv_close of a stream lab_tsv_open did not open\n", x->name);
         exit(1);
     }
+    open_tsv[slot].f = NULL;
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(open_tsv[slot].tmp, open_tsv[slot].path) != 0) {
+        fprintf(stderr, "%s: writing %s failed\n", x->name, open_tsv[slot].path);
+        remove(open_tsv[slot].tmp);
+        exit(1);
+    }
+    free(open_tsv[slot].path);
+    free(open_tsv[slot].tmp);
 }
 
 void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total)

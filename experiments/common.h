@@ -105,7 +105,9 @@ FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *column
                    const char *params_fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Close a TSV stream, exiting 1 if a write failed (disk full, ...). */
+/* Close a TSV stream and put it in place, exiting 1 if a write failed (disk
+ * full, ...). Until then it is written to DIR/<file>.tsv.tmp: a run that
+ * fails keeps the last good DIR/<file>.tsv (an exit removes the .tmp). */
 void lab_tsv_close(const lab_ctx *x, FILE *f);
 
 /* Progress on stderr: "[name] what done/total  (elapsed s)". On a terminal the

@@ -32,14 +32,30 @@ const char *lab_mqar_precision(const lab_ctx *x)
     return precision;
 }
 
+/* Statuses that mean the flags asked for a model or task the library refuses. */
+static int bad_input(kdalab_status st)
+{
+    return st == KDALAB_ESIZE || st == KDALAB_EDOMAIN || st == KDALAB_EINVAL ||
+           st == KDALAB_EOVERFLOW || st == KDALAB_ENULL;
+}
+
+/* A bad command line: one line naming the model, exit 2 (the TSVs of an
+ * earlier run stay: lab_tsv_open writes to .tmp files until they close). */
+static void refuse(const lab_ctx *x, const lab_mqar_spec *s)
+{
+    fprintf(stderr, "%s: the flags give %s, D = %zu, H = %zu, %zu pairs at T = %zu: %s\n",
+            x->name, s->mixers, s->D, s->H, s->P, s->T, kdalab_last_error());
+    exit(2);
+}
+
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r)
 {
     kdalab_train_config c;
     memset(&c, 0, sizeof c);
     memset(r, 0, sizeof *r);
     c.model.L = s->L;
-    lab_check(x, kdalab_model_parse_mixers(s->mixers, &c.model.L, 1, c.model.mixer),
-              s->mixers);
+    if (kdalab_model_parse_mixers(s->mixers, &c.model.L, 1, c.model.mixer) != KDALAB_OK)
+        refuse(x, s);
     c.model.D = s->D;
     c.model.H = s->H;
     c.model.F = 2 * s->D;
@@ -53,7 +69,8 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     c.test_sequences = s->test;
     c.seed = s->seed;
     size_t P;
-    lab_check(x, kdalab_model_size(&c.model, &P, NULL), "model_size");
+    if (kdalab_model_size(&c.model, &P, NULL) != KDALAB_OK)
+        refuse(x, s);
     double *theta = malloc(P * sizeof *theta);
     if (!theta) {
         fprintf(stderr, "%s: out of memory\n", x->name);
@@ -79,6 +96,8 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
                 s->mixers, s->lr, kdalab_last_error());
         memset(&tr, 0, sizeof tr);
         tr.test_loss = 1.0 / 0.0;
+    } else if (bad_input(st)) {
+        refuse(x, s);
     } else {
         lab_check(x, st, "train_mqar");
     }

@@ -370,8 +370,9 @@ kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long se
  * Errors: those of kdalab_model_size, KDALAB_ENULL, KDALAB_ESIZE (B or T
  * zero), KDALAB_EOVERFLOW, KDALAB_EDOMAIN (a token outside [0, V), a target
  * outside [0, V) other than -1), KDALAB_ENONFINITE (theta), KDALAB_ENOMEM,
- * or a layer's error; KDALAB_ERANGE (an intermediate overflowed; outputs
- * written).
+ * or a layer's error; KDALAB_ERANGE (finite inputs overflowed an
+ * intermediate or the loss: loss, accuracy and grad written, as NaN when the
+ * overflow stopped the pass).
  * The batch is cut into two halves run on up to two OpenMP threads and summed
  * in a fixed order, so the result does not depend on the thread count. When
  * the CBLAS is OpenBLAS, it is set to one thread per call
@@ -416,8 +417,11 @@ kdalab_status kdalab_adamw_lr(const kdalab_adamw_config *cfg, size_t step, doubl
  *                  + wd theta)        wd = weight_decay where decay[i], else 0
  *   theta, m, v [n] updated in place (m, v start at 0); grad [n];
  *   decay [n] or NULL (decay everything)
- * *grad_norm (may be NULL) gets |grad| before clipping. Errors: those of
- * kdalab_adamw_lr, KDALAB_ENULL, KDALAB_ENONFINITE (grad: nothing updated).
+ * *grad_norm (may be NULL) gets |grad| before clipping (computed scaled, so
+ * every finite gradient has a finite norm). Errors, with nothing updated:
+ * those of kdalab_adamw_lr, KDALAB_ENULL, KDALAB_ENONFINITE (grad, theta or
+ * m), KDALAB_EDOMAIN (v < 0); and KDALAB_ERANGE when finite inputs gave a
+ * non-finite theta (written: the step diverged).
  */
 kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step, size_t n,
                                     double *theta, const double *grad, double *m, double *v,
@@ -462,11 +466,15 @@ typedef struct {
  * (matrices decayed, other tensors not), then measure it on the test set:
  * test_sequences sequences of the stream kdalab_mqar_test_seed(seed).
  *   theta [n_params of cfg->model]: the trained parameters on return
- * The result is a function of cfg alone (not of the thread count).
- * Errors: those of the pieces, KDALAB_ENULL (cfg, theta, result),
- * KDALAB_ESIZE (batch or test_sequences zero, model.vocab not the task's),
- * KDALAB_EINVAL (stopped by the callback), KDALAB_ERANGE (training diverged:
- * a non-finite loss or gradient; theta holds the parameters of that step).
+ * The result is a function of cfg alone (not of the thread count or the
+ * batch's effect on the test draw: the test set is drawn 32 sequences at a
+ * time whatever cfg->batch). Errors, with theta untouched: those of the
+ * pieces' checks, KDALAB_ENULL (cfg, theta, result), KDALAB_ESIZE (batch or
+ * test_sequences zero, model.vocab not the task's), KDALAB_EOVERFLOW (batch *
+ * T * the widest layer beyond a CBLAS int), KDALAB_ENOMEM. Once training has
+ * begun, theta holds the parameters of the step it stopped at:
+ * KDALAB_EINVAL (stopped by the callback: an early stop), KDALAB_ERANGE
+ * (training diverged: a non-finite loss, gradient, update or test loss).
  */
 kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *theta,
                                 kdalab_train_callback cb, void *user,
@@ -482,8 +490,8 @@ kdalab_status kdalab_model_evaluate_f64(const kdalab_model_config *model, const 
                                     const kdalab_mqar_config *task, unsigned long seed,
                                     size_t n, size_t batch, double *loss, double *accuracy);
 
-/* The test stream of a training seed: far from seed, seed + 1, ... so that
- * no run's test set is another seed's training stream. */
+/* The test stream of a training seed: a hash of it (SplitMix64's
+ * finaliser), so no small training seed's stream is another run's test set. */
 unsigned long kdalab_mqar_test_seed(unsigned long seed);
 
 /* ------------------------------------------------------------------------- */

@@ -8,8 +8,8 @@
 # float, exp -> expf, _f64 -> _f32, the chunk-step helpers and the mixer's
 # types renamed with _f32, cblas_dgemm -> cblas_sgemm — committed beside the
 # other generated files so that every public name has a definition grep
-# finds. A line whose comment says f64-scalar keeps its double (a clock, a
-# schedule value, a sum of squares). `make f32` rewrites them; `make test`
+# finds. A line whose comment says f64-scalar keeps its double and its double
+# maths (a clock, a schedule value, a sum of squares). `make f32` rewrites them; `make test`
 # (scripts/check_layout.sh) fails if one is out of date.
 #
 # usage: scripts/make_f32.sh [ROOT]   (default lib: writes lib/study/, lib/train/)
@@ -24,8 +24,9 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
         printf ' * file and run `make f32`. The float32 twin: the same algorithm with float\n'
         printf ' * for double, to measure float32 against the float64 oracle. */\n'
         sed -e '/f64-scalar/!s/\bdouble\b/float/g' \
-            -e 's/\bexp(/expf(/g' -e 's/\blog1p(/log1pf(/g' -e 's/\bsqrt(/sqrtf(/g' \
-            -e 's/\bfabs(/fabsf(/g' -e 's/\blog(/logf(/g' -e 's/\bexpm1(/expm1f(/g' \
+            -e '/f64-scalar/!s/\bexp(/expf(/g' -e '/f64-scalar/!s/\blog1p(/log1pf(/g' \
+            -e '/f64-scalar/!s/\bsqrt(/sqrtf(/g' -e '/f64-scalar/!s/\bfabs(/fabsf(/g' \
+            -e '/f64-scalar/!s/\blog(/logf(/g' -e '/f64-scalar/!s/\bexpm1(/expm1f(/g' \
             -e 's/_f64\b/_f32/g' \
             -e 's/\bcblas_dgemm\b/cblas_sgemm/g' \
             -e 's/\b\(kdalab_mixer_params\|kdalab_mixer_grads\|kdalab_mixer_cache\|kdalab_mixer_cache_free\)\b/\1_f32/g' \

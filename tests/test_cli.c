@@ -1304,6 +1304,23 @@ static void train_command(void **state)
                  NULL);
     expect_error(kdalab("train --task mqar --mixer kda --lr -1"), 2, "--lr", NULL);
     expect_error(kdalab("train --task mqar --mixer kda --lr nan"), 2, "--lr", NULL);
+    /* a second run into the same checkpoint replaces it whole: a one-block model
+     * leaves no block-1 tensor of the two-block one behind */
+    assert_int_equal(kdalab("train --task mqar --mixer kda --layers 1 --d-model 8 --heads 2 "
+                            "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
+                            "--test-size 4 --out %s", tmp("ckpt")), 0);
+    assert_false(exists(tmp("ckpt/blocks.1.norm1.npy")));
+    assert_true(exists(tmp("ckpt/blocks.0.norm1.npy")));
+    assert_int_equal(count_entries("ckpt."), 0); /* no .partial or .old left */
+    /* a directory holding anything else is refused before training, kept whole */
+    put_bytes(tmp("ckpt/notes.md"), "mine", 4);
+    expect_error(kdalab("%s --out %s", tiny, tmp("ckpt")), 2, "other than a checkpoint",
+                 NULL);
+    assert_true(exists(tmp("ckpt/notes.md")) && exists(tmp("ckpt/config.txt")));
+    /* a diverging run: exit 1, one error line at the end, no directory made */
+    assert_int_equal(kdalab("%s --lr 1e10 --out %s", tiny, tmp("never")), 1);
+    assert_non_null(strstr(err_text, "diverged"));
+    assert_false(exists(tmp("never")));
     /* --out naming a regular file: refused before training, the file kept */
     put_bytes(tmp("not_a_dir"), "keep", 4);
     expect_error(kdalab("%s --out %s", tiny, tmp("not_a_dir")), 2, "not a directory", NULL);

@@ -206,6 +206,42 @@ static void test_mixer_fd(void **state)
     gsl_rng_free(rng);
 }
 
+/* KDA with head dimension 1 (D = H): its gate has one channel per head, as
+ * Gated DeltaNet's does, and once took Gated DeltaNet's branch and read a
+ * NULL Wa. It must run through Wg, Wg2 (the output depends on them, their
+ * gradients are nonzero) and ignore Wa. (Central differences mean little
+ * here: with d = 1 the L2 norm is a smoothed sign function.) */
+static void test_mixer_kda_d1(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(11);
+    mixer_problem p;
+    problem_make(&p, rng, KDALAB_MIXER_KDA, 1, 1, 5, 3, 1);
+    const size_t n = p.N * p.cfg.D;
+    double *y = malloc(n * sizeof *y), *y2 = malloc(n * sizeof *y), *dx = malloc(n * sizeof *y);
+    double gWg[3] = {0}, gWg2[3] = {0};
+    kdalab_mixer_params w = params_of(&p);
+    w.Wa = NULL;
+    kdalab_mixer_grads g = {0};
+    g.Wg = gWg;
+    g.Wg2 = gWg2;
+    kdalab_mixer_cache *cache = NULL;
+    assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, p.B, p.T, p.x, y, &cache), KDALAB_OK);
+    assert_int_equal(kdalab_mixer_bwd_f64(&p.cfg, &w, p.B, p.T, p.x, cache, p.dy, dx, &g),
+                     KDALAB_OK);
+    assert_true(fabs(gWg[0]) + fabs(gWg[1]) + fabs(gWg[2]) > 0);
+    assert_true(fabs(gWg2[0]) + fabs(gWg2[1]) + fabs(gWg2[2]) > 0);
+    p.w[WG][0] += 0.5;
+    assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, p.B, p.T, p.x, y2, NULL), KDALAB_OK);
+    assert_memory_not_equal(y, y2, n * sizeof *y);
+    kdalab_mixer_cache_free(cache);
+    free(y);
+    free(y2);
+    free(dx);
+    problem_free(&p);
+    gsl_rng_free(rng);
+}
+
 /* y [N, n] = x [N, m] W [m, n], plain loops. */
 static void naive_matmul(size_t N, size_t m, size_t n, const double *x, const double *W,
                          double *y)
@@ -375,6 +411,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixer_fd),
+        cmocka_unit_test(test_mixer_kda_d1),
         cmocka_unit_test(test_mixer_forward_by_hand),
         cmocka_unit_test(test_mixer_bad_input),
     };

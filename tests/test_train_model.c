@@ -219,6 +219,62 @@ static void test_model_f32(void **state)
     assert_true(worst_l < 1e-5);
 }
 
+/* What a breaker found, kept: a vocabulary of Zoology's size is not refused;
+ * an overflowing model gives KDALAB_ERANGE with NaN outputs, not a message
+ * about an internal array; a diverging run is KDALAB_ERANGE; a refused batch
+ * leaves theta untouched; AdamW's float32 norm of a huge finite gradient is
+ * finite. */
+static void test_model_edges(void **state)
+{
+    (void)state;
+    kdalab_model_config big = {.vocab = 8192, .D = 64, .H = 2, .L = 2, .F = 128, .conv = 1,
+                               .mixer = {KDALAB_MIXER_KDA, KDALAB_MIXER_ATTENTION}};
+    size_t P;
+    assert_int_equal(kdalab_model_size(&big, &P, NULL), KDALAB_OK);
+
+    const kdalab_mixer_kind mix[2] = {KDALAB_MIXER_KDA, KDALAB_MIXER_ATTENTION};
+    model_problem p;
+    problem_make(&p, mix, 2, 1, 9);
+    for (size_t i = 0; i < p.P; i++)
+        p.theta[i] *= 1e120; /* finite, and every product overflows */
+    double *g = malloc(p.P * sizeof *g), l = 0, a = 0;
+    assert_int_equal(kdalab_model_loss_f64(&p.cfg, p.theta, p.B, p.T, p.tok, p.tgt, &l, &a, g),
+                     KDALAB_ERANGE);
+    assert_true(isnan(l) && isnan(g[0]) && isnan(g[p.P - 1]));
+    free(g);
+    problem_free(&p);
+
+    kdalab_train_config c;
+    memset(&c, 0, sizeof c);
+    c.task = (kdalab_mqar_config){16, 4, 8, 8, 0};
+    c.model = (kdalab_model_config){.vocab = 17, .D = 8, .H = 2, .L = 1, .F = 8, .conv = 1,
+                                    .mixer = {KDALAB_MIXER_KDA}};
+    c.opt = (kdalab_adamw_config){1e30, 1e29, 0.9, 0.999, 1e-8, 0, 0, 0, 5};
+    c.batch = 4;
+    c.test_sequences = 8;
+    kdalab_model_size(&c.model, &P, NULL);
+    double *th = malloc(P * sizeof *th);
+    kdalab_train_result r;
+    assert_int_equal(kdalab_train_mqar_f64(&c, th, NULL, NULL, &r), KDALAB_ERANGE);
+    assert_non_null(strstr(kdalab_last_error(), "diverged"));
+    for (size_t i = 0; i < P; i++)
+        th[i] = 777;
+    c.opt.lr = 1e-3;
+    c.opt.min_lr = 1e-4;
+    c.batch = (size_t)1 << 40;
+    assert_int_equal(kdalab_train_mqar_f64(&c, th, NULL, NULL, &r), KDALAB_EOVERFLOW);
+    for (size_t i = 0; i < P; i++)
+        assert_true(th[i] == 777);
+    free(th);
+
+    kdalab_adamw_config o = {1e-3, 0, 0.9, 0.999, 1e-8, 0, 1.0, 0, 10};
+    float t3[3] = {0}, m3[3] = {0}, v3[3] = {0};
+    const float g3[3] = {2e19f, 2e19f, 0};
+    double norm;
+    assert_int_equal(kdalab_adamw_step_f32(&o, 0, 3, t3, g3, m3, v3, NULL, &norm), KDALAB_OK);
+    assert_true(fabs(norm / (2e19 * sqrt(2.0)) - 1) < 1e-6);
+}
+
 /* One thread or two: the same bits (the batch's two halves are summed in a
  * fixed order). */
 static void test_model_threads(void **state)
@@ -461,7 +517,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_fd),      cmocka_unit_test(test_model_f32),
-        cmocka_unit_test(test_model_threads),
+        cmocka_unit_test(test_model_edges),   cmocka_unit_test(test_model_threads),
         cmocka_unit_test(test_model_layout),  cmocka_unit_test(test_model_init),
         cmocka_unit_test(test_model_bad_input), cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_train_learns),

@@ -8,6 +8,7 @@
  * defines: kdalab_adamw_step_f64
  */
 #include <math.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -22,14 +23,25 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
         return s;
     if (n && (!theta || !grad || !m || !v))
         return kdalab_fail(KDALAB_ENULL, "adamw: theta, grad, m or v is NULL");
-    double ss = 0; /* f64-scalar */
+    s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "grad", grad, n, NULL);
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, n, NULL);
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "m", m, n, NULL);
+    for (size_t i = 0; s == KDALAB_OK && i < n; i++)
+        if (!(v[i] >= 0 && isfinite(v[i])))
+            s = kdalab_fail(isfinite(v[i]) ? KDALAB_EDOMAIN : KDALAB_ENONFINITE,
+                            "adamw: v[%zu] = %g: a second moment is finite and >= 0", i,
+                            (double)v[i]);
+    if (s != KDALAB_OK)
+        return s;
+    // |grad|, scaled by its largest element so no finite gradient overflows the sum
+    double amax = 0, ss = 0; /* f64-scalar */
     for (size_t i = 0; i < n; i++)
-        ss += grad[i] * grad[i];
-    const double norm = sqrt(ss); /* f64-scalar */
-    if (!isfinite(norm))
-        return kdalab_check_values_f64(KDALAB_RULE_FINITE, "grad", grad, n, NULL) != KDALAB_OK
-                   ? KDALAB_ENONFINITE
-                   : kdalab_fail(KDALAB_ENONFINITE, "adamw: the gradient norm overflows");
+        amax = fmax(amax, fabs((double)grad[i])); /* f64-scalar */
+    for (size_t i = 0; amax > 0 && i < n; i++)
+        ss += ((double)grad[i] / amax) * ((double)grad[i] / amax); /* f64-scalar */
+    const double norm = amax * sqrt(ss); /* f64-scalar */
     const double c = cfg->clip > 0 && norm > cfg->clip ? cfg->clip / norm : 1;
     const double t = (double)step + 1;
     const double bc1 = 1 - pow(cfg->beta1, t), bc2 = 1 - pow(cfg->beta2, t);
@@ -42,6 +54,13 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
     }
     if (grad_norm)
         *grad_norm = norm;
+    s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, n, NULL);
+    if (s != KDALAB_OK) { /* finite inputs, a non-finite step: the learning rate diverged */
+        char why[256]; /* kdalab_fail formats into the buffer kdalab_last_error reads */
+        snprintf(why, sizeof why, "%s", kdalab_last_error());
+        return kdalab_fail(KDALAB_ERANGE, "adamw: the update overflowed theta (written): %s",
+                           why);
+    }
     kdalab_clear_error();
     return KDALAB_OK;
 }

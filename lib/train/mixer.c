@@ -66,17 +66,10 @@ void kdalab_mixer_cache_free(kdalab_mixer_cache *cache)
         free(cache->c[i]);
         free(cache->s[i]);
     }
-    free(cache->qn);
-    free(cache->kn);
-    free(cache->zb);
-    free(cache->beta);
-    free(cache->zf);
-    free(cache->zg);
-    free(cache->g);
-    free(cache->o);
-    free(cache->on);
-    free(cache->so);
-    free(cache->og);
+    double *rest[] = {cache->qn, cache->kn, cache->zb, cache->beta, cache->zf, cache->zg,
+                      cache->g,  cache->o,  cache->on, cache->so,   cache->og};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+        free(rest[i]);
     free(cache);
 }
 
@@ -341,8 +334,9 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     }
     const size_t gw = gate_width(cfg);
     if (gw) {
-        /* Gated DeltaNet's gate is KDA's with one channel per head */
-        if (gw == 1) {
+        /* Gated DeltaNet's gate is KDA's with one channel per head (by kind, not
+         * width: KDA with d = 1 also has one channel per head) */
+        if (cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
             matmul(N, D, H, x, p->Wa, c->zg, 0);
         } else {
             matmul(N, D, d, x, p->Wg, c->zf, 0);
@@ -426,22 +420,15 @@ typedef struct {
     double *dog;     /* [N, D] dL/d og (linear mixers), then dL/d on     */
     double *dzo;     /* [N, D] dL/d (x Wog)                              */
     double *dzf;     /* [N, d] dL/d (x Wg) (KDA)                         */
+    double *donorm;  /* [d] dL/d onorm, copied out once nothing can fail  */
 } scratch;
 
 static void scratch_free(scratch *w)
 {
-    free(w->dO);
-    for (int i = 0; i < 3; i++)
-        free(w->ds[i]);
-    free(w->dn[0]);
-    free(w->dn[1]);
-    free(w->dc);
-    free(w->da);
-    free(w->dbeta);
-    free(w->dg);
-    free(w->dog);
-    free(w->dzo);
-    free(w->dzf);
+    double *all[] = {w->dO, w->ds[0], w->ds[1], w->ds[2], w->dn[0], w->dn[1], w->dc,
+                     w->da, w->dbeta, w->dg, w->dog, w->dzo, w->dzf, w->donorm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
 }
 
 static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
@@ -459,6 +446,7 @@ static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
     ok &= (w->dog = malloc(N * D * sizeof(double))) != NULL;
     ok &= (w->dzo = malloc(N * D * sizeof(double))) != NULL;
     ok &= (w->dzf = malloc(N * (D / H) * sizeof(double))) != NULL;
+    ok &= (w->donorm = malloc((D / H) * sizeof(double))) != NULL;
     if (!ok)
         scratch_free(w);
     return ok;
@@ -528,7 +516,7 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
             w.dog[i] *= c->so[i]; /* now dL/d on */
         }
         s = keep_range(kdalab_rmsnorm_bwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO,
-                                              g->onorm),
+                                              w.donorm),
                        &range);
     } else {
         matmul_nt(N, D, D, dy, p->Wo, w.dO, 0);
@@ -540,6 +528,8 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
         return s;
     }
     /* from here on only this file's loops and step-1 backwards: outputs get written */
+    if (g->onorm && is_linear(cfg->kind))
+        memcpy(g->onorm, w.donorm, d * sizeof(double));
     if (g->Wo)
         matmul_tn(N, D, D, mixer_out(c), dy, g->Wo);
     if (dx)
@@ -558,7 +548,7 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
         s = keep_range(kdalab_kda_gate_bwd_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, w.dg,
                                                w.dc, g->A_log, g->dt_bias),
                        &range);
-        if (s == KDALAB_OK && gw == 1) {
+        if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
             proj_bwd(N, D, H, x, p->Wa, w.dc, g->Wa, dx);
         } else if (s == KDALAB_OK) { /* zg = (x Wg) Wg2 */
             memset(w.dzf, 0, N * d * sizeof(double));

@@ -9,6 +9,7 @@
  *          model_layout (lib/train/train_internal.h)
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,14 @@ static size_t add(model_layout_t *lay, kdalab_model_tensor *list, size_t rows, s
         t->cols = cols;
         t->decay = decay;
     }
+    size_t n, bytes;
     lay->n_tensors++;
-    lay->n_params += rows * cols;
+    /* each tensor's products index it with a CBLAS int; the total is bytes */
+    if (!kdalab_mul_size(rows, cols, &n) || n > INT32_MAX || lay->n_params + n < n ||
+        !kdalab_mul_size(lay->n_params + n, sizeof(double), &bytes))
+        lay->overflow = 1;
+    else
+        lay->n_params += n;
     return at;
 }
 
@@ -86,14 +93,6 @@ kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
         if ((int)cfg->mixer[l] < 0 || cfg->mixer[l] > KDALAB_MIXER_KDA)
             return kdalab_fail(KDALAB_EINVAL, "model: block %zu has unknown mixer kind %d", l,
                                (int)cfg->mixer[l]);
-    /* every tensor is at most max(V, D, F)^2 and there are < 20 per block:
-     * bound the total before adding anything up */
-    size_t big = V > D ? V : D, sq, total;
-    big = big > F ? big : F;
-    if (!kdalab_mul_size(big, big, &sq) || !kdalab_mul_size(sq, 20 * (L + 1), &total) ||
-        !kdalab_mul_size(total, sizeof(double), &sq) || total > INT32_MAX)
-        return kdalab_fail(KDALAB_EOVERFLOW, "model: V = %zu, D = %zu, F = %zu: the "
-                           "parameters overflow", V, D, F);
     memset(lay, 0, sizeof *lay);
     char nm[40];
     lay->embed = add(lay, list, V, D, 1, "embed");
@@ -107,7 +106,9 @@ kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
             if (!mixer_shape(cfg->mixer[l], cfg->conv, D, H, i, &r, &c))
                 continue;
             snprintf(nm, sizeof nm, "blocks.%zu.mixer.%s", l, mixer_name[i]);
-            const int decay = r > 1 && i != MIX_CQ && i != MIX_CK && i != MIX_CV;
+            /* AdamW decays the projections, not convolutions, gate constants, gains */
+            const int decay = i != MIX_CQ && i != MIX_CK && i != MIX_CV && i != MIX_ALOG &&
+                              i != MIX_DTB && i != MIX_ONORM;
             b->mix[i] = add(lay, list, r, c, decay, nm);
         }
         const char *part[4] = {"norm2", "mlp.W1", "mlp.W3", "mlp.W2"};
@@ -120,6 +121,10 @@ kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
     }
     lay->norm_f = add(lay, list, 1, D, 0, "norm_f");
     lay->lm_head = add(lay, list, D, V, 1, "lm_head");
+    if (lay->overflow)
+        return kdalab_fail(KDALAB_EOVERFLOW, "model: V = %zu, D = %zu, F = %zu, L = %zu: a "
+                           "tensor beyond 2^31 - 1 elements or the parameters' bytes overflow",
+                           V, D, F, L);
     return KDALAB_OK;
 }
 

@@ -90,13 +90,12 @@ static void mm_bwd(size_t m, size_t k, size_t n, const double *X, const double *
                 W, (int)n, accumulate ? 1.0 : 0.0, dX, (int)k);
 }
 
-/* Remember the first KDALAB_ERANGE in *range; any other failure is returned. */
+/* Note a KDALAB_ERANGE in *range and pass every status on: an overflow
+ * stops the pass (the next layer would refuse its non-finite input). */
 static kdalab_status keep_range(kdalab_status s, kdalab_status *range)
 {
-    if (s == KDALAB_ERANGE) {
+    if (s == KDALAB_ERANGE)
         *range = s;
-        return KDALAB_OK;
-    }
     return s;
 }
 
@@ -310,6 +309,10 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
         if (tokens[n] < 0 || (size_t)tokens[n] >= V)
             return kdalab_fail(KDALAB_EDOMAIN, "model: tokens[%zu] = %d is outside [0, %zu)",
                                n, (int)tokens[n], V);
+    for (size_t n = 0; n < N; n++) /* here, so the index named is the batch's */
+        if (targets[n] < -1 || targets[n] >= (int64_t)V)
+            return kdalab_fail(KDALAB_EDOMAIN, "model: targets[%zu] = %d is outside [0, %zu) "
+                               "and not -1", n, (int)targets[n], V);
     s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, P, NULL);
     if (s != KDALAB_OK)
         return s;
@@ -340,10 +343,24 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
         double l_out = 0, acc_out = 0;
         kdalab_status range = KDALAB_OK;
         for (size_t i = 0; i < parts && s == KDALAB_OK; i++) {
-            if (part[i].s != KDALAB_OK)
+            /* theta was checked finite above, so a layer refusing a non-finite
+             * input means an earlier product overflowed: a range error too */
+            if (part[i].s == KDALAB_ERANGE || part[i].s == KDALAB_ENONFINITE ||
+                part[i].range != KDALAB_OK)
+                range = KDALAB_ERANGE; /* written as NaN below */
+            else if (part[i].s != KDALAB_OK)
                 s = kdalab_fail(part[i].s, "%s", part[i].err);
             C += part[i].counted;
-            range = part[i].range != KDALAB_OK ? part[i].range : range;
+        }
+        if (s == KDALAB_OK && range != KDALAB_OK) {
+            for (size_t j = 0; grad && j < P; j++)
+                grad[j] = NAN;
+            if (loss)
+                *loss = NAN;
+            if (accuracy)
+                *accuracy = NAN;
+            s = kdalab_fail(KDALAB_ERANGE, "model: an intermediate overflowed (loss, accuracy "
+                            "and grad written as NaN)");
         }
         for (size_t i = 0; i < parts && s == KDALAB_OK && C; i++) {
             const double w = (double)part[i].counted / (double)C;
@@ -359,9 +376,8 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
                 *loss = l_out;
             if (accuracy)
                 *accuracy = acc_out;
-            if (range != KDALAB_OK || !isfinite(l_out))
-                s = kdalab_fail(KDALAB_ERANGE, "model: an intermediate overflowed (outputs "
-                                "written)");
+            if (!isfinite(l_out))
+                s = kdalab_fail(KDALAB_ERANGE, "model: the loss overflowed (outputs written)");
         }
     }
     for (size_t i = 0; i < parts; i++)

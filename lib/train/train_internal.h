@@ -23,6 +23,7 @@ typedef struct {
     size_t embed, norm_f, lm_head;
     model_block_t block[KDALAB_MODEL_MAX_LAYERS];
     size_t n_params, n_tensors;
+    int overflow; /* a tensor or the total did not fit (model_layout refuses it) */
 } model_layout_t;
 
 /* Check cfg and fill *lay (and list[n_tensors] when not NULL, in layout

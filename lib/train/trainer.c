@@ -6,6 +6,8 @@
  *
  * defines: kdalab_train_mqar_f64, kdalab_model_evaluate_f64
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -55,6 +57,31 @@ kdalab_status kdalab_model_evaluate_f64(const kdalab_model_config *model, const 
     return KDALAB_OK;
 }
 
+/* The test set is drawn in batches of this many sequences whatever the
+ * training batch, so runs that differ only in --batch meet the same test. */
+#define TEST_BATCH 32
+
+/* The model's products hold B * T * max(D, F, V) elements in a CBLAS int:
+ * refused here, before anything is allocated, as kdalab_model_loss would. */
+static kdalab_status check_rows(const kdalab_model_config *m, size_t B, size_t T)
+{
+    size_t N, NX, widest = m->D > m->F ? m->D : m->F;
+    widest = widest > m->vocab ? widest : m->vocab;
+    if (!kdalab_mul_size(B, T, &N) || !kdalab_mul_size(N, widest, &NX) || NX > INT32_MAX)
+        return kdalab_fail(KDALAB_EOVERFLOW, "train: a batch of B * T = %zu * %zu tokens times "
+                           "the widest layer (%zu) exceeds a CBLAS int (2^31 - 1)", B, T,
+                           widest);
+    return KDALAB_OK;
+}
+
+/* The divergence of a run, as KDALAB_ERANGE, keeping what the step said. */
+static kdalab_status diverged(const char *where, size_t step)
+{
+    char why[256]; /* kdalab_fail formats into the buffer kdalab_last_error reads */
+    snprintf(why, sizeof why, "%s", kdalab_last_error());
+    return kdalab_fail(KDALAB_ERANGE, "train: diverged at %s %zu (%s)", where, step, why);
+}
+
 /* One decay flag per parameter, from the tensors' own. */
 static unsigned char *decay_mask(const kdalab_model_config *model, size_t P, size_t n_tensors)
 {
@@ -90,6 +117,9 @@ kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *thet
                            "model vocab %zu, task vocab %zu (must match)", cfg->batch,
                            cfg->test_sequences, cfg->model.vocab, vocab);
     const size_t B = cfg->batch, T = cfg->task.T;
+    s = check_rows(&cfg->model, B, T);
+    if (s != KDALAB_OK)
+        return s; /* before anything is allocated or theta is written */
     double *grad = malloc(P * sizeof *grad), *m = calloc(P, sizeof *m), *v = calloc(P, sizeof *v);
     int32_t *tok = malloc(B * T * sizeof *tok), *tgt = malloc(B * T * sizeof *tgt);
     unsigned char *mask = decay_mask(&cfg->model, P, n_tensors);
@@ -111,8 +141,7 @@ kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *thet
         if (s == KDALAB_OK)
             s = kdalab_model_loss_f64(&cfg->model, theta, B, T, tok, tgt, &loss, &acc, grad);
         if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE) {
-            s = kdalab_fail(KDALAB_ERANGE, "train: diverged at step %zu (%s)", step,
-                            kdalab_last_error());
+            s = diverged("step", step);
             break;
         }
         kdalab_train_progress pr = {step + 1, cfg->opt.steps, loss, acc, 0, 0, 0, 0};
@@ -121,8 +150,8 @@ kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *thet
         if (s == KDALAB_OK)
             s = kdalab_adamw_step_f64(&cfg->opt, step, P, theta, grad, m, v, mask,
                                       &pr.grad_norm);
-        if (s == KDALAB_ENONFINITE) {
-            s = kdalab_fail(KDALAB_ERANGE, "train: diverged at step %zu (gradient)", step);
+        if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE) {
+            s = diverged("AdamW step", step);
             break;
         }
         pr.seconds = now_s() - t0;
@@ -136,10 +165,13 @@ kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *thet
     r.seconds = now_s() - t0;
     r.tokens_per_s = (double)(B * T * cfg->opt.steps) / (r.seconds > 0 ? r.seconds : 1e-9);
     double test_loss = 0, test_acc = 0;
-    if (s == KDALAB_OK)
+    if (s == KDALAB_OK) {
         s = kdalab_model_evaluate_f64(&cfg->model, theta, &cfg->task,
-                                      kdalab_mqar_test_seed(cfg->seed), cfg->test_sequences, B,
-                                      &test_loss, &test_acc);
+                                      kdalab_mqar_test_seed(cfg->seed), cfg->test_sequences,
+                                      TEST_BATCH, &test_loss, &test_acc);
+        if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE)
+            s = diverged("the test set after step", cfg->opt.steps);
+    }
     r.test_loss = test_loss;
     r.test_accuracy = test_acc;
     free(grad); free(m); free(v); free(tok); free(tgt); free(mask);

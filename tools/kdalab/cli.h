@@ -15,7 +15,8 @@
  *          cli_inputs, IN_*, cli_inputs_plan, cli_inputs_read, cli_inputs_free
  *          (in inputs.c); cli_output, cli_write_all (in outputs.c);
  *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
- *          cmd_info (info.c), cmd_grad (grad.c), cmd_train (train.c)
+ *          cmd_info (info.c), cmd_grad (grad.c), cmd_train (train.c);
+ *          ckpt_check_out, ckpt_save (checkpoint.c)
  *
  * Every error is ONE line on stderr, "<cli_who>: <message>", and the exit
  * status says what kind:
@@ -231,6 +232,16 @@ int cmd_compare(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+
+/* train's --out DIR (checkpoint.c): before training, refuse a DIR that is a
+ * file or holds anything but a checkpoint, or whose parent cannot take a new
+ * entry; after it, write every tensor as DIR/<name>.npy and DIR/config.txt
+ * all or nothing (built in DIR.partial-<pid>, then renamed into place; an
+ * earlier checkpoint in DIR is replaced only then). Each returns 0 or the
+ * exit status after the one-line error. */
+int ckpt_check_out(const char *dir);
+int ckpt_save(const char *dir, const kdalab_train_config *c, const double *theta,
+              const kdalab_train_result *r, const char *precision);
 
 
 #endif /* KDALAB_TOOL_CLI_H */

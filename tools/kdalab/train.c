@@ -7,11 +7,9 @@
  *
  * defines: cmd_train (declared in cli.h)
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -20,7 +18,7 @@ static const char HELP[] =
     "\n"
     "Train a model (embedding -> L blocks of [RMSNorm -> mixer -> residual;\n"
     "RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> LM head) on multi-query\n"
-    "associative recall, in float64, with AdamW; then print its accuracy on a\n"
+    "associative recall with AdamW; then print its accuracy on a\n"
     "fresh test set as `accuracy=<a>` on its own line of standard output.\n"
     "\n"
     "  --task mqar          the task (the only one so far)\n"
@@ -45,7 +43,8 @@ static const char HELP[] =
     "  --seed N             initialisation and data (default 0)\n"
     "  --precision P        fp32 (default: the float32 twins, about twice as fast)\n"
     "                       or fp64 (the float64 model the gradient checks verify)\n"
-    "  --out DIR            save <DIR>/<tensor>.npy and <DIR>/config.txt\n"
+    "  --out DIR            save <DIR>/<tensor>.npy and <DIR>/config.txt, all or nothing\n"
+    "                       (DIR new, or a checkpoint directory it replaces)\n"
     "  --log-every K        a progress line every K steps (default: 20 lines in all;\n"
     "                       0: none)\n"
     "\n"
@@ -85,54 +84,12 @@ static int progress(const kdalab_train_progress *p, void *user)
     return 0;
 }
 
-/* Save theta as <dir>/<name>.npy per tensor and <dir>/config.txt. */
-static int save(const char *dir, const kdalab_train_config *c, const double *theta,
-                const kdalab_train_result *r, int f64)
-{
-    size_t n_tensors;
-    kdalab_model_size(&c->model, NULL, &n_tensors);
-    char path[4096];
-    for (size_t i = 0; i < n_tensors; i++) {
-        kdalab_model_tensor t;
-        kdalab_model_tensor_at(&c->model, i, &t);
-        snprintf(path, sizeof path, "%s/%s.npy", dir, t.name);
-        size_t shape[2] = {t.rows, t.cols};
-        const int nd = t.rows == 1 ? 1 : 2;
-        kdalab_status s = kdalab_npy_write(path, KDALAB_DTYPE_F64, theta + t.offset, nd,
-                                           nd == 1 ? shape + 1 : shape);
-        if (s != KDALAB_OK)
-            return cli_fail(EXIT_FAIL, "--out %s: %s", path, kdalab_last_error());
-    }
-    snprintf(path, sizeof path, "%s/config.txt", dir);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return cli_fail(EXIT_FAIL, "--out %s: %s", tmp, strerror(errno));
-    fprintf(f, "task=mqar\nmixer=");
-    for (size_t l = 0; l < c->model.L; l++)
-        fprintf(f, "%s%s", l ? "," : "", kdalab_mixer_name(c->model.mixer[l]));
-    fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n"
-            "seq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\nweight_decay=%g\n"
-            "seed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\ntest_loss=%.6f\nseconds=%.2f\n"
-            "precision=%s\n",
-            c->model.L, c->model.D, c->model.H, c->model.F, c->model.conv, c->model.vocab,
-            c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
-            c->opt.weight_decay, c->seed, c->test_sequences, r->test_accuracy, r->test_loss,
-            r->seconds, f64 ? "fp64" : "fp32");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        return cli_fail(EXIT_FAIL, "--out %s: cannot write: %s", path, strerror(errno));
-    }
-    return 0;
-}
-
 /* Parse a double flag value: finite and > 0 (or >= 0 when zero_ok). */
 static int parse_positive(const char *flag, const char *s, int zero_ok, double *out)
 {
     if (cli_parse_double(s, out) != 0 || !(*out > 0 || (zero_ok && *out == 0)) ||
         *out > 1e300)
-        return cli_fail(EXIT_BAD, "--%s: '%s' is not a finite number %s 0", flag, s,
+        return cli_fail(EXIT_BAD, "--%s: '%s' is not a number %s 0 and <= 1e300", flag, s,
                         zero_ok ? ">=" : ">");
     return 0;
 }
@@ -209,12 +166,8 @@ int cmd_train(int argc, char **argv)
         s = kdalab_model_size(&c.model, NULL, NULL);
     if (s != KDALAB_OK)
         return cli_fail(EXIT_BAD, "%s", kdalab_last_error());
-    struct stat st;
-    if (out && stat(out, &st) == 0 && !S_ISDIR(st.st_mode))
-        return cli_fail(EXIT_BAD, "--out %s: exists and is not a directory", out);
-    if (out && mkdir(out, 0777) != 0 && errno != EEXIST) /* fail now, not after training */
-        return cli_fail(EXIT_BAD, "--out %s: cannot create the directory: %s", out,
-                        strerror(errno));
+    if (out && (rc = ckpt_check_out(out)) != 0) /* fail now, not after training */
+        return rc;
     size_t n_params;
     kdalab_model_size(&c.model, &n_params, NULL);
     double *theta = malloc(n_params * sizeof *theta);
@@ -238,7 +191,7 @@ int cmd_train(int argc, char **argv)
     }
     fprintf(stderr, "trained in %.1f s (%.0f tokens/s); test loss %.4f on %zu sequences\n",
             r.seconds, r.tokens_per_s, r.test_loss, c.test_sequences);
-    rc = out ? save(out, &c, theta, &r, f64) : 0;
+    rc = out ? ckpt_save(out, &c, theta, &r, f64 ? "fp64" : "fp32") : 0;
     free(theta);
     printf("accuracy=%.4f\n", r.test_accuracy);
     return rc;
