@@ -8,12 +8,12 @@ f = dir.'/14_recall_summary.tsv'
 set datafile separator '\t'
 set terminal pngcairo size 900,560 font ',11'
 set output dir.'/14_recall_by_mechanism.png'
-set title "Trained two-block models on MQAR: test accuracy against pairs per sequence\n(mean over seeds at each mixer's best learning rate; bars: one sd)"
+set title "Trained two-block models on MQAR: test accuracy against pairs per sequence\n(mean over seeds at each mixer's best learning rate; bars: one sd, none for one seed)" noenhanced
 set xlabel 'key-value pairs per sequence'
 set ylabel 'test accuracy on the answers'
 set yrange [0:1.05]
 set grid
-set key bottom left
+set key bottom left noenhanced
 set logscale x 2
 sel(m) = stringcolumn(1) eq m ? $4 : 1/0
 plot for [m in "attention linear_attention deltanet gated_deltanet kda"] \

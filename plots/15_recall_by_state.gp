@@ -13,7 +13,7 @@ set xlabel 'head dimension d'
 set ylabel 'key-value pairs at 95 % accuracy'
 set logscale x 2
 set grid
-set key top left
+set key top left noenhanced
 set yrange [0:*]
 sel(m) = stringcolumn(1) eq m ? $4 : 1/0
 plot for [m in "deltanet kda"] f u 2:(sel(m)) with linespoints lw 2 pt 7 title m, \

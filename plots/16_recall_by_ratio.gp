@@ -11,10 +11,10 @@ set output dir.'/16_recall_by_ratio.png'
 set title "Trained KDA + attention stacks of equal depth on MQAR (where pure KDA struggles)\nrecall and the decode cache against the share of attention blocks"
 set xlabel 'attention blocks / blocks (0 = pure KDA, 0.25 = 3:1, 1 = pure attention)'
 set ylabel 'test accuracy / cache fraction'
-set yrange [0:1.05]
+set yrange [0:1.15]
 set xrange [-0.05:1.05]
 set grid
 set key bottom right
 plot f u 2:3:4 with yerrorlines lw 2 pt 7 title 'MQAR test accuracy', \
      f u 2:5 with linespoints lw 2 pt 5 dt 2 title 'cache / attention-only cache (128K tokens, Kimi sizes)', \
-     f u 2:3:1 with labels offset 0,1.2 notitle
+     f u 2:3:1 with labels offset 0,1.2 noenhanced notitle

@@ -9,7 +9,7 @@ set terminal pngcairo size 900,520 font ',11'
 set output dir.'/17_nope_needs_position.png'
 set title "Two-block models on MQAR: NoPE attention alone, with the short convolution,\nand with a KDA block in place of the first attention block (no convolution)"
 set ylabel 'test accuracy'
-set yrange [0:1.05]
+set yrange [0:1.12]
 set xrange [-0.6:2.6]
 set grid ytics
 set xtics ("NoPE attention x2\n(no conv)" 0, "attention x2\n+ short conv" 1, "KDA, then NoPE attention\n(no conv)" 2)
