@@ -512,9 +512,38 @@ static void test_mqar_bad_input(void **state)
     assert_int_equal(kdalab_mqar_make(&good, 1, 0, 0, NULL, NULL), KDALAB_OK);
 }
 
+/* RMSNorm of a huge finite row: the squares overflow, the result must not
+ * (it once returned 0). Scale-invariance gives the answer: y(s x) = y(x) and
+ * dx(s x) = dx(x) / s, here with s = 1e200 (1e20 in float32). */
+static void test_rmsnorm_huge(void **state)
+{
+    (void)state;
+    const double x[3] = {1, -2, 0.5}, w[3] = {1, 0.5, 2}, dy[3] = {0.3, -1, 0.7};
+    double xs[3], y[3], ys[3], dx[3], dxs[3];
+    for (int i = 0; i < 3; i++)
+        xs[i] = x[i] * 1e200;
+    assert_int_equal(kdalab_rmsnorm_fwd_f64(1, 3, 1e-300, x, w, y), KDALAB_OK);
+    assert_int_equal(kdalab_rmsnorm_fwd_f64(1, 3, 1e-300, xs, w, ys), KDALAB_OK);
+    assert_int_equal(kdalab_rmsnorm_bwd_f64(1, 3, 1e-300, x, w, dy, dx, NULL), KDALAB_OK);
+    assert_int_equal(kdalab_rmsnorm_bwd_f64(1, 3, 1e-300, xs, w, dy, dxs, NULL), KDALAB_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_true(fabs(ys[i] - y[i]) < 1e-15);
+        assert_true(fabs(dxs[i] * 1e200 - dx[i]) < 1e-14);
+    }
+    float xf[3], wf[3], yf[3];
+    for (int i = 0; i < 3; i++) {
+        xf[i] = (float)(x[i] * 1e20); /* squares past FLT_MAX */
+        wf[i] = (float)w[i];
+    }
+    assert_int_equal(kdalab_rmsnorm_fwd_f32(1, 3, 1e-30f, xf, wf, yf), KDALAB_OK);
+    for (int i = 0; i < 3; i++)
+        assert_true(fabs(yf[i] - y[i]) < 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm_huge),
         cmocka_unit_test(test_rmsnorm_fd),
         cmocka_unit_test(test_silu_swiglu_fd),
         cmocka_unit_test(test_short_conv_fd),

@@ -79,13 +79,22 @@ static kdalab_status rmsnorm_check(size_t N, size_t D, double eps, const double 
     return s;
 }
 
-/* 1 / sqrt(mean(x^2) + eps) of one row x [D]. */
+/* 1 / sqrt(mean(x^2) + eps) of one row x [D]. When the squares overflow
+ * (|x| past ~1e154, ~1e19 in float32) the same from x scaled by its largest
+ * magnitude, where eps no longer counts: a finite row never gets 0. */
 static double rms_inverse(size_t D, double eps, const double *x)
 {
     double ss = 0;
     for (size_t d = 0; d < D; d++)
         ss += x[d] * x[d];
-    return 1 / sqrt(ss / (double)D + eps);
+    if (isfinite(ss))
+        return 1 / sqrt(ss / (double)D + eps);
+    double m = 0, s2 = 0;
+    for (size_t d = 0; d < D; d++)
+        m = fmax(m, fabs(x[d]));
+    for (size_t d = 0; d < D; d++)
+        s2 += (x[d] / m) * (x[d] / m);
+    return 1 / (m * sqrt(s2 / (double)D));
 }
 
 kdalab_status kdalab_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x,
@@ -127,10 +136,12 @@ kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const doubl
         double dot = 0;
         for (size_t d = 0; d < D; d++)
             dot += dyr[d] * w[d] * xr[d];
-        double coef = inv * inv * inv * dot / (double)D;
+        /* dx = r w dy - r^3 x dot / D, grouped as r (w dy - (r dot / D)(r x)) so
+         * no power of r under- or overflows when x is huge */
+        double coef = inv * dot / (double)D;
         for (size_t d = 0; d < D; d++) {
             if (dx)
-                dx[r * D + d] = inv * w[d] * dyr[d] - coef * xr[d];
+                dx[r * D + d] = inv * (w[d] * dyr[d] - coef * (inv * xr[d]));
             if (dw)
                 dw[d] += dyr[d] * xr[d] * inv;
         }

@@ -142,14 +142,27 @@ static void proj_bwd(size_t N, size_t Din, size_t Dout, const double *x, const d
         matmul_nt(N, Din, Dout, dy, W, dx, 1);
 }
 
+/* 1 / sqrt(|x|^2 + eps) of one row x [d]; when the squares overflow, the
+ * same from x scaled by its largest magnitude (eps then does not count). */
+static double l2_inverse(size_t d, const double *x)
+{
+    double ss = 0, m = 0, s2 = 0;
+    for (size_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    if (isfinite(ss))
+        return 1 / sqrt(ss + L2_EPS);
+    for (size_t i = 0; i < d; i++)
+        m = fmax(m, fabs(x[i]));
+    for (size_t i = 0; i < d; i++)
+        s2 += (x[i] / m) * (x[i] / m);
+    return 1 / (m * sqrt(s2));
+}
+
 /* y = x / sqrt(|x|^2 + eps) over each of the rows of d values. */
 static void l2norm_fwd(size_t rows, size_t d, const double *x, double *y)
 {
     for (size_t r = 0; r < rows; r++) {
-        double ss = 0;
-        for (size_t i = 0; i < d; i++)
-            ss += x[r * d + i] * x[r * d + i];
-        double inv = 1 / sqrt(ss + L2_EPS);
+        const double inv = l2_inverse(d, x + r * d);
         for (size_t i = 0; i < d; i++)
             y[r * d + i] = x[r * d + i] * inv;
     }
@@ -160,12 +173,10 @@ static void l2norm_bwd(size_t rows, size_t d, const double *x, const double *y,
                        const double *dy, double *dx)
 {
     for (size_t r = 0; r < rows; r++) {
-        double ss = 0, yd = 0;
-        for (size_t i = 0; i < d; i++) {
-            ss += x[r * d + i] * x[r * d + i];
+        double yd = 0;
+        for (size_t i = 0; i < d; i++)
             yd += y[r * d + i] * dy[r * d + i];
-        }
-        double inv = 1 / sqrt(ss + L2_EPS);
+        const double inv = l2_inverse(d, x + r * d);
         for (size_t i = 0; i < d; i++)
             dx[r * d + i] = (dy[r * d + i] - y[r * d + i] * yd) * inv;
     }
