@@ -99,6 +99,9 @@ $(BIN)/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
 	@mkdir -p $(BIN)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# the benchmark's shared problem (header-only)
+$(BUILD)/bench/simd.o: bench/problem.h
+
 $(BIN)/bench_%: $(BUILD)/bench/%.o $(LIB_A)
 	@mkdir -p $(BIN)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)

@@ -56,6 +56,7 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 #include "kdalab.h"
+#include "../problem.h"
 
 #define VALID_TOL 1e-4
 #define MAX_REPS 64
@@ -78,46 +79,6 @@ static void *xmalloc(size_t n)
 }
 
 /* bench/simd.c's problem_make, the same draws in the same order. */
-typedef struct {
-    kdalab_dims d;
-    float *q, *k, *v, *g, *beta, *h0;
-} problem;
-
-static void problem_make(problem *p, gsl_rng *rng, size_t B, size_t T, size_t H, size_t K,
-                         size_t V)
-{
-    p->d = (kdalab_dims){B, T, H, K, V};
-    size_t bth = B * T * H;
-    p->q = xmalloc(bth * K * sizeof(float)); p->k = xmalloc(bth * K * sizeof(float));
-    p->g = xmalloc(bth * K * sizeof(float)); p->v = xmalloc(bth * V * sizeof(float));
-    p->beta = xmalloc(bth * sizeof(float)); p->h0 = xmalloc(B * H * K * V * sizeof(float));
-    float *qk[2] = {p->q, p->k};
-    for (int a = 0; a < 2; a++)
-        for (size_t r = 0; r < bth; r++) {
-            double n2 = 0;
-            for (size_t c = 0; c < K; c++) {
-                double x = gsl_ran_gaussian(rng, 1.0);
-                qk[a][r * K + c] = (float)x;
-                n2 += x * x;
-            }
-            for (size_t c = 0; c < K; c++)
-                qk[a][r * K + c] = (float)(qk[a][r * K + c] / sqrt(n2));
-        }
-    for (size_t i = 0; i < bth * V; i++)
-        p->v[i] = (float)gsl_ran_gaussian(rng, 1.0);
-    for (size_t i = 0; i < bth; i++)
-        p->beta[i] = (float)gsl_rng_uniform(rng);
-    for (size_t i = 0; i < bth * K; i++)
-        p->g[i] = (float)(-0.5 * gsl_rng_uniform(rng));
-    for (size_t i = 0; i < B * H * K * V; i++)
-        p->h0[i] = (float)(0.1 * gsl_ran_gaussian(rng, 1.0));
-}
-
-static void problem_free(problem *p)
-{
-    free(p->q); free(p->k); free(p->g); free(p->v); free(p->beta); free(p->h0);
-}
-
 /* dst[n][c][r] = src[n][r][c] for n < heads: kdalab's [K,V] state <-> ggml's. */
 static void transpose_heads(float *dst, const float *src, size_t heads, size_t rows, size_t cols)
 {
