@@ -1,14 +1,18 @@
 /*
  * kdalab_train.h — training small models: the multi-query associative recall
- * task (lib/train/mqar.c) and the forward and backward of a model's pieces
- * other than the mixers (lib/train/layers.c, lib/train/loss.c) and one mixer
- * sub-layer around them (lib/train/mixer.c), in float64.
+ * task (lib/train/mqar.c); the forward and backward of a model's pieces
+ * other than the mixers (lib/train/layers.c, lib/train/loss.c), of one mixer
+ * sub-layer around them (lib/train/mixer.c) and of the whole model
+ * (lib/train/model.c, model_loss.c); AdamW (adamw.c, schedule.c); the MQAR
+ * training loop (trainer.c). Each in float64, with float32 twins generated
+ * from the float64 files (the last section).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  *
  * Every function returns a kdalab_status; on any error other than
  * KDALAB_ERANGE no output is touched and kdalab_last_error() says what was
- * wrong. KDALAB_ERANGE means finite inputs gave a non-finite output: the
+ * wrong (exceptions are said where they apply: a training run stopped after
+ * it began). KDALAB_ERANGE means finite inputs gave a non-finite output: the
  * outputs are written, so they can be studied. Output arrays must not overlap
  * input arrays. A backward takes the forward's inputs and the upstream
  * gradient dy (dL/dy) and writes dL/d(input) for L, overwriting its outputs
