@@ -123,9 +123,9 @@ static void mean_gate(const lab_ctx *x, const kdalab_model_config *c, const doub
     double *h = lab_zeros(x, N * D), *z = lab_zeros(x, N * D), *zf = lab_zeros(x, N * d);
     double *g = lab_zeros(x, N * H * gw);
     const double *emb = tensor(x, c, theta, "embed");
-    for (size_t n = 0; n < N; n++)
-        memcpy(h + n * D, emb + (size_t)tok[n] * D, D * sizeof *h);
-    lab_check(x, kdalab_rmsnorm_fwd_f64(N, D, 1e-6, h, tensor(x, c, theta, "blocks.0.norm1"), h),
+    for (size_t n = 0; n < N; n++) /* the embeddings in z for now: the norm's input */
+        memcpy(z + n * D, emb + (size_t)tok[n] * D, D * sizeof *z);
+    lab_check(x, kdalab_rmsnorm_fwd_f64(N, D, 1e-6, z, tensor(x, c, theta, "blocks.0.norm1"), h),
               "rmsnorm");
     /* z = h Wa [N, H] or (h Wg) Wg2 [N, D] */
     if (kda) {
