@@ -58,19 +58,21 @@ int main(int argc, char **argv)
                            "%s sweep (%s): D=%zu H=2 T=%zu pairs=8 steps=%zu batch=%zu seeds=%zu "
                            "lr=%g", full ? "full" : "reduced", lab_mqar_precision(&x), D, T, steps, batch, seeds, lr);
     double mean[3], sd[3];
-    for (int i = 0; i < 3; i++) {
-        double acc[MAX_SEEDS];
-        for (size_t s = 0; s < seeds; s++) {
+    /* seeds outermost: a sweep stopped early has every stack at the seeds it did */
+    double acc[3][MAX_SEEDS];
+    for (size_t s = 0; s < seeds; s++)
+        for (int i = 0; i < 3; i++) {
             lab_mqar_spec spec = {stacks[i].mixers, 2, D, 2, stacks[i].conv, T, 8, 65, batch,
                                   steps, 512, lr, x.seed + s};
             lab_mqar_result r;
             lab_mqar_train(&x, &spec, 0, &r);
             lab_mqar_row_extra(f, stacks[i].label, &spec, &r, stacks[i].conv ? "1" : "0");
-            acc[s] = r.accuracy;
-            lab_progress(&x, "models", (size_t)i * seeds + s + 1, 3 * seeds);
+            acc[i][s] = r.accuracy;
+            lab_progress(&x, "models", s * 3 + (size_t)i + 1, 3 * seeds);
         }
-        mean[i] = gsl_stats_mean(acc, 1, seeds);
-        sd[i] = seeds > 1 ? gsl_stats_sd(acc, 1, seeds) : 0;
+    for (int i = 0; i < 3; i++) {
+        mean[i] = gsl_stats_mean(acc[i], 1, seeds);
+        sd[i] = seeds > 1 ? gsl_stats_sd(acc[i], 1, seeds) : 0;
     }
     lab_tsv_close(&x, f);
     printf("%s (%s sweep; D = %zu, T = %zu, 8 pairs, %zu steps, %zu seed(s)): test accuracy\n",
