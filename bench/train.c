@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     snprintf(probe, sizeof probe, "%s -c 'import torch' >/dev/null 2>&1", python);
     peer = peer && system(probe) == 0;
     printf("# kdalab %s training benchmark: tokens/s of whole steps (forward + backward + "
-           "AdamW), float64\n", KDALAB_VERSION);
+           "AdamW), float64 and float32\n", KDALAB_VERSION);
     printf("# threads: %d; CBLAS: %s%s\n", threads,
            openblas_get_corename ? "OpenBLAS, kernels " : "not OpenBLAS",
            openblas_get_corename ? openblas_get_corename() : "");
