@@ -8,8 +8,8 @@
  * (kdalab_chunk_f32 or kdalab_attention_f32) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (lib/reference) and the
- * step-1 backwards of lib/train/layers.c; the projections are cblas_sgemm
- * calls (GSL's CBLAS). Checked against central finite differences in
+ * step-1 backwards of lib/train/layers.c; the projections are the CBLAS
+ * wrappers of lib/train/matmul.c. Checked against central finite differences in
  * tests/test_train_mixer.c.
  *
  * Shapes: N = B * T rows, D = H * d, d = K = V the head dimension.
@@ -21,9 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_cblas.h>
-
 #include "internal.h"
+#include "train_internal.h"
 
 #define CONV_W 4
 #define L2_EPS 1e-6
@@ -108,41 +107,6 @@ static size_t gate_width(const kdalab_mixer_config *cfg)
 static float sigmoid(float z)
 {
     return z >= 0 ? 1 / (1 + expf(-z)) : expf(z) / (1 + expf(z));
-}
-
-/* C [m, n] = A [m, k] B [k, n] (+ C when accumulate); row-major. */
-static void matmul(size_t m, size_t k, size_t n, const float *A, const float *Bm, float *C,
-                   int accumulate)
-{
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, A,
-                (int)k, Bm, (int)n, accumulate ? 1.0 : 0.0, C, (int)n);
-}
-
-/* dW [k, n] = X^T [k, m] dY [m, n]. */
-static void matmul_tn(size_t m, size_t k, size_t n, const float *X, const float *dY,
-                      float *dW)
-{
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1.0, X, (int)k,
-                dY, (int)n, 0.0, dW, (int)n);
-}
-
-/* dX [m, k] (+)= dY [m, n] W^T [n, k]. */
-static void matmul_nt(size_t m, size_t k, size_t n, const float *dY, const float *W,
-                      float *dX, int accumulate)
-{
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1.0, dY, (int)n,
-                W, (int)n, accumulate ? 1.0 : 0.0, dX, (int)k);
-}
-
-/* The backward of a projection y = x W, x [N, Din], W [Din, Dout]: dW (may be
- * NULL) and dx += dy W^T (dx may be NULL). */
-static void proj_bwd(size_t N, size_t Din, size_t Dout, const float *x, const float *W,
-                     const float *dy, float *dW, float *dx)
-{
-    if (dW)
-        matmul_tn(N, Din, Dout, x, dy, dW);
-    if (dx)
-        matmul_nt(N, Din, Dout, dy, W, dx, 1);
 }
 
 /* 1 / sqrtf(|x|^2 + eps) of one row x [d]; when the squares overflow, the
@@ -322,7 +286,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     kdalab_status s = KDALAB_OK;
     // q, k, v: a = x W [N, D]; c = conv(a) [N, D]; s = silu(c) [N, D]
     for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
-        matmul(N, D, D, x, W[i], c->a[i], 0);
+        train_mm_f32(N, D, D, x, W[i], c->a[i], 0);
         if (cfg->conv)
             s = keep_range(kdalab_short_conv_fwd_f32(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]),
                            range);
@@ -342,7 +306,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     l2norm_fwd(N * H, d, c->s[0], c->qn);
     l2norm_fwd(N * H, d, c->s[1], c->kn);
     if (has_beta(cfg->kind)) {
-        matmul(N, D, H, x, p->Wb, c->zb, 0);
+        train_mm_f32(N, D, H, x, p->Wb, c->zb, 0);
         for (size_t r = 0; r < N * H; r++)
             c->beta[r] = sigmoid(c->zb[r]);
     }
@@ -351,10 +315,10 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
         /* Gated DeltaNet's gate is KDA's with one channel per head (by kind, not
          * width: KDA with d = 1 also has one channel per head) */
         if (cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
-            matmul(N, D, H, x, p->Wa, c->zg, 0);
+            train_mm_f32(N, D, H, x, p->Wa, c->zg, 0);
         } else {
-            matmul(N, D, d, x, p->Wg, c->zf, 0);
-            matmul(N, d, D, c->zf, p->Wg2, c->zg, 0);
+            train_mm_f32(N, D, d, x, p->Wg, c->zf, 0);
+            train_mm_f32(N, d, D, c->zf, p->Wg2, c->zg, 0);
         }
         s = keep_range(kdalab_kda_gate_f32(N, H, gw, c->zg, p->A_log, p->dt_bias, c->g), range);
         if (s != KDALAB_OK || *range != KDALAB_OK)
@@ -370,7 +334,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     s = keep_range(kdalab_rmsnorm_fwd_f32(N * H, d, ONORM_EPS, c->o, p->onorm, c->on), range);
     if (s != KDALAB_OK)
         return s;
-    matmul(N, D, D, x, p->Wog, c->so, 0);
+    train_mm_f32(N, D, D, x, p->Wog, c->so, 0);
     for (size_t i = 0; i < N * D; i++) {
         c->so[i] = sigmoid(c->so[i]);
         c->og[i] = c->on[i] * c->so[i];
@@ -405,7 +369,7 @@ kdalab_status kdalab_mixer_fwd_f32(const kdalab_mixer_config *cfg, const kdalab_
         kdalab_mixer_cache_free_f32(c);
         return s;
     }
-    matmul(N, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
+    train_mm_f32(N, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
     if (cache) {
         kdalab_mixer_cache_free_f32(*cache);
         *cache = c;
@@ -524,7 +488,7 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
     // then the mechanism back to q, k, v (after SiLU), beta, g
     const size_t d = D / H;
     if (is_linear(cfg->kind)) {
-        matmul_nt(N, D, D, dy, p->Wo, w.dog, 0);
+        train_mm_bwd_f32(N, D, D, NULL, p->Wo, dy, NULL, w.dog, 0);
         for (size_t i = 0; i < N * D; i++) {
             w.dzo[i] = w.dog[i] * c->on[i] * c->so[i] * (1 - c->so[i]);
             w.dog[i] *= c->so[i]; /* now dL/d on */
@@ -533,7 +497,7 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
                                               w.donorm),
                        &range);
     } else {
-        matmul_nt(N, D, D, dy, p->Wo, w.dO, 0);
+        train_mm_bwd_f32(N, D, D, NULL, p->Wo, dy, NULL, w.dO, 0);
     }
     if (s == KDALAB_OK)
         s = mechanism_bwd(cfg, c, &w, &range);
@@ -544,18 +508,17 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
     /* from here on only this file's loops and step-1 backwards: outputs get written */
     if (g->onorm && is_linear(cfg->kind))
         memcpy(g->onorm, w.donorm, d * sizeof(float));
-    if (g->Wo)
-        matmul_tn(N, D, D, mixer_out(c), dy, g->Wo);
+    train_mm_bwd_f32(N, D, D, mixer_out(c), p->Wo, dy, g->Wo, NULL, 0);
     if (dx)
         memset(dx, 0, N * D * sizeof *dx);
     if (is_linear(cfg->kind))
-        proj_bwd(N, D, D, x, p->Wog, w.dzo, g->Wog, dx);
+        train_mm_bwd_f32(N, D, D, x, p->Wog, w.dzo, g->Wog, dx, 1);
 
     // beta = sigmoid(zb): dzb = dbeta beta (1 - beta) [N, H], reusing dbeta
     if (has_beta(cfg->kind)) {
         for (size_t r = 0; r < N * H; r++)
             w.dbeta[r] *= c->beta[r] * (1 - c->beta[r]);
-        proj_bwd(N, D, H, x, p->Wb, w.dbeta, g->Wb, dx);
+        train_mm_bwd_f32(N, D, H, x, p->Wb, w.dbeta, g->Wb, dx, 1);
     }
     // the gate: dg -> dzg [N, H * gw] (in w.dc), dA_log, ddt_bias
     if (gw && s == KDALAB_OK) {
@@ -563,11 +526,11 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
                                                w.dc, g->A_log, g->dt_bias),
                        &range);
         if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
-            proj_bwd(N, D, H, x, p->Wa, w.dc, g->Wa, dx);
+            train_mm_bwd_f32(N, D, H, x, p->Wa, w.dc, g->Wa, dx, 1);
         } else if (s == KDALAB_OK) { /* zg = (x Wg) Wg2 */
             memset(w.dzf, 0, N * d * sizeof(float));
-            proj_bwd(N, d, D, c->zf, p->Wg2, w.dc, g->Wg2, w.dzf);
-            proj_bwd(N, D, d, x, p->Wg, w.dzf, g->Wg, dx);
+            train_mm_bwd_f32(N, d, D, c->zf, p->Wg2, w.dc, g->Wg2, w.dzf, 1);
+            train_mm_bwd_f32(N, D, d, x, p->Wg, w.dzf, g->Wg, dx, 1);
         }
     }
     // q, k, v: silu, then the convolution, then the projection
@@ -583,7 +546,7 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
             da = w.da;
         }
         if (s == KDALAB_OK)
-            proj_bwd(N, D, D, x, W[i], da, dW[i], dx);
+            train_mm_bwd_f32(N, D, D, x, W[i], da, dW[i], dx, 1);
     }
     scratch_free(&w);
     if (s != KDALAB_OK)

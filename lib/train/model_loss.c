@@ -3,10 +3,10 @@
  * forward pass through the blocks keeping what the backward reads (as
  * llm.c's train_gpt2.c keeps its activations), then the chain rule back
  * through the same steps in reverse. The pieces are lib/train/layers.c,
- * lib/train/loss.c and lib/train/mixer.c; the matrix products are CBLAS
- * calls. Checked against central finite differences (every tensor) in
- * tests/test_train_model.c and against PyTorch autograd in
- * tests/test_train_torch.c.
+ * lib/train/loss.c and lib/train/mixer.c; the matrix products are
+ * lib/train/matmul.c's CBLAS calls. Checked against central finite
+ * differences (every tensor) in tests/test_train_model.c and against
+ * PyTorch autograd in tests/test_train_torch.c.
  *
  * defines: kdalab_model_loss_f64
  */
@@ -15,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <gsl/gsl_cblas.h>
 
 #include "internal.h"
 #include "train_internal.h"
@@ -70,24 +68,6 @@ static int acts_new(acts *A, size_t L, size_t N, size_t D, size_t F, size_t V)
     if (!ok)
         acts_free(A, L);
     return ok;
-}
-
-/* C [m, n] (+)= A [m, k] B [k, n], row-major. */
-static void mm(size_t m, size_t k, size_t n, const double *A, const double *B, double *C,
-               int accumulate)
-{
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, A,
-                (int)k, B, (int)n, accumulate ? 1.0 : 0.0, C, (int)n);
-}
-
-/* The backward of Y = X W, X [m, k], W [k, n]: dW = X^T dY; dX (+)= dY W^T. */
-static void mm_bwd(size_t m, size_t k, size_t n, const double *X, const double *W,
-                   const double *dY, double *dW, double *dX, int accumulate)
-{
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1.0, X, (int)k,
-                dY, (int)n, 0.0, dW, (int)n);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1.0, dY, (int)n,
-                W, (int)n, accumulate ? 1.0 : 0.0, dX, (int)k);
 }
 
 /* Note a KDALAB_ERANGE in *range and pass every status on: an overflow
@@ -155,19 +135,19 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
                        range);
         if (s != KDALAB_OK)
             break;
-        mm(N, D, F, b->h2, theta + w->W1, b->a, 0);
-        mm(N, D, F, b->h2, theta + w->W3, b->b, 0);
+        train_mm_f64(N, D, F, b->h2, theta + w->W1, b->a, 0);
+        train_mm_f64(N, D, F, b->h2, theta + w->W3, b->b, 0);
         s = keep_range(kdalab_swiglu_fwd_f64(N * F, b->a, b->b, b->u), range);
         if (s != KDALAB_OK)
             break;
         memcpy(x_next, b->xm, N * D * sizeof(double));
-        mm(N, F, D, b->u, theta + w->W2, x_next, 1);
+        train_mm_f64(N, F, D, b->u, theta + w->W2, x_next, 1);
     }
     if (s == KDALAB_OK)
         s = keep_range(kdalab_rmsnorm_fwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, A->hf),
                        range);
     if (s == KDALAB_OK)
-        mm(N, D, cfg->vocab, A->hf, theta + lay->lm_head, A->logits, 0);
+        train_mm_f64(N, D, cfg->vocab, A->hf, theta + lay->lm_head, A->logits, 0);
     return s;
 }
 
@@ -188,7 +168,7 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
     const kdalab_mixer_config mcfg0 = {KDALAB_MIXER_ATTENTION, D, cfg->H, cfg->conv};
     if (s == KDALAB_OK) {
         // logits = hf lm_head: d lm_head, dhf; then the final norm: dx = dL/dxf
-        mm_bwd(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head, dh, 0);
+        train_mm_bwd_f64(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head, dh, 0);
         s = keep_range(kdalab_rmsnorm_bwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, dh,
                                               dx, grad + lay->norm_f),
                        range);
@@ -197,12 +177,12 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
         const model_block_t *w = &lay->block[l];
         block_acts *b = &A->blk[l];
         // the MLP: x' = xm + u W2, u = silu(a) b, a = h2 W1, b = h2 W3, h2 = rmsnorm(xm)
-        mm_bwd(N, F, D, b->u, theta + w->W2, dx, grad + w->W2, du, 0);
+        train_mm_bwd_f64(N, F, D, b->u, theta + w->W2, dx, grad + w->W2, du, 0);
         s = keep_range(kdalab_swiglu_bwd_f64(N * F, b->a, b->b, du, da, db), range);
         if (s != KDALAB_OK)
             break;
-        mm_bwd(N, D, F, b->h2, theta + w->W1, da, grad + w->W1, dh, 0);
-        mm_bwd(N, D, F, b->h2, theta + w->W3, db, grad + w->W3, dh, 1);
+        train_mm_bwd_f64(N, D, F, b->h2, theta + w->W1, da, grad + w->W1, dh, 0);
+        train_mm_bwd_f64(N, D, F, b->h2, theta + w->W3, db, grad + w->W3, dh, 1);
         s = keep_range(kdalab_rmsnorm_bwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, dh, dt,
                                               grad + w->norm2),
                        range);

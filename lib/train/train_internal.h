@@ -1,7 +1,7 @@
 /*
- * lib/train/train_internal.h — the model's layout, shared by
- * lib/train/model.c (which builds it) and lib/train/model_loss.c (which
- * reads theta and writes grad through it). Not installed, not exported.
+ * lib/train/train_internal.h — what lib/train's files share: the model's
+ * layout (lib/train/model.c builds it, model_loss.c and trainer.c read it)
+ * and the CBLAS wrappers of matmul.c. Not installed, not exported.
  */
 #ifndef KDALAB_TRAIN_INTERNAL_H
 #define KDALAB_TRAIN_INTERNAL_H
@@ -25,6 +25,22 @@ typedef struct {
     size_t n_params, n_tensors;
     int overflow; /* a tensor or the total did not fit (model_layout refuses it) */
 } model_layout_t;
+
+/* C [m, n] (+)= A [m, k] B [k, n] (+ when accumulate), row-major, through
+ * CBLAS (lib/train/matmul.c; the float32 twin in matmul_f32.c). */
+void train_mm_f64(size_t m, size_t k, size_t n, const double *A, const double *B, double *C,
+                  int accumulate);
+void train_mm_f32(size_t m, size_t k, size_t n, const float *A, const float *B, float *C,
+                  int accumulate);
+
+/* The backward of Y = X W, X [m, k], W [k, n], given dY [m, n]: dW [k, n] =
+ * X^T dY and dX [m, k] = dY W^T (added to dX when accumulate); either
+ * output may be NULL and is then skipped (X is read only for dW, W only
+ * for dX). */
+void train_mm_bwd_f64(size_t m, size_t k, size_t n, const double *X, const double *W,
+                      const double *dY, double *dW, double *dX, int accumulate);
+void train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float *W,
+                      const float *dY, float *dW, float *dX, int accumulate);
 
 /* Check cfg and fill *lay (and list[n_tensors] when not NULL, in layout
  * order). Errors as kdalab_model_size. */
