@@ -6,7 +6,7 @@
  *
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
  *          kdalab_mixer_name, kdalab_model_parse_mixers,
- *          model_layout (lib/train/train_internal.h)
+ *          model_layout, model_check_batch (lib/train/train_internal.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -125,6 +125,18 @@ kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
         return kdalab_fail(KDALAB_EOVERFLOW, "model: V = %zu, D = %zu, F = %zu, L = %zu: a "
                            "tensor beyond 2^31 - 1 elements or the parameters' bytes overflow",
                            V, D, F, L);
+    return KDALAB_OK;
+}
+
+kdalab_status model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T)
+{
+    size_t N, NX, bytes, widest = cfg->D > cfg->F ? cfg->D : cfg->F;
+    widest = widest > cfg->vocab ? widest : cfg->vocab;
+    if (!kdalab_mul_size(B, T, &N) || !kdalab_mul_size(N, widest, &NX) || NX > INT32_MAX ||
+        !kdalab_mul_size(NX, sizeof(double), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "model: a batch of B * T = %zu * %zu tokens times "
+                           "the widest layer (%zu) exceeds a CBLAS int (2^31 - 1)", B, T,
+                           widest);
     return KDALAB_OK;
 }
 

@@ -274,17 +274,16 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
     kdalab_status s = model_layout(cfg, &lay, NULL);
     if (s != KDALAB_OK)
         return s;
-    const size_t D = cfg->D, F = cfg->F, V = cfg->vocab, P = lay.n_params;
-    size_t N, ND, NF, NV;
+    const size_t V = cfg->vocab, P = lay.n_params;
     if (!theta || !tokens || !targets)
         return kdalab_fail(KDALAB_ENULL, "model: %s is NULL",
                            !theta ? "theta" : !tokens ? "tokens" : "targets");
     if (B == 0 || T == 0)
         return kdalab_fail(KDALAB_ESIZE, "model: B = %zu, T = %zu: each must be >= 1", B, T);
-    if (!kdalab_mul_size(B, T, &N) || !kdalab_mul_size(N, D > F ? D : F, &ND) ||
-        !kdalab_mul_size(N, V, &NV) || !kdalab_mul_size(NV > ND ? NV : ND, 8, &NF) ||
-        ND > INT32_MAX || NV > INT32_MAX)
-        return kdalab_fail(KDALAB_EOVERFLOW, "model: B * T = %zu * %zu rows overflow", B, T);
+    s = model_check_batch(cfg, B, T);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t N = B * T;
     for (size_t n = 0; n < N; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V)
             return kdalab_fail(KDALAB_EDOMAIN, "model: tokens[%zu] = %d is outside [0, %zu)",

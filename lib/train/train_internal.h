@@ -47,4 +47,9 @@ void train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float 
 kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
                            kdalab_model_tensor *list);
 
+/* A batch of B sequences of T tokens through the model holds B * T * max(D,
+ * F, V) elements in one array, indexed by a CBLAS int: KDALAB_EOVERFLOW
+ * past 2^31 - 1 (lib/train/model.c), else KDALAB_OK. cfg already checked. */
+kdalab_status model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T);
+
 #endif /* KDALAB_TRAIN_INTERNAL_H */

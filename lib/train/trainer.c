@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "train_internal.h"
 
 static double now_s(void) /* f64-scalar */
 {
@@ -61,19 +62,6 @@ kdalab_status kdalab_model_evaluate_f64(const kdalab_model_config *model, const 
  * training batch, so runs that differ only in --batch meet the same test. */
 #define TEST_BATCH 32
 
-/* The model's products hold B * T * max(D, F, V) elements in a CBLAS int:
- * refused here, before anything is allocated, as kdalab_model_loss would. */
-static kdalab_status check_rows(const kdalab_model_config *m, size_t B, size_t T)
-{
-    size_t N, NX, widest = m->D > m->F ? m->D : m->F;
-    widest = widest > m->vocab ? widest : m->vocab;
-    if (!kdalab_mul_size(B, T, &N) || !kdalab_mul_size(N, widest, &NX) || NX > INT32_MAX)
-        return kdalab_fail(KDALAB_EOVERFLOW, "train: a batch of B * T = %zu * %zu tokens times "
-                           "the widest layer (%zu) exceeds a CBLAS int (2^31 - 1)", B, T,
-                           widest);
-    return KDALAB_OK;
-}
-
 /* The divergence of a run, as KDALAB_ERANGE, keeping what the step said. */
 static kdalab_status diverged(const char *where, size_t step)
 {
@@ -85,15 +73,17 @@ static kdalab_status diverged(const char *where, size_t step)
 /* One decay flag per parameter, from the tensors' own. */
 static unsigned char *decay_mask(const kdalab_model_config *model, size_t P, size_t n_tensors)
 {
+    model_layout_t lay;
     unsigned char *mask = calloc(P, 1);
-    for (size_t i = 0; mask && i < n_tensors; i++) {
-        kdalab_model_tensor t;
-        if (kdalab_model_tensor_at(model, i, &t) != KDALAB_OK) {
-            free(mask);
-            return NULL;
-        }
-        memset(mask + t.offset, t.decay, t.rows * t.cols);
+    kdalab_model_tensor *list = malloc(n_tensors * sizeof *list);
+    if (mask && list && model_layout(model, &lay, list) == KDALAB_OK) {
+        for (size_t i = 0; i < n_tensors; i++)
+            memset(mask + list[i].offset, list[i].decay, list[i].rows * list[i].cols);
+    } else {
+        free(mask);
+        mask = NULL;
     }
+    free(list);
     return mask;
 }
 
@@ -117,7 +107,7 @@ kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *thet
                            "model vocab %zu, task vocab %zu (must match)", cfg->batch,
                            cfg->test_sequences, cfg->model.vocab, vocab);
     const size_t B = cfg->batch, T = cfg->task.T;
-    s = check_rows(&cfg->model, B, T);
+    s = model_check_batch(&cfg->model, B, T);
     if (s != KDALAB_OK)
         return s; /* before anything is allocated or theta is written */
     double *grad = malloc(P * sizeof *grad), *m = calloc(P, sizeof *m), *v = calloc(P, sizeof *v);
