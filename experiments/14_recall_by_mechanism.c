@@ -78,31 +78,36 @@ int main(int argc, char **argv)
     FILE *fs = lab_tsv_open(&x, "14_recall_summary", scols, "%s sweep: D=%zu H=%zu T=%zu",
                             full ? "full" : "reduced", D, H, T);
     double mean_at[5][4] = {{0}};
+    static double acc[5][4][MAX_LR][MAX_SEEDS];
     const size_t total = 5 * n_pairs * n_lr * seeds;
     size_t done = 0;
-    for (size_t m = 0; m < 5; m++)
-        for (size_t ip = 0; ip < n_pairs; ip++) {
-            double acc[MAX_LR][MAX_SEEDS], best_mean = -1, best_sd = 0, best_lr = 0;
-            for (size_t il = 0; il < n_lr; il++) {
-                for (size_t sd = 0; sd < seeds; sd++) {
+    /* seeds outermost: a sweep cut short still has whole curves for its
+     * first seeds (and KDALAB_RESUME=1 picks it up where it stopped) */
+    for (size_t sd = 0; sd < seeds; sd++)
+        for (size_t m = 0; m < 5; m++)
+            for (size_t ip = 0; ip < n_pairs; ip++)
+                for (size_t il = 0; il < n_lr; il++) {
                     lab_mqar_spec s = {MIXERS[m], 2, D, H, 1, T, pairs[ip], 65, batch,
                                        steps, test, lrs[il], x.seed + sd};
                     lab_mqar_result r;
                     lab_mqar_train(&x, &s, 0, &r);
                     lab_mqar_row(f, MIXERS[m], &s, &r);
-                    acc[il][sd] = r.accuracy;
+                    acc[m][ip][il][sd] = r.accuracy;
                     lab_progress(&x, "models", ++done, total);
                 }
-                const double mu = gsl_stats_mean(acc[il], 1, seeds);
+    for (size_t m = 0; m < 5; m++)
+        for (size_t ip = 0; ip < n_pairs; ip++) {
+            double best_mean = -1, best_sd = 0, best_lr = 0;
+            for (size_t il = 0; il < n_lr; il++) {
+                const double *a = acc[m][ip][il], mu = gsl_stats_mean(a, 1, seeds);
                 if (mu > best_mean) {
                     best_mean = mu;
-                    best_sd = seeds > 1 ? gsl_stats_sd(acc[il], 1, seeds) : 0;
+                    best_sd = seeds > 1 ? gsl_stats_sd(a, 1, seeds) : 0;
                     best_lr = lrs[il];
                 }
             }
             fprintf(fs, "%s\t%zu\t%g\t%.4f\t%.4f\t%zu\n", MIXERS[m], pairs[ip], best_lr,
                     best_mean, best_sd, seeds);
-            fflush(fs);
             mean_at[m][ip] = best_mean;
         }
     lab_tsv_close(&x, f);

@@ -62,23 +62,27 @@ int main(int argc, char **argv)
                             full ? "full" : "reduced", D, T);
     const char *mixers[2] = {"deltanet", "kda"};
     double at95[2][4];
+    static double acc[2][4][MAX_P][MAX_SEEDS];
     size_t done = 0, total = 2 * nd * np * seeds;
-    for (int m = 0; m < 2; m++)
-        for (size_t id = 0; id < nd; id++) {
-            double mean[MAX_P];
-            for (size_t ip = 0; ip < np; ip++) {
-                double acc[MAX_SEEDS];
-                for (size_t sd = 0; sd < seeds; sd++) {
+    /* seeds outermost: a sweep cut short still has whole curves for its
+     * first seeds (and KDALAB_RESUME=1 picks it up where it stopped) */
+    for (size_t sd = 0; sd < seeds; sd++)
+        for (int m = 0; m < 2; m++)
+            for (size_t id = 0; id < nd; id++)
+                for (size_t ip = 0; ip < np; ip++) {
                     lab_mqar_spec s = {mixers[m], 2, D, D / ds[id], 1, T, ps[ip], 65, batch,
                                        steps, test, lr, x.seed + sd};
                     lab_mqar_result r;
                     lab_mqar_train(&x, &s, 0, &r);
                     lab_mqar_row(f, mixers[m], &s, &r);
-                    acc[sd] = r.accuracy;
+                    acc[m][id][ip][sd] = r.accuracy;
                     lab_progress(&x, "models", ++done, total);
                 }
-                mean[ip] = gsl_stats_mean(acc, 1, seeds);
-            }
+    for (int m = 0; m < 2; m++)
+        for (size_t id = 0; id < nd; id++) {
+            double mean[MAX_P];
+            for (size_t ip = 0; ip < np; ip++)
+                mean[ip] = gsl_stats_mean(acc[m][id][ip], 1, seeds);
             double p95 = 0;
             for (size_t ip = 0; ip < np; ip++) {
                 if (mean[ip] >= 0.95) {
@@ -94,7 +98,6 @@ int main(int argc, char **argv)
             at95[m][id] = p95;
             fprintf(fs, "%s\t%zu\t%zu\t%.2f\t%.4f\n", mixers[m], ds[id], D / ds[id], p95,
                     mean[0]);
-            fflush(fs);
         }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);

@@ -2,8 +2,10 @@
  * experiments/mqar_train.c — one model trained on MQAR for an experiment,
  * the shared TSV row (mqar_train.h).
  *
- * defines: lab_full, lab_mqar_flags, lab_mqar_precision, lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
+ * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_precision, lab_mqar_train, lab_mqar_row,
+ *          lab_mqar_row_extra
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,12 @@
 int lab_full(void)
 {
     const char *v = getenv("KDALAB_FULL");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int lab_resume(void)
+{
+    const char *v = getenv("KDALAB_RESUME");
     return v && *v && strcmp(v, "0") != 0;
 }
 
@@ -32,6 +40,17 @@ const char *lab_mqar_precision(const lab_ctx *x)
     return precision;
 }
 
+static void fill_result(const kdalab_train_config *c, const lab_mqar_spec *s,
+                        const kdalab_train_result *tr, lab_mqar_result *r)
+{
+    r->accuracy = tr->test_accuracy;
+    r->loss = tr->test_loss;
+    r->seconds = tr->seconds;
+    r->tokens_per_s = tr->tokens_per_s;
+    r->lr = s->lr;
+    r->model = c->model;
+}
+
 /* Statuses that mean the flags asked for a model or task the library refuses. */
 static int bad_input(kdalab_status st)
 {
@@ -46,6 +65,86 @@ static void refuse(const lab_ctx *x, const lab_mqar_spec *s)
     fprintf(stderr, "%s: the flags give %s, D = %zu, H = %zu, %zu pairs at T = %zu: %s\n",
             x->name, s->mixers, s->D, s->H, s->P, s->T, kdalab_last_error());
     exit(2);
+}
+
+/* The model ledger, DIR/mqar_models.tsv: one line per trained model,
+ * "key<TAB>accuracy<TAB>test_loss<TAB>train_s<TAB>tokens_per_s", appended
+ * (one write, then a flush) as each model finishes, so an interrupted sweep
+ * keeps what it finished and two experiments may share a directory. The key
+ * is every input of the run, printed exactly (%.17g for the learning rate):
+ * training is deterministic, so the same key gives the same bits. */
+static void ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t n)
+{
+    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu",
+             lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
+             s->batch, s->steps, s->test, s->lr, s->seed);
+}
+
+static char *ledger_path(const lab_ctx *x)
+{
+    size_t n = strlen(x->out) + sizeof "/mqar_models.tsv";
+    char *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
+    }
+    snprintf(p, n, "%s/mqar_models.tsv", x->out);
+    return p;
+}
+
+/* The last complete ledger line with this key, into tr; 1 if found. A line
+ * cut short by a killed run has fewer fields and is skipped. */
+static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *tr)
+{
+    char *path = ledger_path(x);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f)
+        return 0;
+    const size_t kn = strlen(key);
+    char line[1024];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, kn) != 0 || line[kn] != '\t' || !strchr(line, '\n'))
+            continue;
+        double v[4];
+        char *p = line + kn, *end;
+        int ok = 1;
+        for (int i = 0; i < 4 && ok; i++) {
+            v[i] = strtod(p + 1, &end);
+            ok = end != p + 1 && (*end == '\t' || (i == 3 && *end == '\n'));
+            p = end;
+        }
+        if (!ok)
+            continue;
+        memset(tr, 0, sizeof *tr);
+        tr->test_accuracy = v[0];
+        tr->test_loss = v[1];
+        tr->seconds = v[2];
+        tr->tokens_per_s = v[3];
+        found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_result *tr)
+{
+    char *path = ledger_path(x);
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "%s: cannot append to '%s': %s\n", x->name, path, strerror(errno));
+        exit(1);
+    }
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s\t%.17g\t%.17g\t%.3f\t%.1f\n", key,
+                     tr->test_accuracy, tr->test_loss, tr->seconds, tr->tokens_per_s);
+    if (n < 0 || (size_t)n >= sizeof line || fwrite(line, 1, (size_t)n, f) != (size_t)n ||
+        fclose(f) != 0) {
+        fprintf(stderr, "%s: appending to '%s' failed\n", x->name, path);
+        exit(1);
+    }
+    free(path);
 }
 
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r)
@@ -71,12 +170,18 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     size_t P;
     if (kdalab_model_size(&c.model, &P, NULL) != KDALAB_OK)
         refuse(x, s);
+    kdalab_train_result tr;
+    char key[512];
+    ledger_key(x, s, key, sizeof key);
+    if (!keep && lab_resume() && ledger_find(x, key, &tr)) {
+        fill_result(&c, s, &tr, r);
+        return;
+    }
     double *theta = malloc(P * sizeof *theta);
     if (!theta) {
         fprintf(stderr, "%s: out of memory\n", x->name);
         exit(1);
     }
-    kdalab_train_result tr;
     kdalab_status st;
     if (strcmp(lab_mqar_precision(x), "fp64") == 0) {
         st = kdalab_train_mqar_f64(&c, theta, NULL, NULL, &tr);
@@ -101,12 +206,8 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     } else {
         lab_check(x, st, "train_mqar");
     }
-    r->accuracy = tr.test_accuracy;
-    r->loss = tr.test_loss;
-    r->seconds = tr.seconds;
-    r->tokens_per_s = tr.tokens_per_s;
-    r->lr = s->lr;
-    r->model = c.model;
+    ledger_append(x, key, &tr);
+    fill_result(&c, s, &tr, r);
     if (keep)
         r->theta = theta;
     else

@@ -44,15 +44,26 @@ typedef struct {
 /* Is this the full sweep (KDALAB_FULL set to anything but "" or "0")? */
 int lab_full(void);
 
+/* Resume an interrupted sweep (KDALAB_RESUME set to anything but "" or "0";
+ * `make run FULL=1 RESUME=1`)? Every model lab_mqar_train trains is appended
+ * to the ledger DIR/mqar_models.tsv (DIR = --out) as it finishes, keyed by
+ * every input of the run (precision, mixers, sizes, task, batch, steps, test
+ * set, learning rate, seed). When resuming, a model whose key is in the
+ * ledger is not trained again: its accuracy, loss and training time are read
+ * back (training is deterministic, so they are the bits it would give). Off
+ * by default: a ledger written by an older build would hide a change. */
+int lab_resume(void);
+
 /* Register --precision fp32|fp64 (default fp32: the float32 twins, 1.5-2x
  * faster; fp64: the float64 model the gradient checks verify) on x; call
  * before lab_parse. lab_mqar_precision() gives the choice, checked. */
 void lab_mqar_flags(lab_ctx *x);
 const char *lab_mqar_precision(const lab_ctx *x);
 
-/* Train one model; exits (status 1) on an error other than divergence. A
+/* Train one model (or, when resuming, read it from the ledger), and append
+ * it to the ledger; exits (status 1) on an error other than divergence. A
  * diverged run counts as accuracy 0 and says so on stderr. keep: keep theta
- * (free it with free()). */
+ * (free it with free()); such a model is always trained. */
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r);
 
 /* The columns every training experiment's TSV starts with (name,
