@@ -1304,6 +1304,11 @@ static void train_command(void **state)
                  NULL);
     expect_error(kdalab("train --task mqar --mixer kda --lr -1"), 2, "--lr", NULL);
     expect_error(kdalab("train --task mqar --mixer kda --lr nan"), 2, "--lr", NULL);
+    /* a number given twice: which one would count is a guess, so neither does */
+    expect_error(kdalab("train --task mqar --mixer kda --steps 3 --steps=4"), 2, "--steps",
+                 "given twice", NULL);
+    expect_error(kdalab("train --task mqar --mixer kda --no-conv --no-conv"), 2, "--no-conv",
+                 "given twice", NULL);
     /* a second run into the same checkpoint replaces it whole: a one-block model
      * leaves no block-1 tensor of the two-block one behind */
     assert_int_equal(kdalab("train --task mqar --mixer kda --layers 1 --d-model 8 --heads 2 "

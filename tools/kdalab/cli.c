@@ -101,6 +101,7 @@ void cli_begin(cli_parser *p, int argc, char **argv, const struct option *opts)
     p->argv = argv + 1; /* here, the subcommand's                           */
     p->opts = opts;
     p->rest = -1;
+    memset(p->seen, 0, sizeof p->seen);
     optind = 0; /* 0, not 1: a full restart of getopt_long's scan */
     opterr = 0; /* its messages are replaced by ours               */
 }
@@ -172,6 +173,10 @@ int cli_next(cli_parser *p, cli_arg *got)
         if (!spelled(token, p->opts[index].name))
             return unknown_option(token);
         got->name = p->opts[index].name;
+        if (index < CLI_MAX_OPTIONS && p->seen[index]++) {
+            cli_fail(EXIT_BAD, "--%s is given twice", got->name);
+            return CLI_ERROR;
+        }
     } else { /* -h */
         const struct option *o = option_with_val(p->opts, c);
         got->name = o ? o->name : "help";

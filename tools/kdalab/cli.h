@@ -77,17 +77,22 @@ const char *cli_index_str(const kdalab_array *a, size_t i, char *buf, size_t cap
  *   CLI_ARG           a positional argument, in got->value
  *   CLI_END           no more arguments
  *   CLI_ERROR         an unknown flag, a missing value, a value given to a
- *                     switch: the one-line error is printed; exit EXIT_BAD
+ *                     switch, a flag given twice (which one would count is
+ *                     a guess we do not make): the one-line error is
+ *                     printed; exit EXIT_BAD
  * getopt_long keeps its state in globals (optind, optarg, ...): one parser
  * at a time.
  */
 enum { CLI_END = -1, CLI_ERROR = -2, CLI_ARG = 1 };
+
+#define CLI_MAX_OPTIONS 64 /* flags per subcommand */
 
 typedef struct {
     int argc;                  /* the subcommand's arguments; argv[0] is its name */
     char **argv;
     const struct option *opts; /* the flags, ending with an all-zero entry        */
     int rest;                  /* after "--": the next positional; else -1        */
+    unsigned char seen[CLI_MAX_OPTIONS]; /* by index in opts: given already     */
 } cli_parser;
 
 typedef struct {

@@ -193,6 +193,10 @@ int cmd_train(int argc, char **argv)
             r.seconds, r.tokens_per_s, r.test_loss, c.test_sequences);
     rc = out ? ckpt_save(out, &c, theta, &r, f64 ? "fp64" : "fp32") : 0;
     free(theta);
-    printf("accuracy=%.4f\n", r.test_accuracy);
+    if (rc != 0) /* no accuracy= line: a script reading it must not take this run as done */
+        fprintf(stderr, "kdalab train: test accuracy %.4f, but the checkpoint was not saved\n",
+                r.test_accuracy);
+    else
+        printf("accuracy=%.4f\n", r.test_accuracy);
     return rc;
 }
