@@ -121,6 +121,7 @@ RESULTS ?= results
 run: all
 	@sh scripts/deps.sh run
 	@mkdir -p $(RESULTS)
+	@if [ -z "$(RESUME)" ] || [ "$(RESUME)" = 0 ]; then rm -f $(RESULTS)/mqar_models.tsv; fi
 	@for e in $(EXP_BIN); do \
 	  echo "== $$e" >&2; \
 	  KDALAB_FULL=$(FULL) KDALAB_RESUME=$(RESUME) ./$$e --out $(RESULTS) || exit 1; \

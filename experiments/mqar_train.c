@@ -131,13 +131,15 @@ static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *t
 static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_result *tr)
 {
     char *path = ledger_path(x);
-    FILE *f = fopen(path, "a");
+    FILE *f = fopen(path, "a+");
     if (!f) {
         fprintf(stderr, "%s: cannot append to '%s': %s\n", x->name, path, strerror(errno));
         exit(1);
     }
+    /* a line cut short by a killed run is ended first, so this one starts a line */
+    int cut = fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n';
     char line[1024];
-    int n = snprintf(line, sizeof line, "%s\t%.17g\t%.17g\t%.3f\t%.1f\n", key,
+    int n = snprintf(line, sizeof line, "%s%s\t%.17g\t%.17g\t%.3f\t%.1f\n", cut ? "\n" : "", key,
                      tr->test_accuracy, tr->test_loss, tr->seconds, tr->tokens_per_s);
     if (n < 0 || (size_t)n >= sizeof line || fwrite(line, 1, (size_t)n, f) != (size_t)n ||
         fclose(f) != 0) {
