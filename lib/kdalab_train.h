@@ -3,8 +3,8 @@
  * task (lib/train/mqar.c); the forward and backward of a model's pieces
  * other than the mixers (lib/train/layers.c, lib/train/loss.c), of one mixer
  * sub-layer around them (lib/train/mixer.c) and of the whole model
- * (lib/train/model.c, model_loss.c); AdamW (adamw.c, schedule.c); the MQAR
- * training loop (trainer.c). Each in float64, with float32 twins generated
+ * (lib/train/model.c, model_loss.c); AdamW (adamw.c, schedule.c); the
+ * training loop, on MQAR or a caller's batches (trainer.c). Each in float64, with float32 twins generated
  * from the float64 files (the last section).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
@@ -437,7 +437,7 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
 
 typedef struct {
     kdalab_model_config model;  /* model.vocab must be the task's vocabulary  */
-    kdalab_mqar_config task;
+    kdalab_mqar_config task;    /* kdalab_train_f64 reads only task.T          */
     kdalab_adamw_config opt;    /* opt.steps is the number of steps trained   */
     size_t batch;               /* sequences per step, >= 1                   */
     size_t test_sequences;      /* size of the test set, >= 1                 */
@@ -465,7 +465,32 @@ typedef struct {
 } kdalab_train_result;
 
 /*
- * kdalab_train_mqar_f64 — train a model from kdalab_model_init(cfg->seed) on
+ * A batch maker: batch `index` of the stream `stream`, B sequences of T tokens:
+ *   tokens [B, T] in [0, model.vocab); targets [B, T], the token to predict
+ *   at each position or -1 where the loss does not count it
+ * A function of (stream, index, B) alone, so a run is a function of its
+ * seed. Returns KDALAB_OK or a status that stops training with it.
+ * kdalab_mqar_make is one (the trainer wraps it); user is the caller's.
+ */
+typedef kdalab_status (*kdalab_batch_fn)(void *user, unsigned long stream, size_t index,
+                                         size_t B, size_t T, int32_t *tokens, int32_t *targets);
+
+/*
+ * kdalab_train_f64 — train a model from kdalab_model_init(cfg->seed) on the
+ * batches make(make_user, cfg->seed, step, cfg->batch, T = cfg->task.T) with
+ * AdamW (matrices decayed; norms, biases, A_log, dt_bias, convolutions not),
+ * then measure it on cfg->test_sequences sequences of the stream
+ * kdalab_mqar_test_seed(cfg->seed), made 32 at a time (means weighted by rows).
+ *   theta [n_params of cfg->model]: the trained parameters on return
+ * Errors: KDALAB_ENULL (cfg, make, theta, result), KDALAB_ESIZE (batch,
+ * test_sequences or T zero); then as kdalab_train_mqar_f64, and make's.
+ */
+kdalab_status kdalab_train_f64(const kdalab_train_config *cfg, kdalab_batch_fn make,
+                           void *make_user, double *theta, kdalab_train_callback cb,
+                           void *user, kdalab_train_result *result);
+
+/*
+ * kdalab_train_mqar_f64 — kdalab_train_f64 on MQAR: train a model from kdalab_model_init(cfg->seed) on
  * training batches kdalab_mqar_make(task, seed, step, batch) with AdamW
  * (matrices decayed, other tensors not), then measure it on the test set:
  * test_sequences sequences of the stream kdalab_mqar_test_seed(seed).
@@ -563,6 +588,9 @@ kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step,
 kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const float *theta,
                                         const kdalab_mqar_config *task, unsigned long seed,
                                         size_t n, size_t batch, float *loss, float *accuracy);
+kdalab_status kdalab_train_f32(const kdalab_train_config *cfg, kdalab_batch_fn make,
+                               void *make_user, float *theta, kdalab_train_callback cb,
+                               void *user, kdalab_train_result *result);
 kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta,
                                     kdalab_train_callback cb, void *user,
                                     kdalab_train_result *result);

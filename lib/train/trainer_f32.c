@@ -2,12 +2,13 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/train/trainer_f32.c — float32: the training loop on MQAR: initialise, then per step
- * a fresh batch (kdalab_mqar_make), the loss and gradient
- * (kdalab_model_loss_f32), one AdamW step; at the end the test set. Also the
- * evaluation on its own, for a trained theta.
+ * lib/train/trainer_f32.c — float32: the training loop: initialise, then per step a fresh
+ * batch from a batch maker, the loss and gradient (kdalab_model_loss_f32),
+ * one AdamW step; at the end the test set. MQAR (kdalab_mqar_make) is one
+ * batch maker; a caller's task is another. Also the evaluation on its own,
+ * for a trained theta.
  *
- * defines: kdalab_train_mqar_f32, kdalab_model_evaluate_f32
+ * defines: kdalab_train_f32, kdalab_train_mqar_f32, kdalab_model_evaluate_f32
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,16 +26,40 @@ static double now_s(void) /* f64-scalar */
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec; /* f64-scalar */
 }
 
-kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const float *theta,
-                                    const kdalab_mqar_config *task, unsigned long seed,
-                                    size_t n, size_t batch, float *loss, float *accuracy)
+/* MQAR as a batch maker: user is the kdalab_mqar_config. */
+static kdalab_status mqar_batch(void *user, unsigned long stream, size_t index, size_t B,
+                                size_t T, int32_t *tok, int32_t *tgt)
+{
+    (void)T; /* the task's own */
+    return kdalab_mqar_make(user, stream, index, B, tok, tgt);
+}
+
+/* make's batch, with its failure named: which batch, and why (its own
+ * message when it set one through the library, else the status's). */
+static kdalab_status make_batch(kdalab_batch_fn make, void *user, unsigned long stream,
+                                size_t index, size_t B, size_t T, int32_t *tok, int32_t *tgt)
+{
+    kdalab_clear_error();
+    kdalab_status s = make(user, stream, index, B, T, tok, tgt);
+    if (s == KDALAB_OK)
+        return s;
+    char why[256];
+    snprintf(why, sizeof why, "%s", *kdalab_last_error() ? kdalab_last_error()
+                                                          : kdalab_strerror(s));
+    return kdalab_fail(s, "train: making batch %zu of stream %lu: %s", index, stream, why);
+}
+
+/* Loss and accuracy of theta on n sequences of `make`'s stream `seed`, in
+ * batches of up to `batch`. */
+static kdalab_status evaluate(const kdalab_model_config *model, const float *theta,
+                              kdalab_batch_fn make, void *make_user, size_t T,
+                              unsigned long seed, size_t n, size_t batch, float *loss,
+                              float *accuracy)
 {
     if (n == 0 || batch == 0)
         return kdalab_fail(KDALAB_ESIZE, "evaluate: n = %zu, batch = %zu: each must be >= 1",
                            n, batch);
-    if (!task)
-        return kdalab_fail(KDALAB_ENULL, "evaluate: task is NULL");
-    const size_t T = task->T, b = batch < n ? batch : n;
+    const size_t b = batch < n ? batch : n;
     int32_t *tok = malloc(b * T * sizeof *tok), *tgt = malloc(b * T * sizeof *tgt);
     kdalab_status s = tok && tgt ? KDALAB_OK
                                  : kdalab_fail(KDALAB_ENOMEM, "evaluate: cannot allocate");
@@ -42,10 +67,11 @@ kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const 
     for (size_t done = 0, i = 0; done < n && s == KDALAB_OK; i++) {
         const size_t rows = n - done < b ? n - done : b;
         float l = 0, a = 0;
-        s = kdalab_mqar_make(task, seed, i, rows, tok, tgt);
+        s = make_batch(make, make_user, seed, i, rows, T, tok, tgt);
         if (s == KDALAB_OK)
             s = kdalab_model_loss_f32(model, theta, rows, T, tok, tgt, &l, &a, NULL);
-        /* every sequence has the same number of queries: weigh by rows */
+        /* weighed by rows: every sequence has the same number of counted targets
+         * in MQAR; for another task, the mean of per-batch means */
         sum_l += l * (float)rows;
         sum_a += a * (float)rows;
         done += rows;
@@ -59,6 +85,16 @@ kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const 
     if (accuracy)
         *accuracy = sum_a / (float)n;
     return KDALAB_OK;
+}
+
+kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const float *theta,
+                                    const kdalab_mqar_config *task, unsigned long seed,
+                                    size_t n, size_t batch, float *loss, float *accuracy)
+{
+    if (!task)
+        return kdalab_fail(KDALAB_ENULL, "evaluate: task is NULL");
+    return evaluate(model, theta, mqar_batch, (void *)task, task->T, seed, n, batch, loss,
+                    accuracy);
 }
 
 /* The test set is drawn in batches of this many sequences whatever the
@@ -90,25 +126,22 @@ static unsigned char *decay_mask(const kdalab_model_config *model, size_t P, siz
     return mask;
 }
 
-kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta,
-                                kdalab_train_callback cb, void *user,
-                                kdalab_train_result *result)
+kdalab_status kdalab_train_f32(const kdalab_train_config *cfg, kdalab_batch_fn make,
+                           void *make_user, float *theta, kdalab_train_callback cb,
+                           void *user, kdalab_train_result *result)
 {
-    if (!cfg || !theta || !result)
+    if (!cfg || !make || !theta || !result)
         return kdalab_fail(KDALAB_ENULL, "train: %s is NULL",
-                           !cfg ? "config" : !theta ? "theta" : "result");
-    size_t P, n_tensors, vocab;
+                           !cfg ? "config" : !make ? "make" : !theta ? "theta" : "result");
+    size_t P, n_tensors;
     kdalab_status s = kdalab_model_size(&cfg->model, &P, &n_tensors);
-    if (s == KDALAB_OK)
-        s = kdalab_mqar_vocab_size(&cfg->task, &vocab, NULL);
     if (s == KDALAB_OK)
         s = kdalab_adamw_lr(&cfg->opt, 0, &(double){0}); /* f64-scalar */
     if (s != KDALAB_OK)
         return s;
-    if (cfg->batch == 0 || cfg->test_sequences == 0 || cfg->model.vocab != vocab)
-        return kdalab_fail(KDALAB_ESIZE, "train: batch = %zu, test_sequences = %zu (each >= 1), "
-                           "model vocab %zu, task vocab %zu (must match)", cfg->batch,
-                           cfg->test_sequences, cfg->model.vocab, vocab);
+    if (cfg->batch == 0 || cfg->test_sequences == 0 || cfg->task.T == 0)
+        return kdalab_fail(KDALAB_ESIZE, "train: batch = %zu, test_sequences = %zu, T = %zu: "
+                           "each must be >= 1", cfg->batch, cfg->test_sequences, cfg->task.T);
     const size_t B = cfg->batch, T = cfg->task.T;
     s = model_check_batch(&cfg->model, B, T);
     if (s != KDALAB_OK)
@@ -130,7 +163,7 @@ kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta
     const double t0 = now_s(); /* f64-scalar */
     float loss = 0, acc = 0;
     for (size_t step = 0; step < cfg->opt.steps && s == KDALAB_OK; step++) {
-        s = kdalab_mqar_make(&cfg->task, cfg->seed, step, B, tok, tgt);
+        s = make_batch(make, make_user, cfg->seed, step, B, T, tok, tgt);
         if (s == KDALAB_OK)
             s = kdalab_model_loss_f32(&cfg->model, theta, B, T, tok, tgt, &loss, &acc, grad);
         if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE) {
@@ -159,9 +192,8 @@ kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta
     r.tokens_per_s = (float)(B * T * cfg->opt.steps) / (r.seconds > 0 ? r.seconds : 1e-9);
     float test_loss = 0, test_acc = 0;
     if (s == KDALAB_OK) {
-        s = kdalab_model_evaluate_f32(&cfg->model, theta, &cfg->task,
-                                      kdalab_mqar_test_seed(cfg->seed), cfg->test_sequences,
-                                      TEST_BATCH, &test_loss, &test_acc);
+        s = evaluate(&cfg->model, theta, make, make_user, T, kdalab_mqar_test_seed(cfg->seed),
+                     cfg->test_sequences, TEST_BATCH, &test_loss, &test_acc);
         if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE)
             s = diverged("the test set after step", cfg->opt.steps);
     }
@@ -173,4 +205,20 @@ kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta
     *result = r;
     kdalab_clear_error();
     return KDALAB_OK;
+}
+
+kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta,
+                                kdalab_train_callback cb, void *user,
+                                kdalab_train_result *result)
+{
+    if (!cfg)
+        return kdalab_fail(KDALAB_ENULL, "train: config is NULL");
+    size_t vocab;
+    kdalab_status s = kdalab_mqar_vocab_size(&cfg->task, &vocab, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    if (cfg->model.vocab != vocab)
+        return kdalab_fail(KDALAB_ESIZE, "train: model vocab %zu, task vocab %zu (must match)",
+                           cfg->model.vocab, vocab);
+    return kdalab_train_f32(cfg, mqar_batch, (void *)&cfg->task, theta, cb, user, result);
 }
