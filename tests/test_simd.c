@@ -424,6 +424,64 @@ static void test_errors_match_reference(void **state)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 
+/* The decode step gives the same bits wherever S starts: on a cache line, or
+ * any float past one (the kernel then reads S in the wrap layout when V is a
+ * multiple of the vector width, or splits its columns at the first line
+ * boundary otherwise); 6 steps of each mechanism in a row, shapes with and
+ * without the wrap layout, the smallest (K = 2, V = 2 vectors) included. */
+static void test_step_any_offset_same_bits(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(11);
+    const size_t KV[][2] = {{128, 128}, {2, 32}, {5, 16}, {16, 64}, {9, 48}, {3, 40}, {4, 20}};
+    const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
+                                      KDALAB_GATED_DELTANET, KDALAB_KDA};
+    enum { STEPS = 6 };
+    for (size_t si = 0; si < sizeof KV / sizeof KV[0]; si++)
+        for (size_t mi = 0; mi < 4; mi++) {
+            const size_t K = KV[si][0], V = KV[si][1];
+            kdalab_dims d = {1, STEPS, 1, K, V};
+            random_problem p;
+            random_problem_make(&p, rng, mechs[mi], d, -1.0, 1);
+            const size_t gw = kdalab_mechanism_g_width(mechs[mi], K);
+            float *qf = to_f32(p.q, STEPS * K), *kf = to_f32(p.k, STEPS * K);
+            float *vf = to_f32(p.v, STEPS * V), *gf = to_f32(p.g, STEPS * K);
+            const size_t nS = (K * V + 64 + 15) / 16 * 16;
+            float *Sbuf = aligned_alloc(64, nS * sizeof(float)), *S0 = malloc(K * V * 4);
+            float *o = malloc(STEPS * V * 4), *o0 = malloc(STEPS * V * 4);
+            assert_true(Sbuf && S0 && o && o0);
+            for (size_t li = 0; li < N_LEVELS; li++) {
+                if (!use_level(levels[li]))
+                    continue;
+                for (size_t off = 0; off < 16; off++) {
+                    float *S = Sbuf + off;
+                    for (size_t i = 0; i < K * V; i++)
+                        S[i] = (float)p.h0[i];
+                    for (size_t t = 0; t < STEPS; t++)
+                        assert_int_equal(kdalab_simd_step_f32(mechs[mi], K, V, 0.3f,
+                                                              qf + t * K, kf + t * K,
+                                                              vf + t * V,
+                                                              gw ? gf + t * gw : NULL,
+                                                              (float)p.beta[t], S, o + t * V),
+                                         KDALAB_OK);
+                    if (off == 0) {
+                        memcpy(S0, S, K * V * 4);
+                        memcpy(o0, o, STEPS * V * 4);
+                    } else if (memcmp(S, S0, K * V * 4) || memcmp(o, o0, STEPS * V * 4)) {
+                        fail_msg("level %s, K %zu V %zu %s: S at +%zu floats differs from "
+                                 "S on a cache line", kdalab_simd_level_name(levels[li]), K, V,
+                                 kdalab_mechanism_name(mechs[mi]), off);
+                    }
+                }
+            }
+            free(Sbuf); free(S0); free(o); free(o0);
+            free(qf); free(kf); free(vf); free(gf);
+            random_problem_free(&p);
+        }
+    gsl_rng_free(rng);
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
 /* The decode step's finiteness screen is its first pass's sums: a NaN or Inf
  * in any column of S (before, inside or after the cache-line-aligned strips,
  * with S at every float offset), in a row whose k or decay is 0 or not, is
@@ -431,24 +489,26 @@ static void test_errors_match_reference(void **state)
 static void test_step_nonfinite_anywhere(void **state)
 {
     (void)state;
-    enum { K = 16, V = 40 };
-    float q[K], k[K], v[V], g[K], os[V];
+    enum { K = 16, VMAX = 64 };
+    float q[K], k[K], v[VMAX], g[K], os[VMAX];
     for (int i = 0; i < K; i++) {
         q[i] = 0.1f * (float)(i % 5);
         k[i] = i % 3 == 0 ? 0.0f : 0.3f; /* rows with k = 0: 0 * NaN is still NaN */
         g[i] = i % 4 == 1 ? -1000.0f : -0.2f; /* and rows whose decay is 0 */
     }
-    for (int i = 0; i < V; i++)
+    for (int i = 0; i < VMAX; i++)
         v[i] = 1.0f;
-    size_t nbuf = (K * V + 64 + 15) / 16 * 16; /* a multiple of 64 bytes */
+    size_t nbuf = (K * VMAX + 64 + 15) / 16 * 16; /* a multiple of 64 bytes */
     float *buf = aligned_alloc(64, nbuf * sizeof(float));
-    float *S0 = malloc(K * V * sizeof(float));
+    float *S0 = malloc(K * VMAX * sizeof(float));
     assert_non_null(buf);
     assert_non_null(S0);
     const float bads[2] = {NAN, INFINITY};
     for (size_t li = 0; li < N_LEVELS; li++) {
         if (!use_level(levels[li]))
             continue;
+        /* V = 40: columns split at a line boundary; V = 64: the wrap layout */
+        for (int V = 40; V <= 64; V += 24)
         for (size_t off = 0; off < 16; off++) {
             float *S = buf + off;
             for (int row = 0; row < K; row += 5)
@@ -475,8 +535,9 @@ static void test_step_nonfinite_anywhere(void **state)
 
 /* A state that overflows from finite inputs is KDALAB_ERANGE, as in the
  * reference, even when o stays finite (q orthogonal to k): the overflowed
- * element must be seen in S itself. Every column position is tried, so the
- * strips, the edge columns and the scalar tails all report it. */
+ * element must be seen in S itself. Every column position is tried, with S
+ * at several offsets from a cache line, so the strips, the edge columns, the
+ * wrap vector, its scalar ends and the scalar tails all report it. */
 static void test_step_overflow_is_erange(void **state)
 {
     (void)state;
@@ -488,9 +549,12 @@ static void test_step_overflow_is_erange(void **state)
         for (size_t ki = 0; ki < 2; ki++)
             for (size_t vi = 0; vi < 4; vi++) {
                 size_t K = Ks[ki], V = Vs[vi];
-                for (size_t col = 0; col < V; col++) {
+                for (size_t col = 0; col < V; col++)
+                for (size_t off = 0; off < 16; off += col % 2 ? 1 : 3) { /* S's offset */
                     float q[9] = {0}, k[9] = {0}, v[128] = {0}, o[128], ref_o[128];
-                    float *S = calloc(K * V, sizeof *S), *R = calloc(K * V, sizeof *R);
+                    float *Sbuf = aligned_alloc(64, (K * V + 16 + 15) / 16 * 64);
+                    float *S = Sbuf + off, *R = calloc(K * V, sizeof *R);
+                    memset(S, 0, K * V * sizeof *S);
                     q[1] = 1;      /* o reads row 1 only ...                      */
                     k[0] = 1e30f;  /* ... the write goes to row 0 and overflows */
                     v[col] = 1e10f;
@@ -500,10 +564,10 @@ static void test_step_overflow_is_erange(void **state)
                                                              1.0f, q, k, v, NULL, 0, S, o);
                     assert_int_equal(want, KDALAB_ERANGE);
                     if (got != KDALAB_ERANGE)
-                        fail_msg("level %d K=%zu V=%zu column %zu: status %s, want ERANGE", lvl,
-                                 K, V, col, kdalab_strerror(got));
+                        fail_msg("level %d K=%zu V=%zu column %zu, S at +%zu floats: status "
+                                 "%s, want ERANGE", lvl, K, V, col, off, kdalab_strerror(got));
                     assert_true(isinf(S[col]));
-                    free(S);
+                    free(Sbuf);
                     free(R);
                 }
             }
@@ -547,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_empty_sequence),
         cmocka_unit_test(test_step_every_level),
         cmocka_unit_test(test_errors_match_reference),
+        cmocka_unit_test(test_step_any_offset_same_bits),
         cmocka_unit_test(test_step_nonfinite_anywhere),
         cmocka_unit_test(test_step_overflow_is_erange),
     };

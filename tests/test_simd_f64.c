@@ -239,14 +239,16 @@ static void test_empty_and_study_modes(void **state)
 }
 
 /* The decode step, 40 tokens in a row, against kdalab_step_f64, with S at
- * each double offset from a 64-byte boundary (the kernel splits S's columns
- * at the first cache-line boundary, so every split is exercised). */
+ * each double offset from a 64-byte boundary (the kernel reads S in the wrap
+ * layout when V is a multiple of the vector width, else splits its columns
+ * at the first cache-line boundary: every case is exercised); and the same
+ * bits at every offset as on the cache line. */
 static void test_step_every_level(void **state)
 {
     (void)state;
     gsl_rng *rng = test_rng(5);
-    const size_t KV[][2] = {{128, 128}, {24, 20}, {7, 45}, {64, 40}, {3, 2}};
-    for (size_t si = 0; si < 5; si++)
+    const size_t KV[][2] = {{128, 128}, {24, 20}, {7, 45}, {64, 40}, {3, 2}, {2, 16}};
+    for (size_t si = 0; si < 6; si++)
         for (size_t mi = 0; mi < 4; mi++) {
             size_t K = KV[si][0], V = KV[si][1], steps = 40;
             kdalab_dims d = {1, steps, 1, K, V};
@@ -262,6 +264,8 @@ static void test_step_every_level(void **state)
                                                  gw ? p.g + t * gw : NULL, p.beta[t], S,
                                                  o + t * V),
                                  KDALAB_OK);
+            double *S0 = malloc(K * V * sizeof *S0), *o0 = malloc(steps * V * sizeof *o0);
+            assert_true(S0 && o0);
             for (size_t li = 0; li < N_LEVELS; li++) {
                 if (!use_level(levels[li]))
                     continue;
@@ -287,10 +291,21 @@ static void test_step_every_level(void **state)
                                     kdalab_simd_level_name(levels[li]), K, V,
                                     kdalab_mechanism_name(mechs[mi]), off, eo, es);
                     assert_true(e <= TOL);
+                    if (off == 0) {
+                        memcpy(S0, Sd, K * V * sizeof *S0);
+                        memcpy(o0, od, steps * V * sizeof *o0);
+                    } else if (memcmp(Sd, S0, K * V * sizeof *S0) ||
+                               memcmp(od, o0, steps * V * sizeof *o0)) {
+                        fail_msg("level %s, K %zu V %zu %s: S at +%zu doubles differs from S "
+                                 "on a cache line", kdalab_simd_level_name(levels[li]), K, V,
+                                 kdalab_mechanism_name(mechs[mi]), off);
+                    }
                     free(Sbuf);
                     free(od);
                 }
             }
+            free(S0);
+            free(o0);
             free(S);
             free(o);
             random_problem_free(&p);

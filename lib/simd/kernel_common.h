@@ -6,7 +6,8 @@
  * defines, per ISA suffix (_scalar/_avx2/_avx512 for float, the same with
  * _f64 for double): min_sz, flush1
  * defines (macros, used by the kernel headers after it): SIMD_INLINE,
- * SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY, SIMD_LINE, REXP, SIMD_ARGS,
+ * SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY, SIMD_LINE, REXP, RFMA (a * b + c
+ * rounded once, as a vector lane's VFMA), SIMD_ARGS,
  * SIMD_CHECK_VALUES
  *
  * The kernels are written once, over an element type `real`, and compiled
@@ -63,11 +64,13 @@
 #if defined(SIMD_REAL_DOUBLE) && SIMD_REAL_DOUBLE
 #define SIMD_TINY 2.2250738585072014e-308 /* DBL_MIN */
 #define REXP(x) exp(x)
+#define RFMA(a, b, c) fma(a, b, c)
 #define SIMD_ARGS simd_head_args_f64
 #define SIMD_CHECK_VALUES kdalab_check_values_f64
 #else
 #define SIMD_TINY 1.17549435e-38f /* FLT_MIN */
 #define REXP(x) expf(x)
+#define RFMA(a, b, c) fmaf(a, b, c)
 #define SIMD_ARGS simd_head_args
 #define SIMD_CHECK_VALUES kdalab_check_values_f32
 #endif

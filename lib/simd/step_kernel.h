@@ -4,7 +4,7 @@
  * step.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: step_read4, step_read,
- * step_write, step
+ * step_read_wrap, step_write_strips, step_write, step_write_wrap, step
  * needs: kernel_common.h
  */
 
@@ -65,37 +65,75 @@ static void SIMD_FN(step_read)(const real *S, size_t K, size_t V, size_t head,
     }
 }
 
-/* Pass 2 of the decode step: S[ch][j] = a_ch S[ch][j] + k_ch d_j (a = NULL:
- * a_ch = 1), in the opposite order of step_read: first the columns outside
- * its strips, row by row, then the strips from the last, last row first (what
- * pass 1 read last is still in L1, and what is written last is what the next
- * step reads first). Returns nonzero when a value it wrote is not finite (the
- * state overflowed): x - x is 0 for a finite x and NaN otherwise, summed into
- * accumulators that stay 0 while everything is finite, at no extra pass. */
-static int SIMD_FN(step_write)(real *S, size_t K, size_t V, size_t j0, const real *a,
-                               const real *k, const real *d)
+/* The state off a vector boundary. When S is not on a VLEN-element boundary
+ * but V is a multiple of VLEN, every row starts h = 1 .. VLEN - 1 elements
+ * before one, and S, read as one flat array, is a run of aligned vectors:
+ * per row, V / VLEN - 1 "plain" vectors at columns h, h + VLEN, ..., and one
+ * "wrap" vector at flat position ch V + V - VLEN + h whose first VLEN - h
+ * lanes are row ch's last columns and whose other h lanes are row ch + 1's
+ * first columns. Weighing each lane by its own row's factor (a two-valued
+ * vector: x * 1 + y * 0, exact) lets the kernel read and write the wrap
+ * vector like any other. Left over: row 0's first h columns and row K - 1's
+ * last VLEN - h, done as scalars with RFMA, in the place the aligned kernel
+ * adds them, so every sum is the same sequence of fused multiply-adds and
+ * the result the same values whatever S's alignment. */
+
+/* The two-valued weights of the wrap vector: lanes < lo_n from x, the rest
+ * from y. lo and hi are 1/0 and 0/1 per lane. */
+#define STEP_PAIR(x, y, lo, hi) VFMA(VSET1(x), (lo), VMUL(VSET1(y), (hi)))
+
+/* Pass 1 with S off a vector boundary (h as above): the np <= 3 plain
+ * vectors at columns p[0..np-1] (repeats allowed, as in step_read4) and the
+ * wrap vector, over every row. */
+static void SIMD_FN(step_read_wrap)(const real *S, size_t K, size_t V, size_t h,
+                                    const size_t p[3], const real *ak, const real *aq,
+                                    real *u, real *wq)
 {
-    const size_t VB = 4 * VLEN;
-    const size_t nb = (V - j0) / VB, jv = j0 + nb * VB;
-    vf bad0 = VZERO(), bad1 = VZERO(), bad2 = VZERO(), bad3 = VZERO();
-    int bad_tail = 0;
-    for (size_t ch = K; ch-- > 0;) { /* columns before j0 and after the last strip */
-        real *row = S + ch * V;
-        const real as = a ? a[ch] : 1.0f;
-        vf kv = VSET1(k[ch]), av = VSET1(as);
-        for (int part = 0; part < 2; part++) {
-            size_t j = part == 0 ? 0 : jv, je = part == 0 ? j0 : V;
-            for (; j + VLEN <= je; j += VLEN) {
-                vf x = VFMA(kv, VLOAD(d + j), VMUL(av, VLOAD(row + j)));
-                VSTORE(row + j, x);
-                bad0 = VADD(bad0, VSUB(x, x));
-            }
-            for (; j < je; j++) {
-                row[j] = k[ch] * d[j] + as * row[j];
-                bad_tail |= !isfinite(row[j]);
-            }
+    const size_t lo_n = VLEN - h, cw = V - lo_n; /* wrap lane l < lo_n: column cw + l */
+    real lo_a[VLEN], ui[VLEN], wi[VLEN];
+    for (size_t l = 0; l < VLEN; l++) { /* lanes >= lo_n start with row 0's term */
+        lo_a[l] = l < lo_n ? 1.0f : 0.0f;
+        ui[l] = l < lo_n ? 0.0f : ak[0] * S[l - lo_n];
+        wi[l] = l < lo_n ? 0.0f : aq[0] * S[l - lo_n];
+    }
+    const vf lo = VLOAD(lo_a), hi = VSUB(VSET1(1.0f), lo);
+    vf uw = VLOAD(ui), ww = VLOAD(wi);
+    vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), w0 = VZERO(), w1 = VZERO(), w2 = VZERO();
+    for (size_t ch = 0; ch < K; ch++) {
+        const real *row = S + ch * V;
+        vf akv = VSET1(ak[ch]), aqv = VSET1(aq[ch]);
+        vf r0 = VLOAD(row + p[0]), r1 = VLOAD(row + p[1]), r2 = VLOAD(row + p[2]);
+        u0 = VFMA(akv, r0, u0); u1 = VFMA(akv, r1, u1); u2 = VFMA(akv, r2, u2);
+        w0 = VFMA(aqv, r0, w0); w1 = VFMA(aqv, r1, w1); w2 = VFMA(aqv, r2, w2);
+        if (ch + 1 < K) {
+            vf r = VLOAD(row + cw);
+            uw = VFMA(STEP_PAIR(ak[ch], ak[ch + 1], lo, hi), r, uw);
+            ww = VFMA(STEP_PAIR(aq[ch], aq[ch + 1], lo, hi), r, ww);
         }
     }
+    VSTORE(u + p[0], u0); VSTORE(u + p[1], u1); VSTORE(u + p[2], u2);
+    VSTORE(wq + p[0], w0); VSTORE(wq + p[1], w1); VSTORE(wq + p[2], w2);
+    VSTORE(ui, uw);
+    VSTORE(wi, ww);
+    const real *last = S + (K - 1) * V;
+    for (size_t l = 0; l < VLEN; l++) { /* lanes < lo_n: row K - 1's term last */
+        const size_t j = l < lo_n ? cw + l : l - lo_n;
+        u[j] = l < lo_n ? RFMA(ak[K - 1], last[j], ui[l]) : ui[l];
+        wq[j] = l < lo_n ? RFMA(aq[K - 1], last[j], wi[l]) : wi[l];
+    }
+}
+
+/* The strips of pass 2: nb strips of four vectors from column j0, the last
+ * strip first, last row first (what pass 1 read last is still in L1, and
+ * what is written last is what the next step reads first). Returns nonzero
+ * when a value it wrote is not finite (the state overflowed): x - x is 0 for
+ * a finite x and NaN otherwise, summed into accumulators that stay 0 while
+ * everything is finite, at no extra pass. */
+static int SIMD_FN(step_write_strips)(real *S, size_t K, size_t V, size_t j0, size_t nb,
+                                      const real *a, const real *k, const real *d)
+{
+    const size_t VB = 4 * VLEN;
+    vf bad0 = VZERO(), bad1 = VZERO(), bad2 = VZERO(), bad3 = VZERO();
     for (size_t b = nb; b-- > 0;) {
         const size_t j = j0 + b * VB;
         vf d0 = VLOAD(d + j), d1 = VLOAD(d + j + VLEN);
@@ -117,8 +155,89 @@ static int SIMD_FN(step_write)(real *S, size_t K, size_t V, size_t j0, const rea
             bad3 = VADD(bad3, VSUB(x3, x3));
         }
     }
-    real sum = VHSUM(VADD(VADD(bad0, bad1), VADD(bad2, bad3)));
-    return bad_tail || sum != 0.0f; /* NaN != 0 */
+    return VHSUM(VADD(VADD(bad0, bad1), VADD(bad2, bad3))) != 0.0f; /* NaN != 0 */
+}
+
+/* Pass 2 of the decode step: S[ch][j] = a_ch S[ch][j] + k_ch d_j (a = NULL:
+ * a_ch = 1), in the opposite order of step_read: first the columns outside
+ * its strips, row by row, then the strips (step_write_strips). Returns
+ * nonzero when a value it wrote is not finite. */
+static int SIMD_FN(step_write)(real *S, size_t K, size_t V, size_t j0, const real *a,
+                               const real *k, const real *d)
+{
+    const size_t VB = 4 * VLEN;
+    const size_t nb = (V - j0) / VB, jv = j0 + nb * VB;
+    vf bad0 = VZERO();
+    int bad_tail = 0;
+    for (size_t ch = K; ch-- > 0;) { /* columns before j0 and after the last strip */
+        real *row = S + ch * V;
+        const real as = a ? a[ch] : 1.0f;
+        vf kv = VSET1(k[ch]), av = VSET1(as);
+        for (int part = 0; part < 2; part++) {
+            size_t j = part == 0 ? 0 : jv, je = part == 0 ? j0 : V;
+            for (; j + VLEN <= je; j += VLEN) {
+                vf x = VFMA(kv, VLOAD(d + j), VMUL(av, VLOAD(row + j)));
+                VSTORE(row + j, x);
+                bad0 = VADD(bad0, VSUB(x, x));
+            }
+            for (; j < je; j++) { /* rounded as a vector lane: same bits at any offset */
+                row[j] = RFMA(k[ch], d[j], as * row[j]);
+                bad_tail |= !isfinite(row[j]);
+            }
+        }
+    }
+    return SIMD_FN(step_write_strips)(S, K, V, j0, nb, a, k, d) | bad_tail |
+           (VHSUM(bad0) != 0.0f); /* NaN != 0 */
+}
+
+/* Pass 2 with S off a vector boundary (h as for step_read_wrap): the np
+ * plain vectors at columns p[0..np-1] (distinct: a write twice would update
+ * twice) and the wrap vector, rows in the opposite order of pass 1, and the
+ * two scalar ends. Returns nonzero when a value it wrote is not finite. */
+static int SIMD_FN(step_write_wrap)(real *S, size_t K, size_t V, size_t h, const size_t *p,
+                                    size_t np /* <= 3 */, const real *a, const real *k, const real *d)
+{
+    const size_t lo_n = VLEN - h, cw = V - lo_n;
+    real lo_a[VLEN], dw[VLEN];
+    for (size_t l = 0; l < VLEN; l++) {
+        lo_a[l] = l < lo_n ? 1.0f : 0.0f;
+        dw[l] = d[l < lo_n ? cw + l : l - lo_n];
+    }
+    const vf lo = VLOAD(lo_a), hi = VSUB(VSET1(1.0f), lo), dv = VLOAD(dw);
+    vf dp[3] = {VZERO(), VZERO(), VZERO()};
+    for (size_t i = 0; i < np; i++)
+        dp[i] = VLOAD(d + p[i]);
+    vf bad = VZERO();
+    int bad_tail = 0;
+    real *last = S + (K - 1) * V;
+    const real a_last = a ? a[K - 1] : 1.0f;
+    for (size_t j = cw; j < V; j++) { /* row K - 1's last columns: no wrap vector */
+        last[j] = RFMA(k[K - 1], d[j], a_last * last[j]);
+        bad_tail |= !isfinite(last[j]);
+    }
+    for (size_t ch = K; ch-- > 0;) {
+        real *row = S + ch * V;
+        vf kv = VSET1(k[ch]), av = VSET1(a ? a[ch] : 1.0f);
+        SIMD_UNROLL(3)
+        for (size_t i = 0; i < np; i++) {
+            vf x = VFMA(kv, dp[i], VMUL(av, VLOAD(row + p[i])));
+            VSTORE(row + p[i], x);
+            bad = VADD(bad, VSUB(x, x));
+        }
+        if (ch + 1 < K) {
+            vf kw = STEP_PAIR(k[ch], k[ch + 1], lo, hi);
+            vf aw = a ? STEP_PAIR(a[ch], a[ch + 1], lo, hi) : VSET1(1.0f);
+            vf x = VFMA(kw, dv, VMUL(aw, VLOAD(row + cw)));
+            VSTORE(row + cw, x);
+            bad = VADD(bad, VSUB(x, x));
+        }
+    }
+    const real a0 = a ? a[0] : 1.0f;
+    for (size_t j = 0; j < h; j++) { /* row 0's first columns: no wrap vector */
+        S[j] = RFMA(k[0], d[j], a0 * S[j]);
+        bad_tail |= !isfinite(S[j]);
+    }
+    return bad_tail || VHSUM(bad) != 0.0f; /* NaN != 0 */
 }
 
 /*
@@ -176,16 +295,38 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
         kq += k[ch] * q[ch];
     }
 
-    /* S's columns from the first 64-byte boundary of row 0 on, then the few
-     * before it: strips that start on a cache line (a vector load that
-     * straddles two lines costs about as much as two loads; bench/simd.c
-     * times the step with S on and off a cache line) */
+    /* Strips of S's columns from the first 64-byte boundary of row 0 on, then
+     * the few before it: strips that start on a cache line (a vector load
+     * that straddles two lines costs about as much as two loads; bench/simd.c
+     * times the step with S on and off a cache line). S off a vector
+     * boundary with V a multiple of VLEN: the wrap layout (step_read_wrap),
+     * every load aligned. */
     size_t head = 0;
-    if ((uintptr_t)S % sizeof(real) == 0)
+    const size_t VB = 4 * VLEN, vbytes = VLEN * sizeof(real);
+    const int wrap = VLEN > 1 && K >= 2 && V % VLEN == 0 && V >= 2 * VLEN &&
+                     (uintptr_t)S % sizeof(real) == 0 && (uintptr_t)S % vbytes != 0;
+    size_t nb = 0, np = 0, p[3];
+    if (wrap) { /* V / VLEN - 1 plain vectors from column head: strips, then np */
+        head = (vbytes - (uintptr_t)S % vbytes) / sizeof(real);
+        const size_t m = V / VLEN - 1;
+        nb = m / 4;
+        np = m % 4;
+        /* pass 1 reads three: the np left, repeated, or (np = 0) the last
+         * strip's last vector again (the same sums, the same bits) */
+        for (size_t i = 0; i < 3; i++)
+            p[i] = head + (np ? 4 * nb + (i < np ? i : 0) : 4 * nb - 1) * VLEN;
+    } else if ((uintptr_t)S % sizeof(real) == 0) {
         head = SIMD_FN(min_sz)((64 - (uintptr_t)S % 64) % 64 / sizeof(real), V);
+    }
 
     /* pass 1 */
-    if (V >= VLEN) {
+    if (wrap) {
+        for (size_t b = 0; b < nb; b++) {
+            const size_t j = head + b * VB, q4[4] = {j, j + VLEN, j + 2 * VLEN, j + 3 * VLEN};
+            SIMD_FN(step_read4)(S, K, V, q4, ak, aq, u, wq);
+        }
+        SIMD_FN(step_read_wrap)(S, K, V, head, p, ak, aq, u, wq);
+    } else if (V >= VLEN) {
         SIMD_FN(step_read)(S, K, V, head, ak, aq, u, wq);
     } else {
         for (size_t j = 0; j < V; j++) {
@@ -218,7 +359,12 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
     }
 
     /* pass 2, in the opposite order of pass 1; it reports an overflowed state */
-    int overflowed = SIMD_FN(step_write)(S, K, V, head, decays ? a : NULL, k, u);
+    int overflowed;
+    if (wrap)
+        overflowed = SIMD_FN(step_write_wrap)(S, K, V, head, p, np, decays ? a : NULL, k, u) |
+                     SIMD_FN(step_write_strips)(S, K, V, head, nb, decays ? a : NULL, k, u);
+    else
+        overflowed = SIMD_FN(step_write)(S, K, V, head, decays ? a : NULL, k, u);
     if (buf != small_buf)
         free(buf);
     return overflowed ? KDALAB_ERANGE : KDALAB_OK;
