@@ -3,7 +3,7 @@
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
 #                   FULL=1 runs the training experiments' (14-18) published sweeps (hours)
-#                   RESUME=1 reuses the models already in $(RESULTS)/mqar_models.tsv (an interrupted sweep)
+#                   RESUME=1 reuses the models of 14-17 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep)
 #   make test       the layout check (scripts/check_layout.sh), the cmocka suites and the
 #                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan

@@ -68,7 +68,8 @@ static void refuse(const lab_ctx *x, const lab_mqar_spec *s)
 }
 
 /* The model ledger, DIR/mqar_models.tsv: one line per trained model,
- * "key<TAB>accuracy<TAB>test_loss<TAB>train_s<TAB>tokens_per_s", appended
+ * "key<TAB>accuracy<TAB>test_loss<TAB>train_s<TAB>tokens_per_s" (each %.17g,
+ * so a model read back prints as it did when trained), appended
  * (one write, then a flush) as each model finishes, so an interrupted sweep
  * keeps what it finished and two experiments may share a directory. The key
  * is every input of the run, printed exactly (%.17g for the learning rate):
@@ -93,7 +94,8 @@ static char *ledger_path(const lab_ctx *x)
 }
 
 /* The last complete ledger line with this key, into tr; 1 if found. A line
- * cut short by a killed run has fewer fields and is skipped. */
+ * cut short by a killed run has fewer fields and is skipped (cut inside its
+ * last field, tokens/s, it reads as a shorter number: no table uses it). */
 static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *tr)
 {
     char *path = ledger_path(x);
@@ -138,8 +140,9 @@ static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_
     }
     /* a line cut short by a killed run is ended first, so this one starts a line */
     int cut = fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n';
+    fseek(f, 0, SEEK_END); /* a read, then a write: a positioning call between (C11 7.21.5.3) */
     char line[1024];
-    int n = snprintf(line, sizeof line, "%s%s\t%.17g\t%.17g\t%.3f\t%.1f\n", cut ? "\n" : "", key,
+    int n = snprintf(line, sizeof line, "%s%s\t%.17g\t%.17g\t%.17g\t%.17g\n", cut ? "\n" : "", key,
                      tr->test_accuracy, tr->test_loss, tr->seconds, tr->tokens_per_s);
     if (n < 0 || (size_t)n >= sizeof line || fwrite(line, 1, (size_t)n, f) != (size_t)n ||
         fclose(f) != 0) {

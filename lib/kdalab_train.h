@@ -480,11 +480,11 @@ typedef kdalab_status (*kdalab_batch_fn)(void *user, unsigned long stream, size_
  * batches make(make_user, cfg->seed, step, cfg->batch, T = cfg->task.T) with
  * AdamW (matrices decayed; norms, biases, A_log, dt_bias, convolutions not),
  * then measure it on cfg->test_sequences sequences of the stream
- * kdalab_mqar_test_seed(cfg->seed), made 32 at a time (means weighted by rows).
+ * kdalab_mqar_test_seed(cfg->seed), made 32 at a time (batch means weighted by rows).
  *   theta [n_params of cfg->model]: the trained parameters on return
- * Errors: KDALAB_ENULL (cfg, make, theta, result), KDALAB_ESIZE (batch,
- * test_sequences or T zero); then as kdalab_train_mqar_f64, and make's.
- */
+ * Errors, theta untouched: KDALAB_ENULL (cfg, make, theta, result), KDALAB_ESIZE (batch,
+ * test_sequences or T zero), those of kdalab_train_mqar_f64; once training has begun
+ * (theta written): make's own status, the loss's (a token or target out of range). */
 kdalab_status kdalab_train_f64(const kdalab_train_config *cfg, kdalab_batch_fn make,
                            void *make_user, double *theta, kdalab_train_callback cb,
                            void *user, kdalab_train_result *result);

@@ -1309,6 +1309,8 @@ static void train_command(void **state)
                  "given twice", NULL);
     expect_error(kdalab("train --task mqar --mixer kda --no-conv --no-conv"), 2, "--no-conv",
                  "given twice", NULL);
+    assert_int_equal(kdalab("info --help --help"), 0); /* help wins, however often asked */
+    assert_non_null(strstr(out_text, "usage"));
     /* a second run into the same checkpoint replaces it whole: a one-block model
      * leaves no block-1 tensor of the two-block one behind */
     assert_int_equal(kdalab("train --task mqar --mixer kda --layers 1 --d-model 8 --heads 2 "

@@ -479,6 +479,40 @@ static void test_step_any_offset_same_bits(void **state)
             random_problem_free(&p);
         }
     gsl_rng_free(rng);
+    /* zeros keep their sign too: a zero state, v = 0, negative q (so a q . S
+     * and delta (k . q) are -0) and decays of exactly 0 (g = -1000) */
+    enum { KZ = 5, VZ = 32 };
+    float qz[KZ], kz[KZ], gz[KZ], vz[VZ] = {0}, oz[VZ], oz0[VZ], Sz0[KZ * VZ];
+    float *Zbuf = aligned_alloc(64, (KZ * VZ + 64) * sizeof(float));
+    assert_non_null(Zbuf);
+    for (int i = 0; i < KZ; i++) {
+        qz[i] = -1.0f;
+        kz[i] = i % 2 ? 0.0f : 0.5f;
+        gz[i] = i % 3 ? -1000.0f : -0.1f;
+    }
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        for (size_t mi = 0; mi < 4; mi++)
+            for (size_t off = 0; off < 16; off++) {
+                float *S = Zbuf + off;
+                memset(S, 0, KZ * VZ * sizeof(float));
+                const float *g = mechs[mi] == KDALAB_KDA ? gz
+                                 : mechs[mi] == KDALAB_GATED_DELTANET ? gz + 1 : NULL;
+                assert_int_equal(kdalab_simd_step_f32(mechs[mi], KZ, VZ, 0.3f, qz, kz, vz, g,
+                                                      1.0f, S, oz),
+                                 KDALAB_OK);
+                if (off == 0) {
+                    memcpy(Sz0, S, sizeof Sz0);
+                    memcpy(oz0, oz, sizeof oz0);
+                } else if (memcmp(S, Sz0, sizeof Sz0) || memcmp(oz, oz0, sizeof oz0)) {
+                    fail_msg("level %s, %s, zero state: S at +%zu floats differs in a zero's "
+                             "sign", kdalab_simd_level_name(levels[li]),
+                             kdalab_mechanism_name(mechs[mi]), off);
+                }
+            }
+    }
+    free(Zbuf);
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 

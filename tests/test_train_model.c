@@ -520,7 +520,9 @@ static void test_train_learns(void **state)
  * bit. */
 typedef struct {
     size_t vocab;
-    size_t fail_at; /* make fails on this batch index (SIZE_MAX: never) */
+    size_t fail_at;      /* make fails on this batch index (SIZE_MAX: never) */
+    kdalab_status fail;  /* with this status                                 */
+    unsigned long blank; /* a stream whose targets are all -1 (0: none)      */
 } copy_task;
 
 static kdalab_status copy_batch(void *user, unsigned long stream, size_t index, size_t B,
@@ -528,12 +530,12 @@ static kdalab_status copy_batch(void *user, unsigned long stream, size_t index, 
 {
     const copy_task *ct = user;
     if (index == ct->fail_at)
-        return KDALAB_EDOMAIN;
+        return ct->fail;
     unsigned long x = stream * 2654435761UL + index * 40503UL + 1;
     for (size_t i = 0; i < B * T; i++) {
         x = x * 6364136223846793005UL + 1442695040888963407UL;
         tok[i] = (int32_t)((x >> 33) % ct->vocab);
-        tgt[i] = i % T == 0 ? -1 : tok[i - 1];
+        tgt[i] = i % T == 0 || stream == ct->blank ? -1 : tok[i - 1];
     }
     return KDALAB_OK;
 }
@@ -560,7 +562,7 @@ static void test_train_own_task(void **state)
     size_t P;
     assert_int_equal(kdalab_model_size(&c.model, &P, NULL), KDALAB_OK);
     double *th = malloc(P * sizeof *th), *t2 = malloc(P * sizeof *t2);
-    copy_task ct = {8, SIZE_MAX};
+    copy_task ct = {8, SIZE_MAX, KDALAB_EDOMAIN, 0};
     kdalab_train_result r;
     assert_int_equal(kdalab_train_f64(&c, copy_batch, &ct, th, NULL, NULL, &r), KDALAB_OK);
     printf("    copy the previous token (vocab 8, chance 0.125), 200 steps: test accuracy "
@@ -570,6 +572,16 @@ static void test_train_own_task(void **state)
     assert_int_equal(kdalab_train_f64(&c, copy_batch, &ct, th, NULL, NULL, &r),
                      KDALAB_EDOMAIN);
     assert_non_null(strstr(kdalab_last_error(), "making batch 5 of stream 3"));
+    /* the maker's NaN/overflow statuses are its own, not a divergence */
+    ct.fail = KDALAB_ENONFINITE;
+    assert_int_equal(kdalab_train_f64(&c, copy_batch, &ct, th, NULL, NULL, &r),
+                     KDALAB_ENONFINITE);
+    ct.fail_at = SIZE_MAX;
+    /* a test set with nothing to count is refused, not scored 0 */
+    ct.blank = kdalab_mqar_test_seed(c.seed);
+    assert_int_equal(kdalab_train_f64(&c, copy_batch, &ct, th, NULL, NULL, &r), KDALAB_ESIZE);
+    assert_non_null(strstr(kdalab_last_error(), "no target is counted"));
+    ct.blank = 0;
     /* a token outside the vocabulary is the model's bad input, named */
     ct.fail_at = SIZE_MAX;
     ct.vocab = 9;

@@ -11,6 +11,12 @@ typedef float real;
 typedef __m256 vf;
 #define VLEN 8
 #define VZERO() _mm256_setzero_ps()
+typedef __m256 vmask;
+/* a lane mask: lanes < n set (0 <= n <= VLEN); VBLEND: a where set, else b */
+#define VMASK_LO(n) \
+    _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n)), \
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)))
+#define VBLEND(m, a, b) _mm256_blendv_ps((b), (a), (m))
 #define VSET1(x) _mm256_set1_ps(x)
 #define VLOAD(p) _mm256_loadu_ps(p)
 #define VSTORE(p, v) _mm256_storeu_ps((p), (v))

@@ -13,6 +13,12 @@ typedef double real;
 typedef __m256d vf;
 #define VLEN 4
 #define VZERO() _mm256_setzero_pd()
+typedef __m256d vmask;
+/* a lane mask: lanes < n set (0 <= n <= VLEN); VBLEND: a where set, else b */
+#define VMASK_LO(n) \
+    _mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)(n)), \
+                                           _mm256_setr_epi64x(0, 1, 2, 3)))
+#define VBLEND(m, a, b) _mm256_blendv_pd((b), (a), (m))
 #define VSET1(x) _mm256_set1_pd(x)
 #define VLOAD(p) _mm256_loadu_pd(p)
 #define VSTORE(p, v) _mm256_storeu_pd((p), (v))

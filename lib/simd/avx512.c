@@ -13,6 +13,10 @@ typedef float real;
 typedef __m512 vf;
 #define VLEN 16
 #define VZERO() _mm512_setzero_ps()
+typedef __mmask16 vmask;
+/* a lane mask: lanes < n set (0 <= n <= VLEN); VBLEND: a where set, else b */
+#define VMASK_LO(n) ((__mmask16)((1u << (n)) - 1u))
+#define VBLEND(m, a, b) _mm512_mask_blend_ps((m), (b), (a))
 #define VSET1(x) _mm512_set1_ps(x)
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))

@@ -14,6 +14,10 @@ typedef double real;
 typedef __m512d vf;
 #define VLEN 8
 #define VZERO() _mm512_setzero_pd()
+typedef __mmask8 vmask;
+/* a lane mask: lanes < n set (0 <= n <= VLEN); VBLEND: a where set, else b */
+#define VMASK_LO(n) ((__mmask8)((1u << (n)) - 1u))
+#define VBLEND(m, a, b) _mm512_mask_blend_pd((m), (b), (a))
 #define VSET1(x) _mm512_set1_pd(x)
 #define VLOAD(p) _mm512_loadu_pd(p)
 #define VSTORE(p, v) _mm512_storeu_pd((p), (v))

@@ -36,6 +36,8 @@
  *   SIMD_REAL_DOUBLE       1 when real is double, else 0 (or undefined)
  *   vf, VLEN               the vector type and its element count
  *   VZERO() VSET1(x) VLOAD(p) VSTORE(p, v) VADD VSUB VMUL VFMA(a, b, c) = a*b + c
+ *   vmask, VMASK_LO(n)     a lane mask with lanes < n set (0 <= n <= VLEN)
+ *   VBLEND(m, a, b)        a's lanes where m is set, b's elsewhere (exact)
  *   VHSUM(v)               sum of the lanes
  *   VEXP(v)                exp of lanes <= 0 (lanes below -87, for double
  *                          -708, give exactly 0)

@@ -13,6 +13,10 @@ typedef float real;
 typedef float vf;
 #define VLEN 1
 #define VZERO() 0.0f
+typedef int vmask;
+/* a lane mask: lanes < n set (0 <= n <= VLEN); VBLEND: a where set, else b */
+#define VMASK_LO(n) ((n) > 0)
+#define VBLEND(m, a, b) ((m) ? (a) : (b))
 #define VSET1(x) ((float)(x))
 #define VLOAD(p) (*(p))
 #define VSTORE(p, v) (*(p) = (v))

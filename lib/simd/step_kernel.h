@@ -72,15 +72,15 @@ static void SIMD_FN(step_read)(const real *S, size_t K, size_t V, size_t head,
  * "wrap" vector at flat position ch V + V - VLEN + h whose first VLEN - h
  * lanes are row ch's last columns and whose other h lanes are row ch + 1's
  * first columns. Weighing each lane by its own row's factor (a two-valued
- * vector: x * 1 + y * 0, exact) lets the kernel read and write the wrap
+ * vector, VBLEND) lets the kernel read and write the wrap
  * vector like any other. Left over: row 0's first h columns and row K - 1's
  * last VLEN - h, done as scalars with RFMA, in the place the aligned kernel
  * adds them, so every sum is the same sequence of fused multiply-adds and
  * the result the same values whatever S's alignment. */
 
-/* The two-valued weights of the wrap vector: lanes < lo_n from x, the rest
- * from y. lo and hi are 1/0 and 0/1 per lane. */
-#define STEP_PAIR(x, y, lo, hi) VFMA(VSET1(x), (lo), VMUL(VSET1(y), (hi)))
+/* The two-valued weights of the wrap vector: x in the lanes of mask m
+ * (those < VLEN - h), y in the rest. */
+#define STEP_PAIR(x, y, m) VBLEND((m), VSET1(x), VSET1(y))
 
 /* Pass 1 with S off a vector boundary (h as above): the np <= 3 plain
  * vectors at columns p[0..np-1] (repeats allowed, as in step_read4) and the
@@ -90,13 +90,12 @@ static void SIMD_FN(step_read_wrap)(const real *S, size_t K, size_t V, size_t h,
                                     real *u, real *wq)
 {
     const size_t lo_n = VLEN - h, cw = V - lo_n; /* wrap lane l < lo_n: column cw + l */
-    real lo_a[VLEN], ui[VLEN], wi[VLEN];
-    for (size_t l = 0; l < VLEN; l++) { /* lanes >= lo_n start with row 0's term */
-        lo_a[l] = l < lo_n ? 1.0f : 0.0f;
-        ui[l] = l < lo_n ? 0.0f : ak[0] * S[l - lo_n];
-        wi[l] = l < lo_n ? 0.0f : aq[0] * S[l - lo_n];
+    real ui[VLEN], wi[VLEN];
+    for (size_t l = 0; l < VLEN; l++) { /* lanes >= lo_n start with row 0's term, */
+        ui[l] = l < lo_n ? 0.0f : RFMA(ak[0], S[l - lo_n], 0.0f); /* rounded as VFMA */
+        wi[l] = l < lo_n ? 0.0f : RFMA(aq[0], S[l - lo_n], 0.0f); /* on 0 (-0 -> +0) */
     }
-    const vf lo = VLOAD(lo_a), hi = VSUB(VSET1(1.0f), lo);
+    const vmask lo = VMASK_LO(lo_n);
     vf uw = VLOAD(ui), ww = VLOAD(wi);
     vf u0 = VZERO(), u1 = VZERO(), u2 = VZERO(), w0 = VZERO(), w1 = VZERO(), w2 = VZERO();
     for (size_t ch = 0; ch < K; ch++) {
@@ -107,8 +106,8 @@ static void SIMD_FN(step_read_wrap)(const real *S, size_t K, size_t V, size_t h,
         w0 = VFMA(aqv, r0, w0); w1 = VFMA(aqv, r1, w1); w2 = VFMA(aqv, r2, w2);
         if (ch + 1 < K) {
             vf r = VLOAD(row + cw);
-            uw = VFMA(STEP_PAIR(ak[ch], ak[ch + 1], lo, hi), r, uw);
-            ww = VFMA(STEP_PAIR(aq[ch], aq[ch + 1], lo, hi), r, ww);
+            uw = VFMA(STEP_PAIR(ak[ch], ak[ch + 1], lo), r, uw);
+            ww = VFMA(STEP_PAIR(aq[ch], aq[ch + 1], lo), r, ww);
         }
     }
     VSTORE(u + p[0], u0); VSTORE(u + p[1], u1); VSTORE(u + p[2], u2);
@@ -198,12 +197,11 @@ static int SIMD_FN(step_write_wrap)(real *S, size_t K, size_t V, size_t h, const
                                     size_t np /* <= 3 */, const real *a, const real *k, const real *d)
 {
     const size_t lo_n = VLEN - h, cw = V - lo_n;
-    real lo_a[VLEN], dw[VLEN];
-    for (size_t l = 0; l < VLEN; l++) {
-        lo_a[l] = l < lo_n ? 1.0f : 0.0f;
+    real dw[VLEN];
+    for (size_t l = 0; l < VLEN; l++)
         dw[l] = d[l < lo_n ? cw + l : l - lo_n];
-    }
-    const vf lo = VLOAD(lo_a), hi = VSUB(VSET1(1.0f), lo), dv = VLOAD(dw);
+    const vmask lo = VMASK_LO(lo_n);
+    const vf dv = VLOAD(dw);
     vf dp[3] = {VZERO(), VZERO(), VZERO()};
     for (size_t i = 0; i < np; i++)
         dp[i] = VLOAD(d + p[i]);
@@ -225,8 +223,8 @@ static int SIMD_FN(step_write_wrap)(real *S, size_t K, size_t V, size_t h, const
             bad = VADD(bad, VSUB(x, x));
         }
         if (ch + 1 < K) {
-            vf kw = STEP_PAIR(k[ch], k[ch + 1], lo, hi);
-            vf aw = a ? STEP_PAIR(a[ch], a[ch + 1], lo, hi) : VSET1(1.0f);
+            vf kw = STEP_PAIR(k[ch], k[ch + 1], lo);
+            vf aw = a ? STEP_PAIR(a[ch], a[ch + 1], lo) : VSET1(1.0f);
             vf x = VFMA(kw, dv, VMUL(aw, VLOAD(row + cw)));
             VSTORE(row + cw, x);
             bad = VADD(bad, VSUB(x, x));
@@ -371,3 +369,4 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
 }
 
 #undef STEP_SMALL
+#undef STEP_PAIR

@@ -50,12 +50,14 @@ static kdalab_status make_batch(kdalab_batch_fn make, void *user, unsigned long 
 }
 
 /* Loss and accuracy of theta on n sequences of `make`'s stream `seed`, in
- * batches of up to `batch`. */
+ * batches of up to `batch`. *made (may be NULL): 0 when make failed. */
 static kdalab_status evaluate(const kdalab_model_config *model, const float *theta,
                               kdalab_batch_fn make, void *make_user, size_t T,
                               unsigned long seed, size_t n, size_t batch, float *loss,
-                              float *accuracy)
+                              float *accuracy, int *made)
 {
+    if (made)
+        *made = 1;
     if (n == 0 || batch == 0)
         return kdalab_fail(KDALAB_ESIZE, "evaluate: n = %zu, batch = %zu: each must be >= 1",
                            n, batch);
@@ -64,26 +66,38 @@ static kdalab_status evaluate(const kdalab_model_config *model, const float *the
     kdalab_status s = tok && tgt ? KDALAB_OK
                                  : kdalab_fail(KDALAB_ENOMEM, "evaluate: cannot allocate");
     float sum_l = 0, sum_a = 0;
+    size_t weight = 0; /* rows of the batches with a counted target */
     for (size_t done = 0, i = 0; done < n && s == KDALAB_OK; i++) {
         const size_t rows = n - done < b ? n - done : b;
         float l = 0, a = 0;
         s = make_batch(make, make_user, seed, i, rows, T, tok, tgt);
+        if (s != KDALAB_OK && made)
+            *made = 0;
         if (s == KDALAB_OK)
             s = kdalab_model_loss_f32(model, theta, rows, T, tok, tgt, &l, &a, NULL);
+        size_t counted = 0;
+        for (size_t x = 0; s == KDALAB_OK && x < rows * T && !counted; x++)
+            counted = tgt[x] >= 0;
         /* weighed by rows: every sequence has the same number of counted targets
-         * in MQAR; for another task, the mean of per-batch means */
-        sum_l += l * (float)rows;
-        sum_a += a * (float)rows;
+         * in MQAR; for another task, the mean of per-batch means, a batch
+         * with nothing counted left out (its loss would read 0) */
+        if (counted) {
+            sum_l += l * (float)rows;
+            sum_a += a * (float)rows;
+            weight += rows;
+        }
         done += rows;
     }
     free(tok);
     free(tgt);
+    if (s == KDALAB_OK && weight == 0)
+        s = kdalab_fail(KDALAB_ESIZE, "evaluate: no target is counted in %zu test sequences", n);
     if (s != KDALAB_OK)
         return s;
     if (loss)
-        *loss = sum_l / (float)n;
+        *loss = sum_l / (float)weight;
     if (accuracy)
-        *accuracy = sum_a / (float)n;
+        *accuracy = sum_a / (float)weight;
     return KDALAB_OK;
 }
 
@@ -94,7 +108,7 @@ kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const 
     if (!task)
         return kdalab_fail(KDALAB_ENULL, "evaluate: task is NULL");
     return evaluate(model, theta, mqar_batch, (void *)task, task->T, seed, n, batch, loss,
-                    accuracy);
+                    accuracy, NULL);
 }
 
 /* The test set is drawn in batches of this many sequences whatever the
@@ -164,8 +178,9 @@ kdalab_status kdalab_train_f32(const kdalab_train_config *cfg, kdalab_batch_fn m
     float loss = 0, acc = 0;
     for (size_t step = 0; step < cfg->opt.steps && s == KDALAB_OK; step++) {
         s = make_batch(make, make_user, cfg->seed, step, B, T, tok, tgt);
-        if (s == KDALAB_OK)
-            s = kdalab_model_loss_f32(&cfg->model, theta, B, T, tok, tgt, &loss, &acc, grad);
+        if (s != KDALAB_OK)
+            break; /* the maker's own status, not a divergence */
+        s = kdalab_model_loss_f32(&cfg->model, theta, B, T, tok, tgt, &loss, &acc, grad);
         if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE) {
             s = diverged("step", step);
             break;
@@ -192,9 +207,10 @@ kdalab_status kdalab_train_f32(const kdalab_train_config *cfg, kdalab_batch_fn m
     r.tokens_per_s = (float)(B * T * cfg->opt.steps) / (r.seconds > 0 ? r.seconds : 1e-9);
     float test_loss = 0, test_acc = 0;
     if (s == KDALAB_OK) {
+        int made;
         s = evaluate(&cfg->model, theta, make, make_user, T, kdalab_mqar_test_seed(cfg->seed),
-                     cfg->test_sequences, TEST_BATCH, &test_loss, &test_acc);
-        if (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE)
+                     cfg->test_sequences, TEST_BATCH, &test_loss, &test_acc, &made);
+        if (made && (s == KDALAB_ERANGE || s == KDALAB_ENONFINITE))
             s = diverged("the test set after step", cfg->opt.steps);
     }
     r.test_loss = test_loss;

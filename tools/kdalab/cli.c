@@ -173,7 +173,7 @@ int cli_next(cli_parser *p, cli_arg *got)
         if (!spelled(token, p->opts[index].name))
             return unknown_option(token);
         got->name = p->opts[index].name;
-        if (index < CLI_MAX_OPTIONS && p->seen[index]++) {
+        if (index < CLI_MAX_OPTIONS && p->seen[index]++ && strcmp(got->name, "help") != 0) {
             cli_fail(EXIT_BAD, "--%s is given twice", got->name);
             return CLI_ERROR;
         }

@@ -77,9 +77,9 @@ const char *cli_index_str(const kdalab_array *a, size_t i, char *buf, size_t cap
  *   CLI_ARG           a positional argument, in got->value
  *   CLI_END           no more arguments
  *   CLI_ERROR         an unknown flag, a missing value, a value given to a
- *                     switch, a flag given twice (which one would count is
- *                     a guess we do not make): the one-line error is
- *                     printed; exit EXIT_BAD
+ *                     switch, a flag other than --help given twice (which
+ *                     one would count is a guess we do not make): the
+ *                     one-line error is printed; exit EXIT_BAD
  * getopt_long keeps its state in globals (optind, optarg, ...): one parser
  * at a time.
  */
