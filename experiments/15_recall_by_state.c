@@ -35,11 +35,12 @@ int main(int argc, char **argv)
     lab_init(&x, "15_recall_by_state", "trained MQAR recall against head dimension");
     const int full = lab_full();
     size_t D = full ? 64 : 32, T = full ? 96 : 32, steps = full ? 1000 : 600;
-    size_t batch = full ? 32 : 16, seeds = full ? 2 : 1, test = 512;
+    size_t batch = full ? 32 : 16, seeds = full ? 2 : 1, test = 512, vocab = 65;
     double lr = 3e-3;
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per point, from --seed on");
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
+    lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
     const size_t d_red[] = {8, 32}, d_full[] = {8, 16, 32, 64};
@@ -50,10 +51,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
         return 2;
     }
+    for (int m = 0; m < 2; m++) /* the extremes: refused now, not after hours */
+        for (size_t id = 0; id < nd; id++)
+            lab_mqar_check(&x, &(lab_mqar_spec){m ? "kda" : "deltanet", 2, D, D / ds[id], 1, T,
+                                                ps[np - 1], vocab, batch, steps, test, lr,
+                                                x.seed});
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "15_recall_by_state", cols,
-                           "%s sweep (%s): D=%zu T=%zu steps=%zu batch=%zu seeds=%zu lr=%g",
-                           full ? "full" : "reduced", lab_mqar_precision(&x), D, T, steps, batch, seeds, lr);
+                           "%s sweep (%s): D=%zu T=%zu vocab=%zu steps=%zu batch=%zu seeds=%zu lr=%g",
+                           full ? "full" : "reduced", lab_mqar_precision(&x), D, T, vocab, steps,
+                           batch, seeds, lr);
     static const char *const scols[] = {
         "mixer", "deltanet or kda", "d", "head dimension", "heads", "D / d",
         "pairs_at_95", "pairs recalled at 95 % test accuracy (interpolated)",
@@ -70,7 +77,7 @@ int main(int argc, char **argv)
         for (int m = 0; m < 2; m++)
             for (size_t id = 0; id < nd; id++)
                 for (size_t ip = 0; ip < np; ip++) {
-                    lab_mqar_spec s = {mixers[m], 2, D, D / ds[id], 1, T, ps[ip], 65, batch,
+                    lab_mqar_spec s = {mixers[m], 2, D, D / ds[id], 1, T, ps[ip], vocab, batch,
                                        steps, test, lr, x.seed + sd};
                     lab_mqar_result r;
                     lab_mqar_train(&x, &s, 0, &r);

@@ -2,8 +2,8 @@
  * experiments/mqar_train.c — one model trained on MQAR for an experiment,
  * the shared TSV row (mqar_train.h).
  *
- * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_precision, lab_mqar_train, lab_mqar_row,
- *          lab_mqar_row_extra
+ * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_precision, lab_mqar_check,
+ *          lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -152,29 +152,47 @@ static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_
     free(path);
 }
 
+/* The trainer's configuration of a spec, and its number of parameters;
+ * refuses (exit 2) a spec the library refuses, before anything is trained. */
+static void config_of(const lab_ctx *x, const lab_mqar_spec *s, kdalab_train_config *c,
+                      size_t *n_params)
+{
+    memset(c, 0, sizeof *c);
+    c->model.L = s->L;
+    if (kdalab_model_parse_mixers(s->mixers, &c->model.L, 1, c->model.mixer) != KDALAB_OK)
+        refuse(x, s);
+    c->model.D = s->D;
+    c->model.H = s->H;
+    c->model.F = 2 * s->D;
+    c->model.conv = s->conv;
+    c->model.vocab = s->vocab;
+    c->task = (kdalab_mqar_config){s->T, s->P, s->vocab > 0 ? (s->vocab - 1) / 2 : 0,
+                                   s->vocab > 0 ? s->vocab - 1 - (s->vocab - 1) / 2 : 0, 0};
+    c->opt = (kdalab_adamw_config){s->lr, s->lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0,
+                                   s->steps / 10, s->steps};
+    c->batch = s->batch;
+    c->test_sequences = s->test;
+    c->seed = s->seed;
+    double lr0;
+    if (kdalab_model_size(&c->model, n_params, NULL) != KDALAB_OK ||
+        kdalab_mqar_vocab_size(&c->task, NULL, NULL) != KDALAB_OK ||
+        kdalab_adamw_lr(&c->opt, 0, &lr0) != KDALAB_OK)
+        refuse(x, s);
+}
+
+void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s)
+{
+    kdalab_train_config c;
+    size_t P;
+    config_of(x, s, &c, &P);
+}
+
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r)
 {
     kdalab_train_config c;
-    memset(&c, 0, sizeof c);
-    memset(r, 0, sizeof *r);
-    c.model.L = s->L;
-    if (kdalab_model_parse_mixers(s->mixers, &c.model.L, 1, c.model.mixer) != KDALAB_OK)
-        refuse(x, s);
-    c.model.D = s->D;
-    c.model.H = s->H;
-    c.model.F = 2 * s->D;
-    c.model.conv = s->conv;
-    c.model.vocab = s->vocab;
-    c.task = (kdalab_mqar_config){s->T, s->P, (s->vocab - 1) / 2,
-                                  s->vocab - 1 - (s->vocab - 1) / 2, 0};
-    c.opt = (kdalab_adamw_config){s->lr, s->lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0,
-                                  s->steps / 10, s->steps};
-    c.batch = s->batch;
-    c.test_sequences = s->test;
-    c.seed = s->seed;
     size_t P;
-    if (kdalab_model_size(&c.model, &P, NULL) != KDALAB_OK)
-        refuse(x, s);
+    memset(r, 0, sizeof *r);
+    config_of(x, s, &c, &P);
     kdalab_train_result tr;
     char key[512];
     ledger_key(x, s, key, sizeof key);

@@ -60,6 +60,10 @@ int lab_resume(void);
 void lab_mqar_flags(lab_ctx *x);
 const char *lab_mqar_precision(const lab_ctx *x);
 
+/* Refuse (one line naming the model, exit 2) a spec the library would
+ * refuse: call it on a sweep's extreme specs before training anything. */
+void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s);
+
 /* Train one model (or, when resuming, read it from the ledger), and append
  * it to the ledger; exits (status 1) on an error other than divergence. A
  * diverged run counts as accuracy 0 and says so on stderr. keep: keep theta
