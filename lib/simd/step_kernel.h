@@ -3,8 +3,8 @@
  * of one head, in place, in two passes over the state S), the kernel table's
  * step.
  *
- * defines, per ISA suffix _scalar/_avx2/_avx512: step_read4, step_read,
- * step_read_wrap, step_write_strips, step_write, step_write_wrap, step
+ * defines, per ISA suffix _scalar/_avx2/_avx512: step_read4, step_read_strips,
+ * step_read, step_read_wrap, step_write_strips, step_write, step_write_wrap, step
  * needs: kernel_common.h
  */
 
@@ -34,6 +34,16 @@ static void SIMD_FN(step_read4)(const real *S, size_t K, size_t V, const size_t 
     VSTORE(wq + p[0], w0); VSTORE(wq + p[1], w1); VSTORE(wq + p[2], w2); VSTORE(wq + p[3], w3);
 }
 
+/* Pass 1's strips: nb strips of four vectors from column j0. */
+static void SIMD_FN(step_read_strips)(const real *S, size_t K, size_t V, size_t j0, size_t nb,
+                                      const real *ak, const real *aq, real *u, real *wq)
+{
+    for (size_t b = 0; b < nb; b++) {
+        const size_t j = j0 + b * 4 * VLEN, p[4] = {j, j + VLEN, j + 2 * VLEN, j + 3 * VLEN};
+        SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
+    }
+}
+
 /* Pass 1 of the decode step over all columns of S [K, V] (V >= VLEN): the
  * strips of four vectors from column head on, then the columns before head
  * and after the last strip as vectors that stay inside [0, V) (overlapping
@@ -42,10 +52,7 @@ static void SIMD_FN(step_read)(const real *S, size_t K, size_t V, size_t head,
                                const real *ak, const real *aq, real *u, real *wq)
 {
     const size_t VB = 4 * VLEN, nb = (V - head) / VB, jv = head + nb * VB;
-    for (size_t b = 0; b < nb; b++) {
-        const size_t j = head + b * VB, p[4] = {j, j + VLEN, j + 2 * VLEN, j + 3 * VLEN};
-        SIMD_FN(step_read4)(S, K, V, p, ak, aq, u, wq);
-    }
+    SIMD_FN(step_read_strips)(S, K, V, head, nb, ak, aq, u, wq);
     size_t p[4], np = 0;
     const size_t lastv = V - VLEN;
     for (int part = 0; part < 2; part++) {
@@ -300,7 +307,7 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
      * boundary with V a multiple of VLEN: the wrap layout (step_read_wrap),
      * every load aligned. */
     size_t head = 0;
-    const size_t VB = 4 * VLEN, vbytes = VLEN * sizeof(real);
+    const size_t vbytes = VLEN * sizeof(real);
     const int wrap = VLEN > 1 && K >= 2 && V % VLEN == 0 && V >= 2 * VLEN &&
                      (uintptr_t)S % sizeof(real) == 0 && (uintptr_t)S % vbytes != 0;
     size_t nb = 0, np = 0, p[3];
@@ -319,10 +326,7 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
 
     /* pass 1 */
     if (wrap) {
-        for (size_t b = 0; b < nb; b++) {
-            const size_t j = head + b * VB, q4[4] = {j, j + VLEN, j + 2 * VLEN, j + 3 * VLEN};
-            SIMD_FN(step_read4)(S, K, V, q4, ak, aq, u, wq);
-        }
+        SIMD_FN(step_read_strips)(S, K, V, head, nb, ak, aq, u, wq);
         SIMD_FN(step_read_wrap)(S, K, V, head, p, ak, aq, u, wq);
     } else if (V >= VLEN) {
         SIMD_FN(step_read)(S, K, V, head, ak, aq, u, wq);
