@@ -11,12 +11,17 @@
  * (the largest tested count when every one passes, 0 when none does).
  *
  * Reduced (make run): D = 32, d = 8 and 32, pairs 4 and 12, T = 32, one seed,
- * 600 steps of 16 sequences at learning rate 3e-3. Full (KDALAB_FULL=1):
- * D = 64, d = 8, 16, 32, 64, pairs 4, 8, 16, 24, 32, T = 96, seeds 1-2, 1000
- * steps of 32 sequences.
+ * 600 steps of 16 sequences, vocabulary 65, learning rate 3e-3. Full
+ * (KDALAB_FULL=1): D = 32, d = 8, 16, 32, pairs 4, 8, 16, 24, T = 64,
+ * vocabulary 129 (64 keys: more than the layer's D = 32 key dimensions, so
+ * no model can give every key a direction of its own), seeds 1-3, 1000 steps
+ * of 32 sequences at 3e-3 — experiment 14's settings, so its d = 16 models
+ * (H = 2) are 14's DeltaNet and KDA models at 3e-3: with KDALAB_RESUME=1 and
+ * 14's ledger in DIR they are read, not trained again.
  *
  * Output (DIR = --out): 15_recall_by_state.tsv, one row per model;
- * 15_recall_by_state_summary.tsv, one row per (mixer, d): pairs at 95 %.
+ * 15_recall_by_state_summary.tsv, one row per (mixer, d): pairs at 95 % of
+ * the seed-mean curve, and the mean and sd of each seed's own pairs at 95 %.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +34,32 @@
 #define MAX_P 8
 #define MAX_SEEDS 8
 
+/* Pairs recalled at 95 % accuracy on one accuracy curve acc[np] over the pair
+ * counts ps[np] (ascending): linear between the two counts that straddle
+ * 0.95, the largest count when every one passes, 0 when the first fails. */
+static double pairs_at_95(const double *acc, const size_t *ps, size_t np)
+{
+    double p95 = 0;
+    for (size_t ip = 0; ip < np; ip++) {
+        if (acc[ip] >= 0.95) {
+            p95 = (double)ps[ip];
+            continue;
+        }
+        if (ip > 0 && acc[ip - 1] >= 0.95) /* straddles: interpolate */
+            p95 = (double)ps[ip - 1] +
+                  (double)(ps[ip] - ps[ip - 1]) * (acc[ip - 1] - 0.95) / (acc[ip - 1] - acc[ip]);
+        break;
+    }
+    return p95;
+}
+
 int main(int argc, char **argv)
 {
     lab_ctx x;
     lab_init(&x, "15_recall_by_state", "trained MQAR recall against head dimension");
     const int full = lab_full();
-    size_t D = full ? 64 : 32, T = full ? 96 : 32, steps = full ? 1000 : 600;
-    size_t batch = full ? 32 : 16, seeds = full ? 2 : 1, test = 512, vocab = 65;
+    size_t D = 32, T = full ? 64 : 32, steps = full ? 1000 : 600;
+    size_t batch = full ? 32 : 16, seeds = full ? 3 : 1, test = 512, vocab = full ? 129 : 65;
     double lr = 3e-3;
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per point, from --seed on");
@@ -43,10 +67,10 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
-    const size_t d_red[] = {8, 32}, d_full[] = {8, 16, 32, 64};
-    const size_t p_red[] = {4, 12}, p_full[] = {4, 8, 16, 24, 32};
+    const size_t d_red[] = {8, 32}, d_full[] = {8, 16, 32};
+    const size_t p_red[] = {4, 12}, p_full[] = {4, 8, 16, 24};
     const size_t *ds = full ? d_full : d_red, *ps = full ? p_full : p_red;
-    const size_t nd = full ? 4 : 2, np = full ? 5 : 2;
+    const size_t nd = full ? 3 : 2, np = full ? 4 : 2;
     if (seeds < 1 || seeds > MAX_SEEDS) {
         fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
         return 2;
@@ -63,10 +87,12 @@ int main(int argc, char **argv)
                            batch, seeds, lr);
     static const char *const scols[] = {
         "mixer", "deltanet or kda", "d", "head dimension", "heads", "D / d",
-        "pairs_at_95", "pairs recalled at 95 % test accuracy (interpolated)",
-        "acc_fewest", "accuracy at the fewest pairs tested", NULL};
-    FILE *fs = lab_tsv_open(&x, "15_recall_by_state_summary", scols, "%s sweep: D=%zu T=%zu",
-                            full ? "full" : "reduced", D, T);
+        "pairs_at_95", "pairs recalled at 95 % of the seed-mean accuracy (interpolated)",
+        "seed_mean", "the mean over seeds of each seed's own pairs at 95 %",
+        "seed_sd", "their standard deviation (0 for one seed)", "seeds", "seeds",
+        "acc_fewest", "seed-mean accuracy at the fewest pairs tested", NULL};
+    FILE *fs = lab_tsv_open(&x, "15_recall_by_state_summary", scols, "%s sweep: D=%zu T=%zu vocab=%zu seeds=%zu",
+                            full ? "full" : "reduced", D, T, vocab, seeds);
     const char *mixers[2] = {"deltanet", "kda"};
     double at95[2][4];
     static double acc[2][4][MAX_P][MAX_SEEDS];
@@ -87,24 +113,19 @@ int main(int argc, char **argv)
                 }
     for (int m = 0; m < 2; m++)
         for (size_t id = 0; id < nd; id++) {
-            double mean[MAX_P];
+            double mean[MAX_P], own[MAX_SEEDS];
             for (size_t ip = 0; ip < np; ip++)
                 mean[ip] = gsl_stats_mean(acc[m][id][ip], 1, seeds);
-            double p95 = 0;
-            for (size_t ip = 0; ip < np; ip++) {
-                if (mean[ip] >= 0.95) {
-                    p95 = (double)ps[ip];
-                    continue;
-                }
-                if (ip > 0 && mean[ip - 1] >= 0.95) /* straddles: interpolate */
-                    p95 = (double)ps[ip - 1] + (double)(ps[ip] - ps[ip - 1]) *
-                                                  (mean[ip - 1] - 0.95) /
-                                                  (mean[ip - 1] - mean[ip]);
-                break;
+            for (size_t sd = 0; sd < seeds; sd++) {
+                double curve[MAX_P];
+                for (size_t ip = 0; ip < np; ip++)
+                    curve[ip] = acc[m][id][ip][sd];
+                own[sd] = pairs_at_95(curve, ps, np);
             }
-            at95[m][id] = p95;
-            fprintf(fs, "%s\t%zu\t%zu\t%.2f\t%.4f\n", mixers[m], ds[id], D / ds[id], p95,
-                    mean[0]);
+            at95[m][id] = pairs_at_95(mean, ps, np);
+            fprintf(fs, "%s\t%zu\t%zu\t%.2f\t%.2f\t%.2f\t%zu\t%.4f\n", mixers[m], ds[id],
+                    D / ds[id], at95[m][id], gsl_stats_mean(own, 1, seeds),
+                    seeds > 1 ? gsl_stats_sd(own, 1, seeds) : 0.0, seeds, mean[0]);
         }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
@@ -117,12 +138,13 @@ int main(int argc, char **argv)
                    at95[m][id] / (double)ds[id]);
         printf("\n");
     }
-    printf("  verdict: \"order d\" %s for KDA (pairs at 95 %% from d = %zu to d = %zu: "
-           "%.1f -> %.1f, x%.1f for x%.0f in d)%s\n",
-           at95[1][nd - 1] > at95[1][0] ? "grows with d" : "does NOT grow with d", ds[0],
-           ds[nd - 1], at95[1][0], at95[1][nd - 1],
-           at95[1][0] > 0 ? at95[1][nd - 1] / at95[1][0] : 0.0,
-           (double)ds[nd - 1] / (double)ds[0],
-           full ? "" : " — reduced sweep: two pair counts, one seed; see make run FULL=1");
+    for (int m = 0; m < 2; m++)
+        printf("  verdict (%s): pairs at 95 %% %s with d (d = %zu -> %zu: %.1f -> %.1f, "
+               "x%.1f for x%.0f in d)%s\n",
+               mixers[m], at95[m][nd - 1] > at95[m][0] ? "grow" : "do NOT grow", ds[0],
+               ds[nd - 1], at95[m][0], at95[m][nd - 1],
+               at95[m][0] > 0 ? at95[m][nd - 1] / at95[m][0] : 0.0,
+               (double)ds[nd - 1] / (double)ds[0],
+               full ? "" : " — reduced sweep: two pair counts, one seed; see make run FULL=1");
     return 0;
 }
