@@ -54,6 +54,7 @@ twin lib/reference/chunk_bwd.c study chunk_bwd_f32.c
 twin lib/reference/attention_bwd.c study attention_bwd_f32.c
 twin lib/reference/gates.c study gates_f32.c
 twin lib/train/matmul.c train matmul_f32.c
+twin lib/train/attention.c train attention_f32.c
 twin lib/train/layers.c train layers_f32.c
 twin lib/train/loss.c train loss_f32.c
 twin lib/train/mixer.c train mixer_f32.c

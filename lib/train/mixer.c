@@ -2,7 +2,8 @@
  * lib/train/mixer.c — one mixer sub-layer, forward and backward in float64:
  * the q, k, v projections, the optional short convolution and SiLU, the
  * L2 normalisation, beta and the gate of the linear mixers, the mechanism
- * (kdalab_chunk_f64 or kdalab_attention_f64) and the output projection.
+ * (kdalab_chunk_f64, or for attention the matrix form of lib/train/attention.c,
+ * the same function as kdalab_attention_f64) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (lib/reference) and the
  * step-1 backwards of lib/train/layers.c; the projections are the CBLAS
@@ -297,7 +298,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const kdalab_dims dims = {B, T, H, d, d};
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
-        return keep_range(kdalab_attention_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o),
+        return keep_range(train_attention_fwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o),
                           range);
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
     l2norm_fwd(N * H, d, c->s[0], c->qn);
@@ -435,8 +436,8 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     const kdalab_dims dims = {c->B, c->T, H, d, d};
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
-        return keep_range(kdalab_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2],
-                                                   w->dO, w->ds[0], w->ds[1], w->ds[2]),
+        return keep_range(train_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o,
+                                                  w->dO, w->ds[0], w->ds[1], w->ds[2]),
                           range);
     const kdalab_chunk_opts opts = mixer_chunk_opts();
     kdalab_status s = keep_range(

@@ -5,7 +5,8 @@
  * lib/train/mixer_f32.c — float32: one mixer sub-layer, forward and backward in float32:
  * the q, k, v projections, the optional short convolution and SiLU, the
  * L2 normalisation, beta and the gate of the linear mixers, the mechanism
- * (kdalab_chunk_f32 or kdalab_attention_f32) and the output projection.
+ * (kdalab_chunk_f32, or for attention the matrix form of lib/train/attention.c,
+ * the same function as kdalab_attention_f32) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (lib/reference) and the
  * step-1 backwards of lib/train/layers.c; the projections are the CBLAS
@@ -300,7 +301,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const kdalab_dims dims = {B, T, H, d, d};
     const float scale = 1 / sqrtf((float)d);
     if (!is_linear(cfg->kind))
-        return keep_range(kdalab_attention_f32(&dims, scale, c->s[0], c->s[1], c->s[2], c->o),
+        return keep_range(train_attention_fwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2], c->o),
                           range);
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
     l2norm_fwd(N * H, d, c->s[0], c->qn);
@@ -438,8 +439,8 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     const kdalab_dims dims = {c->B, c->T, H, d, d};
     const float scale = 1 / sqrtf((float)d);
     if (!is_linear(cfg->kind))
-        return keep_range(kdalab_attention_bwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2],
-                                                   w->dO, w->ds[0], w->ds[1], w->ds[2]),
+        return keep_range(train_attention_bwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2], c->o,
+                                                  w->dO, w->ds[0], w->ds[1], w->ds[2]),
                           range);
     const kdalab_chunk_opts opts = mixer_chunk_opts();
     kdalab_status s = keep_range(

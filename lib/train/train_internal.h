@@ -1,7 +1,7 @@
 /*
  * lib/train/train_internal.h — what lib/train's files share: the model's
  * layout (lib/train/model.c builds it, model_loss.c and trainer.c read it)
- * and the CBLAS wrappers of matmul.c. Not installed, not exported.
+ * the CBLAS wrappers of matmul.c and the matrix-form attention of attention.c. Not installed, not exported.
  */
 #ifndef KDALAB_TRAIN_INTERNAL_H
 #define KDALAB_TRAIN_INTERNAL_H
@@ -25,6 +25,25 @@ typedef struct {
     size_t n_params, n_tensors;
     int overflow; /* a tensor or the total did not fit (model_layout refuses it) */
 } model_layout_t;
+
+/* Causal softmax attention (NoPE) and its backward in matrix form, a tile of
+ * queries at a time through CBLAS (lib/train/attention.c; the float32 twin
+ * in attention_f32.c): the same function as kdalab_attention_f64 and
+ * kdalab_attention_bwd_f64 for the model's heads (dims->K == dims->V). q, k,
+ * dq, dk are (B, T, H, K); v, o, d_o, dv are (B, T, H, V); the backward takes
+ * the forward's output o and writes all three gradients (none may be NULL).
+ * The inputs are the mixer's, already finite; KDALAB_ERANGE when a score or
+ * gradient overflows, KDALAB_ENOMEM. */
+kdalab_status train_attention_fwd_f64(const kdalab_dims *dims, double scale, const double *q,
+                                      const double *k, const double *v, double *o);
+kdalab_status train_attention_fwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                      const float *k, const float *v, float *o);
+kdalab_status train_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
+                                      const double *k, const double *v, const double *o,
+                                      const double *d_o, double *dq, double *dk, double *dv);
+kdalab_status train_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                      const float *k, const float *v, const float *o,
+                                      const float *d_o, float *dq, float *dk, float *dv);
 
 /* C [m, n] (+)= A [m, k] B [k, n] (+ when accumulate), row-major, through
  * CBLAS (lib/train/matmul.c; the float32 twin in matmul_f32.c). */
