@@ -90,7 +90,8 @@ int main(int argc, char **argv)
         "pairs_at_95", "pairs recalled at 95 % of the seed-mean accuracy (interpolated)",
         "seed_mean", "the mean over seeds of each seed's own pairs at 95 %",
         "seed_sd", "their standard deviation (0 for one seed)", "seeds", "seeds",
-        "acc_fewest", "seed-mean accuracy at the fewest pairs tested", NULL};
+        "acc_fewest", "seed-mean accuracy at the fewest pairs tested",
+        "acc_most", "seed-mean accuracy at the most pairs tested", NULL};
     FILE *fs = lab_tsv_open(&x, "15_recall_by_state_summary", scols, "%s sweep: D=%zu T=%zu vocab=%zu seeds=%zu",
                             full ? "full" : "reduced", D, T, vocab, seeds);
     const char *mixers[2] = {"deltanet", "kda"};
@@ -123,9 +124,10 @@ int main(int argc, char **argv)
                 own[sd] = pairs_at_95(curve, ps, np);
             }
             at95[m][id] = pairs_at_95(mean, ps, np);
-            fprintf(fs, "%s\t%zu\t%zu\t%.2f\t%.2f\t%.2f\t%zu\t%.4f\n", mixers[m], ds[id],
-                    D / ds[id], at95[m][id], gsl_stats_mean(own, 1, seeds),
-                    seeds > 1 ? gsl_stats_sd(own, 1, seeds) : 0.0, seeds, mean[0]);
+            fprintf(fs, "%s\t%zu\t%zu\t%.2f\t%.2f\t%.2f\t%zu\t%.4f\t%.4f\n", mixers[m],
+                    ds[id], D / ds[id], at95[m][id], gsl_stats_mean(own, 1, seeds),
+                    seeds > 1 ? gsl_stats_sd(own, 1, seeds) : 0.0, seeds, mean[0],
+                    mean[np - 1]);
         }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
