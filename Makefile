@@ -121,10 +121,13 @@ RESULTS ?= results
 run: all
 	@sh scripts/deps.sh run
 	@mkdir -p $(RESULTS)
+	@# without RESUME the ledger starts empty, so every model read back from it was
+	@# trained by this run and this build: a model two experiments share (15's d = 16
+	@# points are 14's models) is trained once
 	@if [ -z "$(RESUME)" ] || [ "$(RESUME)" = 0 ]; then rm -f $(RESULTS)/mqar_models.tsv; fi
 	@for e in $(EXP_BIN); do \
 	  echo "== $$e" >&2; \
-	  KDALAB_FULL=$(FULL) KDALAB_RESUME=$(RESUME) ./$$e --out $(RESULTS) || exit 1; \
+	  KDALAB_FULL=$(FULL) KDALAB_RESUME=1 ./$$e --out $(RESULTS) || exit 1; \
 	done
 	@for p in $(wildcard plots/*.gp); do \
 	  echo "== gnuplot $$p" >&2; \
