@@ -83,8 +83,9 @@ int main(int argc, char **argv)
         "mixer", "the mixer of both blocks", "pairs", "key-value pairs per sequence",
         "lr", "the learning rate with the best mean accuracy", "mean", "mean test accuracy",
         "sd", "its standard deviation over seeds (0 for one seed)", "seeds", "seeds", NULL};
-    FILE *fs = lab_tsv_open(&x, "14_recall_summary", scols, "%s sweep: D=%zu H=%zu T=%zu",
-                            full ? "full" : "reduced", D, H, T);
+    FILE *fs = lab_tsv_open(&x, "14_recall_summary", scols,
+                            "%s sweep: D=%zu H=%zu T=%zu vocab=%zu seeds=%zu",
+                            full ? "full" : "reduced", D, H, T, vocab, seeds);
     double mean_at[5][4] = {{0}};
     static double acc[5][4][MAX_LR][MAX_SEEDS];
     const size_t total = 5 * n_pairs * n_lr * seeds;

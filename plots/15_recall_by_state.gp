@@ -16,9 +16,11 @@ set logscale x 2
 set grid
 set key top left noenhanced
 set yrange [0:*]
+set offsets graph 0.04, graph 0.04, 0, 0
 sel(m) = stringcolumn(1) eq m ? $4 : 1/0
 own(m) = stringcolumn(1) eq m ? $5 : 1/0
 plot for [i=1:2] f u 2:(sel(word("deltanet kda", i))) with lines lw 2 lc i title word("deltanet kda", i), \
      for [i=1:2] f u 2:(own(word("deltanet kda", i))):6 with yerrorbars pt 7 lc i \
          title word("deltanet kda", i)." (per seed)", \
-     f u 2:2 with lines dt 2 lc rgb '#888888' title 'pairs = d'
+     f u 2:(stringcolumn(1) eq "deltanet" ? $2 : 1/0) with lines dt 2 lc rgb '#888888' \
+         title 'pairs = d'

@@ -302,6 +302,51 @@ static void test_model_threads(void **state)
 }
 
 /* The layout: names, offsets back to back, decay flags, and its errors. */
+/* One sequence (B = 1) is one part on one thread, so OpenBLAS could split
+ * its products over its own threads and reorder float32 sums: the library
+ * asks OpenBLAS for one thread on every call, whatever B. The products must
+ * be large enough for OpenBLAS to split them (D = 256, T = 256): this test
+ * gave different gradients with OpenBLAS at 1 and 2 threads before. Skipped
+ * when the CBLAS is not OpenBLAS. */
+extern void openblas_set_num_threads(int n) __attribute__((weak));
+static void test_model_threads_b1_f32(void **state)
+{
+    (void)state;
+    if (!openblas_set_num_threads) {
+        printf("    not OpenBLAS: nothing to check\n");
+        return;
+    }
+    kdalab_model_config cfg = {.vocab = 11, .D = 256, .H = 2, .F = 256, .L = 1, .conv = 1};
+    cfg.mixer[0] = KDALAB_MIXER_ATTENTION;
+    size_t P, n_tensors;
+    const size_t T = 256;
+    assert_int_equal(kdalab_model_size(&cfg, &P, &n_tensors), KDALAB_OK);
+    double *th64 = malloc(P * sizeof *th64);
+    float *th = malloc(P * sizeof *th), *g[2] = {malloc(P * sizeof(float)),
+                                                 malloc(P * sizeof(float))};
+    int32_t tok[256], tgt[256];
+    assert_int_equal(kdalab_model_init(&cfg, 5, th64), KDALAB_OK);
+    for (size_t i = 0; i < P; i++)
+        th[i] = (float)th64[i];
+    for (size_t t = 0; t < T; t++) {
+        tok[t] = (int32_t)((t * 7 + 3) % 11);
+        tgt[t] = (int32_t)((t * 5 + 1) % 11);
+    }
+    float l[2];
+    for (int i = 0; i < 2; i++) {
+        openblas_set_num_threads(2 - i); /* what a caller may have set */
+        assert_int_equal(kdalab_model_loss_f32(&cfg, th, 1, T, tok, tgt, &l[i], NULL, g[i]),
+                         KDALAB_OK);
+    }
+    assert_memory_equal(&l[0], &l[1], sizeof l[0]);
+    assert_memory_equal(g[0], g[1], P * sizeof(float));
+    printf("    float32, B = 1, D = T = 256: OpenBLAS set to 2 or 1 threads, the same bits\n");
+    free(th64);
+    free(th);
+    free(g[0]);
+    free(g[1]);
+}
+
 static void test_model_layout(void **state)
 {
     (void)state;
@@ -615,6 +660,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_fd),      cmocka_unit_test(test_model_f32),
         cmocka_unit_test(test_model_edges),   cmocka_unit_test(test_model_threads),
+        cmocka_unit_test(test_model_threads_b1_f32),
         cmocka_unit_test(test_model_layout),  cmocka_unit_test(test_model_init),
         cmocka_unit_test(test_model_bad_input), cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_train_learns),  cmocka_unit_test(test_train_own_task),

@@ -17,7 +17,8 @@
  *   dP = dO V^T,  dS = P (dP - rowsum(dO o O))   (the softmax Jacobian)
  *   dQ = scale dS K,  dK += scale dS^T Q,  dV += P^T dO.
  * Each row's maximum is subtracted before exp(), so no exp() sees a positive
- * argument. The scratch is two TILE x T matrices, whatever the batch.
+ * argument. Tiles are min(T, 64) queries; the scratch is one tile x T matrix
+ * in the forward and two in the backward, whatever the batch.
  */
 #include <gsl/gsl_cblas.h>
 #include <math.h>
@@ -116,8 +117,12 @@ kdalab_status train_attention_bwd_f64(const kdalab_dims *dims, double scale, con
                     double delta = 0; /* dO_t . O_t */
                     for (size_t x = 0; x < V; x++)
                         delta += do_t[x] * o_t[x];
-                    for (size_t j = 0; j < n; j++) /* P is 0 past the query */
+                    const size_t last = r0 + i; /* keys past the query: dS = 0, not
+                                                 * 0 * dP (an overflowed dP there is unused) */
+                    for (size_t j = 0; j <= last; j++)
                         dS[i * n + j] = P[i * n + j] * (dS[i * n + j] - delta);
+                    for (size_t j = last + 1; j < n; j++)
+                        dS[i * n + j] = 0;
                 }
                 // dQ = scale dS K;  dK += scale dS^T Q;  dV += P^T dO
                 cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)K, (int)n,

@@ -5,12 +5,13 @@
  * lib/train/mixer_f32.c — float32: one mixer sub-layer, forward and backward in float32:
  * the q, k, v projections, the optional short convolution and SiLU, the
  * L2 normalisation, beta and the gate of the linear mixers, the mechanism
- * (kdalab_chunk_f32, or for attention the matrix form of lib/train/attention.c,
- * the same function as kdalab_attention_f32) and the output projection.
+ * (kdalab_chunk_f32, or for attention train_attention_fwd_f32: the same
+ * function as kdalab_attention_f32 in matrix form) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
- * the mechanism's and the gate's own backwards (lib/reference) and the
- * step-1 backwards of lib/train/layers.c; the projections are the CBLAS
- * wrappers of lib/train/matmul.c. Checked against central finite differences in
+ * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f32 and the
+ * gates' in lib/reference, train_attention_bwd_f32) and the step-1
+ * backwards of lib/train/layers.c; the projections are the CBLAS wrappers of
+ * lib/train/matmul.c. Checked against central finite differences in
  * tests/test_train_mixer.c.
  *
  * Shapes: N = B * T rows, D = H * d, d = K = V the head dimension.

@@ -254,8 +254,10 @@ static kdalab_status loss_part(const kdalab_model_config *cfg, const model_layou
 
 /* OpenBLAS's own threads would compete with the parts' threads (measured:
  * 7.6 K tokens/s with two BLAS threads per part, 11.6 K with one, training
- * KDA on 2 cores). When the CBLAS is OpenBLAS, ask it for one thread per
- * call; the weak reference lets any other CBLAS link too. */
+ * KDA on 2 cores), and with one part (B = 1) they would make the float32
+ * sums depend on the thread count. When the CBLAS is OpenBLAS, ask it for
+ * one thread per call, whatever B; the weak reference lets any other CBLAS
+ * link too. */
 extern void openblas_set_num_threads(int n) __attribute__((weak));
 
 typedef struct {
@@ -308,7 +310,7 @@ kdalab_status kdalab_model_loss_f32(const kdalab_model_config *cfg, const float 
         if (grad && !(part[i].grad = malloc(P * sizeof(float))))
             s = kdalab_fail(KDALAB_ENOMEM, "model: cannot allocate a gradient");
     }
-    if (s == KDALAB_OK && parts > 1 && openblas_set_num_threads)
+    if (s == KDALAB_OK && openblas_set_num_threads)
         openblas_set_num_threads(1);
     if (s == KDALAB_OK) {
 #pragma omp parallel for schedule(static, 1)
