@@ -255,6 +255,16 @@ static void naive_matmul(size_t N, size_t m, size_t n, const double *x, const do
         }
 }
 
+/* q, k or v of a mixer without the convolution, by hand (i = 0, 1, 2):
+ * a = x W_i, the pre-activation, and s = silu(a), both [N, D]; a may be s. */
+static void silu_projection(const mixer_problem *p, int i, double *a, double *s)
+{
+    const size_t D = p->cfg.D;
+    naive_matmul(p->N, D, D, p->x, p->w[WQ + i], a);
+    for (size_t j = 0; j < p->N * D; j++)
+        s[j] = a[j] / (1 + exp(-a[j]));
+}
+
 static void test_mixer_forward_by_hand(void **state)
 {
     (void)state;
@@ -268,9 +278,7 @@ static void test_mixer_forward_by_hand(void **state)
     double *y = malloc(N * D * sizeof(double)), *y_ref = malloc(N * D * sizeof(double));
     for (int i = 0; i < 3; i++) {
         qkv[i] = malloc(N * D * sizeof(double));
-        naive_matmul(N, D, D, p.x, p.w[WQ + i], qkv[i]);
-        for (size_t j = 0; j < N * D; j++)
-            qkv[i][j] = qkv[i][j] / (1 + exp(-qkv[i][j]));
+        silu_projection(&p, i, qkv[i], qkv[i]);
     }
     for (size_t r = 0; r < N * H; r++)
         for (int i = 0; i < 2; i++) {
@@ -343,13 +351,11 @@ static void test_mixer_attention_tiles(void **state)
     double *y = malloc(n * sizeof(double)), *y_ref = malloc(n * sizeof(double));
     double *dO = malloc(n * sizeof(double)), *dx = malloc(n * sizeof(double));
     double *dx_ref = calloc(n, sizeof(double));
-    for (int i = 0; i < 3; i++) { /* pre-activations a = x W, then silu */
+    for (int i = 0; i < 3; i++) {
         a[i] = malloc(n * sizeof(double));
         sq[i] = malloc(n * sizeof(double));
         dsq[i] = malloc(n * sizeof(double));
-        naive_matmul(N, D, D, p.x, p.w[WQ + i], a[i]);
-        for (size_t j = 0; j < n; j++)
-            sq[i][j] = a[i][j] / (1 + exp(-a[i][j]));
+        silu_projection(&p, i, a[i], sq[i]);
     }
     const kdalab_dims dims = {B, T, H, d, d};
     const double scale = 1 / sqrt((double)d);
