@@ -55,6 +55,7 @@ static inline __m512 avx512_exp(__m512 x)
 
 /* The kernels, instantiated for this level (order: see kernel_common.h). */
 #include "kernel_common.h"
+#define SIMD_NRV 4 /* 32 vector registers: gemm.h */
 #include "gemm.h"
 #include "chunk_workspace.h"
 #include "chunk_scores.h"

@@ -60,6 +60,7 @@ static inline __m512d avx512_exp_f64(__m512d x)
 
 /* The kernels, instantiated for this level (order: see kernel_common.h). */
 #include "kernel_common.h"
+#define SIMD_NRV 4 /* 32 vector registers: gemm.h */
 #include "gemm.h"
 #include "chunk_workspace.h"
 #include "chunk_scores.h"

@@ -1,16 +1,27 @@
 /*
  * lib/simd/gemm.h — the one matrix product of the optimized path: a
- * register-blocked micro-kernel (MR = 6 rows x NRV = 2 vectors of
- * accumulators, A broadcast, B streamed) and the driver that tiles a product
- * with it, plus the transpose that feeds it.
+ * register-blocked micro-kernel (MR = 6 rows x NRV vectors of accumulators,
+ * A broadcast, B streamed) and the driver that tiles a product with it, plus
+ * the transpose that feeds it.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: micro, micro_any, gemm,
  * transpose
- * needs: kernel_common.h (included before it by the ISA file)
+ * needs: kernel_common.h (included before it by the ISA file); the ISA file
+ * may set SIMD_NRV (default 2)
+ *
+ * NRV is the level's choice because it is bounded by the register file:
+ * MR x NRV accumulators + NRV vectors of B + one broadcast of A must fit.
+ * With 16 registers (AVX2) that is 6 x 2 (15 registers); with AVX-512's 32
+ * it is 6 x 4 (29), which loads 10 vectors per 24 multiply-adds instead of
+ * 8 per 12 and halves how often the accumulators are loaded and stored.
  */
 
-#define MR 6      /* rows of the register block      */
-#define NRV 2     /* vectors per row of the block    */
+#define MR 6 /* rows of the register block */
+#ifdef SIMD_NRV
+#define NRV SIMD_NRV /* vectors per row of the block */
+#else
+#define NRV 2
+#endif
 
 /* One register block: C[mr x nv*VLEN] (=|+=) A[mr x kd] B[kd x nv*VLEN]. */
 SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const real *A,
@@ -26,16 +37,19 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const rea
     SIMD_UNROLL(2)
     for (size_t p = 0; p < kd; p++) {
         const real *bp = B + p * ldb;
-        vf b0 = VLOAD(bp);
-        vf b1 = nv > 1 ? VLOAD(bp + VLEN) : VZERO();
+        vf b[NRV];
+        SIMD_UNROLL(NRV)
+        for (int n = 0; n < NRV; n++)
+            b[n] = n < nv ? VLOAD(bp + n * VLEN) : VZERO();
         const real *ap = A + p * csa;
         SIMD_UNROLL(MR)
         for (int m = 0; m < MR; m++) {
             if (m < mr) {
                 vf a = VSET1(ap[m * rsa]);
-                c[m][0] = VFMA(a, b0, c[m][0]);
-                if (nv > 1)
-                    c[m][1] = VFMA(a, b1, c[m][1]);
+                SIMD_UNROLL(NRV)
+                for (int n = 0; n < NRV; n++)
+                    if (n < nv)
+                        c[m][n] = VFMA(a, b[n], c[m][n]);
             }
         }
     }
@@ -47,16 +61,27 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const rea
                 VSTORE(C + m * ldc + n * VLEN, c[m][n]);
 }
 
+/* micro with mr and nv as compile-time constants (1 <= mr <= MR,
+ * 1 <= nv <= NRV), so every block shape gets its own unrolled code. */
 static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const real *A, size_t rsa,
                                size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
                                int accumulate)
 {
+#define SIMD_MICRO_NV(R, N)                                                                   \
+    case N:                                                                                   \
+        SIMD_FN(micro)(R, (N) <= NRV ? (N) : NRV, kd, A, rsa, csa, B, ldb, C, ldc,            \
+                       accumulate);                                                           \
+        break;
 #define SIMD_MICRO_CASE(R)                                                                    \
     case R:                                                                                   \
-        if (nv == 2)                                                                          \
-            SIMD_FN(micro)(R, 2, kd, A, rsa, csa, B, ldb, C, ldc, accumulate);                \
-        else                                                                                  \
+        switch (nv) {                                                                         \
+            SIMD_MICRO_NV(R, 4)                                                               \
+            SIMD_MICRO_NV(R, 3)                                                               \
+            SIMD_MICRO_NV(R, 2)                                                               \
+        default:                                                                              \
             SIMD_FN(micro)(R, 1, kd, A, rsa, csa, B, ldb, C, ldc, accumulate);                \
+            break;                                                                            \
+        }                                                                                     \
         break;
     switch (mr) {
         SIMD_MICRO_CASE(6)
@@ -69,6 +94,7 @@ static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const real *A, size_t 
         break;
     }
 #undef SIMD_MICRO_CASE
+#undef SIMD_MICRO_NV
 }
 
 /*
@@ -82,10 +108,9 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, size_t r
                           size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
                           int accumulate, int lower)
 {
-    const size_t NB = NRV * VLEN;
     size_t n0 = 0;
-    for (; n0 + VLEN <= N; n0 += (N - n0 >= NB ? NB : VLEN)) {
-        int nv = N - n0 >= NB ? NRV : 1;
+    for (int nv; n0 + VLEN <= N; n0 += (size_t)nv * VLEN) {
+        nv = (int)SIMD_FN(min_sz)(NRV, (N - n0) / VLEN); /* vectors in this column block */
         for (size_t m0 = 0, mr; m0 < M; m0 += mr) {
             /* blocks of 6 rows; 7 or 8 rows left go as 4 + 3 or 4 + 4 (a block
              * of 1 or 2 rows has too few accumulators to hide FMA latency) */
