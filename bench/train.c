@@ -2,9 +2,10 @@
  * bench/train.c — training throughput of the C model, not a test: tokens per
  * second of whole optimiser steps (forward + backward + AdamW) in float64 and
  * in float32 (the generated twins), and
- * the same model trained by PyTorch in eager mode in the same run when a
- * Python with torch is found: each configuration times C, then PyTorch, back
- * to back, so a drift of the machine's load hits both alike.
+ * the same model trained by PyTorch in eager mode, in float64 and in float32,
+ * in the same run when a Python with torch is found: each configuration times
+ * C, then PyTorch, back to back, so a drift of the machine's load hits both
+ * alike. Each precision is compared with the same precision in PyTorch.
  *
  * Configurations (MQAR batches, two blocks, the short convolution on):
  *   quick   D = 64,  H = 2 (d = 32),  T = 64,  B = 32   (the training issue's
@@ -16,9 +17,9 @@
  * untrained model), the llm.c habit of validating before benchmarking.
  *
  * The peer: `$KDALAB_TORCH_PYTHON scripts/torch_train_bench.py` (default
- * /usr/bin/python3), which builds the same model in float64 with the same
- * thread count (torch.set_num_threads) and prints its tokens/s. If it cannot
- * import torch, the benchmark says it has no peer.
+ * /usr/bin/python3), which builds the same model in float64 or float32
+ * (--dtype) with the same thread count (torch.set_num_threads) and prints
+ * its tokens/s. If it cannot import torch, the benchmark says it has no peer.
  *
  *   bin/bench_train [--steps N] [--repeat N] [--config quick|d128] [--no-peer]
  */
@@ -123,15 +124,15 @@ static int time_c(const bench_cfg *b, int f32, size_t steps, size_t repeat, doub
 }
 
 /* The peer's tokens/s (best, median) from the PyTorch script; 0 when none. */
-static int time_torch(const char *python, const bench_cfg *b, size_t steps, size_t repeat,
-                      int threads, double *best, double *median)
+static int time_torch(const char *python, const bench_cfg *b, int f32, size_t steps,
+                      size_t repeat, int threads, double *best, double *median)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s scripts/torch_train_bench.py --mixer %s --d-model %zu --heads %zu "
              "--seq-len %zu --batch %zu --pairs %zu --steps %zu --repeat %zu --threads %d "
-             "2>/dev/null", python, b->mixer, b->D, b->H, b->T, b->B, b->P, steps, repeat,
-             threads);
+             "--dtype %s 2>/dev/null", python, b->mixer, b->D, b->H, b->T, b->B, b->P, steps,
+             repeat, threads, f32 ? "float32" : "float64");
     FILE *p = popen(cmd, "r");
     if (!p)
         return 0;
@@ -188,29 +189,32 @@ int main(int argc, char **argv)
     printf("# threads: %d; CBLAS: %s%s\n", threads,
            openblas_get_corename ? "OpenBLAS, kernels " : "not OpenBLAS",
            openblas_get_corename ? openblas_get_corename() : "");
-    printf("# peer: %s\n", peer ? "PyTorch eager, float64, same threads, alternated in this run"
+    printf("# peer: %s\n", peer ? "PyTorch eager, float64 and float32, same threads, "
+                                  "alternated in this run"
                                 : "none (no Python with torch; set KDALAB_TORCH_PYTHON)");
-    printf("# tokens/s, best and median of %zu repeats of %zu steps; the ratios are of medians\n",
-           repeat, steps);
-    printf("# %-6s %-10s %5s %4s %5s %4s  %10s %10s  %10s %10s  %10s %10s  %s\n", "config",
-           "mixer", "D", "H", "T", "B", "fp64 best", "fp64 med", "fp32 best", "fp32 med",
-           "torch best", "torch med", "fp64/torch fp32/torch");
+    printf("# tokens/s, best and median of %zu repeats of %zu steps; the ratios are of medians,\n"
+           "# each precision against PyTorch in the same precision\n", repeat, steps);
+    printf("# %-6s %-10s %5s %4s %5s %4s  %9s %9s %9s %9s  %9s %9s %9s %9s  %s\n", "config",
+           "mixer", "D", "H", "T", "B", "fp64 best", "fp64 med", "torch64 b", "torch64 m",
+           "fp32 best", "fp32 med", "torch32 b", "torch32 m", "fp64/t64 fp32/t32");
     int failed = 0;
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         const bench_cfg *b = &cfgs[i];
         if (only && strcmp(only, b->name) != 0)
             continue;
-        double cb = 0, cm = 0, fb = 0, fm = 0, tb = 0, tm = 0;
+        double cb = 0, cm = 0, fb = 0, fm = 0, tb = 0, tm = 0, ub = 0, um = 0;
         int okc = time_c(b, 0, steps, repeat, &cb, &cm);
+        int okt = peer && time_torch(python, b, 0, steps, repeat, threads, &tb, &tm);
         int okf = time_c(b, 1, steps, repeat, &fb, &fm);
-        int okt = peer && time_torch(python, b, steps, repeat, threads, &tb, &tm);
+        int oku = peer && time_torch(python, b, 1, steps, repeat, threads, &ub, &um);
         failed |= !okc || !okf;
-        printf("  %-6s %-10s %5zu %4zu %5zu %4zu  %10.0f %10.0f  %10.0f %10.0f  ", b->name,
-               b->mixer, b->D, b->H, b->T, b->B, cb, cm, fb, fm);
-        if (okt)
-            printf("%10.0f %10.0f  %.2fx %.2fx\n", tb, tm, cm / tm, fm / tm);
+        printf("  %-6s %-10s %5zu %4zu %5zu %4zu  %9.0f %9.0f %9.0f %9.0f  %9.0f %9.0f %9.0f "
+               "%9.0f  ", b->name, b->mixer, b->D, b->H, b->T, b->B, cb, cm, okt ? tb : 0,
+               okt ? tm : 0, fb, fm, oku ? ub : 0, oku ? um : 0);
+        if (okt && oku)
+            printf("%.2fx %.2fx\n", cm / tm, fm / um);
         else
-            printf("%10s %10s  -\n", "-", "-");
+            printf("-\n");
         fflush(stdout);
     }
     return failed;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/torch_train_bench.py — the PyTorch peer of bin/bench_train.
 
-Trains kdalab's model in PyTorch eager mode, float64, and prints its
+Trains kdalab's model in PyTorch eager mode, float64 or float32
+(--dtype), and prints its
 throughput as one line `tokens_per_s best=<b> median=<m>` (whole steps:
 forward, backward, torch.optim.AdamW). The model is scripts/torch_model_check.py's
 (the independent implementation the C gradients are checked against, its
@@ -11,7 +12,7 @@ products. bin/bench_train calls it with the same sizes and thread count;
 run by hand:
 
     /usr/bin/python3 scripts/torch_train_bench.py --mixer kda --d-model 64 --heads 2 \\
-        --seq-len 64 --batch 32 --pairs 8 --steps 10 --repeat 3 --threads 2
+        --seq-len 64 --batch 32 --pairs 8 --steps 10 --repeat 3 --threads 2 --dtype float32
 """
 import argparse
 import os
@@ -36,8 +37,12 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                    help="the precision of weights and activations (compare like with like)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    dtype = getattr(torch, a.dtype)
+    torch.set_default_dtype(dtype)  # what the model's own tensors (masks, states) are made in
     # the model module's sizes are module constants: set them for this run
     model.VOCAB, model.D, model.H, model.F = 65, a.d_model, a.heads, 2 * a.d_model
     model.B, model.T = a.batch, a.seq_len
@@ -45,7 +50,7 @@ def main():
     rng = np.random.default_rng(1)
     w = {name: torch.tensor(rng.normal(0, 0.02, shape) if init == "matrix" else
                             model.draw_weights(rng, [(name, shape, init)])[name],
-                            requires_grad=True)
+                            dtype=dtype, requires_grad=True)
          for name, shape, init in model.layout(mixers, 1)}
     opt = torch.optim.AdamW(w.values(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.1)
