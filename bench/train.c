@@ -35,9 +35,6 @@
 
 #include "kdalab.h"
 
-/* OpenBLAS's name for the kernels it chose, when the CBLAS is OpenBLAS. */
-extern char *openblas_get_corename(void) __attribute__((weak));
-
 static double now(void)
 {
     struct timespec ts;
@@ -146,6 +143,7 @@ static int time_torch(const char *python, const bench_cfg *b, int f32, size_t st
 
 int main(int argc, char **argv)
 {
+    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     size_t steps = 10, repeat = 3;
     const char *only = NULL;
     int peer = 1;
@@ -186,9 +184,9 @@ int main(int argc, char **argv)
     peer = peer && system(probe) == 0;
     printf("# kdalab %s training benchmark: tokens/s of whole steps (forward + backward + "
            "AdamW), float64 and float32\n", KDALAB_VERSION);
-    printf("# threads: %d; CBLAS: %s%s\n", threads,
-           openblas_get_corename ? "OpenBLAS, kernels " : "not OpenBLAS",
-           openblas_get_corename ? openblas_get_corename() : "");
+    const char *blas = kdalab_blas_kernels();
+    printf("# threads: %d; CBLAS: %s%s (PyTorch's too, when it runs on this OpenBLAS)\n",
+           threads, blas ? "OpenBLAS, kernels " : "not OpenBLAS", blas ? blas : "");
     printf("# peer: %s\n", peer ? "PyTorch eager, float64 and float32, same threads, "
                                   "alternated in this run"
                                 : "none (no Python with torch; set KDALAB_TORCH_PYTHON)");

@@ -45,6 +45,7 @@ static const char *const MIXERS[5] = {"attention", "linear_attention", "deltanet
 
 int main(int argc, char **argv)
 {
+    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "14_recall_by_mechanism", "trained MQAR recall by mixer and number of pairs");
     const int full = lab_full();

@@ -56,6 +56,7 @@ static double pairs_at_95(const double *acc, const size_t *ps, size_t np)
 
 int main(int argc, char **argv)
 {
+    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "15_recall_by_state", "trained MQAR recall against head dimension");
     const int full = lab_full();

@@ -32,6 +32,7 @@
 
 int main(int argc, char **argv)
 {
+    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "16_recall_by_ratio", "trained MQAR recall against the hybrid ratio");
     const int full = lab_full();

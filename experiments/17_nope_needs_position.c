@@ -32,6 +32,7 @@
 
 int main(int argc, char **argv)
 {
+    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "17_nope_needs_position", "NoPE attention on MQAR with and without KDA");
     const int full = lab_full();

@@ -229,6 +229,7 @@ static void run(lab_ctx *x, kdalab_mixer_kind mixer, size_t D, size_t H, size_t 
 
 int main(int argc, char **argv)
 {
+    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "18_learned_timescales", "learned half-lives: Gated DeltaNet vs KDA");
     const int full = lab_full();

@@ -24,6 +24,7 @@
  *   kdalab_batch.h      fla's varlen (cu_seqlens) and GVA layouts for every form
  *   kdalab_train.h      training: the MQAR task, RMSNorm, SiLU, SwiGLU, the short
  *                       convolution and the cross-entropy loss, forward and backward
+ *   kdalab_blas.h       the CBLAS under training's dense products: its kernels
  */
 #include "kdalab_status.h"
 #include "kdalab_forms.h"
@@ -35,5 +36,6 @@
 #include "kdalab_grad.h"
 #include "kdalab_batch.h"
 #include "kdalab_train.h"
+#include "kdalab_blas.h"
 
 #endif /* KDALAB_H */

@@ -1263,6 +1263,56 @@ static int teardown(void **state) { return test_tmpdir_remove(tmpdir); }
 /* kdalab train: a tiny model end to end (progress on stderr, accuracy= on
  * stdout, a checkpoint NumPy's layout reads), and its bad command lines,
  * each one line with nothing created. */
+/* Occurrences of needle in hay. */
+static int count_in(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* `kdalab train` restarts itself once with OPENBLAS_CORETYPE set exactly when
+ * OpenBLAS fell back to its generic Prescott kernels on a CPU with AVX2 and
+ * FMA (kdalab_blas_choose_kernels), says so in one line, and trains once;
+ * with OPENBLAS_CORETYPE set by the caller it never restarts. */
+static void train_chooses_blas_kernels(void **state)
+{
+    (void)state;
+    const char *tiny = "train --task mqar --mixer attention --d-model 8 --heads 2 "
+                       "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
+                       "--test-size 4 --log-every 0";
+    const char *keep = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    if (keep)
+        snprintf(saved, sizeof saved, "%s", keep);
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("KDALAB_BLAS_RESTARTED");
+
+    assert_int_equal(kdalab("info"), 0);
+    const char *line = strstr(out_text, "blas_kernels=");
+    assert_non_null(line);
+    int prescott = strncmp(line, "blas_kernels=Prescott\n", 22) == 0;
+    __builtin_cpu_init();
+    int wide = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    assert_int_equal(kdalab("%s", tiny), 0);
+    assert_int_equal(count_in(err_text, "restarting with OPENBLAS_CORETYPE="),
+                     prescott && wide ? 1 : 0);
+    assert_int_equal(count_in(err_text, "kdalab train: "), 1); /* trained once */
+    assert_int_equal(count_in(out_text, "accuracy="), 1);
+
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1); /* the caller's choice is kept */
+    assert_int_equal(kdalab("%s", tiny), 0);
+    assert_int_equal(count_in(err_text, "restarting"), 0);
+    assert_int_equal(kdalab("info"), 0);
+    assert_non_null(strstr(out_text, "blas_kernels=Prescott (OPENBLAS_CORETYPE=Prescott)"));
+
+    if (keep)
+        setenv("OPENBLAS_CORETYPE", saved, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+}
+
 static void train_command(void **state)
 {
     (void)state;
@@ -1362,6 +1412,7 @@ int main(void)
         cmocka_unit_test(varlen_errors),
         cmocka_unit_test(half_inputs_and_tiny_scale),
         cmocka_unit_test(train_command),
+        cmocka_unit_test(train_chooses_blas_kernels),
     };
     return cmocka_run_group_tests_name("cli", tests, setup, teardown);
 }

@@ -77,5 +77,8 @@ int cmd_info(int argc, char **argv)
            forced ? " (KDALAB_SIMD=" : "", forced ? forced : "", forced ? ")" : "");
     print_cpu_features();
     printf("cpus_online=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    const char *blas = kdalab_blas_kernels(), *env = getenv("OPENBLAS_CORETYPE");
+    printf("blas_kernels=%s%s%s%s\n", blas ? blas : "(not OpenBLAS)",
+           env ? " (OPENBLAS_CORETYPE=" : "", env ? env : "", env ? ")" : "");
     return 0;
 }

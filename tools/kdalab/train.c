@@ -168,6 +168,9 @@ int cmd_train(int argc, char **argv)
         return cli_fail(EXIT_BAD, "%s", kdalab_last_error());
     if (out && (rc = ckpt_check_out(out)) != 0) /* fail now, not after training */
         return rc;
+    /* the command line is good: now (not before its errors) the CBLAS's
+     * kernels, which may restart the program once */
+    kdalab_blas_choose_kernels(argv);
     size_t n_params;
     kdalab_model_size(&c.model, &n_params, NULL);
     double *theta = malloc(n_params * sizeof *theta);

@@ -1,0 +1,61 @@
+/*
+ * lib/train/blas.c — which kernels the CBLAS runs (OpenBLAS's name for them),
+ * and choosing better ones when OpenBLAS does not know the CPU
+ * (lib/kdalab_blas.h says when and why).
+ *
+ * defines: kdalab_blas_kernels, kdalab_blas_choose_kernels
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "kdalab_blas.h"
+
+/* OpenBLAS's own API; NULL when the CBLAS linked is another. */
+extern char *openblas_get_corename(void) __attribute__((weak));
+
+const char *kdalab_blas_kernels(void)
+{
+    return openblas_get_corename ? openblas_get_corename() : NULL;
+}
+
+/* OpenBLAS's name for the best kernels this CPU can run, of the two families
+ * it has for x86-64 with wide vectors; NULL for neither. */
+static const char *kernels_for_this_cpu(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+#endif
+    return NULL;
+}
+
+void kdalab_blas_choose_kernels(char **argv)
+{
+    const char *now = kdalab_blas_kernels();
+    if (!argv || !argv[0] || !now || strcasecmp(now, "Prescott") != 0)
+        return; /* not OpenBLAS, or it knew the CPU */
+    if (getenv("OPENBLAS_CORETYPE") || getenv("KDALAB_BLAS_RESTARTED"))
+        return; /* chosen by the user, or already restarted once */
+    const char *want = kernels_for_this_cpu();
+    if (!want)
+        return; /* Prescott is right for this CPU */
+    if (setenv("OPENBLAS_CORETYPE", want, 1) != 0 ||
+        setenv("KDALAB_BLAS_RESTARTED", "1", 1) != 0)
+        return;
+    fprintf(stderr,
+            "%s: OpenBLAS does not know this CPU and chose its generic Prescott kernels; "
+            "restarting with OPENBLAS_CORETYPE=%s (set OPENBLAS_CORETYPE to choose)\n",
+            argv[0], want);
+    fflush(NULL);
+    execv("/proc/self/exe", argv);
+    /* the restart failed: go on as we were, and leave children the same environment */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("KDALAB_BLAS_RESTARTED");
+}
