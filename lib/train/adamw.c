@@ -37,20 +37,31 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
         return s;
     // |grad|, scaled by its largest element so no finite gradient overflows the sum
     double amax = 0, ss = 0; /* f64-scalar */
-    for (size_t i = 0; i < n; i++)
-        amax = fmax(amax, fabs((double)grad[i])); /* f64-scalar */
-    for (size_t i = 0; amax > 0 && i < n; i++)
-        ss += ((double)grad[i] / amax) * ((double)grad[i] / amax); /* f64-scalar */
-    const double norm = amax * sqrt(ss); /* f64-scalar */
-    const double c = cfg->clip > 0 && norm > cfg->clip ? cfg->clip / norm : 1;
-    const double t = (double)step + 1;
-    const double bc1 = 1 - pow(cfg->beta1, t), bc2 = 1 - pow(cfg->beta2, t);
     for (size_t i = 0; i < n; i++) {
-        const double gi = c * grad[i];
-        m[i] = cfg->beta1 * m[i] + (1 - cfg->beta1) * gi;
-        v[i] = cfg->beta2 * v[i] + (1 - cfg->beta2) * gi * gi;
-        const double wd = !decay || decay[i] ? cfg->weight_decay : 0;
-        theta[i] -= lr * (m[i] / bc1 / (sqrt(v[i] / bc2) + cfg->eps) + wd * theta[i]);
+        const double a = fabs((double)grad[i]); /* f64-scalar */
+        amax = a > amax ? a : amax;             /* f64-scalar */
+    }
+    const double inv_amax = amax > 0 ? 1 / amax : 0; /* f64-scalar */
+    for (size_t i = 0; i < n; i++) {
+        const double x = (double)grad[i] * inv_amax; /* f64-scalar */
+        ss += x * x;                                 /* f64-scalar */
+    }
+    const double norm = amax * sqrt(ss); /* f64-scalar */
+    const double c = cfg->clip > 0 && norm > cfg->clip ? cfg->clip / norm : 1; /* f64-scalar */
+    const double t = (double)step + 1; /* f64-scalar */
+    const double bc1 = 1 - pow(cfg->beta1, t), bc2 = 1 - pow(cfg->beta2, t); /* f64-scalar */
+    // the step's constants, once, in the element type:
+    //   theta -= lr (m / bc1 / ((v / bc2)^(1/2) + eps) + wd theta)
+    const double gc = c, b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
+    const double lr_bc1 = lr / bc1, inv_bc2 = 1 / bc2, lr_wd = lr * cfg->weight_decay;
+    for (size_t i = 0; i < n; i++) {
+        const double gi = gc * grad[i];
+        const double mi = b1 * m[i] + (1 - b1) * gi;
+        const double vi = b2 * v[i] + (1 - b2) * gi * gi;
+        const double lwd = !decay || decay[i] ? lr_wd : 0;
+        m[i] = mi;
+        v[i] = vi;
+        theta[i] -= lr_bc1 * mi / (sqrt(vi * inv_bc2) + eps) + lwd * theta[i];
     }
     if (grad_norm)
         *grad_norm = norm;
