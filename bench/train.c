@@ -143,7 +143,6 @@ static int time_torch(const char *python, const bench_cfg *b, int f32, size_t st
 
 int main(int argc, char **argv)
 {
-    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     size_t steps = 10, repeat = 3;
     const char *only = NULL;
     int peer = 1;
@@ -172,6 +171,7 @@ int main(int argc, char **argv)
             return o == 'h' ? 0 : 2;
         }
     }
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     const bench_cfg cfgs[] = {
         {"quick", "attention", 64, 2, 64, 32, 8},  {"quick", "kda", 64, 2, 64, 32, 8},
         {"d128", "attention", 256, 2, 256, 4, 32}, {"d128", "kda", 256, 2, 256, 4, 32},
@@ -206,13 +206,20 @@ int main(int argc, char **argv)
         int okf = time_c(b, 1, steps, repeat, &fb, &fm);
         int oku = peer && time_torch(python, b, 1, steps, repeat, threads, &ub, &um);
         failed |= !okc || !okf;
-        printf("  %-6s %-10s %5zu %4zu %5zu %4zu  %9.0f %9.0f %9.0f %9.0f  %9.0f %9.0f %9.0f "
-               "%9.0f  ", b->name, b->mixer, b->D, b->H, b->T, b->B, cb, cm, okt ? tb : 0,
-               okt ? tm : 0, fb, fm, oku ? ub : 0, oku ? um : 0);
-        if (okt && oku)
-            printf("%.2fx %.2fx\n", cm / tm, fm / um);
-        else
-            printf("-\n");
+        char t64[2][16] = {"-", "-"}, t32[2][16] = {"-", "-"}, r64[16] = "-", r32[16] = "-";
+        if (okt) {
+            snprintf(t64[0], sizeof t64[0], "%.0f", tb);
+            snprintf(t64[1], sizeof t64[1], "%.0f", tm);
+            snprintf(r64, sizeof r64, "%.2fx", cm / tm);
+        }
+        if (oku) {
+            snprintf(t32[0], sizeof t32[0], "%.0f", ub);
+            snprintf(t32[1], sizeof t32[1], "%.0f", um);
+            snprintf(r32, sizeof r32, "%.2fx", fm / um);
+        }
+        printf("  %-6s %-10s %5zu %4zu %5zu %4zu  %9.0f %9.0f %9s %9s  %9.0f %9.0f %9s %9s  "
+               "%5s %5s\n", b->name, b->mixer, b->D, b->H, b->T, b->B, cb, cm, t64[0], t64[1],
+               fb, fm, t32[0], t32[1], r64, r32);
         fflush(stdout);
     }
     return failed;

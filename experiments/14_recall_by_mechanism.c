@@ -45,7 +45,6 @@ static const char *const MIXERS[5] = {"attention", "linear_attention", "deltanet
 
 int main(int argc, char **argv)
 {
-    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "14_recall_by_mechanism", "trained MQAR recall by mixer and number of pairs");
     const int full = lab_full();
@@ -61,6 +60,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     const size_t pairs_reduced[] = {4, 16}, pairs_full[] = {4, 8, 16, 24};
     const size_t *pairs = full ? pairs_full : pairs_reduced;
     const size_t n_pairs = full ? 4 : 2;

@@ -56,7 +56,6 @@ static double pairs_at_95(const double *acc, const size_t *ps, size_t np)
 
 int main(int argc, char **argv)
 {
-    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "15_recall_by_state", "trained MQAR recall against head dimension");
     const int full = lab_full();
@@ -69,6 +68,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     const size_t d_red[] = {8, 32}, d_full[] = {8, 16, 32};
     const size_t p_red[] = {4, 12}, p_full[] = {4, 8, 16, 24};
     const size_t *ds = full ? d_full : d_red, *ps = full ? p_full : p_red;

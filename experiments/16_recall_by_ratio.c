@@ -32,7 +32,6 @@
 
 int main(int argc, char **argv)
 {
-    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "16_recall_by_ratio", "trained MQAR recall against the hybrid ratio");
     const int full = lab_full();
@@ -46,6 +45,7 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     if (seeds < 1 || seeds > MAX_SEEDS || L < 2 || L > 16 || 2 * P >= T) {
         fprintf(stderr, "%s: need 1 <= --seeds <= %d, 2 <= --layers <= 16, 2 pairs < T\n",
                 x.name, MAX_SEEDS);

@@ -32,7 +32,6 @@
 
 int main(int argc, char **argv)
 {
-    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "17_nope_needs_position", "NoPE attention on MQAR with and without KDA");
     const int full = lab_full();
@@ -43,6 +42,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "seeds", &seeds, "seeds per stack, from --seed on");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     if (seeds < 1 || seeds > MAX_SEEDS) {
         fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
         return 2;

@@ -229,7 +229,6 @@ static void run(lab_ctx *x, kdalab_mixer_kind mixer, size_t D, size_t H, size_t 
 
 int main(int argc, char **argv)
 {
-    kdalab_blas_choose_kernels(argv); /* may restart the program, once */
     lab_ctx x;
     lab_init(&x, "18_learned_timescales", "learned half-lives: Gated DeltaNet vs KDA");
     const int full = lab_full();
@@ -240,6 +239,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "seeds", &seeds, "seeds per mixer, from --seed on");
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
     lab_parse(&x, argc, argv);
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     if (D / H > 128 || seeds < 1 || seeds > 8) {
         fprintf(stderr, "%s: need d <= 128 and 1 <= --seeds <= 8\n", x.name);
         return 2;

@@ -21,7 +21,8 @@ KDALAB_BEGIN_DECLS
 const char *kdalab_blas_kernels(void);
 
 /*
- * Call first in main() of a program that trains (argv: main's, NULL-ended).
+ * Call in main() of a program that trains, once its command line is known to
+ * be good and before it writes anything (argv: main's, NULL-ended).
  *
  * An OpenBLAS older than the CPU does not know its model and falls back to
  * its generic "Prescott" kernels (SSE3, no FMA): Debian 12's OpenBLAS 0.3.21
@@ -32,8 +33,10 @@ const char *kdalab_blas_kernels(void);
  * OPENBLAS_CORETYPE to that name, says so in one line on stderr and
  * restarts the program with the same arguments (execv of /proc/self/exe);
  * the variable KDALAB_BLAS_RESTARTED marks the restart so it happens at most
- * once. In every other case, and if the restart fails, it returns and
- * nothing changes. To keep OpenBLAS's own choice, set OPENBLAS_CORETYPE
+ * once. It does not restart a program the dynamic loader was asked to run
+ * by hand (/proc/self/exe would be the loader). In every other case it
+ * returns and nothing changes; if the restart fails it says so on stderr
+ * and returns with the environment as it was. To keep OpenBLAS's own choice, set OPENBLAS_CORETYPE
  * yourself (to the name kdalab_blas_kernels() reports).
  *
  * Float32 products give different (equally valid) roundings with other

@@ -27,6 +27,7 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
             -e '/f64-scalar/!s/\bexp(/expf(/g' -e '/f64-scalar/!s/\blog1p(/log1pf(/g' \
             -e '/f64-scalar/!s/\bsqrt(/sqrtf(/g' -e '/f64-scalar/!s/\bfabs(/fabsf(/g' \
             -e '/f64-scalar/!s/\blog(/logf(/g' -e '/f64-scalar/!s/\bexpm1(/expm1f(/g' \
+            -e '/f64-scalar/!s/\bDBL_MIN\b/FLT_MIN/g' \
             -e 's/_f64\b/_f32/g' \
             -e 's/\bcblas_dgemm\b/cblas_sgemm/g' \
             -e 's/\b\(kdalab_mixer_params\|kdalab_mixer_grads\|kdalab_mixer_cache\|kdalab_mixer_cache_free\)\b/\1_f32/g' \

@@ -519,6 +519,51 @@ static void test_adamw(void **state)
         assert_true(th[i] == e[i]); /* nothing updated */
 }
 
+/* AdamW's float32 twin against the float64 step on the same float inputs: a
+ * handful of float roundings (each <= 6e-8 relative), for the default betas
+ * and for betas close to 1, where 1 - beta must be formed before rounding
+ * (0.9999999 rounded to float first leaves 1 - beta off by 8 %); an eps below
+ * float's range must not become 0 (0 / 0 for a zero gradient); a subnormal
+ * largest gradient still has a finite norm. */
+static void test_adamw_edges(void **state)
+{
+    (void)state;
+    const double betas2[3] = {0.999, 0.9999999, 0.99999999};
+    for (int b = 0; b < 3; b++) {
+        kdalab_adamw_config c = {1e-3, 0, 0.9, betas2[b], 1e-8, 0.1, 0, 0, 10};
+        float t32[4] = {0.5f, -0.25f, 1.0f, 0}, m32[4] = {0}, v32[4] = {0};
+        double t64[4], m64[4] = {0}, v64[4] = {0};
+        const float g32[4] = {0.3f, -1e-3f, 2.0f, 0.7f};
+        double g64[4];
+        for (int i = 0; i < 4; i++) {
+            t64[i] = t32[i];
+            g64[i] = g32[i];
+        }
+        for (size_t step = 0; step < 3; step++) {
+            assert_int_equal(kdalab_adamw_step_f32(&c, step, 4, t32, g32, m32, v32, NULL, NULL),
+                             KDALAB_OK);
+            assert_int_equal(kdalab_adamw_step_f64(&c, step, 4, t64, g64, m64, v64, NULL, NULL),
+                             KDALAB_OK);
+        }
+        for (int i = 0; i < 4; i++) { /* v: its own rounding only; theta: that of |theta| */
+            double et = fabs((double)t32[i] - t64[i]) / fmax(fabs(t64[i]), 1e-3);
+            double ev = fabs((double)v32[i] - v64[i]) / v64[i];
+            if (et > 1e-6 || ev > 1e-6)
+                fail_msg("beta2 = %.8f, parameter %d: float32 step off by %.2g (v by %.2g)",
+                         betas2[b], i, et, ev);
+        }
+    }
+    kdalab_adamw_config tiny = {1e-3, 0, 0.9, 0.999, 1e-50, 0, 0, 0, 10};
+    float t1[2] = {0.5f, -1}, m1[2] = {0}, v1[2] = {0};
+    const float g0[2] = {0, 0};
+    assert_int_equal(kdalab_adamw_step_f32(&tiny, 0, 2, t1, g0, m1, v1, NULL, NULL), KDALAB_OK);
+    assert_true(t1[0] == 0.5f && t1[1] == -1);
+    double t2[2] = {0, 0}, m2[2] = {0}, v2[2] = {0}, norm = -1;
+    const double gs[2] = {1e-310, 0};
+    assert_int_equal(kdalab_adamw_step_f64(&tiny, 0, 2, t2, gs, m2, v2, NULL, &norm), KDALAB_OK);
+    assert_true(norm == 1e-310);
+}
+
 /* Training: a function of its config, and it learns a tiny MQAR task that
  * chance cannot pass (4 pairs, 8 values: chance 1/8; 0.94 after 300 steps at
  * this learning rate when this was written, 0.25 after 150 at 3e-3). */
@@ -663,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_model_threads_b1_f32),
         cmocka_unit_test(test_model_layout),  cmocka_unit_test(test_model_init),
         cmocka_unit_test(test_model_bad_input), cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_adamw_edges),
         cmocka_unit_test(test_train_learns),  cmocka_unit_test(test_train_own_task),
     };
     return cmocka_run_group_tests_name("train_model", tests, NULL, NULL);

@@ -10,6 +10,7 @@
  *
  * defines: kdalab_adamw_step_f32
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -44,10 +45,9 @@ kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step,
         const double a = fabs((double)grad[i]); /* f64-scalar */
         amax = a > amax ? a : amax;             /* f64-scalar */
     }
-    const double inv_amax = amax > 0 ? 1 / amax : 0; /* f64-scalar */
-    for (size_t i = 0; i < n; i++) {
-        const double x = (double)grad[i] * inv_amax; /* f64-scalar */
-        ss += x * x;                                 /* f64-scalar */
+    for (size_t i = 0; amax > 0 && i < n; i++) { /* (not * 1 / amax: inf for a subnormal amax) */
+        const double x = (double)grad[i] / amax; /* f64-scalar */
+        ss += x * x;                             /* f64-scalar */
     }
     const double norm = amax * sqrt(ss); /* f64-scalar */
     const double c = cfg->clip > 0 && norm > cfg->clip ? cfg->clip / norm : 1; /* f64-scalar */
@@ -55,12 +55,16 @@ kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step,
     const double bc1 = 1 - pow(cfg->beta1, t), bc2 = 1 - pow(cfg->beta2, t); /* f64-scalar */
     // the step's constants, once, in the element type:
     //   theta -= lr (m / bc1 / ((v / bc2)^(1/2) + eps) + wd theta)
-    const float gc = c, b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
+    // 1 - beta is formed before rounding (beta = 0.9999999 keeps its 1e-7), and
+    // eps no smaller than the type's least normal number (it must not become 0)
+    const float gc = c, b1 = cfg->beta1, b2 = cfg->beta2;
+    const float ob1 = 1 - cfg->beta1, ob2 = 1 - cfg->beta2;
+    const float eps = cfg->eps > FLT_MIN ? cfg->eps : FLT_MIN;
     const float lr_bc1 = lr / bc1, inv_bc2 = 1 / bc2, lr_wd = lr * cfg->weight_decay;
     for (size_t i = 0; i < n; i++) {
         const float gi = gc * grad[i];
-        const float mi = b1 * m[i] + (1 - b1) * gi;
-        const float vi = b2 * v[i] + (1 - b2) * gi * gi;
+        const float mi = b1 * m[i] + ob1 * gi;
+        const float vi = b2 * v[i] + ob2 * gi * gi;
         const float lwd = !decay || decay[i] ? lr_wd : 0;
         m[i] = mi;
         v[i] = vi;

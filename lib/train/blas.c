@@ -5,9 +5,13 @@
  *
  * defines: kdalab_blas_kernels, kdalab_blas_choose_kernels
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kdalab_blas.h"
@@ -36,6 +40,19 @@ static const char *kernels_for_this_cpu(void)
     return NULL;
 }
 
+/* 1 when /proc/self/exe is the file this program was started from (the
+ * name the kernel, or the dynamic loader when it runs a program, records as
+ * AT_EXECFN); 0 when it is another, as when the dynamic loader is run by hand
+ * (`/lib64/ld-linux-x86-64.so.2 bin/kdalab ...`: /proc/self/exe is the loader,
+ * and running it again would lose the program), or when either is unknown. */
+static int started_as_itself(void)
+{
+    const char *execfn = (const char *)getauxval(AT_EXECFN);
+    struct stat a, b;
+    return execfn && stat(execfn, &a) == 0 && stat("/proc/self/exe", &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 void kdalab_blas_choose_kernels(char **argv)
 {
     const char *now = kdalab_blas_kernels();
@@ -44,8 +61,8 @@ void kdalab_blas_choose_kernels(char **argv)
     if (getenv("OPENBLAS_CORETYPE") || getenv("KDALAB_BLAS_RESTARTED"))
         return; /* chosen by the user, or already restarted once */
     const char *want = kernels_for_this_cpu();
-    if (!want)
-        return; /* Prescott is right for this CPU */
+    if (!want || !started_as_itself())
+        return; /* Prescott is right for this CPU, or we cannot restart safely */
     if (setenv("OPENBLAS_CORETYPE", want, 1) != 0 ||
         setenv("KDALAB_BLAS_RESTARTED", "1", 1) != 0)
         return;
@@ -56,6 +73,8 @@ void kdalab_blas_choose_kernels(char **argv)
     fflush(NULL);
     execv("/proc/self/exe", argv);
     /* the restart failed: go on as we were, and leave children the same environment */
+    fprintf(stderr, "%s: the restart failed (%s): going on with the Prescott kernels\n", argv[0],
+            strerror(errno));
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("KDALAB_BLAS_RESTARTED");
 }
