@@ -36,8 +36,9 @@ const char *kdalab_blas_kernels(void);
  * once. It does not restart a program the dynamic loader was asked to run
  * by hand (/proc/self/exe would be the loader). In every other case it
  * returns and nothing changes; if the restart fails it says so on stderr
- * and returns with the environment as it was. To keep OpenBLAS's own choice, set OPENBLAS_CORETYPE
- * yourself (to the name kdalab_blas_kernels() reports).
+ * and returns with the environment as it was. To keep OpenBLAS's own
+ * choice, set OPENBLAS_CORETYPE yourself (to the name kdalab_blas_kernels()
+ * reports).
  *
  * Float32 products give different (equally valid) roundings with other
  * kernels, so a model trained with and without the restart differs in its

@@ -64,8 +64,10 @@ void kdalab_blas_choose_kernels(char **argv)
     if (!want || !started_as_itself())
         return; /* Prescott is right for this CPU, or we cannot restart safely */
     if (setenv("OPENBLAS_CORETYPE", want, 1) != 0 ||
-        setenv("KDALAB_BLAS_RESTARTED", "1", 1) != 0)
+        setenv("KDALAB_BLAS_RESTARTED", "1", 1) != 0) {
+        unsetenv("OPENBLAS_CORETYPE"); /* children see what we run with */
         return;
+    }
     fprintf(stderr,
             "%s: OpenBLAS does not know this CPU and chose its generic Prescott kernels; "
             "restarting with OPENBLAS_CORETYPE=%s (set OPENBLAS_CORETYPE to choose)\n",
