@@ -521,14 +521,14 @@ int main(int argc, char **argv)
     printf("%-17s %-9s %-7s %11s %9s %8s %8s %7s %5s %11s  %s\n", "mechanism", "form", "level",
            "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "busy", "per core-s",
            "[min..max] ms");
-    const size_t chunks[] = {64, 32};
+    const size_t chunks[] = {64, 32, 16}; /* 16: kdalab_simd_chunk_opts_default() */
     int invalid = 0;
     for (size_t mi = 0; table && mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
         const int peered = peer_exe && kdalab_mechanism_g_width(m, K) > 0;
         double best_t = INFINITY, peer_ht = 0, pv[3]; /* kdalab's fastest float32 row */
         char best_row[32] = "";
-        for (size_t ci = 0; ci < 2; ci++) {
+        for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
             bench_opts = kdalab_chunk_opts_default();
             bench_opts.chunk = chunks[ci];
             double *ref = NULL; /* the float64 reference's o, once per (mechanism, C) */

@@ -64,12 +64,26 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * 4 (10 C K + 2 c K + C V + K V + 3 C^2) bytes for KDA (c the sub-chunk; the
  * other mechanisms need less): K = V = 128, c = 16 take 273 KB at C = 32 and
  * 487 KB at C = 64. A C whose working set fits a core's cache runs faster
- * (bench/simd.c times C = 32 and 64 on the machine it runs on). With
- * opts == NULL this path uses kdalab_chunk_opts_default(), as every path does.
+ * (bench/simd.c times C = 16, 32 and 64 on the machine it runs on). With
+ * opts == NULL this path uses kdalab_simd_chunk_opts_default() (C = 16, the
+ * fastest measured), and so does `kdalab run --impl simd` without --chunk.
  * C changes the rounding, not the result.
  * Errors: those of kdalab_chunk_f32 (ENULL, ESIZE, EOVERFLOW, EDOMAIN,
  * ENONFINITE, EINVAL, ENOMEM before any output is written; ERANGE after).
  */
+/*
+ * The SIMD paths' chunk options when the caller passes none: those of
+ * kdalab_chunk_opts_default() with C = 16 instead of 64. C = 16 measured
+ * fastest for the float32 kernels on both kinds of machine this project ran
+ * on: on an Intel Xeon with AVX-512 (sixth session, one head in one process,
+ * alternating, T = 4096) 1.01-1.06x C = 32 and 1.17-1.31x C = 64 for each of
+ * the four mechanisms, and on an AMD Zen 3 with AVX2 (third session). For
+ * float64 it is fastest on the Zen 3 and, on the Xeon, for three mechanisms of
+ * four (KDA there ran 1.07-1.16x faster at C = 64). The reference paths keep
+ * C = 64 (kdalab_chunk_opts_default()).
+ */
+kdalab_chunk_opts kdalab_simd_chunk_opts_default(void);
+
 kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                     float scale, const float *q, const float *k,
                                     const float *v, const float *g, const float *beta,
@@ -110,7 +124,8 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
  * FP32). Outputs agree with kdalab_chunk_f64 within ~1e-12 relative to
  * max |o| (tests/test_simd_f64.c checks it on the golden cases and random
  * shapes at every level the CPU runs). The safe decay mode (the default) is
- * the fast path; the other decay modes are passed to kdalab_chunk_f64. Decay
+ * the fast path; the other decay modes are passed to kdalab_chunk_f64. With
+ * opts == NULL it uses kdalab_simd_chunk_opts_default() (C = 16). Decay
  * factors below DBL_MIN are exactly 0. report: as kdalab_simd_chunk_f32's
  * (max_exponent 0 on the fast path). The workspace is twice the float32
  * path's bytes.

@@ -253,6 +253,13 @@ static int screen_chunk_call(const simd_table *tab, const kdalab_dims *dims,
     return !doubt;
 }
 
+kdalab_chunk_opts kdalab_simd_chunk_opts_default(void)
+{
+    kdalab_chunk_opts o = kdalab_chunk_opts_default();
+    o.chunk = 16; /* the fastest measured (lib/kdalab_simd.h says where) */
+    return o;
+}
+
 kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                     float scale, const float *q, const float *k,
                                     const float *v, const float *g, const float *beta,
@@ -266,7 +273,8 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
         s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, NULL);
     if (s != KDALAB_OK)
         return s;
-    s = kdalab_check_chunk_opts(opts, 0, &op);
+    const kdalab_chunk_opts dflt = kdalab_simd_chunk_opts_default();
+    s = kdalab_check_chunk_opts(opts ? opts : &dflt, 0, &op);
     if (s != KDALAB_OK)
         return s;
     if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)

@@ -89,7 +89,8 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
         s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, NULL);
     if (s != KDALAB_OK)
         return s;
-    s = kdalab_check_chunk_opts(opts, 1, &op);
+    const kdalab_chunk_opts dflt = kdalab_simd_chunk_opts_default();
+    s = kdalab_check_chunk_opts(opts ? opts : &dflt, 1, &op);
     if (s != KDALAB_OK)
         return s;
     if (op.decay != KDALAB_DECAY_SAFE) /* the study modes: the reference's */

@@ -81,7 +81,8 @@ static void print_help(void)
         "                    recurrent form repeats its decode step; fp64 needs --form\n"
         "                    chunk; kernels exist for fp32/fp64 + safe decay, anything\n"
         "                    else runs the reference, with a note on stderr)\n"
-        "  --chunk C         chunk size, >= 1 (default %zu; chunk form)\n"
+        "  --chunk C         chunk size, >= 1 (default %zu, with --impl simd %zu; chunk\n"
+        "                    form)\n"
         "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
         "                    (default %zu; chunk form, safe and anchored decay)\n"
         "  --decay D         safe | pairwise | rescaled | anchored (default %s; chunk form)\n"
@@ -100,7 +101,8 @@ static void print_help(void)
         "\n"
         "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
         "values counted on stderr) or an output could not be written; 2 bad input.\n",
-        def.chunk, def.subchunk, kdalab_decay_name(def.decay));
+        def.chunk, kdalab_simd_chunk_opts_default().chunk, def.subchunk,
+        kdalab_decay_name(def.decay));
 }
 
 /* ---- step 1: the command line -------------------------------------------- */
@@ -196,8 +198,10 @@ static int plan_options(const run_flags *f, run_job *job)
                                       "fp16)",
                             f->precision);
     }
-    if (f->impl && strcmp(f->impl, "simd") == 0)
+    if (f->impl && strcmp(f->impl, "simd") == 0) {
         job->simd = 1;
+        job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
+    }
     else if (f->impl && strcmp(f->impl, "reference") != 0)
         return cli_fail(EXIT_BAD, "--impl: unknown implementation '%s' (reference, simd)",
                         f->impl);
