@@ -107,15 +107,10 @@ int main(int argc, char **argv)
                 }
     for (size_t m = 0; m < 5; m++)
         for (size_t ip = 0; ip < n_pairs; ip++) {
-            double best_mean = -1, best_sd = 0, best_lr = 0;
-            for (size_t il = 0; il < n_lr; il++) {
-                const double *a = acc[m][ip][il], mu = gsl_stats_mean(a, 1, seeds);
-                if (mu > best_mean) {
-                    best_mean = mu;
-                    best_sd = seeds > 1 ? gsl_stats_sd(a, 1, seeds) : 0;
-                    best_lr = lrs[il];
-                }
-            }
+            double best_mean;
+            const size_t il = lab_best_lr(acc[m][ip][0], MAX_SEEDS, n_lr, seeds, &best_mean);
+            const double best_sd = seeds > 1 ? gsl_stats_sd(acc[m][ip][il], 1, seeds) : 0;
+            const double best_lr = lrs[il];
             fprintf(fs, "%s\t%zu\t%g\t%.4f\t%.4f\t%zu\n", MIXERS[m], pairs[ip], best_lr,
                     best_mean, best_sd, seeds);
             mean_at[m][ip] = best_mean;

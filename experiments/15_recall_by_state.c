@@ -92,12 +92,16 @@ int main(int argc, char **argv)
             lab_mqar_check(&x, &(lab_mqar_spec){m ? "kda" : "deltanet", 2, D, D / ds[id], 1, T,
                                                 ps[np - 1], vocab, batch, steps, test,
                                                 lrs[0], x.seed});
+    char lr_text[64];
+    if (n_lr > 1)
+        snprintf(lr_text, sizeof lr_text, "%g and %g (the best kept per point)", lrs[0], lrs[1]);
+    else
+        snprintf(lr_text, sizeof lr_text, "%g", lrs[0]);
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "15_recall_by_state", cols,
                            "%s sweep (%s): D=%zu T=%zu vocab=%zu steps=%zu batch=%zu seeds=%zu "
-                           "lr=%g%s", full ? "full" : "reduced", lab_mqar_precision(&x), D, T,
-                           vocab, steps, batch, seeds, lrs[0],
-                           n_lr > 1 ? " and 0.003 (the best kept per point)" : "");
+                           "lr=%s", full ? "full" : "reduced", lab_mqar_precision(&x), D, T, vocab,
+                           steps, batch, seeds, lr_text);
     static const char *const scols[] = {
         "mixer", "deltanet or kda", "d", "head dimension", "heads", "D / d",
         "pairs_at_95", "pairs recalled at 95 % of the seed-mean accuracy (interpolated)",
@@ -133,14 +137,7 @@ int main(int argc, char **argv)
             size_t best[MAX_P];
             char kept[64] = "";
             for (size_t ip = 0; ip < np; ip++) { /* the rate with the best seed mean */
-                mean[ip] = -1;
-                for (size_t il = 0; il < n_lr; il++) {
-                    double mi = gsl_stats_mean(acc[m][id][ip][il], 1, seeds);
-                    if (mi > mean[ip]) {
-                        mean[ip] = mi;
-                        best[ip] = il;
-                    }
-                }
+                best[ip] = lab_best_lr(acc[m][id][ip][0], MAX_SEEDS, n_lr, seeds, &mean[ip]);
                 snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "%s%g",
                          ip ? "," : "", lrs[best[ip]]);
             }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_statistics_double.h>
+
 #include "mqar_train.h"
 
 int lab_full(void)
@@ -244,6 +246,20 @@ void lab_mqar_row_extra(FILE *f, const char *label, const lab_mqar_spec *s,
             label, s->mixers, r->model.L, s->D, s->H, s->D / s->H, s->P, s->T, s->seed, r->lr,
             s->steps, r->accuracy, r->loss, r->seconds, extra ? "\t" : "", extra ? extra : "");
     fflush(f);
+}
+
+size_t lab_best_lr(const double *acc, size_t stride, size_t n_lr, size_t seeds, double *mean)
+{
+    size_t best = 0;
+    *mean = -1;
+    for (size_t il = 0; il < n_lr; il++) {
+        const double mu = gsl_stats_mean(acc + il * stride, 1, seeds);
+        if (mu > *mean) {
+            *mean = mu;
+            best = il;
+        }
+    }
+    return best;
 }
 
 void lab_mqar_row(FILE *f, const char *label, const lab_mqar_spec *s, const lab_mqar_result *r)

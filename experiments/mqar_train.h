@@ -83,6 +83,11 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
         "steps", "optimiser steps", "accuracy", "test accuracy on the answers",        \
         "test_loss", "test cross-entropy (nats)", "train_s", "training wall time (s)"
 void lab_mqar_row(FILE *f, const char *label, const lab_mqar_spec *s, const lab_mqar_result *r);
+/* The learning rate with the best mean test accuracy over seeds (the Zoology
+ * protocol, 14's and 15's): acc[il * stride + sd] is rate il's accuracy for
+ * seed sd (il < n_lr, sd < seeds); returns that il (the first, on a tie)
+ * and puts its mean in *mean. */
+size_t lab_best_lr(const double *acc, size_t stride, size_t n_lr, size_t seeds, double *mean);
 /* The same row with one more column, extra, before the line ends. */
 void lab_mqar_row_extra(FILE *f, const char *label, const lab_mqar_spec *s,
                         const lab_mqar_result *r, const char *extra);

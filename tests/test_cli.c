@@ -1294,8 +1294,7 @@ static void train_chooses_blas_kernels(void **state)
     const char *line = strstr(out_text, "blas_kernels=");
     assert_non_null(line);
     int prescott = strncmp(line, "blas_kernels=Prescott\n", 22) == 0;
-    __builtin_cpu_init();
-    int wide = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int wide = kdalab_simd_level_available(KDALAB_SIMD_AVX2); /* AVX2 and FMA */
     assert_int_equal(kdalab("%s", tiny), 0);
     assert_int_equal(count_in(err_text, "restarting with OPENBLAS_CORETYPE="),
                      prescott && wide ? 1 : 0);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "kdalab_blas.h"
+#include "kdalab_simd.h"
 
 /* OpenBLAS's own API; NULL when the CBLAS linked is another. */
 extern char *openblas_get_corename(void) __attribute__((weak));
@@ -25,18 +26,18 @@ const char *kdalab_blas_kernels(void)
 }
 
 /* OpenBLAS's name for the best kernels this CPU can run, of the two families
- * it has for x86-64 with wide vectors; NULL for neither. */
+ * it has for x86-64 with wide vectors; NULL for neither. The levels are the
+ * SIMD path's (kdalab_simd_level_available); OpenBLAS's SkylakeX kernels
+ * also use AVX-512 BW and CD. */
 static const char *kernels_for_this_cpu(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl"))
+    if (kdalab_simd_level_available(KDALAB_SIMD_AVX512) &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512cd"))
         return "SkylakeX";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return "Haswell";
 #endif
+    if (kdalab_simd_level_available(KDALAB_SIMD_AVX2))
+        return "Haswell";
     return NULL;
 }
 

@@ -201,8 +201,7 @@ static int plan_options(const run_flags *f, run_job *job)
     if (f->impl && strcmp(f->impl, "simd") == 0) {
         job->simd = 1;
         job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
-    }
-    else if (f->impl && strcmp(f->impl, "reference") != 0)
+    } else if (f->impl && strcmp(f->impl, "reference") != 0)
         return cli_fail(EXIT_BAD, "--impl: unknown implementation '%s' (reference, simd)",
                         f->impl);
     if (!job->fp64 && job->opts.precision != KDALAB_FP32 && !job->chunk_form)
