@@ -54,9 +54,16 @@ $(BUILD)/lib/simd/avx2.o:   ISA := -mavx2 -mfma
 $(BUILD)/lib/simd/avx512_f64.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
 $(BUILD)/lib/simd/avx2_f64.o:   ISA := -mavx2 -mfma
 
+# The training layers' elementwise loops (SiLU, sigmoid, softmax, with
+# lib/train/train_internal.h's train_expf; AdamW's sqrt) vectorise only if the
+# compiler may evaluate both sides of a select and need not set errno:
+# nothing in kdalab reads the floating-point exception flags or errno, and
+# the values are the same.
+$(BUILD)/lib/train/%.o: FPFLAGS := -fno-trapping-math -fno-math-errno
+
 $(BUILD)/lib/%.o: lib/%.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ISA) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LIB_CFLAGS) $(ISA) $(FPFLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)

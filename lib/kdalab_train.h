@@ -375,8 +375,8 @@ kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long se
  * zero), KDALAB_EOVERFLOW, KDALAB_EDOMAIN (a token outside [0, V), a target
  * outside [0, V) other than -1), KDALAB_ENONFINITE (theta), KDALAB_ENOMEM,
  * or a layer's error; KDALAB_ERANGE (finite inputs overflowed an
- * intermediate or the loss: loss, accuracy and grad written, as NaN when the
- * overflow stopped the pass).
+ * intermediate, the loss or a gradient: loss, accuracy and grad written as
+ * NaN; the layers inside do not re-check what they pass each other).
  * The batch is cut into two halves run on up to two OpenMP threads and summed
  * in a fixed order, so the result does not depend on the thread count. When
  * the CBLAS is OpenBLAS, it is set to one thread per call

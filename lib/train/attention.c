@@ -42,12 +42,15 @@ static void tile_probabilities(size_t m, size_t n, size_t r0, size_t K, size_t l
     for (size_t i = 0; i < m; i++) {
         double *row = P + i * n, mx = -INFINITY, z = 0;
         const size_t last = r0 + i; /* the query's own position */
+#pragma omp simd reduction(max : mx)
         for (size_t j = 0; j <= last; j++)
             mx = row[j] > mx ? row[j] : mx;
-        for (size_t j = 0; j <= last; j++) {
+#pragma omp simd
+        for (size_t j = 0; j <= last; j++)
             row[j] = exp(row[j] - mx);
+        for (size_t j = 0; j <= last; j++) /* in order: the sum's rounding fixed */
             z += row[j];
-        }
+#pragma omp simd
         for (size_t j = 0; j <= last; j++)
             row[j] /= z;
         for (size_t j = last + 1; j < n; j++)

@@ -19,7 +19,7 @@
  * backward, with dO given and O the forward's output:
  *   dP = dO V^T,  dS = P (dP - rowsum(dO o O))   (the softmax Jacobian)
  *   dQ = scale dS K,  dK += scale dS^T Q,  dV += P^T dO.
- * Each row's maximum is subtracted before expf(), so no expf() sees a positive
+ * Each row's maximum is subtracted before train_expf(), so no train_expf() sees a positive
  * argument. Tiles are min(T, 64) queries; the scratch is one tile x T matrix
  * in the forward and two in the backward, whatever the batch.
  */
@@ -45,12 +45,15 @@ static void tile_probabilities(size_t m, size_t n, size_t r0, size_t K, size_t l
     for (size_t i = 0; i < m; i++) {
         float *row = P + i * n, mx = -INFINITY, z = 0;
         const size_t last = r0 + i; /* the query's own position */
+#pragma omp simd reduction(max : mx)
         for (size_t j = 0; j <= last; j++)
             mx = row[j] > mx ? row[j] : mx;
-        for (size_t j = 0; j <= last; j++) {
-            row[j] = expf(row[j] - mx);
+#pragma omp simd
+        for (size_t j = 0; j <= last; j++)
+            row[j] = train_expf(row[j] - mx);
+        for (size_t j = 0; j <= last; j++) /* in order: the sum's rounding fixed */
             z += row[j];
-        }
+#pragma omp simd
         for (size_t j = 0; j <= last; j++)
             row[j] /= z;
         for (size_t j = last + 1; j < n; j++)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "train_internal.h"
 
 static kdalab_status ce_check(size_t N, size_t V, const double *logits,
                               const int32_t *targets, size_t *n, size_t *counted)

@@ -8,13 +8,14 @@
  *
  * defines: kdalab_cross_entropy_fwd_f32, kdalab_cross_entropy_bwd_f32
  *
- * logsumexp is formed around the row's maximum, m + logf(sum expf(l - m)),
+ * logsumexp is formed around the row's maximum, m + logf(sum train_expf(l - m)),
  * so every exponent is <= 0 and the loss is finite for any finite logits.
  */
 #include <math.h>
 #include <stdint.h>
 
 #include "internal.h"
+#include "train_internal.h"
 
 static kdalab_status ce_check(size_t N, size_t V, const float *logits,
                               const int32_t *targets, size_t *n, size_t *counted)
@@ -43,7 +44,7 @@ static kdalab_status ce_check(size_t N, size_t V, const float *logits,
     return KDALAB_OK;
 }
 
-/* The maximum of a row l [V] and logf(sum expf(l - max)). */
+/* The maximum of a row l [V] and logf(sum train_expf(l - max)). */
 static float row_max(size_t V, const float *l)
 {
     float m = l[0];
@@ -57,8 +58,8 @@ static float log_sum_exp_shifted(size_t V, const float *l, float m)
 {
     float sum = 0;
     for (size_t v = 0; v < V; v++)
-        sum += expf(l[v] - m);
-    return logf(sum); /* sum >= 1: the maximum contributes expf(0) */
+        sum += train_expf(l[v] - m);
+    return logf(sum); /* sum >= 1: the maximum contributes train_expf(0) */
 }
 
 kdalab_status kdalab_cross_entropy_fwd_f32(size_t N, size_t V, const float *logits,
@@ -117,7 +118,7 @@ kdalab_status kdalab_cross_entropy_bwd_f32(size_t N, size_t V, const float *logi
         }
         float m = row_max(V, l), lse = log_sum_exp_shifted(V, l, m);
         for (size_t v = 0; v < V; v++)
-            dl[v] = scale * expf(l[v] - m - lse); /* softmax, each <= 1 */
+            dl[v] = scale * train_expf(l[v] - m - lse); /* softmax, each <= 1 */
         dl[targets[r]] -= scale;
     }
     return kdalab_check_outputs_f32("cross-entropy backward", dlogits, n, NULL, 0, NULL,

@@ -13,7 +13,9 @@
  *
  * Shapes: N = B * T rows, D = H * d, d = K = V the head dimension.
  *
- * defines: kdalab_mixer_fwd_f64, kdalab_mixer_bwd_f64, kdalab_mixer_cache_free
+ * defines: kdalab_mixer_fwd_f64, kdalab_mixer_bwd_f64, kdalab_mixer_cache_free,
+ *          train_mixer_fwd_f64, train_mixer_bwd_f64 (the model's unchecked entries,
+ *          lib/train/train_internal.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -105,7 +107,8 @@ static size_t gate_width(const kdalab_mixer_config *cfg)
 
 static double sigmoid(double z)
 {
-    return z >= 0 ? 1 / (1 + exp(-z)) : exp(z) / (1 + exp(z));
+    const double e = exp(-fabs(z)); /* one exponential, of a non-positive number */
+    return (z >= 0 ? 1 : e) / (1 + e);
 }
 
 /* 1 / sqrt(|x|^2 + eps) of one row x [d]; when the squares overflow, the
@@ -287,14 +290,16 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
         train_mm_f64(N, D, D, x, W[i], c->a[i], 0);
         if (cfg->conv)
-            s = keep_range(kdalab_short_conv_fwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]),
-                           range);
+            train_short_conv_fwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]);
         else
             memcpy(c->c[i], c->a[i], N * D * sizeof(double));
-        if (s == KDALAB_OK)
-            s = keep_range(kdalab_silu_fwd_f64(N * D, c->c[i], c->s[i]), range);
+        train_silu_fwd_f64(N * D, c->c[i], c->s[i]);
+        /* x and the weights are finite: a non-finite q, k or v is an overflow */
+        if (kdalab_check_values_f64(KDALAB_RULE_FINITE, "q, k, v", c->s[i], N * D, NULL) !=
+            KDALAB_OK)
+            *range = KDALAB_ERANGE;
     }
-    if (s != KDALAB_OK || *range != KDALAB_OK)
+    if (*range != KDALAB_OK)
         return nan_output(c, s); /* the mechanism would refuse a non-finite q, k or v */
     const kdalab_dims dims = {B, T, H, d, d};
     const double scale = 1 / sqrt((double)d);
@@ -330,10 +335,9 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     if (s != KDALAB_OK || *range != KDALAB_OK)
         return s == KDALAB_OK ? nan_output(c, s) : s;
     // the gated output norm: og = rmsnorm(o, onorm) * sigmoid(x Wog) [N, H, d]
-    s = keep_range(kdalab_rmsnorm_fwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, c->on), range);
-    if (s != KDALAB_OK)
-        return s;
+    train_rmsnorm_fwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, c->on);
     train_mm_f64(N, D, D, x, p->Wog, c->so, 0);
+#pragma omp simd
     for (size_t i = 0; i < N * D; i++) {
         c->so[i] = sigmoid(c->so[i]);
         c->og[i] = c->on[i] * c->so[i];
@@ -348,6 +352,28 @@ static const double *mixer_out(const kdalab_mixer_cache *c)
     return is_linear(c->cfg.kind) ? c->og : c->o;
 }
 
+kdalab_status train_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                  size_t B, size_t T, const double *x, double *y,
+                                  kdalab_mixer_cache **cache)
+{
+    // x, y are (B, T, D); the weights as kdalab_mixer_params says
+    kdalab_mixer_cache *c = cache_new(cfg, B, T);
+    if (!c)
+        return kdalab_fail(KDALAB_ENOMEM, "mixer: cannot allocate the cache");
+    kdalab_status range = KDALAB_OK;
+    kdalab_status s = forward(cfg, p, x, c, &range);
+    if (s != KDALAB_OK) {
+        kdalab_mixer_cache_free(c);
+        return s;
+    }
+    train_mm_f64(B * T, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
+    kdalab_mixer_cache_free(*cache);
+    *cache = c;
+    if (range != KDALAB_OK)
+        return kdalab_fail(range, "mixer: an intermediate overflowed (y written)");
+    return KDALAB_OK;
+}
+
 kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
                                    size_t B, size_t T, const double *x, double *y,
                                    kdalab_mixer_cache **cache)
@@ -359,25 +385,16 @@ kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_
         s = kdalab_fail(KDALAB_ENULL, "mixer: y is NULL");
     if (s != KDALAB_OK)
         return s;
-    kdalab_mixer_cache *c = cache_new(cfg, B, T);
-    if (!c)
-        return kdalab_fail(KDALAB_ENOMEM, "mixer: cannot allocate the cache");
-    kdalab_status range = KDALAB_OK;
-    s = forward(cfg, p, x, c, &range);
-    if (s != KDALAB_OK) {
-        kdalab_mixer_cache_free(c);
-        return s;
-    }
-    train_mm_f64(N, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
-    if (cache) {
+    kdalab_mixer_cache *c = NULL;
+    s = train_mixer_fwd_f64(cfg, p, B, T, x, y, &c);
+    if (cache && c) {
         kdalab_mixer_cache_free(*cache);
         *cache = c;
     } else {
         kdalab_mixer_cache_free(c);
     }
-    s = kdalab_check_outputs_f64("mixer", y, N * cfg->D, NULL, 0, NULL, NULL);
-    if (s == KDALAB_OK && range != KDALAB_OK)
-        s = kdalab_fail(range, "mixer: an intermediate overflowed (y written)");
+    if (s == KDALAB_OK)
+        s = kdalab_check_outputs_f64("mixer", y, N * cfg->D, NULL, 0, NULL, NULL);
     if (s == KDALAB_OK)
         kdalab_clear_error();
     return s;
@@ -453,26 +470,14 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     return KDALAB_OK;
 }
 
-kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
-                                   size_t B, size_t T, const double *x,
-                                   const kdalab_mixer_cache *cache, const double *dy,
-                                   double *dx, const kdalab_mixer_grads *g)
+kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                  size_t B, size_t T, const double *x,
+                                  const kdalab_mixer_cache *cache, const double *dy,
+                                  double *dx, const kdalab_mixer_grads *g)
 {
     // x, dy, dx are (B, T, D); the gradients have their weights' shapes
-    size_t N;
-    kdalab_status s = check(cfg, p, B, T, x, &N);
-    if (s == KDALAB_OK && !cache)
-        s = kdalab_fail(KDALAB_ENULL, "mixer backward: cache is NULL");
-    if (s == KDALAB_OK && (cache->B != B || cache->T != T || cache->cfg.kind != cfg->kind ||
-                           cache->cfg.D != cfg->D || cache->cfg.H != cfg->H ||
-                           !cache->cfg.conv != !cfg->conv))
-        s = kdalab_fail(KDALAB_EINVAL, "mixer backward: the cache is of another config or size");
-    if (s == KDALAB_OK && !dy)
-        s = kdalab_fail(KDALAB_ENULL, "mixer backward: dy is NULL");
-    if (s == KDALAB_OK)
-        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dy", dy, N * cfg->D, NULL);
-    if (s != KDALAB_OK)
-        return s;
+    const size_t N = B * T;
+    kdalab_status s = KDALAB_OK;
     const size_t D = cfg->D, H = cfg->H, gw = gate_width(cfg);
     const kdalab_mixer_grads none = {0};
     if (!g)
@@ -488,13 +493,12 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
     const size_t d = D / H;
     if (is_linear(cfg->kind)) {
         train_mm_bwd_f64(N, D, D, NULL, p->Wo, dy, NULL, w.dog, 0);
+#pragma omp simd
         for (size_t i = 0; i < N * D; i++) {
             w.dzo[i] = w.dog[i] * c->on[i] * c->so[i] * (1 - c->so[i]);
             w.dog[i] *= c->so[i]; /* now dL/d on */
         }
-        s = keep_range(kdalab_rmsnorm_bwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO,
-                                              w.donorm),
-                       &range);
+        train_rmsnorm_bwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO, w.donorm);
     } else {
         train_mm_bwd_f64(N, D, D, NULL, p->Wo, dy, NULL, w.dO, 0);
     }
@@ -536,24 +540,42 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
     const double *W[3] = {p->Wq, p->Wk, p->Wv}, *Cw[3] = {p->cq, p->ck, p->cv};
     double *dW[3] = {g->Wq, g->Wk, g->Wv}, *dC[3] = {g->cq, g->ck, g->cv};
     for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
-        s = keep_range(kdalab_silu_bwd_f64(N * D, c->c[i], w.ds[i], w.dc), &range);
+        train_silu_bwd_f64(N * D, c->c[i], w.ds[i], w.dc);
         double *da = w.dc;
-        if (s == KDALAB_OK && cfg->conv) {
-            s = keep_range(kdalab_short_conv_bwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], w.dc,
-                                                     w.da, dC[i]),
-                           &range);
+        if (cfg->conv) {
+            train_short_conv_bwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], w.dc, w.da, dC[i]);
             da = w.da;
         }
-        if (s == KDALAB_OK)
-            train_mm_bwd_f64(N, D, D, x, W[i], da, dW[i], dx, 1);
+        train_mm_bwd_f64(N, D, D, x, W[i], da, dW[i], dx, 1);
     }
     scratch_free(&w);
-    if (s != KDALAB_OK)
-        return s;
-    if (dx)
-        s = kdalab_check_outputs_f64("mixer backward", dx, N * D, NULL, 0, NULL, NULL);
     if (s == KDALAB_OK && range != KDALAB_OK)
         s = kdalab_fail(range, "mixer backward: an intermediate overflowed (outputs written)");
+    return s;
+}
+
+kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                   size_t B, size_t T, const double *x,
+                                   const kdalab_mixer_cache *cache, const double *dy,
+                                   double *dx, const kdalab_mixer_grads *g)
+{
+    // x, dy, dx are (B, T, D); the gradients have their weights' shapes
+    size_t N;
+    kdalab_status s = check(cfg, p, B, T, x, &N);
+    if (s == KDALAB_OK && !cache)
+        s = kdalab_fail(KDALAB_ENULL, "mixer backward: cache is NULL");
+    if (s == KDALAB_OK && (cache->B != B || cache->T != T || cache->cfg.kind != cfg->kind ||
+                           cache->cfg.D != cfg->D || cache->cfg.H != cfg->H ||
+                           !cache->cfg.conv != !cfg->conv))
+        s = kdalab_fail(KDALAB_EINVAL, "mixer backward: the cache is of another config or size");
+    if (s == KDALAB_OK && !dy)
+        s = kdalab_fail(KDALAB_ENULL, "mixer backward: dy is NULL");
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dy", dy, N * cfg->D, NULL);
+    if (s == KDALAB_OK)
+        s = train_mixer_bwd_f64(cfg, p, B, T, x, cache, dy, dx, g);
+    if (s == KDALAB_OK && dx)
+        s = kdalab_check_outputs_f64("mixer backward", dx, N * cfg->D, NULL, 0, NULL, NULL);
     if (s == KDALAB_OK)
         kdalab_clear_error();
     return s;

@@ -122,30 +122,22 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
         mcfg.kind = cfg->mixer[l];
         const kdalab_mixer_params mp = mixer_params(w, theta);
         // h1 = rmsnorm(x); xm = x + mixer(h1)
-        s = keep_range(kdalab_rmsnorm_fwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, b->h1),
-                       range);
-        if (s == KDALAB_OK)
-            s = keep_range(kdalab_mixer_fwd_f64(&mcfg, &mp, B, T, b->h1, b->xm, &b->mc), range);
+        train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, b->h1);
+        s = keep_range(train_mixer_fwd_f64(&mcfg, &mp, B, T, b->h1, b->xm, &b->mc), range);
         if (s != KDALAB_OK)
             break;
         for (size_t i = 0; i < N * D; i++)
             b->xm[i] += b->x[i];
         // h2 = rmsnorm(xm); a = h2 W1, b = h2 W3 [N, F]; u = silu(a) b; x' = xm + u W2
-        s = keep_range(kdalab_rmsnorm_fwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, b->h2),
-                       range);
-        if (s != KDALAB_OK)
-            break;
+        train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, b->h2);
         train_mm_f64(N, D, F, b->h2, theta + w->W1, b->a, 0);
         train_mm_f64(N, D, F, b->h2, theta + w->W3, b->b, 0);
-        s = keep_range(kdalab_swiglu_fwd_f64(N * F, b->a, b->b, b->u), range);
-        if (s != KDALAB_OK)
-            break;
+        train_swiglu_fwd_f64(N * F, b->a, b->b, b->u);
         memcpy(x_next, b->xm, N * D * sizeof(double));
         train_mm_f64(N, F, D, b->u, theta + w->W2, x_next, 1);
     }
     if (s == KDALAB_OK)
-        s = keep_range(kdalab_rmsnorm_fwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, A->hf),
-                       range);
+        train_rmsnorm_fwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, A->hf);
     if (s == KDALAB_OK)
         train_mm_f64(N, D, cfg->vocab, A->hf, theta + lay->lm_head, A->logits, 0);
     return s;
@@ -169,25 +161,18 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
     if (s == KDALAB_OK) {
         // logits = hf lm_head: d lm_head, dhf; then the final norm: dx = dL/dxf
         train_mm_bwd_f64(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head, dh, 0);
-        s = keep_range(kdalab_rmsnorm_bwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, dh,
-                                              dx, grad + lay->norm_f),
-                       range);
+        train_rmsnorm_bwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, dh, dx,
+                              grad + lay->norm_f);
     }
     for (size_t l = cfg->L; l-- > 0 && s == KDALAB_OK;) {
         const model_block_t *w = &lay->block[l];
         block_acts *b = &A->blk[l];
         // the MLP: x' = xm + u W2, u = silu(a) b, a = h2 W1, b = h2 W3, h2 = rmsnorm(xm)
         train_mm_bwd_f64(N, F, D, b->u, theta + w->W2, dx, grad + w->W2, du, 0);
-        s = keep_range(kdalab_swiglu_bwd_f64(N * F, b->a, b->b, du, da, db), range);
-        if (s != KDALAB_OK)
-            break;
+        train_swiglu_bwd_f64(N * F, b->a, b->b, du, da, db);
         train_mm_bwd_f64(N, D, F, b->h2, theta + w->W1, da, grad + w->W1, dh, 0);
         train_mm_bwd_f64(N, D, F, b->h2, theta + w->W3, db, grad + w->W3, dh, 1);
-        s = keep_range(kdalab_rmsnorm_bwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, dh, dt,
-                                              grad + w->norm2),
-                       range);
-        if (s != KDALAB_OK)
-            break;
+        train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, dh, dt, grad + w->norm2);
         for (size_t i = 0; i < N * D; i++)
             dx[i] += dt[i]; /* dL/dxm */
         // the mixer: xm = x + mixer(h1), h1 = rmsnorm(x)
@@ -195,13 +180,10 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
         mcfg.kind = cfg->mixer[l];
         const kdalab_mixer_params mp = mixer_params(w, theta);
         const kdalab_mixer_grads mg = mixer_grads(w, grad);
-        s = keep_range(kdalab_mixer_bwd_f64(&mcfg, &mp, B, T, b->h1, b->mc, dx, dh, &mg), range);
-        if (s == KDALAB_OK)
-            s = keep_range(kdalab_rmsnorm_bwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, dh,
-                                                  dt, grad + w->norm1),
-                           range);
+        s = keep_range(train_mixer_bwd_f64(&mcfg, &mp, B, T, b->h1, b->mc, dx, dh, &mg), range);
         if (s != KDALAB_OK)
             break;
+        train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, dh, dt, grad + w->norm1);
         for (size_t i = 0; i < N * D; i++)
             dx[i] += dt[i]; /* dL/dx entering block l */
     }
@@ -333,6 +315,22 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
                 s = kdalab_fail(part[i].s, "%s", part[i].err);
             C += part[i].counted;
         }
+        for (size_t i = 0; i < parts && s == KDALAB_OK && range == KDALAB_OK && C; i++) {
+            const double w = (double)part[i].counted / (double)C;
+            l_out += w * part[i].loss;
+            acc_out += w * part[i].acc;
+            for (size_t j = 0; grad && j < P; j++)
+                grad[j] = (i ? grad[j] : 0) + w * part[i].grad[j];
+        }
+        if (s == KDALAB_OK && grad && !C)
+            memset(grad, 0, P * sizeof *grad);
+        /* the layers inside do not check what they pass each other: an overflow
+         * anywhere shows here, as a non-finite loss or gradient */
+        if (s == KDALAB_OK && range == KDALAB_OK &&
+            (!isfinite(l_out) ||
+             (grad && kdalab_check_values_f64(KDALAB_RULE_FINITE, "grad", grad, P, NULL) !=
+                          KDALAB_OK)))
+            range = KDALAB_ERANGE;
         if (s == KDALAB_OK && range != KDALAB_OK) {
             for (size_t j = 0; grad && j < P; j++)
                 grad[j] = NAN;
@@ -343,22 +341,11 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
             s = kdalab_fail(KDALAB_ERANGE, "model: an intermediate overflowed (loss, accuracy "
                             "and grad written as NaN)");
         }
-        for (size_t i = 0; i < parts && s == KDALAB_OK && C; i++) {
-            const double w = (double)part[i].counted / (double)C;
-            l_out += w * part[i].loss;
-            acc_out += w * part[i].acc;
-            for (size_t j = 0; grad && j < P; j++)
-                grad[j] = (i ? grad[j] : 0) + w * part[i].grad[j];
-        }
-        if (s == KDALAB_OK && grad && !C)
-            memset(grad, 0, P * sizeof *grad);
         if (s == KDALAB_OK) {
             if (loss)
                 *loss = l_out;
             if (accuracy)
                 *accuracy = acc_out;
-            if (!isfinite(l_out))
-                s = kdalab_fail(KDALAB_ERANGE, "model: the loss overflowed (outputs written)");
         }
     }
     for (size_t i = 0; i < parts; i++)

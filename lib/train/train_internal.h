@@ -1,12 +1,17 @@
 /*
  * lib/train/train_internal.h — what lib/train's files share: the model's
  * layout (lib/train/model.c builds it, model_loss.c and trainer.c read it)
- * the CBLAS wrappers of matmul.c and the matrix-form attention of attention.c. Not installed, not exported.
+ * the CBLAS wrappers of matmul.c, the matrix-form attention of attention.c,
+ * the unchecked kernels of layers.c and mixer.c that the model calls, and
+ * the float32 twins' vectorisable exp. Not installed, not exported.
  */
 #ifndef KDALAB_TRAIN_INTERNAL_H
 #define KDALAB_TRAIN_INTERNAL_H
 
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include "kdalab.h"
 
 /* The mixer's tensors, in kdalab_mixer_params' order. */
@@ -60,6 +65,103 @@ void train_mm_bwd_f64(size_t m, size_t k, size_t n, const double *X, const doubl
                       const double *dY, double *dW, double *dX, int accumulate);
 void train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float *W,
                       const float *dY, float *dW, float *dX, int accumulate);
+
+/* The kernels of lib/train/layers.c (float32 twins in layers_f32.c): the
+ * arithmetic of kdalab_rmsnorm_fwd_f64 ... kdalab_short_conv_bwd_f64 with
+ * the same arguments and no checks at all, for callers whose arrays are
+ * their own and whose sizes are already checked (the model, the mixer). A
+ * non-finite input or an overflow gives non-finite outputs, which the
+ * caller's final check sees. NULL outputs of a backward are skipped as in
+ * the public functions. */
+void train_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
+                           double *y);
+void train_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
+                           float *y);
+void train_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
+                           const double *dy, double *dx, double *dw);
+void train_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
+                           const float *dy, float *dx, float *dw);
+void train_silu_fwd_f64(size_t n, const double *x, double *y);
+void train_silu_fwd_f32(size_t n, const float *x, float *y);
+void train_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx);
+void train_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx);
+void train_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h);
+void train_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h);
+void train_swiglu_bwd_f64(size_t n, const double *a, const double *b, const double *dh,
+                          double *da, double *db);
+void train_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
+                          float *da, float *db);
+void train_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
+                              const double *w, double *y);
+void train_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                              const float *w, float *y);
+void train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
+                              const double *w, const double *dy, double *dx, double *dw);
+void train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                              const float *w, const float *dy, float *dx, float *dw);
+
+/* kdalab_mixer_fwd_f64 and kdalab_mixer_bwd_f64 (lib/train/mixer.c; twins
+ * in mixer_f32.c) for the model, which has checked the config, the sizes,
+ * theta (every weight) and made x and dy itself: the same computation and
+ * errors (KDALAB_ERANGE when an intermediate overflows, KDALAB_ENOMEM)
+ * without re-checking those inputs or the finished y and dx, whose
+ * non-finite values reach the model's loss or gradient check. cache must
+ * be non-NULL in the forward; g and dx may be NULL in the backward. */
+kdalab_status train_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                  size_t B, size_t T, const double *x, double *y,
+                                  kdalab_mixer_cache **cache);
+kdalab_status train_mixer_fwd_f32(const kdalab_mixer_config *cfg,
+                                  const kdalab_mixer_params_f32 *p, size_t B, size_t T,
+                                  const float *x, float *y, kdalab_mixer_cache_f32 **cache);
+kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
+                                  size_t B, size_t T, const double *x,
+                                  const kdalab_mixer_cache *cache, const double *dy,
+                                  double *dx, const kdalab_mixer_grads *g);
+kdalab_status train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
+                                  const kdalab_mixer_params_f32 *p, size_t B, size_t T,
+                                  const float *x, const kdalab_mixer_cache_f32 *cache,
+                                  const float *dy, float *dx, const kdalab_mixer_grads_f32 *g);
+
+/* exp(x) in float for the float32 twins of lib/train (scripts/make_f32.sh
+ * writes train_expf where the float64 source says exp): the textbook range
+ * reduction x = n ln 2 + r, |r| <= ln 2 / 2, then exp(r) by its Taylor
+ * series to r^7 / 7! (truncation below 2^-27 relative) and 2^n put into the
+ * exponent bits. No branch and no call, so a loop of it vectorises, and it
+ * is the same function in the vector body and the scalar tail (libm's expf
+ * is a call a loop cannot vectorise: 11 % of a d = 128 attention step).
+ * Within 2 ulp of exp on [-87.3, 88.7] (tests/test_train_layers.c measures
+ * it against exp in double); exp(-inf) and anything below -87.3 give 0
+ * (true values under 1.2e-38), above 88.7 inf, NaN gives NaN. */
+static inline float train_expf(float x)
+{
+    const float lo = -87.33654f, hi = 88.72283f; /* exp(lo) = FLT_MIN, exp(hi) = FLT_MAX */
+    const float xc = x < lo ? lo : x > hi ? hi : x; /* NaN compares false: stays NaN */
+    /* n = round(x / ln 2) by the 1.5 * 2^23 trick: t's low bits hold n */
+    const float shift = 12582912.0f, t = xc * 1.44269504088896341f + shift;
+    const float n = t - shift;
+    /* r = x - n ln 2 with ln 2 = 0.693359375 - 2.12194440e-4: the first part
+     * has 9 bits, so n times it is exact */
+    const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* 2^n as 2^k 2^m, k + m = n, each in [-63, 64]: both normal floats, and
+     * the result is rounded once, by the last product */
+    int32_t bits;
+    memcpy(&bits, &t, sizeof bits);
+    const int32_t n_i = bits - 0x4B400000, m = n_i / 2, k = n_i - m;
+    const int32_t bk = (k + 127) * (1 << 23), bm = (m + 127) * (1 << 23);
+    float two_k, two_m;
+    memcpy(&two_k, &bk, sizeof two_k);
+    memcpy(&two_m, &bm, sizeof two_m);
+    const float e = p * two_k * two_m;
+    return x < lo ? 0.0f : x > hi ? INFINITY : e;
+}
 
 /* Check cfg and fill *lay (and list[n_tensors] when not NULL, in layout
  * order). Errors as kdalab_model_size. */
