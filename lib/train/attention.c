@@ -34,6 +34,7 @@
 /* P [m, n] (leading dimension n) = the causal softmax of the tile's scores
  * S = scale Q[r0, r0 + m) K[0, n)^T, row i being query r0 + i; entries past
  * the query (j > r0 + i) are 0. q, k point at the head's first row, ld apart. */
+TRAIN_CLONES
 static void tile_probabilities(size_t m, size_t n, size_t r0, size_t K, size_t ld, double scale,
                                const double *q, const double *k, double *P)
 {

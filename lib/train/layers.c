@@ -111,6 +111,7 @@ static double rms_inverse(size_t D, double eps, const double *x)
     return 1 / (m * sqrt(s2 / (double)D));
 }
 
+TRAIN_CLONES
 void train_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
                            double *y)
 {
@@ -139,6 +140,7 @@ kdalab_status kdalab_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const doubl
     return kdalab_check_outputs_f64("RMSNorm", y, n, NULL, 0, NULL, NULL);
 }
 
+TRAIN_CLONES
 void train_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
                            const double *dy, double *dx, double *dw)
 {
@@ -195,6 +197,7 @@ static inline double silu_grad(double x)
     return sg * (1 + x * (1 - sg));
 }
 
+TRAIN_CLONES
 void train_silu_fwd_f64(size_t n, const double *x, double *y)
 {
     // x, y are (n)
@@ -216,6 +219,7 @@ kdalab_status kdalab_silu_fwd_f64(size_t n, const double *x, double *y)
     return KDALAB_OK;
 }
 
+TRAIN_CLONES
 void train_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx)
 {
     // x, dy, dx are (n)
@@ -238,6 +242,7 @@ kdalab_status kdalab_silu_bwd_f64(size_t n, const double *x, const double *dy, d
     return check_grads("SiLU backward", dx, n, NULL, 0);
 }
 
+TRAIN_CLONES
 void train_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h)
 {
     // a, b, h are (n)
@@ -260,6 +265,7 @@ kdalab_status kdalab_swiglu_fwd_f64(size_t n, const double *a, const double *b, 
     return kdalab_check_outputs_f64("SwiGLU", h, n, NULL, 0, NULL, NULL);
 }
 
+TRAIN_CLONES
 void train_swiglu_bwd_f64(size_t n, const double *a, const double *b, const double *dh,
                           double *da, double *db)
 {
@@ -311,6 +317,7 @@ static kdalab_status conv_check(size_t B, size_t T, size_t C, size_t W, const do
     return s;
 }
 
+TRAIN_CLONES
 void train_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
                               const double *w, double *y)
 {
@@ -349,6 +356,7 @@ kdalab_status kdalab_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W,
     return kdalab_check_outputs_f64("short convolution", y, n, NULL, 0, NULL, NULL);
 }
 
+TRAIN_CLONES
 void train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
                               const double *w, const double *dy, double *dx, double *dw)
 {

@@ -114,6 +114,7 @@ static float rms_inverse(size_t D, float eps, const float *x)
     return 1 / (m * sqrtf(s2 / (float)D));
 }
 
+TRAIN_CLONES
 void train_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
                            float *y)
 {
@@ -142,6 +143,7 @@ kdalab_status kdalab_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float 
     return kdalab_check_outputs_f32("RMSNorm", y, n, NULL, 0, NULL, NULL);
 }
 
+TRAIN_CLONES
 void train_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
                            const float *dy, float *dx, float *dw)
 {
@@ -198,6 +200,7 @@ static inline float silu_grad(float x)
     return sg * (1 + x * (1 - sg));
 }
 
+TRAIN_CLONES
 void train_silu_fwd_f32(size_t n, const float *x, float *y)
 {
     // x, y are (n)
@@ -219,6 +222,7 @@ kdalab_status kdalab_silu_fwd_f32(size_t n, const float *x, float *y)
     return KDALAB_OK;
 }
 
+TRAIN_CLONES
 void train_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx)
 {
     // x, dy, dx are (n)
@@ -241,6 +245,7 @@ kdalab_status kdalab_silu_bwd_f32(size_t n, const float *x, const float *dy, flo
     return check_grads("SiLU backward", dx, n, NULL, 0);
 }
 
+TRAIN_CLONES
 void train_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h)
 {
     // a, b, h are (n)
@@ -263,6 +268,7 @@ kdalab_status kdalab_swiglu_fwd_f32(size_t n, const float *a, const float *b, fl
     return kdalab_check_outputs_f32("SwiGLU", h, n, NULL, 0, NULL, NULL);
 }
 
+TRAIN_CLONES
 void train_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
                           float *da, float *db)
 {
@@ -314,6 +320,7 @@ static kdalab_status conv_check(size_t B, size_t T, size_t C, size_t W, const fl
     return s;
 }
 
+TRAIN_CLONES
 void train_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
                               const float *w, float *y)
 {
@@ -352,6 +359,7 @@ kdalab_status kdalab_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W,
     return kdalab_check_outputs_f32("short convolution", y, n, NULL, 0, NULL, NULL);
 }
 
+TRAIN_CLONES
 void train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
                               const float *w, const float *dy, float *dx, float *dw)
 {

@@ -66,6 +66,20 @@ void train_mm_bwd_f64(size_t m, size_t k, size_t n, const double *X, const doubl
 void train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float *W,
                       const float *dY, float *dW, float *dX, int accumulate);
 
+/* On the elementwise kernels' definitions (layers.c, the softmax of
+ * attention.c): GCC compiles the function for AVX-512, for AVX2 and for the
+ * baseline, and the loader picks the widest this CPU has (function
+ * multiversioning). The clones do the same operations in the same order
+ * (C11 mode: no fused multiply-add contraction), so they give the same bits;
+ * tests/test_train_layers.c checks the one picked against baseline code.
+ * Measured on AVX-512: SiLU and SwiGLU were a quarter of a quick-config
+ * attention step at the baseline's four floats per vector. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define TRAIN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TRAIN_CLONES
+#endif
+
 /* The kernels of lib/train/layers.c (float32 twins in layers_f32.c): the
  * arithmetic of kdalab_rmsnorm_fwd_f64 ... kdalab_short_conv_bwd_f64 with
  * the same arguments and no checks at all, for callers whose arrays are
