@@ -10,6 +10,7 @@
  *     the one ggml's op is measured by);
  *   the fraction of this machine's fp32 FMA peak, measured in the same run by
  *     a register-resident FMA loop, per core and with all threads.
+ * With a peer, kdalab and the peer alternating in rounds (alternate()).
  * Then the decode step (one token, one head, K = V = 128, one thread) in µs,
  * with S on a cache line ("step") and 16 bytes past one ("step+16B"),
  * and the chunkwise KDA time against T from 1k to 64k with its log-log slope
@@ -421,6 +422,57 @@ static void peer_fail_row(kdalab_mechanism m, const char *form, double err)
                "timed\n", kdalab_mechanism_name(m), form, "ggml", err, VALID_TOL);
 }
 
+/*
+ * kdalab against the peer in alternating rounds: the machine's speed drifts
+ * 10-20 % over minutes here, and the table times kdalab's rows and the
+ * peer's minutes apart. Each round times kdalab's float32 chunkwise form
+ * (the widest level, the default chunk) and then the peer, back to back,
+ * each the median of reps calls, and takes their ratio; the median of the
+ * rounds' ratios is printed with its range. kdalab is validated first.
+ */
+static void alternate(problem *p, kdalab_mechanism m, int rounds, int reps, int nth)
+{
+    const double htok = (double)(p->d.B * p->d.T * p->d.H);
+    double ratio[16], ours[16], theirs[16], *ref = NULL, pv[3], tmin, tmax;
+    rounds = rounds > 16 ? 16 : rounds;
+    bench_opts = kdalab_simd_chunk_opts_default();
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+    const double err = validate_chunk(p, m, &ref);
+    free(ref);
+    if (!(err <= VALID_TOL)) {
+        printf("%-17s alternating: INVALID (error %.3g); not timed\n", kdalab_mechanism_name(m),
+               err);
+        return;
+    }
+    char args[256];
+    snprintf(args, sizeof args, "--mech %s --B %zu --T %zu --H %zu --K %zu --V %zu "
+             "--threads %d --reps %d", kdalab_mechanism_name(m), p->d.B, p->d.T, p->d.H,
+             p->d.K, p->d.V, nth, reps);
+    int n = 0;
+    for (int r = 0; r < rounds; r++) {
+        const double t = time_chunk(kdalab_simd_chunk_f32, p, m, reps, &tmin, &tmax);
+        if (!peer_run(args, "head_tokens_per_s", pv)) {
+            peer_fail_row(m, "recurrent", pv[2]);
+            return;
+        }
+        ours[n] = htok / t;
+        theirs[n] = pv[1];
+        ratio[n] = ours[n] / theirs[n];
+        printf("%-17s round %2d  kdalab chunk%zu %s %9.0f  ggml %9.0f head-tok/s  %.2fx\n",
+               kdalab_mechanism_name(m), r + 1, bench_opts.chunk,
+               kdalab_simd_level_name(kdalab_simd_get_level()), ours[n], theirs[n], ratio[n]);
+        n++;
+    }
+    gsl_sort(ratio, 1, (size_t)n);
+    gsl_sort(ours, 1, (size_t)n);
+    gsl_sort(theirs, 1, (size_t)n);
+    printf("%-17s median of %d rounds: kdalab %.0f, ggml %.0f head-tok/s; ratio %.2fx "
+           "[%.2f..%.2f]\n", kdalab_mechanism_name(m), n,
+           gsl_stats_median_from_sorted_data(ours, 1, (size_t)n),
+           gsl_stats_median_from_sorted_data(theirs, 1, (size_t)n),
+           gsl_stats_median_from_sorted_data(ratio, 1, (size_t)n), ratio[0], ratio[n - 1]);
+}
+
 static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                          KDALAB_GATED_DELTANET, KDALAB_KDA};
 
@@ -660,6 +712,12 @@ int main(int argc, char **argv)
                    ht2 / last_cpu, pr.d.T);
             problem_free(&pr);
         }
+    }
+    if (table && peer_exe) {
+        printf("#\n# kdalab and ggml alternating, back to back in each round (the ratio of "
+               "each round; the table's rows above were minutes apart)\n");
+        alternate(&p, KDALAB_GATED_DELTANET, quick ? 3 : 5, reps, nth);
+        alternate(&p, KDALAB_KDA, quick ? 3 : 5, reps, nth);
     }
     problem_free(&p);
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
