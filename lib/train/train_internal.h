@@ -165,11 +165,13 @@ static inline float train_expf(float x)
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     /* 2^n as 2^k 2^m, k + m = n, each in [-63, 64]: both normal floats, and
-     * the result is rounded once, by the last product */
-    int32_t bits;
+     * the result is rounded once, by the last product. Unsigned arithmetic:
+     * for a NaN x the bits are garbage (the result is NaN anyway), and must
+     * not overflow a signed int */
+    uint32_t bits;
     memcpy(&bits, &t, sizeof bits);
-    const int32_t n_i = bits - 0x4B400000, m = n_i / 2, k = n_i - m;
-    const int32_t bk = (k + 127) * (1 << 23), bm = (m + 127) * (1 << 23);
+    const int32_t n_i = (int32_t)(bits - 0x4B400000u), m = n_i / 2, k = n_i - m;
+    const uint32_t bk = (uint32_t)(k + 127) << 23, bm = (uint32_t)(m + 127) << 23;
     float two_k, two_m;
     memcpy(&two_k, &bk, sizeof two_k);
     memcpy(&two_m, &bm, sizeof two_m);
