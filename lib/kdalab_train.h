@@ -425,7 +425,7 @@ kdalab_status kdalab_adamw_lr(const kdalab_adamw_config *cfg, size_t step, doubl
  * every finite gradient has a finite norm). Errors, with nothing updated:
  * those of kdalab_adamw_lr, KDALAB_ENULL, KDALAB_ENONFINITE (grad, theta or
  * m), KDALAB_EDOMAIN (v < 0); and KDALAB_ERANGE when finite inputs gave a
- * non-finite theta (written: the step diverged).
+ * non-finite theta or v (written: the step diverged, or |grad|^2 overflowed).
  */
 kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step, size_t n,
                                     double *theta, const double *grad, double *m, double *v,

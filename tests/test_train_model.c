@@ -562,6 +562,14 @@ static void test_adamw_edges(void **state)
     const double gs[2] = {1e-310, 0};
     assert_int_equal(kdalab_adamw_step_f64(&tiny, 0, 2, t2, gs, m2, v2, NULL, &norm), KDALAB_OK);
     assert_true(norm == 1e-310);
+    /* unclipped, (1 - beta2) |grad|^2 past float's range at |grad| = 1e22: an error, not a v of
+     * inf that would freeze the parameter (0 = m / sqrt(inf)) */
+    kdalab_adamw_config noclip = {1e-3, 0, 0.9, 0.999, 1e-8, 0, 0, 0, 10};
+    float t3[2] = {0.5f, 1}, m3[2] = {0}, v3[2] = {0};
+    const float big[2] = {1e22f, 1};
+    assert_int_equal(kdalab_adamw_step_f32(&noclip, 0, 2, t3, big, m3, v3, NULL, NULL),
+                     KDALAB_ERANGE);
+    assert_non_null(strstr(kdalab_last_error(), "v[0] is inf"));
 }
 
 /* Training: a function of its config, and it learns a tiny MQAR task that

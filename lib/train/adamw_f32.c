@@ -94,12 +94,16 @@ kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step,
     }
     if (grad_norm)
         *grad_norm = norm;
+    /* finite inputs, a non-finite step: the learning rate diverged; or an
+     * unclipped |grad| past sqrt of the type's largest (1.8e19 in float32)
+     * overflowed v, which would freeze that parameter from then on */
     s = kdalab_check_values_f32(KDALAB_RULE_FINITE, "theta", theta, n, NULL);
-    if (s != KDALAB_OK) { /* finite inputs, a non-finite step: the learning rate diverged */
+    if (s == KDALAB_OK)
+        s = kdalab_check_values_f32(KDALAB_RULE_FINITE, "v", v, n, NULL);
+    if (s != KDALAB_OK) {
         char why[256]; /* kdalab_fail formats into the buffer kdalab_last_error reads */
         snprintf(why, sizeof why, "%s", kdalab_last_error());
-        return kdalab_fail(KDALAB_ERANGE, "adamw: the update overflowed theta (written): %s",
-                           why);
+        return kdalab_fail(KDALAB_ERANGE, "adamw: the update overflowed (written): %s", why);
     }
     kdalab_clear_error();
     return KDALAB_OK;
