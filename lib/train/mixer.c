@@ -2,8 +2,11 @@
  * lib/train/mixer.c — one mixer sub-layer, forward and backward in float64:
  * the q, k, v projections, the optional short convolution and SiLU, the
  * L2 normalisation, beta and the gate of the linear mixers, the mechanism
- * (kdalab_chunk_f64, or for attention train_attention_fwd_f64: the same
- * function as kdalab_attention_f64 in matrix form) and the output projection.
+ * (the SIMD path's kdalab_simd_chunk_f64 at its default chunk, the same
+ * function as the reference's kdalab_chunk_f64 to ~1e-15 in float64 and
+ * about five times faster in float32; or for attention
+ * train_attention_fwd_f64: the same function as kdalab_attention_f64 in
+ * matrix form) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f64 and the
  * gates' in lib/reference, train_attention_bwd_f64) and the step-1
@@ -28,7 +31,8 @@
 #define CONV_W 4
 #define L2_EPS 1e-6
 #define ONORM_EPS 1e-5 /* fla's KDA layer's norm_eps */
-/* The mechanism's chunk size: any C gives the same result up to rounding;
+/* The mechanism's backward's chunk size (the reference's kdalab_chunk_bwd_f64;
+ * the SIMD path has no backward yet): any C gives the same result up to rounding;
  * 8 was the fastest of 8, 16, 32, 64 training KDA at D = 64, H = 2, T = 64
  * (Zen 5: 11.8 K tokens/s at C = 8, 8.4 K at 64), because the safe decayed
  * Gram matrices cost C exponentials per position and channel. */
@@ -328,9 +332,8 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
         if (s != KDALAB_OK || *range != KDALAB_OK)
             return nan_output(c, s);
     }
-    const kdalab_chunk_opts opts = mixer_chunk_opts();
-    s = keep_range(kdalab_chunk_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn,
-                                    c->s[2], c->g, c->beta, NULL, c->o, NULL, &opts, NULL),
+    s = keep_range(kdalab_simd_chunk_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn,
+                                         c->s[2], c->g, c->beta, NULL, c->o, NULL, NULL, NULL),
                    range);
     if (s != KDALAB_OK || *range != KDALAB_OK)
         return s == KDALAB_OK ? nan_output(c, s) : s;
