@@ -244,7 +244,7 @@ typedef struct kdalab_mixer_cache kdalab_mixer_cache;
  *   c = conv(a)    (kdalab_short_conv_fwd_f64, width 4; c = a with conv off)
  *   q, k, v = silu(c)                    (fla's layers: SiLU with or without conv)
  *   linear mixers: q, k <- q / sqrt(|q|^2 + 1e-6) per (t, head) (fla's l2norm),
- *     beta = sigmoid(x Wb), the gate above, o = kdalab_chunk_f64(scale d^-1/2),
+ *     beta = sigmoid(x Wb), the gate above, o = kdalab_simd_chunk_f64(d^-1/2),
  *     then fla's gated output norm, per (t, head):
  *     o <- rmsnorm(o, onorm, eps 1e-5) * sigmoid(x Wog)
  *   attention: o = kdalab_attention_f64(q, k, v, scale d^-1/2)

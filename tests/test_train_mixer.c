@@ -450,6 +450,40 @@ static void expect_at(int line, kdalab_status got, kdalab_status want, const cha
 }
 #define expect(got, want, needle) expect_at(__LINE__, got, want, needle)
 
+/* The public backward reports an overflow in any gradient it writes, not
+ * only in dx (a breaker, seventh session: with the layers' own checks gone
+ * an infinite onorm gradient came back as KDALAB_OK): a tiny output-norm
+ * gain and a huge dy overflow d onorm while everything else is finite. */
+static void test_mixer_bwd_reports_overflow(void **state)
+{
+    (void)state;
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    mixer_problem p;
+    problem_make(&p, rng, KDALAB_MIXER_DELTANET, 1, 1, 256, 2, 4);
+    for (size_t i = 0; i < p.n[ONORM]; i++)
+        p.w[ONORM][i] *= 1e-200;
+    for (size_t i = 0; i < p.N * p.cfg.D; i++)
+        p.dy[i] = p.dy[i] > 0 ? 4e307 : -4e307;
+    const kdalab_mixer_params w = params_of(&p);
+    double *y = malloc(p.N * p.cfg.D * sizeof *y), *dx = malloc(p.N * p.cfg.D * sizeof *dx);
+    double *donorm = malloc(p.n[ONORM] * sizeof *donorm);
+    kdalab_mixer_cache *c = NULL;
+    assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, p.B, p.T, p.x, y, &c), KDALAB_OK);
+    kdalab_mixer_grads g = {0};
+    g.onorm = donorm;
+    for (int with_dx = 0; with_dx < 2; with_dx++)
+        expect(kdalab_mixer_bwd_f64(&p.cfg, &w, p.B, p.T, p.x, c, p.dy, with_dx ? dx : NULL,
+                                    &g),
+               KDALAB_ERANGE, "onorm");
+    kdalab_mixer_cache_free(c);
+    free(y);
+    free(dx);
+    free(donorm);
+    problem_free(&p);
+    gsl_rng_free(rng);
+}
+
+
 static void test_mixer_bad_input(void **state)
 {
     (void)state;
@@ -532,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_mixer_attention_tiles),
         cmocka_unit_test(test_mixer_attention_masked_overflow),
         cmocka_unit_test(test_mixer_bad_input),
+        cmocka_unit_test(test_mixer_bwd_reports_overflow),
     };
     return cmocka_run_group_tests_name("train_mixer", tests, NULL, NULL);
 }

@@ -570,6 +570,22 @@ static void test_adamw_edges(void **state)
     assert_int_equal(kdalab_adamw_step_f32(&noclip, 0, 2, t3, big, m3, v3, NULL, NULL),
                      KDALAB_ERANGE);
     assert_non_null(strstr(kdalab_last_error(), "v[0] is inf"));
+    /* |grad| = 1e20: v stays finite but v / bc2 would not; the parameter must
+     * still move, by the step's learning rate each time (m / sqrt(v) = 1 after
+     * the bias corrections): 1e-3 + 0.976e-3 + 0.905e-3 on this cosine */
+    float t4[1] = {0.5f}, m4[1] = {0}, v4[1] = {0};
+    const float g20[1] = {1e20f};
+    for (size_t step = 0; step < 3; step++)
+        assert_int_equal(kdalab_adamw_step_f32(&noclip, step, 1, t4, g20, m4, v4, NULL, NULL),
+                         KDALAB_OK);
+    const float moved = 0.5f - t4[0];
+    assert_true(moved > 2.8e-3f && moved < 2.95e-3f);
+    /* a v of +inf is refused before anything is written */
+    float t5[2] = {1, 2}, m5[2] = {0}, v5[2] = {0, INFINITY};
+    const float g5[2] = {1, 1};
+    assert_int_equal(kdalab_adamw_step_f32(&noclip, 0, 2, t5, g5, m5, v5, NULL, NULL),
+                     KDALAB_ENONFINITE);
+    assert_true(t5[0] == 1 && t5[1] == 2 && m5[0] == 0);
 }
 
 /* Training: a function of its config, and it learns a tiny MQAR task that

@@ -14,7 +14,10 @@
 #include "internal.h"
 
 /* One element's step; k = {gradient scale, beta1, beta2, 1 - beta1, 1 - beta2,
- * lr / bc1, 1 / bc2}, lwd = lr * weight decay (0 for an element not decayed). */
+ * lr / bc1, 1 / sqrt(bc2)}, lwd = lr * weight decay (0 for an element not
+ * decayed). sqrt(v) / sqrt(bc2), not sqrt(v / bc2): v / bc2 overflows for a
+ * finite v in the first steps (float32: |grad| from 1.8e19), which made the
+ * step 0 and froze the parameter. */
 static inline void adamw_element(const double *k, double eps, double g, double lwd, double *m,
                                  double *v, double *theta)
 {
@@ -23,7 +26,7 @@ static inline void adamw_element(const double *k, double eps, double g, double l
     const double vi = k[2] * *v + k[4] * gi * gi;
     *m = mi;
     *v = vi;
-    *theta -= k[5] * mi / (sqrt(vi * k[6]) + eps) + lwd * *theta;
+    *theta -= k[5] * mi / (sqrt(vi) * k[6] + eps) + lwd * *theta;
 }
 
 kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step, size_t n,
@@ -45,7 +48,7 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
     int bad_v = 0; /* one vectorised pass; the slow one only to name the element */
 #pragma omp simd reduction(| : bad_v)
     for (size_t i = 0; i < n; i++)
-        bad_v |= !(v[i] >= 0 && v[i] <= HUGE_VAL) || isnan(v[i]);
+        bad_v |= !(v[i] >= 0 && v[i] < HUGE_VAL); /* NaN compares false too */
     for (size_t i = 0; bad_v && s == KDALAB_OK && i < n; i++)
         if (!(v[i] >= 0 && isfinite(v[i])))
             s = kdalab_fail(isfinite(v[i]) ? KDALAB_EDOMAIN : KDALAB_ENONFINITE,
@@ -78,8 +81,9 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
     const double gc = c, b1 = cfg->beta1, b2 = cfg->beta2;
     const double ob1 = 1 - cfg->beta1, ob2 = 1 - cfg->beta2;
     const double eps = cfg->eps > DBL_MIN ? cfg->eps : DBL_MIN;
-    const double lr_bc1 = lr / bc1, inv_bc2 = 1 / bc2, lr_wd = lr * cfg->weight_decay;
-    const double k[7] = {gc, b1, b2, ob1, ob2, lr_bc1, inv_bc2};
+    const double lr_bc1 = lr / bc1, inv_sqrt_bc2 = 1 / sqrt(bc2);
+    const double lr_wd = lr * cfg->weight_decay;
+    const double k[7] = {gc, b1, b2, ob1, ob2, lr_bc1, inv_sqrt_bc2};
     if (decay) {
 #pragma omp simd
         for (size_t i = 0; i < n; i++)
@@ -92,8 +96,8 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
     if (grad_norm)
         *grad_norm = norm;
     /* finite inputs, a non-finite step: the learning rate diverged; or an
-     * unclipped |grad| past sqrt of the type's largest (1.8e19 in float32)
-     * overflowed v, which would freeze that parameter from then on */
+     * unclipped |grad| overflowed v = ... + (1 - beta2) grad^2 (float32: from
+     * |grad| ~ 5.8e20 at beta2 = 0.999), which would freeze that parameter */
     s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, n, NULL);
     if (s == KDALAB_OK)
         s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "v", v, n, NULL);

@@ -38,13 +38,6 @@
  * Gram matrices cost C exponentials per position and channel. */
 #define MIXER_CHUNK 8
 
-static kdalab_chunk_opts mixer_chunk_opts(void)
-{
-    kdalab_chunk_opts o = kdalab_chunk_opts_default();
-    o.chunk = MIXER_CHUNK;
-    return o;
-}
-
 /* Everything the backward reads, each [N, D] unless said otherwise. */
 struct kdalab_mixer_cache {
     kdalab_mixer_config cfg;
@@ -168,11 +161,23 @@ static kdalab_status keep_range(kdalab_status s, kdalab_status *range)
 
 /* ---- checks --------------------------------------------------------------------- */
 
-static kdalab_status weight(const char *name, const double *w, size_t n)
+/* The mixer's tensors in kdalab_mixer_params' (and _grads') order, and how
+ * many elements of each this config uses (0: unused). cfg checked. */
+static const char *const tensor_name[MIX_N] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck", "cv", "Wb",
+    "Wa", "Wg", "Wg2", "A_log", "dt_bias", "Wog", "onorm"};
+
+static void tensor_sizes(const kdalab_mixer_config *cfg, size_t n[MIX_N])
 {
-    if (!w)
-        return kdalab_fail(KDALAB_ENULL, "mixer: %s is NULL", name);
-    return kdalab_check_values_f64(KDALAB_RULE_FINITE, name, w, n, NULL);
+    const size_t D = cfg->D, H = cfg->H, conv = cfg->conv ? CONV_W * D : 0;
+    const int kda = cfg->kind == KDALAB_MIXER_KDA, linear = is_linear(cfg->kind);
+    const size_t sizes[MIX_N] = {
+        D * D, D * D, D * D, D * D, conv, conv, conv,
+        has_beta(cfg->kind) ? D * H : 0,
+        cfg->kind == KDALAB_MIXER_GATED_DELTANET ? D * H : 0,
+        kda ? D * (D / H) : 0, kda ? D * (D / H) : 0,
+        gate_width(cfg) ? H : 0, H * gate_width(cfg),
+        linear ? D * D : 0, linear ? D / H : 0};
+    memcpy(n, sizes, sizeof sizes);
 }
 
 /* The config, the sizes (*N = B * T rows), every weight the config uses, x. */
@@ -195,37 +200,41 @@ static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_pa
         !kdalab_mul_size(DD, sizeof(double), &bytes) || ND > INT32_MAX || DD > INT32_MAX)
         return kdalab_fail(KDALAB_EOVERFLOW, "mixer: B * T * D = %zu * %zu * %zu overflows",
                            B, T, D);
+    const double *w[MIX_N] = {p->Wq, p->Wk, p->Wv, p->Wo, p->cq, p->ck, p->cv, p->Wb,
+                              p->Wa, p->Wg, p->Wg2, p->A_log, p->dt_bias, p->Wog, p->onorm};
+    size_t n[MIX_N];
+    tensor_sizes(cfg, n);
     kdalab_status s = KDALAB_OK;
-    const char *nq[3] = {"Wq", "Wk", "Wv"}, *nc[3] = {"cq", "ck", "cv"};
-    const double *W[3] = {p->Wq, p->Wk, p->Wv}, *C[3] = {p->cq, p->ck, p->cv};
-    for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
-        s = weight(nq[i], W[i], DD);
-        if (s == KDALAB_OK && cfg->conv)
-            s = weight(nc[i], C[i], CONV_W * D);
-    }
-    if (s == KDALAB_OK)
-        s = weight("Wo", p->Wo, DD);
-    if (s == KDALAB_OK && has_beta(cfg->kind))
-        s = weight("Wb", p->Wb, D * H);
-    if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET)
-        s = weight("Wa", p->Wa, D * H);
-    if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_KDA)
-        s = weight("Wg", p->Wg, D * (D / H));
-    if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_KDA)
-        s = weight("Wg2", p->Wg2, D * (D / H));
-    if (s == KDALAB_OK && is_linear(cfg->kind))
-        s = weight("Wog", p->Wog, DD);
-    if (s == KDALAB_OK && is_linear(cfg->kind))
-        s = weight("onorm", p->onorm, D / H);
-    if (s == KDALAB_OK && gate_width(cfg)) {
-        s = weight("A_log", p->A_log, H);
-        if (s == KDALAB_OK)
-            s = weight("dt_bias", p->dt_bias, H * gate_width(cfg));
-    }
+    for (int i = 0; i < MIX_N && s == KDALAB_OK; i++)
+        if (n[i] && !w[i])
+            s = kdalab_fail(KDALAB_ENULL, "mixer: %s is NULL", tensor_name[i]);
+        else if (n[i])
+            s = kdalab_check_values_f64(KDALAB_RULE_FINITE, tensor_name[i], w[i], n[i], NULL);
     if (s == KDALAB_OK && !x)
         s = kdalab_fail(KDALAB_ENULL, "mixer: x is NULL");
     if (s == KDALAB_OK)
         s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "x", x, ND, NULL);
+    return s;
+}
+
+/* The backward's outputs, dx [N, D] and every gradient asked for, checked for
+ * non-finite values: KDALAB_ERANGE naming the first (the inputs were finite). */
+static kdalab_status check_backward_outputs(const kdalab_mixer_config *cfg, size_t N,
+                                            const double *dx, const kdalab_mixer_grads *g)
+{
+    const double *w[MIX_N] = {g->Wq, g->Wk, g->Wv, g->Wo, g->cq, g->ck, g->cv, g->Wb,
+                              g->Wa, g->Wg, g->Wg2, g->A_log, g->dt_bias, g->Wog, g->onorm};
+    size_t n[MIX_N];
+    tensor_sizes(cfg, n);
+    kdalab_status s = dx ? kdalab_check_outputs_f64("mixer backward", dx, N * cfg->D, NULL, 0,
+                                                    NULL, NULL)
+                         : KDALAB_OK;
+    for (int i = 0; i < MIX_N && s == KDALAB_OK; i++)
+        if (n[i] && w[i] &&
+            kdalab_check_values_f64(KDALAB_RULE_FINITE, tensor_name[i], w[i], n[i], NULL) !=
+                KDALAB_OK)
+            s = kdalab_fail(KDALAB_ERANGE, "mixer backward: the gradient of %s overflowed "
+                            "(outputs written)", tensor_name[i]);
     return s;
 }
 
@@ -460,7 +469,8 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
         return keep_range(train_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o,
                                                   w->dO, w->ds[0], w->ds[1], w->ds[2]),
                           range);
-    const kdalab_chunk_opts opts = mixer_chunk_opts();
+    kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+    opts.chunk = MIXER_CHUNK;
     kdalab_status s = keep_range(
         kdalab_chunk_bwd_f64(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn, c->s[2], c->g,
                              c->beta, NULL, w->dO, NULL, w->dn[0], w->dn[1], w->ds[2], w->dg,
@@ -577,8 +587,8 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
         s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dy", dy, N * cfg->D, NULL);
     if (s == KDALAB_OK)
         s = train_mixer_bwd_f64(cfg, p, B, T, x, cache, dy, dx, g);
-    if (s == KDALAB_OK && dx)
-        s = kdalab_check_outputs_f64("mixer backward", dx, N * cfg->D, NULL, 0, NULL, NULL);
+    if (s == KDALAB_OK)
+        s = check_backward_outputs(cfg, N, dx, g ? g : &(const kdalab_mixer_grads){0});
     if (s == KDALAB_OK)
         kdalab_clear_error();
     return s;
