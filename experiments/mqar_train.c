@@ -70,8 +70,12 @@ static void refuse(const lab_ctx *x, const lab_mqar_spec *s)
 }
 
 /* The model ledger, DIR/mqar_models.tsv: one line per trained model,
- * "key<TAB>accuracy<TAB>test_loss<TAB>train_s<TAB>tokens_per_s" (each %.17g,
- * so a model read back prints as it did when trained), appended
+ * "key<TAB>accuracy<TAB>test_loss<TAB>train_s<TAB>tokens_per_s<TAB>made_with"
+ * (the numbers %.17g, so a model read back prints as it did when trained;
+ * made_with names what sets the last bits besides the key: kdalab's
+ * version, OpenBLAS's kernels and the SIMD level, e.g. "kdalab 0.1.0
+ * blas=SkylakeX simd=avx512"; ledgers from before it have no such field and
+ * read the same; it is a record, not part of the key), appended
  * (one write, then a flush) as each model finishes, so an interrupted sweep
  * keeps what it finished and two experiments may share a directory. The key
  * is every input of the run, printed exactly (%.17g for the learning rate):
@@ -117,6 +121,7 @@ static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *t
         for (int i = 0; i < 4 && ok; i++) {
             v[i] = strtod(p + 1, &end);
             ok = end != p + 1 && (*end == '\t' || (i == 3 && *end == '\n'));
+            /* (after tokens_per_s: made_with, or the end of an older line) */
             p = end;
         }
         if (!ok)
@@ -144,8 +149,12 @@ static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_
     int cut = fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n';
     fseek(f, 0, SEEK_END); /* a read, then a write: a positioning call between (C11 7.21.5.3) */
     char line[1024];
-    int n = snprintf(line, sizeof line, "%s%s\t%.17g\t%.17g\t%.17g\t%.17g\n", cut ? "\n" : "", key,
-                     tr->test_accuracy, tr->test_loss, tr->seconds, tr->tokens_per_s);
+    const char *blas = kdalab_blas_kernels();
+    int n = snprintf(line, sizeof line,
+                     "%s%s\t%.17g\t%.17g\t%.17g\t%.17g\tkdalab %s blas=%s simd=%s\n",
+                     cut ? "\n" : "", key, tr->test_accuracy, tr->test_loss, tr->seconds,
+                     tr->tokens_per_s, KDALAB_VERSION, blas ? blas : "not-openblas",
+                     kdalab_simd_level_name(kdalab_simd_get_level()));
     if (n < 0 || (size_t)n >= sizeof line || fwrite(line, 1, (size_t)n, f) != (size_t)n ||
         fclose(f) != 0) {
         fprintf(stderr, "%s: appending to '%s' failed\n", x->name, path);

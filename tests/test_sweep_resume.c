@@ -139,6 +139,9 @@ static void ledger_resume(void **state)
     char *summary = slurp(path_of("14_recall_summary.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
     assert_non_null(strstr(ledger, "fp32\tattention\t2\t32\t2\t1\t40\t4\t65\t16\t2\t4\t"));
+    /* each line records what made it (version, BLAS kernels, SIMD level) */
+    assert_non_null(strstr(ledger, "\tkdalab " KDALAB_VERSION " blas="));
+    assert_non_null(strstr(ledger, " simd="));
 
     /* resuming: same tables, nothing trained */
     run_experiment("KDALAB_RESUME=1");
@@ -151,6 +154,26 @@ static void ledger_resume(void **state)
     free(again);
     free(s_again);
     free(l_again);
+
+    /* a ledger from before the made_with field reads the same: nothing trained */
+    char *older = strdup(ledger);
+    assert_non_null(older);
+    char *w = older;
+    for (const char *r = ledger; *r; r++) {
+        if (strncmp(r, "\tkdalab ", 8) == 0)
+            r = strchr(r, '\n');
+        *w++ = *r;
+    }
+    *w = '\0';
+    spill(path_of("mqar_models.tsv"), older);
+    run_experiment("KDALAB_RESUME=1");
+    again = slurp(path_of("14_recall_by_mechanism.tsv"));
+    assert_string_equal(again, table);
+    free(again);
+    l_again = slurp(path_of("mqar_models.tsv"));
+    assert_string_equal(l_again, older);
+    free(l_again);
+    free(older);
 
     /* it really reads the ledger: an edited accuracy is what the table says */
     char *edited = edit_first_accuracy(ledger);
