@@ -73,8 +73,9 @@ static int acts_new(acts *A, size_t L, size_t N, size_t D, size_t F, size_t V)
     return ok;
 }
 
-/* Note a KDALAB_ERANGE in *range and pass every status on: an overflow
- * stops the pass (the next layer would refuse its non-finite input). */
+/* Note a KDALAB_ERANGE in *range and pass every status on: a mixer that
+ * overflowed stops the pass. The layers between the mixers are unchecked;
+ * what overflows there reaches the loss or the gradient, checked at the end. */
 static kdalab_status keep_range(kdalab_status s, kdalab_status *range)
 {
     if (s == KDALAB_ERANGE)
