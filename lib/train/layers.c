@@ -68,14 +68,6 @@ static kdalab_status check_grads(const char *what, const double *d1, size_t n1,
     return s;
 }
 
-/* One exponential of a non-positive number, e = exp(-|z|): 1 / (1 + e) for
- * z >= 0, e / (1 + e) below. No branch, so a loop of it vectorises. */
-static inline double sigmoid(double z)
-{
-    const double e = exp(-fabs(z));
-    return (z >= 0 ? 1 : e) / (1 + e);
-}
-
 /* ---- RMSNorm ------------------------------------------------------------------- */
 
 static kdalab_status rmsnorm_check(size_t N, size_t D, double eps, const double *x,
@@ -188,12 +180,12 @@ kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const doubl
 
 /* ---- SiLU and the SwiGLU gate ------------------------------------------------------ */
 
-static inline double silu(double x) { return x * sigmoid(x); }
+static inline double silu(double x) { return x * train_sigmoid_f64(x); }
 
 /* d silu / dx = s + x s (1 - s), s = sigmoid(x) */
 static inline double silu_grad(double x)
 {
-    const double sg = sigmoid(x);
+    const double sg = train_sigmoid_f64(x);
     return sg * (1 + x * (1 - sg));
 }
 

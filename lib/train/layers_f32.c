@@ -71,14 +71,6 @@ static kdalab_status check_grads(const char *what, const float *d1, size_t n1,
     return s;
 }
 
-/* One exponential of a non-positive number, e = train_expf(-|z|): 1 / (1 + e) for
- * z >= 0, e / (1 + e) below. No branch, so a loop of it vectorises. */
-static inline float sigmoid(float z)
-{
-    const float e = train_expf(-fabsf(z));
-    return (z >= 0 ? 1 : e) / (1 + e);
-}
-
 /* ---- RMSNorm ------------------------------------------------------------------- */
 
 static kdalab_status rmsnorm_check(size_t N, size_t D, float eps, const float *x,
@@ -191,12 +183,12 @@ kdalab_status kdalab_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float 
 
 /* ---- SiLU and the SwiGLU gate ------------------------------------------------------ */
 
-static inline float silu(float x) { return x * sigmoid(x); }
+static inline float silu(float x) { return x * train_sigmoid_f32(x); }
 
 /* d silu / dx = s + x s (1 - s), s = sigmoid(x) */
 static inline float silu_grad(float x)
 {
-    const float sg = sigmoid(x);
+    const float sg = train_sigmoid_f32(x);
     return sg * (1 + x * (1 - sg));
 }
 

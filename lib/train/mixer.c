@@ -102,12 +102,6 @@ static size_t gate_width(const kdalab_mixer_config *cfg)
     return 0;
 }
 
-static double sigmoid(double z)
-{
-    const double e = exp(-fabs(z)); /* one exponential, of a non-positive number */
-    return (z >= 0 ? 1 : e) / (1 + e);
-}
-
 /* 1 / sqrt(|x|^2 + eps) of one row x [d]; when the squares overflow, the
  * same from x scaled by its largest magnitude (eps then does not count). */
 static double l2_inverse(size_t d, const double *x)
@@ -300,7 +294,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const double *W[3] = {p->Wq, p->Wk, p->Wv}, *Cw[3] = {p->cq, p->ck, p->cv};
     kdalab_status s = KDALAB_OK;
     // q, k, v: a = x W [N, D]; c = conv(a) [N, D]; s = silu(c) [N, D]
-    for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
+    for (int i = 0; i < 3; i++) {
         train_mm_f64(N, D, D, x, W[i], c->a[i], 0);
         if (cfg->conv)
             train_short_conv_fwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]);
@@ -313,7 +307,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
             *range = KDALAB_ERANGE;
     }
     if (*range != KDALAB_OK)
-        return nan_output(c, s); /* the mechanism would refuse a non-finite q, k or v */
+        return nan_output(c, KDALAB_OK); /* the mechanism would refuse a non-finite q, k or v */
     const kdalab_dims dims = {B, T, H, d, d};
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
@@ -325,7 +319,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     if (has_beta(cfg->kind)) {
         train_mm_f64(N, D, H, x, p->Wb, c->zb, 0);
         for (size_t r = 0; r < N * H; r++)
-            c->beta[r] = sigmoid(c->zb[r]);
+            c->beta[r] = train_sigmoid_f64(c->zb[r]);
     }
     const size_t gw = gate_width(cfg);
     if (gw) {
@@ -351,7 +345,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     train_mm_f64(N, D, D, x, p->Wog, c->so, 0);
 #pragma omp simd
     for (size_t i = 0; i < N * D; i++) {
-        c->so[i] = sigmoid(c->so[i]);
+        c->so[i] = train_sigmoid_f64(c->so[i]);
         c->og[i] = c->on[i] * c->so[i];
     }
     return KDALAB_OK;

@@ -179,6 +179,23 @@ static inline float train_expf(float x)
     return x < lo ? 0.0f : x > hi ? INFINITY : e;
 }
 
+/* sigmoid(z) with one exponential, of a non-positive number, e = exp(-|z|):
+ * 1 / (1 + e) for z >= 0, e / (1 + e) below. No branch, so a loop of it
+ * vectorises; never exp of a positive number, so no overflow. The float32
+ * form takes train_expf. Used by layers.c (SiLU, SwiGLU) and mixer.c (beta,
+ * the output gate), and their twins. */
+static inline double train_sigmoid_f64(double z)
+{
+    const double e = exp(-fabs(z));
+    return (z >= 0 ? 1 : e) / (1 + e);
+}
+
+static inline float train_sigmoid_f32(float z)
+{
+    const float e = train_expf(-fabsf(z));
+    return (z >= 0 ? 1 : e) / (1 + e);
+}
+
 /* Check cfg and fill *lay (and list[n_tensors] when not NULL, in layout
  * order). Errors as kdalab_model_size. */
 kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
