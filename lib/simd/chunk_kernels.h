@@ -112,19 +112,10 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
     SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, W, w->O, W, 1, 1);
     SIMD_FN(prefetch_rows)(w, pf);
-    /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new */
-    if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
-        size_t Wv = W / VLEN * VLEN;
-        for (size_t ch = 0; ch < K; ch++) {
-            vf gv = VSET1(w->gl[ch]);
-            real *row = w->S + ch * W;
-            for (size_t j = 0; j < Wv; j += VLEN)
-                VSTORE(row + j, VMUL(gv, VLOAD(row + j)));
-            for (size_t j = Wv; j < W; j++)
-                row[j] *= w->gl[ch];
-        }
-    }
-    SIMD_FN(gemm)(K, W, n, w->kd, 1, K, Vnew, W, w->S, W, 1, 0);
+    /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new, the decay applied as the
+     * product loads S (one pass over the state instead of two) */
+    int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
+    SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, Vnew, W, w->S, W, 1, 0, decays ? w->gl : NULL);
     SIMD_FN(prefetch_rows)(w, C); /* whatever is left */
 }
 

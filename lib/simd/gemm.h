@@ -23,17 +23,21 @@
 #define NRV 2
 #endif
 
-/* One register block: C[mr x nv*VLEN] (=|+=) A[mr x kd] B[kd x nv*VLEN]. */
+/* One register block: C[mr x nv*VLEN] = (accumulate ? diag(rs) C : 0) +
+ * A[mr x kd] B[kd x nv*VLEN], rs NULL meaning no scaling. */
 SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const real *A,
                                 size_t rsa, size_t csa, const real *B, size_t ldb, real *C,
-                                size_t ldc, int accumulate)
+                                size_t ldc, int accumulate, const real *rs)
 {
     vf c[MR][NRV];
     SIMD_UNROLL(MR)
     for (int m = 0; m < MR; m++)
         SIMD_UNROLL(NRV)
-        for (int n = 0; n < NRV; n++)
+        for (int n = 0; n < NRV; n++) {
             c[m][n] = (m < mr && n < nv && accumulate) ? VLOAD(C + m * ldc + n * VLEN) : VZERO();
+            if (m < mr && n < nv && accumulate && rs)
+                c[m][n] = VMUL(VSET1(rs[m]), c[m][n]);
+        }
     SIMD_UNROLL(2)
     for (size_t p = 0; p < kd; p++) {
         const real *bp = B + p * ldb;
@@ -65,12 +69,12 @@ SIMD_INLINE void SIMD_FN(micro)(const int mr, const int nv, size_t kd, const rea
  * 1 <= nv <= NRV), so every block shape gets its own unrolled code. */
 static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const real *A, size_t rsa,
                                size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
-                               int accumulate)
+                               int accumulate, const real *rs)
 {
 #define SIMD_MICRO_NV(R, N)                                                                   \
     case N:                                                                                   \
         SIMD_FN(micro)(R, (N) <= NRV ? (N) : NRV, kd, A, rsa, csa, B, ldb, C, ldc,            \
-                       accumulate);                                                           \
+                       accumulate, rs);                                                       \
         break;
 #define SIMD_MICRO_CASE(R)                                                                    \
     case R:                                                                                   \
@@ -79,7 +83,7 @@ static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const real *A, size_t 
             SIMD_MICRO_NV(R, 3)                                                               \
             SIMD_MICRO_NV(R, 2)                                                               \
         default:                                                                              \
-            SIMD_FN(micro)(R, 1, kd, A, rsa, csa, B, ldb, C, ldc, accumulate);                \
+            SIMD_FN(micro)(R, 1, kd, A, rsa, csa, B, ldb, C, ldc, accumulate, rs);            \
             break;                                                                            \
         }                                                                                     \
         break;
@@ -98,15 +102,17 @@ static void SIMD_FN(micro_any)(int mr, int nv, size_t kd, const real *A, size_t 
 }
 
 /*
- * C[M x N] = (accumulate ? C : 0) + A[M x Kd] B[Kd x N].
+ * C[M x N] = (accumulate ? diag(rs) C : 0) + A[M x Kd] B[Kd x N] (rs: M row
+ * scales, or NULL for none; the scaling is one rounding before the sum, as a
+ * separate pass over C would be).
  * A's element (m, p) is A[m*rsa + p*csa] (so a transposed A is rsa = 1,
  * csa = its row length); B and C are row-major with leading dims ldb, ldc.
  * lower: A is lower-triangular including the diagonal (A[m][p] = 0 for p > m
  * and stored as 0), so row block m0.. only reads p < m0 + rows.
  */
-static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, size_t rsa,
-                          size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
-                          int accumulate, int lower)
+static void SIMD_FN(gemm_rs)(size_t M, size_t N, size_t Kd, const real *A, size_t rsa,
+                             size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
+                             int accumulate, int lower, const real *rs)
 {
     size_t n0 = 0;
     for (int nv; n0 + VLEN <= N; n0 += (size_t)nv * VLEN) {
@@ -118,7 +124,7 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, size_t r
             mr = (left == 7 || left == 8) ? 4 : SIMD_FN(min_sz)(MR, left);
             size_t kd = lower ? SIMD_FN(min_sz)(Kd, m0 + mr) : Kd;
             SIMD_FN(micro_any)((int)mr, nv, kd, A + m0 * rsa, rsa, csa, B + n0, ldb,
-                               C + m0 * ldc + n0, ldc, accumulate);
+                               C + m0 * ldc + n0, ldc, accumulate, rs ? rs + m0 : NULL);
         }
     }
     /* columns left over (fewer than one vector) */
@@ -126,10 +132,20 @@ static void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, size_t r
         for (size_t m = 0; m < M; m++) {
             size_t kd = lower ? SIMD_FN(min_sz)(Kd, m + 1) : Kd;
             real s = accumulate ? C[m * ldc + n0] : 0.0f;
+            if (accumulate && rs)
+                s *= rs[m];
             for (size_t p = 0; p < kd; p++)
                 s += A[m * rsa + p * csa] * B[p * ldb + n0];
             C[m * ldc + n0] = s;
         }
+}
+
+/* gemm_rs without row scales. */
+static inline void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, size_t rsa,
+                                 size_t csa, const real *B, size_t ldb, real *C, size_t ldc,
+                                 int accumulate, int lower)
+{
+    SIMD_FN(gemm_rs)(M, N, Kd, A, rsa, csa, B, ldb, C, ldc, accumulate, lower, NULL);
 }
 
 /* dst[K x n] = src[n x K]^T (dst row length n): each source row read once,
