@@ -61,9 +61,10 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * report (may be NULL): the non-finite counts; max_exponent is 0 on the fast
  * path (no positive exponent is ever formed).
  * Speed: each thread works in a workspace of about
- * 4 (10 C K + 2 c K + C V + K V + 3 C^2) bytes for KDA (c the sub-chunk; the
- * other mechanisms need less): K = V = 128, c = 16 take 273 KB at C = 32 and
- * 487 KB at C = 64. A C whose working set fits a core's cache runs faster
+ * 4 (8 C K + 2 c K + K V + 3 C^2) bytes for KDA (c the sub-chunk; the
+ * other mechanisms need less) and reads q, k, v, g and writes o where the
+ * caller keeps them: K = V = 128, c = 16 take 226 KB at C = 32 and
+ * 392 KB at C = 64. A C whose working set fits a core's cache runs faster
  * (bench/simd.c times C = 16, 32 and 64 on the machine it runs on). With
  * opts == NULL this path uses kdalab_simd_chunk_opts_default() (C = 16, the
  * fastest measured), and so does `kdalab run --impl simd` without --chunk.

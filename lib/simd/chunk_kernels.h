@@ -4,7 +4,7 @@
  * head's driver over its chunks, which is the kernel table's chunk_head.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: ut_transform, chunk,
- * work_floats, count_nonfinite, copy, chunk_head
+ * work_floats, count_nonfinite, chunk_head
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h
  *
  * The algorithm is REFERENCE.md "Chunkwise form", steps 1-7, with the safe
@@ -94,28 +94,30 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
     }
 
     const real *Vnew = w->v;
+    size_t ldn = w->ldv;
     if (delta) {
         /* 2-3. T = (I + A_kk)^-1 Diag(beta); -W = T (-gamma k), U = T V */
         SIMD_FN(prefetch_rows)(w, pf);
         SIMD_FN(ut_transform)(w, n);
         SIMD_FN(gemm)(n, K, n, w->Tm, C, 1, w->kg, K, w->Wn, K, 0, 1);
         SIMD_FN(prefetch_rows)(w, pf);
-        SIMD_FN(gemm)(n, W, n, w->Tm, C, 1, w->v, W, w->U, W, 0, 1);
+        SIMD_FN(gemm)(n, W, n, w->Tm, C, 1, w->v, w->ldv, w->U, W, 0, 1);
         SIMD_FN(prefetch_rows)(w, pf);
         /* 4. V_new = U - W S */
         SIMD_FN(gemm)(n, W, K, w->Wn, K, 1, w->S, W, w->U, W, 1, 0);
         Vnew = w->U;
+        ldn = W;
     }
-    /* 6. O = s (gamma q) S + A_qk V_new */
+    /* 6. O = s (gamma q) S + A_qk V_new, straight into the caller's rows */
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->O, W, 0, 0);
+    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldo, 0, 0);
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, W, w->O, W, 1, 1);
+    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, ldn, w->o, w->ldo, 1, 1);
     SIMD_FN(prefetch_rows)(w, pf);
     /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new, the decay applied as the
      * product loads S (one pass over the state instead of two) */
     int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
-    SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, Vnew, W, w->S, W, 1, 0, decays ? w->gl : NULL);
+    SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, Vnew, ldn, w->S, W, 1, 0, decays ? w->gl : NULL);
     SIMD_FN(prefetch_rows)(w, C); /* whatever is left */
 }
 
@@ -149,17 +151,6 @@ static size_t SIMD_FN(count_nonfinite)(const real *x, size_t n)
     return bad;
 }
 
-/* dst[0..n) = src[0..n): rows of a few hundred bytes, where a vector loop is
- * cheaper than a call to memcpy. */
-static inline void SIMD_FN(copy)(real *dst, const real *src, size_t n)
-{
-    size_t nv = n / VLEN * VLEN;
-    for (size_t i = 0; i < nv; i += VLEN)
-        VSTORE(dst + i, VLOAD(src + i));
-    for (size_t i = nv; i < n; i++)
-        dst[i] = src[i];
-}
-
 static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
                                 size_t *bad_ht)
 {
@@ -175,23 +166,24 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
         for (size_t j = 0; j < W; j++)
             w.S[ch * W + j] = a->h0 ? a->h0[ch * V + a->v0 + j] : 0.0f;
 
+    w.ldqk = a->ld_qk;
+    w.ldv = a->ld_v;
+    w.ldg = a->ld_g;
+    w.ldo = a->ld_v;
     for (size_t t0 = 0; t0 < T; t0 += C) {
         size_t n = SIMD_FN(min_sz)(C, T - t0);
-        for (size_t r = 0; r < n; r++) {
-            size_t t = t0 + r;
-            SIMD_FN(copy)(w.q + r * K, a->q + t * a->ld_qk, K);
-            SIMD_FN(copy)(w.k + r * K, a->k + t * a->ld_qk, K);
-            SIMD_FN(copy)(w.v + r * W, a->v + t * a->ld_v + a->v0, W);
-            if (gw)
-                SIMD_FN(copy)(w.g + r * gw, a->g + t * a->ld_g, gw);
-            w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[t * a->ld_b];
-        }
+        w.q = a->q + t0 * a->ld_qk;
+        w.k = a->k + t0 * a->ld_qk;
+        w.v = a->v + t0 * a->ld_v + a->v0;
+        w.gin = gw ? a->g + t0 * a->ld_g : NULL;
+        w.o = a->o + t0 * a->ld_v + a->v0;
+        for (size_t r = 0; r < n; r++)
+            w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[(t0 + r) * a->ld_b];
         w.pf_next = t0 + n; /* the next chunk's rows, spread over this chunk's work */
         w.pf_end = SIMD_FN(min_sz)(t0 + n + C, T);
         SIMD_FN(chunk)(&w, a->mech, n, a->scale);
-        *bad_o += SIMD_FN(count_nonfinite)(w.O, n * W);
         for (size_t r = 0; r < n; r++)
-            SIMD_FN(copy)(a->o + (t0 + r) * a->ld_v + a->v0, w.O + r * W, W);
+            *bad_o += SIMD_FN(count_nonfinite)(w.o + r * w.ldo, W);
     }
     if (a->ht) {
         for (size_t ch = 0; ch < K; ch++)

@@ -46,13 +46,13 @@
  */
 static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
 {
-    const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
+    const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c, ld = w->ldqk, ldg = w->ldg;
     const size_t Kv = K / VLEN * VLEN;
     const vf sv = VSET1(s), mone = VSET1(-1.0f), one = VSET1(1.0f);
     real *a = w->g;
     for (size_t ch = 0; ch < Kv; ch += VLEN) {
         for (size_t r = 0; r < n; r++)
-            VSTORE(a + r * K + ch, VEXP(VLOAD(a + r * K + ch)));
+            VSTORE(a + r * K + ch, VEXP(VLOAD(w->gin + r * ldg + ch)));
         vf eP = one; /* prod a over the sub-chunks before I */
         for (size_t I = 0; I < nsub; I++) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
@@ -61,7 +61,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
             for (size_t r = s0; r < s1; r++) {
                 F = VFLUSH(VMUL(F, VLOAD(a + r * K + ch)));
                 vf gam = VFLUSH(VMUL(eP, F));
-                vf kv = VLOAD(w->k + r * K + ch), qv = VLOAD(w->q + r * K + ch);
+                vf kv = VLOAD(w->k + r * ld + ch), qv = VLOAD(w->q + r * ld + ch);
                 VSTORE(kf + (r - s0) * K + ch, VMUL(kv, F));
                 VSTORE(qf + (r - s0) * K + ch, VMUL(qv, F));
                 VSTORE(w->qg + r * K + ch, VMUL(VMUL(sv, gam), qv));
@@ -76,7 +76,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
             vf Bv = one;
             for (size_t r = s1; r-- > s0;) {
-                vf kv = VLOAD(w->k + r * K + ch);
+                vf kv = VLOAD(w->k + r * ld + ch);
                 VSTORE(w->kb + r * K + ch, VMUL(kv, Bv));
                 VSTORE(w->kd + r * K + ch, VMUL(VFLUSH(VMUL(eQ, Bv)), kv));
                 Bv = VFLUSH(VMUL(Bv, VLOAD(a + r * K + ch)));
@@ -86,7 +86,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
     }
     for (size_t ch = Kv; ch < K; ch++) {
         for (size_t r = 0; r < n; r++)
-            a[r * K + ch] = SIMD_FN(flush1)(REXP(a[r * K + ch]));
+            a[r * K + ch] = SIMD_FN(flush1)(REXP(w->gin[r * ldg + ch]));
         real eP = 1;
         for (size_t I = 0; I < nsub; I++) {
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
@@ -95,10 +95,10 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
             for (size_t r = s0; r < s1; r++) {
                 F = SIMD_FN(flush1)(F * a[r * K + ch]);
                 real gam = SIMD_FN(flush1)(eP * F);
-                kf[(r - s0) * K + ch] = w->k[r * K + ch] * F;
-                qf[(r - s0) * K + ch] = w->q[r * K + ch] * F;
-                w->qg[r * K + ch] = s * gam * w->q[r * K + ch];
-                w->kg[r * K + ch] = -gam * w->k[r * K + ch];
+                kf[(r - s0) * K + ch] = w->k[r * ld + ch] * F;
+                qf[(r - s0) * K + ch] = w->q[r * ld + ch] * F;
+                w->qg[r * K + ch] = s * gam * w->q[r * ld + ch];
+                w->kg[r * K + ch] = -gam * w->k[r * ld + ch];
             }
             w->subtot[I * K + ch] = F;
             eP = SIMD_FN(flush1)(eP * F);
@@ -109,7 +109,7 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
             size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
             real Bv = 1;
             for (size_t r = s1; r-- > s0;) {
-                real kv = w->k[r * K + ch];
+                real kv = w->k[r * ld + ch];
                 w->kb[r * K + ch] = kv * Bv;
                 w->kd[r * K + ch] = SIMD_FN(flush1)(eQ * Bv) * kv;
                 Bv = SIMD_FN(flush1)(Bv * a[r * K + ch]);
@@ -127,14 +127,14 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
 SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch0, size_t j,
                                          size_t s0, size_t s1, int first)
 {
-    const size_t K = w->K;
-    const real *a = w->g, *kj = w->k + j * K + ch0;
+    const size_t K = w->K, ld = w->ldqk;
+    const real *a = w->g, *kj = w->k + j * ld + ch0;
     vf P[8];
     SIMD_UNROLL(8)
     for (int b = 0; b < 8; b++)
         P[b] = VSET1(1.0f);
     for (size_t i = j + 1; i < s1; i++) {
-        const real *ai = a + i * K + ch0, *ki = w->k + i * K + ch0, *qi = w->q + i * K + ch0;
+        const real *ai = a + i * K + ch0, *ki = w->k + i * ld + ch0, *qi = w->q + i * ld + ch0;
         real *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
         vf sk = first ? VZERO() : VLOAD(pk), sq = first ? VZERO() : VLOAD(pq);
         SIMD_UNROLL(8)
@@ -159,18 +159,18 @@ SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch
  * group (lane partial sums in pkk, pqk between groups). */
 static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, real s)
 {
-    const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN;
+    const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN, ld = w->ldqk;
     const real *a = w->g;
     for (size_t j = s0; j < s1; j++) {
-        const real *kj = w->k + j * K;
+        const real *kj = w->k + j * ld, *qj = w->q + j * ld;
         /* i == j: no decay; A_kk's diagonal is not part of the strict lower triangle */
         {
             vf acc = VZERO();
             for (size_t ch = 0; ch < Kv; ch += VLEN)
-                acc = VFMA(VLOAD(w->q + j * K + ch), VLOAD(kj + ch), acc);
+                acc = VFMA(VLOAD(qj + ch), VLOAD(kj + ch), acc);
             real d = VHSUM(acc);
             for (size_t ch = Kv; ch < K; ch++)
-                d += w->q[j * K + ch] * kj[ch];
+                d += qj[ch] * kj[ch];
             w->Aqk[j * C + j] = s * d;
         }
         if (j + 1 >= s1)
@@ -189,8 +189,8 @@ static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, real s
             for (size_t i = j + 1; i < s1; i++) {
                 P = SIMD_FN(flush1)(P * a[i * K + ch]);
                 real t = kj[ch] * P;
-                w->Akk[i * C + j] += w->k[i * K + ch] * t;
-                w->Aqk[i * C + j] += w->q[i * K + ch] * t;
+                w->Akk[i * C + j] += w->k[i * ld + ch] * t;
+                w->Aqk[i * C + j] += w->q[i * ld + ch] * t;
             }
         }
         for (size_t i = j + 1; i < s1; i++) {
@@ -217,7 +217,7 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, real s)
     const size_t K = w->K, C = w->C, c = w->c, nsub = (n + c - 1) / c;
     const size_t Kv = K / VLEN * VLEN;
     if (nsub > 1) /* kb^T [K, n]: the right-hand factor of every off-diagonal block */
-        SIMD_FN(transpose)(w->X, w->kb, n, K);
+        SIMD_FN(transpose)(w->X, w->kb, K, n, K);
     for (size_t I = 0; I < nsub; I++) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
         const real *kqf = w->kqf + 2 * s0 * K;
@@ -266,17 +266,17 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, real s)
  * that reaches 0 ends its row: every earlier j decays further. */
 static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, int delta)
 {
-    const size_t K = w->K, C = w->C;
-    SIMD_FN(transpose)(w->kt, w->k, n, K);
+    const size_t K = w->K, C = w->C, ld = w->ldqk;
+    SIMD_FN(transpose)(w->kt, w->k, ld, n, K);
     /* full Gram matrices q k^T and k k^T, [n, n] with row length C */
-    SIMD_FN(gemm)(n, n, K, w->q, K, 1, w->kt, n, w->Gq, C, 0, 0);
+    SIMD_FN(gemm)(n, n, K, w->q, ld, 1, w->kt, n, w->Gq, C, 0, 0);
     if (delta)
-        SIMD_FN(gemm)(n, n, K, w->k, K, 1, w->kt, n, w->Gk, C, 0, 0);
-    /* a_r = exp(g_r) in place */
+        SIMD_FN(gemm)(n, n, K, w->k, ld, 1, w->kt, n, w->Gk, C, 0, 0);
+    /* a_r = exp(g_r) */
     real *a = w->g;
     if (gated)
         for (size_t r = 0; r < n; r++)
-            a[r] = SIMD_FN(flush1)(REXP(a[r]));
+            a[r] = SIMD_FN(flush1)(REXP(w->gin[r * w->ldg]));
     for (size_t i = 0; i < n; i++) {
         /* dsc[j] = prod a over j+1..i, a running product from j = i down */
         size_t jlo = 0;
@@ -320,15 +320,15 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, 
         vf sg = VSET1(s * w->gam[r]), mg = VSET1(-w->gam[r]), kdv = VSET1(w->kdec[r]);
         size_t Kv = K / VLEN * VLEN;
         for (size_t ch = 0; ch < Kv; ch += VLEN) {
-            vf qv = VLOAD(w->q + r * K + ch), kv = VLOAD(w->k + r * K + ch);
+            vf qv = VLOAD(w->q + r * ld + ch), kv = VLOAD(w->k + r * ld + ch);
             VSTORE(w->qg + r * K + ch, VMUL(sg, qv));
             VSTORE(w->kg + r * K + ch, VMUL(mg, kv));
             VSTORE(w->kd + r * K + ch, VMUL(kdv, kv));
         }
         for (size_t ch = Kv; ch < K; ch++) {
-            w->qg[r * K + ch] = s * w->gam[r] * w->q[r * K + ch];
-            w->kg[r * K + ch] = -w->gam[r] * w->k[r * K + ch];
-            w->kd[r * K + ch] = w->kdec[r] * w->k[r * K + ch];
+            w->qg[r * K + ch] = s * w->gam[r] * w->q[r * ld + ch];
+            w->kg[r * K + ch] = -w->gam[r] * w->k[r * ld + ch];
+            w->kd[r * K + ch] = w->kdec[r] * w->k[r * ld + ch];
         }
     }
     real gend = w->gam[n - 1];

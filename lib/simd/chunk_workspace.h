@@ -10,7 +10,11 @@
 
 typedef struct {
     size_t C, c, K, W, nsub;
-    real *q, *k, *g, *v, *b;    /* packed chunk rows [C,K] [C,K] [C,K|1] [C,W] [C]  */
+    const real *q, *k, *v;      /* the chunk's rows, read where the caller keeps    */
+    const real *gin;            /* them: q, k [n, ldqk], v [n, ldv], g [n, ldg]      */
+    real *o;                    /* and its output rows [n, ldo], written there too  */
+    size_t ldqk, ldv, ldg, ldo; /* (a row stride is H times a head's row)           */
+    real *g, *b;                /* a = exp(g) [C, K|1], beta [C]                    */
     real *S;                    /* [K, W] state columns of this task               */
     real *kqf;                  /* per sub-chunk: c rows k*F then c rows q*F [2C,K]  */
     real *kb;                   /* k * B (decayed to its sub-chunk's end) [C,K]     */
@@ -23,7 +27,7 @@ typedef struct {
     real *Akk, *Aqk, *Tm;       /* [C, C]                                           */
     real *Gk, *Gq;              /* [C, C] full Gram matrices (non-KDA mechanisms)   */
     real *kg, *qg, *kd;         /* -gamma*k, s*gamma*q, kdec*k  [C,K]               */
-    real *Wn, *U, *O;           /* [C,K] [C,W] [C,W]                                */
+    real *Wn, *U;               /* [C,K] [C,W]                                      */
     real *kt;                   /* [K, C] transposed keys                           */
     real *gl;                   /* [K] gamma at the chunk end                       */
     real *dsc;                  /* [C] scalar decay row / factors                   */
@@ -68,10 +72,11 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
 
 /*
  * Lay the workspace out from base (or only count it, base == NULL); returns
- * the floats used. Buffers of the score phase (steps 1, 5: the packed q, k, g
- * rows and the KDA or the scalar-decay temporaries) share memory with those of
- * the state phase (steps 2-4, 6, 7: W, U, O), so one task's working set stays
- * small: K = V = 128, c = 16 take 273 KB at C = 32 and 487 KB at C = 64 (VLEN 8).
+ * the floats used. Buffers of the score phase (steps 1, 5: the decays
+ * a = exp(g) and the KDA or the scalar-decay temporaries) share memory with
+ * those of the state phase (steps 2-4, 6, 7: W, U), and the inputs and the
+ * output stay where the caller keeps them, so one task's working set stays
+ * small: K = V = 128, c = 16 take 226 KB at C = 32 and 392 KB at C = 64.
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
  * times both.
  */
@@ -86,13 +91,13 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
         cur += ((n) + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE; /* 64-byte aligned */          \
     } while (0)
     /* both phases */
-    SIMD_TAKE(w->v, C * W); SIMD_TAKE(w->b, C); SIMD_TAKE(w->S, K * W);
+    SIMD_TAKE(w->b, C); SIMD_TAKE(w->S, K * W);
     SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
     SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
     SIMD_TAKE(w->gl, K); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
     size_t region = cur;
-    /* score phase: packed rows, then KDA's or the scalar decays' temporaries */
-    SIMD_TAKE(w->q, C * K); SIMD_TAKE(w->k, C * K); SIMD_TAKE(w->g, C * K);
+    /* score phase: the decays a = exp(g), then KDA's or the scalar decays' temporaries */
+    SIMD_TAKE(w->g, C * K);
     mark = cur;
     SIMD_TAKE(w->kqf, 2 * C * K); SIMD_TAKE(w->kb, C * K);
     SIMD_TAKE(w->subtot, nsub * K); SIMD_TAKE(w->dvec, K);
@@ -105,7 +110,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     endA = cur > endA ? cur : endA;
     /* state phase, over the score phase's memory */
     cur = region;
-    SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W); SIMD_TAKE(w->O, C * W);
+    SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W);
     endB = cur;
 #undef SIMD_TAKE
     return endA > endB ? endA : endB;

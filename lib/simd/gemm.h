@@ -148,13 +148,13 @@ static inline void SIMD_FN(gemm)(size_t M, size_t N, size_t Kd, const real *A, s
     SIMD_FN(gemm_rs)(M, N, Kd, A, rsa, csa, B, ldb, C, ldc, accumulate, lower, NULL);
 }
 
-/* dst[K x n] = src[n x K]^T (dst row length n): each source row read once,
- * contiguously, and scattered down a destination column (the inner loop is
- * unrolled: its body is only one load and one store). */
-static void SIMD_FN(transpose)(real *dst, const real *src, size_t n, size_t K)
+/* dst[K x n] = src[n x K]^T (src rows lds apart, dst row length n): each
+ * source row read once, contiguously, and scattered down a destination column
+ * (the inner loop is unrolled: its body is only one load and one store). */
+static void SIMD_FN(transpose)(real *dst, const real *src, size_t lds, size_t n, size_t K)
 {
     for (size_t r = 0; r < n; r++) {
-        const real *s = src + r * K;
+        const real *s = src + r * lds;
         real *d = dst + r;
         SIMD_UNROLL(8)
         for (size_t c = 0; c < K; c++)
