@@ -38,8 +38,93 @@
 /* ---------------------------------------------------------------------------- */
 
 /*
- * Turn g into a = exp(g) in place, and fill subtot (prod a per sub-chunk), kqf
- * (k*F and q*F per sub-chunk), kb = k*B, and qg = s*gamma*q, kg = -gamma*k,
+ * Channels [ch0, ch0 + nb*VLEN) of kda_factors: nb vectors side by side, so
+ * the running products (one multiply and one flush per row, a chain of
+ * dependent instructions) of nb vectors overlap. Stores only what a later
+ * step reads: k*F, q*F of sub-chunks I >= 1 (the left factors of blocks
+ * (I, J < I)) and k*B of sub-chunks J < nsub - 1 (the right factors).
+ */
+SIMD_INLINE void SIMD_FN(kda_factors_vec)(SIMD_FN(ws) *w, const int nb, size_t ch0, size_t n,
+                                          real s)
+{
+    const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c, ld = w->ldqk, ldg = w->ldg;
+    const vf sv = VSET1(s), mone = VSET1(-1.0f), one = VSET1(1.0f);
+    real *a = w->g;
+    vf eP[4]; /* prod a over the sub-chunks before I */
+    SIMD_UNROLL(4)
+    for (int b = 0; b < 4; b++)
+        eP[b] = one;
+    for (size_t I = 0; I < nsub; I++) {
+        size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+        real *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
+        vf F[4];
+        SIMD_UNROLL(4)
+        for (int b = 0; b < 4; b++)
+            F[b] = one;
+        for (size_t r = s0; r < s1; r++) {
+            SIMD_UNROLL(4)
+            for (int b = 0; b < 4; b++) {
+                if (b < nb) {
+                    size_t ch = ch0 + (size_t)b * VLEN;
+                    vf av = VEXP(VLOAD(w->gin + r * ldg + ch));
+                    VSTORE(a + r * K + ch, av);
+                    F[b] = VFLUSH(VMUL(F[b], av));
+                    vf gam = VFLUSH(VMUL(eP[b], F[b]));
+                    vf kv = VLOAD(w->k + r * ld + ch), qv = VLOAD(w->q + r * ld + ch);
+                    if (I > 0) {
+                        VSTORE(kf + (r - s0) * K + ch, VMUL(kv, F[b]));
+                        VSTORE(qf + (r - s0) * K + ch, VMUL(qv, F[b]));
+                    }
+                    VSTORE(w->qg + r * K + ch, VMUL(VMUL(sv, gam), qv));
+                    VSTORE(w->kg + r * K + ch, VMUL(VMUL(mone, gam), kv));
+                }
+            }
+        }
+        SIMD_UNROLL(4)
+        for (int b = 0; b < 4; b++) {
+            if (b < nb) {
+                VSTORE(w->subtot + I * K + ch0 + (size_t)b * VLEN, F[b]);
+                eP[b] = VFLUSH(VMUL(eP[b], F[b]));
+            }
+        }
+    }
+    SIMD_UNROLL(4)
+    for (int b = 0; b < 4; b++)
+        if (b < nb)
+            VSTORE(w->gl + ch0 + (size_t)b * VLEN, eP[b]);
+    vf eQ[4]; /* prod a over the sub-chunks after I */
+    SIMD_UNROLL(4)
+    for (int b = 0; b < 4; b++)
+        eQ[b] = one;
+    for (size_t I = nsub; I-- > 0;) {
+        size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+        vf Bv[4];
+        SIMD_UNROLL(4)
+        for (int b = 0; b < 4; b++)
+            Bv[b] = one;
+        for (size_t r = s1; r-- > s0;) {
+            SIMD_UNROLL(4)
+            for (int b = 0; b < 4; b++) {
+                if (b < nb) {
+                    size_t ch = ch0 + (size_t)b * VLEN;
+                    vf kv = VLOAD(w->k + r * ld + ch);
+                    if (I + 1 < nsub)
+                        VSTORE(w->kb + r * K + ch, VMUL(kv, Bv[b]));
+                    VSTORE(w->kd + r * K + ch, VMUL(VFLUSH(VMUL(eQ[b], Bv[b])), kv));
+                    Bv[b] = VFLUSH(VMUL(Bv[b], VLOAD(a + r * K + ch)));
+                }
+            }
+        }
+        SIMD_UNROLL(4)
+        for (int b = 0; b < 4; b++)
+            if (b < nb)
+                eQ[b] = VFLUSH(VMUL(eQ[b], VLOAD(w->subtot + I * K + ch0 + (size_t)b * VLEN)));
+    }
+}
+
+/*
+ * a = exp(g) into w->g, and subtot (prod a per sub-chunk), kqf (k*F and q*F
+ * per sub-chunk), kb = k*B, and qg = s*gamma*q, kg = -gamma*k,
  * kd = (prod a over r+1..n-1)*k, gl = gamma at the chunk end, where
  * gamma_r = (prod of earlier sub-chunks' totals) * F_r and
  * prod a over r+1..n-1 = (prod of later sub-chunks' totals) * B_r.
@@ -48,42 +133,12 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
 {
     const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c, ld = w->ldqk, ldg = w->ldg;
     const size_t Kv = K / VLEN * VLEN;
-    const vf sv = VSET1(s), mone = VSET1(-1.0f), one = VSET1(1.0f);
     real *a = w->g;
-    for (size_t ch = 0; ch < Kv; ch += VLEN) {
-        for (size_t r = 0; r < n; r++)
-            VSTORE(a + r * K + ch, VEXP(VLOAD(w->gin + r * ldg + ch)));
-        vf eP = one; /* prod a over the sub-chunks before I */
-        for (size_t I = 0; I < nsub; I++) {
-            size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            real *kf = w->kqf + 2 * s0 * K, *qf = kf + (s1 - s0) * K;
-            vf F = one;
-            for (size_t r = s0; r < s1; r++) {
-                F = VFLUSH(VMUL(F, VLOAD(a + r * K + ch)));
-                vf gam = VFLUSH(VMUL(eP, F));
-                vf kv = VLOAD(w->k + r * ld + ch), qv = VLOAD(w->q + r * ld + ch);
-                VSTORE(kf + (r - s0) * K + ch, VMUL(kv, F));
-                VSTORE(qf + (r - s0) * K + ch, VMUL(qv, F));
-                VSTORE(w->qg + r * K + ch, VMUL(VMUL(sv, gam), qv));
-                VSTORE(w->kg + r * K + ch, VMUL(VMUL(mone, gam), kv));
-            }
-            VSTORE(w->subtot + I * K + ch, F);
-            eP = VFLUSH(VMUL(eP, F));
-        }
-        VSTORE(w->gl + ch, eP);
-        vf eQ = one; /* prod a over the sub-chunks after I */
-        for (size_t I = nsub; I-- > 0;) {
-            size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-            vf Bv = one;
-            for (size_t r = s1; r-- > s0;) {
-                vf kv = VLOAD(w->k + r * ld + ch);
-                VSTORE(w->kb + r * K + ch, VMUL(kv, Bv));
-                VSTORE(w->kd + r * K + ch, VMUL(VFLUSH(VMUL(eQ, Bv)), kv));
-                Bv = VFLUSH(VMUL(Bv, VLOAD(a + r * K + ch)));
-            }
-            eQ = VFLUSH(VMUL(eQ, VLOAD(w->subtot + I * K + ch)));
-        }
-    }
+    size_t cv = 0;
+    for (; cv + 4 * VLEN <= Kv; cv += 4 * VLEN)
+        SIMD_FN(kda_factors_vec)(w, 4, cv, n, s);
+    for (; cv < Kv; cv += VLEN)
+        SIMD_FN(kda_factors_vec)(w, 1, cv, n, s);
     for (size_t ch = Kv; ch < K; ch++) {
         for (size_t r = 0; r < n; r++)
             a[r * K + ch] = SIMD_FN(flush1)(REXP(w->gin[r * ldg + ch]));
