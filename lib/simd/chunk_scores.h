@@ -174,31 +174,44 @@ static void SIMD_FN(kda_factors)(SIMD_FN(ws) *w, size_t n, real s)
     }
 }
 
-/* Channels [ch0, ch0 + nb*VLEN) of the diagonal-block pairs (i, j), i in
- * (j, s1): the lane partial sums of k_i . (k_j P_ij) and q_i . (k_j P_ij),
- * P_ij = prod a over j+1..i as a running product down i. The nb running
- * products stay in registers; pkk, pqk ([c, VLEN]) hold the partial sums of
- * channels before ch0 (first: start them at 0). */
-SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch0, size_t j,
-                                         size_t s0, size_t s1, int first)
+/* Vectors of channels per group in the diagonal block: k_i, q_i and the
+ * running products of a group stay in registers (3 per vector), so with 32
+ * vector registers a group is 8 vectors, with 16 it is 4. */
+#if defined(SIMD_NRV) && SIMD_NRV >= 4
+#define DIAG_NB 8
+#else
+#define DIAG_NB 4
+#endif
+
+/* Channels [ch0, ch0 + nb*VLEN) of the diagonal-block pairs (i, j), j in
+ * [s0, i): the lane partial sums of k_i . (k_j P_ij) and q_i . (k_j P_ij),
+ * P_ij = prod a over j+1..i as a running product down j (a_i, then a_i a_{i-1},
+ * ...). k_i, q_i and the nb running products stay in registers, so each pair
+ * loads only a_{j+1} and k_j; pkk, pqk ([c, VLEN], row j - s0) hold the
+ * partial sums of channels before ch0 (first: start them at 0). */
+SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch0, size_t i,
+                                         size_t s0, int first)
 {
     const size_t K = w->K, ld = w->ldqk;
-    const real *a = w->g, *kj = w->k + j * ld + ch0;
-    vf P[8];
-    SIMD_UNROLL(8)
-    for (int b = 0; b < 8; b++)
+    const real *a = w->g + ch0, *k = w->k + ch0;
+    vf P[DIAG_NB], ki[DIAG_NB], qi[DIAG_NB];
+    SIMD_UNROLL(DIAG_NB)
+    for (int b = 0; b < DIAG_NB; b++) {
         P[b] = VSET1(1.0f);
-    for (size_t i = j + 1; i < s1; i++) {
-        const real *ai = a + i * K + ch0, *ki = w->k + i * ld + ch0, *qi = w->q + i * ld + ch0;
-        real *pk = w->pkk + (i - s0) * VLEN, *pq = w->pqk + (i - s0) * VLEN;
+        ki[b] = b < nb ? VLOAD(k + i * ld + b * VLEN) : VZERO();
+        qi[b] = b < nb ? VLOAD(w->q + ch0 + i * ld + b * VLEN) : VZERO();
+    }
+    for (size_t j = i; j-- > s0;) {
+        const real *aj = a + (j + 1) * K, *kj = k + j * ld;
+        real *pk = w->pkk + (j - s0) * VLEN, *pq = w->pqk + (j - s0) * VLEN;
         vf sk = first ? VZERO() : VLOAD(pk), sq = first ? VZERO() : VLOAD(pq);
-        SIMD_UNROLL(8)
-        for (int b = 0; b < 8; b++) {
+        SIMD_UNROLL(DIAG_NB)
+        for (int b = 0; b < DIAG_NB; b++) {
             if (b < nb) {
-                P[b] = VFLUSH(VMUL(P[b], VLOAD(ai + b * VLEN)));
+                P[b] = VFLUSH(VMUL(P[b], VLOAD(aj + b * VLEN)));
                 vf t = VMUL(VLOAD(kj + b * VLEN), P[b]);
-                sk = VFMA(VLOAD(ki + b * VLEN), t, sk);
-                sq = VFMA(VLOAD(qi + b * VLEN), t, sq);
+                sk = VFMA(ki[b], t, sk);
+                sq = VFMA(qi[b], t, sq);
             }
         }
         VSTORE(pk, sk);
@@ -209,51 +222,53 @@ SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch
 /* The diagonal block of sub-chunk [s0, s1): pairwise decay, each factor the
  * running product of a over j+1..i (<= 1, below FLT_MIN exactly 0). Writes
  * Akk (strict lower, times beta_i) and Aqk (lower with diagonal, times s) in
- * the block. w->g holds a. The channels go 8 vectors at a time, so the
- * running products live in registers and the sums in registers within a
- * group (lane partial sums in pkk, pqk between groups). */
+ * the block, a row i at a time. w->g holds a. The channels go DIAG_NB vectors
+ * at a time (kda_diag_pairs), lane partial sums in pkk, pqk between groups. */
 static void SIMD_FN(kda_diag_block)(SIMD_FN(ws) *w, size_t s0, size_t s1, real s)
 {
     const size_t K = w->K, C = w->C, Kv = K / VLEN * VLEN, ld = w->ldqk;
     const real *a = w->g;
-    for (size_t j = s0; j < s1; j++) {
-        const real *kj = w->k + j * ld, *qj = w->q + j * ld;
-        /* i == j: no decay; A_kk's diagonal is not part of the strict lower triangle */
+    for (size_t i = s0; i < s1; i++) {
+        const real *ki = w->k + i * ld, *qi = w->q + i * ld;
+        /* j == i: no decay; A_kk's diagonal is not part of the strict lower triangle */
         {
             vf acc = VZERO();
             for (size_t ch = 0; ch < Kv; ch += VLEN)
-                acc = VFMA(VLOAD(qj + ch), VLOAD(kj + ch), acc);
+                acc = VFMA(VLOAD(qi + ch), VLOAD(ki + ch), acc);
             real d = VHSUM(acc);
             for (size_t ch = Kv; ch < K; ch++)
-                d += qj[ch] * kj[ch];
-            w->Aqk[j * C + j] = s * d;
+                d += qi[ch] * ki[ch];
+            w->Aqk[i * C + i] = s * d;
         }
-        if (j + 1 >= s1)
+        if (i == s0)
             continue;
         size_t ch = 0;
-        for (; ch + 8 * VLEN <= Kv; ch += 8 * VLEN)
-            SIMD_FN(kda_diag_pairs)(w, 8, ch, j, s0, s1, ch == 0);
+        for (; ch + DIAG_NB * VLEN <= Kv; ch += DIAG_NB * VLEN)
+            SIMD_FN(kda_diag_pairs)(w, DIAG_NB, ch, i, s0, ch == 0);
         for (; ch < Kv; ch += VLEN)
-            SIMD_FN(kda_diag_pairs)(w, 1, ch, j, s0, s1, ch == 0);
-        for (size_t i = j + 1; i < s1; i++) {
-            w->Akk[i * C + j] = Kv ? VHSUM(VLOAD(w->pkk + (i - s0) * VLEN)) : 0.0f;
-            w->Aqk[i * C + j] = Kv ? VHSUM(VLOAD(w->pqk + (i - s0) * VLEN)) : 0.0f;
+            SIMD_FN(kda_diag_pairs)(w, 1, ch, i, s0, ch == 0);
+        real *akk = w->Akk + i * C, *aqk = w->Aqk + i * C;
+        for (size_t j = s0; j < i; j++) {
+            akk[j] = Kv ? VHSUM(VLOAD(w->pkk + (j - s0) * VLEN)) : 0.0f;
+            aqk[j] = Kv ? VHSUM(VLOAD(w->pqk + (j - s0) * VLEN)) : 0.0f;
         }
         for (ch = Kv; ch < K; ch++) {
             real P = 1;
-            for (size_t i = j + 1; i < s1; i++) {
-                P = SIMD_FN(flush1)(P * a[i * K + ch]);
-                real t = kj[ch] * P;
-                w->Akk[i * C + j] += w->k[i * ld + ch] * t;
-                w->Aqk[i * C + j] += w->q[i * ld + ch] * t;
+            for (size_t j = i; j-- > s0;) {
+                P = SIMD_FN(flush1)(P * a[(j + 1) * K + ch]);
+                real t = w->k[j * ld + ch] * P;
+                akk[j] += ki[ch] * t;
+                aqk[j] += qi[ch] * t;
             }
         }
-        for (size_t i = j + 1; i < s1; i++) {
-            w->Akk[i * C + j] *= w->b[i];
-            w->Aqk[i * C + j] *= s;
+        for (size_t j = s0; j < i; j++) {
+            akk[j] *= w->b[i];
+            aqk[j] *= s;
         }
     }
 }
+
+#undef DIAG_NB
 
 /* dst[j] = f * src[j], j < n (one row). */
 static inline void SIMD_FN(scale_row)(real *dst, const real *src, real f, size_t n)
