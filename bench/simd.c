@@ -101,6 +101,8 @@ __attribute__((target("avx512f"))) static float fma_loop_avx512(long iters, floa
 
 static volatile float sink;
 
+#include "floors.h"
+
 /* GFLOP/s of the FMA loop on nth threads (best of 5), widest ISA available. */
 static double fma_peak(int nth, int avx512)
 {
@@ -575,6 +577,8 @@ int main(int argc, char **argv)
            "[min..max] ms");
     const size_t chunks[] = {64, 32, 16}; /* 16: kdalab_simd_chunk_opts_default() */
     int invalid = 0;
+    const int widest = has512 ? 2 : has2 ? 1 : 0;
+    double kda_t = 0, kda_fl = 0, kda_step = 0; /* KDA chunk16 and step at the widest level */
     for (size_t mi = 0; table && mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
         const int peered = peer_exe && kdalab_mechanism_g_width(m, K) > 0;
@@ -610,6 +614,10 @@ int main(int argc, char **argv)
                        1e3 * t, fl / t * 1e-9, 7.0 * K * V * htok / t * 1e-9,
                        peakN > 0 ? 100 * fl / t * 1e-9 / peakN : 0, 100 * last_busy / nth,
                        htok / last_cpu, 1e3 * tmin, 1e3 * tmax, err);
+                if (m == KDALAB_KDA && chunks[ci] == 16 && (int)li == widest) {
+                    kda_t = t;
+                    kda_fl = fl;
+                }
                 if (t < best_t) {
                     best_t = t;
                     snprintf(best_row, sizeof best_row, "%s %s", form,
@@ -643,6 +651,8 @@ int main(int argc, char **argv)
             for (size_t s_off = 0; s_off <= 4; s_off += 4) {
                 double us = time_step(m, K, V, rng, s_off);
                 step_us = s_off ? step_us : us;
+                if (m == KDALAB_KDA && !s_off && (int)li == widest)
+                    kda_step = us;
                 double sf = step_flops(m, K, V);
                 printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, "
                        "one head, 1 thread: %.2f us (CPU %.2f us)\n",
@@ -716,8 +726,30 @@ int main(int argc, char **argv)
     if (table && peer_exe) {
         printf("#\n# kdalab and ggml alternating, back to back in each round (the ratio of "
                "each round; the table's rows above were minutes apart)\n");
-        alternate(&p, KDALAB_GATED_DELTANET, quick ? 3 : 5, reps, nth);
-        alternate(&p, KDALAB_KDA, quick ? 3 : 5, reps, nth);
+        alternate(&p, KDALAB_GATED_DELTANET, quick ? 3 : 9, reps, nth);
+        alternate(&p, KDALAB_KDA, quick ? 3 : 9, reps, nth);
+    }
+    if (table && kda_t > 0) {
+        /* bytes a call must move: its inputs twice (the screen, then the
+         * kernel), o and ht once */
+        const double in = 4.0 * (double)(B * T * H) * (3.0 * K + V + 1) + 4.0 * B * H * K * V;
+        const double out = 4.0 * (double)(B * T * H) * V + 4.0 * B * H * K * V;
+        const double gbs = floor_read_gbs(nth, (size_t)in, widest);
+        const double fma_ms = peakN > 0 ? 1e3 * kda_fl / (peakN * 1e9) : 0;
+        const double mem_ms = gbs > 0 ? 1e3 * (2 * in + out) / (gbs * 1e9) : 0;
+        printf("#\n# floors, measured in this run (what bounds a kernel of this design here; "
+               "README: \"Where the time goes\")\n");
+        printf("# kda chunk16 %s: %.2f ms; FMA floor %.2f ms (own flops at the %d-thread "
+               "peak, %.0f%% of the time); memory floor %.2f ms (2 x %.1f MB in + %.1f MB out "
+               "at %.1f GB/s, the read bandwidth of %d threads over %.0f MB)\n",
+               widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", 1e3 * kda_t, fma_ms,
+               nth, 100 * fma_ms / (1e3 * kda_t), mem_ms, in / 1e6, out / 1e6, gbs, nth,
+               in / 1e6);
+        if (kda_step > 0)
+            printf("# kda step %s: %.2f us; the state's two passes alone (read, then "
+                   "read-modify-write, %zu x %zu floats, 1 thread): %.2f us\n",
+                   widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", kda_step, K, V,
+                   floor_step_us(K, V, widest));
     }
     problem_free(&p);
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
@@ -726,10 +758,10 @@ int main(int argc, char **argv)
         gsl_rng_free(rng);
         return 0;
     }
-    /* time against T for chunkwise KDA at the best level */
-    bench_opts = kdalab_chunk_opts_default();
-    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, C=64, %d threads)\n",
-           kdalab_simd_level_name(kdalab_simd_get_level()), nth);
+    /* time against T for chunkwise KDA at the best level, the path's default C */
+    bench_opts = kdalab_simd_chunk_opts_default();
+    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, C=%zu, %d threads)\n",
+           kdalab_simd_level_name(kdalab_simd_get_level()), bench_opts.chunk, nth);
     printf("%8s %11s %13s %5s %11s\n", "T", "ms", "head-tok/s", "busy", "per core-s");
     size_t tmax_sweep = quick ? 16384 : 65536;
     double lx[8], ly[8], lc[8];
