@@ -516,6 +516,68 @@ static void test_step_any_offset_same_bits(void **state)
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 }
 
+/* The vector screen's wide loop (four vectors at a time, then single vectors,
+ * then the tail): an edge value in each of those regions of g and beta,
+ * judged as the reference judges it (the statuses of kdalab_chunk_f32), and
+ * the output untouched when refused. T = 72 positions: beta has 64 elements
+ * in the AVX-512 wide loop, g (T x K = 1152) all three regions at every level. */
+static void test_screen_regions(void **state)
+{
+    (void)state;
+    enum { K = 16, V = 16, T = 72 };
+    static float q[T * K], k[T * K], v[T * V], g[T * K], beta[T], o[T * V], o2[T * V];
+    for (int i = 0; i < T * K; i++) {
+        q[i] = 0.01f * (float)(i % 13);
+        k[i] = 0.05f;
+        g[i] = -0.25f;
+    }
+    for (int i = 0; i < T * V; i++)
+        v[i] = 1.0f;
+    kdalab_dims d = {1, T, 1, K, V};
+    /* positions: wide loop (early, late), single vectors (AVX-512 only for
+     * beta), the tail; values: legal edges first (g: -0; beta: 2, -0), then
+     * illegal ones (the smallest subnormal above 0 or below 0, just above 2,
+     * NaN, +-Inf) */
+    const int gpos[] = {0, 37, 1100, T * K - 1}, bpos[] = {3, 60, 66, T - 1};
+    const float gval[] = {-0.0f, 1.40129846e-45f, NAN, INFINITY, -INFINITY};
+    const float bval[] = {2.0f, -0.0f, 2.00000024f, -1.40129846e-45f, NAN};
+    for (size_t li = 0; li < N_LEVELS; li++) {
+        if (!use_level(levels[li]))
+            continue;
+        for (int arr = 0; arr < 2; arr++)
+            for (int pi = 0; pi < 4; pi++)
+                for (int vi = 0; vi < 5; vi++) {
+                    float gb[T * K], bb[T];
+                    memcpy(gb, g, sizeof g);
+                    memcpy(bb, beta, sizeof beta);
+                    for (int t = 0; t < T; t++)
+                        bb[t] = 0.5f;
+                    if (arr == 0)
+                        gb[gpos[pi]] = gval[vi];
+                    else
+                        bb[bpos[pi]] = bval[vi];
+                    for (int i = 0; i < T * V; i++)
+                        o[i] = o2[i] = 42.0f;
+                    kdalab_status want = kdalab_chunk_f32(&d, KDALAB_KDA, 0.3f, q, k, v, gb, bb,
+                                                          NULL, o2, NULL, NULL, NULL);
+                    kdalab_status got = kdalab_simd_chunk_f32(&d, KDALAB_KDA, 0.3f, q, k, v,
+                                                              gb, bb, NULL, o, NULL, NULL, NULL);
+                    if (got != want)
+                        print_error("level %s, %s[%d] = %g: simd %d, reference %d\n",
+                                    kdalab_simd_level_name(levels[li]), arr ? "beta" : "g",
+                                    arr ? bpos[pi] : gpos[pi], (double)(arr ? bval[vi] : gval[vi]),
+                                    got, want);
+                    assert_int_equal(got, want);
+                    /* the legal edges pass, every other value is refused untouched */
+                    assert_int_equal(want == KDALAB_OK, arr == 0 ? vi == 0 : vi < 2);
+                    if (want != KDALAB_OK)
+                        for (int i = 0; i < T * V; i++)
+                            assert_true(o[i] == 42.0f);
+                }
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
 /* The decode step's finiteness screen is its first pass's sums: a NaN or Inf
  * in any column of S (before, inside or after the cache-line-aligned strips,
  * with S at every float offset), in a row whose k or decay is 0 or not, is
@@ -645,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_empty_sequence),
         cmocka_unit_test(test_step_every_level),
         cmocka_unit_test(test_errors_match_reference),
+        cmocka_unit_test(test_screen_regions),
         cmocka_unit_test(test_step_any_offset_same_bits),
         cmocka_unit_test(test_step_nonfinite_anywhere),
         cmocka_unit_test(test_step_overflow_is_erange),

@@ -27,6 +27,8 @@ typedef __m256 vmask;
 #define VHSUM(v) avx2_hsum(v)
 #define VEXP(v) avx2_exp(v)
 #define VFLUSH(v) _mm256_and_ps((v), _mm256_cmp_ps((v), _mm256_set1_ps(1.17549435e-38f), _CMP_GE_OQ))
+#define VMAX(a, b) _mm256_max_ps((a), (b))
+#define VMIN(a, b) _mm256_min_ps((a), (b))
 #define VALL_LE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LE_OQ)) == 0xff)
 #define VALL_GE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_GE_OQ)) == 0xff)
 #define SIMD_FN(name) name##_avx2

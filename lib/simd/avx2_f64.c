@@ -29,6 +29,8 @@ typedef __m256d vmask;
 #define VHSUM(v) avx2_hsum_f64(v)
 #define VEXP(v) avx2_exp_f64(v)
 #define VFLUSH(v) _mm256_and_pd((v), _mm256_cmp_pd((v), _mm256_set1_pd(2.2250738585072014e-308), _CMP_GE_OQ))
+#define VMAX(a, b) _mm256_max_pd((a), (b))
+#define VMIN(a, b) _mm256_min_pd((a), (b))
 #define VALL_LE(v, x) (_mm256_movemask_pd(_mm256_cmp_pd((v), _mm256_set1_pd(x), _CMP_LE_OQ)) == 0xf)
 #define VALL_GE(v, x) (_mm256_movemask_pd(_mm256_cmp_pd((v), _mm256_set1_pd(x), _CMP_GE_OQ)) == 0xf)
 #define SIMD_FN(name) name##_avx2_f64

@@ -27,6 +27,8 @@ typedef __mmask16 vmask;
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VEXP(v) avx512_exp(v)
 #define VFLUSH(v) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((v), _mm512_set1_ps(1.17549435e-38f), _CMP_GE_OQ), (v))
+#define VMAX(a, b) _mm512_max_ps((a), (b))
+#define VMIN(a, b) _mm512_min_ps((a), (b))
 #define VALL_LE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LE_OQ) == 0xffff)
 #define VALL_GE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_GE_OQ) == 0xffff)
 #define SIMD_FN(name) name##_avx512

@@ -28,6 +28,8 @@ typedef __mmask8 vmask;
 #define VHSUM(v) _mm512_reduce_add_pd(v)
 #define VEXP(v) avx512_exp_f64(v)
 #define VFLUSH(v) _mm512_maskz_mov_pd(_mm512_cmp_pd_mask((v), _mm512_set1_pd(2.2250738585072014e-308), _CMP_GE_OQ), (v))
+#define VMAX(a, b) _mm512_max_pd((a), (b))
+#define VMIN(a, b) _mm512_min_pd((a), (b))
 #define VALL_LE(v, x) (_mm512_cmp_pd_mask((v), _mm512_set1_pd(x), _CMP_LE_OQ) == 0xff)
 #define VALL_GE(v, x) (_mm512_cmp_pd_mask((v), _mm512_set1_pd(x), _CMP_GE_OQ) == 0xff)
 #define SIMD_FN(name) name##_avx512_f64

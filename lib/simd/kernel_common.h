@@ -42,6 +42,8 @@
  *   VEXP(v)                exp of lanes <= 0 (lanes below -87, for double
  *                          -708, give exactly 0)
  *   VFLUSH(v)              lanes below FLT_MIN (DBL_MIN) set to 0
+ *   VMAX(a, b) VMIN(a, b)  lane-wise larger / smaller of a and b; a NaN lane of
+ *                          a gives b's lane (x86's maxps / minps)
  *   VALL_LE(v, x)          nonzero when every lane is <= x (a NaN lane is not)
  *   VALL_GE(v, x)          nonzero when every lane is >= x (a NaN lane is not)
  *   SIMD_FN(name)          name with the level's suffix

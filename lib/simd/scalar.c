@@ -27,6 +27,8 @@ typedef int vmask;
 #define VHSUM(v) (v)
 #define VEXP(v) scalar_exp(v)
 #define VFLUSH(v) ((v) < 1.17549435e-38f ? 0.0f : (v))
+#define VMAX(a, b) ((a) > (b) ? (a) : (b))
+#define VMIN(a, b) ((a) < (b) ? (a) : (b))
 #define VALL_LE(v, x) ((v) <= (x))
 #define VALL_GE(v, x) ((v) >= (x))
 #define SIMD_FN(name) name##_scalar

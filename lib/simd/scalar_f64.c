@@ -28,6 +28,8 @@ typedef int vmask;
 #define VHSUM(v) (v)
 #define VEXP(v) scalar_exp_f64(v)
 #define VFLUSH(v) ((v) < 2.2250738585072014e-308 ? 0.0 : (v))
+#define VMAX(a, b) ((a) > (b) ? (a) : (b))
+#define VMIN(a, b) ((a) < (b) ? (a) : (b))
 #define VALL_LE(v, x) ((v) <= (x))
 #define VALL_GE(v, x) ((v) >= (x))
 #define SIMD_FN(name) name##_scalar_f64

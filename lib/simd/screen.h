@@ -16,22 +16,48 @@
 /* 1 when every x[i] is certainly legal under rule (finite, and for
  * KDALAB_RULE_LOG_DECAY <= SIMD_RULE_G_MAX, for KDALAB_RULE_BETA in
  * [SIMD_RULE_BETA_MIN, SIMD_RULE_BETA_MAX]); 0 when not sure. Whole vectors
- * are screened with the level's code; the last n % VLEN elements by the
- * library's own check (SIMD_CHECK_VALUES). */
+ * are screened with the level's code, four at a time in independent chains
+ * (sums of x - x: 0, or NaN for a NaN/Inf; running max and min, which start
+ * at a legal value and skip NaN lanes, as the sums catch those); the last
+ * n % VLEN elements by the library's own check (SIMD_CHECK_VALUES). */
 static int SIMD_FN(screen)(const real *x, size_t n, kdalab_value_rule rule)
 {
-    vf acc = VZERO();
-    size_t nv = n / VLEN * VLEN;
-    int doubt = 0;
-    for (size_t i = 0; i < nv; i += VLEN) {
-        vf xv = VLOAD(x + i);
-        acc = VADD(acc, VSUB(xv, xv)); /* 0, or NaN for NaN/Inf */
-        if (rule == KDALAB_RULE_LOG_DECAY) /* (NaN compares false: doubt) */
-            doubt |= !VALL_LE(xv, SIMD_RULE_G_MAX);
-        else if (rule == KDALAB_RULE_BETA)
-            doubt |= !VALL_GE(xv, SIMD_RULE_BETA_MIN) || !VALL_LE(xv, SIMD_RULE_BETA_MAX);
+    const int bounded = rule == KDALAB_RULE_LOG_DECAY || rule == KDALAB_RULE_BETA;
+    const vf start = VSET1(rule == KDALAB_RULE_BETA ? SIMD_RULE_BETA_MIN : SIMD_RULE_G_MAX);
+    vf acc[4], hi[4], lo[4];
+    SIMD_UNROLL(4)
+    for (int u = 0; u < 4; u++) {
+        acc[u] = VZERO();
+        hi[u] = lo[u] = start;
     }
-    doubt |= VHSUM(acc) != 0;
+    const size_t nv = n / VLEN * VLEN, n4 = n / (4 * VLEN) * (4 * VLEN);
+    for (size_t i = 0; i < n4; i += 4 * VLEN) {
+        SIMD_UNROLL(4)
+        for (int u = 0; u < 4; u++) {
+            vf xv = VLOAD(x + i + (size_t)u * VLEN);
+            acc[u] = VADD(acc[u], VSUB(xv, xv));
+            if (bounded) {
+                hi[u] = VMAX(xv, hi[u]);
+                lo[u] = VMIN(xv, lo[u]);
+            }
+        }
+    }
+    for (size_t i = n4; i < nv; i += VLEN) {
+        vf xv = VLOAD(x + i);
+        acc[0] = VADD(acc[0], VSUB(xv, xv));
+        if (bounded) {
+            hi[0] = VMAX(xv, hi[0]);
+            lo[0] = VMIN(xv, lo[0]);
+        }
+    }
+    vf sum = VADD(VADD(acc[0], acc[1]), VADD(acc[2], acc[3]));
+    vf mx = VMAX(VMAX(hi[0], hi[1]), VMAX(hi[2], hi[3]));
+    vf mn = VMIN(VMIN(lo[0], lo[1]), VMIN(lo[2], lo[3]));
+    int doubt = VHSUM(sum) != 0;
+    if (rule == KDALAB_RULE_LOG_DECAY)
+        doubt |= !VALL_LE(mx, SIMD_RULE_G_MAX);
+    else if (rule == KDALAB_RULE_BETA)
+        doubt |= !VALL_GE(mn, SIMD_RULE_BETA_MIN) || !VALL_LE(mx, SIMD_RULE_BETA_MAX);
     if (nv < n)
         doubt |= SIMD_CHECK_VALUES(rule, "x", x + nv, n - nv, NULL) != KDALAB_OK;
     return !doubt;
