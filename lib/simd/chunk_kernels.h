@@ -77,7 +77,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
 {
     const size_t K = w->K, W = w->W, C = w->C;
     int delta = mech != KDALAB_LINEAR_ATTENTION;
-    const size_t pf = (C + 7) / 8; /* rows to prefetch at each of 8 stages */
+    const size_t pf = w->pf_rows;
 
     SIMD_FN(prefetch_rows)(w, pf);
     if (mech == KDALAB_KDA) {
@@ -118,16 +118,15 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
      * product loads S (one pass over the state instead of two) */
     int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
     SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, Vnew, ldn, w->S, W, 1, 0, decays ? w->gl : NULL);
-    SIMD_FN(prefetch_rows)(w, C); /* whatever is left */
 }
 
 /* ---------------------------------------------------------------------------- */
 /* One head (one task)                                                          */
 /* ---------------------------------------------------------------------------- */
 
-static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W)
+static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh)
 {
-    return SIMD_FN(ws_floats)(C, c, K, W);
+    return SIMD_FN(ws_floats)(C, c, K, W, nh);
 }
 
 /* Non-finite values among x[0..n): a vector sum of x - x (0 when finite, NaN
@@ -151,43 +150,55 @@ static size_t SIMD_FN(count_nonfinite)(const real *x, size_t n)
     return bad;
 }
 
+/* One task: nh heads, value columns [v0, v1), chunk by chunk, and within a
+ * chunk head by head (so the heads' neighbouring rows are read together). */
 static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
                                 size_t *bad_ht)
 {
-    const size_t K = a->K, V = a->V, W = a->v1 - a->v0, T = a->T;
+    const size_t K = a->K, V = a->V, W = a->v1 - a->v0, T = a->T, nh = a->nh;
     size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
     size_t c = a->subchunk < C ? a->subchunk : C;
     SIMD_FN(ws) w;
-    SIMD_FN(ws_carve)(&w, work, C, c, K, W);
+    SIMD_FN(ws_carve)(&w, work, C, c, K, W, nh);
     w.pa = a;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
 
-    for (size_t ch = 0; ch < K; ch++)
-        for (size_t j = 0; j < W; j++)
-            w.S[ch * W + j] = a->h0 ? a->h0[ch * V + a->v0 + j] : 0.0f;
+    for (size_t h = 0; h < nh; h++)
+        for (size_t ch = 0; ch < K; ch++)
+            for (size_t j = 0; j < W; j++)
+                w.Sall[(h * K + ch) * W + j] =
+                    a->h0 ? a->h0[h * K * V + ch * V + a->v0 + j] : 0.0f;
 
     w.ldqk = a->ld_qk;
     w.ldv = a->ld_v;
     w.ldg = a->ld_g;
     w.ldo = a->ld_v;
+    w.pf_rows = (C + 8 * nh - 1) / (8 * nh); /* 8 stages per chunk of each head */
     for (size_t t0 = 0; t0 < T; t0 += C) {
         size_t n = SIMD_FN(min_sz)(C, T - t0);
-        w.q = a->q + t0 * a->ld_qk;
-        w.k = a->k + t0 * a->ld_qk;
-        w.v = a->v + t0 * a->ld_v + a->v0;
-        w.gin = gw ? a->g + t0 * a->ld_g : NULL;
-        w.o = a->o + t0 * a->ld_v + a->v0;
-        for (size_t r = 0; r < n; r++)
-            w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[(t0 + r) * a->ld_b];
         w.pf_next = t0 + n; /* the next chunk's rows, spread over this chunk's work */
         w.pf_end = SIMD_FN(min_sz)(t0 + n + C, T);
-        SIMD_FN(chunk)(&w, a->mech, n, a->scale);
-        for (size_t r = 0; r < n; r++)
-            *bad_o += SIMD_FN(count_nonfinite)(w.o + r * w.ldo, W);
+        for (size_t h = 0; h < nh; h++) {
+            w.S = w.Sall + h * K * W;
+            w.q = a->q + t0 * a->ld_qk + h * K;
+            w.k = a->k + t0 * a->ld_qk + h * K;
+            w.v = a->v + t0 * a->ld_v + h * V + a->v0;
+            w.gin = gw ? a->g + t0 * a->ld_g + h * gw : NULL;
+            w.o = a->o + t0 * a->ld_v + h * V + a->v0;
+            for (size_t r = 0; r < n; r++)
+                w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f
+                                                            : a->beta[(t0 + r) * a->ld_b + h];
+            SIMD_FN(chunk)(&w, a->mech, n, a->scale);
+            for (size_t r = 0; r < n; r++)
+                *bad_o += SIMD_FN(count_nonfinite)(w.o + r * w.ldo, W);
+        }
+        SIMD_FN(prefetch_rows)(&w, C); /* whatever is left */
     }
     if (a->ht) {
-        for (size_t ch = 0; ch < K; ch++)
-            memcpy(a->ht + ch * V + a->v0, w.S + ch * W, W * sizeof(real));
-        *bad_ht += SIMD_FN(count_nonfinite)(w.S, K * W);
+        for (size_t h = 0; h < nh; h++)
+            for (size_t ch = 0; ch < K; ch++)
+                memcpy(a->ht + h * K * V + ch * V + a->v0, w.Sall + (h * K + ch) * W,
+                       W * sizeof(real));
+        *bad_ht += SIMD_FN(count_nonfinite)(w.Sall, nh * K * W);
     }
 }

@@ -9,13 +9,14 @@
  */
 
 typedef struct {
-    size_t C, c, K, W, nsub;
+    size_t C, c, K, W, nsub, nh; /* nh: heads of the task                          */
     const real *q, *k, *v;      /* the chunk's rows, read where the caller keeps    */
     const real *gin;            /* them: q, k [n, ldqk], v [n, ldv], g [n, ldg]      */
     real *o;                    /* and its output rows [n, ldo], written there too  */
     size_t ldqk, ldv, ldg, ldo; /* (a row stride is H times a head's row)           */
     real *g, *b;                /* a = exp(g) [C, K|1], beta [C]                    */
-    real *S;                    /* [K, W] state columns of this task               */
+    real *S;                    /* [K, W] state columns of the head being run      */
+    real *Sall;                 /* [nh, K, W] the task's heads' states             */
     real *kqf;                  /* per sub-chunk: c rows k*F then c rows q*F [2C,K]  */
     real *kb;                   /* k * B (decayed to its sub-chunk's end) [C,K]     */
     real *subtot;               /* per sub-chunk prod a, its total decay [nsub, K]  */
@@ -34,6 +35,7 @@ typedef struct {
     real *gam, *kdec;           /* [C] scalar gamma and decay-to-end                */
     const SIMD_ARGS *pa;        /* the task, for prefetching its next rows          */
     size_t pf_next, pf_end;     /* rows [pf_next, pf_end) not yet prefetched         */
+    size_t pf_rows;             /* rows to prefetch between two stages of a chunk    */
 } SIMD_FN(ws);
 
 /* Ask for n elements from p to be brought towards the cache (the inputs stream
@@ -51,20 +53,23 @@ static inline void SIMD_FN(prefetch)(const real *p, size_t n)
 
 /* Prefetch the next chunk's input rows (and its output rows, for writing)
  * a few at a time: called between the stages of a chunk, so the requests are
- * spread over the chunk's work instead of queueing up in one burst. */
+ * spread over the chunk's work instead of queueing up in one burst. A row of
+ * the task is its nh heads' rows, which lie side by side (a task of several
+ * heads has all value columns: W = V). */
 static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
 {
     const SIMD_ARGS *a = w->pa;
-    size_t gw = kdalab_mechanism_g_width(a->mech, a->K), W = a->v1 - a->v0;
+    const size_t nh = a->nh, W = a->v1 - a->v0;
+    const size_t gw = kdalab_mechanism_g_width(a->mech, a->K);
     for (; nrows > 0 && w->pf_next < w->pf_end; nrows--, w->pf_next++) {
         size_t t = w->pf_next;
-        SIMD_FN(prefetch)(a->q + t * a->ld_qk, a->K);
-        SIMD_FN(prefetch)(a->k + t * a->ld_qk, a->K);
-        SIMD_FN(prefetch)(a->v + t * a->ld_v + a->v0, W);
+        SIMD_FN(prefetch)(a->q + t * a->ld_qk, nh * a->K);
+        SIMD_FN(prefetch)(a->k + t * a->ld_qk, nh * a->K);
+        SIMD_FN(prefetch)(a->v + t * a->ld_v + a->v0, nh * W);
         if (gw)
-            SIMD_FN(prefetch)(a->g + t * a->ld_g, gw);
+            SIMD_FN(prefetch)(a->g + t * a->ld_g, nh * gw);
 #if defined(__GNUC__)
-        for (size_t i = 0; i < W; i += SIMD_LINE)
+        for (size_t i = 0; i < nh * W; i += SIMD_LINE)
             __builtin_prefetch(a->o + t * a->ld_v + a->v0 + i, 1, 2);
 #endif
     }
@@ -81,17 +86,18 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * times both.
  */
 static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, size_t K,
-                                size_t W)
+                                size_t W, size_t nh)
 {
     size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
-    w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub;
+    w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub; w->nh = nh;
 #define SIMD_TAKE(ptr, n)                                                                     \
     do {                                                                                      \
         (ptr) = base ? base + cur : NULL;                                                     \
         cur += ((n) + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE; /* 64-byte aligned */          \
     } while (0)
     /* both phases */
-    SIMD_TAKE(w->b, C); SIMD_TAKE(w->S, K * W);
+    SIMD_TAKE(w->b, C); SIMD_TAKE(w->Sall, nh * K * W);
+    w->S = w->Sall;
     SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
     SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
     SIMD_TAKE(w->gl, K); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
@@ -116,9 +122,10 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     return endA > endB ? endA : endB;
 }
 
-/* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value columns. */
-static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W)
+/* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value
+ * columns, nh heads. */
+static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh)
 {
     SIMD_FN(ws) w;
-    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W);
+    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W, nh);
 }

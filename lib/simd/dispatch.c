@@ -136,20 +136,35 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
 
 /* ---- what both precisions' chunkwise entry points share ------------------- */
 
-kdalab_status simd_plan_make(simd_plan *pl, size_t BH, size_t C, size_t c, size_t K, size_t V,
-                             size_t elem, size_t (*work_elems)(size_t, size_t, size_t, size_t))
+kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c, size_t K,
+                             size_t V, size_t elem,
+                             size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t))
 {
-    /* tasks: every (b, h), and when there are fewer heads than threads, split
-     * the value columns (independent in every mechanism) into blocks of 16 */
+    /* Tasks: groups of nh consecutive heads of one batch entry, nh the
+     * largest of 4, 3, 2 that divides H and leaves the threads equal shares (a
+     * task count that is a multiple of the thread count, or at least four
+     * tasks per thread), else 1. A thread then reads the rows of nh
+     * neighbouring heads (adjacent in fla's [B, T, H, .] layout) together,
+     * chunk by chunk: nh times longer runs of contiguous memory, and each 4 KB
+     * page of the inputs walked once per task instead of once per head. With
+     * fewer heads than threads, one head per task and its value columns
+     * (independent in every mechanism) split into blocks of 16. */
     int nth = omp_get_max_threads();
-    size_t nsplit = 1, width = V;
+    size_t BH = B * H, nh = 1, ngroups = H, nsplit = 1, width = V;
     if (BH < (size_t)nth && V > 16) {
         size_t want = ((size_t)nth + BH - 1) / BH;
         width = (V + want - 1) / want;
         width = (width + 15) / 16 * 16;
         nsplit = (V + width - 1) / width;
+    } else {
+        for (nh = 4; nh > 1; nh--) {
+            size_t tasks = B * (H / nh);
+            if (H % nh == 0 && (tasks % (size_t)nth == 0 || tasks >= 4 * (size_t)nth))
+                break;
+        }
+        ngroups = H / nh;
     }
-    size_t ntasks = BH * nsplit;
+    size_t ntasks = B * ngroups * nsplit;
     if ((size_t)nth > ntasks)
         nth = (int)ntasks;
 
@@ -159,7 +174,7 @@ kdalab_status simd_plan_make(simd_plan *pl, size_t BH, size_t C, size_t c, size_
         !kdalab_mul_size(CC + CKV, 8 * elem, &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
                            C, K, V);
-    bytes = (work_elems(C, c, K, width) * elem + 63) / 64 * 64;
+    bytes = (work_elems(C, c, K, width, nh) * elem + 63) / 64 * 64;
     void **work = calloc((size_t)nth, sizeof *work);
     int ok = work != NULL;
     for (int t = 0; ok && t < nth; t++)
@@ -171,9 +186,20 @@ kdalab_status simd_plan_make(simd_plan *pl, size_t BH, size_t C, size_t c, size_
         return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
                            bytes);
     }
-    *pl = (simd_plan){.nth = nth, .nsplit = nsplit, .width = width, .ntasks = ntasks,
-                      .work = work};
+    *pl = (simd_plan){.nth = nth, .nh = nh, .ngroups = ngroups, .nsplit = nsplit,
+                      .width = width, .ntasks = ntasks, .work = work};
     return KDALAB_OK;
+}
+
+void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
+                    size_t *nh, size_t *v0, size_t *v1)
+{
+    size_t bg = task / pl->nsplit, part = task % pl->nsplit, grp = bg % pl->ngroups;
+    *b = bg / pl->ngroups;
+    *h = grp * pl->nh;
+    *nh = pl->nh;
+    *v0 = part * pl->width;
+    *v1 = *v0 + pl->width < V ? *v0 + pl->width : V;
 }
 
 void simd_plan_free(simd_plan *pl)
@@ -285,11 +311,11 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
     const size_t c = op.subchunk < C ? op.subchunk : C;
 
     simd_plan pl;
-    s = simd_plan_make(&pl, B * H, C, c, K, V, sizeof(float), tab->work_floats);
+    s = simd_plan_make(&pl, B, H, C, c, K, V, sizeof(float), tab->work_floats);
     if (s != KDALAB_OK)
         return s;
     const int nth = pl.nth;
-    const size_t nsplit = pl.nsplit, width = pl.width, ntasks = pl.ntasks;
+    const size_t ntasks = pl.ntasks;
     const size_t gw = kdalab_mechanism_g_width(mech, K);
     size_t bad_o = 0, bad_ht = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
@@ -297,12 +323,11 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
         float *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
-            size_t bh = task / nsplit, part = task % nsplit;
-            size_t b = bh / H, h = bh % H;
-            size_t v0 = part * width, v1 = v0 + width < V ? v0 + width : V;
-            size_t row0 = b * T * H + h; /* (b, t = 0, h) */
+            size_t b, h, nh, v0, v1;
+            simd_plan_task(&pl, V, task, &b, &h, &nh, &v0, &v1);
+            size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
             simd_head_args a = {
-                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1,
+                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = nh,
                 .chunk = C, .subchunk = c, .scale = scale,
                 .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
                 .v = v ? v + row0 * V : NULL,

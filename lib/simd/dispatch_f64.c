@@ -101,11 +101,11 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
     const size_t c = op.subchunk < C ? op.subchunk : C;
 
     simd_plan pl;
-    s = simd_plan_make(&pl, B * H, C, c, K, V, sizeof(double), tab->work_floats);
+    s = simd_plan_make(&pl, B, H, C, c, K, V, sizeof(double), tab->work_floats);
     if (s != KDALAB_OK)
         return s;
     const int nth = pl.nth;
-    const size_t nsplit = pl.nsplit, width = pl.width, ntasks = pl.ntasks;
+    const size_t ntasks = pl.ntasks;
     const size_t gw = kdalab_mechanism_g_width(mech, K);
     size_t bad_o = 0, bad_ht = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
@@ -113,12 +113,11 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
         double *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
-            size_t bh = task / nsplit, part = task % nsplit;
-            size_t b = bh / H, h = bh % H;
-            size_t v0 = part * width, v1 = v0 + width < V ? v0 + width : V;
-            size_t row0 = b * T * H + h; /* (b, t = 0, h) */
+            size_t b, h, nh, v0, v1;
+            simd_plan_task(&pl, V, task, &b, &h, &nh, &v0, &v1);
+            size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
             simd_head_args_f64 a = {
-                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1,
+                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = nh,
                 .chunk = C, .subchunk = c, .scale = scale,
                 .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
                 .v = v ? v + row0 * V : NULL,

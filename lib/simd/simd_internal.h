@@ -15,18 +15,22 @@
 #include "kdalab.h"
 
 /*
- * One head (b, h) of one chunkwise call, restricted to the value columns
- * [v0, v1) (columns of V are independent in every mechanism of the lineage,
- * so a head can be split across threads by columns).
+ * One task of one chunkwise call: nh consecutive heads (b, h .. h + nh - 1)
+ * of one batch entry, restricted to the value columns [v0, v1) (columns of V
+ * are independent in every mechanism of the lineage, so a head can be split
+ * across threads by columns; a split task has nh = 1).
  *
- * Row r of the head's sequence is at q + r*ld_qk (K floats), k + r*ld_qk,
- * v + r*ld_v (V floats), g + r*ld_g (gw floats), beta + r*ld_b, o + r*ld_v.
- * h0/ht point at the head's [K, V] state (NULL: zero / not wanted).
+ * Row r of the first head's sequence is at q + r*ld_qk (K floats),
+ * k + r*ld_qk, v + r*ld_v (V floats), g + r*ld_g (gw floats), beta + r*ld_b,
+ * o + r*ld_v; head j's rows follow its predecessor's (fla's [B, T, H, .]
+ * layout: + j*K, + j*V, + j*gw, + j). h0/ht point at the first head's
+ * [K, V] state, head j's at + j*K*V (NULL: zero / not wanted).
  */
 typedef struct {
     kdalab_mechanism mech;
     size_t T, K, V;          /* sequence length and head dims                  */
     size_t v0, v1;           /* value columns handled by this call             */
+    size_t nh;               /* consecutive heads in this task (>= 1)          */
     size_t chunk, subchunk;  /* C and c                                        */
     float scale;
     const float *q, *k, *v, *g, *beta, *h0;
@@ -39,6 +43,7 @@ typedef struct {
     kdalab_mechanism mech;
     size_t T, K, V;
     size_t v0, v1;
+    size_t nh;
     size_t chunk, subchunk;
     double scale;
     const double *q, *k, *v, *g, *beta, *h0;
@@ -61,9 +66,10 @@ typedef struct {
 /* A kernel table: one per instruction-set level. */
 typedef struct {
     const char *name;
-    /* Floats of workspace one task needs (chunk C, sub-chunk c, K, W value columns). */
-    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W);
-    /* Run one task (one head, columns [v0, v1)) with work_floats() of 64-byte
+    /* Floats of workspace one task needs (chunk C, sub-chunk c, K, W value
+     * columns, nh heads). */
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh);
+    /* Run one task (nh heads, columns [v0, v1)) with work_floats() of 64-byte
      * aligned workspace. Cannot fail: inputs were validated. Adds the number
      * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
     void (*chunk_head)(const simd_head_args *a, float *work, size_t *bad_o, size_t *bad_ht);
@@ -88,7 +94,7 @@ typedef struct {
  * doubles). */
 typedef struct {
     const char *name;
-    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W);
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh);
     void (*chunk_head)(const simd_head_args_f64 *a, double *work, size_t *bad_o,
                        size_t *bad_ht);
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, double scale,
@@ -106,21 +112,26 @@ extern const simd_table_f64 kdalab_simd_table_avx512_f64;
 
 /*
  * What the chunkwise entry points of both precisions share (dispatch.c):
- * cutting a call of BH heads into tasks (whole heads, or blocks of value
- * columns when there are fewer heads than threads) and one aligned
- * workspace per thread (work_elems elements of elem bytes), all allocated
- * before anything is written; and turning the non-finite counts into the
- * report and status.
+ * cutting a call of B x H heads into tasks (groups of nh consecutive heads of
+ * one batch entry, or blocks of value columns of one head when there are
+ * fewer heads than threads) and one aligned workspace per thread (work_elems
+ * elements of elem bytes), all allocated before anything is written; and
+ * turning the non-finite counts into the report and status.
  */
 typedef struct {
-    int nth;                     /* threads to run                          */
+    int nth;                     /* threads to run                            */
+    size_t nh, ngroups;          /* heads per task (divides H), groups per b  */
     size_t nsplit, width;        /* column blocks per head, columns per block */
-    size_t ntasks;               /* BH * nsplit                             */
-    void **work;                 /* [nth] workspaces, 64-byte aligned       */
+    size_t ntasks;               /* B * ngroups * nsplit                      */
+    void **work;                 /* [nth] workspaces, 64-byte aligned         */
 } simd_plan;
 
-kdalab_status simd_plan_make(simd_plan *pl, size_t BH, size_t C, size_t c, size_t K, size_t V,
-                             size_t elem, size_t (*work_elems)(size_t, size_t, size_t, size_t));
+kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c, size_t K,
+                             size_t V, size_t elem,
+                             size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t));
+/* The task's first head (b, h), its head count and its value columns [v0, v1). */
+void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
+                    size_t *nh, size_t *v0, size_t *v1);
 void simd_plan_free(simd_plan *pl);
 kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
 
