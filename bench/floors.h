@@ -85,7 +85,7 @@ static double floor_read_gbs(int nth, size_t bytes, int level)
 
 /* One decode step's memory traffic alone, on a [K, V] state S: pass 1 reads
  * S into two sums per column (as the step forms S^T k and S^T q), pass 2
- * rewrites it (S = a S + k d^T), in the opposite order. Strips of four
+ * rewrites it (S = a S + d d^T), in the opposite order. Strips of four
  * vectors at AVX-512 (V a multiple of 64) or AVX2 (of 32); floor_passes_c
  * otherwise (what the compiler makes of it at baseline x86-64, an upper bound
  * on a wider machine). */
@@ -109,16 +109,19 @@ __attribute__((target("avx512f"))) static void floor_passes_avx512(float *S, siz
         for (int b = 0; b < 4; b++)
             _mm512_storeu_ps(u + j + 16 * b, _mm512_add_ps(s[b], s[4 + b]));
     }
-    for (size_t j = V; j >= 64; j -= 64) /* pass 2: the other way round */
+    for (size_t j = V; j >= 64; j -= 64) { /* pass 2: the other way round */
+        __m512 dv[4];
+        for (int b = 0; b < 4; b++)
+            dv[b] = _mm512_loadu_ps(d + j - 64 + 16 * b);
         for (size_t ch = K; ch-- > 0;) {
             float *row = S + ch * V + j - 64;
-            __m512 x = _mm512_set1_ps(a[ch]), y = _mm512_set1_ps(1e-3f);
+            __m512 x = _mm512_set1_ps(a[ch]), y = _mm512_set1_ps(d[ch]);
             for (int b = 0; b < 4; b++) {
                 __m512 r = _mm512_loadu_ps(row + 16 * b);
-                __m512 dv = _mm512_loadu_ps(d + j - 64 + 16 * b);
-                _mm512_storeu_ps(row + 16 * b, _mm512_fmadd_ps(y, dv, _mm512_mul_ps(x, r)));
+                _mm512_storeu_ps(row + 16 * b, _mm512_fmadd_ps(y, dv[b], _mm512_mul_ps(x, r)));
             }
         }
+    }
 }
 
 __attribute__((target("avx2,fma"))) static void floor_passes_avx2(float *S, size_t K, size_t V,
@@ -141,16 +144,19 @@ __attribute__((target("avx2,fma"))) static void floor_passes_avx2(float *S, size
         for (int b = 0; b < 4; b++)
             _mm256_storeu_ps(u + j + 8 * b, _mm256_add_ps(s[b], s[4 + b]));
     }
-    for (size_t j = V; j >= 32; j -= 32)
+    for (size_t j = V; j >= 32; j -= 32) {
+        __m256 dv[4];
+        for (int b = 0; b < 4; b++)
+            dv[b] = _mm256_loadu_ps(d + j - 32 + 8 * b);
         for (size_t ch = K; ch-- > 0;) {
             float *row = S + ch * V + j - 32;
-            __m256 x = _mm256_set1_ps(a[ch]), y = _mm256_set1_ps(1e-3f);
+            __m256 x = _mm256_set1_ps(a[ch]), y = _mm256_set1_ps(d[ch]);
             for (int b = 0; b < 4; b++) {
                 __m256 r = _mm256_loadu_ps(row + 8 * b);
-                __m256 dv = _mm256_loadu_ps(d + j - 32 + 8 * b);
-                _mm256_storeu_ps(row + 8 * b, _mm256_fmadd_ps(y, dv, _mm256_mul_ps(x, r)));
+                _mm256_storeu_ps(row + 8 * b, _mm256_fmadd_ps(y, dv[b], _mm256_mul_ps(x, r)));
             }
         }
+    }
 }
 
 static void floor_passes_c(float *S, size_t K, size_t V, const float *a, const float *d,
@@ -163,42 +169,21 @@ static void floor_passes_c(float *S, size_t K, size_t V, const float *a, const f
             u[j] += (a[ch] + d[ch]) * S[ch * V + j];
     for (size_t ch = K; ch-- > 0;)
         for (size_t j = 0; j < V; j++)
-            S[ch * V + j] = a[ch] * S[ch * V + j] + 1e-3f * d[j];
+            S[ch * V + j] = a[ch] * S[ch * V + j] + d[ch] * d[j];
 }
 
-/* Median µs of one pair of passes (level: 2 AVX-512, 1 AVX2, 0 plain C), one thread. */
-static double floor_step_us(size_t K, size_t V, int level)
+/* One pair of passes over S [K, V] at the level (2 AVX-512, 1 AVX2, 0 plain
+ * C; a V the level's strips do not tile falls back to plain C). a [K], d
+ * [max(K, V)], u [V]. */
+static void floor_passes(float *S, size_t K, size_t V, const float *a, const float *d,
+                         float *u, int level)
 {
-    enum { REPS = 9, ROUNDS = 2000 };
-    float *S = aligned_alloc(64, K * V * sizeof *S), *a = malloc(K * sizeof *a);
-    float *d = malloc((K > V ? K : V) * sizeof *d), *u = malloc(V * sizeof *u);
-    if (!S || !a || !d || !u) {
-        free(S); free(a); free(d); free(u);
-        return 0;
-    }
-    for (size_t i = 0; i < K * V; i++)
-        S[i] = 1e-3f * (float)(i % 89);
-    for (size_t i = 0; i < K; i++)
-        a[i] = 0.999f;
-    for (size_t i = 0; i < (K > V ? K : V); i++)
-        d[i] = 1e-4f;
-    double t[REPS];
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
-        for (int i = 0; i < ROUNDS; i++) {
-            if (level == 2 && V % 64 == 0)
-                floor_passes_avx512(S, K, V, a, d, u);
-            else if (level >= 1 && V % 32 == 0)
-                floor_passes_avx2(S, K, V, a, d, u);
-            else
-                floor_passes_c(S, K, V, a, d, u);
-        }
-        t[r] = (now() - t0) / ROUNDS;
-    }
-    sink += u[0] + S[0];
-    gsl_sort(t, 1, REPS);
-    free(S); free(a); free(d); free(u);
-    return 1e6 * t[REPS / 2];
+    if (level == 2 && V % 64 == 0)
+        floor_passes_avx512(S, K, V, a, d, u);
+    else if (level >= 1 && V % 32 == 0)
+        floor_passes_avx2(S, K, V, a, d, u);
+    else
+        floor_passes_c(S, K, V, a, d, u);
 }
 
 #endif /* KDALAB_BENCH_FLOORS_H */

@@ -382,6 +382,53 @@ static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, si
     return 1e6 * gsl_stats_median_from_sorted_data(t, 1, REPS);
 }
 
+/* The decode step against its floor, alternating in the same loop (so both
+ * see the machine in the same state): per repetition, 20 x 256 steps of
+ * kdalab_simd_step_f32 (KDA, S on a cache line) and as many pairs of
+ * floor_passes over a state of the same size. Medians in µs. */
+static void time_step_floor(size_t K, size_t V, gsl_rng *rng, int level, double *step_us,
+                            double *floor_us)
+{
+    enum { NTOK = 256, REPS = 9, ROUNDS = 20 };
+    problem p;
+    problem_make(&p, rng, 1, NTOK, 1, K, V);
+    float *S = aligned_alloc(64, (K * V + 15) / 16 * 16 * sizeof(float)), *o = falloc(V);
+    float *F = aligned_alloc(64, (K * V + 15) / 16 * 16 * sizeof(float));
+    float *a = falloc(K), *d = falloc(K > V ? K : V), *u = falloc(V);
+    if (!S || !F) {
+        fprintf(stderr, "bench_simd: out of memory (state)\n");
+        exit(1);
+    }
+    memcpy(S, p.h0, K * V * sizeof *S);
+    memcpy(F, p.h0, K * V * sizeof *F);
+    for (size_t i = 0; i < K; i++)
+        a[i] = 0.999f;
+    for (size_t i = 0; i < (K > V ? K : V); i++)
+        d[i] = 1e-4f;
+    float scale = (float)kdalab_default_scale(K);
+    double ts[REPS], tf[REPS];
+    for (int r = 0; r < REPS; r++) {
+        double t0 = now();
+        for (int round = 0; round < ROUNDS; round++)
+            for (size_t i = 0; i < NTOK; i++)
+                kdalab_simd_step_f32(KDALAB_KDA, K, V, scale, p.q + i * K, p.k + i * K,
+                                     p.v + i * V, p.g + i * K, p.beta[i], S, o);
+        double t1 = now();
+        for (int round = 0; round < ROUNDS * NTOK; round++)
+            floor_passes(F, K, V, a, d, u, level);
+        double t2 = now();
+        ts[r] = (t1 - t0) / (ROUNDS * NTOK);
+        tf[r] = (t2 - t1) / (ROUNDS * NTOK);
+    }
+    sink += u[0] + F[0];
+    gsl_sort(ts, 1, REPS);
+    gsl_sort(tf, 1, REPS);
+    *step_us = 1e6 * gsl_stats_median_from_sorted_data(ts, 1, REPS);
+    *floor_us = 1e6 * gsl_stats_median_from_sorted_data(tf, 1, REPS);
+    free(S); free(F); free(o); free(a); free(d); free(u);
+    problem_free(&p);
+}
+
 #define VALID_TOL 1e-4 /* float32 over T = 4096: measured ~1e-6; a wrong kernel is O(1) */
 
 /* ---------------------------------------------------------------------------- */
@@ -745,11 +792,16 @@ int main(int argc, char **argv)
                widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", 1e3 * kda_t, fma_ms,
                nth, 100 * fma_ms / (1e3 * kda_t), mem_ms, in / 1e6, out / 1e6, gbs, nth,
                in / 1e6);
-        if (kda_step > 0)
+        if (kda_step > 0) {
+            double st, fl;
+            kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+            time_step_floor(K, V, rng, widest, &st, &fl);
             printf("# kda step %s: %.2f us; the state's two passes alone (read, then "
-                   "read-modify-write, %zu x %zu floats, 1 thread): %.2f us\n",
-                   widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", kda_step, K, V,
-                   floor_step_us(K, V, widest));
+                   "read-modify-write, %zu x %zu floats, 1 thread), alternating with it: "
+                   "%.2f us against its %.2f us\n",
+                   widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", kda_step, K, V, fl,
+                   st);
+        }
     }
     problem_free(&p);
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
