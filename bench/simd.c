@@ -812,26 +812,49 @@ int main(int argc, char **argv)
     }
     /* time against T for chunkwise KDA at the best level, the path's default C */
     bench_opts = kdalab_simd_chunk_opts_default();
-    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, C=%zu, %d threads)\n",
+    printf("#\n# chunkwise KDA against T (level %s, B=1 H=4 K=V=128, C=%zu, %d threads; "
+           "median of rounds over every T)\n",
            kdalab_simd_level_name(kdalab_simd_get_level()), bench_opts.chunk, nth);
     printf("%8s %11s %13s %5s %11s\n", "T", "ms", "head-tok/s", "busy", "per core-s");
-    size_t tmax_sweep = quick ? 16384 : 65536;
-    double lx[8], ly[8], lc[8];
-    size_t np = 0;
-    for (size_t Ts = 1024; Ts <= tmax_sweep; Ts *= 2) {
-        problem ps;
-        problem_make(&ps, rng, 1, Ts, H, K, V);
+    /* every T's problem is made first, then the rounds go over all of them
+     * (one call per T per round, medians over rounds): a slow minute of a
+     * shared machine then slows one round of every T, not every call of one T */
+    enum { NT_MAX = 7, ROUNDS_MAX = 5 };
+    const size_t tmax_sweep = quick ? 16384 : 65536;
+    const int rounds = quick ? 3 : 5;
+    problem ps[NT_MAX];
+    double tw[NT_MAX][ROUNDS_MAX], tc[NT_MAX][ROUNDS_MAX], tb[NT_MAX][ROUNDS_MAX];
+    size_t nT = 0;
+    for (size_t Ts = 1024; Ts <= tmax_sweep && nT < NT_MAX; Ts *= 2)
+        problem_make(&ps[nT++], rng, 1, Ts, H, K, V);
+    for (size_t ti = 0; ti < nT; ti++) { /* warm-up: first touch of every buffer */
         double tmin, tmax;
-        time_chunk(kdalab_simd_chunk_f32, &ps, KDALAB_KDA, 1, &tmin, &tmax);
-        double t = time_chunk(kdalab_simd_chunk_f32, &ps, KDALAB_KDA, quick ? 3 : 5, &tmin,
-                              &tmax);
+        time_chunk(kdalab_simd_chunk_f32, &ps[ti], KDALAB_KDA, 1, &tmin, &tmax);
+    }
+    for (int r = 0; r < rounds; r++)
+        for (size_t ti = 0; ti < nT; ti++) {
+            double tmin, tmax;
+            tw[ti][r] = time_chunk(kdalab_simd_chunk_f32, &ps[ti], KDALAB_KDA, 1, &tmin, &tmax);
+            tc[ti][r] = last_cpu;
+            tb[ti][r] = last_busy;
+        }
+    double lx[NT_MAX], ly[NT_MAX], lc[NT_MAX];
+    size_t np = 0;
+    for (size_t ti = 0; ti < nT; ti++) {
+        const size_t Ts = ps[ti].d.T;
+        gsl_sort(tw[ti], 1, (size_t)rounds);
+        gsl_sort(tc[ti], 1, (size_t)rounds);
+        gsl_sort(tb[ti], 1, (size_t)rounds);
+        double t = gsl_stats_median_from_sorted_data(tw[ti], 1, (size_t)rounds);
+        double cpu = gsl_stats_median_from_sorted_data(tc[ti], 1, (size_t)rounds);
+        double busy = gsl_stats_median_from_sorted_data(tb[ti], 1, (size_t)rounds);
         printf("%8zu %11.2f %13.0f %4.0f%% %11.0f\n", Ts, 1e3 * t, (double)(Ts * H) / t,
-               100 * last_busy / nth, (double)(Ts * H) / last_cpu);
+               100 * busy / nth, (double)(Ts * H) / cpu);
         lx[np] = log((double)Ts);
         ly[np] = log(t);
-        lc[np] = log(last_cpu);
+        lc[np] = log(cpu);
         np++;
-        problem_free(&ps);
+        problem_free(&ps[ti]);
     }
     double c0, c1, cov00, cov01, cov11, sumsq;
     gsl_fit_linear(lx, 1, ly, 1, np, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
