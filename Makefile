@@ -108,7 +108,7 @@ $(BIN)/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 # the benchmark's shared problem (header-only)
-$(BUILD)/bench/simd.o: bench/problem.h
+$(BUILD)/bench/simd.o: bench/problem.h bench/floors.h
 
 $(BIN)/bench_%: $(BUILD)/bench/%.o $(LIB_A)
 	@mkdir -p $(BIN)
