@@ -579,6 +579,10 @@ int main(int argc, char **argv)
     printf("# measured fp32 FMA peak (%s, register-resident loop): %.1f GFLOP/s on 1 core, "
            "%.1f GFLOP/s on %d threads\n",
            has512 ? "avx512" : "avx2", peak1, peakN, nth);
+    if (nth > 1 && peak1 > 0 && peakN < 0.75 * nth * peak1)
+        printf("# WARNING: %d threads reach only %.2fx the 1-core peak: other jobs share these "
+               "cores, and every time below is slowed by them (busy < 100%% says where)\n",
+               nth, peakN / peak1);
     printf("# shape: B=%zu T=%zu H=%zu K=%zu V=%zu; chunkNN: chunk C=NN, sub-chunk c=16; "
            "median of %d runs [min..max]\n",
            B, T, H, K, V, reps);
@@ -625,7 +629,7 @@ int main(int argc, char **argv)
     const size_t chunks[] = {64, 32, 16}; /* 16: kdalab_simd_chunk_opts_default() */
     int invalid = 0;
     const int widest = has512 ? 2 : has2 ? 1 : 0;
-    double kda_t = 0, kda_fl = 0, kda_step = 0; /* KDA chunk16 and step at the widest level */
+    double kda_t = 0, kda_fl = 0, kda_busy = 0, kda_step = 0; /* KDA chunk16, step: widest level */
     for (size_t mi = 0; table && mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
         const int peered = peer_exe && kdalab_mechanism_g_width(m, K) > 0;
@@ -664,6 +668,7 @@ int main(int argc, char **argv)
                 if (m == KDALAB_KDA && chunks[ci] == 16 && (int)li == widest) {
                     kda_t = t;
                     kda_fl = fl;
+                    kda_busy = last_busy / nth;
                 }
                 if (t < best_t) {
                     best_t = t;
@@ -786,12 +791,12 @@ int main(int argc, char **argv)
         const double mem_ms = gbs > 0 ? 1e3 * (2 * in + out) / (gbs * 1e9) : 0;
         printf("#\n# floors, measured in this run (what bounds a kernel of this design here; "
                "README: \"Where the time goes\")\n");
-        printf("# kda chunk16 %s: %.2f ms; FMA floor %.2f ms (own flops at the %d-thread "
-               "peak, %.0f%% of the time); memory floor %.2f ms (2 x %.1f MB in + %.1f MB out "
-               "at %.1f GB/s, the read bandwidth of %d threads over %.0f MB)\n",
-               widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", 1e3 * kda_t, fma_ms,
-               nth, 100 * fma_ms / (1e3 * kda_t), mem_ms, in / 1e6, out / 1e6, gbs, nth,
-               in / 1e6);
+        printf("# kda chunk16 %s: %.2f ms (busy %.0f%%); FMA floor %.2f ms (own flops at the "
+               "%d-thread peak, %.0f%% of the time); memory floor %.2f ms (2 x %.1f MB in + "
+               "%.1f MB out at %.1f GB/s, the read bandwidth of %d threads over %.0f MB)\n",
+               widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", 1e3 * kda_t,
+               100 * kda_busy, fma_ms, nth, 100 * fma_ms / (1e3 * kda_t), mem_ms, in / 1e6,
+               out / 1e6, gbs, nth, in / 1e6);
         if (kda_step > 0) {
             double st, fl;
             kdalab_simd_set_level(KDALAB_SIMD_AUTO);
