@@ -61,10 +61,12 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * report (may be NULL): the non-finite counts; max_exponent is 0 on the fast
  * path (no positive exponent is ever formed).
  * Speed: each thread works in a workspace of about
- * 4 (8 C K + 2 c K + K V + 3 C^2) bytes for KDA (c the sub-chunk; the
- * other mechanisms need less) and reads q, k, v, g and writes o where the
- * caller keeps them: K = V = 128, c = 16 take 226 KB at C = 32 and
- * 392 KB at C = 64. A C whose working set fits a core's cache runs faster
+ * 4 (8 C K + 2 c K + nh K V + 3 C^2) bytes for KDA (c the sub-chunk, nh
+ * the heads a thread runs side by side: 2-4 when they divide H into equal
+ * shares per thread, else 1; the other mechanisms need less) and reads q, k,
+ * v, g and writes o where the caller keeps them: K = V = 128, c = 16 take
+ * 226 KB at C = 32 and 392 KB at C = 64 with nh = 1, 290 KB at C = 32 with
+ * nh = 2 (B = 1, H = 4 on two threads). A C whose working set fits a core's cache runs faster
  * (bench/simd.c times C = 16, 32 and 64 on the machine it runs on). With
  * opts == NULL this path uses kdalab_simd_chunk_opts_default() (C = 16, the
  * fastest measured), and so does `kdalab run --impl simd` without --chunk.

@@ -4,7 +4,7 @@
  * head's driver over its chunks, which is the kernel table's chunk_head.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: ut_transform, chunk,
- * work_floats, count_nonfinite, chunk_head
+ * work_floats, nonfinite_canon, chunk_head
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h
  *
  * The algorithm is REFERENCE.md "Chunkwise form", steps 1-7, with the safe
@@ -129,9 +129,13 @@ static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_
     return SIMD_FN(ws_floats)(C, c, K, W, nh);
 }
 
-/* Non-finite values among x[0..n): a vector sum of x - x (0 when finite, NaN
- * otherwise) says whether to count at all. */
-static size_t SIMD_FN(count_nonfinite)(const real *x, size_t n)
+/* Non-finite values among x[0..n), each NaN rewritten as the one quiet NaN
+ * of <math.h> (an overflowed output's NaNs would otherwise carry whatever
+ * sign the arithmetic of its register block gave them, and a different
+ * split of the work, so a different thread count, could change their bits).
+ * A vector sum of x - x (0 when finite, NaN otherwise) says whether to look
+ * at all. */
+static size_t SIMD_FN(nonfinite_canon)(real *x, size_t n)
 {
     vf acc = VZERO();
     size_t nv = n / VLEN * VLEN;
@@ -145,8 +149,11 @@ static size_t SIMD_FN(count_nonfinite)(const real *x, size_t n)
     if (VHSUM(acc) == 0 && tail == 0)
         return 0;
     size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         bad += !isfinite(x[i]);
+        if (isnan(x[i]))
+            x[i] = NAN;
+    }
     return bad;
 }
 
@@ -190,15 +197,15 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
                                                             : a->beta[(t0 + r) * a->ld_b + h];
             SIMD_FN(chunk)(&w, a->mech, n, a->scale);
             for (size_t r = 0; r < n; r++)
-                *bad_o += SIMD_FN(count_nonfinite)(w.o + r * w.ldo, W);
+                *bad_o += SIMD_FN(nonfinite_canon)(w.o + r * w.ldo, W);
         }
         SIMD_FN(prefetch_rows)(&w, C); /* whatever is left */
     }
     if (a->ht) {
+        *bad_ht += SIMD_FN(nonfinite_canon)(w.Sall, nh * K * W);
         for (size_t h = 0; h < nh; h++)
             for (size_t ch = 0; ch < K; ch++)
                 memcpy(a->ht + h * K * V + ch * V + a->v0, w.Sall + (h * K + ch) * W,
                        W * sizeof(real));
-        *bad_ht += SIMD_FN(count_nonfinite)(w.Sall, nh * K * W);
     }
 }

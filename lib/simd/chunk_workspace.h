@@ -81,7 +81,8 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * a = exp(g) and the KDA or the scalar-decay temporaries) share memory with
  * those of the state phase (steps 2-4, 6, 7: W, U), and the inputs and the
  * output stay where the caller keeps them, so one task's working set stays
- * small: K = V = 128, c = 16 take 226 KB at C = 32 and 392 KB at C = 64.
+ * small: K = V = 128, c = 16 take 226 KB at C = 32 and 392 KB at C = 64 with
+ * one head, and 64 KB more for each further head of the task (its state).
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
  * times both.
  */
