@@ -1,7 +1,8 @@
 /*
  * lib/simd/chunk_kernels.h — the chunkwise form of one head: the UT
  * transform (steps 2-3), one chunk of steps 1-7 for every mechanism, and the
- * head's driver over its chunks, which is the kernel table's chunk_head.
+ * driver of one task (its heads, chunk by chunk), which is the kernel table's
+ * chunk_head.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: ut_transform, chunk,
  * work_floats, nonfinite_canon, chunk_head
@@ -121,7 +122,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
 }
 
 /* ---------------------------------------------------------------------------- */
-/* One head (one task)                                                          */
+/* One task (a group of heads, or a block of one head's value columns)          */
 /* ---------------------------------------------------------------------------- */
 
 static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh)
