@@ -111,9 +111,9 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
     }
     /* 6. O = s (gamma q) S + A_qk V_new, straight into the caller's rows */
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldo, 0, 0);
+    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldv, 0, 0);
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, ldn, w->o, w->ldo, 1, 1);
+    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, ldn, w->o, w->ldv, 1, 1);
     SIMD_FN(prefetch_rows)(w, pf);
     /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new, the decay applied as the
      * product loads S (one pass over the state instead of two) */
@@ -180,7 +180,6 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
     w.ldqk = a->ld_qk;
     w.ldv = a->ld_v;
     w.ldg = a->ld_g;
-    w.ldo = a->ld_v;
     w.pf_rows = (C + 8 * nh - 1) / (8 * nh); /* 8 stages per chunk of each head */
     for (size_t t0 = 0; t0 < T; t0 += C) {
         size_t n = SIMD_FN(min_sz)(C, T - t0);
@@ -198,7 +197,7 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
                                                             : a->beta[(t0 + r) * a->ld_b + h];
             SIMD_FN(chunk)(&w, a->mech, n, a->scale);
             for (size_t r = 0; r < n; r++)
-                *bad_o += SIMD_FN(nonfinite_canon)(w.o + r * w.ldo, W);
+                *bad_o += SIMD_FN(nonfinite_canon)(w.o + r * w.ldv, W);
         }
         SIMD_FN(prefetch_rows)(&w, C); /* whatever is left */
     }

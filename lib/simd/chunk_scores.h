@@ -193,13 +193,13 @@ SIMD_INLINE void SIMD_FN(kda_diag_pairs)(SIMD_FN(ws) *w, const int nb, size_t ch
                                          size_t s0, int first)
 {
     const size_t K = w->K, ld = w->ldqk;
-    const real *a = w->g + ch0, *k = w->k + ch0;
+    const real *a = w->g + ch0, *k = w->k + ch0, *q = w->q + ch0;
     vf P[DIAG_NB], ki[DIAG_NB], qi[DIAG_NB];
     SIMD_UNROLL(DIAG_NB)
     for (int b = 0; b < DIAG_NB; b++) {
         P[b] = VSET1(1.0f);
         ki[b] = b < nb ? VLOAD(k + i * ld + b * VLEN) : VZERO();
-        qi[b] = b < nb ? VLOAD(w->q + ch0 + i * ld + b * VLEN) : VZERO();
+        qi[b] = b < nb ? VLOAD(q + i * ld + b * VLEN) : VZERO();
     }
     for (size_t j = i; j-- > s0;) {
         const real *aj = a + (j + 1) * K, *kj = k + j * ld;

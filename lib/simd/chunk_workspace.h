@@ -9,11 +9,11 @@
  */
 
 typedef struct {
-    size_t C, c, K, W, nsub, nh; /* nh: heads of the task                          */
+    size_t C, c, K, W, nsub;
     const real *q, *k, *v;      /* the chunk's rows, read where the caller keeps    */
     const real *gin;            /* them: q, k [n, ldqk], v [n, ldv], g [n, ldg]      */
-    real *o;                    /* and its output rows [n, ldo], written there too  */
-    size_t ldqk, ldv, ldg, ldo; /* (a row stride is H times a head's row)           */
+    real *o;                    /* and its output rows [n, ldv], written there too  */
+    size_t ldqk, ldv, ldg;      /* (a row stride is H times a head's row)           */
     real *g, *b;                /* a = exp(g) [C, K|1], beta [C]                    */
     real *S;                    /* [K, W] state columns of the head being run      */
     real *Sall;                 /* [nh, K, W] the task's heads' states             */
@@ -90,7 +90,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
                                 size_t W, size_t nh)
 {
     size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
-    w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub; w->nh = nh;
+    w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub;
 #define SIMD_TAKE(ptr, n)                                                                     \
     do {                                                                                      \
         (ptr) = base ? base + cur : NULL;                                                     \

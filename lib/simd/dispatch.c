@@ -192,12 +192,11 @@ kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t
 }
 
 void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
-                    size_t *nh, size_t *v0, size_t *v1)
+                    size_t *v0, size_t *v1)
 {
     size_t bg = task / pl->nsplit, part = task % pl->nsplit, grp = bg % pl->ngroups;
     *b = bg / pl->ngroups;
     *h = grp * pl->nh;
-    *nh = pl->nh;
     *v0 = part * pl->width;
     *v1 = *v0 + pl->width < V ? *v0 + pl->width : V;
 }
@@ -323,11 +322,11 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
         float *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
-            size_t b, h, nh, v0, v1;
-            simd_plan_task(&pl, V, task, &b, &h, &nh, &v0, &v1);
+            size_t b, h, v0, v1;
+            simd_plan_task(&pl, V, task, &b, &h, &v0, &v1);
             size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
             simd_head_args a = {
-                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = nh,
+                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = pl.nh,
                 .chunk = C, .subchunk = c, .scale = scale,
                 .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
                 .v = v ? v + row0 * V : NULL,

@@ -113,11 +113,11 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
         double *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
-            size_t b, h, nh, v0, v1;
-            simd_plan_task(&pl, V, task, &b, &h, &nh, &v0, &v1);
+            size_t b, h, v0, v1;
+            simd_plan_task(&pl, V, task, &b, &h, &v0, &v1);
             size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
             simd_head_args_f64 a = {
-                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = nh,
+                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = pl.nh,
                 .chunk = C, .subchunk = c, .scale = scale,
                 .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
                 .v = v ? v + row0 * V : NULL,

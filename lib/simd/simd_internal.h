@@ -129,9 +129,10 @@ typedef struct {
 kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c, size_t K,
                              size_t V, size_t elem,
                              size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t));
-/* The task's first head (b, h), its head count and its value columns [v0, v1). */
+/* The task's first head (b, h) and its value columns [v0, v1); its head
+ * count is pl->nh. */
 void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
-                    size_t *nh, size_t *v0, size_t *v1);
+                    size_t *v0, size_t *v1);
 void simd_plan_free(simd_plan *pl);
 kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
 
