@@ -347,86 +347,61 @@ static double last_step_cpu_us; /* median CPU µs per step of the last time_step
 /* Median wall-clock µs of one decode step (one token, one head), 1 thread,
  * with S starting s_off floats past a 64-byte boundary (where malloc puts a
  * 64 KB block depends on the heap's history: 0, 16, 32 or 48 bytes past one;
- * the kernel's loads are cheapest from a cache-line-aligned S). */
-static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, size_t s_off)
+ * the kernel's loads are cheapest from a cache-line-aligned S). With
+ * floor_us, each repetition's steps are followed by as many pairs of
+ * floor_passes at floor_level over a state of the same size (bench/floors.h),
+ * and *floor_us is their median µs: the floor alternates with the step, so
+ * both see the machine in the same state. */
+static double time_step(kdalab_mechanism m, size_t K, size_t V, gsl_rng *rng, size_t s_off,
+                        int floor_level, double *floor_us)
 {
-    enum { NTOK = 256, REPS = 9 };
+    enum { NTOK = 256, REPS = 9, ROUNDS = 20 };
     problem p;
     problem_make(&p, rng, 1, NTOK, 1, K, V);
-    float *Sbuf = aligned_alloc(64, (K * V + 16 + 15) / 16 * 16 * sizeof(float)), *o = falloc(V);
-    if (!Sbuf) {
+    const size_t KV = (K * V + 16 + 15) / 16 * 16, KoV = K > V ? K : V;
+    float *Sbuf = aligned_alloc(64, KV * sizeof(float)), *o = falloc(V);
+    float *F = aligned_alloc(64, KV * sizeof(float)), *a = falloc(K), *d = falloc(KoV);
+    float *u = falloc(V);
+    if (!Sbuf || !F) {
         fprintf(stderr, "bench_simd: out of memory (state)\n");
         exit(1);
     }
     float *S = Sbuf + s_off;
     memcpy(S, p.h0, K * V * sizeof *S);
+    memcpy(F, p.h0, K * V * sizeof *F);
+    for (size_t i = 0; i < K; i++)
+        a[i] = 0.999f;
+    for (size_t i = 0; i < KoV; i++)
+        d[i] = 1e-4f;
     float scale = (float)kdalab_default_scale(K);
     size_t gw = kdalab_mechanism_g_width(m, K);
-    double t[REPS], c[REPS];
+    double t[REPS], c[REPS], tf[REPS];
     for (int r = 0; r < REPS; r++) {
-        int rounds = 20;
         double t0 = now(), c0 = thread_cpu_now();
-        for (int round = 0; round < rounds; round++)
+        for (int round = 0; round < ROUNDS; round++)
             for (size_t i = 0; i < NTOK; i++)
                 kdalab_simd_step_f32(m, K, V, scale, p.q + i * K, p.k + i * K, p.v + i * V,
                                      gw ? p.g + i * gw : NULL, p.beta[i], S, o);
-        t[r] = (now() - t0) / (rounds * NTOK);
-        c[r] = (thread_cpu_now() - c0) / (rounds * NTOK);
+        t[r] = (now() - t0) / (ROUNDS * NTOK);
+        c[r] = (thread_cpu_now() - c0) / (ROUNDS * NTOK);
+        if (floor_us) {
+            double t1 = now();
+            for (int i = 0; i < ROUNDS * NTOK; i++)
+                floor_passes(F, K, V, a, d, u, floor_level);
+            tf[r] = (now() - t1) / (ROUNDS * NTOK);
+        }
+    }
+    sink += u[0] + F[0];
+    if (floor_us) {
+        gsl_sort(tf, 1, REPS);
+        *floor_us = 1e6 * gsl_stats_median_from_sorted_data(tf, 1, REPS);
     }
     gsl_sort(c, 1, REPS);
     last_step_cpu_us = 1e6 * gsl_stats_median_from_sorted_data(c, 1, REPS);
     gsl_sort(t, 1, REPS);
-    free(Sbuf);
-    free(o);
+    free(Sbuf); free(F); free(o); free(a); free(d); free(u);
     problem_free(&p);
     return 1e6 * gsl_stats_median_from_sorted_data(t, 1, REPS);
-}
-
-/* The decode step against its floor, alternating in the same loop (so both
- * see the machine in the same state): per repetition, 20 x 256 steps of
- * kdalab_simd_step_f32 (KDA, S on a cache line) and as many pairs of
- * floor_passes over a state of the same size. Medians in µs. */
-static void time_step_floor(size_t K, size_t V, gsl_rng *rng, int level, double *step_us,
-                            double *floor_us)
-{
-    enum { NTOK = 256, REPS = 9, ROUNDS = 20 };
-    problem p;
-    problem_make(&p, rng, 1, NTOK, 1, K, V);
-    float *S = aligned_alloc(64, (K * V + 15) / 16 * 16 * sizeof(float)), *o = falloc(V);
-    float *F = aligned_alloc(64, (K * V + 15) / 16 * 16 * sizeof(float));
-    float *a = falloc(K), *d = falloc(K > V ? K : V), *u = falloc(V);
-    if (!S || !F) {
-        fprintf(stderr, "bench_simd: out of memory (state)\n");
-        exit(1);
-    }
-    memcpy(S, p.h0, K * V * sizeof *S);
-    memcpy(F, p.h0, K * V * sizeof *F);
-    for (size_t i = 0; i < K; i++)
-        a[i] = 0.999f;
-    for (size_t i = 0; i < (K > V ? K : V); i++)
-        d[i] = 1e-4f;
-    float scale = (float)kdalab_default_scale(K);
-    double ts[REPS], tf[REPS];
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
-        for (int round = 0; round < ROUNDS; round++)
-            for (size_t i = 0; i < NTOK; i++)
-                kdalab_simd_step_f32(KDALAB_KDA, K, V, scale, p.q + i * K, p.k + i * K,
-                                     p.v + i * V, p.g + i * K, p.beta[i], S, o);
-        double t1 = now();
-        for (int round = 0; round < ROUNDS * NTOK; round++)
-            floor_passes(F, K, V, a, d, u, level);
-        double t2 = now();
-        ts[r] = (t1 - t0) / (ROUNDS * NTOK);
-        tf[r] = (t2 - t1) / (ROUNDS * NTOK);
-    }
-    sink += u[0] + F[0];
-    gsl_sort(ts, 1, REPS);
-    gsl_sort(tf, 1, REPS);
-    *step_us = 1e6 * gsl_stats_median_from_sorted_data(ts, 1, REPS);
-    *floor_us = 1e6 * gsl_stats_median_from_sorted_data(tf, 1, REPS);
-    free(S); free(F); free(o); free(a); free(d); free(u);
-    problem_free(&p);
 }
 
 #define VALID_TOL 1e-4 /* float32 over T = 4096: measured ~1e-6; a wrong kernel is O(1) */
@@ -629,7 +604,8 @@ int main(int argc, char **argv)
     const size_t chunks[] = {64, 32, 16}; /* 16: kdalab_simd_chunk_opts_default() */
     int invalid = 0;
     const int widest = has512 ? 2 : has2 ? 1 : 0;
-    double kda_t = 0, kda_fl = 0, kda_busy = 0, kda_step = 0; /* KDA chunk16, step: widest level */
+    double kda_t = 0, kda_fl = 0, kda_busy = 0; /* KDA chunk16 at the widest level */
+    double kda_step = 0, kda_floor = 0;          /* KDA step there, and its floor     */
     for (size_t mi = 0; table && mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
         const int peered = peer_exe && kdalab_mechanism_g_width(m, K) > 0;
@@ -701,9 +677,11 @@ int main(int argc, char **argv)
             kdalab_simd_set_level(levels[li]);
             /* S on a cache line ("step"), and 16 bytes past one ("step+16B") */
             for (size_t s_off = 0; s_off <= 4; s_off += 4) {
-                double us = time_step(m, K, V, rng, s_off);
+                /* the floor alternates with KDA's aligned step at the widest level */
+                const int floored = m == KDALAB_KDA && !s_off && (int)li == widest;
+                double us = time_step(m, K, V, rng, s_off, widest, floored ? &kda_floor : NULL);
                 step_us = s_off ? step_us : us;
-                if (m == KDALAB_KDA && !s_off && (int)li == widest)
+                if (floored)
                     kda_step = us;
                 double sf = step_flops(m, K, V);
                 printf("%-17s %-9s %-7s %11.0f %9.4f %8.1f %8.1f %6.1f%% %5s %11s  one token, "
@@ -797,16 +775,12 @@ int main(int argc, char **argv)
                widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", 1e3 * kda_t,
                100 * kda_busy, fma_ms, nth, 100 * fma_ms / (1e3 * kda_t), mem_ms, in / 1e6,
                out / 1e6, gbs, nth, in / 1e6);
-        if (kda_step > 0) {
-            double st, fl;
-            kdalab_simd_set_level(KDALAB_SIMD_AUTO);
-            time_step_floor(K, V, rng, widest, &st, &fl);
+        if (kda_step > 0)
             printf("# kda step %s: %.2f us; the state's two passes alone (read, then "
                    "read-modify-write, %zu x %zu floats, 1 thread), alternating with it: "
                    "%.2f us against its %.2f us\n",
-                   widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", kda_step, K, V, fl,
-                   st);
-        }
+                   widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", kda_step, K, V,
+                   kda_floor, kda_step);
     }
     problem_free(&p);
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
