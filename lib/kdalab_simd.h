@@ -121,7 +121,7 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
 
 /*
  * kdalab_simd_chunk_f64 — the chunkwise form in float64 on the SIMD path
- * (lib/simd/dispatch_f64.c): the kernels of kdalab_simd_chunk_f32 compiled
+ * (lib/simd/entry.c): the kernels of kdalab_simd_chunk_f32 compiled
  * for double (4 doubles per AVX2 vector, 8 per AVX-512 vector), at the level
  * kdalab_simd_get_level() reports, threaded the same way. Arguments, shapes,
  * validation and errors exactly as kdalab_chunk_f64 (opts->precision must be

@@ -1,7 +1,7 @@
 /*
  * lib/simd/avx2.c — the AVX2 + FMA level of the optimized path (8 floats per
  * vector), compiled with -mavx2 -mfma; only ever called after the dispatcher
- * (lib/simd/dispatch.c) has seen both features on the CPU.
+ * (lib/simd/levels.c) has seen both features on the CPU.
  */
 #include <immintrin.h>
 

@@ -1,7 +1,7 @@
 /*
  * lib/simd/avx512.c — the AVX-512 level of the optimized path (16 floats per
  * vector), compiled with -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma; only
- * ever called after the dispatcher (lib/simd/dispatch.c) has seen AVX-512F,
+ * ever called after the level choice (lib/simd/levels.c) has seen AVX-512F,
  * DQ and VL on the CPU. The same kernels as avx2.c (the kernel headers) with
  * a wider vector: only the vocabulary below differs.
  */

@@ -1,7 +1,7 @@
 /*
- * lib/simd/simd_internal.h — what the dispatcher (lib/simd/dispatch.c) and
- * the per-ISA kernel files (scalar.c, avx2.c, avx512.c and their _f64 twins)
- * share. Not installed.
+ * lib/simd/simd_internal.h — what the level choice (lib/simd/levels.c), the
+ * entry points (entry.c, recurrent.c, plan.c) and the per-ISA kernel files
+ * (scalar.c, avx2.c, avx512.c and their _f64 twins) share. Not installed.
  *
  * Each kernel file instantiates the kernel headers (lib/simd/kernel_common.h
  * lists them) once for its instruction set and exports one table of entry
@@ -57,7 +57,7 @@ typedef struct {
  * > 0 are stated once, in lib/core/rules.c (rule_holds, kdalab_check_scale),
  * which decides every value a screen is not sure of and words the error. A
  * screen uses these only to say "certainly legal" quickly (screen.h,
- * screen_chunk_call and the decode step's screen in dispatch.c).
+ * and the entry points' screens in entry_impl.h).
  */
 #define SIMD_RULE_G_MAX 0.0f    /* KDALAB_RULE_LOG_DECAY: g <= this       */
 #define SIMD_RULE_BETA_MIN 0.0f /* KDALAB_RULE_BETA: beta in [MIN, MAX]   */
@@ -110,8 +110,13 @@ extern const simd_table_f64 kdalab_simd_table_scalar_f64;
 extern const simd_table_f64 kdalab_simd_table_avx2_f64;
 extern const simd_table_f64 kdalab_simd_table_avx512_f64;
 
+/* The kernel table of each precision at the level in use (lib/simd/levels.c):
+ * the one dispatch point. */
+const simd_table *simd_table_active(void);
+const simd_table_f64 *simd_table_active_f64(void);
+
 /*
- * What the chunkwise entry points of both precisions share (dispatch.c):
+ * What the chunkwise entry points of both precisions share (plan.c):
  * cutting a call of B x H heads into tasks (groups of nh consecutive heads of
  * one batch entry, or blocks of value columns of one head when there are
  * fewer heads than threads) and one aligned workspace per thread (work_elems

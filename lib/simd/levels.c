@@ -1,0 +1,155 @@
+/*
+ * lib/simd/levels.c — the instruction-set level of the optimized path: which
+ * levels this CPU can run, the one in use (KDALAB_SIMD or the best available,
+ * resolved once) and the kernel table of each precision at that level. The
+ * only dispatch point: every SIMD kernel call goes through a table returned
+ * by simd_table_active or simd_table_active_f64.
+ *
+ * defines: kdalab_simd_level_name, kdalab_simd_level_parse,
+ *          kdalab_simd_level_available, kdalab_simd_get_level,
+ *          kdalab_simd_set_level (lib/kdalab_simd.h);
+ *          simd_table_active, simd_table_active_f64 (simd_internal.h)
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "simd_internal.h"
+
+/* ---------------------------------------------------------------------------- */
+/* Levels                                                                       */
+/* ---------------------------------------------------------------------------- */
+
+static const char *const level_names[] = {"scalar", "avx2", "avx512", "auto"};
+
+const char *kdalab_simd_level_name(kdalab_simd_level level)
+{
+    return (unsigned)level <= KDALAB_SIMD_AUTO ? level_names[level] : "?";
+}
+
+kdalab_status kdalab_simd_level_parse(const char *name, kdalab_simd_level *out)
+{
+    if (!name || !out)
+        return kdalab_fail(KDALAB_ENULL, "name or out is NULL");
+    for (int l = 0; l <= KDALAB_SIMD_AUTO; l++)
+        if (strcmp(name, level_names[l]) == 0) {
+            *out = (kdalab_simd_level)l;
+            return KDALAB_OK;
+        }
+    return kdalab_fail(KDALAB_EINVAL, "unknown SIMD level '%s' (scalar, avx2, avx512, auto)",
+                       name);
+}
+
+int kdalab_simd_level_available(kdalab_simd_level level)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init();
+    switch (level) {
+    case KDALAB_SIMD_SCALAR:
+    case KDALAB_SIMD_AUTO:
+        return 1;
+    case KDALAB_SIMD_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case KDALAB_SIMD_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma");
+    }
+    return 0;
+#else
+    return level == KDALAB_SIMD_SCALAR || level == KDALAB_SIMD_AUTO;
+#endif
+}
+
+static kdalab_simd_level best_level(void)
+{
+    if (kdalab_simd_level_available(KDALAB_SIMD_AVX512))
+        return KDALAB_SIMD_AVX512;
+    if (kdalab_simd_level_available(KDALAB_SIMD_AVX2))
+        return KDALAB_SIMD_AVX2;
+    return KDALAB_SIMD_SCALAR;
+}
+
+/* The level in use; -1 until the first call resolves it. */
+static atomic_int active_level = -1;
+
+/* From KDALAB_SIMD if set and runnable, else the best the CPU has. */
+static kdalab_simd_level level_from_env(void)
+{
+    const char *env = getenv("KDALAB_SIMD");
+    kdalab_simd_level want;
+    if (!env || !*env)
+        return best_level();
+    if (kdalab_simd_level_parse(env, &want) != KDALAB_OK) {
+        fprintf(stderr, "kdalab: KDALAB_SIMD='%s' is not scalar, avx2, avx512 or auto; "
+                        "using %s\n", env, level_names[best_level()]);
+        return best_level();
+    }
+    if (want == KDALAB_SIMD_AUTO)
+        return best_level();
+    if (!kdalab_simd_level_available(want)) {
+        fprintf(stderr, "kdalab: KDALAB_SIMD=%s but this CPU cannot run it; using %s\n", env,
+                level_names[best_level()]);
+        return best_level();
+    }
+    return want;
+}
+
+/* The level in use, resolved on the first call. */
+static kdalab_simd_level resolved_level(void)
+{
+    int l = atomic_load(&active_level);
+    if (l < 0) {
+        int expected = -1;
+        int fresh = (int)level_from_env();
+        if (!atomic_compare_exchange_strong(&active_level, &expected, fresh))
+            l = expected; /* another thread resolved it first */
+        else
+            l = fresh;
+    }
+    return (kdalab_simd_level)l;
+}
+
+const simd_table *simd_table_active(void)
+{
+    switch (resolved_level()) {
+    case KDALAB_SIMD_AVX512:
+        return &kdalab_simd_table_avx512;
+    case KDALAB_SIMD_AVX2:
+        return &kdalab_simd_table_avx2;
+    default:
+        return &kdalab_simd_table_scalar;
+    }
+}
+
+const simd_table_f64 *simd_table_active_f64(void)
+{
+    switch (resolved_level()) {
+    case KDALAB_SIMD_AVX512:
+        return &kdalab_simd_table_avx512_f64;
+    case KDALAB_SIMD_AVX2:
+        return &kdalab_simd_table_avx2_f64;
+    default:
+        return &kdalab_simd_table_scalar_f64;
+    }
+}
+
+kdalab_simd_level kdalab_simd_get_level(void)
+{
+    return resolved_level();
+}
+
+kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
+{
+    if ((unsigned)level > KDALAB_SIMD_AUTO)
+        return kdalab_fail(KDALAB_EINVAL, "unknown SIMD level %d", (int)level);
+    if (level == KDALAB_SIMD_AUTO)
+        level = best_level();
+    if (!kdalab_simd_level_available(level))
+        return kdalab_fail(KDALAB_EINVAL, "this CPU cannot run SIMD level %s",
+                           level_names[level]);
+    atomic_store(&active_level, (int)level);
+    return KDALAB_OK;
+}

@@ -1,0 +1,101 @@
+/*
+ * lib/simd/plan.c — what the chunkwise entry points of both precisions
+ * share: cutting a call of B x H heads into tasks for the OpenMP threads,
+ * one aligned workspace per thread (all allocated before anything is
+ * written), and turning the kernels' non-finite counts into the report and
+ * the status.
+ *
+ * defines: simd_plan_make, simd_plan_task, simd_plan_free, simd_chunk_finish
+ *          (simd_internal.h)
+ */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "simd_internal.h"
+
+kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c, size_t K,
+                             size_t V, size_t elem,
+                             size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t))
+{
+    /* Tasks: groups of nh consecutive heads of one batch entry, nh the
+     * largest of 4, 3, 2 that divides H and leaves the threads equal shares (a
+     * task count that is a multiple of the thread count, or at least four
+     * tasks per thread), else 1. A thread then reads the rows of nh
+     * neighbouring heads (adjacent in fla's [B, T, H, .] layout) together,
+     * chunk by chunk: nh times longer runs of contiguous memory, and each 4 KB
+     * page of the inputs walked once per task instead of once per head. With
+     * fewer heads than threads, one head per task and its value columns
+     * (independent in every mechanism) split into blocks of 16. */
+    int nth = omp_get_max_threads();
+    size_t BH = B * H, nh = 1, ngroups = H, nsplit = 1, width = V;
+    if (BH < (size_t)nth && V > 16) {
+        size_t want = ((size_t)nth + BH - 1) / BH;
+        width = (V + want - 1) / want;
+        width = (width + 15) / 16 * 16;
+        nsplit = (V + width - 1) / width;
+    } else {
+        for (nh = 4; nh > 1; nh--) {
+            size_t tasks = B * (H / nh);
+            if (H % nh == 0 && (tasks % (size_t)nth == 0 || tasks >= 4 * (size_t)nth))
+                break;
+        }
+        ngroups = H / nh;
+    }
+    size_t ntasks = B * ngroups * nsplit;
+    if ((size_t)nth > ntasks)
+        nth = (int)ntasks;
+
+    /* workspace per thread, allocated before anything is written */
+    size_t CC, CKV, bytes;
+    if (!kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(C, K + width + 16, &CKV) ||
+        !kdalab_mul_size(CC + CKV, 8 * elem, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
+                           C, K, V);
+    bytes = (work_elems(C, c, K, width, nh) * elem + 63) / 64 * 64;
+    void **work = calloc((size_t)nth, sizeof *work);
+    int ok = work != NULL;
+    for (int t = 0; ok && t < nth; t++)
+        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
+    if (!ok) {
+        for (int t = 0; work && t < nth; t++)
+            free(work[t]);
+        free(work);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
+                           bytes);
+    }
+    *pl = (simd_plan){.nth = nth, .nh = nh, .ngroups = ngroups, .nsplit = nsplit,
+                      .width = width, .ntasks = ntasks, .work = work};
+    return KDALAB_OK;
+}
+
+void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
+                    size_t *v0, size_t *v1)
+{
+    size_t bg = task / pl->nsplit, part = task % pl->nsplit, grp = bg % pl->ngroups;
+    *b = bg / pl->ngroups;
+    *h = grp * pl->nh;
+    *v0 = part * pl->width;
+    *v1 = *v0 + pl->width < V ? *v0 + pl->width : V;
+}
+
+void simd_plan_free(simd_plan *pl)
+{
+    for (int t = 0; t < pl->nth; t++)
+        free(pl->work[t]);
+    free(pl->work);
+}
+
+kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)
+{
+    if (report) {
+        report->nonfinite_o = bad_o;
+        report->nonfinite_ht = bad_ht;
+        report->max_exponent = 0;
+    }
+    if (bad_o || bad_ht)
+        return kdalab_fail(KDALAB_ERANGE, "%zu non-finite values in o and %zu in ht", bad_o,
+                           bad_ht);
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
