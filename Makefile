@@ -4,7 +4,7 @@
 #   make run        the main job: every experiment, then every plot (results/);
 #                   FULL=1 runs the training experiments' (14-18) published sweeps (hours)
 #                   RESUME=1 reuses the models of 14-17 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep)
-#   make test       the layout check (scripts/check_layout.sh), the cmocka suites and the
+#   make test       the layout and docs checks (scripts/check_layout.sh, check_docs.sh), the cmocka suites and the
 #                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
@@ -162,6 +162,7 @@ PYTEST_RUN ?= $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 test: deps-test all $(TEST_BIN)
 	@sh scripts/check_layout.sh $(LIB_SO)
+	@sh scripts/check_docs.sh
 	@KDALAB_BIN=$(BIN) KDALAB_LIBRARY=$(CURDIR)/$(LIB_SO) PYTHONPATH=$(CURDIR)/python \
 	  PYTEST="$(PYTEST_RUN)" sh tests/run.sh $(TEST_BIN)
 
