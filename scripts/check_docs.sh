@@ -5,10 +5,11 @@
 #      [text](path#anchor), names a tracked file or a folder holding one;
 #   2. README.md is at most 250 lines (it is a guide; details live in the
 #      folder pages it links to);
-#   3. README.md's layout table matches the tree: every top-level entry of the
-#      tracked tree has a row, every path a row names exists, and a row that
-#      names files of its folder by name names all of them (a `*` pattern
-#      such as `test_*.c` counts for every file it matches);
+#   3. README.md's layout table (under "## Layout": rows | `path` | what |)
+#      matches the tree: every top-level entry of the tracked tree has a row,
+#      every path a row names exists, and a row that names files of its
+#      folder by bare name names all of them (a pattern such as `test_*.c`
+#      counts for every file it matches);
 #   4. no tracked file speaks of how the project was made: the words listed in
 #      `words` below, as whole words, appear only in the lines `allowed` lists.
 # usage: scripts/check_docs.sh   (from the repository's top folder)
@@ -70,26 +71,31 @@ while read -r entry; do
     grep -qxF -- "$entry" "$tmp/first" || grep -q "^${entry%/}/" "$tmp/first" \
         || say "layout table: no row for $entry"
 done < "$tmp/top"
-# every path a row names exists; a row naming files of its folder names all
+# every path a row names exists (a path from the top when its first part is a
+# top-level entry, else inside the row's folder); a row that names files of
+# its folder by bare name names all of them
 while IFS= read -r row; do
-    folder=$(printf '%s\n' "$row" | cut -d'|' -f2 | grep -o '`[^`]*/`' | head -n 1 | tr -d '`')
-    printf '%s\n' "$row" | grep -o '`[^`]*`' | tr -d '`' | while read -r tok; do
+    first=$(printf '%s\n' "$row" | cut -d'|' -f2 | grep -o '`[^`]*`' | head -n 1 | tr -d '`')
+    case "$first" in */) folder=$first ;; *) folder= ;; esac
+    printf '%s\n' "$row" | cut -d'|' -f3- | grep -o '`[^`]*`' | tr -d '`' | while read -r tok; do
         case "$tok" in *' '*|*'('*|*'$'*|*=*|-*) continue ;; esac
         case "$tok" in
-            */*) p=$tok ;;
+            bin/*|build/*|results/*) continue ;;   # made by make, not tracked
+            */*) grep -qxF -- "${tok%%/*}/" "$tmp/top" && p=$tok || p=$folder$tok ;;
             *.*) [ -n "$folder" ] && p=$folder$tok || continue ;;
             *) continue ;;
         esac
         case "$p" in
-            *'*'*) ls_match=$(grep -c "^$(printf '%s' "$p" | sed 's/\./\\./g; s/\*/[^\/]*/g')\$" "$tmp/files")
-                   [ "$ls_match" -gt 0 ] || echo "docs: layout table names $p, which matches no tracked file" ;;
-            results/*) ;;   # made by make run, not tracked
+            results/*|bin/*|build/*) ;;   # made by make, not tracked
+            *'*'*|*'?'*)
+                re=$(printf '%s' "$p" | sed 's/\./\\./g; s/\*/[^\/]*/g; s/?/[^\/]/g')
+                case "$p" in */) ;; *) re="$re\$" ;; esac   # a folder pattern matches what it holds
+                grep -q "^$re" "$tmp/files" || echo "docs: layout table names $p, which matches no tracked file" ;;
             *) exists "$(normalise "$p")" || echo "docs: layout table names $p, which is not in the tree" ;;
         esac
     done
-    # completeness: when the row names a file of its folder by name
     [ -n "$folder" ] || continue
-    named=$(printf '%s\n' "$row" | grep -o '`[^`/ ]*\.[^`/ ]*`' | tr -d '`')
+    named=$(printf '%s\n' "$row" | cut -d'|' -f3- | grep -o '`[^`/ ]*\.[^`/ ]*`' | tr -d '`')
     [ -n "$named" ] || continue
     grep "^$folder[^/]*\$" "$tmp/files" | while read -r f; do
         base=${f#"$folder"}
