@@ -4,12 +4,12 @@
 #   make run        the main job: every experiment, then every plot (results/);
 #                   FULL=1 runs the training experiments' (14-18) published sweeps (hours)
 #                   RESUME=1 reuses the models of 14-17 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep)
-#   make test       the layout check (scripts/check_layout.sh), the cmocka suites and the
+#   make test       the layout and docs checks (scripts/check_layout.sh, check_docs.sh), the cmocka suites and the
 #                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
 #   make bench      the SIMD benchmark (not a test: prints speeds)
-#   make peer-ggml  its peer, bin/peer_ggml, against a ggml build (GGML_DIR=, GGML_BUILD=; README)
+#   make peer-ggml  its peer, bin/peer_ggml, against a ggml build (GGML_DIR=, GGML_BUILD=; bench/README.md)
 #   make chapters   the side-by-side chapter programs and their diffs
 #   make f32        rewrite the generated float32 twins (lib/study/*_f32.*, lib/train/*_f32.c)
 #                   from lib/reference/ and lib/train/
@@ -162,6 +162,7 @@ PYTEST_RUN ?= $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 test: deps-test all $(TEST_BIN)
 	@sh scripts/check_layout.sh $(LIB_SO)
+	@sh scripts/check_docs.sh
 	@KDALAB_BIN=$(BIN) KDALAB_LIBRARY=$(CURDIR)/$(LIB_SO) PYTHONPATH=$(CURDIR)/python \
 	  PYTEST="$(PYTEST_RUN)" sh tests/run.sh $(TEST_BIN)
 
@@ -183,7 +184,7 @@ fuzz: $(BUILD)/fuzz/fuzz_npy
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do ./$$b || exit 1; done
 
-# bench_simd's peer, ggml's fused op (README): make peer-ggml GGML_DIR=src GGML_BUILD=build
+# bench_simd's peer, ggml's fused op (bench/README.md): make peer-ggml GGML_DIR=src GGML_BUILD=build
 ifdef GGML_DIR
 GGML_BUILD ?= $(GGML_DIR)/build
 GGML_LIBS = $(foreach d,src bin,-L$(GGML_BUILD)/$(d) -Wl,-rpath,$(abspath $(GGML_BUILD))/$(d))
@@ -193,7 +194,7 @@ peer-ggml: bench/peer/ggml_peer.c $(LIB_A)
 	  $< $(LIB_A) $(GGML_LIBS) -lggml -lggml-base -lggml-cpu $(LDLIBS)
 else
 peer-ggml:
-	@echo "peer-ggml: set GGML_DIR (ggml's source) and GGML_BUILD (its cmake build); see README"
+	@echo "peer-ggml: set GGML_DIR (ggml's source) and GGML_BUILD (its cmake build); see bench/README.md"
 endif
 
 # ---- the float32 twins of the reference (generated, committed) --------------------------

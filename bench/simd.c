@@ -590,7 +590,7 @@ int main(int argc, char **argv)
         printf("# peer: no peer implementation is built or timed in this run%s; REFERENCE.md "
                "records figures measured elsewhere\n#\n",
                peer_exe ? " (KDALAB_PEER_GGML does not run as bin/peer_ggml)"
-                        : " (KDALAB_PEER_GGML=bin/peer_ggml: README)");
+                        : " (KDALAB_PEER_GGML=bin/peer_ggml: bench/README.md)");
     peer_exe = peer_ver[0] ? peer_exe : NULL;
 
     problem p;
@@ -768,7 +768,7 @@ int main(int argc, char **argv)
         const double fma_ms = peakN > 0 ? 1e3 * kda_fl / (peakN * 1e9) : 0;
         const double mem_ms = gbs > 0 ? 1e3 * (2 * in + out) / (gbs * 1e9) : 0;
         printf("#\n# floors, measured in this run (what bounds a kernel of this design here; "
-               "README: \"Where the time goes\")\n");
+               "bench/README.md: \"Where the time goes\")\n");
         printf("# kda chunk16 %s: %.2f ms (busy %.0f%%); FMA floor %.2f ms (own flops at the "
                "%d-thread peak, %.0f%% of the time); memory floor %.2f ms (2 x %.1f MB in + "
                "%.1f MB out at %.1f GB/s, the read bandwidth of %d threads over %.0f MB)\n",

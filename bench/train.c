@@ -8,8 +8,8 @@
  * alike. Each precision is compared with the same precision in PyTorch.
  *
  * Configurations (MQAR batches, two blocks, the short convolution on):
- *   quick   D = 64,  H = 2 (d = 32),  T = 64,  B = 32   (the training issue's
- *           quick configuration), for attention and KDA
+ *   quick   D = 64,  H = 2 (d = 32),  T = 64,  B = 32   (the quick
+ *           configuration: kdalab train's defaults), for attention and KDA
  *   d128    D = 256, H = 2 (d = 128), T = 256, B = 4,   for attention and KDA
  * Each timing: one warm-up step, then `--steps` steps, repeated `--repeat`
  * times; the best and the median of the repeats are printed. Before timing,

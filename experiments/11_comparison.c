@@ -61,7 +61,7 @@ static const kdalab_mechanism mechs[N_MECH] = {KDALAB_LINEAR_ATTENTION, KDALAB_D
 static const char *const mech_title[N_MECH] = {"linear attention", "DeltaNet", "Gated DeltaNet",
                                                "KDA"};
 
-/* ---- helpers over one K x K state ------------------------------------------------------ */
+/* ---- operations on one K x K state ---------------------------------------------------- */
 
 /* One step of mechanism m on S (K x K): write k -> v with beta, log-decay g
  * (NULL: 0); the output is discarded. */

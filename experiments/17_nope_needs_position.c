@@ -15,7 +15,7 @@
  * (experiment 13 asked the same of untrained layers with a probe).
  *
  * Reduced (make run): D = 32, H = 2, T = 48, 8 pairs, one seed, 600 steps
- * of 16 sequences. Full (KDALAB_FULL=1): the issue's quick configuration
+ * of 16 sequences. Full (KDALAB_FULL=1): the quick configuration
  * (D = 64, T = 64, 8 pairs, 1500 steps of 32, lr 1e-3), seeds 1-3.
  *
  * Output (DIR = --out): 17_nope_needs_position.tsv, one row per model.

@@ -1,5 +1,5 @@
 /*
- * experiments/common.h — the small helpers every numbered experiment shares.
+ * experiments/common.h — the small functions every numbered experiment shares.
  *
  *   flags     --out DIR (default "results"), --seed N (default 1), --help, plus
  *             per-experiment flags registered in one line each (getopt_long)

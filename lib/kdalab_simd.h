@@ -77,13 +77,12 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
 /*
  * The SIMD paths' chunk options when the caller passes none: those of
  * kdalab_chunk_opts_default() with C = 16 instead of 64. C = 16 measured
- * fastest for the float32 kernels on both kinds of machine this project ran
- * on: on an Intel Xeon with AVX-512 (sixth session, one head in one process,
+ * fastest for the float32 kernels on both kinds of machine kdalab is
+ * measured on: on an Intel Xeon with AVX-512 (one head in one process,
  * alternating, T = 4096) 1.01-1.06x C = 32 and 1.17-1.31x C = 64 for each of
- * the four mechanisms, and on an AMD Zen 3 with AVX2 (third session). For
- * float64 it is fastest on the Zen 3 and, on the Xeon, for all four
- * mechanisms since the eighth session's kernels (KDA 1.39-1.87x C = 64;
- * before them KDA ran 1.07-1.16x faster at C = 64). The reference paths keep
+ * the four mechanisms, and on an AMD Zen 3 with AVX2. For float64 it is
+ * fastest on the Zen 3 and, on the Xeon, for all four mechanisms (KDA
+ * 1.39-1.87x C = 64). The reference paths keep
  * C = 64 (kdalab_chunk_opts_default()).
  */
 kdalab_chunk_opts kdalab_simd_chunk_opts_default(void);

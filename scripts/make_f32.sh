@@ -5,7 +5,7 @@
 # float32 twins exist to measure what float32 arithmetic costs and, for
 # training, to train faster. Rather than keep two hand-written copies in
 # step, each twin is this mechanical translation of its source — double ->
-# float, exp -> expf (train_expf in lib/train), _f64 -> _f32, the chunk-step helpers and the mixer's
+# float, exp -> expf (train_expf in lib/train), _f64 -> _f32, the chunk-step functions and the mixer's
 # types renamed with _f32, cblas_dgemm -> cblas_sgemm — committed beside the
 # other generated files so that every public name has a definition grep
 # finds. A line whose comment says f64-scalar keeps its double and its double

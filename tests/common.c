@@ -1,5 +1,5 @@
 /*
- * tests/common.c — helpers shared by the cmocka tests (see tests/common.h).
+ * tests/common.c — code shared by the cmocka tests (see tests/common.h).
  */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * tests/common.h — helpers shared by the cmocka tests: the golden cases,
+ * tests/common.h — code shared by the cmocka tests: the golden cases,
  * error measures, random inputs from GSL.
  */
 #ifndef KDALAB_TESTS_COMMON_H

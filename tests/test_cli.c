@@ -648,6 +648,26 @@ static void info_and_time(void **state)
     assert_non_null(strstr(out_text, "version=" KDALAB_VERSION));
     assert_non_null(strstr(out_text, "simd_level="));
     assert_non_null(strstr(out_text, "cpu_features="));
+    /* the CPU's model name, so that a timing can name its machine: the
+     * first "model name" of /proc/cpuinfo, or "unknown" */
+    const char *cpu = strstr(out_text, "\ncpu=");
+    assert_non_null(cpu);
+    cpu += 5;
+    assert_true(*cpu != '\n' && *cpu != '\0');
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    int checked = 0;
+    while (ci && !checked && fgets(line, sizeof line, ci))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            const char *want = strchr(line, ':') + 1;
+            want += strspn(want, " \t");
+            assert_memory_equal(cpu, want, strcspn(want, "\r\n"));
+            checked = 1;
+        }
+    if (ci)
+        fclose(ci);
+    if (!checked)
+        assert_memory_equal(cpu, "unknown\n", 8);
 
     assert_int_equal(kdalab("run %s --o %s --time", kda_with(NULL, NULL), tmp("o.npy")), 0);
     double sec = -1, rate = -1;

@@ -151,7 +151,7 @@ static void test_golden_every_form(void **state)
 /* The float32 backward (recurrent and chunkwise) against the golden
  * gradients: measured 2.5e-7 (recurrent) and 3.5e-7 (chunk16) at worst —
  * fp32's eps is 6e-8, amplified a few times over T <= 70 steps and the UT
- * transform. The bound, F32_TOL = 1e-5 (the issue's aim), leaves ~30x
+ * transform. The bound, F32_TOL = 1e-5 (the float32 paths' stated accuracy), leaves ~30x
  * headroom; under extreme decay (below) the float32 chunkwise backward is
  * held to the same bound against the float64 recurrent one. */
 static void test_golden_float32(void **state)

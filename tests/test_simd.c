@@ -3,8 +3,8 @@
  * against the float64 reference, at every dispatch level this CPU can run
  * (levels it cannot run are skipped with a message).
  *
- * Tolerance: 1e-5 relative (max |error| / max |reference|), the accuracy the
- * issue asks of a float32 implementation: float32 rounds at 6e-8, the
+ * Tolerance: 1e-5 relative (max |error| / max |reference|), the accuracy
+ * kdalab promises of a float32 implementation: float32 rounds at 6e-8, the
  * longest sums here have ~128-256 terms and the UT solve and the chunk-to-
  * chunk state carry amplify that by at most a few tens on these
  * (well-conditioned, unit-norm-key) problems; the reference f32 forms land

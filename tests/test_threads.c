@@ -89,8 +89,8 @@ static double lcg_uniform(void)
 }
 static size_t lcg_int(size_t a, size_t b) { return a + (size_t)(lcg_uniform() * (double)(b - a + 1)); }
 
-/* Outputs that overflow: the same bits too. Three cases a breaker found
- * (draw numbers 92, 568 and 1474 of its generator, reproduced here): with
+/* Outputs that overflow: the same bits too. Three cases from a
+ * randomised search (draw numbers 92, 568 and 1474 of its generator, reproduced here): with
  * inputs near the top of the range, o and ht hold NaNs whose sign depended
  * on how the columns were split among threads (AVX-512), until the kernels
  * wrote every NaN of an overflowed output as the one quiet NaN. Each case

@@ -478,7 +478,7 @@ static size_t mqar_check_batch(const kdalab_mqar_config *cfg, size_t B, const in
 static void test_mqar_properties(void **state)
 {
     (void)state;
-    /* the quick configuration: T = 64, P = 8, vocabulary 64 */
+    /* the quick configuration (kdalab train's defaults): T = 64, P = 8, vocabulary 64 */
     kdalab_mqar_config cfg = {.T = 64, .kv_pairs = 8, .key_vocab = 31, .value_vocab = 32};
     size_t vocab, nq, B = 32, T = cfg.T;
     assert_int_equal(kdalab_mqar_vocab_size(&cfg, &vocab, &nq), KDALAB_OK);

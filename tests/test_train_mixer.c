@@ -421,7 +421,7 @@ kdalab_status train_attention_bwd_f64(const kdalab_dims *dims, double scale, con
 
 /* A product the backward does not use — dO_t . v_j for a key j after the
  * query t — may overflow; it must not reach the gradients as 0 * inf = NaN
- * (found by a breaker). The reference gives finite gradients here. */
+ * (found by a randomised search). The reference gives finite gradients here. */
 static void test_mixer_attention_masked_overflow(void **state)
 {
     (void)state;
@@ -451,8 +451,8 @@ static void expect_at(int line, kdalab_status got, kdalab_status want, const cha
 #define expect(got, want, needle) expect_at(__LINE__, got, want, needle)
 
 /* The public backward reports an overflow in any gradient it writes, not
- * only in dx (a breaker, seventh session: with the layers' own checks gone
- * an infinite onorm gradient came back as KDALAB_OK): a tiny output-norm
+ * only in dx (with the layers' own checks gone, an infinite onorm gradient
+ * once came back as KDALAB_OK): a tiny output-norm
  * gain and a huge dy overflow d onorm while everything else is finite. */
 static void test_mixer_bwd_reports_overflow(void **state)
 {

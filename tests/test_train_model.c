@@ -219,7 +219,7 @@ static void test_model_f32(void **state)
     assert_true(worst_l < 1e-5);
 }
 
-/* What a breaker found, kept: a vocabulary of Zoology's size is not refused;
+/* Edge cases of training, kept: a vocabulary of Zoology's size is not refused;
  * an overflowing model gives KDALAB_ERANGE with NaN outputs, not a message
  * about an internal array; a diverging run is KDALAB_ERANGE; a refused batch
  * leaves theta untouched; AdamW's float32 norm of a huge finite gradient is

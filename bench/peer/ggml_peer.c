@@ -3,7 +3,7 @@
  * peer of bin/bench_simd. Not built by `make` (it needs a ggml build):
  *
  *   make peer-ggml GGML_DIR=/tmp/ggml-src GGML_BUILD=/tmp/ggml-build   -> bin/peer_ggml
- *   KDALAB_PEER_GGML=bin/peer_ggml make bench                          (README)
+ *   KDALAB_PEER_GGML=bin/peer_ggml make bench                 (bench/README.md)
  *
  * The inputs are bench_simd's problem, made the same way from the same GSL
  * generator (mt19937, GSL_RNG_SEED honoured): unit-norm q, k rows, v ~ N(0,1),

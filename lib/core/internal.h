@@ -1,5 +1,5 @@
 /*
- * lib/core/internal.h — helpers shared inside the library (not installed, not
+ * lib/core/internal.h — functions shared inside the library (not installed, not
  * exported: the library is built with -fvisibility=hidden).
  */
 #ifndef KDALAB_INTERNAL_H

@@ -1,6 +1,6 @@
 /*
  * lib/model/hybrid_internal.h — what the files of the KDA + attention hybrid
- * stack share (not installed): the stack and layer structs, and the helpers
+ * stack share (not installed): the stack and layer structs, and the functions
  * one file defines for the others. The public API and every equation and
  * shape are in kdalab_hybrid.h.
  *
@@ -14,10 +14,10 @@
  *   stack.c        a stack's memory: build (zeroed or random), free, reset,
  *                  accessors, cache bytes
  *   weights_npy.c  a stack's weights from and to .npy files
- *   dense.c        row-vector helpers: y = x W, RMSNorm, L2 norm, sigmoid
+ *   dense.c        row-vector operations: y = x W, RMSNorm, L2 norm, sigmoid
  *   forward.c      the layer projections and the forward pass (prefill, decode)
  *
- * The helpers are not static, so they would be visible to the linker, but
+ * These functions are not static, so they would be visible to the linker, but
  * the library is built with -fvisibility=hidden and only declarations inside
  * KDALAB_BEGIN_DECLS of the public headers are exported.
  */

@@ -1,7 +1,7 @@
 /*
  * lib/simd/kernel_common.h — the base of the optimized path's kernel headers:
  * the vector vocabulary they are written in (defined by the including ISA
- * file), compiler hints, and two scalar helpers.
+ * file), compiler hints, and two scalar functions.
  *
  * defines, per ISA suffix (_scalar/_avx2/_avx512 for float, the same with
  * _f64 for double): min_sz, flush1

@@ -1,12 +1,13 @@
 /*
  * tools/kdalab/info.c — `kdalab info`: the library's version, the SIMD level
- * it chose for this machine (or KDALAB_SIMD forced), the CPU features it saw
- * and the number of CPUs online.
+ * it chose for this machine (or KDALAB_SIMD forced), the CPU's model name, the
+ * CPU features it saw and the number of CPUs online.
  *
  * defines: cmd_info (declared in cli.h)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -14,13 +15,30 @@
 static const char HELP[] =
     "usage: kdalab info\n"
     "\n"
-    "Print the version, the SIMD level the library chose for this machine, and\n"
-    "the CPU features it saw.\n";
+    "Print the version, the SIMD level the library chose for this machine, the\n"
+    "CPU's model name and the CPU features it saw.\n";
 
 static const struct option OPTIONS[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* "cpu=<model name>" from /proc/cpuinfo's first "model name" line (Linux on
+ * x86), so that a timing can name its machine; "cpu=unknown" without one. */
+static void print_cpu_name(void)
+{
+    char line[512], *name = NULL;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && !name && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            name = strchr(line, ':') + 1;
+            name += strspn(name, " \t");
+            name[strcspn(name, "\r\n")] = '\0';
+        }
+    if (f)
+        fclose(f);
+    printf("cpu=%s\n", name && *name ? name : "unknown");
+}
 
 /* "cpu_features=avx avx2 ..." as the compiler's CPU detection sees them. */
 static void print_cpu_features(void)
@@ -75,6 +93,7 @@ int cmd_info(int argc, char **argv)
     const char *forced = getenv("KDALAB_SIMD");
     printf("simd_level=%s%s%s%s\n", kdalab_simd_level_name(kdalab_simd_get_level()),
            forced ? " (KDALAB_SIMD=" : "", forced ? forced : "", forced ? ")" : "");
+    print_cpu_name();
     print_cpu_features();
     printf("cpus_online=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     const char *blas = kdalab_blas_kernels(), *env = getenv("OPENBLAS_CORETYPE");
