@@ -74,7 +74,7 @@ set bmargin at screen 0.06
 # The lowest nearest-stored-value accuracy of every other strategy row (both facts, both bases).
 others = real(system(sprintf("awk -F'\t' '!/^#/ && NF > 1 && !($1 == \"rotated\" && $2 == \"kda\") {m = (m == \"\" || $12 < m) ? $12 : m; m = ($13 < m) ? $13 : m} END {print m}' '%s'", kda)))
 set title sprintf("Scored by direction instead: a scalar α keeps both facts (its error above is shrinkage of the durable read); only KDA with rotated keys\nloses the durable fact (cosine %.2f; its read is nearest to the right stored value in %.0f%% of seeds, %s)", kval(1, 10), 100 * kval(1, 12), \
-    others >= 1 ? "every other strategy's in 100%%" : sprintf("every other strategy's in at least %.0f%%", 100 * others))
+    others >= 1 ? "every other strategy's in 100%" : sprintf("every other strategy's in at least %.0f%%", 100 * others))
 set key default
 set key bottom right box opaque font ',10'
 set label 4 sprintf('KDA, rotated keys: durable cosine %.2f', kval(1, 10)) at first (1 - a_slow), first kval(1, 10) right offset -2,0 tc rgb blue
