@@ -132,6 +132,7 @@ run: all
 	@sh scripts/deps.sh run
 	@mkdir -p $(RESULTS)
 	@date +%s > $(RESULTS)/run_started
+	@sh scripts/machine.sh $(BIN) $(RESULTS)
 	@# without RESUME the ledger starts empty, so every model read back from it was
 	@# trained by this run and this build: a model two experiments share (15's d = 16
 	@# points are 14's models) is trained once
@@ -148,7 +149,6 @@ run: all
 	  gnuplot -e "dir='$(RESULTS)'" $$p || exit 1; \
 	done
 	@$(MAKE) --no-print-directory figures-full
-	@sh scripts/machine.sh $(BIN) $(RESULTS)
 	@echo "seconds=$$(( $$(date +%s) - $$(cat $(RESULTS)/run_started) ))" > $(RESULTS)/run_time.txt
 	@rm -f $(RESULTS)/run_started
 	@sh scripts/results_page.sh $(RESULTS)
