@@ -87,19 +87,21 @@ END {
     print "<h1>kdalab results</h1>"
     print "<p>Machine: " esc(machine) (date != "" ? "; measured " esc(date) : "") ".<br>"
     if (secs != "") printf "<code>make run</code> (every experiment and figure, after the build) took %d min %d s on it.<br>\n", int(secs / 60), secs % 60
+    print "&ldquo;This run&rdquo; below means these measurements on this machine."
     print "Each claim below is checked by one experiment: its verdict, where the numbers behind the verdict come from, and the sweep its figure shows."
     print "Training experiments (14&ndash;18) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline and the direction); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown beside this run&#39;s.</p>"
 
     print "<h2 id=\"findings\">Findings</h2>"
-    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>verdict&#39;s numbers</th><th>figure</th></tr>"
+    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>this run&#39;s figure</th></tr>"
     for (i = 1; i <= nc; i++) {
         e = cexp[i]
-        src = csrc[i] == "full-sweep" ? "<span class=\"full\">full sweep (full-sweeps/)</span>" : "this run (" esc(machine_short()) ")"
+        src = csrc[i] == "full-sweep" ? "<span class=\"full\">the full sweep (full-sweeps/: " esc(fullnote[e]) ")</span>" : "this run"
+        sweep = runnote[e] == "" ? "" : "<br><span class=\"" (runnote[e] ~ /^reduced/ ? "reduced" : "full") "\">" esc(runnote[e]) "</span>"
         n = split(cfigs[i], fl, " ")
         figcell = ""
         for (j = 1; j <= n; j++) figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\">" esc(fl[j]) "</a>" : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
-        printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s</td></tr>\n", \
-            esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell
+        printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s%s</td></tr>\n", \
+            esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell, sweep
     }
     print "</table>"
 
@@ -129,7 +131,6 @@ END {
     }
     print "</body></html>"
 }
-function machine_short() { return (cpu != "" ? cpu : "this machine") (simd != "" ? ", " simd : "") }
 ' "$claims" > "$res/index.html.tmp"
 rm -f "$man"
 mv "$res/index.html.tmp" "$res/index.html"
