@@ -151,7 +151,7 @@ run: all
 	@$(MAKE) --no-print-directory figures-full
 	@echo "seconds=$$(( $$(date +%s) - $$(cat $(RESULTS)/run_started) ))" > $(RESULTS)/run_time.txt
 	@rm -f $(RESULTS)/run_started
-	@sh scripts/results_page.sh $(RESULTS)
+	@FULL_SWEEPS=$(FULL_SWEEPS) sh scripts/results_page.sh $(RESULTS)
 	@echo "results: $$(ls $(RESULTS)/*.tsv 2>/dev/null | wc -l) TSV files, $$(ls $(RESULTS)/*.png 2>/dev/null | wc -l) PNG figures in $(RESULTS)/, one page of them: $(RESULTS)/index.html"
 	@s=$$(sed -n 's/^seconds=//p' $(RESULTS)/run_time.txt); \
 	  printf 'make run: experiments and figures took %d min %d s on %s (SIMD level %s, %s CPUs online)%s\n' \
