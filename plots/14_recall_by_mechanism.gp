@@ -16,7 +16,7 @@ set datafile separator '\t'
 stats f u 2 nooutput
 pmin = STATS_min
 pmax = STATS_max
-set terminal pngcairo size 900,600 font ',11'
+set terminal pngcairo size 1000,600 font ',11'
 set output out.'/14_recall_by_mechanism.png'
 if (seeds > 1) {
     how = sprintf("mean over %d seeds at each mixer's best learning rate; bars: one sd", seeds)
@@ -28,7 +28,7 @@ set xlabel 'key-value pairs per sequence'
 set ylabel 'test accuracy on the answers'
 set yrange [0:1.05]
 set grid
-set key bottom left noenhanced box opaque
+set key outside right top noenhanced box opaque
 set logscale x 2
 set xtics ()
 do for [p in pairs] { set xtics add (p real(p)) }

@@ -20,11 +20,11 @@ per = nch / nheads
 set terminal pngcairo size 950,600 font ',11'
 set output out.'/18_learned_timescales.png'
 if (seeds > 1) {
-    how = sprintf("%d seeds overlaid, a marker per seed", seeds)
+    how = sprintf("one trained block per seed, %d seeds overlaid, a marker per seed", seeds)
 } else {
-    how = "one seed"
+    how = "one trained block, one seed"
 }
-set title sprintf("Learned half-lives on a task with a durable fact and a volatile stream\n(one trained block per seed, %s; each point a gate channel, mean over the test tokens)\n%s", how, note) noenhanced
+set title sprintf("Learned half-lives on a task with a durable fact and a volatile stream\n(%s; each point a gate channel, mean over the test tokens)\n%s", how, note) noenhanced
 set xlabel sprintf('gate channel (head-major: %d heads of %d key channels)', nheads, per)
 set ylabel 'half-life (tokens)'
 set logscale y
