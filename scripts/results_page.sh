@@ -95,7 +95,8 @@ END {
     print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>this run&#39;s figure</th></tr>"
     for (i = 1; i <= nc; i++) {
         e = cexp[i]
-        src = csrc[i] == "full-sweep" ? "<span class=\"full\">the full sweep (full-sweeps/: " esc(fullnote[e]) ")</span>" : "this run"
+        fn = fullnote[e]; sub(/^full sweep: /, "", fn)
+        src = csrc[i] == "full-sweep" ? "<span class=\"full\">the full sweep (full-sweeps/; " esc(fn) ")</span>" : "this run"
         sweep = runnote[e] == "" ? "" : "<br><span class=\"" (runnote[e] ~ /^reduced/ ? "reduced" : "full") "\">" esc(runnote[e]) "</span>"
         n = split(cfigs[i], fl, " ")
         figcell = ""
