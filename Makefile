@@ -3,7 +3,10 @@
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
 #                   FULL=1 runs the training experiments' (14-18) published sweeps (hours)
-#                   RESUME=1 reuses the models of 14-17 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep)
+#                   RESUME=1 reuses the models of 14-17 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep);
+#                   ends with results/index.html (every claim with its figure and numbers) and the time it took
+#   make figures-full  the figures of 14-18 from the published full sweeps (full-sweeps/), no training,
+#                   into results/full-sweeps/
 #   make test       the layout and docs checks (scripts/check_layout.sh, check_docs.sh), the cmocka suites and the
 #                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
@@ -128,19 +131,47 @@ RESULTS ?= results
 run: all
 	@sh scripts/deps.sh run
 	@mkdir -p $(RESULTS)
+	@date +%s > $(RESULTS)/run_started
+	@sh scripts/machine.sh $(BIN) $(RESULTS)
 	@# without RESUME the ledger starts empty, so every model read back from it was
 	@# trained by this run and this build: a model two experiments share (15's d = 16
 	@# points are 14's models) is trained once
 	@if [ -z "$(RESUME)" ] || [ "$(RESUME)" = 0 ]; then rm -f $(RESULTS)/mqar_models.tsv; fi
+	@# each experiment's printed summary is kept beside its TSVs (NN_name.txt) for the results page
 	@for e in $(EXP_BIN); do \
 	  echo "== $$e" >&2; \
-	  KDALAB_FULL=$(FULL) KDALAB_RESUME=1 ./$$e --out $(RESULTS) || exit 1; \
+	  n=$$(basename $$e); \
+	  KDALAB_FULL=$(FULL) KDALAB_RESUME=1 ./$$e --out $(RESULTS) > $(RESULTS)/$$n.txt; rc=$$?; \
+	  cat $(RESULTS)/$$n.txt; [ $$rc -eq 0 ] || exit 1; \
 	done
 	@for p in $(wildcard plots/*.gp); do \
 	  echo "== gnuplot $$p" >&2; \
 	  gnuplot -e "dir='$(RESULTS)'" $$p || exit 1; \
 	done
-	@echo "results: $$(ls $(RESULTS)/*.tsv 2>/dev/null | wc -l) TSV files, $$(ls $(RESULTS)/*.png 2>/dev/null | wc -l) PNG figures in $(RESULTS)/"
+	@$(MAKE) --no-print-directory figures-full
+	@echo "seconds=$$(( $$(date +%s) - $$(cat $(RESULTS)/run_started) ))" > $(RESULTS)/run_time.txt
+	@rm -f $(RESULTS)/run_started
+	@FULL_SWEEPS=$(FULL_SWEEPS) sh scripts/results_page.sh $(RESULTS)
+	@echo "results: $$(ls $(RESULTS)/*.tsv 2>/dev/null | wc -l) TSV files, $$(ls $(RESULTS)/*.png 2>/dev/null | wc -l) PNG figures in $(RESULTS)/, one page of them: $(RESULTS)/index.html"
+	@s=$$(sed -n 's/^seconds=//p' $(RESULTS)/run_time.txt); \
+	  printf 'make run: experiments and figures took %d min %d s on %s (SIMD level %s, %s CPUs online)%s\n' \
+	    $$((s / 60)) $$((s % 60)) "$$(sed -n 's/^cpu=//p' $(RESULTS)/machine.txt)" \
+	    "$$(sed -n 's/^simd_level=//p' $(RESULTS)/machine.txt)" "$$(sed -n 's/^cpus_online=//p' $(RESULTS)/machine.txt)" \
+	    "$$([ -n "$(FULL)" ] && [ "$(FULL)" != 0 ] && echo ', full sweeps' || echo ', reduced sweeps')"
+
+# The figures of the training experiments from the published full sweeps' TSVs
+# (full-sweeps/), without training: every plot whose experiment has TSVs there,
+# drawn into $(RESULTS)/full-sweeps/.
+FULL_SWEEPS ?= full-sweeps
+figures-full:
+	@sh scripts/deps.sh run
+	@mkdir -p $(RESULTS)/full-sweeps
+	@for p in $(wildcard plots/[0-9][0-9]_*.gp); do \
+	  n=$$(basename $$p | cut -c1-3); \
+	  ls $(FULL_SWEEPS)/$$n*.tsv >/dev/null 2>&1 || continue; \
+	  echo "== gnuplot $$p (from $(FULL_SWEEPS)/)" >&2; \
+	  gnuplot -e "dir='$(FULL_SWEEPS)'; out='$(RESULTS)/full-sweeps'" $$p || exit 1; \
+	done
 
 # ---- tests ----------------------------------------------------------------------------
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -211,5 +242,5 @@ deps-test:
 clean:
 	rm -rf build build-asan bin
 
-.PHONY: all lib run test check-asan fuzz bench peer-ggml chapters deps-build deps-test clean
+.PHONY: all lib run figures-full test check-asan fuzz bench peer-ggml chapters deps-build deps-test clean
 .SECONDARY:

@@ -35,7 +35,7 @@ do for [i = 1:18] {
 }
 idx(prec, m, form) = (prec eq 'f64' ? 0 : 9) + (m - 1) * 2 + (form eq 'recurrent' ? 1 : 2)
 
-set terminal pngcairo size 1500,700 enhanced font 'Sans,11'
+set terminal pngcairo size 1500,730 enhanced font 'Sans,11'
 set output dir.'/06_scaling.png'
 set logscale xy
 set format y '10^{%L}'
@@ -54,7 +54,10 @@ lin_hi = STATS_max
 stats ff u ($6 == 2 ? $2 : 1/0) nooutput
 sm_lo = STATS_min
 sm_hi = STATS_max
-set multiplot layout 1,2 title sprintf("CPU time per call against sequence length T: every linear mechanism, recurrent or chunkwise, grows as T^{p} with p = %.2f … %.2f;\nsoftmax attention as T^{p}, p = %.2f … %.2f (p fitted over T ≥ 512; one head, K = V = 64, one thread)", lin_lo, lin_hi, sm_lo, sm_hi) font ',12'
+# the machine it was timed on (scripts/machine.sh, which make run calls first), if known
+cpu = system(sprintf("sed -n 's/^cpu=//p' '%s/machine.txt' 2>/dev/null", dir))
+timed = strlen(cpu) > 0 ? sprintf("timed on %s in one run (other work on the cores widens the exponents' range)", cpu) : "timed in one run (other work on the cores widens the exponents' range)"
+set multiplot layout 1,2 title sprintf("CPU time per call against sequence length T: every linear mechanism, recurrent or chunkwise, grows as T^{p} with p = %.2f … %.2f;\nsoftmax attention as T^{p}, p = %.2f … %.2f (p fitted over T ≥ 512 from 06\\_scaling\\_fit.tsv; one head, K = V = 64, one thread)\n%s", lin_lo, lin_hi, sm_lo, sm_hi, timed) font ',12'
 do for [prec in 'f64 f32'] {
     set title sprintf('%s (kdalab\_*\_%s)', prec eq 'f64' ? 'float64' : 'float32', prec)
     plot \

@@ -17,10 +17,12 @@ set boxwidth 0.38
 set key top left
 set xrange [-0.6:3.6]
 set xtics ("input embeddings" 0, "NoPE attention" 1, "KDA layer" 2, "attention after KDA" 3)
+# a value that rounds to zero is printed 0.00, never -0.00
+r2(v) = abs(v) < 0.005 ? 0 : v
 idx(s) = s eq 'embeddings' ? 0 : s eq 'nope_attention' ? 1 : s eq 'kda' ? 2 : 3
 plot f u (stringcolumn(2) eq 'linear' ? idx(stringcolumn(1)) - 0.2 : 1/0):3 with boxes \
        title 'linear probe (the output)' lc rgb '#4477aa', \
      f u (stringcolumn(2) eq 'quadratic' ? idx(stringcolumn(1)) + 0.2 : 1/0):3 with boxes \
        title 'quadratic probe (the output and its squares)' lc rgb '#ee6677', \
-     f u (idx(stringcolumn(1)) + (stringcolumn(2) eq 'linear' ? -0.2 : 0.2)):($3 > 0 ? $3 + 0.03 : 0.03):(sprintf('%.2f', $3)) \
+     f u (idx(stringcolumn(1)) + (stringcolumn(2) eq 'linear' ? -0.2 : 0.2)):($3 > 0 ? $3 + 0.03 : 0.03):(sprintf('%.2f', r2(column(3)))) \
        with labels notitle

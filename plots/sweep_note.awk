@@ -1,0 +1,41 @@
+# plots/sweep_note.awk — one line for a figure's title: which sweep of a training
+# experiment (14-18) its TSVs hold, read from their comment headers.
+#
+#   awk -f plots/sweep_note.awk results/14_recall_by_mechanism.tsv results/14_recall_summary.tsv
+#
+# Reads every "# parameters: full sweep ..." or "# parameters: reduced sweep ..." line
+# of the files given (the first of each kind of value wins): "seeds=N", "steps=N".
+# Without seeds=, counts the distinct values of the column named "seed" (the last
+# comment line, the column names). Prints, for a reduced sweep,
+#   reduced sweep: 1 seed, 600 steps — the full sweep is in full-sweeps/ (make figures-full)
+# and for a full sweep
+#   full sweep: 3 seeds, 1000 steps
+# and nothing if no file says which sweep it is. With -v want=seeds, prints only the
+# number of seeds (1 if unknown), for a script that draws error bars only over several.
+BEGIN { FS = "\t" }
+FNR == 1 { seedcol = 0 }
+/^# parameters:/ {
+    if (kind == "" && $0 ~ /reduced sweep/) kind = "reduced"
+    if (kind == "" && $0 ~ /full sweep/) kind = "full"
+    if (seeds == "" && match($0, /seeds=[0-9]+/)) seeds = substr($0, RSTART + 6, RLENGTH - 6)
+    if (steps == "" && match($0, /steps=[0-9]+/)) steps = substr($0, RSTART + 6, RLENGTH - 6)
+    next
+}
+/^#/ {
+    # the column names: "# name<TAB>name..."
+    line = substr($0, 3); n = split(line, c, "\t")
+    if (n > 1) { seedcol = 0; for (i = 1; i <= n; i++) if (c[i] == "seed") seedcol = i }
+    next
+}
+NF > 1 && seedcol > 0 { if (!(FILENAME SUBSEP $seedcol in seen)) { seen[FILENAME SUBSEP $seedcol] = 1; nseen[FILENAME]++ } }
+END {
+    if (seeds == "") for (f in nseen) if (nseen[f] > seeds + 0) seeds = nseen[f]
+    if (want == "seeds") { print (seeds == "" ? 1 : seeds); exit }
+    if (kind == "") exit
+    s = kind " sweep"
+    sep = ": "
+    if (seeds != "") { s = s sep seeds (seeds == 1 ? " seed" : " seeds"); sep = ", " }
+    if (steps != "") { s = s sep steps " steps" }
+    if (kind == "reduced") s = s " — the full sweep is in full-sweeps/ (make figures-full)"
+    print s
+}

@@ -1,0 +1,137 @@
+#!/bin/sh
+# scripts/results_page.sh — one page of results: RESULTS/index.html.
+#
+#   sh scripts/results_page.sh [RESULTS [CLAIMS [PLOTS]]]
+#
+# RESULTS (default results) is what `make run` wrote: the experiments' TSVs, their
+# printed summaries NN_name.txt, the figures NN_name*.png, machine.txt
+# (scripts/machine.sh), run_time.txt ("seconds=N", `make run`), and full-sweeps/,
+# the figures `make figures-full` draws from the published full sweeps.
+# CLAIMS (default plots/claims.tsv) is the findings list; PLOTS (default plots)
+# the gnuplot scripts, whose "set output" lines name every figure, and
+# sweep_note.awk; FULL_SWEEPS (default full-sweeps/ beside scripts/) the
+# published full sweeps' TSVs, for the sweep their figures show.
+#
+# The page is plain HTML beside the PNGs (relative links, no scripts, no styles
+# from elsewhere): the machine and how long the run took, the findings table
+# (claim, experiment, verdict, where the verdict's numbers come from, the sweep),
+# then a section per experiment with its figures, the sweep they come from, and
+# the numbers the experiment printed. A figure or summary that is missing is
+# named as missing, never linked. Written to index.html.tmp, then renamed.
+set -eu
+res=${1:-results}
+claims=${2:-plots/claims.tsv}
+plots=${3:-plots}
+here=$(dirname "$0")
+note_awk="$plots/sweep_note.awk"
+full_dir=${FULL_SWEEPS:-$here/../full-sweeps}
+
+[ -d "$res" ] || { echo "results_page: RESULTS '$res' is not a directory" >&2; exit 1; }
+[ -r "$claims" ] || { echo "results_page: CLAIMS '$claims' cannot be read" >&2; exit 1; }
+
+man="$res/index.manifest.tmp"
+: > "$man"
+# every figure a plot script writes: "fig <TAB> experiment <TAB> png <TAB> drawn <TAB> full-sweep png drawn"
+for gp in "$plots"/[0-9][0-9]_*.gp; do
+    [ -f "$gp" ] || continue
+    exp=$(basename "$gp" .gp)
+    sed -n "s/^set output [a-z]*\.'\/\([^']*\.png\)'.*/\1/p" "$gp" | while read -r png; do
+        drawn=0; [ -s "$res/$png" ] && drawn=1
+        full=0; [ -s "$res/full-sweeps/$png" ] && full=1
+        printf 'fig\t%s\t%s\t%s\t%s\n' "$exp" "$png" "$drawn" "$full" >> "$man"
+    done
+    # the sweep of this run's TSVs and of the published full sweep's (empty: not a sweep)
+    n=$(printf '%s' "$exp" | cut -c1-3)
+    run_note=""; full_note=""
+    set -- "$res/$n"*.tsv
+    [ -f "$1" ] && run_note=$(awk -f "$note_awk" "$@")
+    set -- "$full_dir/$n"*.tsv
+    [ -f "$1" ] && full_note=$(awk -f "$note_awk" "$@")
+    txt=0; [ -s "$res/$exp.txt" ] && txt=1
+    printf 'exp\t%s\t%s\t%s\t%s\n' "$exp" "$run_note" "$full_note" "$txt" >> "$man"
+done
+
+awk -F'\t' -v res="$res" -v man="$man" '
+function esc(s) { gsub(/&/, "\\&amp;", s); gsub(/</, "\\&lt;", s); gsub(/>/, "\\&gt;", s); gsub(/"/, "\\&quot;", s); return s }
+function kv(file, key,    line, v) {
+    v = ""
+    while ((getline line < file) > 0) if (index(line, key "=") == 1) { v = substr(line, length(key) + 2); break }
+    close(file)
+    return v
+}
+BEGIN {
+    # the manifest: figures and experiments in the plot scripts order
+    while ((getline line < man) > 0) {
+        split(line, f, "\t")
+        if (f[1] == "fig") { nf[f[2]]++; fig[f[2], nf[f[2]]] = f[3]; drawn[f[3]] = f[4]; fdrawn[f[3]] = f[5] }
+        if (f[1] == "exp") { ne++; exps[ne] = f[2]; runnote[f[2]] = f[3]; fullnote[f[2]] = f[4]; hastxt[f[2]] = f[5] }
+    }
+    close(man)
+}
+/^#/ || $1 == "id" || NF < 6 { next }
+{ nc++; cid[nc] = $1; ctext[nc] = $2; cexp[nc] = $3; cfigs[nc] = $4; cverd[nc] = $5; csrc[nc] = $6; ncl[$3]++; cl[$3, ncl[$3]] = nc }
+END {
+    mf = res "/machine.txt"
+    cpu = kv(mf, "cpu"); simd = kv(mf, "simd_level"); cpus = kv(mf, "cpus_online"); blas = kv(mf, "blas_kernels"); date = kv(mf, "date")
+    secs = kv(res "/run_time.txt", "seconds")
+    machine = (cpu != "" ? cpu : "unknown CPU") ", SIMD level " (simd != "" ? simd : "unknown") (cpus != "" ? ", " cpus " CPUs online" : "") (blas != "" ? ", OpenBLAS kernels " blas : "")
+
+    print "<!DOCTYPE html>"
+    print "<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    print "<title>kdalab results</title>"
+    print "<style>body{font-family:sans-serif;max-width:1500px;margin:1em auto;padding:0 1em;line-height:1.4}"
+    print "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px;vertical-align:top;text-align:left}"
+    print "th{background:#eee}img{max-width:100%;border:1px solid #ddd}pre{background:#f6f6f6;padding:6px;overflow-x:auto;font-size:12px}"
+    print ".reduced{color:#a40}.full{color:#060}.missing{color:#b00}section{border-top:2px solid #888;margin-top:2em}</style>"
+    print "</head><body>"
+    print "<h1>kdalab results</h1>"
+    print "<p>Machine: " esc(machine) (date != "" ? "; measured " esc(date) : "") ".<br>"
+    if (secs != "") printf "<code>make run</code> (every experiment and figure, after the build) took %d min %d s on it.<br>\n", int(secs / 60), secs % 60
+    print "&ldquo;This run&rdquo; below means these measurements on this machine."
+    print "Each claim below is checked by one experiment: its verdict, where the numbers behind the verdict come from, and the sweep its figure shows."
+    print "Training experiments (14&ndash;18) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline and the direction); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown beside this run&#39;s.</p>"
+
+    print "<h2 id=\"findings\">Findings</h2>"
+    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>this run&#39;s figure</th></tr>"
+    for (i = 1; i <= nc; i++) {
+        e = cexp[i]
+        fn = fullnote[e]; sub(/^full sweep: /, "", fn)
+        src = csrc[i] == "full-sweep" ? "<span class=\"full\">the full sweep (full-sweeps/; " esc(fn) ")</span>" : "this run"
+        sweep = runnote[e] == "" ? "" : "<br><span class=\"" (runnote[e] ~ /^reduced/ ? "reduced" : "full") "\">" esc(runnote[e]) "</span>"
+        n = split(cfigs[i], fl, " ")
+        figcell = ""
+        for (j = 1; j <= n; j++) figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\">" esc(fl[j]) "</a>" : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
+        printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s%s</td></tr>\n", \
+            esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell, sweep
+    }
+    print "</table>"
+
+    for (k = 1; k <= ne; k++) {
+        e = exps[k]
+        printf "<section id=\"%s\"><h2>%s</h2>\n", esc(e), esc(e)
+        if (ncl[e] > 0) {
+            print "<ul>"
+            for (j = 1; j <= ncl[e]; j++) { i = cl[e, j]; printf "<li><a href=\"#claim-%s\">%s</a> &mdash; <b>%s</b></li>\n", esc(cid[i]), esc(ctext[i]), esc(cverd[i]) }
+            print "</ul>"
+        }
+        if (runnote[e] != "") printf "<p>This run: <span class=\"%s\">%s</span>.</p>\n", (runnote[e] ~ /^reduced/ ? "reduced" : "full"), esc(runnote[e])
+        for (j = 1; j <= nf[e]; j++) {
+            p = fig[e, j]
+            if (drawn[p] == 1) printf "<figure><img src=\"%s\" alt=\"%s\"><figcaption>%s (this run)</figcaption></figure>\n", esc(p), esc(p), esc(p)
+            else printf "<p class=\"missing\">%s: not drawn by this run.</p>\n", esc(p)
+            if (fdrawn[p] == 1) printf "<figure><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"><figcaption>%s from the published full sweep (<span class=\"full\">%s</span>; its machine and date: full-sweeps/README.md)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(fullnote[e])
+        }
+        if (hastxt[e] == 1) {
+            printf "<details open><summary>what %s printed (%s)</summary><pre>", esc(e), esc(e ".txt")
+            tf = res "/" e ".txt"
+            while ((getline line < tf) > 0) print esc(line)
+            close(tf)
+            print "</pre></details>"
+        } else printf "<p class=\"missing\">%s.txt: no printed summary in this results folder.</p>\n", esc(e)
+        print "</section>"
+    }
+    print "</body></html>"
+}
+' "$claims" > "$res/index.html.tmp"
+rm -f "$man"
+mv "$res/index.html.tmp" "$res/index.html"

@@ -1,0 +1,256 @@
+/*
+ * test_results_page.c — scripts/results_page.sh, the page `make run` ends with.
+ *
+ * A small fixture stands in for a results folder (no experiment or gnuplot
+ * runs): a stand-in file for every figure the plot scripts write (their "set
+ * output" lines) but one, left undrawn; machine.txt, run_time.txt, one
+ * experiment's printed summary (with characters HTML must escape), one
+ * reduced-sweep TSV header and one figure drawn from the full sweep. The page
+ * must name every figure and every claim of plots/claims.tsv, state the
+ * machine, the run's time and the sweep, link only files that exist (relative
+ * links, nothing from elsewhere), and escape what it quotes. A results folder
+ * that does not exist is one error and no page.
+ *
+ * Runs from the repository root, where `make test` runs the tests.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <glob.h>
+#include <unistd.h>
+
+#define MAX_FIGS 64
+#define MAX_CLAIMS 128
+
+static char tmpdir[256];
+static char figs[MAX_FIGS][128];
+static size_t nfigs;
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        fail_msg("cannot write %s", p);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Whole file, malloc'd (NULL if it cannot be read). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Every "set output <var>.'/NAME.png'" of plots/NN_*.gp. */
+static void load_figures(void)
+{
+    glob_t g;
+    nfigs = 0;
+    assert_int_equal(glob("plots/[0-9][0-9]_*.gp", 0, NULL, &g), 0);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "r");
+        assert_non_null(f);
+        char line[1024];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "set output ", 11) != 0)
+                continue;
+            char *a = strstr(line, ".'/"), *b = a ? strstr(a + 3, ".png'") : NULL;
+            if (!a || !b)
+                continue;
+            assert_true(nfigs < MAX_FIGS);
+            snprintf(figs[nfigs++], sizeof figs[0], "%.*s.png", (int)(b - (a + 3)), a + 3);
+        }
+        fclose(f);
+    }
+    globfree(&g);
+    assert_true(nfigs >= 21);
+}
+
+static int run_page(const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "sh scripts/results_page.sh '%s' >'%s.out' 2>'%s.err'", dir, tmpdir, tmpdir);
+    int st = system(cmd);
+    assert_true(st != -1 && WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* s with & < > " escaped as HTML does (malloc'd). */
+static char *html_escape(const char *s)
+{
+    char *o = malloc(strlen(s) * 6 + 1), *w = o;
+    for (; *s; s++) {
+        const char *r = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '"' ? "&quot;" : NULL;
+        if (r) {
+            strcpy(w, r);
+            w += strlen(r);
+        } else
+            *w++ = *s;
+    }
+    *w = '\0';
+    return o;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/kdalab_page_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.out' '%s.err'", tmpdir, tmpdir, tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void page_names_every_figure_and_claim(void **state)
+{
+    (void)state;
+    load_figures();
+    char res[400], p[600];
+    snprintf(res, sizeof res, "%s/results", tmpdir);
+    assert_int_equal(mkdir(res, 0755), 0);
+    snprintf(p, sizeof p, "%s/full-sweeps", res);
+    assert_int_equal(mkdir(p, 0755), 0);
+    /* every figure drawn but the first */
+    for (size_t i = 1; i < nfigs; i++)
+        write_text(res, figs[i], "stand-in for a PNG");
+    write_text(res, "full-sweeps/14_recall_by_mechanism.png", "stand-in for a PNG");
+    write_text(res, "machine.txt", "cpu=Fixture CPU 9000\nsimd_level=avx2\ncpus_online=2\n");
+    write_text(res, "run_time.txt", "seconds=125\n");
+    write_text(res, "02_two_timescales.txt", "err <0.1 & \"cos\" > 0.9\n");
+    write_text(res, "14_recall_by_mechanism.tsv",
+               "# 14_recall_by_mechanism: fixture\n"
+               "# parameters: reduced sweep (fp32): D=32 H=2 T=40 vocab=65 steps=600 batch=16 seeds=1 test=512\n"
+               "# label\tseed\taccuracy\nkda_p4\t1\t0.5\n");
+
+    assert_int_equal(run_page(res), 0);
+    snprintf(p, sizeof p, "%s/index.html", res);
+    char *html = slurp(p);
+    assert_non_null(html);
+
+    /* every figure is named (the undrawn one as not drawn) */
+    for (size_t i = 0; i < nfigs; i++)
+        if (!strstr(html, figs[i]))
+            fail_msg("index.html does not name the figure %s", figs[i]);
+    char link[300];
+    snprintf(link, sizeof link, "src=\"%s\"", figs[0]);
+    if (strstr(html, link))
+        fail_msg("index.html shows %s, which the fixture did not draw", figs[0]);
+    assert_non_null(strstr(html, "full-sweeps/14_recall_by_mechanism.png"));
+
+    /* every claim: its anchor and its text */
+    char *claims = slurp("plots/claims.tsv");
+    assert_non_null(claims);
+    size_t nclaims = 0;
+    for (char *line = strtok(claims, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#' || strncmp(line, "id\t", 3) == 0)
+            continue;
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = '\0';
+        char *text = tab + 1, *tab2 = strchr(text, '\t');
+        assert_non_null(tab2);
+        *tab2 = '\0';
+        char anchor[200];
+        snprintf(anchor, sizeof anchor, "id=\"claim-%s\"", line);
+        if (!strstr(html, anchor))
+            fail_msg("index.html has no row for the claim %s", line);
+        char *esc = html_escape(text);
+        if (!strstr(html, esc))
+            fail_msg("index.html does not quote the claim %s: %s", line, text);
+        free(esc);
+        nclaims++;
+    }
+    assert_true(nclaims >= 30 && nclaims < MAX_CLAIMS);
+    free(claims);
+
+    /* the machine, the run's time, the sweep, the summary escaped */
+    assert_non_null(strstr(html, "Fixture CPU 9000"));
+    assert_non_null(strstr(html, "avx2"));
+    assert_non_null(strstr(html, "2 min 5 s"));
+    assert_non_null(strstr(html, "reduced sweep: 1 seed, 600 steps"));
+    assert_non_null(strstr(html, "err &lt;0.1 &amp; &quot;cos&quot; &gt; 0.9"));
+
+    /* every file the page references exists beside it; nothing from elsewhere */
+    size_t nref = 0;
+    for (const char *s = html; (s = strpbrk(s, "sh")) != NULL; s++) {
+        const char *val;
+        if (strncmp(s, "src=\"", 5) == 0)
+            val = s + 5;
+        else if (strncmp(s, "href=\"", 6) == 0)
+            val = s + 6;
+        else
+            continue;
+        const char *end = strchr(val, '"');
+        assert_non_null(end);
+        if (*val == '#')
+            continue;
+        char ref[300], path[800];
+        snprintf(ref, sizeof ref, "%.*s", (int)(end - val), val);
+        if (strstr(ref, "://") || ref[0] == '/')
+            fail_msg("index.html references %s, not a file beside it", ref);
+        snprintf(path, sizeof path, "%s/%s", res, ref);
+        if (!exists(path))
+            fail_msg("index.html references %s, which does not exist", ref);
+        nref++;
+    }
+    assert_true(nref >= nfigs);
+    free(html);
+}
+
+static void missing_results_folder_is_one_error(void **state)
+{
+    (void)state;
+    char res[400], p[600];
+    snprintf(res, sizeof res, "%s/no_such_results", tmpdir);
+    assert_int_not_equal(run_page(res), 0);
+    snprintf(p, sizeof p, "%s/index.html", res);
+    assert_false(exists(p));
+    snprintf(p, sizeof p, "%s.err", tmpdir);
+    char *err = slurp(p);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "no_such_results"));
+    assert_non_null(strstr(err, "not a directory"));
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(page_names_every_figure_and_claim),
+        cmocka_unit_test(missing_results_folder_is_one_error),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
