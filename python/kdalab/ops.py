@@ -91,8 +91,9 @@ class _Call:
             raise ValueError("v: shape %s does not fit q's %s (v is [B, T, HV, V], HV a "
                              "multiple of H)" % (v.shape, q.shape))
         self.HV, self.V = v.shape[2], v.shape[3]
-        if self.V == 0:
-            raise ValueError("v: shape %s: V must be >= 1" % (tuple(v.shape),))
+        if self.HV == 0 or self.V == 0:
+            raise ValueError("v: shape %s: HV (value heads, v.shape[2]) and V (v.shape[3]) "
+                             "must be >= 1 (only T may be 0)" % (tuple(v.shape),))
         self.cu = cu
         if cu is not None and self.B != 1:
             raise ValueError("cu_seqlens: needs B = 1 (sequences packed along T), got B = %d"
