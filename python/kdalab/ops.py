@@ -13,6 +13,7 @@ cu_seqlens (int, [N + 1], B = 1) packs them.
 In-kernel options are applied as fla's kernels apply them, before the
 mechanism (and differentiated through in the backward):
   use_qk_l2norm_in_kernel    q, k <- x / sqrt(sum x^2 + 1e-6) per (t, head)
+                             (computed from x / max|x|: no overflow)
   use_gate_in_kernel         g is the raw gate input: g <- -exp(A_log) *
                              softplus(g + dt_bias)   (kdalab_kda_gate_f64)
   lower_bound                with the in-kernel gate: g <- lower_bound *
@@ -138,12 +139,20 @@ _L2_EPS = 1e-6
 
 
 def _l2norm(x):
-    n = np.sqrt((x * x).sum(-1, keepdims=True) + _L2_EPS)
-    return x / n, n
+    """x / sqrt(sum x^2 + 1e-6) per row, without overflow: rows whose largest
+    magnitude m exceeds 1 are divided by m first, the rest of the norm being
+    sqrt(sum (x/m)^2 + 1e-6/m^2), in [1, sqrt K]; a non-zero row never comes
+    out zero. Returns y and (m, r) with y = (x / m) / r for the backward."""
+    m = np.abs(x).max(-1, keepdims=True) if x.size else np.ones(x.shape[:-1] + (1,))
+    m = np.where(m > 1, m, 1.0)
+    xs = x / m
+    r = np.sqrt((xs * xs).sum(-1, keepdims=True) + _L2_EPS / m / m)
+    return xs / r, (m, r)
 
 
 def _l2norm_bwd(y, n, dy):
-    return (dy - y * (y * dy).sum(-1, keepdims=True)) / n
+    m, r = n
+    return (dy - y * (y * dy).sum(-1, keepdims=True)) / m / r
 
 
 def _sigmoid(x):

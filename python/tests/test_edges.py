@@ -46,3 +46,26 @@ def test_zero_sized_dimensions(mech):
         gr = backward(mech, form, a)
         assert gr.dq.shape == (2, 0, 1, 3) and gr.dv.shape == (2, 0, 2, 2)
         np.testing.assert_array_equal(gr.dh0, a["dht"])
+
+
+@pytest.mark.parametrize("mech", ("kda", "gated_deltanet", "deltanet"))
+def test_l2norm_in_kernel_of_huge_q_and_k(mech):
+    """use_qk_l2norm_in_kernel with |q|, |k| far past 1e154 (their squares
+    overflow): the same o as at 1e150 (where 1e-6 no longer counts), and
+    gradients dq, dk scaled by 1e150 / s; never o = 0."""
+    a = make(mech, np.random.default_rng(6), B=1, T=5, H=2, HV=2, K=4, V=3)
+    ref = dict(a, q=a["q"] * 1e150, k=a["k"] * 1e150)
+    o0, h0 = forward(mech, "chunk", ref, use_qk_l2norm_in_kernel=True)
+    g0 = backward(mech, "chunk", ref, use_qk_l2norm_in_kernel=True)
+    assert np.abs(o0).max() > 0.1
+    for s in (1e160, 1e300, 1.7e308):
+        big = dict(a, q=a["q"] * s, k=a["k"] * s)
+        for form in FORMS:
+            o, ht = forward(mech, form, big, use_qk_l2norm_in_kernel=True)
+            np.testing.assert_allclose(o, o0, rtol=0, atol=1e-13 * np.abs(o0).max())
+            g = backward(mech, form, big, use_qk_l2norm_in_kernel=True)
+            for n in ("dq", "dk"):
+                want = getattr(g0, n) * (1e150 / s)
+                np.testing.assert_allclose(getattr(g, n), want, rtol=0,
+                                           atol=1e-12 * np.abs(want).max())
+            np.testing.assert_allclose(g.dv, g0.dv, rtol=0, atol=1e-12 * np.abs(g0.dv).max())
