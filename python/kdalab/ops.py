@@ -220,6 +220,36 @@ def _normalizer(q, k, scale, cu, T):
     return z, kc
 
 
+def _check_normalizer(z, o, G, what):
+    """Refuse a normaliser z [B, T, H, 1] that is 0, or whose quotient o / z
+    (o [B, T, HV, V], value head j over z of head j // G) overflows: a
+    ValueError naming z and its index [b, t, h] in the caller's shape."""
+    bad = z[..., 0] == 0
+    if bad.any():
+        b, t, h = np.argwhere(bad)[0]
+        raise ValueError("normalize: the normaliser z[%d, %d, %d] = scale * q[%d, %d, %d] . "
+                         "cumsum(k)[%d, %d, %d] + 1e-10 is 0, so o / z is undefined (pass "
+                         "normalize=False, or q, k whose z is non-zero)"
+                         % (b, t, h, b, t, h, b, t, h))
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.abs(o) / np.abs(_per_value_head(z, G))
+    bad = ~np.isfinite(q)
+    if bad.any():
+        b, t, j, c = np.argwhere(bad)[0]
+        raise ValueError("normalize: %s: o[%d, %d, %d, %d] / z[%d, %d, %d] overflows float64 "
+                         "(the normaliser z = %.3g is too small for o = %.3g)"
+                         % (what, b, t, j, c, b, t, j // G, z[b, t, j // G, 0], o[b, t, j, c]))
+
+
+def _check_finite(what, name, a):
+    """A result that is not finite is an error, never returned: ValueError
+    naming the output and its index."""
+    if a is not None and not np.isfinite(a).all():
+        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        raise ValueError("%s: %s%s = %r overflowed float64 (the inputs are too large for "
+                         "this result)" % (what, name, list(idx), a[idx]))
+
+
 def _per_value_head(z, G):
     """[B, T, H, 1] -> [B, T, H * G, 1]: value head j takes q/k head j // G."""
     return np.repeat(z, G, axis=2)
@@ -263,7 +293,9 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
         _lib.ptr(g), _lib.ptr(beta), _lib.ptr(h0), _lib.ptr(o), _lib.ptr(ht), op), mech)
     if normalize:
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
+        _check_normalizer(z, o, call.HV // call.H, mech)
         o = o / _per_value_head(z, call.HV // call.H)
+    _check_finite(mech, "o", o)
     return o, (ht if output_final_state else None)
 
 
@@ -281,10 +313,15 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
                         chunk_size, False, **opt)
         G = call.HV // call.H
         z, kc = _normalizer(qe, ke, scale, call.cu, call.T)
+        _check_normalizer(z, o, G, mech + " backward")
         zv = _per_value_head(z, G)
-        dzv = -(do * o).sum(-1, keepdims=True) / zv ** 2  # per value head
+        with np.errstate(over="ignore", invalid="ignore"):
+            dzv = -(do * o).sum(-1, keepdims=True) / zv ** 2  # per value head
+            do = do / zv
+        _check_finite(mech + " backward", "do / z (the normalised output's gradient)", do)
+        _check_finite(mech + " backward", "the normaliser's gradient d z", dzv)
         dz = dzv.reshape(call.B, call.T, call.H, G, 1).sum(3)  # summed over each group
-        do = np.ascontiguousarray(do / zv)
+        do = np.ascontiguousarray(do)
         dq_extra = scale * dz * kc
         dkc = scale * dz * qe
         dk_extra = np.zeros_like(ke)
@@ -316,8 +353,11 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     if opt.get("use_gate_in_kernel"):
         dg, dA, ddt = _gate_bwd(st["g_raw"], st["gate"], opt.get("lower_bound"), call.HV,
                                 call.K, np.ascontiguousarray(dg))
-    return Grads(dq, dk, out["dv"], dg, dbeta,
-                 out["dh0"] if initial_state is not None else None, dA, ddt)
+    grads = Grads(dq, dk, out["dv"], dg, dbeta,
+                  out["dh0"] if initial_state is not None else None, dA, ddt)
+    for name, a in zip(grads._fields, grads):
+        _check_finite(mech + " backward", name, a)
+    return grads
 
 
 # ---- fla's names ---------------------------------------------------------------

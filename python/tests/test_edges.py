@@ -69,3 +69,35 @@ def test_l2norm_in_kernel_of_huge_q_and_k(mech):
                 np.testing.assert_allclose(getattr(g, n), want, rtol=0,
                                            atol=1e-12 * np.abs(want).max())
             np.testing.assert_allclose(g.dv, g0.dv, rtol=0, atol=1e-12 * np.abs(g0.dv).max())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_normalizer_zero_is_named(form):
+    """Linear attention with normalize=True and a normaliser z that is
+    exactly 0 (scale q . cumsum(k) = -1e-10 at [0, 1, 1]): forward and
+    backward raise a ValueError naming z[0, 1, 1], not o = -inf as a
+    success nor a complaint about the finite do."""
+    a = make("linear_attention", np.random.default_rng(7), B=1, T=3, H=2, HV=2, K=2, V=2)
+    a["h0"] = a["dht"] = None
+    a["k"][0, :2, 1] = [[1.0, 0.0], [1.0, 0.0]]
+    a["q"][0, 1, 1] = [-1e-10 / 2.0, 0.7]  # z = 1.0 * (-5e-11 * 2) + 1e-10 = 0
+    kw = dict(scale=1.0, normalize=True)
+    f, b = FUNCS[("linear_attention", form)]
+    with pytest.raises(ValueError, match=r"normaliser z\[0, 1, 1\].* is 0"):
+        f(a["q"], a["k"], a["v"], **kw)
+    with pytest.raises(ValueError, match=r"normaliser z\[0, 1, 1\].* is 0"):
+        b(a["q"], a["k"], a["v"], a["do"], **kw)
+
+
+def test_normalizer_too_small_is_named():
+    """A normaliser that is not 0 but so small that o / z overflows: the
+    forward names o and z at their indices; the backward refuses too."""
+    a = make("linear_attention", np.random.default_rng(8), B=1, T=2, H=1, HV=1, K=2, V=2)
+    a["k"][0, 0, 0] = [1.0, 0.0]
+    a["v"][0, 0, 0] = [1e300, 1.0]
+    a["q"][0, 0, 0] = [-1e-10 + 1e-25, 0.3]  # z = 1e-25: 1e300 / 1e-25 overflows
+    kw = dict(scale=1.0, normalize=True)
+    with pytest.raises(ValueError, match=r"o\[0, 0, 0, 0\] / z\[0, 0, 0\] overflows"):
+        kdalab.chunk_linear_attn(a["q"], a["k"], a["v"], **kw)
+    with pytest.raises(ValueError, match=r"z\[0, 0, 0\]"):
+        kdalab.chunk_linear_attn_bwd(a["q"], a["k"], a["v"], a["do"], **kw)
