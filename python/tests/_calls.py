@@ -93,7 +93,7 @@ def recurrence(mech, a, scale=None, normalize=False, l2=False):
             for t in range(T):
                 qt, kt, vt = q[b, t, j // G], k[b, t, j // G], v[b, t, j]
                 if mech == "kda":
-                    S = np.exp(np.float64(a["g"][b, t, j]))[:, None] * S
+                    S = np.exp(np.asarray(a["g"][b, t, j], dtype=np.float64))[:, None] * S
                 elif mech == "gated_deltanet":
                     S = np.exp(np.float64(a["g"][b, t, j])) * S
                 if mech == "linear_attention":
