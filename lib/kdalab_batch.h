@@ -31,12 +31,13 @@
 
 KDALAB_BEGIN_DECLS
 
-/* How a batch is laid out. {NULL, 0, 0} is a plain batch (B sequences of T,
- * HV = H), the layout of every other function of the library. */
+/* How a batch is laid out. {NULL, 0, dims->H} is a plain batch (B sequences
+ * of T, HV = H), the layout of every other function of the library. HV is
+ * always given: 0 is no value head (KDALAB_ESIZE), not a stand-in for H. */
 typedef struct {
     const int64_t *cu_seqlens; /* [n_seqs + 1] boundaries, or NULL              */
     size_t n_seqs;             /* N when cu_seqlens is given (then dims->B == 1) */
-    size_t HV;                 /* value heads, a multiple of H; 0 means H        */
+    size_t HV;                 /* value heads: >= 1, a multiple of dims->H       */
 } kdalab_batch;
 
 /* Which form and implementation runs each sequence. */
@@ -50,15 +51,15 @@ typedef enum {
 /*
  * kdalab_batch_check — validate a layout against dims: cu_seqlens starts at
  * 0, strictly increases and ends at dims->T (an error names the first bad
- * index), dims->B == 1 with cu_seqlens, n_seqs >= 1, HV a multiple of dims->H.
+ * index), dims->B == 1 with cu_seqlens, n_seqs >= 1, HV >= 1 and a multiple
+ * of dims->H.
  * Errors: KDALAB_ENULL, KDALAB_ESIZE, KDALAB_EINVAL (bad cu_seqlens),
  * KDALAB_EOVERFLOW. Every function below calls it first.
  */
 kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *dims);
 
-/* The number of sequences N (n_seqs with cu_seqlens, else dims->B), and HV. */
+/* The number of sequences N (n_seqs with cu_seqlens, else dims->B). */
 size_t kdalab_batch_n_seqs(const kdalab_batch *batch, const kdalab_dims *dims);
-size_t kdalab_batch_hv(const kdalab_batch *batch, const kdalab_dims *dims);
 
 /*
  * kdalab_batch_f64 — a forward (KDALAB_FORM_RECURRENT: kdalab_recurrent_f64;

@@ -227,7 +227,7 @@ static void test_varlen_is_each_sequence_alone(void **state)
         for (int form = KDALAB_FORM_RECURRENT; form <= KDALAB_FORM_CHUNK; form++) {
             batch_problem p;
             problem_make(&p, r, d, d.H, 4);
-            kdalab_batch bt = {.cu_seqlens = cu, .n_seqs = 4};
+            kdalab_batch bt = {.cu_seqlens = cu, .n_seqs = 4, .HV = d.H};
             size_t no = d.T * d.H * d.V, nst = 4 * d.H * d.K * d.V, KV = d.K * d.V;
             double *o = malloc(no * 8), *ht = malloc(nst * 8);
             for (size_t i = 0; i < nst; i++)
@@ -281,7 +281,7 @@ static void test_gva(void **state)
     size_t no = d.B * d.T * d.H * d.V, nst = d.B * d.H * d.K * d.V;
     double *o1 = malloc(no * 8), *o2 = malloc(no * 8), *h1 = malloc(nst * 8),
            *h2 = malloc(nst * 8);
-    kdalab_batch plain = {0};
+    kdalab_batch plain = {.HV = d.H};
     assert_int_equal(kdalab_batch_f64(&plain, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, p.q, p.k,
                                       p.v, p.g, p.beta, p.h0, o1, h1, NULL),
                      KDALAB_OK);
@@ -355,7 +355,7 @@ static void test_bad_layouts(void **state)
                {{0, 4, 7, 11}, 3, "cu_seqlens[3] = 11"},
                {{0, -2, 7, 10}, 3, "cu_seqlens[1] = -2"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        kdalab_batch bt = {.cu_seqlens = bad[i].cu, .n_seqs = bad[i].n};
+        kdalab_batch bt = {.cu_seqlens = bad[i].cu, .n_seqs = bad[i].n, .HV = d.H};
         assert_int_equal(kdalab_batch_f64(&bt, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, p.q,
                                           p.k, p.v, p.g, p.beta, NULL, o, ht, NULL),
                          KDALAB_EINVAL);
@@ -369,17 +369,74 @@ static void test_bad_layouts(void **state)
     const int64_t cu[] = {0, 10};
     kdalab_dims d2 = d;
     d2.B = 2;
-    kdalab_batch b2 = {.cu_seqlens = cu, .n_seqs = 1};
+    kdalab_batch b2 = {.cu_seqlens = cu, .n_seqs = 1, .HV = d.H};
     assert_int_equal(kdalab_batch_f64(&b2, KDALAB_FORM_RECURRENT, &d2, KDALAB_KDA, 0.5, p.q,
                                       p.k, p.v, p.g, p.beta, NULL, o, ht, NULL),
                      KDALAB_ESIZE);
     p.g[5] = 0.5; /* the forward's rules still apply, to the whole call */
-    kdalab_batch ok = {.cu_seqlens = cu, .n_seqs = 1};
+    kdalab_batch ok = {.cu_seqlens = cu, .n_seqs = 1, .HV = d.H};
     assert_int_equal(kdalab_batch_f64(&ok, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, p.q, p.k,
                                       p.v, p.g, p.beta, NULL, o, ht, NULL),
                      KDALAB_EDOMAIN);
     for (size_t i = 0; i < 40; i++)
         assert_true(o[i] == 7);
+    problem_free(&p);
+    gsl_rng_free(r);
+}
+
+/* HV = 0 value heads is refused by every entry point (forward in both
+ * precisions, every form; backward), naming HV, before anything is read or
+ * written: it is not a stand-in for H. */
+static void test_zero_value_heads(void **state)
+{
+    (void)state;
+    gsl_rng *r = test_rng(53);
+    kdalab_dims d = {.B = 1, .T = 6, .H = 2, .K = 3, .V = 2};
+    batch_problem p;
+    problem_make(&p, r, d, d.H, d.B);
+    const size_t no = d.B * d.T * d.H * d.V;
+    double o[24], dq[36];
+    float fq[36], fk[36], fv[24], fg[36], fb[12], fo[24];
+    for (size_t i = 0; i < 36; i++)
+        fq[i] = (float)p.q[i], fk[i] = (float)p.k[i], fg[i] = (float)p.g[i];
+    for (size_t i = 0; i < 24; i++)
+        fv[i] = (float)p.v[i];
+    for (size_t i = 0; i < 12; i++)
+        fb[i] = (float)p.beta[i];
+    const int64_t cu[] = {0, 2, 6};
+    const kdalab_batch zero[] = {{0}, {.cu_seqlens = cu, .n_seqs = 2}};
+    for (size_t z = 0; z < 2; z++)
+        for (int m = KDALAB_LINEAR_ATTENTION; m <= KDALAB_KDA; m++) {
+            for (int f = KDALAB_FORM_RECURRENT; f <= KDALAB_FORM_SIMD_CHUNK; f++) {
+                for (size_t i = 0; i < no; i++)
+                    o[i] = 7, fo[i] = 7;
+                if (f != KDALAB_FORM_SIMD_RECURRENT) {
+                    assert_int_equal(kdalab_batch_f64(&zero[z], (kdalab_form)f, &d,
+                                                      (kdalab_mechanism)m, 0.5, p.q, p.k, p.v,
+                                                      p.g, p.beta, NULL, o, NULL, NULL),
+                                     KDALAB_ESIZE);
+                    if (!strstr(kdalab_last_error(), "HV = 0"))
+                        fail_msg("'%s' does not name HV = 0", kdalab_last_error());
+                }
+                assert_int_equal(kdalab_batch_f32(&zero[z], (kdalab_form)f, &d,
+                                                  (kdalab_mechanism)m, 0.5f, fq, fk, fv, fg, fb,
+                                                  NULL, fo, NULL, NULL),
+                                 KDALAB_ESIZE);
+                for (size_t i = 0; i < no; i++)
+                    assert_true(o[i] == 7 && fo[i] == 7);
+            }
+            for (int f = KDALAB_FORM_RECURRENT; f <= KDALAB_FORM_CHUNK; f++) {
+                for (size_t i = 0; i < 36; i++)
+                    dq[i] = 7;
+                assert_int_equal(kdalab_batch_bwd_f64(&zero[z], (kdalab_form)f, &d,
+                                                      (kdalab_mechanism)m, 0.5, p.q, p.k, p.v,
+                                                      p.g, p.beta, NULL, p.d_o, NULL, dq, NULL,
+                                                      NULL, NULL, NULL, NULL, NULL),
+                                 KDALAB_ESIZE);
+                for (size_t i = 0; i < 36; i++)
+                    assert_true(dq[i] == 7);
+            }
+        }
     problem_free(&p);
     gsl_rng_free(r);
 }
@@ -391,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_varlen_is_each_sequence_alone),
         cmocka_unit_test(test_gva),
         cmocka_unit_test(test_bad_layouts),
+        cmocka_unit_test(test_zero_value_heads),
     };
     return cmocka_run_group_tests_name("batch", tests, setup, teardown);
 }

@@ -27,6 +27,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "common.h"
+#include "model/hybrid_internal.h" /* hybrid_l2_normalise, linked from libkdalab.a */
 
 #define TOL 1e-12
 
@@ -538,6 +539,28 @@ static void test_extreme_inputs(void **state)
     kdalab_hybrid_free(s);
 }
 
+/* The L2 normalisation of q and k rows (lib/model/dense.c) when |row|
+ * itself overflows: eight channels of 1.7e308 become eight of 8^-1/2, not
+ * zeros; a row of 1e-170 (squares underflow) likewise; zeros stay zeros. */
+static void test_l2_normalise_extreme_rows(void **state)
+{
+    (void)state;
+    const double vals[] = {1.7e308, -1e300, 1e-170, 4.9e-324};
+    for (size_t v = 0; v < sizeof vals / sizeof vals[0]; v++) {
+        double row[8];
+        for (size_t c = 0; c < 8; c++)
+            row[c] = vals[v];
+        hybrid_l2_normalise(row, 1, 8);
+        for (size_t c = 0; c < 8; c++)
+            if (!(fabs(fabs(row[c]) - sqrt(0.125)) < 1e-15))
+                fail_msg("a row of 8 x %g normalised to %.17g, not +-8^-1/2", vals[v], row[c]);
+    }
+    double zero[4] = {0};
+    hybrid_l2_normalise(zero, 1, 4);
+    for (size_t c = 0; c < 4; c++)
+        assert_true(zero[c] == 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_npy_roundtrip),
         cmocka_unit_test(test_bad_configurations),
         cmocka_unit_test(test_extreme_inputs),
+        cmocka_unit_test(test_l2_normalise_extreme_rows),
     };
     return cmocka_run_group_tests_name("hybrid", tests, NULL, NULL);
 }

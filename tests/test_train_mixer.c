@@ -557,6 +557,47 @@ static void test_mixer_bad_input(void **state)
     gsl_rng_free(rng);
 }
 
+/* The L2 norm of q when its squares overflow: q = (c, c) per head with
+ * c = 1.7e308 is normalised to (1, 1) / sqrt 2 as q = (1e100, 1e100) is,
+ * not to zero (|q| itself overflows): the same y, and the same dx. */
+static void test_mixer_l2norm_of_huge_q(void **state)
+{
+    (void)state;
+    const size_t B = 1, T = 3, H = 1, d = 2, D = H * d, N = B * T;
+    double y[2][6], dx[2][6];
+    for (int run = 0; run < 2; run++) {
+        gsl_rng *rng = test_rng(37); /* the same other weights in both runs */
+        mixer_problem p;
+        problem_make(&p, rng, KDALAB_MIXER_DELTANET, 0, B, T, H, d);
+        gsl_rng_free(rng);
+        const double c = run ? 1.7e308 : 1e100;
+        for (size_t i = 0; i < N * D; i++)
+            p.x[i] = 1;
+        for (size_t i = 0; i < D * D; i++)
+            p.w[WQ][i] = i % (D + 1) == 0 ? c : 0; /* c I: a = x Wq = (c, c) */
+        kdalab_mixer_params w = params_of(&p);
+        kdalab_mixer_cache *cache = NULL;
+        assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, B, T, p.x, y[run], &cache), KDALAB_OK);
+        for (size_t i = 0; i < N * D; i++)
+            p.dy[i] = 1;
+        kdalab_mixer_grads g = {0};
+        assert_int_equal(kdalab_mixer_bwd_f64(&p.cfg, &w, B, T, p.x, cache, p.dy, dx[run], &g),
+                         KDALAB_OK);
+        kdalab_mixer_cache_free(cache);
+        problem_free(&p);
+    }
+    for (size_t i = 0; i < N * D; i++)
+        if (!(fabs(y[1][i] - y[0][i]) <= 1e-14 * fmax(1, fabs(y[0][i]))))
+            fail_msg("y[%zu]: %.17g with q = 1.7e308, %.17g with q = 1e100", i, y[1][i], y[0][i]);
+    double dmax = 0;
+    for (size_t i = 0; i < N * D; i++)
+        dmax = fmax(dmax, fabs(dx[0][i]));
+    for (size_t i = 0; i < N * D; i++)
+        if (!(fabs(dx[1][i] - dx[0][i]) <= 1e-12 * dmax))
+            fail_msg("dx[%zu]: %.17g with q = 1.7e308, %.17g with q = 1e100", i, dx[1][i],
+                     dx[0][i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -567,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_mixer_attention_masked_overflow),
         cmocka_unit_test(test_mixer_bad_input),
         cmocka_unit_test(test_mixer_bwd_reports_overflow),
+        cmocka_unit_test(test_mixer_l2norm_of_huge_q),
     };
     return cmocka_run_group_tests_name("train_mixer", tests, NULL, NULL);
 }

@@ -4,8 +4,8 @@
  * one-sequence, one-head call of the chosen form, and its results scattered
  * back (see kdalab_batch.h for the layouts).
  *
- * defines: kdalab_batch_check, kdalab_batch_n_seqs, kdalab_batch_hv,
- *          kdalab_batch_f64, kdalab_batch_f32, kdalab_batch_bwd_f64
+ * defines: kdalab_batch_check, kdalab_batch_n_seqs, kdalab_batch_f64,
+ *          kdalab_batch_f32, kdalab_batch_bwd_f64
  *
  * One driver serves float64 and float32, forward and backward: rows are
  * moved by memcpy of `es` bytes per element, and the form is a callback on a
@@ -28,7 +28,11 @@ kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *d
     if (dims->B == 0 || dims->H == 0 || dims->K == 0 || dims->V == 0)
         return kdalab_fail(KDALAB_ESIZE, "B=%zu H=%zu K=%zu V=%zu: B, H, K and V must be >= 1",
                            dims->B, dims->H, dims->K, dims->V);
-    size_t HV = batch->HV ? batch->HV : dims->H;
+    const size_t HV = batch->HV;
+    if (HV == 0)
+        return kdalab_fail(KDALAB_ESIZE, "HV = 0 value heads: HV must be >= 1 (H = %zu for a "
+                                         "plain batch)",
+                           dims->H);
     if (HV % dims->H != 0)
         return kdalab_fail(KDALAB_ESIZE,
                            "HV = %zu value heads is not a multiple of H = %zu query/key heads",
@@ -66,11 +70,6 @@ kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *d
 size_t kdalab_batch_n_seqs(const kdalab_batch *batch, const kdalab_dims *dims)
 {
     return batch && batch->cu_seqlens ? batch->n_seqs : dims ? dims->B : 0;
-}
-
-size_t kdalab_batch_hv(const kdalab_batch *batch, const kdalab_dims *dims)
-{
-    return batch && batch->HV ? batch->HV : dims ? dims->H : 0;
 }
 
 /* ---- the driver ------------------------------------------------------------ */
@@ -318,7 +317,7 @@ static kdalab_status setup(call *c, const kdalab_batch *batch, kdalab_form form,
     c->H = dims->H;
     c->K = dims->K;
     c->V = dims->V;
-    c->HV = kdalab_batch_hv(batch, dims);
+    c->HV = batch->HV;
     c->G = c->HV / c->H;
     c->N = kdalab_batch_n_seqs(batch, dims);
     c->cu = batch->cu_seqlens;

@@ -51,15 +51,23 @@ static double root_mean_square(const double *x, size_t n)
     return mx * sqrt(ss / (double)n);
 }
 
-/* x is [n, m], normalised in place row by row. */
+/* x is [n, m], normalised in place row by row: each row divided by its
+ * largest magnitude first, then by the L2 norm of what that leaves (in
+ * [1, sqrt m]), so that the norm itself never over- or underflows (a row of
+ * 1.7e308 is not divided by an infinite norm). A row of zeros stays zeros. */
 void hybrid_l2_normalise(double *x, size_t n, size_t m)
 {
     for (size_t r = 0; r < n; r++) {
-        double *row = x + r * m;
-        double norm = root_mean_square(row, m) * sqrt((double)m);
-        if (norm > 0)
-            for (size_t c = 0; c < m; c++)
-                row[c] /= norm;
+        double *row = x + r * m, mx = 0.0, ss = 0.0;
+        for (size_t c = 0; c < m; c++)
+            mx = fmax(mx, fabs(row[c]));
+        if (mx == 0.0)
+            continue;
+        for (size_t c = 0; c < m; c++)
+            ss += (row[c] / mx) * (row[c] / mx);
+        const double norm = sqrt(ss);
+        for (size_t c = 0; c < m; c++)
+            row[c] = row[c] / mx / norm;
     }
 }
 

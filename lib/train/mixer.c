@@ -102,29 +102,34 @@ static size_t gate_width(const kdalab_mixer_config *cfg)
     return 0;
 }
 
-/* 1 / sqrt(|x|^2 + eps) of one row x [d]; when the squares overflow, the
- * same from x scaled by its largest magnitude (eps then does not count). */
-static double l2_inverse(size_t d, const double *x)
+/* The L2 norm of one row x [d] as a divisor m and a factor inv, so that
+ * x / sqrt(|x|^2 + eps) = (x / m) * inv: m = 1 and inv = 1 / sqrt(|x|^2 + eps)
+ * while the squares are finite; else m = max |x| and inv = 1 / sqrt(|x / m|^2)
+ * (eps then does not count), neither of which over- or underflows. */
+static double l2_scale(size_t d, const double *x, double *m)
 {
-    double ss = 0, m = 0, s2 = 0;
+    double ss = 0, mx = 0, s2 = 0;
     for (size_t i = 0; i < d; i++)
         ss += x[i] * x[i];
+    *m = 1;
     if (isfinite(ss))
         return 1 / sqrt(ss + L2_EPS);
     for (size_t i = 0; i < d; i++)
-        m = fmax(m, fabs(x[i]));
+        mx = fmax(mx, fabs(x[i]));
     for (size_t i = 0; i < d; i++)
-        s2 += (x[i] / m) * (x[i] / m);
-    return 1 / (m * sqrt(s2));
+        s2 += (x[i] / mx) * (x[i] / mx);
+    *m = mx;
+    return 1 / sqrt(s2);
 }
 
 /* y = x / sqrt(|x|^2 + eps) over each of the rows of d values. */
 static void l2norm_fwd(size_t rows, size_t d, const double *x, double *y)
 {
     for (size_t r = 0; r < rows; r++) {
-        const double inv = l2_inverse(d, x + r * d);
+        double m;
+        const double inv = l2_scale(d, x + r * d, &m);
         for (size_t i = 0; i < d; i++)
-            y[r * d + i] = x[r * d + i] * inv;
+            y[r * d + i] = x[r * d + i] / m * inv;
     }
 }
 
@@ -133,12 +138,12 @@ static void l2norm_bwd(size_t rows, size_t d, const double *x, const double *y,
                        const double *dy, double *dx)
 {
     for (size_t r = 0; r < rows; r++) {
-        double yd = 0;
+        double yd = 0, m;
         for (size_t i = 0; i < d; i++)
             yd += y[r * d + i] * dy[r * d + i];
-        const double inv = l2_inverse(d, x + r * d);
+        const double inv = l2_scale(d, x + r * d, &m);
         for (size_t i = 0; i < d; i++)
-            dx[r * d + i] = (dy[r * d + i] - y[r * d + i] * yd) * inv;
+            dx[r * d + i] = (dy[r * d + i] - y[r * d + i] * yd) / m * inv;
     }
 }
 

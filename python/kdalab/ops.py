@@ -13,6 +13,7 @@ cu_seqlens (int, [N + 1], B = 1) packs them.
 In-kernel options are applied as fla's kernels apply them, before the
 mechanism (and differentiated through in the backward):
   use_qk_l2norm_in_kernel    q, k <- x / sqrt(sum x^2 + 1e-6) per (t, head)
+                             (computed from x / max|x|: no overflow)
   use_gate_in_kernel         g is the raw gate input: g <- -exp(A_log) *
                              softplus(g + dt_bias)   (kdalab_kda_gate_f64)
   lower_bound                with the in-kernel gate: g <- lower_bound *
@@ -91,8 +92,9 @@ class _Call:
             raise ValueError("v: shape %s does not fit q's %s (v is [B, T, HV, V], HV a "
                              "multiple of H)" % (v.shape, q.shape))
         self.HV, self.V = v.shape[2], v.shape[3]
-        if self.V == 0:
-            raise ValueError("v: shape %s: V must be >= 1" % (tuple(v.shape),))
+        if self.HV == 0 or self.V == 0:
+            raise ValueError("v: shape %s: HV (value heads, v.shape[2]) and V (v.shape[3]) "
+                             "must be >= 1 (only T may be 0)" % (tuple(v.shape),))
         self.cu = cu
         if cu is not None and self.B != 1:
             raise ValueError("cu_seqlens: needs B = 1 (sequences packed along T), got B = %d"
@@ -137,12 +139,20 @@ _L2_EPS = 1e-6
 
 
 def _l2norm(x):
-    n = np.sqrt((x * x).sum(-1, keepdims=True) + _L2_EPS)
-    return x / n, n
+    """x / sqrt(sum x^2 + 1e-6) per row, without overflow: rows whose largest
+    magnitude m exceeds 1 are divided by m first, the rest of the norm being
+    sqrt(sum (x/m)^2 + 1e-6/m^2), in [1, sqrt K]; a non-zero row never comes
+    out zero. Returns y and (m, r) with y = (x / m) / r for the backward."""
+    m = np.abs(x).max(-1, keepdims=True) if x.size else np.ones(x.shape[:-1] + (1,))
+    m = np.where(m > 1, m, 1.0)
+    xs = x / m
+    r = np.sqrt((xs * xs).sum(-1, keepdims=True) + _L2_EPS / m / m)
+    return xs / r, (m, r)
 
 
 def _l2norm_bwd(y, n, dy):
-    return (dy - y * (y * dy).sum(-1, keepdims=True)) / n
+    m, r = n
+    return (dy - y * (y * dy).sum(-1, keepdims=True)) / m / r
 
 
 def _sigmoid(x):
@@ -210,6 +220,36 @@ def _normalizer(q, k, scale, cu, T):
     return z, kc
 
 
+def _check_normalizer(z, o, G, what):
+    """Refuse a normaliser z [B, T, H, 1] that is 0, or whose quotient o / z
+    (o [B, T, HV, V], value head j over z of head j // G) overflows: a
+    ValueError naming z and its index [b, t, h] in the caller's shape."""
+    bad = z[..., 0] == 0
+    if bad.any():
+        b, t, h = np.argwhere(bad)[0]
+        raise ValueError("normalize: the normaliser z[%d, %d, %d] = scale * q[%d, %d, %d] . "
+                         "cumsum(k)[%d, %d, %d] + 1e-10 is 0, so o / z is undefined (pass "
+                         "normalize=False, or q, k whose z is non-zero)"
+                         % (b, t, h, b, t, h, b, t, h))
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.abs(o) / np.abs(_per_value_head(z, G))
+    bad = ~np.isfinite(q)
+    if bad.any():
+        b, t, j, c = np.argwhere(bad)[0]
+        raise ValueError("normalize: %s: o[%d, %d, %d, %d] / z[%d, %d, %d] overflows float64 "
+                         "(the normaliser z = %.3g is too small for o = %.3g)"
+                         % (what, b, t, j, c, b, t, j // G, z[b, t, j // G, 0], o[b, t, j, c]))
+
+
+def _check_finite(what, name, a):
+    """A result that is not finite is an error, never returned: ValueError
+    naming the output and its index."""
+    if a is not None and not np.isfinite(a).all():
+        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        raise ValueError("%s: %s%s = %r overflowed float64 (the inputs are too large for "
+                         "this result)" % (what, name, list(idx), a[idx]))
+
+
 def _per_value_head(z, G):
     """[B, T, H, 1] -> [B, T, H * G, 1]: value head j takes q/k head j // G."""
     return np.repeat(z, G, axis=2)
@@ -253,7 +293,9 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
         _lib.ptr(g), _lib.ptr(beta), _lib.ptr(h0), _lib.ptr(o), _lib.ptr(ht), op), mech)
     if normalize:
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
+        _check_normalizer(z, o, call.HV // call.H, mech)
         o = o / _per_value_head(z, call.HV // call.H)
+    _check_finite(mech, "o", o)
     return o, (ht if output_final_state else None)
 
 
@@ -271,10 +313,15 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
                         chunk_size, False, **opt)
         G = call.HV // call.H
         z, kc = _normalizer(qe, ke, scale, call.cu, call.T)
+        _check_normalizer(z, o, G, mech + " backward")
         zv = _per_value_head(z, G)
-        dzv = -(do * o).sum(-1, keepdims=True) / zv ** 2  # per value head
+        with np.errstate(over="ignore", invalid="ignore"):
+            dzv = -(do * o).sum(-1, keepdims=True) / zv ** 2  # per value head
+            do = do / zv
+        _check_finite(mech + " backward", "do / z (the normalised output's gradient)", do)
+        _check_finite(mech + " backward", "the normaliser's gradient d z", dzv)
         dz = dzv.reshape(call.B, call.T, call.H, G, 1).sum(3)  # summed over each group
-        do = np.ascontiguousarray(do / zv)
+        do = np.ascontiguousarray(do)
         dq_extra = scale * dz * kc
         dkc = scale * dz * qe
         dk_extra = np.zeros_like(ke)
@@ -306,8 +353,11 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     if opt.get("use_gate_in_kernel"):
         dg, dA, ddt = _gate_bwd(st["g_raw"], st["gate"], opt.get("lower_bound"), call.HV,
                                 call.K, np.ascontiguousarray(dg))
-    return Grads(dq, dk, out["dv"], dg, dbeta,
-                 out["dh0"] if initial_state is not None else None, dA, ddt)
+    grads = Grads(dq, dk, out["dv"], dg, dbeta,
+                  out["dh0"] if initial_state is not None else None, dA, ddt)
+    for name, a in zip(grads._fields, grads):
+        _check_finite(mech + " backward", name, a)
+    return grads
 
 
 # ---- fla's names ---------------------------------------------------------------

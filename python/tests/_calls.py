@@ -1,0 +1,108 @@
+"""Every public function of the module, with the arguments it takes, and an
+independent float64 recurrence (REFERENCE.md's table, in NumPy) to check it.
+
+Shared by the pytest files of this folder (not itself a test file).
+"""
+
+import numpy as np
+
+import kdalab
+
+MECHS = ("kda", "gated_deltanet", "deltanet", "linear_attention")
+
+# (mechanism, form): (forward, backward)
+FUNCS = {
+    ("kda", "chunk"): (kdalab.chunk_kda, kdalab.chunk_kda_bwd),
+    ("kda", "recurrent"): (kdalab.fused_recurrent_kda, kdalab.fused_recurrent_kda_bwd),
+    ("gated_deltanet", "chunk"): (kdalab.chunk_gated_delta_rule,
+                                  kdalab.chunk_gated_delta_rule_bwd),
+    ("gated_deltanet", "recurrent"): (kdalab.fused_recurrent_gated_delta_rule,
+                                      kdalab.fused_recurrent_gated_delta_rule_bwd),
+    ("deltanet", "chunk"): (kdalab.chunk_delta_rule, kdalab.chunk_delta_rule_bwd),
+    ("deltanet", "recurrent"): (kdalab.fused_recurrent_delta_rule,
+                                kdalab.fused_recurrent_delta_rule_bwd),
+    ("linear_attention", "chunk"): (kdalab.chunk_linear_attn, kdalab.chunk_linear_attn_bwd),
+    ("linear_attention", "recurrent"): (kdalab.fused_recurrent_linear_attn,
+                                        kdalab.fused_recurrent_linear_attn_bwd),
+}
+
+
+def make(mech, rng, B, T, H, HV, K, V, dtype=np.float64):
+    """Arrays of fla's shapes for mech: a dict q, k, v, g, beta (None where the
+    mechanism has none), do, h0, dht; gates in (-2, 0], beta in [0, 1]."""
+    def rnd(shape, lo, hi):
+        return rng.uniform(lo, hi, shape).astype(dtype)
+    a = {"q": rnd((B, T, H, K), -1, 1), "k": rnd((B, T, H, K), -1, 1),
+         "v": rnd((B, T, HV, V), -1, 1), "g": None, "beta": None,
+         "do": rnd((B, T, HV, V), -1, 1), "h0": rnd((B, HV, K, V), -1, 1),
+         "dht": rnd((B, HV, K, V), -1, 1)}
+    if mech == "kda":
+        a["g"] = rnd((B, T, HV, K), -2, 0)
+    elif mech == "gated_deltanet":
+        a["g"] = rnd((B, T, HV), -2, 0)
+    if mech != "linear_attention":
+        a["beta"] = rnd((B, T, HV), 0, 1)
+    return a
+
+
+def positional(mech, a):
+    """The positional array arguments of mech's forward: q, k, v[, g][, beta]."""
+    args = [a["q"], a["k"], a["v"]]
+    if mech in ("kda", "gated_deltanet"):
+        args.append(a["g"])
+    if mech != "linear_attention":
+        args.append(a["beta"])
+    return args
+
+
+def forward(mech, form, a, **kw):
+    """o, ht of the module's forward (initial_state a['h0'], final state asked)."""
+    return FUNCS[(mech, form)][0](*positional(mech, a), initial_state=a["h0"],
+                                  output_final_state=True, **kw)
+
+
+def backward(mech, form, a, **kw):
+    return FUNCS[(mech, form)][1](*positional(mech, a), a["do"], dht=a["dht"],
+                                  initial_state=a["h0"], **kw)
+
+
+def l2norm(x):
+    """x / sqrt(sum x^2 + 1e-6) per row, as fla's kernels, computed from x / max|x|."""
+    x = np.asarray(x, dtype=np.float64)
+    m = np.abs(x).max(-1, keepdims=True)
+    safe = np.where(m > 0, m, 1.0)
+    s = ((x / safe) ** 2).sum(-1, keepdims=True)
+    return (x / safe) / np.sqrt(s + 1e-6 / safe ** 2)
+
+
+def recurrence(mech, a, scale=None, normalize=False, l2=False):
+    """The float64 recurrence: o [B, T, HV, V], ht [B, HV, K, V]."""
+    q, k, v = (np.asarray(a[n], dtype=np.float64) for n in ("q", "k", "v"))
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    G = HV // H
+    s = K ** -0.5 if scale is None else scale
+    if l2:
+        q, k = l2norm(q), l2norm(k)
+    o = np.zeros((B, T, HV, V))
+    ht = np.zeros((B, HV, K, V))
+    for b in range(B):
+        for j in range(HV):
+            S = np.array(a["h0"][b, j], dtype=np.float64)
+            kc = np.zeros(K)
+            for t in range(T):
+                qt, kt, vt = q[b, t, j // G], k[b, t, j // G], v[b, t, j]
+                if mech == "kda":
+                    S = np.exp(np.asarray(a["g"][b, t, j], dtype=np.float64))[:, None] * S
+                elif mech == "gated_deltanet":
+                    S = np.exp(np.float64(a["g"][b, t, j])) * S
+                if mech == "linear_attention":
+                    S = S + np.outer(kt, vt)
+                else:
+                    S = S + np.float64(a["beta"][b, t, j]) * np.outer(kt, vt - S.T @ kt)
+                o[b, t, j] = s * (S.T @ qt)
+                if normalize:
+                    kc = kc + kt
+                    o[b, t, j] /= s * (qt @ kc) + 1e-10
+            ht[b, j] = S
+    return o, ht

@@ -1,0 +1,103 @@
+"""Inputs at the edges of what the module accepts: zero-sized dimensions,
+values whose squares overflow, a linear-attention normaliser of zero. Each
+is a correct result or one ValueError naming the argument the caller passed.
+"""
+
+import numpy as np
+import pytest
+
+import kdalab
+from _calls import FUNCS, MECHS, backward, forward, make, recurrence
+
+FORMS = ("chunk", "recurrent")
+
+
+@pytest.mark.parametrize("mech", MECHS)
+@pytest.mark.parametrize("form", FORMS)
+def test_zero_value_heads_is_a_value_error(mech, form):
+    """v with HV = 0 value heads (q, k with H >= 1) is refused, forward and
+    backward, by a ValueError naming v: not read as HV = H."""
+    a = make(mech, np.random.default_rng(3), B=1, T=3, H=2, HV=2, K=4, V=3)
+    for n in ("v", "do", "g", "beta", "h0", "dht"):
+        if a[n] is not None:
+            a[n] = a[n][:, :, :0] if n not in ("h0", "dht") else a[n][:, :0]
+    for run in (forward, backward):
+        with pytest.raises(ValueError, match=r"v: shape \(1, 3, 0, 3\)"):
+            run(mech, form, a)
+
+
+@pytest.mark.parametrize("mech", MECHS)
+def test_zero_sized_dimensions(mech):
+    """B, H, K or V = 0: a ValueError naming the array; T = 0: an empty o and
+    the initial state carried through (final state h0, dh0 = dht)."""
+    shapes = {"B": dict(B=0, T=3, H=1, HV=1, K=2, V=2), "H": dict(B=1, T=3, H=0, HV=0, K=2, V=2),
+              "K": dict(B=1, T=3, H=1, HV=1, K=0, V=2), "V": dict(B=1, T=3, H=1, HV=1, K=2, V=0)}
+    for dim, shape in shapes.items():
+        a = make(mech, np.random.default_rng(4), **shape)
+        for form in FORMS:
+            for run in (forward, backward):
+                with pytest.raises(ValueError, match=r"^(q|v): shape"):
+                    run(mech, form, a)
+    a = make(mech, np.random.default_rng(5), B=2, T=0, H=1, HV=2, K=3, V=2)
+    for form in FORMS:
+        o, ht = forward(mech, form, a)
+        assert o.shape == (2, 0, 2, 2)
+        np.testing.assert_array_equal(ht, a["h0"])
+        gr = backward(mech, form, a)
+        assert gr.dq.shape == (2, 0, 1, 3) and gr.dv.shape == (2, 0, 2, 2)
+        np.testing.assert_array_equal(gr.dh0, a["dht"])
+
+
+@pytest.mark.parametrize("mech", ("kda", "gated_deltanet", "deltanet"))
+def test_l2norm_in_kernel_of_huge_q_and_k(mech):
+    """use_qk_l2norm_in_kernel with |q|, |k| far past 1e154 (their squares
+    overflow): the same o as at 1e150 (where 1e-6 no longer counts), and
+    gradients dq, dk scaled by 1e150 / s; never o = 0."""
+    a = make(mech, np.random.default_rng(6), B=1, T=5, H=2, HV=2, K=4, V=3)
+    ref = dict(a, q=a["q"] * 1e150, k=a["k"] * 1e150)
+    o0, h0 = forward(mech, "chunk", ref, use_qk_l2norm_in_kernel=True)
+    g0 = backward(mech, "chunk", ref, use_qk_l2norm_in_kernel=True)
+    assert np.abs(o0).max() > 0.1
+    for s in (1e160, 1e300, 1.7e308):
+        big = dict(a, q=a["q"] * s, k=a["k"] * s)
+        for form in FORMS:
+            o, ht = forward(mech, form, big, use_qk_l2norm_in_kernel=True)
+            np.testing.assert_allclose(o, o0, rtol=0, atol=1e-13 * np.abs(o0).max())
+            g = backward(mech, form, big, use_qk_l2norm_in_kernel=True)
+            for n in ("dq", "dk"):
+                want = getattr(g0, n) * (1e150 / s)
+                np.testing.assert_allclose(getattr(g, n), want, rtol=0,
+                                           atol=1e-12 * np.abs(want).max())
+            np.testing.assert_allclose(g.dv, g0.dv, rtol=0, atol=1e-12 * np.abs(g0.dv).max())
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_normalizer_zero_is_named(form):
+    """Linear attention with normalize=True and a normaliser z that is
+    exactly 0 (scale q . cumsum(k) = -1e-10 at [0, 1, 1]): forward and
+    backward raise a ValueError naming z[0, 1, 1], not o = -inf as a
+    success nor a complaint about the finite do."""
+    a = make("linear_attention", np.random.default_rng(7), B=1, T=3, H=2, HV=2, K=2, V=2)
+    a["h0"] = a["dht"] = None
+    a["k"][0, :2, 1] = [[1.0, 0.0], [1.0, 0.0]]
+    a["q"][0, 1, 1] = [-1e-10 / 2.0, 0.7]  # z = 1.0 * (-5e-11 * 2) + 1e-10 = 0
+    kw = dict(scale=1.0, normalize=True)
+    f, b = FUNCS[("linear_attention", form)]
+    with pytest.raises(ValueError, match=r"normaliser z\[0, 1, 1\].* is 0"):
+        f(a["q"], a["k"], a["v"], **kw)
+    with pytest.raises(ValueError, match=r"normaliser z\[0, 1, 1\].* is 0"):
+        b(a["q"], a["k"], a["v"], a["do"], **kw)
+
+
+def test_normalizer_too_small_is_named():
+    """A normaliser that is not 0 but so small that o / z overflows: the
+    forward names o and z at their indices; the backward refuses too."""
+    a = make("linear_attention", np.random.default_rng(8), B=1, T=2, H=1, HV=1, K=2, V=2)
+    a["k"][0, 0, 0] = [1.0, 0.0]
+    a["v"][0, 0, 0] = [1e300, 1.0]
+    a["q"][0, 0, 0] = [-1e-10 + 1e-25, 0.3]  # z = 1e-25: 1e300 / 1e-25 overflows
+    kw = dict(scale=1.0, normalize=True)
+    with pytest.raises(ValueError, match=r"o\[0, 0, 0, 0\] / z\[0, 0, 0\] overflows"):
+        kdalab.chunk_linear_attn(a["q"], a["k"], a["v"], **kw)
+    with pytest.raises(ValueError, match=r"z\[0, 0, 0\]"):
+        kdalab.chunk_linear_attn_bwd(a["q"], a["k"], a["v"], a["do"], **kw)
