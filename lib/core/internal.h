@@ -22,6 +22,11 @@ void kdalab_clear_error(void);
 /* *out = a * b; returns 0 on overflow (and leaves *out unspecified), 1 otherwise. */
 int kdalab_mul_size(size_t a, size_t b, size_t *out);
 
+/* KDALAB_EOVERFLOW, naming what and n, when n elements of elem_bytes bytes
+ * each overflow a size_t (kdalab_mul_size), else KDALAB_OK: the check of an
+ * entry point whose arrays are sized by one count the caller passes. */
+kdalab_status kdalab_check_count(const char *what, size_t n, size_t elem_bytes);
+
 /* Element counts of one problem, computed with overflow checks. */
 typedef struct {
     size_t qk;    /* B*T*H*K : q, k (and g for KDA) */

@@ -92,7 +92,8 @@ kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, 
 {
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
-    return check_values(rule, name, x, 0, n, first_bad);
+    kdalab_status s = kdalab_check_count(name, n, sizeof *x);
+    return s != KDALAB_OK ? s : check_values(rule, name, x, 0, n, first_bad);
 }
 
 kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, const float *x,
@@ -100,7 +101,8 @@ kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, 
 {
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
-    return check_values(rule, name, x, 1, n, first_bad);
+    kdalab_status s = kdalab_check_count(name, n, sizeof *x);
+    return s != KDALAB_OK ? s : check_values(rule, name, x, 1, n, first_bad);
 }
 
 kdalab_status kdalab_check_scale(double scale)

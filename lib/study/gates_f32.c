@@ -122,6 +122,9 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
 
 static kdalab_status lower_bound_check(size_t n, float lb, const float *x)
 {
+    kdalab_status s = kdalab_check_count("lower-bounded gate", n, sizeof(float));
+    if (s != KDALAB_OK)
+        return s;
     if (!isfinite(lb) || lb > 0)
         return kdalab_fail(KDALAB_EDOMAIN, "lower bound %g: it must be finite and <= 0", lb);
     if (n && !x)
