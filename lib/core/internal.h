@@ -41,6 +41,12 @@ typedef struct {
 kdalab_status kdalab_count_dims(const kdalab_dims *dims, kdalab_mechanism mech,
                                 size_t elem_bytes, kdalab_counts *out);
 
+/* kdalab_check_values_f64 / _f32 (is_f32) on an array of shape[ndim]
+ * (row-major, ndim <= KDALAB_NPY_MAX_DIMS): the message names the first bad
+ * element by its index in that shape, "name[b, t, h, k]". */
+kdalab_status kdalab_check_values_nd(kdalab_value_rule rule, const char *name, const void *x,
+                                     int is_f32, int ndim, const size_t *shape);
+
 /* KDALAB_ENONFINITE naming the first NaN/Inf of x[0..n) as "name[i] is ...",
  * or KDALAB_OK: the one finiteness check of the library. */
 kdalab_status kdalab_check_finite_f64(const char *name, const double *x, size_t n);

@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -62,9 +63,32 @@ static int all_finite(const void *x, int is_f32, size_t n)
     return !bad;
 }
 
-/* The first element of x[0..n) that breaks rule, worded as an error. */
-static kdalab_status check_values(kdalab_value_rule rule, const char *name, const void *x,
-                                  int is_f32, size_t n, size_t *first_bad)
+/* "name[i0, i1, ...]": flat index i of an array of shape[ndim] (row-major)
+ * in the caller's shape; "name[i]" when shape is NULL. */
+static void index_text(char *buf, size_t len, const char *name, size_t i, int ndim,
+                       const size_t *shape)
+{
+    size_t idx[KDALAB_NPY_MAX_DIMS] = {0};
+    if (!shape || ndim < 1 || ndim > KDALAB_NPY_MAX_DIMS) {
+        snprintf(buf, len, "%s[%zu]", name, i);
+        return;
+    }
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+    int n = snprintf(buf, len, "%s[", name);
+    for (int d = 0; d < ndim && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, d ? ", %zu" : "%zu", idx[d]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+/* The first element of x[0..n) that breaks rule, worded as an error naming
+ * it by its index in shape[ndim] (flat when shape is NULL). */
+static kdalab_status check_values_nd(kdalab_value_rule rule, const char *name, const void *x,
+                                     int is_f32, size_t n, int ndim, const size_t *shape,
+                                     size_t *first_bad)
 {
     if (rule == KDALAB_RULE_FINITE && all_finite(x, is_f32, n))
         return KDALAB_OK;
@@ -74,17 +98,35 @@ static kdalab_status check_values(kdalab_value_rule rule, const char *name, cons
             continue;
         if (first_bad)
             *first_bad = i;
+        char at[160];
+        index_text(at, sizeof at, name, i, ndim, shape);
         if (!isfinite(xi))
-            return kdalab_fail(KDALAB_ENONFINITE, "%s[%zu] is %g: inputs must be finite", name,
-                               i, xi);
+            return kdalab_fail(KDALAB_ENONFINITE, "%s is %g: inputs must be finite", at, xi);
         if (rule == KDALAB_RULE_LOG_DECAY)
             return kdalab_fail(KDALAB_EDOMAIN,
-                               "%s[%zu] = %.17g > 0: g is a log-decay and must be <= 0", name,
-                               i, xi);
+                               "%s = %.17g > 0: g is a log-decay and must be <= 0", at, xi);
         /* all 17 digits: 2.0000000001 must not print as "2" */
-        return kdalab_fail(KDALAB_EDOMAIN, "%s[%zu] = %.17g is outside [0, 2]", name, i, xi);
+        return kdalab_fail(KDALAB_EDOMAIN, "%s = %.17g is outside [0, 2]", at, xi);
     }
     return KDALAB_OK;
+}
+
+static kdalab_status check_values(kdalab_value_rule rule, const char *name, const void *x,
+                                  int is_f32, size_t n, size_t *first_bad)
+{
+    return check_values_nd(rule, name, x, is_f32, n, 0, NULL, first_bad);
+}
+
+kdalab_status kdalab_check_values_nd(kdalab_value_rule rule, const char *name, const void *x,
+                                     int is_f32, int ndim, const size_t *shape)
+{
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (!kdalab_mul_size(n, shape[d], &n))
+            return kdalab_fail(KDALAB_EOVERFLOW, "%s: its shape overflows", name);
+    if (n && !x)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", name);
+    return check_values_nd(rule, name, x, is_f32, n, ndim, shape, NULL);
 }
 
 kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, const double *x,
@@ -173,6 +215,10 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     TRY(kdalab_check_scale(scale));
     int need_beta = kdalab_mechanism_has_beta(mech);
+    /* each array's index is named in its own shape */
+    const size_t s_qk[4] = {dims->B, dims->T, dims->H, dims->K},
+                 s_v[4] = {dims->B, dims->T, dims->H, dims->V},
+                 s_state[4] = {dims->B, dims->H, dims->K, dims->V};
     if (c.qk > 0) { /* T > 0: every per-position array must be there */
         if (!q || !k || !v || !o)
             return kdalab_fail(KDALAB_ENULL, "%s is NULL",
@@ -186,16 +232,17 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         if (need_beta && !beta)
             return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
                                kdalab_mechanism_name(mech));
-        TRY(check_values(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, NULL));
-        TRY(check_values(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, NULL));
-        TRY(check_values(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, 4, s_qk, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, 4, s_qk, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, 4, s_v, NULL));
         if (c.g > 0)
-            TRY(check_values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g, NULL));
+            TRY(check_values_nd(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g,
+                                c.g == c.qk ? 4 : 3, s_qk, NULL));
         if (need_beta)
-            TRY(check_values(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, NULL));
+            TRY(check_values_nd(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, 3, s_qk, NULL));
     }
     if (h0)
-        TRY(check_values(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, 4, s_state, NULL));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -232,9 +279,11 @@ static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism me
     if (c.v > 0 && !d_o)
         return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
     TRY(check_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, is_f32, &c));
-    TRY(check_values(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, NULL));
+    const size_t s_v[4] = {dims->B, dims->T, dims->H, dims->V},
+                 s_state[4] = {dims->B, dims->H, dims->K, dims->V};
+    TRY(check_values_nd(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, 4, s_v, NULL));
     if (dht)
-        TRY(check_values(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, 4, s_state, NULL));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -311,7 +360,8 @@ kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, d
                                     const double *o)
 {
     TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0));
-    return check_values(KDALAB_RULE_FINITE, "S", S, 0, K * V, NULL);
+    const size_t shape[2] = {K, V};
+    return check_values_nd(KDALAB_RULE_FINITE, "S", S, 0, K * V, 2, shape, NULL);
 }
 
 kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
@@ -319,7 +369,8 @@ kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, f
                                     const float *g, float beta, const float *S, const float *o)
 {
     TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1));
-    return check_values(KDALAB_RULE_FINITE, "S", S, 1, K * V, NULL);
+    const size_t shape[2] = {K, V};
+    return check_values_nd(KDALAB_RULE_FINITE, "S", S, 1, K * V, 2, shape, NULL);
 }
 
 /* ---- outputs ------------------------------------------------------------------ */
