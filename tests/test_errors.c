@@ -479,6 +479,30 @@ static void test_counts_overflow_and_empty_dir(void **state)
     kdalab_hybrid_free(s);
 }
 
+/* Messages name the caller's argument, its index in the caller's shape and
+ * the rule: g[b, t, h, k], not a flat index; a gate's overflow names the
+ * gate's output, not "the state". */
+static void test_messages_name_argument_and_index(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_init(&t); /* B = 1, T = 2, H = 1, K = 3, V = 2 */
+    t.g[1 * 3 + 2] = 0.25;
+    assert_int_equal(kdalab_recurrent_f64(&t.d, KDALAB_KDA, 1.0, t.q, t.k, t.v, t.g, t.beta,
+                                          t.h0, t.o, t.ht), KDALAB_EDOMAIN);
+    assert_non_null(strstr(kdalab_last_error(), "g[0, 1, 0, 2] = 0.25 > 0"));
+    tiny_init(&t);
+    t.h0[2 * 2 + 1] = NAN;
+    assert_int_equal(kdalab_chunk_f64(&t.d, KDALAB_KDA, 1.0, t.q, t.k, t.v, t.g, t.beta, t.h0,
+                                      t.o, t.ht, NULL, NULL), KDALAB_ENONFINITE);
+    assert_non_null(strstr(kdalab_last_error(), "h0[0, 0, 2, 1] is nan"));
+    double x[2 * 2 * 3] = {0}, A_log[2] = {0, 800}, g[2 * 2 * 3];
+    assert_int_equal(kdalab_kda_gate_f64(2, 2, 3, x, A_log, NULL, g), KDALAB_ERANGE);
+    assert_non_null(strstr(kdalab_last_error(), "KDA gate: g[0, 1, 0] is -inf"));
+    assert_non_null(strstr(kdalab_last_error(), "A_log"));
+    assert_null(strstr(kdalab_last_error(), "state"));
+}
+
 /* ---- softmax attention and the KV cache ---------------------------------------- */
 
 static void test_attention(void **state)
@@ -598,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_rescaled_overflows_safe_does_not),
         cmocka_unit_test(test_overflow_is_reported),
         cmocka_unit_test(test_counts_overflow_and_empty_dir),
+        cmocka_unit_test(test_messages_name_argument_and_index),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_low_precision_rounding),
     };

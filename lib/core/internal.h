@@ -105,6 +105,15 @@ kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t 
                                        const float *ht, size_t n_ht, size_t *bad_o,
                                        size_t *bad_ht);
 
+/* An output x of shape[ndim] (NULL: not asked for) with a non-finite value:
+ * KDALAB_ERANGE "what: name[i, j, k] is inf from finite inputs: cause",
+ * naming the first such element in that shape; else KDALAB_OK (the error
+ * detail untouched). For functions whose outputs are not a form's o and ht. */
+kdalab_status kdalab_check_result_f64(const char *what, const char *name, const double *x,
+                                      int ndim, const size_t *shape, const char *cause);
+kdalab_status kdalab_check_result_f32(const char *what, const char *name, const float *x,
+                                      int ndim, const size_t *shape, const char *cause);
+
 /* Validate chunk options (NULL means defaults) into *out. want_fp32: the
  * precision must be FP32 (the float64 form). */
 kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,

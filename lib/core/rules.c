@@ -9,7 +9,8 @@
  *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
  *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
  *          kdalab_check_bwd_f64/_f32, kdalab_check_grads_f64/_f32,
- *          kdalab_check_chunk_opts (internal.h)
+ *          kdalab_check_chunk_opts, kdalab_check_values_nd,
+ *          kdalab_check_result_f64/_f32 (internal.h)
  *
  * The float64 and float32 entry points share one body: each array is read
  * through `elem` (an element of a double or float array, as double, which is
@@ -483,4 +484,35 @@ kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp
                            "precision %s needs kdalab_chunk_f32; the float64 form is exact",
                            kdalab_precision_name(out->precision));
     return KDALAB_OK;
+}
+
+/* ---- one named result ----------------------------------------------------------- */
+
+static kdalab_status check_result(const char *what, const char *name, const void *x, int is_f32,
+                                  int ndim, const size_t *shape, const char *cause)
+{
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d]; /* the shape of an array the caller checked */
+    if (!x || all_finite(x, is_f32, n))
+        return KDALAB_OK;
+    size_t i = 0;
+    while (isfinite(elem(x, is_f32, i)))
+        i++;
+    char at[160];
+    index_text(at, sizeof at, name, i, ndim, shape);
+    return kdalab_fail(KDALAB_ERANGE, "%s: %s is %g from finite inputs: %s", what, at,
+                       elem(x, is_f32, i), cause);
+}
+
+kdalab_status kdalab_check_result_f64(const char *what, const char *name, const double *x,
+                                      int ndim, const size_t *shape, const char *cause)
+{
+    return check_result(what, name, x, 0, ndim, shape, cause);
+}
+
+kdalab_status kdalab_check_result_f32(const char *what, const char *name, const float *x,
+                                      int ndim, const size_t *shape, const char *cause)
+{
+    return check_result(what, name, x, 1, ndim, shape, cause);
 }
