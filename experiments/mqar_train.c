@@ -6,8 +6,10 @@
  *          lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <gsl/gsl_statistics_double.h>
 
@@ -99,41 +101,175 @@ static char *ledger_path(const lab_ctx *x)
     return p;
 }
 
-/* The last complete ledger line with this key, into tr; 1 if found. A line
- * cut short by a killed run has fewer fields and is skipped (cut inside its
- * last field, tokens/s, it reads as a shorter number: no table uses it). */
+/* The longest line ledger_append can write, '\n' included (its buffer less
+ * the NUL): a longer line was not written by it, and a file of such lines
+ * (a device that never ends, say) is not a ledger. */
+#define LEDGER_LINE_MAX 1023
+
+/* The ledger, if there is one, must be a regular file (stat follows a
+ * symbolic link, so a link to one is fine): a device, a FIFO or a directory
+ * would block, never end, or swallow the appends. Exits (status 1) with one
+ * line otherwise; returns 0 if there is no ledger yet, 1 if there is. */
+static int ledger_usable(const lab_ctx *x, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        fprintf(stderr, "%s: the model ledger '%s': %s\n", x->name, path, strerror(errno));
+        exit(1);
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "%s: the model ledger '%s' is %s, not a regular file: move it away "
+                        "(or choose another --out)\n",
+                x->name, path,
+                S_ISDIR(sb.st_mode)    ? "a directory"
+                : S_ISCHR(sb.st_mode)  ? "a character device"
+                : S_ISBLK(sb.st_mode)  ? "a block device"
+                : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                : S_ISSOCK(sb.st_mode) ? "a socket"
+                                       : "not a file");
+        exit(1);
+    }
+    return 1;
+}
+
+/* One line of f into line[LEDGER_LINE_MAX + 1], NUL-terminated, its length
+ * (the '\n' included if it has one) in *len: 1 for a line, 0 at the end of
+ * the file. Exits (status 1) on a read error or a line longer than
+ * LEDGER_LINE_MAX, so that no file makes the read go on for ever. */
+static int ledger_line(const lab_ctx *x, const char *path, size_t lineno, FILE *f, char *line,
+                       size_t *len)
+{
+    size_t n = 0;
+    int c = EOF;
+    while (n < LEDGER_LINE_MAX && (c = getc(f)) != EOF) {
+        line[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    line[n] = '\0';
+    *len = n;
+    if (ferror(f)) {
+        fprintf(stderr, "%s: reading the model ledger '%s' failed at line %zu: %s\n", x->name,
+                path, lineno, strerror(errno));
+        exit(1);
+    }
+    if (n == LEDGER_LINE_MAX && c != '\n' && (c = getc(f)) != EOF) {
+        fprintf(stderr, "%s: %s:%zu: a line longer than %d bytes, more than any ledger line "
+                        "can be: not a model ledger (move it away, or choose another --out)\n",
+                x->name, path, lineno, LEDGER_LINE_MAX);
+        exit(1);
+    }
+    return n > 0;
+}
+
+/* One number field of a ledger line, starting at p and ending at a tab or at
+ * end: exactly what "%.17g" prints (digits, sign, point, exponent, "inf";
+ * no blanks, no hex, never empty). 1 and *out if it is one, else 0. */
+static int ledger_number(const char *p, const char *end, double *out)
+{
+    if (p == end)
+        return 0;
+    for (const char *c = p; c < end; c++)
+        if (!strchr("0123456789+-.eEinf", *c))
+            return 0;
+    char *stop;
+    errno = 0;
+    *out = strtod(p, &stop);
+    return stop == end;
+}
+
+/* The rule a ledger line's numbers break, or NULL if they are a model's:
+ * accuracy in [0, 1], test loss, training time and tokens/s finite and
+ * >= 0; or exactly the record of a diverged run (lab_mqar_train writes
+ * accuracy 0, loss inf, time 0, tokens/s 0). */
+static const char *ledger_rule_broken(const double *v)
+{
+    if (v[0] == 0 && isinf(v[1]) && v[1] > 0 && v[2] == 0 && v[3] == 0)
+        return NULL; /* a diverged run */
+    if (!(v[0] >= 0 && v[0] <= 1))
+        return "the accuracy must be in [0, 1]";
+    if (!isfinite(v[1]) || v[1] < 0)
+        return "the test loss must be finite and >= 0 (or inf with accuracy, time and "
+               "tokens/s 0: a diverged run)";
+    if (!isfinite(v[2]) || v[2] < 0)
+        return "the training time must be finite and >= 0";
+    if (!isfinite(v[3]) || v[3] < 0)
+        return "tokens/s must be finite and >= 0";
+    return NULL;
+}
+
+/* The last valid ledger line with this key, into tr; 1 if found. A line is
+ * valid if it is complete (ends with '\n'; a CR before it is allowed) and
+ * its four numbers are a model's (ledger_rule_broken). Lines of other keys,
+ * binary garbage among them, are passed over. If lines with this key exist
+ * and none is valid, one warning names the last of them (file:line) and the
+ * rule it breaks, and 0 is returned: the model is trained again. A line cut
+ * short by a killed run is such a line (or, cut inside its last field,
+ * tokens/s, it reads as a shorter number: no table uses it). */
 static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *tr)
 {
     char *path = ledger_path(x);
-    FILE *f = fopen(path, "r");
-    free(path);
-    if (!f)
+    if (!ledger_usable(x, path)) {
+        free(path);
         return 0;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot read the model ledger '%s': %s\n", x->name, path,
+                strerror(errno));
+        exit(1);
+    }
     const size_t kn = strlen(key);
-    char line[1024];
+    char line[LEDGER_LINE_MAX + 1];
+    size_t len, lineno = 0, bad_line = 0;
+    const char *bad_rule = NULL;
     int found = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, key, kn) != 0 || line[kn] != '\t' || !strchr(line, '\n'))
+    while (ledger_line(x, path, ++lineno, f, line, &len)) {
+        if (len <= kn || memcmp(line, key, kn) != 0 || line[kn] != '\t')
             continue;
+        const char *rule = NULL;
+        if (memchr(line, '\0', len))
+            rule = "it holds a NUL byte";
+        else if (line[len - 1] != '\n')
+            rule = "it does not end (cut short)";
         double v[4];
-        char *p = line + kn, *end;
-        int ok = 1;
-        for (int i = 0; i < 4 && ok; i++) {
-            v[i] = strtod(p + 1, &end);
-            ok = end != p + 1 && (*end == '\t' || (i == 3 && *end == '\n'));
+        const char *p = line + kn + 1;
+        for (int i = 0; i < 4 && !rule; i++) {
+            const char *end = p + strcspn(p, "\t\r\n");
+            if (*end == '\r' && end[1] != '\n')
+                rule = "a carriage return inside it";
+            else if (!ledger_number(p, end, &v[i]))
+                rule = i == 0   ? "the accuracy is not a number"
+                       : i == 1 ? "the test loss is not a number"
+                       : i == 2 ? "the training time is not a number"
+                                : "tokens/s is not a number";
+            else if (i < 3 && *end != '\t')
+                rule = "it has fewer than the four numbers after the key";
+            p = end + 1;
             /* (after tokens_per_s: made_with, or the end of an older line) */
-            p = end;
         }
-        if (!ok)
+        if (!rule)
+            rule = ledger_rule_broken(v);
+        if (rule) {
+            bad_line = lineno;
+            bad_rule = rule;
             continue;
+        }
         memset(tr, 0, sizeof *tr);
         tr->test_accuracy = v[0];
         tr->test_loss = v[1];
         tr->seconds = v[2];
         tr->tokens_per_s = v[3];
         found = 1;
+        bad_line = 0;
     }
     fclose(f);
+    if (!found && bad_line)
+        fprintf(stderr, "%s: %s:%zu: not read back: %s; this model is trained again\n", x->name,
+                path, bad_line, bad_rule);
+    free(path);
     return found;
 }
 
@@ -207,6 +343,10 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     kdalab_train_result tr;
     char key[512];
     ledger_key(x, s, key, sizeof key);
+    /* the ledger this model will be appended to is checked before it is trained */
+    char *lp = ledger_path(x);
+    ledger_usable(x, lp);
+    free(lp);
     if (!keep && lab_resume() && ledger_find(x, key, &tr)) {
         fill_result(&c, s, &tr, r);
         return;

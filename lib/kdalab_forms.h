@@ -87,7 +87,8 @@ typedef enum {
  * the forms do. On the first bad element: KDALAB_ENONFINITE (NaN/Inf) or
  * KDALAB_EDOMAIN (finite but outside the rule), its flat index in *first_bad
  * (when first_bad is not NULL) and a message "name[i] ..." in
- * kdalab_last_error(). KDALAB_ENULL when name is NULL, or x is NULL with n > 0.
+ * kdalab_last_error(). KDALAB_ENULL when name is NULL, or x is NULL with n > 0;
+ * KDALAB_EOVERFLOW when n elements overflow the address space.
  * For callers that read inputs themselves (the command line adds the file
  * name and the multi-index) and want the library's verdict and wording.
  */

@@ -125,14 +125,15 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
  * y = x W. Errors: those of kdalab_hybrid_config_check and kdalab_npy_read
  * (KDALAB_EIO for a missing file, with its path in kdalab_last_error()),
  * KDALAB_ESIZE (a file's shape differs from the one above),
- * KDALAB_ENONFINITE (a weight is NaN/Inf), KDALAB_ENULL, KDALAB_ENOMEM.
+ * KDALAB_ENONFINITE (a weight is NaN/Inf), KDALAB_ENULL, KDALAB_EINVAL
+ * (dir is ""), KDALAB_ENOMEM.
  */
 kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char *dir,
                                     kdalab_hybrid **out);
 
 /* Write a stack's weights as '<f8' .npy files in dir (which must exist), in
- * the layout kdalab_hybrid_new_npy reads. Errors: KDALAB_ENULL, those of
- * kdalab_npy_write. */
+ * the layout kdalab_hybrid_new_npy reads. Errors: KDALAB_ENULL, KDALAB_EINVAL
+ * (dir is ""), those of kdalab_npy_write. */
 kdalab_status kdalab_hybrid_save_npy(const kdalab_hybrid *stack, const char *dir);
 
 /* Free a stack (its weights, states and caches). NULL is allowed. */

@@ -120,7 +120,7 @@ kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const doubl
  * kdalab_silu_fwd_f64 — SiLU elementwise over n values: y = x sigmoid(x).
  * Backward: dx = dy sigmoid(x) (1 + x (1 - sigmoid(x))).
  *   x, y, dy, dx [n]
- * Errors: KDALAB_ENULL, KDALAB_ENONFINITE, KDALAB_ERANGE (dx overflowed).
+ * Errors: KDALAB_EOVERFLOW (n values overflow), KDALAB_ENULL, KDALAB_ENONFINITE, KDALAB_ERANGE.
  */
 kdalab_status kdalab_silu_fwd_f64(size_t n, const double *x, double *y);
 kdalab_status kdalab_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx);
@@ -131,7 +131,7 @@ kdalab_status kdalab_silu_bwd_f64(size_t n, const double *x, const double *dy, d
  * (an MLP's two input projections give a and b; its matmuls are not here).
  * Backward: da = dh b silu'(a), db = dh silu(a).
  *   a, b, h, dh, da, db [n]
- * Errors: KDALAB_ENULL, KDALAB_ENONFINITE, KDALAB_ERANGE.
+ * Errors: KDALAB_EOVERFLOW (n values overflow), KDALAB_ENULL, KDALAB_ENONFINITE, KDALAB_ERANGE.
  */
 kdalab_status kdalab_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h);
 kdalab_status kdalab_swiglu_bwd_f64(size_t n, const double *a, const double *b,
@@ -423,9 +423,9 @@ kdalab_status kdalab_adamw_lr(const kdalab_adamw_config *cfg, size_t step, doubl
  *   decay [n] or NULL (decay everything)
  * *grad_norm (may be NULL) gets |grad| before clipping (computed scaled, so
  * every finite gradient has a finite norm). Errors, with nothing updated:
- * those of kdalab_adamw_lr, KDALAB_ENULL, KDALAB_ENONFINITE (grad, theta or
- * m), KDALAB_EDOMAIN (v < 0); and KDALAB_ERANGE when finite inputs gave a
- * non-finite theta or v (written: the step diverged, or |grad|^2 overflowed).
+ * those of kdalab_adamw_lr, KDALAB_EOVERFLOW (n values overflow), KDALAB_ENULL,
+ * KDALAB_ENONFINITE (grad, theta or m), KDALAB_EDOMAIN (v < 0); KDALAB_ERANGE when finite
+ * inputs gave a non-finite theta or v (written: the step diverged, or |grad|^2 overflowed).
  */
 kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step, size_t n,
                                     double *theta, const double *grad, double *m, double *v,

@@ -437,6 +437,72 @@ static void test_overflow_is_reported(void **state)
     assert_string_equal(kdalab_last_error(), "");
 }
 
+/* Entry points sized by one count n refuse an n whose bytes overflow with
+ * KDALAB_EOVERFLOW before reading anything (a read of n values runs off the
+ * 4-element arrays); an empty weights directory is invalid (it named "/"). */
+static void test_counts_overflow_and_empty_dir(void **state)
+{
+    (void)state;
+    const size_t n = SIZE_MAX / 2; /* n * 8 and n * 4 overflow */
+    double x[4] = {NAN, 0, 0, 0}, y[4] = {0};
+    float xf[4] = {NAN, 0, 0, 0}, yf[4] = {0};
+    unsigned char dec[4] = {1, 1, 1, 1};
+    assert_int_equal(kdalab_lower_bound_gate_f64(n, -1, x, y), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_lower_bound_gate_bwd_f64(n, -1, x, x, y), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_lower_bound_gate_f32(n, -1, xf, yf), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_lower_bound_gate_bwd_f32(n, -1, xf, xf, yf), KDALAB_EOVERFLOW);
+    assert_non_null(strstr(kdalab_last_error(), "overflow"));
+    assert_int_equal(kdalab_silu_fwd_f64(n, x, y), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_silu_bwd_f64(n, x, x, y), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_swiglu_fwd_f64(n, x, x, y), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_swiglu_bwd_f64(n, x, x, x, y, y), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_silu_fwd_f32(n, xf, yf), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_swiglu_bwd_f32(n, xf, xf, xf, yf, yf), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_check_values_f64(KDALAB_RULE_FINITE, "x", x, n, NULL),
+                     KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_check_values_f32(KDALAB_RULE_FINITE, "x", xf, n, NULL),
+                     KDALAB_EOVERFLOW);
+    kdalab_adamw_config ac = {1e-3, 1e-4, 0.9, 0.999, 1e-8, 0.1, 1.0, 1, 10};
+    double m[4] = {0}, v[4] = {0};
+    float mf[4] = {0}, vf[4] = {0};
+    assert_int_equal(kdalab_adamw_step_f64(&ac, 0, n, y, x, m, v, dec, NULL), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_adamw_step_f32(&ac, 0, n, yf, xf, mf, vf, dec, NULL),
+                     KDALAB_EOVERFLOW);
+
+    kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
+    kdalab_hybrid *s = (kdalab_hybrid *)&cfg; /* set to NULL on refusal */
+    assert_int_equal(kdalab_hybrid_new_npy(&cfg, "", &s), KDALAB_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(kdalab_last_error(), "dir is \"\""));
+    assert_int_equal(kdalab_hybrid_new_random(&cfg, 1, &s), KDALAB_OK);
+    assert_int_equal(kdalab_hybrid_save_npy(s, ""), KDALAB_EINVAL);
+    kdalab_hybrid_free(s);
+}
+
+/* Messages name the caller's argument, its index in the caller's shape and
+ * the rule: g[b, t, h, k], not a flat index; a gate's overflow names the
+ * gate's output, not "the state". */
+static void test_messages_name_argument_and_index(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_init(&t); /* B = 1, T = 2, H = 1, K = 3, V = 2 */
+    t.g[1 * 3 + 2] = 0.25;
+    assert_int_equal(kdalab_recurrent_f64(&t.d, KDALAB_KDA, 1.0, t.q, t.k, t.v, t.g, t.beta,
+                                          t.h0, t.o, t.ht), KDALAB_EDOMAIN);
+    assert_non_null(strstr(kdalab_last_error(), "g[0, 1, 0, 2] = 0.25 > 0"));
+    tiny_init(&t);
+    t.h0[2 * 2 + 1] = NAN;
+    assert_int_equal(kdalab_chunk_f64(&t.d, KDALAB_KDA, 1.0, t.q, t.k, t.v, t.g, t.beta, t.h0,
+                                      t.o, t.ht, NULL, NULL), KDALAB_ENONFINITE);
+    assert_non_null(strstr(kdalab_last_error(), "h0[0, 0, 2, 1] is nan"));
+    double x[2 * 2 * 3] = {0}, A_log[2] = {0, 800}, g[2 * 2 * 3];
+    assert_int_equal(kdalab_kda_gate_f64(2, 2, 3, x, A_log, NULL, g), KDALAB_ERANGE);
+    assert_non_null(strstr(kdalab_last_error(), "KDA gate: g[0, 1, 0] is -inf"));
+    assert_non_null(strstr(kdalab_last_error(), "A_log"));
+    assert_null(strstr(kdalab_last_error(), "state"));
+}
+
 /* ---- softmax attention and the KV cache ---------------------------------------- */
 
 static void test_attention(void **state)
@@ -555,6 +621,8 @@ int main(void)
         cmocka_unit_test(test_no_h0_is_zero_state),
         cmocka_unit_test(test_rescaled_overflows_safe_does_not),
         cmocka_unit_test(test_overflow_is_reported),
+        cmocka_unit_test(test_counts_overflow_and_empty_dir),
+        cmocka_unit_test(test_messages_name_argument_and_index),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_low_precision_rounding),
     };

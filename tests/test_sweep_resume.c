@@ -14,7 +14,16 @@
  *   - a line cut short (a run killed while writing it) is not trusted: that
  *     model is trained again and appended on a line of its own, with the
  *     bits of the first run;
- *   - without KDALAB_RESUME the ledger is not read (the edit is ignored).
+ *   - without KDALAB_RESUME the ledger is not read (the edit is ignored);
+ *   - every number read back is checked (ledger_bad_values): a line whose
+ *     accuracy is NaN, 7.5, -inf or empty, or whose loss or time is negative,
+ *     is not read back: one warning names file:line and the rule, and that
+ *     model is trained again (same bits); a diverged run's record (accuracy
+ *     0, loss inf) is read back as it was written;
+ *   - reads of the ledger end (ledger_bounded_reads, each run under
+ *     `timeout -s KILL`, so a hang fails): a link to /dev/full, a FIFO, a
+ *     directory, a line longer than any ledger line are refused with one
+ *     clear error; a line of the longest length is passed over.
  */
 #define _GNU_SOURCE /* memrchr */
 #include <stdarg.h>
@@ -40,6 +49,22 @@ static void run_experiment(const char *env)
     int st = system(cmd);
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail_msg("%s: failed (status %d); see %s/stderr", cmd, st, tmpdir);
+}
+
+/* Run the experiment with env into dir, killed after a minute (a read that
+ * never ends fails instead of hanging); its exit status (-1: killed), its
+ * stderr in dir/stderr. */
+static int run_status(const char *dir, const char *env)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env -u KDALAB_FULL -u KDALAB_RESUME %s timeout -s KILL 60 %s --out %s --steps 2 "
+             "--test 4 >%s/stdout 2>%s/stderr",
+             env, exe, dir, tmpdir, tmpdir);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st) == 137 ? -1 : WEXITSTATUS(st);
 }
 
 static char *path_of(const char *file)
@@ -223,6 +248,182 @@ static void ledger_resume(void **state)
     free(summary);
 }
 
+/* The ledger with field `field` (0-based; the key has 14, then accuracy,
+ * loss, time, tokens/s) of line `line` (0-based) replaced by text. */
+static char *edit_field(const char *ledger, int line, int field, const char *text)
+{
+    char *out = malloc(strlen(ledger) + strlen(text) + 1);
+    assert_non_null(out);
+    const char *p = ledger;
+    for (int l = 0; l < line; p++)
+        if (*p == '\n')
+            l++;
+    for (int tabs = 0; tabs < field; p++)
+        if (*p == '\t')
+            tabs++;
+    const char *end = p + strcspn(p, "\t\n");
+    sprintf(out, "%.*s%s%s", (int)(p - ledger), ledger, text, end);
+    return out;
+}
+
+/* Line i (0-based) of s up to and including field `fields` - 1, into buf. */
+static void line_prefix(const char *s, int i, int fields, char *buf, size_t n)
+{
+    for (int l = 0; l < i; s++)
+        if (*s == '\n')
+            l++;
+    const char *e = s;
+    for (int tabs = 0; tabs < fields; e++)
+        if (*e == '\t')
+            tabs++;
+    snprintf(buf, n, "%.*s", (int)(e - s), s);
+}
+
+static void ledger_bad_values(void **state)
+{
+    (void)state;
+    remove(path_of("mqar_models.tsv"));
+    run_experiment("");
+    char *ledger = slurp(path_of("mqar_models.tsv"));
+    assert_int_equal(lines(ledger), N_MODELS);
+    /* one fault per line: line i + 1 (1-based) breaks rule[i] */
+    static const struct {
+        int field;
+        const char *text, *rule;
+    } fault[] = {
+        {14, "nan", "the accuracy is not a number"},
+        {14, "7.5", "the accuracy must be in [0, 1]"},
+        {14, "-inf", "the accuracy must be in [0, 1]"},
+        {15, "-1", "the test loss must be finite and >= 0"},
+        {16, "-0.5", "the training time must be finite and >= 0"},
+        {14, "", "the accuracy is not a number"},
+        {15, "inf", "the test loss must be finite and >= 0"}, /* accuracy not 0 */
+        {17, "-3", "tokens/s must be finite and >= 0"},
+    };
+    const int nf = (int)(sizeof fault / sizeof fault[0]);
+    char *bad = strdup(ledger);
+    assert_non_null(bad);
+    for (int i = 0; i < nf; i++) {
+        char *next = edit_field(bad, i, fault[i].field, fault[i].text);
+        free(bad);
+        bad = next;
+    }
+    /* the last line: a diverged run, as lab_mqar_train records it */
+    const char *diverged[] = {"0", "inf", "0", "0"};
+    for (int f = 0; f < 4; f++) {
+        char *next = edit_field(bad, N_MODELS - 1, 14 + f, diverged[f]);
+        free(bad);
+        bad = next;
+    }
+    spill(path_of("mqar_models.tsv"), bad);
+    assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
+    char *err = slurp(path_of("stderr"));
+    char *table = slurp(path_of("14_recall_by_mechanism.tsv"));
+    char *summary = slurp(path_of("14_recall_summary.tsv"));
+    char *after = slurp(path_of("mqar_models.tsv"));
+    for (int i = 0; i < nf; i++) {
+        char want[1024];
+        snprintf(want, sizeof want, "%s:%d: not read back: %s", path_of("mqar_models.tsv"),
+                 i + 1, fault[i].rule);
+        if (!strstr(err, want))
+            fail_msg("stderr lacks \"%s\":\n%s", want, err);
+    }
+    char no[1024];
+    snprintf(no, sizeof no, "%s:%d:", path_of("mqar_models.tsv"), N_MODELS);
+    assert_null(strstr(err, no));
+    /* the faulty models were trained again: same key and accuracy as first written */
+    assert_int_equal(lines(after), N_MODELS + nf);
+    for (int i = 0; i < nf; i++) {
+        char was[1024], now[1024];
+        line_prefix(ledger, i, 15, was, sizeof was);
+        line_prefix(after, N_MODELS + i, 15, now, sizeof now);
+        assert_string_equal(now, was);
+    }
+    /* no bad value reached a table; the diverged run did, as accuracy 0 */
+    for (const char *t = table; t; t = t == table ? summary : NULL) {
+        assert_null(strstr(t, "7.5"));
+        assert_null(strstr(t, "nan"));
+        assert_null(strstr(t, "-inf"));
+        assert_null(strstr(t, "\t-"));
+    }
+    assert_non_null(strstr(table, "\t0.0000\tinf\t"));
+    free(err);
+    free(table);
+    free(summary);
+    free(after);
+    free(bad);
+    free(ledger);
+}
+
+/* A run refused with one clear line (status 1, stderr holding want). */
+static void assert_refused(const char *dir, const char *env, const char *want)
+{
+    int st = run_status(dir, env);
+    char *err = slurp(path_of("stderr"));
+    if (st != 1 || !strstr(err, want))
+        fail_msg("--out %s (%s): status %d (want 1, -1 is killed), stderr:\n%s\nwant \"%s\"",
+                 dir, env, st, err, want);
+    free(err);
+}
+
+static void ledger_bounded_reads(void **state)
+{
+    (void)state;
+    char dir[512], ledger[600], cmd[1400];
+    /* a link to /dev/full: reads that never end */
+    snprintf(dir, sizeof dir, "%s/full", tmpdir);
+    snprintf(ledger, sizeof ledger, "%s/mqar_models.tsv", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && ln -sf /dev/full %s", dir, ledger);
+    assert_int_equal(system(cmd), 0);
+    assert_refused(dir, "KDALAB_RESUME=1", "is a character device, not a regular file");
+    assert_refused(dir, "", "is a character device, not a regular file");
+    /* a FIFO: opening it would wait for a writer */
+    snprintf(dir, sizeof dir, "%s/fifo", tmpdir);
+    snprintf(ledger, sizeof ledger, "%s/mqar_models.tsv", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && mkfifo %s", dir, ledger);
+    assert_int_equal(system(cmd), 0);
+    assert_refused(dir, "KDALAB_RESUME=1", "is a FIFO, not a regular file");
+    /* a directory */
+    snprintf(dir, sizeof dir, "%s/dir", tmpdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/mqar_models.tsv", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_refused(dir, "KDALAB_RESUME=1", "is a directory, not a regular file");
+    /* a regular file of zeros without a line end, as /dev/full reads */
+    snprintf(dir, sizeof dir, "%s/long", tmpdir);
+    snprintf(ledger, sizeof ledger, "%s/mqar_models.tsv", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && head -c 100000 /dev/zero > %s", dir, ledger);
+    assert_int_equal(system(cmd), 0);
+    char want[700];
+    snprintf(want, sizeof want, "%s:1: a line longer than 1023 bytes", ledger);
+    assert_refused(dir, "KDALAB_RESUME=1", want);
+    /* a line of 1023 bytes (the '\n' included), the longest a ledger line can
+     * be, is passed over; one byte more is refused, naming its line */
+    remove(path_of("mqar_models.tsv"));
+    run_experiment("");
+    char *good = slurp(path_of("mqar_models.tsv"));
+    char *text = malloc(strlen(good) + 2048);
+    assert_non_null(text);
+    strcpy(text, good);
+    size_t n = strlen(text);
+    memset(text + n, 'x', 1022);
+    text[n + 1022] = '\n';
+    text[n + 1023] = '\0';
+    spill(path_of("mqar_models.tsv"), text);
+    assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
+    char *l_again = slurp(path_of("mqar_models.tsv"));
+    assert_string_equal(l_again, text); /* nothing trained */
+    free(l_again);
+    memset(text + n, 'x', 1023);
+    text[n + 1023] = '\n';
+    text[n + 1024] = '\0';
+    spill(path_of("mqar_models.tsv"), text);
+    snprintf(want, sizeof want, "%s:%d: a line longer than 1023 bytes", path_of("mqar_models.tsv"),
+             N_MODELS + 1);
+    assert_refused(tmpdir, "KDALAB_RESUME=1", want);
+    free(text);
+    free(good);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -246,6 +447,8 @@ static int teardown(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(ledger_resume)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(ledger_resume),
+                                       cmocka_unit_test(ledger_bad_values),
+                                       cmocka_unit_test(ledger_bounded_reads)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -170,30 +170,29 @@ static void scatter_add(void *dst, const void *src, const call *c, size_t b, siz
 /* The whole call's values, by the library's rules, before anything runs. */
 static kdalab_status check_values(const call *c)
 {
-    const size_t rows = c->B * c->T; /* dims were checked: no overflow below */
+    /* dims were checked: no shape overflows; each array with its shape, so a message names the caller's index
+     * (g[0, 17, 2, 5]); ndim 0: the array is not in this call */
     const struct {
         const char *name;
         const void *x;
-        size_t n;
+        int ndim;
+        size_t shape[4];
         kdalab_value_rule rule;
-    } arr[] = {{"q", c->q, rows * c->H * c->K, KDALAB_RULE_FINITE},
-               {"k", c->k, rows * c->H * c->K, KDALAB_RULE_FINITE},
-               {"v", c->v, rows * c->HV * c->V, KDALAB_RULE_FINITE},
-               {"g", c->g, c->gw ? rows * c->HV * c->gw : 0, KDALAB_RULE_LOG_DECAY},
-               {"beta", c->beta, kdalab_mechanism_has_beta(c->mech) ? rows * c->HV : 0,
-                KDALAB_RULE_BETA},
-               {"h0", c->h0, c->h0 ? c->N * c->HV * c->K * c->V : 0, KDALAB_RULE_FINITE},
-               {"d_o", c->d_o, c->bwd ? rows * c->HV * c->V : 0, KDALAB_RULE_FINITE},
-               {"dht", c->dht, c->dht ? c->N * c->HV * c->K * c->V : 0, KDALAB_RULE_FINITE}};
+    } arr[] = {{"q", c->q, 4, {c->B, c->T, c->H, c->K}, KDALAB_RULE_FINITE},
+               {"k", c->k, 4, {c->B, c->T, c->H, c->K}, KDALAB_RULE_FINITE},
+               {"v", c->v, 4, {c->B, c->T, c->HV, c->V}, KDALAB_RULE_FINITE},
+               {"g", c->g, c->gw == 0 ? 0 : c->gw == 1 ? 3 : 4, {c->B, c->T, c->HV, c->gw},
+                KDALAB_RULE_LOG_DECAY},
+               {"beta", c->beta, kdalab_mechanism_has_beta(c->mech) ? 3 : 0,
+                {c->B, c->T, c->HV}, KDALAB_RULE_BETA},
+               {"h0", c->h0, c->h0 ? 4 : 0, {c->N, c->HV, c->K, c->V}, KDALAB_RULE_FINITE},
+               {"d_o", c->d_o, c->bwd ? 4 : 0, {c->B, c->T, c->HV, c->V}, KDALAB_RULE_FINITE},
+               {"dht", c->dht, c->dht ? 4 : 0, {c->N, c->HV, c->K, c->V}, KDALAB_RULE_FINITE}};
     kdalab_status s = kdalab_check_scale(c->scale);
-    for (size_t a = 0; s == KDALAB_OK && a < sizeof arr / sizeof arr[0]; a++) {
-        if (arr[a].n && !arr[a].x)
-            return kdalab_fail(KDALAB_ENULL, "%s is NULL", arr[a].name);
-        s = c->es == 8 ? kdalab_check_values_f64(arr[a].rule, arr[a].name, arr[a].x, arr[a].n,
-                                                 NULL)
-                       : kdalab_check_values_f32(arr[a].rule, arr[a].name, arr[a].x, arr[a].n,
-                                                 NULL);
-    }
+    for (size_t a = 0; s == KDALAB_OK && a < sizeof arr / sizeof arr[0]; a++)
+        if (arr[a].ndim)
+            s = kdalab_check_values_nd(arr[a].rule, arr[a].name, arr[a].x, c->es != 8,
+                                       arr[a].ndim, arr[a].shape);
     return s;
 }
 

@@ -22,6 +22,11 @@ void kdalab_clear_error(void);
 /* *out = a * b; returns 0 on overflow (and leaves *out unspecified), 1 otherwise. */
 int kdalab_mul_size(size_t a, size_t b, size_t *out);
 
+/* KDALAB_EOVERFLOW, naming what and n, when n elements of elem_bytes bytes
+ * each overflow a size_t (kdalab_mul_size), else KDALAB_OK: the check of an
+ * entry point whose arrays are sized by one count the caller passes. */
+kdalab_status kdalab_check_count(const char *what, size_t n, size_t elem_bytes);
+
 /* Element counts of one problem, computed with overflow checks. */
 typedef struct {
     size_t qk;    /* B*T*H*K : q, k (and g for KDA) */
@@ -35,6 +40,12 @@ typedef struct {
  * EOVERFLOW when an element or byte count (elem_bytes each) overflows. */
 kdalab_status kdalab_count_dims(const kdalab_dims *dims, kdalab_mechanism mech,
                                 size_t elem_bytes, kdalab_counts *out);
+
+/* kdalab_check_values_f64 / _f32 (is_f32) on an array of shape[ndim]
+ * (row-major, ndim <= KDALAB_NPY_MAX_DIMS): the message names the first bad
+ * element by its index in that shape, "name[b, t, h, k]". */
+kdalab_status kdalab_check_values_nd(kdalab_value_rule rule, const char *name, const void *x,
+                                     int is_f32, int ndim, const size_t *shape);
 
 /* KDALAB_ENONFINITE naming the first NaN/Inf of x[0..n) as "name[i] is ...",
  * or KDALAB_OK: the one finiteness check of the library. */
@@ -93,6 +104,15 @@ kdalab_status kdalab_check_outputs_f64(const char *what, const double *o, size_t
 kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t n_o,
                                        const float *ht, size_t n_ht, size_t *bad_o,
                                        size_t *bad_ht);
+
+/* An output x of shape[ndim] (NULL: not asked for) with a non-finite value:
+ * KDALAB_ERANGE "what: name[i, j, k] is inf from finite inputs: cause",
+ * naming the first such element in that shape; else KDALAB_OK (the error
+ * detail untouched). For functions whose outputs are not a form's o and ht. */
+kdalab_status kdalab_check_result_f64(const char *what, const char *name, const double *x,
+                                      int ndim, const size_t *shape, const char *cause);
+kdalab_status kdalab_check_result_f32(const char *what, const char *name, const float *x,
+                                      int ndim, const size_t *shape, const char *cause);
 
 /* Validate chunk options (NULL means defaults) into *out. want_fp32: the
  * precision must be FP32 (the float64 form). */

@@ -9,7 +9,8 @@
  *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
  *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
  *          kdalab_check_bwd_f64/_f32, kdalab_check_grads_f64/_f32,
- *          kdalab_check_chunk_opts (internal.h)
+ *          kdalab_check_chunk_opts, kdalab_check_values_nd,
+ *          kdalab_check_result_f64/_f32 (internal.h)
  *
  * The float64 and float32 entry points share one body: each array is read
  * through `elem` (an element of a double or float array, as double, which is
@@ -17,6 +18,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -62,9 +64,32 @@ static int all_finite(const void *x, int is_f32, size_t n)
     return !bad;
 }
 
-/* The first element of x[0..n) that breaks rule, worded as an error. */
-static kdalab_status check_values(kdalab_value_rule rule, const char *name, const void *x,
-                                  int is_f32, size_t n, size_t *first_bad)
+/* "name[i0, i1, ...]": flat index i of an array of shape[ndim] (row-major)
+ * in the caller's shape; "name[i]" when shape is NULL. */
+static void index_text(char *buf, size_t len, const char *name, size_t i, int ndim,
+                       const size_t *shape)
+{
+    size_t idx[KDALAB_NPY_MAX_DIMS] = {0};
+    if (!shape || ndim < 1 || ndim > KDALAB_NPY_MAX_DIMS) {
+        snprintf(buf, len, "%s[%zu]", name, i);
+        return;
+    }
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+    int n = snprintf(buf, len, "%s[", name);
+    for (int d = 0; d < ndim && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, d ? ", %zu" : "%zu", idx[d]);
+    if (n > 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, "]");
+}
+
+/* The first element of x[0..n) that breaks rule, worded as an error naming
+ * it by its index in shape[ndim] (flat when shape is NULL). */
+static kdalab_status check_values_nd(kdalab_value_rule rule, const char *name, const void *x,
+                                     int is_f32, size_t n, int ndim, const size_t *shape,
+                                     size_t *first_bad)
 {
     if (rule == KDALAB_RULE_FINITE && all_finite(x, is_f32, n))
         return KDALAB_OK;
@@ -74,17 +99,35 @@ static kdalab_status check_values(kdalab_value_rule rule, const char *name, cons
             continue;
         if (first_bad)
             *first_bad = i;
+        char at[160];
+        index_text(at, sizeof at, name, i, ndim, shape);
         if (!isfinite(xi))
-            return kdalab_fail(KDALAB_ENONFINITE, "%s[%zu] is %g: inputs must be finite", name,
-                               i, xi);
+            return kdalab_fail(KDALAB_ENONFINITE, "%s is %g: inputs must be finite", at, xi);
         if (rule == KDALAB_RULE_LOG_DECAY)
             return kdalab_fail(KDALAB_EDOMAIN,
-                               "%s[%zu] = %.17g > 0: g is a log-decay and must be <= 0", name,
-                               i, xi);
+                               "%s = %.17g > 0: g is a log-decay and must be <= 0", at, xi);
         /* all 17 digits: 2.0000000001 must not print as "2" */
-        return kdalab_fail(KDALAB_EDOMAIN, "%s[%zu] = %.17g is outside [0, 2]", name, i, xi);
+        return kdalab_fail(KDALAB_EDOMAIN, "%s = %.17g is outside [0, 2]", at, xi);
     }
     return KDALAB_OK;
+}
+
+static kdalab_status check_values(kdalab_value_rule rule, const char *name, const void *x,
+                                  int is_f32, size_t n, size_t *first_bad)
+{
+    return check_values_nd(rule, name, x, is_f32, n, 0, NULL, first_bad);
+}
+
+kdalab_status kdalab_check_values_nd(kdalab_value_rule rule, const char *name, const void *x,
+                                     int is_f32, int ndim, const size_t *shape)
+{
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (!kdalab_mul_size(n, shape[d], &n))
+            return kdalab_fail(KDALAB_EOVERFLOW, "%s: its shape overflows", name);
+    if (n && !x)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", name);
+    return check_values_nd(rule, name, x, is_f32, n, ndim, shape, NULL);
 }
 
 kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, const double *x,
@@ -92,7 +135,8 @@ kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, 
 {
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
-    return check_values(rule, name, x, 0, n, first_bad);
+    kdalab_status s = kdalab_check_count(name, n, sizeof *x);
+    return s != KDALAB_OK ? s : check_values(rule, name, x, 0, n, first_bad);
 }
 
 kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, const float *x,
@@ -100,7 +144,8 @@ kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, 
 {
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
-    return check_values(rule, name, x, 1, n, first_bad);
+    kdalab_status s = kdalab_check_count(name, n, sizeof *x);
+    return s != KDALAB_OK ? s : check_values(rule, name, x, 1, n, first_bad);
 }
 
 kdalab_status kdalab_check_scale(double scale)
@@ -171,6 +216,10 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     TRY(kdalab_check_scale(scale));
     int need_beta = kdalab_mechanism_has_beta(mech);
+    /* each array's index is named in its own shape */
+    const size_t s_qk[4] = {dims->B, dims->T, dims->H, dims->K},
+                 s_v[4] = {dims->B, dims->T, dims->H, dims->V},
+                 s_state[4] = {dims->B, dims->H, dims->K, dims->V};
     if (c.qk > 0) { /* T > 0: every per-position array must be there */
         if (!q || !k || !v || !o)
             return kdalab_fail(KDALAB_ENULL, "%s is NULL",
@@ -184,16 +233,17 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         if (need_beta && !beta)
             return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
                                kdalab_mechanism_name(mech));
-        TRY(check_values(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, NULL));
-        TRY(check_values(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, NULL));
-        TRY(check_values(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, 4, s_qk, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, 4, s_qk, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, 4, s_v, NULL));
         if (c.g > 0)
-            TRY(check_values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g, NULL));
+            TRY(check_values_nd(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g,
+                                c.g == c.qk ? 4 : 3, s_qk, NULL));
         if (need_beta)
-            TRY(check_values(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, NULL));
+            TRY(check_values_nd(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, 3, s_qk, NULL));
     }
     if (h0)
-        TRY(check_values(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, 4, s_state, NULL));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -230,9 +280,11 @@ static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism me
     if (c.v > 0 && !d_o)
         return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
     TRY(check_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, is_f32, &c));
-    TRY(check_values(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, NULL));
+    const size_t s_v[4] = {dims->B, dims->T, dims->H, dims->V},
+                 s_state[4] = {dims->B, dims->H, dims->K, dims->V};
+    TRY(check_values_nd(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, 4, s_v, NULL));
     if (dht)
-        TRY(check_values(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, 4, s_state, NULL));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -309,7 +361,8 @@ kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, d
                                     const double *o)
 {
     TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0));
-    return check_values(KDALAB_RULE_FINITE, "S", S, 0, K * V, NULL);
+    const size_t shape[2] = {K, V};
+    return check_values_nd(KDALAB_RULE_FINITE, "S", S, 0, K * V, 2, shape, NULL);
 }
 
 kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
@@ -317,7 +370,8 @@ kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, f
                                     const float *g, float beta, const float *S, const float *o)
 {
     TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1));
-    return check_values(KDALAB_RULE_FINITE, "S", S, 1, K * V, NULL);
+    const size_t shape[2] = {K, V};
+    return check_values_nd(KDALAB_RULE_FINITE, "S", S, 1, K * V, 2, shape, NULL);
 }
 
 /* ---- outputs ------------------------------------------------------------------ */
@@ -430,4 +484,35 @@ kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp
                            "precision %s needs kdalab_chunk_f32; the float64 form is exact",
                            kdalab_precision_name(out->precision));
     return KDALAB_OK;
+}
+
+/* ---- one named result ----------------------------------------------------------- */
+
+static kdalab_status check_result(const char *what, const char *name, const void *x, int is_f32,
+                                  int ndim, const size_t *shape, const char *cause)
+{
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d]; /* the shape of an array the caller checked */
+    if (!x || all_finite(x, is_f32, n))
+        return KDALAB_OK;
+    size_t i = 0;
+    while (isfinite(elem(x, is_f32, i)))
+        i++;
+    char at[160];
+    index_text(at, sizeof at, name, i, ndim, shape);
+    return kdalab_fail(KDALAB_ERANGE, "%s: %s is %g from finite inputs: %s", what, at,
+                       elem(x, is_f32, i), cause);
+}
+
+kdalab_status kdalab_check_result_f64(const char *what, const char *name, const double *x,
+                                      int ndim, const size_t *shape, const char *cause)
+{
+    return check_result(what, name, x, 0, ndim, shape, cause);
+}
+
+kdalab_status kdalab_check_result_f32(const char *what, const char *name, const float *x,
+                                      int ndim, const size_t *shape, const char *cause)
+{
+    return check_result(what, name, x, 1, ndim, shape, cause);
 }

@@ -3,7 +3,7 @@
  * size-overflow check every allocation goes through.
  *
  * defines: kdalab_strerror, kdalab_last_error (public); kdalab_clear_error,
- *          kdalab_fail, kdalab_mul_size (internal.h)
+ *          kdalab_fail, kdalab_mul_size, kdalab_check_count (internal.h)
  */
 #include <math.h>
 #include <stdarg.h>
@@ -53,4 +53,13 @@ int kdalab_mul_size(size_t a, size_t b, size_t *out)
         return 0;
     *out = a * b;
     return 1;
+}
+
+kdalab_status kdalab_check_count(const char *what, size_t n, size_t elem_bytes)
+{
+    size_t bytes;
+    if (!kdalab_mul_size(n, elem_bytes, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "%s: %zu elements of %zu bytes overflow the address space",
+                           what, n, elem_bytes);
+    return KDALAB_OK;
 }

@@ -58,6 +58,8 @@ kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char 
     *out = NULL;
     if (!dir)
         return kdalab_fail(KDALAB_ENULL, "hybrid_new_npy: dir is NULL");
+    if (!*dir) /* "" would read the weights from "/layerNN..." */
+        return kdalab_fail(KDALAB_EINVAL, "hybrid_new_npy: dir is \"\": name a directory");
     kdalab_hybrid *s = NULL;
     kdalab_status st = hybrid_alloc(cfg, &s);
     if (st != KDALAB_OK)
@@ -109,6 +111,8 @@ kdalab_status kdalab_hybrid_save_npy(const kdalab_hybrid *s, const char *dir)
 {
     if (!s || !dir)
         return kdalab_fail(KDALAB_ENULL, "hybrid_save_npy: NULL argument");
+    if (!*dir) /* "" would write the weights to "/layerNN..." */
+        return kdalab_fail(KDALAB_EINVAL, "hybrid_save_npy: dir is \"\": name a directory");
     char path[4096];
     for (size_t l = 0; l < s->cfg.n_layers; l++) {
         weight_file f[8];

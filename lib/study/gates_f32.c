@@ -76,7 +76,13 @@ kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
         size_t hc = i % hk, h = hc / K;
         g[i] = -expf(A_log[h]) * softplus(x[i] + (dt_bias ? dt_bias[hc] : 0));
     }
-    return kdalab_check_outputs_f32("KDA gate", g, n, NULL, 0, NULL, NULL);
+    const size_t shape[3] = {BT, H, K};
+    s = kdalab_check_result_f32("KDA gate", "g", g, 3, shape,
+                                "-expf(A_log[h]) * softplus(x + dt_bias[h, k]) overflowed "
+                                "(A_log too large)");
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
 }
 
 kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float *x,
@@ -112,9 +118,15 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
         dA_log[h] = dA[h];
     for (size_t hc = 0; ddt_bias && hc < hk; hc++)
         ddt_bias[hc] = db[hc];
-    s = kdalab_check_outputs_f32("KDA gate backward", dA, H, db, hk, NULL, NULL);
-    if (s == KDALAB_OK && dx)
-        s = kdalab_check_outputs_f32("KDA gate backward", dx, n, NULL, 0, NULL, NULL);
+    const size_t s_x[3] = {BT, H, K}, s_b[2] = {H, K};
+    const char *why = "a product with expf(A_log) or dg overflowed";
+    s = kdalab_check_result_f32("KDA gate backward", "dA_log", dA, 1, &H, why);
+    if (s == KDALAB_OK)
+        s = kdalab_check_result_f32("KDA gate backward", "ddt_bias", db, 2, s_b, why);
+    if (s == KDALAB_OK)
+        s = kdalab_check_result_f32("KDA gate backward", "dx", dx, 3, s_x, why);
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
     free(dA);
     free(db);
     return s;
@@ -122,6 +134,9 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
 
 static kdalab_status lower_bound_check(size_t n, float lb, const float *x)
 {
+    kdalab_status s = kdalab_check_count("lower-bounded gate", n, sizeof(float));
+    if (s != KDALAB_OK)
+        return s;
     if (!isfinite(lb) || lb > 0)
         return kdalab_fail(KDALAB_EDOMAIN, "lower bound %g: it must be finite and <= 0", lb);
     if (n && !x)
@@ -158,5 +173,9 @@ kdalab_status kdalab_lower_bound_gate_bwd_f32(size_t n, float lb, const float *x
         float sg = sigmoid(x[i]);
         dx[i] = dg[i] * lb * sg * (1 - sg);
     }
-    return kdalab_check_outputs_f32("lower-bounded gate backward", dx, n, NULL, 0, NULL, NULL);
+    s = kdalab_check_result_f32("lower-bounded gate backward", "dx", dx, 1, &n,
+                                "dg * lb * sigmoid'(x) overflowed");
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
 }

@@ -41,6 +41,9 @@ kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step,
     kdalab_status s = kdalab_adamw_lr(cfg, step, &lr);
     if (s != KDALAB_OK)
         return s;
+    s = kdalab_check_count("adamw", n, sizeof(float));
+    if (s != KDALAB_OK)
+        return s;
     if (n && (!theta || !grad || !m || !v))
         return kdalab_fail(KDALAB_ENULL, "adamw: theta, grad, m or v is NULL");
     s = kdalab_check_values_f32(KDALAB_RULE_FINITE, "grad", grad, n, NULL);

@@ -65,7 +65,10 @@ kdalab_status train_attention_fwd_f64(const kdalab_dims *dims, double scale, con
     // q, k are (B, T, H, K); v, o are (B, T, H, V); K == V (the model's heads)
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t tile = T < TILE ? T : TILE, ldk = H * K, ldv = H * V;
-    double *P = malloc(tile * T * sizeof *P); // (tile, T) one tile's probabilities
+    size_t tt, bytes;
+    if (!kdalab_mul_size(tile, T, &tt) || !kdalab_mul_size(tt, sizeof(double), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "softmax attention: T = %zu overflows", T);
+    double *P = malloc(tt * sizeof *P); // (tile, T) one tile's probabilities
     if (!P)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for attention scores, T = %zu", T);
     for (size_t b = 0; b < B; b++)
@@ -93,8 +96,11 @@ kdalab_status train_attention_bwd_f64(const kdalab_dims *dims, double scale, con
     // q, k, dq, dk are (B, T, H, K); v, o, d_o, dv are (B, T, H, V); K == V
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t tile = T < TILE ? T : TILE, ldk = H * K, ldv = H * V;
-    double *P = malloc(tile * T * sizeof *P);  // (tile, T) probabilities
-    double *dS = malloc(tile * T * sizeof *dS); // (tile, T) dP, then dS in place
+    size_t tt, bytes;
+    if (!kdalab_mul_size(tile, T, &tt) || !kdalab_mul_size(tt, sizeof(double), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "softmax attention backward: T = %zu overflows", T);
+    double *P = malloc(tt * sizeof *P);  // (tile, T) probabilities
+    double *dS = malloc(tt * sizeof *dS); // (tile, T) dP, then dS in place
     if (!P || !dS) {
         free(P);
         free(dS);

@@ -41,6 +41,9 @@ static kdalab_status count2(const char *what, size_t a, size_t b, size_t *n)
 /* An input array of n values: not NULL when n > 0, every value finite. */
 static kdalab_status input(const char *name, const double *x, size_t n)
 {
+    kdalab_status s = kdalab_check_count(name, n, sizeof(double));
+    if (s != KDALAB_OK)
+        return s;
     if (n && !x)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name);
     return kdalab_check_values_f64(KDALAB_RULE_FINITE, name, x, n, NULL);
@@ -49,6 +52,9 @@ static kdalab_status input(const char *name, const double *x, size_t n)
 /* A required output array of n values. */
 static kdalab_status output(const char *name, const double *y, size_t n)
 {
+    kdalab_status s = kdalab_check_count(name, n, sizeof(double));
+    if (s != KDALAB_OK)
+        return s;
     if (n && !y)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name);
     return KDALAB_OK;

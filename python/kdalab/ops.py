@@ -66,8 +66,11 @@ def _as_cu(cu_seqlens):
     if a.dtype.kind not in "iu" or a.ndim != 1 or a.size < 2:
         raise ValueError("cu_seqlens: an integer array [N + 1] is required, got dtype %s "
                          "shape %s" % (a.dtype, a.shape))
-    if a.dtype.kind == "u" and a.max() > np.iinfo(np.int64).max:
-        raise ValueError("cu_seqlens: %d does not fit int64" % a.max())
+    # Python ints: a NumPy comparison of uint64 with an int64 bound goes through
+    # float64, where 2**63 + 1 rounds to the bound and passes
+    if a.dtype.kind == "u" and int(a.max()) > int(np.iinfo(np.int64).max):
+        i = int(np.argmax(a))
+        raise ValueError("cu_seqlens[%d] = %d does not fit int64" % (i, int(a[i])))
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
@@ -171,14 +174,31 @@ def _gate_fwd(g, A_log, dt_bias, lower_bound, HV, K):
         dt_bias = dt_bias.reshape(-1)
     rows = g.size // (HV * K)
     out = np.empty_like(g)
+    with np.errstate(over="ignore"):
+        big = ~np.isfinite(np.exp(A_log))
+    if np.isfinite(A_log).all() and big.any():  # (a NaN is the C check's to name)
+        h = int(np.argmax(big))
+        raise _lib.KdalabError(_lib.ERANGE, "use_gate_in_kernel: A_log[%d] = %.17g: exp(A_log) "
+                               "overflows, so the gate -exp(A_log) * ... does" % (h, A_log[h]))
     if lower_bound is None:
         _lib.check(_lib.lib.kdalab_kda_gate_f64(rows, HV, K, _lib.ptr(g), _lib.ptr(A_log),
                                                 _lib.ptr(dt_bias), _lib.ptr(out)),
                    "use_gate_in_kernel")
         return out, (A_log, dt_bias, None)
-    x = np.exp(A_log)[:, None] * (g.reshape(rows, HV, K) +
-                                 (dt_bias.reshape(HV, K) if dt_bias is not None else 0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = np.exp(A_log)[:, None] * (g.reshape(rows, HV, K) +
+                                     (dt_bias.reshape(HV, K) if dt_bias is not None else 0))
     x = np.ascontiguousarray(x.reshape(g.shape))
+    if not np.isfinite(x).all():  # name the caller's arguments, not the internal x
+        at = np.unravel_index(int(np.argmin(np.isfinite(x))), g.shape)
+        h, c = at[-2], at[-1]
+        raise _lib.KdalabError(_lib.ERANGE, "lower_bound gate: exp(A_log[%d]) * (g[%s]%s) = "
+                               "%g overflows: A_log[%d] = %.17g, g[%s] = %.17g%s" % (
+                                   h, ", ".join(map(str, at)),
+                                   " + dt_bias[%d, %d]" % (h, c) if dt_bias is not None else "",
+                                   x[at], h, A_log[h], ", ".join(map(str, at)), g[at],
+                                   ", dt_bias[%d, %d] = %.17g" % (h, c, dt_bias[h * K + c])
+                                   if dt_bias is not None else ""))
     _lib.check(_lib.lib.kdalab_lower_bound_gate_f64(x.size, float(lower_bound), _lib.ptr(x),
                                                     _lib.ptr(out)), "lower_bound gate")
     return out, (A_log, dt_bias, x)

@@ -294,3 +294,38 @@ def test_more_bad_arguments():
     ref = np.ones((2, 2))
     with pytest.raises(AssertionError, match="worst at"):
         assert_close("x", ref, ref * 2, 1e-3)
+
+
+def test_messages_name_the_callers_argument_and_index():
+    r = np.random.default_rng(5)
+    B, T, H, K, V = 1, 20, 3, 6, 4
+    q, k = r.normal(size=(B, T, H, K)), r.normal(size=(B, T, H, K))
+    v, beta = r.normal(size=(B, T, H, V)), r.uniform(0, 1, size=(B, T, H))
+    g = -np.abs(r.normal(size=(B, T, H, K)))
+    bad = g.copy()
+    bad[0, 17, 2, 5] = 0.5  # the index in the caller's shape, not flat
+    with pytest.raises(ValueError, match=r"g\[0, 17, 2, 5\] = 0\.5 > 0"):
+        kdalab.chunk_kda(q, k, v, bad, beta)
+    bad = q.copy()
+    bad[0, 3, 1, 2] = np.inf
+    with pytest.raises(ValueError, match=r"q\[0, 3, 1, 2\] is inf"):
+        kdalab.fused_recurrent_kda(bad, k, v, g, beta)
+    # exp(A_log) overflows: A_log is named, never the module's internal array
+    A_log = np.array([0.0, 800.0, 0.0])
+    for lb in (None, -5.0):
+        with pytest.raises(ValueError, match=r"A_log\[1\] = 800") as e:
+            kdalab.chunk_kda(q, k, v, g, beta, use_gate_in_kernel=True, A_log=A_log,
+                             lower_bound=lb)
+        assert "x[" not in str(e.value) and "state" not in str(e.value)
+    # g + dt_bias huge with the lower bound: named by the caller's arguments
+    dt = np.zeros(H * K)
+    dt[2 * K + 1] = 1e308
+    with pytest.raises(ValueError, match=r"g\[0, 0, 2, 1\] \+ dt_bias\[2, 1\]") as e:
+        kdalab.chunk_kda(q, k, v, g, beta, use_gate_in_kernel=True, A_log=np.full(H, 1.0),
+                         dt_bias=dt, lower_bound=-5.0)
+    assert "x[" not in str(e.value)
+    # a uint64 boundary of 2**63 + 1 does not fit int64 (compared exactly) and
+    # is shown unsigned
+    with pytest.raises(ValueError, match=r"cu_seqlens\[1\] = 9223372036854775809 does not fit"):
+        kdalab.chunk_kda(q, k, v, g, beta,
+                         cu_seqlens=np.array([0, 2**63 + 1], dtype=np.uint64))
