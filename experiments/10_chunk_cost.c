@@ -26,7 +26,7 @@
  * Computed (from the code's buffers, not measured): the elements of the
  * C x C x K tensor the chapter warns about, the C x C score matrices, the
  * workspace each implementation allocates per head (malloc sizes in
- * lib/reference/chunk_steps.c chunk_alloc + the state, and
+ * lib/reference/chunk_steps.c kdalab__chunk_alloc + the state, and
  * lib/study/chunk_modes_impl.h chunk_ws_alloc), and the decay factors exp()
  * each mode evaluates per chunk for its two Gram matrices.
  *
@@ -73,7 +73,7 @@ static const mode_case modes[] = {
 
 /* exp() evaluations of the two decayed Gram matrices of one full chunk of C
  * (KDA, K channels), as lib/study/chunk_modes_impl.h decayed_gram and
- * lib/reference/chunk_steps.c chunk_decayed_gram form them: per Gram matrix,
+ * lib/reference/chunk_steps.c kdalab__chunk_decayed_gram form them: per Gram matrix,
  * the rows decayed to their sub-chunk anchor (C K), the earlier rows decayed
  * up to each anchor (K c n(n-1)/2 for n = C/c sub-chunks), and the diagonal
  * blocks: pairwise (K c(c+1)/2 each) or rescaled (C K). */
@@ -89,7 +89,7 @@ static double gram_exps(kdalab_decay_mode m, double C, double K, double c)
     return 2 * per;
 }
 
-/* Workspace per head, in elements: reference safe (chunk_alloc: 8 CK, 3 CV,
+/* Workspace per head, in elements: reference safe (kdalab__chunk_alloc: 8 CK, 3 CV,
  * 3 CC, C, K, + the state KV in chunk.c) and the study forms (chunk_ws_alloc:
  * 9 CK, 2 CV, 2 CC, C, K, KV). */
 static double workspace(int reference, double C, double K, double V)

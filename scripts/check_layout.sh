@@ -5,9 +5,12 @@
 #      one definition that `grep -n '^[a-z].*\bNAME('` finds in a lib/ .c file;
 #   2. every symbol libkdalab.so exports is declared in a public header;
 #   3. no .c or .h file in lib/, tools/ or experiments/ is longer than 600 lines;
-#   4. the generated float32 twins (scripts/make_f32.sh) are up to date.
+#   4. the generated float32 twins (scripts/make_f32.sh) are up to date;
+#   5. every global symbol of the static library carries the kdalab_ prefix
+#      (internal ones kdalab__), so a C program linking it cannot collide.
 # usage: scripts/check_layout.sh [path/to/libkdalab.so]
 so=${1:-build/libkdalab.so}
+a=${so%.so}.a
 cc=${CC:-cc}
 bad=0
 tmp=$(mktemp -d) || exit 1
@@ -38,6 +41,15 @@ else
     echo "layout: $so not built; export check skipped" >&2
 fi
 
+if [ -f "$a" ]; then
+    for name in $(nm -g --defined-only "$a" | awk 'NF == 3 && $3 !~ /^kdalab_/ {print $3}' | sort -u); do
+        echo "layout: $a defines the global symbol $name without the kdalab_ prefix"
+        bad=1
+    done
+else
+    echo "layout: $a not built; symbol prefix check skipped" >&2
+fi
+
 for f in $(find lib tools experiments -name '*.[ch]' | sort); do
     n=$(wc -l < "$f")
     if [ "$n" -gt 600 ]; then
@@ -56,6 +68,6 @@ for f in "$tmp"/f32/*/*; do
 done
 
 if [ "$bad" -eq 0 ]; then
-    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each; exports = declarations; no file over 600 lines; float32 twins up to date"
+    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each; exports = declarations; every global symbol kdalab_-prefixed; no file over 600 lines; float32 twins up to date"
 fi
 exit "$bad"

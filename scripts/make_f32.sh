@@ -16,6 +16,11 @@
 set -eu
 root=${1:-lib}
 
+# The reference's step functions (declared in its step headers) have float32
+# twins of their own, named with _f32: read from the headers, not listed here.
+steps=$(grep -ho '\bkdalab__[a-z0-9_]*(' lib/reference/chunk_steps.h lib/reference/attention_steps.h |
+    tr -d '(' | sort -u | paste -sd'|' | sed 's/|/\\|/g')
+
 twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
     src=$1 dir=$2 dst=$root/$2/$3
     mkdir -p "$root/$dir"
@@ -37,7 +42,7 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
             -e 's/in float64: the oracle every other form is checked against/in float32 (the twin of the float64 oracle)/' \
             -e 's/float64/float32/g' \
             -e 's/\bchunk_work\b/chunk_work_f32/g' \
-            -e 's/\b\(chunk_dot\|chunk_decay_factors\|chunk_decayed_gram\|chunk_ut_transform\|chunk_corrected_values\|chunk_outputs\|chunk_advance_state\|chunk_load\|chunk_free\|chunk_alloc\|attention_attend\)\b/\1_f32/g' \
+            -e "s/\\b\\($steps\\)\\b/\\1_f32/g" \
             -e 's/"chunk_steps\.h"/"chunk_steps_f32.h"/' \
             -e 's/"attention_steps\.h"/"attention_steps_f32.h"/' \
             -e 's/KDALAB_REFERENCE_ATTENTION_STEPS_H/KDALAB_STUDY_ATTENTION_STEPS_F32_H/g' \

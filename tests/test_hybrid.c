@@ -27,7 +27,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "common.h"
-#include "model/hybrid_internal.h" /* hybrid_l2_normalise, linked from libkdalab.a */
+#include "model/hybrid_internal.h" /* kdalab__hybrid_l2_normalise, linked from libkdalab.a */
 
 #define TOL 1e-12
 
@@ -550,13 +550,13 @@ static void test_l2_normalise_extreme_rows(void **state)
         double row[8];
         for (size_t c = 0; c < 8; c++)
             row[c] = vals[v];
-        hybrid_l2_normalise(row, 1, 8);
+        kdalab__hybrid_l2_normalise(row, 1, 8);
         for (size_t c = 0; c < 8; c++)
             if (!(fabs(fabs(row[c]) - sqrt(0.125)) < 1e-15))
                 fail_msg("a row of 8 x %g normalised to %.17g, not +-8^-1/2", vals[v], row[c]);
     }
     double zero[4] = {0};
-    hybrid_l2_normalise(zero, 1, 4);
+    kdalab__hybrid_l2_normalise(zero, 1, 4);
     for (size_t c = 0; c < 4; c++)
         assert_true(zero[c] == 0);
 }

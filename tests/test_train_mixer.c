@@ -415,9 +415,10 @@ static void test_mixer_attention_tiles(void **state)
 }
 
 /* lib/train/attention.c is internal; the tests link the static library. */
-kdalab_status train_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
-                                      const double *k, const double *v, const double *o,
-                                      const double *d_o, double *dq, double *dk, double *dv);
+kdalab_status kdalab__train_attention_bwd_f64(const kdalab_dims *dims, double scale,
+                                              const double *q, const double *k, const double *v,
+                                              const double *o, const double *d_o, double *dq,
+                                              double *dk, double *dv);
 
 /* A product the backward does not use — dO_t . v_j for a key j after the
  * query t — may overflow; it must not reach the gradients as 0 * inf = NaN
@@ -430,7 +431,7 @@ static void test_mixer_attention_masked_overflow(void **state)
     double o[2], dq[2], dk[2], dv[2], rq[2], rk[2], rv[2];
     assert_int_equal(kdalab_attention_f64(&dims, 1.0, q, k, v, o), KDALAB_OK);
     assert_int_equal(kdalab_attention_bwd_f64(&dims, 1.0, q, k, v, d_o, rq, rk, rv), KDALAB_OK);
-    assert_int_equal(train_attention_bwd_f64(&dims, 1.0, q, k, v, o, d_o, dq, dk, dv),
+    assert_int_equal(kdalab__train_attention_bwd_f64(&dims, 1.0, q, k, v, o, d_o, dq, dk, dv),
                      KDALAB_OK);
     for (int i = 0; i < 2; i++) {
         assert_true(fabs(dq[i] - rq[i]) <= 1e-12 * fabs(rq[i]));

@@ -5,7 +5,7 @@
  *
  * defines: kdalab_hybrid_kind_name, kdalab_hybrid_config_default,
  *          kdalab_hybrid_config_check, kdalab_hybrid_layer_kind (public);
- *          hybrid_kind_by_ratio (hybrid_internal.h)
+ *          kdalab__hybrid_kind_by_ratio (hybrid_internal.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -88,7 +88,7 @@ kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg)
     return KDALAB_OK;
 }
 
-kdalab_hybrid_kind hybrid_kind_by_ratio(const kdalab_hybrid_config *cfg, size_t layer)
+kdalab_hybrid_kind kdalab__hybrid_kind_by_ratio(const kdalab_hybrid_config *cfg, size_t layer)
 {
     size_t period = cfg->ratio_kda + cfg->ratio_attention;
     return (layer % period) >= cfg->ratio_kda ? KDALAB_HYBRID_ATTENTION : KDALAB_HYBRID_KDA;
@@ -105,6 +105,6 @@ kdalab_status kdalab_hybrid_layer_kind(const kdalab_hybrid_config *cfg, size_t l
     if (layer >= cfg->n_layers)
         return kdalab_fail(KDALAB_EINVAL, "hybrid_layer_kind: layer %zu >= n_layers %zu", layer,
                            cfg->n_layers);
-    *out = cfg->kinds ? cfg->kinds[layer] : hybrid_kind_by_ratio(cfg, layer);
+    *out = cfg->kinds ? cfg->kinds[layer] : kdalab__hybrid_kind_by_ratio(cfg, layer);
     return KDALAB_OK;
 }

@@ -4,8 +4,8 @@
  * the gate and of beta. Plain loops in float64, no checks: the callers in
  * forward.c have validated the sizes and the inputs.
  *
- * defines: hybrid_matmul, hybrid_rms_norm, hybrid_l2_normalise,
- *          hybrid_sigmoid (hybrid_internal.h)
+ * defines: kdalab__hybrid_matmul, kdalab__hybrid_rms_norm, kdalab__hybrid_l2_normalise,
+ *          kdalab__hybrid_sigmoid (hybrid_internal.h)
  *
  * Both norms go through root_mean_square, which scales by the largest
  * magnitude first, so neither overflows nor underflows on extreme rows.
@@ -15,8 +15,8 @@
 #include "hybrid_internal.h"
 
 /* x is [T, n_in], W [n_in, n_out], out [T, n_out]. */
-void hybrid_matmul(size_t T, size_t n_in, size_t n_out, const double *x, const double *W,
-                   double *out, int accumulate)
+void kdalab__hybrid_matmul(size_t T, size_t n_in, size_t n_out, const double *x, const double *W,
+                           double *out, int accumulate)
 {
     for (size_t t = 0; t < T; t++) {
         double *o = out + t * n_out;
@@ -33,7 +33,7 @@ void hybrid_matmul(size_t T, size_t n_in, size_t n_out, const double *x, const d
     }
 }
 
-double hybrid_sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
+double kdalab__hybrid_sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
 /* The root mean square of x, scaled by its largest magnitude first (as
  * BLAS's dnrm2 does) so that neither 1e160 nor 1e-170 over- or underflows
@@ -55,7 +55,7 @@ static double root_mean_square(const double *x, size_t n)
  * largest magnitude first, then by the L2 norm of what that leaves (in
  * [1, sqrt m]), so that the norm itself never over- or underflows (a row of
  * 1.7e308 is not divided by an infinite norm). A row of zeros stays zeros. */
-void hybrid_l2_normalise(double *x, size_t n, size_t m)
+void kdalab__hybrid_l2_normalise(double *x, size_t n, size_t m)
 {
     for (size_t r = 0; r < n; r++) {
         double *row = x + r * m, mx = 0.0, ss = 0.0;
@@ -72,7 +72,7 @@ void hybrid_l2_normalise(double *x, size_t n, size_t m)
 }
 
 /* x is [T, d], w [d], u [T, d]. */
-void hybrid_rms_norm(size_t T, size_t d, const double *x, const double *w, double *u)
+void kdalab__hybrid_rms_norm(size_t T, size_t d, const double *x, const double *w, double *u)
 {
     const double eps = 1e-6;
     for (size_t t = 0; t < T; t++) {

@@ -37,33 +37,34 @@ static void project(const kdalab_hybrid *s, const hybrid_layer *ly, size_t T, co
     size_t d = s->cfg.d_model, H = s->cfg.n_heads, dh = s->dh;
     int kda = ly->kind == KDALAB_HYBRID_KDA;
     if (s->cfg.rms_norm) {
-        hybrid_rms_norm(T, d, x, ly->norm, scratch);
+        kdalab__hybrid_rms_norm(T, d, x, ly->norm, scratch);
         x = scratch;
     }
     if (q) {
-        hybrid_matmul(T, d, d, x, ly->wq, q, 0);
+        kdalab__hybrid_matmul(T, d, d, x, ly->wq, q, 0);
         if (kda)
-            hybrid_l2_normalise(q, T * H, dh);
+            kdalab__hybrid_l2_normalise(q, T * H, dh);
     }
     if (k) {
-        hybrid_matmul(T, d, d, x, ly->wk, k, 0);
+        kdalab__hybrid_matmul(T, d, d, x, ly->wk, k, 0);
         if (kda)
-            hybrid_l2_normalise(k, T * H, dh);
+            kdalab__hybrid_l2_normalise(k, T * H, dh);
     }
     if (v)
-        hybrid_matmul(T, d, d, x, ly->wv, v, 0);
+        kdalab__hybrid_matmul(T, d, d, x, ly->wv, v, 0);
     if (!kda)
         return;
     if (g) {
-        hybrid_matmul(T, d, d, x, ly->wg, g, 0);
+        kdalab__hybrid_matmul(T, d, d, x, ly->wg, g, 0);
         for (size_t t = 0; t < T; t++)
             for (size_t c = 0; c < d; c++)
-                g[t * d + c] = s->cfg.gate_lower_bound * hybrid_sigmoid(g[t * d + c] + ly->bg[c]);
+                g[t * d + c] =
+                    s->cfg.gate_lower_bound * kdalab__hybrid_sigmoid(g[t * d + c] + ly->bg[c]);
     }
     if (beta) {
-        hybrid_matmul(T, d, H, x, ly->wbeta, beta, 0);
+        kdalab__hybrid_matmul(T, d, H, x, ly->wbeta, beta, 0);
         for (size_t i = 0; i < T * H; i++)
-            beta[i] = hybrid_sigmoid(beta[i]);
+            beta[i] = kdalab__hybrid_sigmoid(beta[i]);
     }
 }
 
@@ -71,7 +72,7 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *s, size_t layer, 
                                           const double *x, double *q, double *k, double *v,
                                           double *g, double *beta)
 {
-    kdalab_status st = hybrid_check_layer(s, layer, "hybrid_layer_project");
+    kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_layer_project");
     if (st != KDALAB_OK)
         return st;
     if (T == 0)
@@ -252,7 +253,7 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const double *x, double
             return st;
         }
         if (want_out)
-            hybrid_matmul(T, d, d, w.o, ly->wo, w.cur, 1); /* residual: cur += o W_o */
+            kdalab__hybrid_matmul(T, d, d, w.o, ly->wo, w.cur, 1); /* residual: cur += o W_o */
     }
     if (y)
         memcpy(y, w.cur, n * sizeof(double));

@@ -5,9 +5,9 @@
  * shape are in kdalab_hybrid.h.
  *
  * defines:  hybrid_layer, struct kdalab_hybrid
- * declares: hybrid_kind_by_ratio (config.c); hybrid_alloc, hybrid_check_layer
- *           (stack.c); hybrid_matmul, hybrid_rms_norm, hybrid_l2_normalise,
- *           hybrid_sigmoid (dense.c)
+ * declares: kdalab__hybrid_kind_by_ratio (config.c); kdalab__hybrid_alloc, kdalab__hybrid_check_layer
+ *           (stack.c); kdalab__hybrid_matmul, kdalab__hybrid_rms_norm, kdalab__hybrid_l2_normalise,
+ *           kdalab__hybrid_sigmoid (dense.c)
  *
  * The files of lib/model/, by job:
  *   config.c       the configuration: default, check, kind of each layer
@@ -56,18 +56,18 @@ struct kdalab_hybrid {
 
 /* The kind of layer `layer` under cfg's ratio N:M (cfg->kinds is not read;
  * cfg must have passed kdalab_hybrid_config_check, so N + M >= 1). */
-kdalab_hybrid_kind hybrid_kind_by_ratio(const kdalab_hybrid_config *cfg, size_t layer);
+kdalab_hybrid_kind kdalab__hybrid_kind_by_ratio(const kdalab_hybrid_config *cfg, size_t layer);
 
 /* ---- stack.c ------------------------------------------------------------- */
 
 /* A stack for cfg with zeroed weights (gains 1), empty caches and zero
  * states, in *out. Errors: those of kdalab_hybrid_config_check, KDALAB_ENULL
  * (out), KDALAB_ENOMEM. */
-kdalab_status hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out);
+kdalab_status kdalab__hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out);
 
 /* KDALAB_ENULL when s is NULL, KDALAB_EINVAL when layer >= L; `what` names
  * the caller in the message. */
-kdalab_status hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const char *what);
+kdalab_status kdalab__hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const char *what);
 
 /* ---- dense.c ------------------------------------------------------------- */
 
@@ -75,20 +75,20 @@ kdalab_status hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const cha
  *   x    [T, n_in]
  *   W    [n_in, n_out]  row-major
  *   out  [T, n_out]     must not overlap x or W */
-void hybrid_matmul(size_t T, size_t n_in, size_t n_out, const double *x, const double *W,
-                   double *out, int accumulate);
+void kdalab__hybrid_matmul(size_t T, size_t n_in, size_t n_out, const double *x, const double *W,
+                           double *out, int accumulate);
 
 /* u = RMSNorm(x) with gain w, row by row: x / sqrt(mean(x^2) + 1e-6) * w.
  *   x  [T, d]
  *   w  [d]
  *   u  [T, d] */
-void hybrid_rms_norm(size_t T, size_t d, const double *x, const double *w, double *u);
+void kdalab__hybrid_rms_norm(size_t T, size_t d, const double *x, const double *w, double *u);
 
 /* Scale each row of x to unit L2 norm, in place (zero rows stay zero).
  *   x  [n, m] */
-void hybrid_l2_normalise(double *x, size_t n, size_t m);
+void kdalab__hybrid_l2_normalise(double *x, size_t n, size_t m);
 
 /* 1 / (1 + exp(-z)). */
-double hybrid_sigmoid(double z);
+double kdalab__hybrid_sigmoid(double z);
 
 #endif /* KDALAB_HYBRID_INTERNAL_H */

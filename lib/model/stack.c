@@ -7,7 +7,7 @@
  *          kdalab_hybrid_config_of, kdalab_hybrid_position,
  *          kdalab_hybrid_layer_weights, kdalab_hybrid_kda_state,
  *          kdalab_hybrid_kv_cache, kdalab_hybrid_cache_bytes (public);
- *          hybrid_alloc, hybrid_check_layer (hybrid_internal.h)
+ *          kdalab__hybrid_alloc, kdalab__hybrid_check_layer (hybrid_internal.h)
  *
  * Each layer's weights are one block, laid out wq, wk, wv, wo, norm and then,
  * for KDA layers only, wg, bg, wbeta. A KDA layer owns its [H, dh, dh] state,
@@ -49,7 +49,7 @@ static size_t layer_weight_count(size_t d, size_t H, kdalab_hybrid_kind kind)
     return n;
 }
 
-kdalab_status hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out)
+kdalab_status kdalab__hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out)
 {
     kdalab_status st = kdalab_hybrid_config_check(cfg);
     if (st != KDALAB_OK)
@@ -69,7 +69,7 @@ kdalab_status hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out)
     if (!s->kinds || !s->layers)
         goto nomem;
     for (size_t l = 0; l < L; l++)
-        s->kinds[l] = cfg->kinds ? cfg->kinds[l] : hybrid_kind_by_ratio(cfg, l);
+        s->kinds[l] = cfg->kinds ? cfg->kinds[l] : kdalab__hybrid_kind_by_ratio(cfg, l);
     s->cfg.kinds = s->kinds;
     for (size_t l = 0; l < L; l++) {
         hybrid_layer *ly = &s->layers[l];
@@ -117,7 +117,7 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
         return kdalab_fail(KDALAB_ENULL, "hybrid_new_random: out is NULL");
     *out = NULL;
     kdalab_hybrid *s = NULL;
-    kdalab_status st = hybrid_alloc(cfg, &s);
+    kdalab_status st = kdalab__hybrid_alloc(cfg, &s);
     if (st != KDALAB_OK)
         return st;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
@@ -188,7 +188,7 @@ const kdalab_hybrid_config *kdalab_hybrid_config_of(const kdalab_hybrid *s)
 
 size_t kdalab_hybrid_position(const kdalab_hybrid *s) { return s ? s->position : 0; }
 
-kdalab_status hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const char *what)
+kdalab_status kdalab__hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const char *what)
 {
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "%s: stack is NULL", what);
@@ -201,7 +201,7 @@ kdalab_status hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const cha
 kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
                                           kdalab_hybrid_weights *out)
 {
-    kdalab_status st = hybrid_check_layer(s, layer, "hybrid_layer_weights");
+    kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_layer_weights");
     if (st != KDALAB_OK)
         return st;
     if (!out)
@@ -221,7 +221,7 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
 
 kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *s, size_t layer, double **state)
 {
-    kdalab_status st = hybrid_check_layer(s, layer, "hybrid_kda_state");
+    kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_kda_state");
     if (st != KDALAB_OK)
         return st;
     if (!state)
@@ -234,7 +234,7 @@ kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *s, size_t layer, double **s
 
 kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *s, size_t layer, kdalab_kv_cache **cache)
 {
-    kdalab_status st = hybrid_check_layer(s, layer, "hybrid_kv_cache");
+    kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_kv_cache");
     if (st != KDALAB_OK)
         return st;
     if (!cache)

@@ -61,7 +61,7 @@ kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char 
     if (!*dir) /* "" would read the weights from "/layerNN..." */
         return kdalab_fail(KDALAB_EINVAL, "hybrid_new_npy: dir is \"\": name a directory");
     kdalab_hybrid *s = NULL;
-    kdalab_status st = hybrid_alloc(cfg, &s);
+    kdalab_status st = kdalab__hybrid_alloc(cfg, &s);
     if (st != KDALAB_OK)
         return st;
     char path[4096];

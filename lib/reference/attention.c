@@ -3,7 +3,7 @@
  * positional encoding (chapter 01; the full-attention layer of the hybrid) in
  * float64. The KV cache a decoder keeps for it is lib/reference/kv_cache.c.
  *
- * defines: kdalab_attention_f64; attention_attend (internal, attention_steps.h)
+ * defines: kdalab_attention_f64; kdalab__attention_attend (internal, attention_steps.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -19,8 +19,8 @@
  * Computed in one pass with a running maximum (the online softmax), so no
  * exp() ever sees a positive argument. n >= 1.
  */
-void attention_attend(size_t K, size_t V, double scale, const double *q, const double *k,
-                      size_t kstride, const double *v, size_t vstride, size_t n, double *o)
+void kdalab__attention_attend(size_t K, size_t V, double scale, const double *q, const double *k,
+                              size_t kstride, const double *v, size_t vstride, size_t n, double *o)
 {
     double m = -INFINITY, z = 0; /* running max of the scores, running normaliser */
     for (size_t j = 0; j < V; j++)
@@ -61,8 +61,8 @@ kdalab_status kdalab_attention_f64(const kdalab_dims *dims, double scale, const 
             for (size_t t = 0; t < T; t++) {
                 size_t first = (b * T) * H + h;   /* (b, 0, h)  */
                 size_t bth = (b * T + t) * H + h; /* (b, t, h)  */
-                attention_attend(K, V, scale, q + bth * K, k + first * K, H * K, v + first * V, H * V,
-                           t + 1, o + bth * V);
+                kdalab__attention_attend(K, V, scale, q + bth * K, k + first * K, H * K,
+                                         v + first * V, H * V, t + 1, o + bth * V);
             }
     /* finite inputs can still overflow a score (q.k beyond the range) */
     size_t n_o = B * T * H * V;

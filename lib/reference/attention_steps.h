@@ -14,7 +14,7 @@
  * (K). One pass with a running maximum (the online softmax), so no exp() sees
  * a positive argument. n >= 1.
  */
-void attention_attend(size_t K, size_t V, double scale, const double *q, const double *k,
-                      size_t kstride, const double *v, size_t vstride, size_t n, double *o);
+void kdalab__attention_attend(size_t K, size_t V, double scale, const double *q, const double *k,
+                              size_t kstride, const double *v, size_t vstride, size_t n, double *o);
 
 #endif

@@ -68,7 +68,7 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
     double *S = malloc(K * V * sizeof *S); /* one head's state (K, V) */
     if (!S)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
-    s = chunk_alloc(&ck, C, K, V);
+    s = kdalab__chunk_alloc(&ck, C, K, V);
     if (s != KDALAB_OK) {
         free(S);
         return s;
@@ -83,16 +83,17 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
                 memset(S, 0, K * V * sizeof *S); /* no h0: a zero state */
             for (size_t t0 = 0; t0 < T; t0 += C) {
                 ck.L = t0 + C <= T ? C : T - t0;
-                chunk_load(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
-                chunk_decay_factors(&ck);
-                chunk_corrected_values(&ck, S);                                      /* 1-4 */
-                chunk_outputs(&ck, S, scale, o + ((b * T + t0) * H + h) * V, H * V); /* 5-6 */
-                chunk_advance_state(&ck, S);                                         /* 7 */
+                kdalab__chunk_load(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
+                kdalab__chunk_decay_factors(&ck);
+                kdalab__chunk_corrected_values(&ck, S); /* 1-4 */
+                kdalab__chunk_outputs(&ck, S, scale, o + ((b * T + t0) * H + h) * V,
+                                      H * V); /* 5-6 */
+                kdalab__chunk_advance_state(&ck, S); /* 7 */
             }
             if (ht)
                 memcpy(ht + bh * K * V, S, K * V * sizeof *S);
         }
-    chunk_free(&ck);
+    kdalab__chunk_free(&ck);
     free(S);
 
     kdalab_report rep = {.max_exponent = 0}; /* the safe mode forms no positive exponent */

@@ -65,7 +65,7 @@ static void axpy(double a, const double *x, double *y, size_t n)
 }
 
 /*
- * The backward of chunk_decayed_gram: G[i][j] = sum_c X_i[c] Y_j[c]
+ * The backward of kdalab__chunk_decayed_gram: G[i][j] = sum_c X_i[c] Y_j[c]
  * decay(j -> i)[c] for j < i (and j == i with with_diag), X, Y, dX, dY
  * (L, K), dG (L, L). Adds dL/dX to dX, dL/dY to dY, and R - Cc (see the top
  * of the file) to gr->dgsum. The same safe sub-chunks as the forward: pairs
@@ -161,9 +161,9 @@ static void chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const doubl
     double *dSout = gr->dS; /* dL/d(state leaving); becomes dL/d(state entering) */
 
     /* the forward of this chunk, from S */
-    chunk_decay_factors(ck);
-    chunk_corrected_values(ck, S);
-    chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk);
+    kdalab__chunk_decay_factors(ck);
+    kdalab__chunk_corrected_values(ck, S);
+    kdalab__chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk);
 
     memset(gr->dq, 0, L * K * sizeof(double));
     memset(gr->dk, 0, L * K * sizeof(double));
@@ -181,23 +181,24 @@ static void chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const doubl
             double kd = ck->to_end[r * K + c] * ck->k[r * K + c];
             const double *dsc = dSout + c * V;
             axpy(kd, dsc, dvn, V);                      /* dV_new += (to_end*K) dS_out */
-            double dkd = chunk_dot(ck->Vn + r * V, dsc, V);   /* d(to_end*K) = V_new dS_out^T */
+            double dkd =
+                kdalab__chunk_dot(ck->Vn + r * V, dsc, V); /* d(to_end*K) = V_new dS_out^T */
             gr->dk[r * K + c] += ck->to_end[r * K + c] * dkd;
             gr->dto_end[r * K + c] += ck->k[r * K + c] * dkd;
         }
     }
     for (size_t c = 0; c < K; c++)
-        gr->dgamma[(L - 1) * K + c] += chunk_dot(dSout + c * V, S + c * V, V);
+        gr->dgamma[(L - 1) * K + c] += kdalab__chunk_dot(dSout + c * V, S + c * V, V);
 
     /* 6. O = s ((gamma*Q) S + A_qk V_new): dA_qk, dV_new, d(gamma*Q); dS from O */
     for (size_t i = 0; i < L; i++) {
         const double *doi = dO + i * o_stride;
         for (size_t j = 0; j <= i; j++) {
-            gr->dAqk[i * L + j] = scale * chunk_dot(doi, ck->Vn + j * V, V);
+            gr->dAqk[i * L + j] = scale * kdalab__chunk_dot(doi, ck->Vn + j * V, V);
             axpy(scale * ck->Aqk[i * L + j], doi, gr->dVn + j * V, V);
         }
         for (size_t c = 0; c < K; c++) {
-            double dqg = scale * chunk_dot(doi, S + c * V, V); /* d(gamma*Q) = s dO S^T */
+            double dqg = scale * kdalab__chunk_dot(doi, S + c * V, V); /* d(gamma*Q) = s dO S^T */
             gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
             gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
         }
@@ -224,7 +225,7 @@ static void chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const doubl
     /* 4. V_new = U - W S: dU = dV_new, dW = -dV_new S^T, dS -= W^T dV_new */
     for (size_t r = 0; r < L; r++)
         for (size_t c = 0; c < K; c++) {
-            gr->dW[r * K + c] = -chunk_dot(gr->dVn + r * V, S + c * V, V);
+            gr->dW[r * K + c] = -kdalab__chunk_dot(gr->dVn + r * V, S + c * V, V);
             axpy(-ck->W[r * K + c], gr->dVn + r * V, dSout + c * V, V);
         }
 
@@ -235,11 +236,11 @@ static void chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const doubl
     ut_transform_transposed(ck, gr->dRk, K);
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < i; j++)
-            gr->dAkk[i * L + j] = -(chunk_dot(gr->dRv + i * V, ck->U + j * V, V) +
-                                    chunk_dot(gr->dRk + i * K, ck->W + j * K, K));
+            gr->dAkk[i * L + j] = -(kdalab__chunk_dot(gr->dRv + i * V, ck->U + j * V, V) +
+                                    kdalab__chunk_dot(gr->dRk + i * K, ck->W + j * K, K));
     /* R_v = Diag(beta) V, R_k = Diag(beta) (gamma*K) */
     for (size_t r = 0; r < L; r++) {
-        double b = ck->beta[r], db = chunk_dot(gr->dRv + r * V, ck->v + r * V, V);
+        double b = ck->beta[r], db = kdalab__chunk_dot(gr->dRv + r * V, ck->v + r * V, V);
         axpy(b, gr->dRv + r * V, gr->dv + r * V, V);
         for (size_t c = 0; c < K; c++) {
             double gk = ck->gamma[r * K + c] * ck->k[r * K + c];
@@ -300,7 +301,7 @@ static void grads_free(chunk_grads *gr)
 static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
                                  size_t n_chunks)
 {
-    /* C K, C V, C C, K V fit: chunk_alloc checked them */
+    /* C K, C V, C C, K V fit: kdalab__chunk_alloc checked them */
     const size_t e = sizeof(double);
     size_t CK = C * K, CV = C * V, CC = C * C, KV = K * V, states, bytes;
     if (!kdalab_mul_size(n_chunks + 1, KV, &states) ||
@@ -351,12 +352,12 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
     const size_t gw = kdalab_mechanism_g_width(mech, K), n_chunks = (T + C - 1) / C;
     chunk_work ck = {.K = K, .V = V, .sub = op.subchunk, .delta = mech != KDALAB_LINEAR_ATTENTION};
     chunk_grads gr = {0};
-    s = chunk_alloc(&ck, C, K, V);
+    s = kdalab__chunk_alloc(&ck, C, K, V);
     if (s != KDALAB_OK)
         return s;
     s = grads_alloc(&gr, C, K, V, n_chunks);
     if (s != KDALAB_OK) {
-        chunk_free(&ck);
+        kdalab__chunk_free(&ck);
         return s;
     }
 
@@ -372,10 +373,10 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
                 double *Sn = gr.states + (n_c + 1) * KV;
                 memcpy(Sn, gr.states + n_c * KV, KV * sizeof(double));
                 ck.L = (n_c + 1) * C <= T ? C : T - n_c * C;
-                chunk_load(&ck, dims, b, h, n_c * C, q, k, v, g, gw, beta);
-                chunk_decay_factors(&ck);
-                chunk_corrected_values(&ck, gr.states + n_c * KV);
-                chunk_advance_state(&ck, Sn);
+                kdalab__chunk_load(&ck, dims, b, h, n_c * C, q, k, v, g, gw, beta);
+                kdalab__chunk_decay_factors(&ck);
+                kdalab__chunk_corrected_values(&ck, gr.states + n_c * KV);
+                kdalab__chunk_advance_state(&ck, Sn);
             }
 
             /* backward sweep */
@@ -386,7 +387,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
             for (size_t n_c = n_chunks; n_c-- > 0;) {
                 size_t t0 = n_c * C;
                 ck.L = t0 + C <= T ? C : T - t0;
-                chunk_load(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
+                kdalab__chunk_load(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
                 memcpy(gr.S, gr.states + n_c * KV, KV * sizeof(double));
                 size_t row = (b * T + t0) * H + h; /* (b, t0, h) */
                 chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
@@ -407,7 +408,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
             if (dh0)
                 memcpy(dh0 + bh * KV, gr.dS, KV * sizeof(double));
         }
-    chunk_free(&ck);
+    kdalab__chunk_free(&ck);
     grads_free(&gr);
     return kdalab_check_grads_f64("chunkwise backward", dims, mech, dq, dk, dv, dg, dbeta,
                                   dh0);

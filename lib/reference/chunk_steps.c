@@ -5,9 +5,9 @@
  * (lib/reference/chunk_bwd.c) recomputes and differentiates. The algorithm
  * and the safe sub-chunks are described at the top of chunk.c.
  *
- * defines: chunk_dot, chunk_decay_factors, chunk_decayed_gram,
- *          chunk_ut_transform, chunk_corrected_values, chunk_outputs,
- *          chunk_advance_state, chunk_load, chunk_free, chunk_alloc
+ * defines: kdalab__chunk_dot, kdalab__chunk_decay_factors, kdalab__chunk_decayed_gram,
+ *          kdalab__chunk_ut_transform, kdalab__chunk_corrected_values, kdalab__chunk_outputs,
+ *          kdalab__chunk_advance_state, kdalab__chunk_load, kdalab__chunk_free, kdalab__chunk_alloc
  *          (internal, declared in chunk_steps.h)
  */
 #include <math.h>
@@ -17,7 +17,7 @@
 #include "internal.h"
 #include "chunk_steps.h"
 
-double chunk_dot(const double *x, const double *y, size_t n)
+double kdalab__chunk_dot(const double *x, const double *y, size_t n)
 {
     double s = 0;
     for (size_t c = 0; c < n; c++)
@@ -31,7 +31,7 @@ double chunk_dot(const double *x, const double *y, size_t n)
  * span (a forward and a backward running sum; never a difference of sums,
  * which would lose every small g after a large one: -1e20 + -1 == -1e20).
  */
-void chunk_decay_factors(chunk_work *ck)
+void kdalab__chunk_decay_factors(chunk_work *ck)
 {
     const size_t L = ck->L, K = ck->K;
     for (size_t c = 0; c < K; c++) {
@@ -63,8 +63,8 @@ void chunk_decay_factors(chunk_work *ck)
  *     exp of the running sum from j+1 up to i, again <= 1.
  * No exponent is ever positive.
  */
-void chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
-                        double *out)
+void kdalab__chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
+                                double *out)
 {
     const size_t L = ck->L, K = ck->K;
     const double *g = ck->g;
@@ -88,7 +88,7 @@ void chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int wi
             for (size_t c = 0; c < K; c++)
                 ck->yb[j * K + c] = Y[j * K + c] * exp(run[c]);
             for (size_t i = i0; i < i1; i++)
-                out[i * L + j] = chunk_dot(ck->xa + i * K, ck->yb + j * K, K);
+                out[i * L + j] = kdalab__chunk_dot(ck->xa + i * K, ck->yb + j * K, K);
             for (size_t c = 0; c < K; c++)
                 run[c] += g[j * K + c];
         }
@@ -117,7 +117,7 @@ void chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int wi
  * I + A_kk. That is X = T R' with T = (I + A_kk)^-1 Diag(beta): the product
  * of the chunk's L diagonal-plus-rank-one transitions in one solve.
  */
-void chunk_ut_transform(const chunk_work *ck, double *X, size_t width)
+void kdalab__chunk_ut_transform(const chunk_work *ck, double *X, size_t width)
 {
     for (size_t i = 0; i < ck->L; i++)
         for (size_t m = 0; m < i; m++) {
@@ -132,7 +132,7 @@ void chunk_ut_transform(const chunk_work *ck, double *X, size_t width)
  * (L, V), with A_kk, W and U on the way. S is (K, V), the state entering the
  * chunk.
  */
-void chunk_corrected_values(chunk_work *ck, const double *S)
+void kdalab__chunk_corrected_values(chunk_work *ck, const double *S)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     if (!ck->delta) { /* linear attention: V_new = V */
@@ -140,7 +140,7 @@ void chunk_corrected_values(chunk_work *ck, const double *S)
         return;
     }
     /* 1. A_kk = Diag(beta) Gkk, Gkk the decayed K K^T, strictly lower */
-    chunk_decayed_gram(ck, ck->k, ck->k, 0, ck->Gkk);
+    kdalab__chunk_decayed_gram(ck, ck->k, ck->k, 0, ck->Gkk);
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < i; j++)
             ck->Akk[i * L + j] = ck->beta[i] * ck->Gkk[i * L + j];
@@ -151,8 +151,8 @@ void chunk_corrected_values(chunk_work *ck, const double *S)
         for (size_t j = 0; j < V; j++)
             ck->U[r * V + j] = ck->beta[r] * ck->v[r * V + j];
     }
-    chunk_ut_transform(ck, ck->W, K);
-    chunk_ut_transform(ck, ck->U, V);
+    kdalab__chunk_ut_transform(ck, ck->W, K);
+    kdalab__chunk_ut_transform(ck, ck->U, V);
     /* 4. V_new = U - W S */
     for (size_t r = 0; r < L; r++) {
         for (size_t j = 0; j < V; j++)
@@ -170,11 +170,12 @@ void chunk_corrected_values(chunk_work *ck, const double *S)
  * S (K, V) is the state entering the chunk; row i of O is written to
  * o + i * o_stride (V values; o_stride = H * V in the [B,T,H,V] layout).
  */
-void chunk_outputs(chunk_work *ck, const double *S, double scale, double *o, size_t o_stride)
+void kdalab__chunk_outputs(chunk_work *ck, const double *S, double scale, double *o,
+                           size_t o_stride)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     const double *Vnew = ck->Vn;
-    chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
+    kdalab__chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
     for (size_t i = 0; i < L; i++) {            /* 6. */
         double *oi = o + i * o_stride;
         for (size_t j = 0; j < V; j++)
@@ -195,7 +196,7 @@ void chunk_outputs(chunk_work *ck, const double *S, double scale, double *o, siz
 }
 
 /* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
-void chunk_advance_state(const chunk_work *ck, double *S)
+void kdalab__chunk_advance_state(const chunk_work *ck, double *S)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     const double *Vnew = ck->Vn;
@@ -216,9 +217,9 @@ void chunk_advance_state(const chunk_work *ck, double *S)
  * q, k are (B, T, H, K); v is (B, T, H, V); beta is (B, T, H); g is
  * (B, T, H, gw) with gw = K (KDA), 1 (Gated DeltaNet) or 0.
  */
-void chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
-                const double *q, const double *k, const double *v, const double *g, size_t gw,
-                const double *beta)
+void kdalab__chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                        const double *q, const double *k, const double *v, const double *g,
+                        size_t gw, const double *beta)
 {
     const size_t K = d->K, V = d->V;
     for (size_t r = 0; r < ck->L; r++) {
@@ -232,7 +233,7 @@ void chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t
     }
 }
 
-void chunk_free(chunk_work *ck)
+void kdalab__chunk_free(chunk_work *ck)
 {
     free(ck->q); free(ck->k); free(ck->v); free(ck->beta); free(ck->g);
     free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
@@ -240,7 +241,7 @@ void chunk_free(chunk_work *ck)
 }
 
 /* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
-kdalab_status chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V)
+kdalab_status kdalab__chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V)
 {
     const size_t e = sizeof(double);
     size_t CK, CV, CC, bytes;
@@ -258,7 +259,7 @@ kdalab_status chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V)
     ck->xa = malloc(CK * e);    ck->yb = malloc(CK * e);     ck->run = malloc(K * e);
     if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
         !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb || !ck->run) {
-        chunk_free(ck);
+        kdalab__chunk_free(ck);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
                            K, V);
     }

@@ -31,36 +31,37 @@ typedef struct {
 } chunk_work;
 
 /* x . y over n values. */
-double chunk_dot(const double *x, const double *y, size_t n);
+double kdalab__chunk_dot(const double *x, const double *y, size_t n);
 
 /* Buffers for chunks of up to C positions (ck->K, V, sub, delta set by the
  * caller). EOVERFLOW / ENOMEM on failure, with nothing left allocated. */
-kdalab_status chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V);
-void chunk_free(chunk_work *ck);
+kdalab_status kdalab__chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V);
+void kdalab__chunk_free(chunk_work *ck);
 
 /* Copy positions t0 .. t0+ck->L-1 of head (b, h) into the chunk's rows. */
-void chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
-                const double *q, const double *k, const double *v, const double *g, size_t gw,
-                const double *beta);
+void kdalab__chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                        const double *q, const double *k, const double *v, const double *g,
+                        size_t gw, const double *beta);
 
 /* gamma and to_end of the loaded chunk. */
-void chunk_decay_factors(chunk_work *ck);
+void kdalab__chunk_decay_factors(chunk_work *ck);
 
 /* Steps 1 and 5: out (L, L) = the decayed Gram matrix of X, Y (L, K), j < i
  * (j <= i with with_diag), in safe sub-chunks. */
-void chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
-                        double *out);
+void kdalab__chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
+                                double *out);
 
 /* Step 2: solve (I + A_kk) X = X in place, X (L, width). */
-void chunk_ut_transform(const chunk_work *ck, double *X, size_t width);
+void kdalab__chunk_ut_transform(const chunk_work *ck, double *X, size_t width);
 
 /* Steps 1-4 from the state S (K, V) entering the chunk: Gkk, Akk, W, U, Vn. */
-void chunk_corrected_values(chunk_work *ck, const double *S);
+void kdalab__chunk_corrected_values(chunk_work *ck, const double *S);
 
 /* Steps 5-6: the chunk's outputs, row i at o + i * o_stride (V values). */
-void chunk_outputs(chunk_work *ck, const double *S, double scale, double *o, size_t o_stride);
+void kdalab__chunk_outputs(chunk_work *ck, const double *S, double scale, double *o,
+                           size_t o_stride);
 
 /* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
-void chunk_advance_state(const chunk_work *ck, double *S);
+void kdalab__chunk_advance_state(const chunk_work *ck, double *S);
 
 #endif

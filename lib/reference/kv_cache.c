@@ -103,8 +103,8 @@ kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *c, double scale, con
     if (c->tokens == 0)
         return kdalab_fail(KDALAB_ESIZE, "KV cache attend: the cache is empty");
     for (size_t h = 0; h < c->H; h++)
-        attention_attend(c->K, c->V, scale, q + h * c->K, c->k + h * c->K, c->H * c->K,
-                   c->v + h * c->V, c->H * c->V, c->tokens, o + h * c->V);
+        kdalab__attention_attend(c->K, c->V, scale, q + h * c->K, c->k + h * c->K, c->H * c->K,
+                                 c->v + h * c->V, c->H * c->V, c->tokens, o + h * c->V);
     return kdalab_check_outputs_f64("KV cache attend", o, c->H * c->V, NULL, 0, NULL, NULL);
 }
 

@@ -18,7 +18,7 @@
 #define E_FN(name) name##_f32
 #define E_TABLE simd_table
 #define E_ARGS simd_head_args
-#define E_TABLE_ACTIVE simd_table_active
+#define E_TABLE_ACTIVE kdalab__simd_table_active
 #include "entry_impl.h"
 #undef real
 #undef E_FN
@@ -30,7 +30,7 @@
 #define E_FN(name) name##_f64
 #define E_TABLE simd_table_f64
 #define E_ARGS simd_head_args_f64
-#define E_TABLE_ACTIVE simd_table_active_f64
+#define E_TABLE_ACTIVE kdalab__simd_table_active_f64
 #include "entry_impl.h"
 #undef real
 #undef E_FN

@@ -93,7 +93,7 @@ static kdalab_status E_FN(entry_chunk)(const kdalab_dims *dims, kdalab_mechanism
     const size_t c = op.subchunk < C ? op.subchunk : C;
 
     simd_plan pl;
-    s = simd_plan_make(&pl, B, H, C, c, K, V, sizeof(real), tab->work_floats);
+    s = kdalab__simd_plan_make(&pl, B, H, C, c, K, V, sizeof(real), tab->work_floats);
     if (s != KDALAB_OK)
         return s;
     const int nth = pl.nth;
@@ -106,7 +106,7 @@ static kdalab_status E_FN(entry_chunk)(const kdalab_dims *dims, kdalab_mechanism
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
             size_t b, h, v0, v1;
-            simd_plan_task(&pl, V, task, &b, &h, &v0, &v1);
+            kdalab__simd_plan_task(&pl, V, task, &b, &h, &v0, &v1);
             size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
             E_ARGS a = {
                 .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = pl.nh,
@@ -122,8 +122,8 @@ static kdalab_status E_FN(entry_chunk)(const kdalab_dims *dims, kdalab_mechanism
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
         }
     }
-    simd_plan_free(&pl);
-    return simd_chunk_finish(bad_o, bad_ht, report);
+    kdalab__simd_plan_free(&pl);
+    return kdalab__simd_chunk_finish(bad_o, bad_ht, report);
 }
 
 /* kdalab_simd_step_f32 / _f64 (lib/kdalab_simd.h documents them). */

@@ -3,12 +3,12 @@
  * levels this CPU can run, the one in use (KDALAB_SIMD or the best available,
  * resolved once) and the kernel table of each precision at that level. The
  * only dispatch point: every SIMD kernel call goes through a table returned
- * by simd_table_active or simd_table_active_f64.
+ * by kdalab__simd_table_active or kdalab__simd_table_active_f64.
  *
  * defines: kdalab_simd_level_name, kdalab_simd_level_parse,
  *          kdalab_simd_level_available, kdalab_simd_get_level,
  *          kdalab_simd_set_level (lib/kdalab_simd.h);
- *          simd_table_active, simd_table_active_f64 (simd_internal.h)
+ *          kdalab__simd_table_active, kdalab__simd_table_active_f64 (simd_internal.h)
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -112,7 +112,7 @@ static kdalab_simd_level resolved_level(void)
     return (kdalab_simd_level)l;
 }
 
-const simd_table *simd_table_active(void)
+const simd_table *kdalab__simd_table_active(void)
 {
     switch (resolved_level()) {
     case KDALAB_SIMD_AVX512:
@@ -124,7 +124,7 @@ const simd_table *simd_table_active(void)
     }
 }
 
-const simd_table_f64 *simd_table_active_f64(void)
+const simd_table_f64 *kdalab__simd_table_active_f64(void)
 {
     switch (resolved_level()) {
     case KDALAB_SIMD_AVX512:

@@ -5,7 +5,7 @@
  * written), and turning the kernels' non-finite counts into the report and
  * the status.
  *
- * defines: simd_plan_make, simd_plan_task, simd_plan_free, simd_chunk_finish
+ * defines: kdalab__simd_plan_make, kdalab__simd_plan_task, kdalab__simd_plan_free, kdalab__simd_chunk_finish
  *          (simd_internal.h)
  */
 #include <omp.h>
@@ -14,9 +14,9 @@
 #include "internal.h"
 #include "simd_internal.h"
 
-kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c, size_t K,
-                             size_t V, size_t elem,
-                             size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t))
+kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c,
+                                     size_t K, size_t V, size_t elem,
+                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t))
 {
     /* Tasks: groups of nh consecutive heads of one batch entry, nh the
      * largest of 4, 3, 2 that divides H and leaves the threads equal shares (a
@@ -69,8 +69,8 @@ kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t
     return KDALAB_OK;
 }
 
-void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
-                    size_t *v0, size_t *v1)
+void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
+                            size_t *v0, size_t *v1)
 {
     size_t bg = task / pl->nsplit, part = task % pl->nsplit, grp = bg % pl->ngroups;
     *b = bg / pl->ngroups;
@@ -79,14 +79,14 @@ void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_
     *v1 = *v0 + pl->width < V ? *v0 + pl->width : V;
 }
 
-void simd_plan_free(simd_plan *pl)
+void kdalab__simd_plan_free(simd_plan *pl)
 {
     for (int t = 0; t < pl->nth; t++)
         free(pl->work[t]);
     free(pl->work);
 }
 
-kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)
+kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)
 {
     if (report) {
         report->nonfinite_o = bad_o;

@@ -20,7 +20,7 @@ kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanis
                                         const float *h0, float *o, float *ht)
 {
     kdalab_counts n;
-    const simd_table *tab = simd_table_active();
+    const simd_table *tab = kdalab__simd_table_active();
     kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
     if (s != KDALAB_OK)
         return s;

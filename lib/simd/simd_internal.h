@@ -112,8 +112,8 @@ extern const simd_table_f64 kdalab_simd_table_avx512_f64;
 
 /* The kernel table of each precision at the level in use (lib/simd/levels.c):
  * the one dispatch point. */
-const simd_table *simd_table_active(void);
-const simd_table_f64 *simd_table_active_f64(void);
+const simd_table *kdalab__simd_table_active(void);
+const simd_table_f64 *kdalab__simd_table_active_f64(void);
 
 /*
  * What the chunkwise entry points of both precisions share (plan.c):
@@ -131,14 +131,14 @@ typedef struct {
     void **work;                 /* [nth] workspaces, 64-byte aligned         */
 } simd_plan;
 
-kdalab_status simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c, size_t K,
-                             size_t V, size_t elem,
-                             size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t));
+kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c,
+                                     size_t K, size_t V, size_t elem,
+                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t));
 /* The task's first head (b, h) and its value columns [v0, v1); its head
  * count is pl->nh. */
-void simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
-                    size_t *v0, size_t *v1);
-void simd_plan_free(simd_plan *pl);
-kdalab_status simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
+void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
+                            size_t *v0, size_t *v1);
+void kdalab__simd_plan_free(simd_plan *pl);
+kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
 
 #endif

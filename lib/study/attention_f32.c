@@ -6,7 +6,7 @@
  * positional encoding (chapter 01; the full-attention layer of the hybrid) in
  * float32. The KV cache a decoder keeps for it is lib/reference/kv_cache.c.
  *
- * defines: kdalab_attention_f32; attention_attend_f32 (internal, attention_steps.h)
+ * defines: kdalab_attention_f32; kdalab__attention_attend_f32 (internal, attention_steps.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,8 +22,8 @@
  * Computed in one pass with a running maximum (the online softmax), so no
  * expf() ever sees a positive argument. n >= 1.
  */
-void attention_attend_f32(size_t K, size_t V, float scale, const float *q, const float *k,
-                      size_t kstride, const float *v, size_t vstride, size_t n, float *o)
+void kdalab__attention_attend_f32(size_t K, size_t V, float scale, const float *q, const float *k,
+                              size_t kstride, const float *v, size_t vstride, size_t n, float *o)
 {
     float m = -INFINITY, z = 0; /* running max of the scores, running normaliser */
     for (size_t j = 0; j < V; j++)
@@ -64,8 +64,8 @@ kdalab_status kdalab_attention_f32(const kdalab_dims *dims, float scale, const f
             for (size_t t = 0; t < T; t++) {
                 size_t first = (b * T) * H + h;   /* (b, 0, h)  */
                 size_t bth = (b * T + t) * H + h; /* (b, t, h)  */
-                attention_attend_f32(K, V, scale, q + bth * K, k + first * K, H * K, v + first * V, H * V,
-                           t + 1, o + bth * V);
+                kdalab__attention_attend_f32(K, V, scale, q + bth * K, k + first * K, H * K,
+                                         v + first * V, H * V, t + 1, o + bth * V);
             }
     /* finite inputs can still overflow a score (q.k beyond the range) */
     size_t n_o = B * T * H * V;

@@ -17,7 +17,7 @@
  * (K). One pass with a running maximum (the online softmax), so no expf() sees
  * a positive argument. n >= 1.
  */
-void attention_attend_f32(size_t K, size_t V, float scale, const float *q, const float *k,
-                      size_t kstride, const float *v, size_t vstride, size_t n, float *o);
+void kdalab__attention_attend_f32(size_t K, size_t V, float scale, const float *q, const float *k,
+                              size_t kstride, const float *v, size_t vstride, size_t n, float *o);
 
 #endif

@@ -8,9 +8,9 @@
  * (lib/reference/chunk_bwd.c) recomputes and differentiates. The algorithm
  * and the safe sub-chunks are described at the top of chunk.c.
  *
- * defines: chunk_dot_f32, chunk_decay_factors_f32, chunk_decayed_gram_f32,
- *          chunk_ut_transform_f32, chunk_corrected_values_f32, chunk_outputs_f32,
- *          chunk_advance_state_f32, chunk_load_f32, chunk_free_f32, chunk_alloc_f32
+ * defines: kdalab__chunk_dot_f32, kdalab__chunk_decay_factors_f32, kdalab__chunk_decayed_gram_f32,
+ *          kdalab__chunk_ut_transform_f32, kdalab__chunk_corrected_values_f32, kdalab__chunk_outputs_f32,
+ *          kdalab__chunk_advance_state_f32, kdalab__chunk_load_f32, kdalab__chunk_free_f32, kdalab__chunk_alloc_f32
  *          (internal, declared in chunk_steps.h)
  */
 #include <math.h>
@@ -20,7 +20,7 @@
 #include "internal.h"
 #include "chunk_steps_f32.h"
 
-float chunk_dot_f32(const float *x, const float *y, size_t n)
+float kdalab__chunk_dot_f32(const float *x, const float *y, size_t n)
 {
     float s = 0;
     for (size_t c = 0; c < n; c++)
@@ -34,7 +34,7 @@ float chunk_dot_f32(const float *x, const float *y, size_t n)
  * span (a forward and a backward running sum; never a difference of sums,
  * which would lose every small g after a large one: -1e20 + -1 == -1e20).
  */
-void chunk_decay_factors_f32(chunk_work_f32 *ck)
+void kdalab__chunk_decay_factors_f32(chunk_work_f32 *ck)
 {
     const size_t L = ck->L, K = ck->K;
     for (size_t c = 0; c < K; c++) {
@@ -66,8 +66,8 @@ void chunk_decay_factors_f32(chunk_work_f32 *ck)
  *     exp of the running sum from j+1 up to i, again <= 1.
  * No exponent is ever positive.
  */
-void chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, int with_diag,
-                        float *out)
+void kdalab__chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, int with_diag,
+                                float *out)
 {
     const size_t L = ck->L, K = ck->K;
     const float *g = ck->g;
@@ -91,7 +91,7 @@ void chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, 
             for (size_t c = 0; c < K; c++)
                 ck->yb[j * K + c] = Y[j * K + c] * expf(run[c]);
             for (size_t i = i0; i < i1; i++)
-                out[i * L + j] = chunk_dot_f32(ck->xa + i * K, ck->yb + j * K, K);
+                out[i * L + j] = kdalab__chunk_dot_f32(ck->xa + i * K, ck->yb + j * K, K);
             for (size_t c = 0; c < K; c++)
                 run[c] += g[j * K + c];
         }
@@ -120,7 +120,7 @@ void chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, 
  * I + A_kk. That is X = T R' with T = (I + A_kk)^-1 Diag(beta): the product
  * of the chunk's L diagonal-plus-rank-one transitions in one solve.
  */
-void chunk_ut_transform_f32(const chunk_work_f32 *ck, float *X, size_t width)
+void kdalab__chunk_ut_transform_f32(const chunk_work_f32 *ck, float *X, size_t width)
 {
     for (size_t i = 0; i < ck->L; i++)
         for (size_t m = 0; m < i; m++) {
@@ -135,7 +135,7 @@ void chunk_ut_transform_f32(const chunk_work_f32 *ck, float *X, size_t width)
  * (L, V), with A_kk, W and U on the way. S is (K, V), the state entering the
  * chunk.
  */
-void chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S)
+void kdalab__chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     if (!ck->delta) { /* linear attention: V_new = V */
@@ -143,7 +143,7 @@ void chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S)
         return;
     }
     /* 1. A_kk = Diag(beta) Gkk, Gkk the decayed K K^T, strictly lower */
-    chunk_decayed_gram_f32(ck, ck->k, ck->k, 0, ck->Gkk);
+    kdalab__chunk_decayed_gram_f32(ck, ck->k, ck->k, 0, ck->Gkk);
     for (size_t i = 0; i < L; i++)
         for (size_t j = 0; j < i; j++)
             ck->Akk[i * L + j] = ck->beta[i] * ck->Gkk[i * L + j];
@@ -154,8 +154,8 @@ void chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S)
         for (size_t j = 0; j < V; j++)
             ck->U[r * V + j] = ck->beta[r] * ck->v[r * V + j];
     }
-    chunk_ut_transform_f32(ck, ck->W, K);
-    chunk_ut_transform_f32(ck, ck->U, V);
+    kdalab__chunk_ut_transform_f32(ck, ck->W, K);
+    kdalab__chunk_ut_transform_f32(ck, ck->U, V);
     /* 4. V_new = U - W S */
     for (size_t r = 0; r < L; r++) {
         for (size_t j = 0; j < V; j++)
@@ -173,11 +173,12 @@ void chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S)
  * S (K, V) is the state entering the chunk; row i of O is written to
  * o + i * o_stride (V values; o_stride = H * V in the [B,T,H,V] layout).
  */
-void chunk_outputs_f32(chunk_work_f32 *ck, const float *S, float scale, float *o, size_t o_stride)
+void kdalab__chunk_outputs_f32(chunk_work_f32 *ck, const float *S, float scale, float *o,
+                           size_t o_stride)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     const float *Vnew = ck->Vn;
-    chunk_decayed_gram_f32(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
+    kdalab__chunk_decayed_gram_f32(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
     for (size_t i = 0; i < L; i++) {            /* 6. */
         float *oi = o + i * o_stride;
         for (size_t j = 0; j < V; j++)
@@ -198,7 +199,7 @@ void chunk_outputs_f32(chunk_work_f32 *ck, const float *S, float scale, float *o
 }
 
 /* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
-void chunk_advance_state_f32(const chunk_work_f32 *ck, float *S)
+void kdalab__chunk_advance_state_f32(const chunk_work_f32 *ck, float *S)
 {
     const size_t L = ck->L, K = ck->K, V = ck->V;
     const float *Vnew = ck->Vn;
@@ -219,9 +220,9 @@ void chunk_advance_state_f32(const chunk_work_f32 *ck, float *S)
  * q, k are (B, T, H, K); v is (B, T, H, V); beta is (B, T, H); g is
  * (B, T, H, gw) with gw = K (KDA), 1 (Gated DeltaNet) or 0.
  */
-void chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
-                const float *q, const float *k, const float *v, const float *g, size_t gw,
-                const float *beta)
+void kdalab__chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                        const float *q, const float *k, const float *v, const float *g,
+                        size_t gw, const float *beta)
 {
     const size_t K = d->K, V = d->V;
     for (size_t r = 0; r < ck->L; r++) {
@@ -235,7 +236,7 @@ void chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, size_t h
     }
 }
 
-void chunk_free_f32(chunk_work_f32 *ck)
+void kdalab__chunk_free_f32(chunk_work_f32 *ck)
 {
     free(ck->q); free(ck->k); free(ck->v); free(ck->beta); free(ck->g);
     free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
@@ -243,7 +244,7 @@ void chunk_free_f32(chunk_work_f32 *ck)
 }
 
 /* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
-kdalab_status chunk_alloc_f32(chunk_work_f32 *ck, size_t C, size_t K, size_t V)
+kdalab_status kdalab__chunk_alloc_f32(chunk_work_f32 *ck, size_t C, size_t K, size_t V)
 {
     const size_t e = sizeof(float);
     size_t CK, CV, CC, bytes;
@@ -261,7 +262,7 @@ kdalab_status chunk_alloc_f32(chunk_work_f32 *ck, size_t C, size_t K, size_t V)
     ck->xa = malloc(CK * e);    ck->yb = malloc(CK * e);     ck->run = malloc(K * e);
     if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
         !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb || !ck->run) {
-        chunk_free_f32(ck);
+        kdalab__chunk_free_f32(ck);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
                            K, V);
     }

@@ -34,36 +34,37 @@ typedef struct {
 } chunk_work_f32;
 
 /* x . y over n values. */
-float chunk_dot_f32(const float *x, const float *y, size_t n);
+float kdalab__chunk_dot_f32(const float *x, const float *y, size_t n);
 
 /* Buffers for chunks of up to C positions (ck->K, V, sub, delta set by the
  * caller). EOVERFLOW / ENOMEM on failure, with nothing left allocated. */
-kdalab_status chunk_alloc_f32(chunk_work_f32 *ck, size_t C, size_t K, size_t V);
-void chunk_free_f32(chunk_work_f32 *ck);
+kdalab_status kdalab__chunk_alloc_f32(chunk_work_f32 *ck, size_t C, size_t K, size_t V);
+void kdalab__chunk_free_f32(chunk_work_f32 *ck);
 
 /* Copy positions t0 .. t0+ck->L-1 of head (b, h) into the chunk's rows. */
-void chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
-                const float *q, const float *k, const float *v, const float *g, size_t gw,
-                const float *beta);
+void kdalab__chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                        const float *q, const float *k, const float *v, const float *g,
+                        size_t gw, const float *beta);
 
 /* gamma and to_end of the loaded chunk. */
-void chunk_decay_factors_f32(chunk_work_f32 *ck);
+void kdalab__chunk_decay_factors_f32(chunk_work_f32 *ck);
 
 /* Steps 1 and 5: out (L, L) = the decayed Gram matrix of X, Y (L, K), j < i
  * (j <= i with with_diag), in safe sub-chunks. */
-void chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, int with_diag,
-                        float *out);
+void kdalab__chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, int with_diag,
+                                float *out);
 
 /* Step 2: solve (I + A_kk) X = X in place, X (L, width). */
-void chunk_ut_transform_f32(const chunk_work_f32 *ck, float *X, size_t width);
+void kdalab__chunk_ut_transform_f32(const chunk_work_f32 *ck, float *X, size_t width);
 
 /* Steps 1-4 from the state S (K, V) entering the chunk: Gkk, Akk, W, U, Vn. */
-void chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S);
+void kdalab__chunk_corrected_values_f32(chunk_work_f32 *ck, const float *S);
 
 /* Steps 5-6: the chunk's outputs, row i at o + i * o_stride (V values). */
-void chunk_outputs_f32(chunk_work_f32 *ck, const float *S, float scale, float *o, size_t o_stride);
+void kdalab__chunk_outputs_f32(chunk_work_f32 *ck, const float *S, float scale, float *o,
+                           size_t o_stride);
 
 /* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
-void chunk_advance_state_f32(const chunk_work_f32 *ck, float *S);
+void kdalab__chunk_advance_state_f32(const chunk_work_f32 *ck, float *S);
 
 #endif

@@ -18,7 +18,7 @@
  *          kdalab_silu_fwd_f64, kdalab_silu_bwd_f64,
  *          kdalab_swiglu_fwd_f64, kdalab_swiglu_bwd_f64,
  *          kdalab_short_conv_fwd_f64, kdalab_short_conv_bwd_f64,
- *          and their kernels train_rmsnorm_fwd_f64 ... train_short_conv_bwd_f64
+ *          and their kernels kdalab__train_rmsnorm_fwd_f64 ... kdalab__train_short_conv_bwd_f64
  *          (lib/train/train_internal.h)
  */
 #include <math.h>
@@ -110,8 +110,8 @@ static double rms_inverse(size_t D, double eps, const double *x)
 }
 
 TRAIN_CLONES
-void train_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
-                           double *y)
+void kdalab__train_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
+                                   double *y)
 {
     // x, y are (N, D); w is (D)
     for (size_t r = 0; r < N; r++) {
@@ -134,13 +134,13 @@ kdalab_status kdalab_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const doubl
         s = output("y", y, n);
     if (s != KDALAB_OK)
         return s;
-    train_rmsnorm_fwd_f64(N, D, eps, x, w, y);
+    kdalab__train_rmsnorm_fwd_f64(N, D, eps, x, w, y);
     return kdalab_check_outputs_f64("RMSNorm", y, n, NULL, 0, NULL, NULL);
 }
 
 TRAIN_CLONES
-void train_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
-                           const double *dy, double *dx, double *dw)
+void kdalab__train_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
+                                   const double *dy, double *dx, double *dw)
 {
     // x, dy, dx are (N, D); w, dw are (D)
     for (size_t d = 0; dw && d < D; d++)
@@ -180,7 +180,7 @@ kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const doubl
         s = input("dy", dy, n);
     if (s != KDALAB_OK)
         return s;
-    train_rmsnorm_bwd_f64(N, D, eps, x, w, dy, dx, dw);
+    kdalab__train_rmsnorm_bwd_f64(N, D, eps, x, w, dy, dx, dw);
     return check_grads("RMSNorm backward", dx, n, dw, D);
 }
 
@@ -196,7 +196,7 @@ static inline double silu_grad(double x)
 }
 
 TRAIN_CLONES
-void train_silu_fwd_f64(size_t n, const double *x, double *y)
+void kdalab__train_silu_fwd_f64(size_t n, const double *x, double *y)
 {
     // x, y are (n)
 #pragma omp simd
@@ -212,13 +212,13 @@ kdalab_status kdalab_silu_fwd_f64(size_t n, const double *x, double *y)
         s = output("y", y, n);
     if (s != KDALAB_OK)
         return s;
-    train_silu_fwd_f64(n, x, y);
+    kdalab__train_silu_fwd_f64(n, x, y);
     kdalab_clear_error(); /* |silu(x)| <= |x|: finite */
     return KDALAB_OK;
 }
 
 TRAIN_CLONES
-void train_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx)
+void kdalab__train_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx)
 {
     // x, dy, dx are (n)
 #pragma omp simd
@@ -236,12 +236,12 @@ kdalab_status kdalab_silu_bwd_f64(size_t n, const double *x, const double *dy, d
         s = output("dx", dx, n);
     if (s != KDALAB_OK)
         return s;
-    train_silu_bwd_f64(n, x, dy, dx);
+    kdalab__train_silu_bwd_f64(n, x, dy, dx);
     return check_grads("SiLU backward", dx, n, NULL, 0);
 }
 
 TRAIN_CLONES
-void train_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h)
+void kdalab__train_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h)
 {
     // a, b, h are (n)
 #pragma omp simd
@@ -259,13 +259,13 @@ kdalab_status kdalab_swiglu_fwd_f64(size_t n, const double *a, const double *b, 
         s = output("h", h, n);
     if (s != KDALAB_OK)
         return s;
-    train_swiglu_fwd_f64(n, a, b, h);
+    kdalab__train_swiglu_fwd_f64(n, a, b, h);
     return kdalab_check_outputs_f64("SwiGLU", h, n, NULL, 0, NULL, NULL);
 }
 
 TRAIN_CLONES
-void train_swiglu_bwd_f64(size_t n, const double *a, const double *b, const double *dh,
-                          double *da, double *db)
+void kdalab__train_swiglu_bwd_f64(size_t n, const double *a, const double *b, const double *dh,
+                                  double *da, double *db)
 {
     // a, b, dh, da, db are (n)
     if (da) {
@@ -291,7 +291,7 @@ kdalab_status kdalab_swiglu_bwd_f64(size_t n, const double *a, const double *b,
         s = input("dh", dh, n);
     if (s != KDALAB_OK)
         return s;
-    train_swiglu_bwd_f64(n, a, b, dh, da, db);
+    kdalab__train_swiglu_bwd_f64(n, a, b, dh, da, db);
     return check_grads("SwiGLU backward", da, n, db, n);
 }
 
@@ -316,8 +316,8 @@ static kdalab_status conv_check(size_t B, size_t T, size_t C, size_t W, const do
 }
 
 TRAIN_CLONES
-void train_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
-                              const double *w, double *y)
+void kdalab__train_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
+                                      const double *w, double *y)
 {
     // x, y are (B, T, C); w is (W, C), w[0] on the current token
     for (size_t b = 0; b < B; b++) {
@@ -350,13 +350,13 @@ kdalab_status kdalab_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W,
         s = output("y", y, n);
     if (s != KDALAB_OK)
         return s;
-    train_short_conv_fwd_f64(B, T, C, W, x, w, y);
+    kdalab__train_short_conv_fwd_f64(B, T, C, W, x, w, y);
     return kdalab_check_outputs_f64("short convolution", y, n, NULL, 0, NULL, NULL);
 }
 
 TRAIN_CLONES
-void train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
-                              const double *w, const double *dy, double *dx, double *dw)
+void kdalab__train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
+                                      const double *w, const double *dy, double *dx, double *dw)
 {
     // x, dy, dx are (B, T, C); w, dw are (W, C)
     for (size_t j = 0; dw && j < W * C; j++)
@@ -400,6 +400,6 @@ kdalab_status kdalab_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W,
         s = input("dy", dy, n);
     if (s != KDALAB_OK)
         return s;
-    train_short_conv_bwd_f64(B, T, C, W, x, w, dy, dx, dw);
+    kdalab__train_short_conv_bwd_f64(B, T, C, W, x, w, dy, dx, dw);
     return check_grads("short convolution backward", dx, n, dw, nw);
 }

@@ -21,7 +21,7 @@
  *          kdalab_silu_fwd_f32, kdalab_silu_bwd_f32,
  *          kdalab_swiglu_fwd_f32, kdalab_swiglu_bwd_f32,
  *          kdalab_short_conv_fwd_f32, kdalab_short_conv_bwd_f32,
- *          and their kernels train_rmsnorm_fwd_f32 ... train_short_conv_bwd_f32
+ *          and their kernels kdalab__train_rmsnorm_fwd_f32 ... kdalab__train_short_conv_bwd_f32
  *          (lib/train/train_internal.h)
  */
 #include <math.h>
@@ -113,8 +113,8 @@ static float rms_inverse(size_t D, float eps, const float *x)
 }
 
 TRAIN_CLONES
-void train_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
-                           float *y)
+void kdalab__train_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
+                                   float *y)
 {
     // x, y are (N, D); w is (D)
     for (size_t r = 0; r < N; r++) {
@@ -137,13 +137,13 @@ kdalab_status kdalab_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float 
         s = output("y", y, n);
     if (s != KDALAB_OK)
         return s;
-    train_rmsnorm_fwd_f32(N, D, eps, x, w, y);
+    kdalab__train_rmsnorm_fwd_f32(N, D, eps, x, w, y);
     return kdalab_check_outputs_f32("RMSNorm", y, n, NULL, 0, NULL, NULL);
 }
 
 TRAIN_CLONES
-void train_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
-                           const float *dy, float *dx, float *dw)
+void kdalab__train_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
+                                   const float *dy, float *dx, float *dw)
 {
     // x, dy, dx are (N, D); w, dw are (D)
     for (size_t d = 0; dw && d < D; d++)
@@ -183,7 +183,7 @@ kdalab_status kdalab_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float 
         s = input("dy", dy, n);
     if (s != KDALAB_OK)
         return s;
-    train_rmsnorm_bwd_f32(N, D, eps, x, w, dy, dx, dw);
+    kdalab__train_rmsnorm_bwd_f32(N, D, eps, x, w, dy, dx, dw);
     return check_grads("RMSNorm backward", dx, n, dw, D);
 }
 
@@ -199,7 +199,7 @@ static inline float silu_grad(float x)
 }
 
 TRAIN_CLONES
-void train_silu_fwd_f32(size_t n, const float *x, float *y)
+void kdalab__train_silu_fwd_f32(size_t n, const float *x, float *y)
 {
     // x, y are (n)
 #pragma omp simd
@@ -215,13 +215,13 @@ kdalab_status kdalab_silu_fwd_f32(size_t n, const float *x, float *y)
         s = output("y", y, n);
     if (s != KDALAB_OK)
         return s;
-    train_silu_fwd_f32(n, x, y);
+    kdalab__train_silu_fwd_f32(n, x, y);
     kdalab_clear_error(); /* |silu(x)| <= |x|: finite */
     return KDALAB_OK;
 }
 
 TRAIN_CLONES
-void train_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx)
+void kdalab__train_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx)
 {
     // x, dy, dx are (n)
 #pragma omp simd
@@ -239,12 +239,12 @@ kdalab_status kdalab_silu_bwd_f32(size_t n, const float *x, const float *dy, flo
         s = output("dx", dx, n);
     if (s != KDALAB_OK)
         return s;
-    train_silu_bwd_f32(n, x, dy, dx);
+    kdalab__train_silu_bwd_f32(n, x, dy, dx);
     return check_grads("SiLU backward", dx, n, NULL, 0);
 }
 
 TRAIN_CLONES
-void train_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h)
+void kdalab__train_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h)
 {
     // a, b, h are (n)
 #pragma omp simd
@@ -262,13 +262,13 @@ kdalab_status kdalab_swiglu_fwd_f32(size_t n, const float *a, const float *b, fl
         s = output("h", h, n);
     if (s != KDALAB_OK)
         return s;
-    train_swiglu_fwd_f32(n, a, b, h);
+    kdalab__train_swiglu_fwd_f32(n, a, b, h);
     return kdalab_check_outputs_f32("SwiGLU", h, n, NULL, 0, NULL, NULL);
 }
 
 TRAIN_CLONES
-void train_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
-                          float *da, float *db)
+void kdalab__train_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
+                                  float *da, float *db)
 {
     // a, b, dh, da, db are (n)
     if (da) {
@@ -294,7 +294,7 @@ kdalab_status kdalab_swiglu_bwd_f32(size_t n, const float *a, const float *b,
         s = input("dh", dh, n);
     if (s != KDALAB_OK)
         return s;
-    train_swiglu_bwd_f32(n, a, b, dh, da, db);
+    kdalab__train_swiglu_bwd_f32(n, a, b, dh, da, db);
     return check_grads("SwiGLU backward", da, n, db, n);
 }
 
@@ -319,8 +319,8 @@ static kdalab_status conv_check(size_t B, size_t T, size_t C, size_t W, const fl
 }
 
 TRAIN_CLONES
-void train_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
-                              const float *w, float *y)
+void kdalab__train_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                                      const float *w, float *y)
 {
     // x, y are (B, T, C); w is (W, C), w[0] on the current token
     for (size_t b = 0; b < B; b++) {
@@ -353,13 +353,13 @@ kdalab_status kdalab_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W,
         s = output("y", y, n);
     if (s != KDALAB_OK)
         return s;
-    train_short_conv_fwd_f32(B, T, C, W, x, w, y);
+    kdalab__train_short_conv_fwd_f32(B, T, C, W, x, w, y);
     return kdalab_check_outputs_f32("short convolution", y, n, NULL, 0, NULL, NULL);
 }
 
 TRAIN_CLONES
-void train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
-                              const float *w, const float *dy, float *dx, float *dw)
+void kdalab__train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                                      const float *w, const float *dy, float *dx, float *dw)
 {
     // x, dy, dx are (B, T, C); w, dw are (W, C)
     for (size_t j = 0; dw && j < W * C; j++)
@@ -403,6 +403,6 @@ kdalab_status kdalab_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W,
         s = input("dy", dy, n);
     if (s != KDALAB_OK)
         return s;
-    train_short_conv_bwd_f32(B, T, C, W, x, w, dy, dx, dw);
+    kdalab__train_short_conv_bwd_f32(B, T, C, W, x, w, dy, dx, dw);
     return check_grads("short convolution backward", dx, n, dw, nw);
 }

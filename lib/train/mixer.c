@@ -5,11 +5,11 @@
  * (the SIMD path's kdalab_simd_chunk_f64 at its default chunk, the same
  * function as the reference's kdalab_chunk_f64 to ~1e-15 in float64 and
  * about five times faster in float32; or for attention
- * train_attention_fwd_f64: the same function as kdalab_attention_f64 in
+ * kdalab__train_attention_fwd_f64: the same function as kdalab_attention_f64 in
  * matrix form) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f64 and the
- * gates' in lib/reference, train_attention_bwd_f64) and the step-1
+ * gates' in lib/reference, kdalab__train_attention_bwd_f64) and the step-1
  * backwards of lib/train/layers.c; the projections are the CBLAS wrappers of
  * lib/train/matmul.c. Checked against central finite differences in
  * tests/test_train_mixer.c.
@@ -17,7 +17,7 @@
  * Shapes: N = B * T rows, D = H * d, d = K = V the head dimension.
  *
  * defines: kdalab_mixer_fwd_f64, kdalab_mixer_bwd_f64, kdalab_mixer_cache_free,
- *          train_mixer_fwd_f64, train_mixer_bwd_f64 (the model's unchecked entries,
+ *          kdalab__train_mixer_fwd_f64, kdalab__train_mixer_bwd_f64 (the model's unchecked entries,
  *          lib/train/train_internal.h)
  */
 #include <math.h>
@@ -300,12 +300,12 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     kdalab_status s = KDALAB_OK;
     // q, k, v: a = x W [N, D]; c = conv(a) [N, D]; s = silu(c) [N, D]
     for (int i = 0; i < 3; i++) {
-        train_mm_f64(N, D, D, x, W[i], c->a[i], 0);
+        kdalab__train_mm_f64(N, D, D, x, W[i], c->a[i], 0);
         if (cfg->conv)
-            train_short_conv_fwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]);
+            kdalab__train_short_conv_fwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]);
         else
             memcpy(c->c[i], c->a[i], N * D * sizeof(double));
-        train_silu_fwd_f64(N * D, c->c[i], c->s[i]);
+        kdalab__train_silu_fwd_f64(N * D, c->c[i], c->s[i]);
         /* x and the weights are finite: a non-finite q, k or v is an overflow */
         if (kdalab_check_values_f64(KDALAB_RULE_FINITE, "q, k, v", c->s[i], N * D, NULL) !=
             KDALAB_OK)
@@ -316,13 +316,13 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const kdalab_dims dims = {B, T, H, d, d};
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
-        return keep_range(train_attention_fwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o),
-                          range);
+        return keep_range(
+            kdalab__train_attention_fwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o), range);
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
     l2norm_fwd(N * H, d, c->s[0], c->qn);
     l2norm_fwd(N * H, d, c->s[1], c->kn);
     if (has_beta(cfg->kind)) {
-        train_mm_f64(N, D, H, x, p->Wb, c->zb, 0);
+        kdalab__train_mm_f64(N, D, H, x, p->Wb, c->zb, 0);
         for (size_t r = 0; r < N * H; r++)
             c->beta[r] = train_sigmoid_f64(c->zb[r]);
     }
@@ -331,10 +331,10 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
         /* Gated DeltaNet's gate is KDA's with one channel per head (by kind, not
          * width: KDA with d = 1 also has one channel per head) */
         if (cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
-            train_mm_f64(N, D, H, x, p->Wa, c->zg, 0);
+            kdalab__train_mm_f64(N, D, H, x, p->Wa, c->zg, 0);
         } else {
-            train_mm_f64(N, D, d, x, p->Wg, c->zf, 0);
-            train_mm_f64(N, d, D, c->zf, p->Wg2, c->zg, 0);
+            kdalab__train_mm_f64(N, D, d, x, p->Wg, c->zf, 0);
+            kdalab__train_mm_f64(N, d, D, c->zf, p->Wg2, c->zg, 0);
         }
         s = keep_range(kdalab_kda_gate_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, c->g), range);
         if (s != KDALAB_OK || *range != KDALAB_OK)
@@ -346,8 +346,8 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     if (s != KDALAB_OK || *range != KDALAB_OK)
         return s == KDALAB_OK ? nan_output(c, s) : s;
     // the gated output norm: og = rmsnorm(o, onorm) * sigmoid(x Wog) [N, H, d]
-    train_rmsnorm_fwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, c->on);
-    train_mm_f64(N, D, D, x, p->Wog, c->so, 0);
+    kdalab__train_rmsnorm_fwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, c->on);
+    kdalab__train_mm_f64(N, D, D, x, p->Wog, c->so, 0);
 #pragma omp simd
     for (size_t i = 0; i < N * D; i++) {
         c->so[i] = train_sigmoid_f64(c->so[i]);
@@ -363,9 +363,9 @@ static const double *mixer_out(const kdalab_mixer_cache *c)
     return is_linear(c->cfg.kind) ? c->og : c->o;
 }
 
-kdalab_status train_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
-                                  size_t B, size_t T, const double *x, double *y,
-                                  kdalab_mixer_cache **cache)
+kdalab_status kdalab__train_mixer_fwd_f64(const kdalab_mixer_config *cfg,
+                                          const kdalab_mixer_params *p, size_t B, size_t T,
+                                          const double *x, double *y, kdalab_mixer_cache **cache)
 {
     // x, y are (B, T, D); the weights as kdalab_mixer_params says
     kdalab_mixer_cache *c = cache_new(cfg, B, T);
@@ -377,7 +377,7 @@ kdalab_status train_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_m
         kdalab_mixer_cache_free(c);
         return s;
     }
-    train_mm_f64(B * T, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
+    kdalab__train_mm_f64(B * T, cfg->D, cfg->D, mixer_out(c), p->Wo, y, 0);
     kdalab_mixer_cache_free(*cache);
     *cache = c;
     if (range != KDALAB_OK)
@@ -397,7 +397,7 @@ kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_
     if (s != KDALAB_OK)
         return s;
     kdalab_mixer_cache *c = NULL;
-    s = train_mixer_fwd_f64(cfg, p, B, T, x, y, &c);
+    s = kdalab__train_mixer_fwd_f64(cfg, p, B, T, x, y, &c);
     if (cache && c) {
         kdalab_mixer_cache_free(*cache);
         *cache = c;
@@ -465,8 +465,9 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     const kdalab_dims dims = {c->B, c->T, H, d, d};
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
-        return keep_range(train_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o,
-                                                  w->dO, w->ds[0], w->ds[1], w->ds[2]),
+        return keep_range(kdalab__train_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2],
+                                                          c->o, w->dO, w->ds[0], w->ds[1],
+                                                          w->ds[2]),
                           range);
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     opts.chunk = MIXER_CHUNK;
@@ -482,10 +483,10 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     return KDALAB_OK;
 }
 
-kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
-                                  size_t B, size_t T, const double *x,
-                                  const kdalab_mixer_cache *cache, const double *dy,
-                                  double *dx, const kdalab_mixer_grads *g)
+kdalab_status kdalab__train_mixer_bwd_f64(const kdalab_mixer_config *cfg,
+                                          const kdalab_mixer_params *p, size_t B, size_t T,
+                                          const double *x, const kdalab_mixer_cache *cache,
+                                          const double *dy, double *dx, const kdalab_mixer_grads *g)
 {
     // x, dy, dx are (B, T, D); the gradients have their weights' shapes
     const size_t N = B * T;
@@ -504,15 +505,15 @@ kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_m
     // then the mechanism back to q, k, v (after SiLU), beta, g
     const size_t d = D / H;
     if (is_linear(cfg->kind)) {
-        train_mm_bwd_f64(N, D, D, NULL, p->Wo, dy, NULL, w.dog, 0);
+        kdalab__train_mm_bwd_f64(N, D, D, NULL, p->Wo, dy, NULL, w.dog, 0);
 #pragma omp simd
         for (size_t i = 0; i < N * D; i++) {
             w.dzo[i] = w.dog[i] * c->on[i] * c->so[i] * (1 - c->so[i]);
             w.dog[i] *= c->so[i]; /* now dL/d on */
         }
-        train_rmsnorm_bwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO, w.donorm);
+        kdalab__train_rmsnorm_bwd_f64(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO, w.donorm);
     } else {
-        train_mm_bwd_f64(N, D, D, NULL, p->Wo, dy, NULL, w.dO, 0);
+        kdalab__train_mm_bwd_f64(N, D, D, NULL, p->Wo, dy, NULL, w.dO, 0);
     }
     if (s == KDALAB_OK)
         s = mechanism_bwd(cfg, c, &w, &range);
@@ -523,17 +524,17 @@ kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_m
     /* from here on only this file's loops and step-1 backwards: outputs get written */
     if (g->onorm && is_linear(cfg->kind))
         memcpy(g->onorm, w.donorm, d * sizeof(double));
-    train_mm_bwd_f64(N, D, D, mixer_out(c), p->Wo, dy, g->Wo, NULL, 0);
+    kdalab__train_mm_bwd_f64(N, D, D, mixer_out(c), p->Wo, dy, g->Wo, NULL, 0);
     if (dx)
         memset(dx, 0, N * D * sizeof *dx);
     if (is_linear(cfg->kind))
-        train_mm_bwd_f64(N, D, D, x, p->Wog, w.dzo, g->Wog, dx, 1);
+        kdalab__train_mm_bwd_f64(N, D, D, x, p->Wog, w.dzo, g->Wog, dx, 1);
 
     // beta = sigmoid(zb): dzb = dbeta beta (1 - beta) [N, H], reusing dbeta
     if (has_beta(cfg->kind)) {
         for (size_t r = 0; r < N * H; r++)
             w.dbeta[r] *= c->beta[r] * (1 - c->beta[r]);
-        train_mm_bwd_f64(N, D, H, x, p->Wb, w.dbeta, g->Wb, dx, 1);
+        kdalab__train_mm_bwd_f64(N, D, H, x, p->Wb, w.dbeta, g->Wb, dx, 1);
     }
     // the gate: dg -> dzg [N, H * gw] (in w.dc), dA_log, ddt_bias
     if (gw && s == KDALAB_OK) {
@@ -541,24 +542,24 @@ kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_m
                                                w.dc, g->A_log, g->dt_bias),
                        &range);
         if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
-            train_mm_bwd_f64(N, D, H, x, p->Wa, w.dc, g->Wa, dx, 1);
+            kdalab__train_mm_bwd_f64(N, D, H, x, p->Wa, w.dc, g->Wa, dx, 1);
         } else if (s == KDALAB_OK) { /* zg = (x Wg) Wg2 */
             memset(w.dzf, 0, N * d * sizeof(double));
-            train_mm_bwd_f64(N, d, D, c->zf, p->Wg2, w.dc, g->Wg2, w.dzf, 1);
-            train_mm_bwd_f64(N, D, d, x, p->Wg, w.dzf, g->Wg, dx, 1);
+            kdalab__train_mm_bwd_f64(N, d, D, c->zf, p->Wg2, w.dc, g->Wg2, w.dzf, 1);
+            kdalab__train_mm_bwd_f64(N, D, d, x, p->Wg, w.dzf, g->Wg, dx, 1);
         }
     }
     // q, k, v: silu, then the convolution, then the projection
     const double *W[3] = {p->Wq, p->Wk, p->Wv}, *Cw[3] = {p->cq, p->ck, p->cv};
     double *dW[3] = {g->Wq, g->Wk, g->Wv}, *dC[3] = {g->cq, g->ck, g->cv};
     for (int i = 0; i < 3 && s == KDALAB_OK; i++) {
-        train_silu_bwd_f64(N * D, c->c[i], w.ds[i], w.dc);
+        kdalab__train_silu_bwd_f64(N * D, c->c[i], w.ds[i], w.dc);
         double *da = w.dc;
         if (cfg->conv) {
-            train_short_conv_bwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], w.dc, w.da, dC[i]);
+            kdalab__train_short_conv_bwd_f64(B, T, D, CONV_W, c->a[i], Cw[i], w.dc, w.da, dC[i]);
             da = w.da;
         }
-        train_mm_bwd_f64(N, D, D, x, W[i], da, dW[i], dx, 1);
+        kdalab__train_mm_bwd_f64(N, D, D, x, W[i], da, dW[i], dx, 1);
     }
     scratch_free(&w);
     if (s == KDALAB_OK && range != KDALAB_OK)
@@ -585,7 +586,7 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
     if (s == KDALAB_OK)
         s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "dy", dy, N * cfg->D, NULL);
     if (s == KDALAB_OK)
-        s = train_mixer_bwd_f64(cfg, p, B, T, x, cache, dy, dx, g);
+        s = kdalab__train_mixer_bwd_f64(cfg, p, B, T, x, cache, dy, dx, g);
     if (s == KDALAB_OK)
         s = check_backward_outputs(cfg, N, dx, g ? g : &(const kdalab_mixer_grads){0});
     if (s == KDALAB_OK)

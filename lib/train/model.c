@@ -2,11 +2,11 @@
  * lib/train/model.c — the model's parameters: where each tensor lives in the
  * flat vector theta (the layout kdalab_train.h describes) and how it is
  * initialised. The loss and its gradient are in lib/train/model_loss.c,
- * which reads the same layout through model_layout().
+ * which reads the same layout through kdalab__model_layout().
  *
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
  *          kdalab_mixer_name, kdalab_model_parse_mixers,
- *          model_layout, model_check_batch (lib/train/train_internal.h)
+ *          kdalab__model_layout, kdalab__model_check_batch (lib/train/train_internal.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -75,8 +75,8 @@ static size_t add(model_layout_t *lay, kdalab_model_tensor *list, size_t rows, s
     return at;
 }
 
-kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
-                           kdalab_model_tensor *list)
+kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
+                                   kdalab_model_tensor *list)
 {
     if (!cfg)
         return kdalab_fail(KDALAB_ENULL, "model: config is NULL");
@@ -128,7 +128,7 @@ kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
     return KDALAB_OK;
 }
 
-kdalab_status model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T)
+kdalab_status kdalab__model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T)
 {
     size_t N, NX, bytes, widest = cfg->D > cfg->F ? cfg->D : cfg->F;
     widest = widest > cfg->vocab ? widest : cfg->vocab;
@@ -144,7 +144,7 @@ kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params
                                 size_t *n_tensors)
 {
     model_layout_t lay;
-    kdalab_status s = model_layout(cfg, &lay, NULL);
+    kdalab_status s = kdalab__model_layout(cfg, &lay, NULL);
     if (s != KDALAB_OK)
         return s;
     if (n_params)
@@ -159,7 +159,7 @@ kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params
 static kdalab_model_tensor *tensor_list(const kdalab_model_config *cfg, model_layout_t *lay,
                                         kdalab_status *s)
 {
-    *s = model_layout(cfg, lay, NULL);
+    *s = kdalab__model_layout(cfg, lay, NULL);
     if (*s != KDALAB_OK)
         return NULL;
     kdalab_model_tensor *list = malloc(lay->n_tensors * sizeof *list);
@@ -167,7 +167,7 @@ static kdalab_model_tensor *tensor_list(const kdalab_model_config *cfg, model_la
         *s = kdalab_fail(KDALAB_ENOMEM, "model: cannot allocate the tensor list");
         return NULL;
     }
-    *s = model_layout(cfg, lay, list);
+    *s = kdalab__model_layout(cfg, lay, list);
     return list;
 }
 
@@ -175,7 +175,7 @@ kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
                                      kdalab_model_tensor *t)
 {
     model_layout_t lay;
-    kdalab_status s = model_layout(cfg, &lay, NULL);
+    kdalab_status s = kdalab__model_layout(cfg, &lay, NULL);
     if (s == KDALAB_OK && !t)
         s = kdalab_fail(KDALAB_ENULL, "model: tensor is NULL");
     if (s == KDALAB_OK && i >= lay.n_tensors)

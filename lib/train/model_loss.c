@@ -123,24 +123,24 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
         mcfg.kind = cfg->mixer[l];
         const kdalab_mixer_params mp = mixer_params(w, theta);
         // h1 = rmsnorm(x); xm = x + mixer(h1)
-        train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, b->h1);
-        s = keep_range(train_mixer_fwd_f64(&mcfg, &mp, B, T, b->h1, b->xm, &b->mc), range);
+        kdalab__train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, b->h1);
+        s = keep_range(kdalab__train_mixer_fwd_f64(&mcfg, &mp, B, T, b->h1, b->xm, &b->mc), range);
         if (s != KDALAB_OK)
             break;
         for (size_t i = 0; i < N * D; i++)
             b->xm[i] += b->x[i];
         // h2 = rmsnorm(xm); a = h2 W1, b = h2 W3 [N, F]; u = silu(a) b; x' = xm + u W2
-        train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, b->h2);
-        train_mm_f64(N, D, F, b->h2, theta + w->W1, b->a, 0);
-        train_mm_f64(N, D, F, b->h2, theta + w->W3, b->b, 0);
-        train_swiglu_fwd_f64(N * F, b->a, b->b, b->u);
+        kdalab__train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, b->h2);
+        kdalab__train_mm_f64(N, D, F, b->h2, theta + w->W1, b->a, 0);
+        kdalab__train_mm_f64(N, D, F, b->h2, theta + w->W3, b->b, 0);
+        kdalab__train_swiglu_fwd_f64(N * F, b->a, b->b, b->u);
         memcpy(x_next, b->xm, N * D * sizeof(double));
-        train_mm_f64(N, F, D, b->u, theta + w->W2, x_next, 1);
+        kdalab__train_mm_f64(N, F, D, b->u, theta + w->W2, x_next, 1);
     }
     if (s == KDALAB_OK)
-        train_rmsnorm_fwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, A->hf);
+        kdalab__train_rmsnorm_fwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, A->hf);
     if (s == KDALAB_OK)
-        train_mm_f64(N, D, cfg->vocab, A->hf, theta + lay->lm_head, A->logits, 0);
+        kdalab__train_mm_f64(N, D, cfg->vocab, A->hf, theta + lay->lm_head, A->logits, 0);
     return s;
 }
 
@@ -161,19 +161,21 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
     const kdalab_mixer_config mcfg0 = {KDALAB_MIXER_ATTENTION, D, cfg->H, cfg->conv};
     if (s == KDALAB_OK) {
         // logits = hf lm_head: d lm_head, dhf; then the final norm: dx = dL/dxf
-        train_mm_bwd_f64(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head, dh, 0);
-        train_rmsnorm_bwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, dh, dx,
-                              grad + lay->norm_f);
+        kdalab__train_mm_bwd_f64(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head,
+                                 dh, 0);
+        kdalab__train_rmsnorm_bwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, dh, dx,
+                                      grad + lay->norm_f);
     }
     for (size_t l = cfg->L; l-- > 0 && s == KDALAB_OK;) {
         const model_block_t *w = &lay->block[l];
         block_acts *b = &A->blk[l];
         // the MLP: x' = xm + u W2, u = silu(a) b, a = h2 W1, b = h2 W3, h2 = rmsnorm(xm)
-        train_mm_bwd_f64(N, F, D, b->u, theta + w->W2, dx, grad + w->W2, du, 0);
-        train_swiglu_bwd_f64(N * F, b->a, b->b, du, da, db);
-        train_mm_bwd_f64(N, D, F, b->h2, theta + w->W1, da, grad + w->W1, dh, 0);
-        train_mm_bwd_f64(N, D, F, b->h2, theta + w->W3, db, grad + w->W3, dh, 1);
-        train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, dh, dt, grad + w->norm2);
+        kdalab__train_mm_bwd_f64(N, F, D, b->u, theta + w->W2, dx, grad + w->W2, du, 0);
+        kdalab__train_swiglu_bwd_f64(N * F, b->a, b->b, du, da, db);
+        kdalab__train_mm_bwd_f64(N, D, F, b->h2, theta + w->W1, da, grad + w->W1, dh, 0);
+        kdalab__train_mm_bwd_f64(N, D, F, b->h2, theta + w->W3, db, grad + w->W3, dh, 1);
+        kdalab__train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, dh, dt,
+                                      grad + w->norm2);
         for (size_t i = 0; i < N * D; i++)
             dx[i] += dt[i]; /* dL/dxm */
         // the mixer: xm = x + mixer(h1), h1 = rmsnorm(x)
@@ -181,10 +183,12 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
         mcfg.kind = cfg->mixer[l];
         const kdalab_mixer_params mp = mixer_params(w, theta);
         const kdalab_mixer_grads mg = mixer_grads(w, grad);
-        s = keep_range(train_mixer_bwd_f64(&mcfg, &mp, B, T, b->h1, b->mc, dx, dh, &mg), range);
+        s = keep_range(kdalab__train_mixer_bwd_f64(&mcfg, &mp, B, T, b->h1, b->mc, dx, dh, &mg),
+                       range);
         if (s != KDALAB_OK)
             break;
-        train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, dh, dt, grad + w->norm1);
+        kdalab__train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, dh, dt,
+                                      grad + w->norm1);
         for (size_t i = 0; i < N * D; i++)
             dx[i] += dt[i]; /* dL/dx entering block l */
     }
@@ -256,7 +260,7 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
 {
     // theta, grad [n_params]; tokens, targets [B, T]
     model_layout_t lay;
-    kdalab_status s = model_layout(cfg, &lay, NULL);
+    kdalab_status s = kdalab__model_layout(cfg, &lay, NULL);
     if (s != KDALAB_OK)
         return s;
     const size_t V = cfg->vocab, P = lay.n_params;
@@ -265,7 +269,7 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
                            !theta ? "theta" : !tokens ? "tokens" : "targets");
     if (B == 0 || T == 0)
         return kdalab_fail(KDALAB_ESIZE, "model: B = %zu, T = %zu: each must be >= 1", B, T);
-    s = model_check_batch(cfg, B, T);
+    s = kdalab__model_check_batch(cfg, B, T);
     if (s != KDALAB_OK)
         return s;
     const size_t N = B * T;

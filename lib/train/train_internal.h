@@ -28,7 +28,7 @@ typedef struct {
     size_t embed, norm_f, lm_head;
     model_block_t block[KDALAB_MODEL_MAX_LAYERS];
     size_t n_params, n_tensors;
-    int overflow; /* a tensor or the total did not fit (model_layout refuses it) */
+    int overflow; /* a tensor or the total did not fit (kdalab__model_layout refuses it) */
 } model_layout_t;
 
 /* Causal softmax attention (NoPE) and its backward in matrix form, a tile of
@@ -39,32 +39,34 @@ typedef struct {
  * the forward's output o and writes all three gradients (none may be NULL).
  * The inputs are the mixer's, already finite; KDALAB_ERANGE when a score or
  * gradient overflows, KDALAB_ENOMEM. */
-kdalab_status train_attention_fwd_f64(const kdalab_dims *dims, double scale, const double *q,
-                                      const double *k, const double *v, double *o);
-kdalab_status train_attention_fwd_f32(const kdalab_dims *dims, float scale, const float *q,
-                                      const float *k, const float *v, float *o);
-kdalab_status train_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
-                                      const double *k, const double *v, const double *o,
-                                      const double *d_o, double *dq, double *dk, double *dv);
-kdalab_status train_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
-                                      const float *k, const float *v, const float *o,
-                                      const float *d_o, float *dq, float *dk, float *dv);
+kdalab_status kdalab__train_attention_fwd_f64(const kdalab_dims *dims, double scale,
+                                              const double *q, const double *k, const double *v,
+                                              double *o);
+kdalab_status kdalab__train_attention_fwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                              const float *k, const float *v, float *o);
+kdalab_status kdalab__train_attention_bwd_f64(const kdalab_dims *dims, double scale,
+                                              const double *q, const double *k, const double *v,
+                                              const double *o, const double *d_o, double *dq,
+                                              double *dk, double *dv);
+kdalab_status kdalab__train_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                              const float *k, const float *v, const float *o,
+                                              const float *d_o, float *dq, float *dk, float *dv);
 
 /* C [m, n] (+)= A [m, k] B [k, n] (+ when accumulate), row-major, through
  * CBLAS (lib/train/matmul.c; the float32 twin in matmul_f32.c). */
-void train_mm_f64(size_t m, size_t k, size_t n, const double *A, const double *B, double *C,
-                  int accumulate);
-void train_mm_f32(size_t m, size_t k, size_t n, const float *A, const float *B, float *C,
-                  int accumulate);
+void kdalab__train_mm_f64(size_t m, size_t k, size_t n, const double *A, const double *B, double *C,
+                          int accumulate);
+void kdalab__train_mm_f32(size_t m, size_t k, size_t n, const float *A, const float *B, float *C,
+                          int accumulate);
 
 /* The backward of Y = X W, X [m, k], W [k, n], given dY [m, n]: dW [k, n] =
  * X^T dY and dX [m, k] = dY W^T (added to dX when accumulate); either
  * output may be NULL and is then skipped (X is read only for dW, W only
  * for dX). */
-void train_mm_bwd_f64(size_t m, size_t k, size_t n, const double *X, const double *W,
-                      const double *dY, double *dW, double *dX, int accumulate);
-void train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float *W,
-                      const float *dY, float *dW, float *dX, int accumulate);
+void kdalab__train_mm_bwd_f64(size_t m, size_t k, size_t n, const double *X, const double *W,
+                              const double *dY, double *dW, double *dX, int accumulate);
+void kdalab__train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float *W,
+                              const float *dY, float *dW, float *dX, int accumulate);
 
 /* On the elementwise kernels' definitions (layers.c, the softmax of
  * attention.c): GCC compiles the function for AVX-512, for AVX2 and for the
@@ -87,32 +89,32 @@ void train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float 
  * non-finite input or an overflow gives non-finite outputs, which the
  * caller's final check sees. NULL outputs of a backward are skipped as in
  * the public functions. */
-void train_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
-                           double *y);
-void train_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
-                           float *y);
-void train_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
-                           const double *dy, double *dx, double *dw);
-void train_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
-                           const float *dy, float *dx, float *dw);
-void train_silu_fwd_f64(size_t n, const double *x, double *y);
-void train_silu_fwd_f32(size_t n, const float *x, float *y);
-void train_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx);
-void train_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx);
-void train_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h);
-void train_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h);
-void train_swiglu_bwd_f64(size_t n, const double *a, const double *b, const double *dh,
-                          double *da, double *db);
-void train_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
-                          float *da, float *db);
-void train_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
-                              const double *w, double *y);
-void train_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
-                              const float *w, float *y);
-void train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
-                              const double *w, const double *dy, double *dx, double *dw);
-void train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
-                              const float *w, const float *dy, float *dx, float *dw);
+void kdalab__train_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
+                                   double *y);
+void kdalab__train_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
+                                   float *y);
+void kdalab__train_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const double *x, const double *w,
+                                   const double *dy, double *dx, double *dw);
+void kdalab__train_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float *x, const float *w,
+                                   const float *dy, float *dx, float *dw);
+void kdalab__train_silu_fwd_f64(size_t n, const double *x, double *y);
+void kdalab__train_silu_fwd_f32(size_t n, const float *x, float *y);
+void kdalab__train_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx);
+void kdalab__train_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx);
+void kdalab__train_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h);
+void kdalab__train_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h);
+void kdalab__train_swiglu_bwd_f64(size_t n, const double *a, const double *b, const double *dh,
+                                  double *da, double *db);
+void kdalab__train_swiglu_bwd_f32(size_t n, const float *a, const float *b, const float *dh,
+                                  float *da, float *db);
+void kdalab__train_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
+                                      const double *w, double *y);
+void kdalab__train_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                                      const float *w, float *y);
+void kdalab__train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, const double *x,
+                                      const double *w, const double *dy, double *dx, double *dw);
+void kdalab__train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
+                                      const float *w, const float *dy, float *dx, float *dw);
 
 /* kdalab_mixer_fwd_f64 and kdalab_mixer_bwd_f64 (lib/train/mixer.c; twins
  * in mixer_f32.c) for the model, which has checked the config, the sizes,
@@ -121,20 +123,22 @@ void train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const floa
  * without re-checking those inputs or the finished y and dx, whose
  * non-finite values reach the model's loss or gradient check. cache must
  * be non-NULL in the forward; g and dx may be NULL in the backward. */
-kdalab_status train_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
-                                  size_t B, size_t T, const double *x, double *y,
-                                  kdalab_mixer_cache **cache);
-kdalab_status train_mixer_fwd_f32(const kdalab_mixer_config *cfg,
-                                  const kdalab_mixer_params_f32 *p, size_t B, size_t T,
-                                  const float *x, float *y, kdalab_mixer_cache_f32 **cache);
-kdalab_status train_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
-                                  size_t B, size_t T, const double *x,
-                                  const kdalab_mixer_cache *cache, const double *dy,
-                                  double *dx, const kdalab_mixer_grads *g);
-kdalab_status train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
-                                  const kdalab_mixer_params_f32 *p, size_t B, size_t T,
-                                  const float *x, const kdalab_mixer_cache_f32 *cache,
-                                  const float *dy, float *dx, const kdalab_mixer_grads_f32 *g);
+kdalab_status kdalab__train_mixer_fwd_f64(const kdalab_mixer_config *cfg,
+                                          const kdalab_mixer_params *p, size_t B, size_t T,
+                                          const double *x, double *y, kdalab_mixer_cache **cache);
+kdalab_status kdalab__train_mixer_fwd_f32(const kdalab_mixer_config *cfg,
+                                          const kdalab_mixer_params_f32 *p, size_t B, size_t T,
+                                          const float *x, float *y, kdalab_mixer_cache_f32 **cache);
+kdalab_status kdalab__train_mixer_bwd_f64(const kdalab_mixer_config *cfg,
+                                          const kdalab_mixer_params *p, size_t B, size_t T,
+                                          const double *x, const kdalab_mixer_cache *cache,
+                                          const double *dy, double *dx,
+                                          const kdalab_mixer_grads *g);
+kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
+                                          const kdalab_mixer_params_f32 *p, size_t B, size_t T,
+                                          const float *x, const kdalab_mixer_cache_f32 *cache,
+                                          const float *dy, float *dx,
+                                          const kdalab_mixer_grads_f32 *g);
 
 /* exp(x) in float for the float32 twins of lib/train (scripts/make_f32.sh
  * writes train_expf where the float64 source says exp): the textbook range
@@ -198,12 +202,12 @@ static inline float train_sigmoid_f32(float z)
 
 /* Check cfg and fill *lay (and list[n_tensors] when not NULL, in layout
  * order). Errors as kdalab_model_size. */
-kdalab_status model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
-                           kdalab_model_tensor *list);
+kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
+                                   kdalab_model_tensor *list);
 
 /* A batch of B sequences of T tokens through the model holds B * T * max(D,
  * F, V) elements in one array, indexed by a CBLAS int: KDALAB_EOVERFLOW
  * past 2^31 - 1 (lib/train/model.c), else KDALAB_OK. cfg already checked. */
-kdalab_status model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T);
+kdalab_status kdalab__model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T);
 
 #endif /* KDALAB_TRAIN_INTERNAL_H */

@@ -129,7 +129,7 @@ static unsigned char *decay_mask(const kdalab_model_config *model, size_t P, siz
     model_layout_t lay;
     unsigned char *mask = calloc(P, 1);
     kdalab_model_tensor *list = malloc(n_tensors * sizeof *list);
-    if (mask && list && model_layout(model, &lay, list) == KDALAB_OK) {
+    if (mask && list && kdalab__model_layout(model, &lay, list) == KDALAB_OK) {
         for (size_t i = 0; i < n_tensors; i++)
             memset(mask + list[i].offset, list[i].decay, list[i].rows * list[i].cols);
     } else {
@@ -157,7 +157,7 @@ kdalab_status kdalab_train_f32(const kdalab_train_config *cfg, kdalab_batch_fn m
         return kdalab_fail(KDALAB_ESIZE, "train: batch = %zu, test_sequences = %zu, T = %zu: "
                            "each must be >= 1", cfg->batch, cfg->test_sequences, cfg->task.T);
     const size_t B = cfg->batch, T = cfg->task.T;
-    s = model_check_batch(&cfg->model, B, T);
+    s = kdalab__model_check_batch(&cfg->model, B, T);
     if (s != KDALAB_OK)
         return s; /* before anything is allocated or theta is written */
     float *grad = malloc(P * sizeof *grad), *m = calloc(P, sizeof *m), *v = calloc(P, sizeof *v);
