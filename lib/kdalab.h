@@ -19,11 +19,17 @@
  *   kdalab_attention.h  causal softmax attention and its KV cache
  *   kdalab_npy.h        .npy reader and writer
  *   kdalab_hybrid.h     the KDA + attention hybrid stack
- *   kdalab_simd.h       the optimized float32 path
+ *   kdalab_simd.h       the optimized path (float32 and float64)
  *   kdalab_grad.h       gradients: the backward of every form, and the gates
  *   kdalab_batch.h      fla's varlen (cu_seqlens) and GVA layouts for every form
- *   kdalab_train.h      training: the MQAR task, RMSNorm, SiLU, SwiGLU, the short
- *                       convolution and the cross-entropy loss, forward and backward
+ *   kdalab_train.h      training, what its modules share; includes:
+ *     kdalab_mqar.h       the MQAR task
+ *     kdalab_layers.h     RMSNorm, SiLU, SwiGLU, the short convolution
+ *     kdalab_loss.h       the cross-entropy loss
+ *     kdalab_mixer.h      one mixer sub-layer of the training model
+ *     kdalab_model.h      the model: layout, initialisation, loss and gradient
+ *     kdalab_adamw.h      AdamW and its schedule
+ *     kdalab_trainer.h    the training loop and evaluation
  *   kdalab_blas.h       the CBLAS under training's dense products: its kernels
  */
 #include "kdalab_status.h"

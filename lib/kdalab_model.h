@@ -1,0 +1,139 @@
+/*
+ * kdalab_model.h — the training model (lib/train/model.c: layout and
+ * initialisation; lib/train/model_loss.c: loss and gradient): L blocks of
+ * a mixer and a SwiGLU MLP, in float64 and float32.
+ *
+ * Part of kdalab's public API; include "kdalab.h" for all of it. The
+ * conventions of every training header (statuses, outputs, backward) are in
+ * lib/kdalab_train.h.
+ */
+#ifndef KDALAB_MODEL_H
+#define KDALAB_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kdalab_status.h"
+#include "kdalab_mixer.h"
+
+KDALAB_BEGIN_DECLS
+
+/* At most this many blocks. */
+#define KDALAB_MODEL_MAX_LAYERS 64
+
+/*
+ * A small language model, as in the Zoology and Kimi Linear MQAR studies:
+ *   x = embed[tokens]                                   [N, D], N = B * T
+ *   L blocks:  x = x + mixer_l(rmsnorm(x, norm1_l))
+ *              x = x + (silu(h W1_l) * (h W3_l)) W2_l,  h = rmsnorm(x, norm2_l)
+ *   logits = rmsnorm(x, norm_f) lm_head                  [N, V]
+ * RMSNorm eps 1e-6 (fla's model default); no biases; lm_head not tied to
+ * embed. Each block's mixer is kdalab_mixer_fwd_f64 of kind mixer[l] with
+ * (D, H, conv).
+ */
+typedef struct {
+    size_t vocab; /* V: token ids in [0, V)                                  */
+    size_t D;     /* model width, a multiple of H                            */
+    size_t H;     /* heads of every mixer (head dimension d = D / H)         */
+    size_t L;     /* blocks, 1 .. KDALAB_MODEL_MAX_LAYERS                     */
+    size_t F;     /* the SwiGLU MLP's hidden width (>= 1)                     */
+    int conv;     /* != 0: the short convolution on every mixer's q, k, v     */
+    kdalab_mixer_kind mixer[KDALAB_MODEL_MAX_LAYERS]; /* block l's mixer     */
+} kdalab_model_config;
+
+/* "attention", "linear_attention", "deltanet", "gated_deltanet", "kda";
+ * "unknown" for any other value. */
+const char *kdalab_mixer_name(kdalab_mixer_kind kind);
+
+/*
+ * kdalab_model_parse_mixers — the blocks' mixers from a text spec:
+ *   "kda" (any one name)   every one of the *L blocks
+ *   "hybrid:N"             N KDA blocks then one attention block, repeated
+ *                          (Kimi Linear's 3:1 is hybrid:3); block l is attention
+ *                          when (l + 1) % (N + 1) == 0
+ *   "kda,kda,attention"    one name per block; sets *L (when fixed_L, the count
+ *                          must equal *L)
+ * out [KDALAB_MODEL_MAX_LAYERS] gets the kinds of blocks 0 .. *L - 1.
+ * Errors: KDALAB_ENULL, KDALAB_EINVAL (an unknown name, a malformed N),
+ * KDALAB_ESIZE (*L zero or above the maximum, a list of another length,
+ * hybrid:N with *L < N + 1: no attention block).
+ */
+kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L,
+                                        kdalab_mixer_kind *out);
+
+/* One parameter tensor: theta[offset .. offset + rows * cols), row-major. */
+typedef struct {
+    char name[40];  /* "embed", "blocks.0.norm1", "blocks.0.mixer.Wq",
+                       "blocks.0.mlp.W1", ..., "norm_f", "lm_head"          */
+    size_t offset;  /* into the flat parameter vector                        */
+    size_t rows, cols; /* shape [rows, cols]; vectors have rows = 1          */
+    int decay;      /* 1 for matrices (AdamW decays them), 0 for norms,      */
+                    /* convolutions, A_log and dt_bias                       */
+} kdalab_model_tensor;
+
+/*
+ * kdalab_model_size — check cfg; *n_params gets the length of the flat
+ * parameter vector theta, *n_tensors the number of tensors in it (either
+ * pointer may be NULL). Tensors are laid out in the order: embed [V, D];
+ * per block norm1 [D], the mixer's weights in kdalab_mixer_params' order
+ * (those its kind and conv use, shapes as there), norm2 [D], mlp.W1 [D, F],
+ * mlp.W3 [D, F], mlp.W2 [F, D]; norm_f [D]; lm_head [D, V].
+ * Errors: KDALAB_ENULL (cfg), KDALAB_ESIZE (V, D, H, F zero, D not a multiple
+ * of H, L outside 1 .. KDALAB_MODEL_MAX_LAYERS), KDALAB_EINVAL (an unknown
+ * mixer kind), KDALAB_EOVERFLOW.
+ */
+kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
+                                size_t *n_tensors);
+
+/* kdalab_model_tensor_at — tensor i (0 .. n_tensors - 1) of the layout.
+ * Errors: those of kdalab_model_size, KDALAB_ENULL (t), KDALAB_EINVAL (i). */
+kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
+                                     kdalab_model_tensor *t);
+
+/*
+ * kdalab_model_init — fill theta [n_params] from seed (GSL's mt19937):
+ * matrices N(0, 0.02^2) (fla's initializer_range); norms (and onorm) 1; convolutions
+ * U(-1/2, 1/2) (PyTorch's conv1d default for width 4); and as fla's layers
+ * initialise the gates, A_log = log U(1, 16) and dt_bias = softplus^-1(dt),
+ * dt = exp(U(ln 1e-3, ln 1e-1)), so the initial half-lives span about
+ * 0.04 to 70 tokens rather than less than one. Errors: those of
+ * kdalab_model_size, KDALAB_ENULL (theta), KDALAB_ENOMEM.
+ */
+kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long seed,
+                                double *theta);
+
+/*
+ * kdalab_model_loss_f64 — the model on B sequences of T tokens: the masked
+ * cross-entropy (kdalab_cross_entropy_fwd_f64) of its logits against
+ * targets, and its gradient.
+ *   theta [n_params]; tokens, targets [B, T] (targets -1 where not counted)
+ *   grad  [n_params] dloss/dtheta, overwritten; NULL for the loss only
+ * loss, accuracy (either may be NULL) as kdalab_cross_entropy_fwd_f64.
+ * Errors: those of kdalab_model_size, KDALAB_ENULL, KDALAB_ESIZE (B or T
+ * zero), KDALAB_EOVERFLOW, KDALAB_EDOMAIN (a token outside [0, V), a target
+ * outside [0, V) other than -1), KDALAB_ENONFINITE (theta), KDALAB_ENOMEM,
+ * or a layer's error; KDALAB_ERANGE (finite inputs overflowed an
+ * intermediate, the loss or a gradient: loss, accuracy and grad written as
+ * NaN; the layers inside do not re-check what they pass each other).
+ * The batch is cut into two halves run on up to two OpenMP threads and summed
+ * in a fixed order, so the result does not depend on the thread count. When
+ * the CBLAS is OpenBLAS, it is set to one thread per call
+ * (openblas_set_num_threads(1), a process-wide setting): its own threads
+ * slowed training by a third on 2 cores.
+ */
+kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double *theta,
+                                    size_t B, size_t T, const int32_t *tokens,
+                                    const int32_t *targets, double *loss, double *accuracy,
+                                    double *grad);
+
+/* float32 (lib/train/model_loss_f32.c, generated): the loss and gradient
+ * with float32 parameters theta [n_params] (kdalab_model_init writes
+ * float64: convert). */
+kdalab_status kdalab_model_loss_f32(const kdalab_model_config *cfg, const float *theta,
+                                    size_t B, size_t T, const int32_t *tokens,
+                                    const int32_t *targets, float *loss, float *accuracy,
+                                    float *grad);
+
+KDALAB_END_DECLS
+
+#endif /* KDALAB_MODEL_H */
