@@ -192,9 +192,11 @@ int ckpt_plan(const char *out, ckpt_plan_t *plan)
                         out, base, SAVE_TAG, (int)(NAME_MAX - sizeof "." SAVE_TAG "-XXXXXX" + 1));
 
     struct stat st, pst;
-    if (stat(parent, &pst) != 0 || !S_ISDIR(pst.st_mode))
-        return cli_fail(EXIT_BAD, "--out %s: the directory %s %s", out, parent,
-                        errno == ENOENT ? "does not exist" : "cannot be used");
+    if (stat(parent, &pst) != 0)
+        return cli_fail(EXIT_BAD, "--out %s: the directory %s: %s", out, parent,
+                        strerror(errno));
+    if (!S_ISDIR(pst.st_mode))
+        return cli_fail(EXIT_BAD, "--out %s: %s is not a directory", out, parent);
     if (access(parent, W_OK | X_OK) != 0)
         return cli_fail(EXIT_BAD, "--out %s: cannot write in %s: %s", out, parent,
                         strerror(errno));
@@ -259,7 +261,7 @@ static int write_files(const char *dir, const kdalab_train_config *c, const doub
 {
     size_t n_tensors;
     kdalab_model_size(&c->model, NULL, &n_tensors);
-    char path[PATH_MAX + 64];
+    char path[PATH_MAX + 128];
     for (size_t i = 0; i < n_tensors; i++) {
         kdalab_model_tensor t;
         kdalab_model_tensor_at(&c->model, i, &t);
@@ -319,13 +321,20 @@ int ckpt_save(const ckpt_plan_t *plan, const kdalab_train_config *c, const doubl
     replace_test_point("swap");
     if (rc != 0) {
         remove_dir(part); /* only what this save wrote */
-    } else if (plan->exists) {
-        /* part is now the earlier checkpoint; anything put into it during
-         * training is not ours to delete */
+    } else {
+        /* part now holds what was at DIR: the earlier checkpoint, removed;
+         * or (DIR changed during training) something not ours to delete */
         char why[NAME_MAX + 128] = "it could not be removed";
-        if (is_checkpoint(part, why, sizeof why) != 0 || remove_dir(part) != 0)
-            fprintf(stderr, "kdalab train: note: the earlier checkpoint is kept in %s, as %s\n",
-                    part, why);
+        struct stat st;
+        if (lstat(part, &st) != 0)
+            why[0] = '\0'; /* DIR was new: nothing to remove */
+        else if (!plan->exists || !S_ISDIR(st.st_mode))
+            snprintf(why, sizeof why, "it appeared at --out during training");
+        else if (is_checkpoint(part, why, sizeof why) == 0 && remove_dir(part) == 0)
+            why[0] = '\0';
+        if (why[0])
+            fprintf(stderr, "kdalab train: note: what --out held before the save is kept in "
+                            "%s, as %s\n", part, why);
     }
     replace_test_point("remove");
     replace_release_signals(&saved);

@@ -227,8 +227,10 @@ typedef struct {
 } cli_output;
 
 /* Write n (<= 16) outputs all or nothing (outputs.c): each whole to a
- * temporary file beside its path, then, only when all are written, renamed
- * into place. Returns 0 or the exit status after the one-line error. */
+ * fresh temporary file beside its path (replace_make_temp), then, only when
+ * all are written, each swapped into place (replace_swap), interrupts held
+ * until the previous files are removed. Returns 0 or the exit status after
+ * the one-line error. */
 int cli_write_all(size_t n, const cli_output *out);
 
 /* ---- the subcommands ----------------------------------------------------------- */
