@@ -1,10 +1,15 @@
 /*
  * tests/common.c — code shared by the cmocka tests (see tests/common.h).
  */
+#define _DEFAULT_SOURCE /* realpath */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gsl/gsl_randist.h>
 
@@ -315,4 +320,155 @@ int test_tmpdir_remove(const char *dir)
     if (strchr(dir, '\'') || snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir) >= (int)sizeof cmd)
         return -1;
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Running bin/kdalab                                                        */
+/* ------------------------------------------------------------------------- */
+
+char tcli_tmpdir[256];
+const char *tcli_bin;
+char tcli_out[8192], tcli_err[8192];
+
+int tcli_setup(const char *prefix)
+{
+    /* KDALAB_BIN is the programs' directory (bin, or build-asan/bin) */
+    static char path[512], full[4096];
+    const char *dir = getenv("KDALAB_BIN");
+    snprintf(path, sizeof path, "%s/kdalab", dir && *dir ? dir : "./bin");
+    tcli_bin = path;
+    if (realpath(path, full)) /* absolute: a test may run it from another directory */
+        tcli_bin = full;
+    if (access(tcli_bin, X_OK) != 0) {
+        fprintf(stderr, "%s not found: run `make` (or set KDALAB_BIN to its directory) from "
+                        "the repository root\n",
+                tcli_bin);
+        return -1;
+    }
+    /* a sanitizer report in the tool must not pass for exit 1 or 2 */
+    setenv("ASAN_OPTIONS", "exitcode=86", 0);
+    setenv("UBSAN_OPTIONS", "exitcode=86:print_stacktrace=1", 0);
+    return test_tmpdir_make(prefix, tcli_tmpdir, sizeof tcli_tmpdir);
+}
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static int run_v(const char *env, const char *fmt, va_list ap, char *args, size_t cap)
+{
+    char cmd[8192];
+    vsnprintf(args, cap, fmt, ap);
+    snprintf(cmd, sizeof cmd, "%s%s %s >%s/stdout 2>%s/stderr", env, tcli_bin, args, tcli_tmpdir,
+             tcli_tmpdir);
+    int st = system(cmd);
+    char p[512];
+    snprintf(p, sizeof p, "%s/stdout", tcli_tmpdir);
+    slurp(p, tcli_out, sizeof tcli_out);
+    snprintf(p, sizeof p, "%s/stderr", tcli_tmpdir);
+    slurp(p, tcli_err, sizeof tcli_err);
+    return st;
+}
+
+int tcli_run_raw(const char *env, const char *fmt, ...)
+{
+    char args[6144];
+    va_list ap;
+    va_start(ap, fmt);
+    int st = run_v(env, fmt, ap, args, sizeof args);
+    va_end(ap);
+    return st;
+}
+
+int tcli_run(const char *fmt, ...)
+{
+    char args[6144];
+    va_list ap;
+    va_start(ap, fmt);
+    int st = run_v("", fmt, ap, args, sizeof args);
+    va_end(ap);
+    if (st == -1 || !WIFEXITED(st))
+        fail_msg("kdalab %s: did not exit normally (status %d)\n%s", args, st, tcli_err);
+    int rc = WEXITSTATUS(st);
+    /* the shell's 128 + n is a death by signal n; 86 a sanitizer report */
+    if (rc == 126 || rc == 127 || rc > 2)
+        fail_msg("kdalab %s: exit %d (a crash or a sanitizer report?)\n%s", args, rc, tcli_err);
+    return rc;
+}
+
+void tcli_expect_error(int got, int rc, ...)
+{
+    if (got != rc)
+        fail_msg("exit %d, expected %d; stderr: %s", got, rc, tcli_err);
+    size_t len = strlen(tcli_err);
+    assert_true(len > 0);
+    if (strchr(tcli_err, '\n') != tcli_err + len - 1)
+        fail_msg("error is not exactly one line: '%s'", tcli_err);
+    va_list ap;
+    va_start(ap, rc);
+    const char *needle;
+    while ((needle = va_arg(ap, const char *)) != NULL)
+        if (!strstr(tcli_err, needle))
+            fail_msg("error '%s' lacks '%s'", tcli_err, needle);
+    va_end(ap);
+}
+
+const char *tcli_tmp(const char *name)
+{
+    static char paths[8][512];
+    static int next = 0;
+    char *p = paths[next++ % 8];
+    snprintf(p, 512, "%s/%s", tcli_tmpdir, name);
+    return p;
+}
+
+int tcli_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int tcli_count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir ? dir : tcli_tmpdir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+unsigned char *tcli_file_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+void tcli_put_bytes(const char *path, const void *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        fail_msg("cannot create %s", path);
+    assert_int_equal(fwrite(b, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
 }

@@ -97,4 +97,46 @@ int test_tmpdir_remove(const char *dir);
 /* A GSL generator seeded from $GSL_RNG_SEED or the given seed. */
 gsl_rng *test_rng(unsigned long seed);
 
+/* ---- running bin/kdalab (the tests of the command-line tool) ----------------- */
+
+/* The scratch directory, the program, and the stdout / stderr of the last run. */
+extern char tcli_tmpdir[256];
+extern const char *tcli_bin;
+extern char tcli_out[8192], tcli_err[8192];
+
+/* Find the program ($KDALAB_BIN/kdalab, else ./bin/kdalab), make a sanitizer
+ * report exit with 86, make tcli_tmpdir ($TMPDIR/<prefix>XXXXXX). For a
+ * cmocka group setup: 0, or -1 with the reason on stderr. */
+int tcli_setup(const char *prefix);
+
+/* Run "kdalab <args>" (printf-style) through the shell, capturing stdout and
+ * stderr; env is prepended to the command ("VAR=x ", or ""). tcli_run_raw
+ * returns the wait status as system() gives it; tcli_run returns the exit
+ * status and fails the test on a death by signal or a sanitizer report. */
+int tcli_run_raw(const char *env, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+int tcli_run(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* The last run exited with rc and printed ONE line on stderr holding every
+ * needle (a NULL-terminated list); fails the test otherwise. */
+void tcli_expect_error(int got, int rc, ...);
+
+/* tcli_tmpdir/name (one of 8 rotating static buffers). */
+const char *tcli_tmp(const char *name);
+/* Does path exist (stat, links followed)? */
+int tcli_exists(const char *path);
+/* Entries of dir (tcli_tmpdir when NULL) whose name starts with prefix. */
+int tcli_count_entries(const char *dir, const char *prefix);
+/* The bytes of a file (malloc'd; *len their count); fails the test if unreadable. */
+unsigned char *tcli_file_bytes(const char *path, size_t *len);
+/* Write len bytes to path (created or truncated); fails the test on error. */
+void tcli_put_bytes(const char *path, const void *b, size_t len);
+
 #endif

@@ -32,96 +32,18 @@
 #include "common.h"
 #include "kdalab.h"
 
-static char tmpdir[256];
-static const char *kdalab_bin;
-static char out_text[8192], err_text[8192]; /* stdout / stderr of the last run */
-
-/* ------------------------------------------------------------------------- */
-/* Running the tool                                                          */
-/* ------------------------------------------------------------------------- */
-
-static void slurp(const char *path, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
-/* Run "kdalab <args>" (printf-style); returns its exit status, captures
- * stdout and stderr. A death by signal fails the test: never a crash. */
-static int kdalab(const char *fmt, ...)
-{
-    char args[6144], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s >%s/stdout 2>%s/stderr", kdalab_bin, args, tmpdir, tmpdir);
-    int st = system(cmd);
-    char p[512];
-    snprintf(p, sizeof p, "%s/stdout", tmpdir);
-    slurp(p, out_text, sizeof out_text);
-    snprintf(p, sizeof p, "%s/stderr", tmpdir);
-    slurp(p, err_text, sizeof err_text);
-    if (st == -1 || !WIFEXITED(st))
-        fail_msg("kdalab %s: did not exit normally (status %d)\n%s", args, st, err_text);
-    int rc = WEXITSTATUS(st);
-    if (rc == 126 || rc == 127 || rc > 2)
-        fail_msg("kdalab %s: exit %d (a crash or a sanitizer report?)\n%s", args, rc, err_text);
-    return rc;
-}
-
-/* The last run failed with exit code rc and ONE line on stderr holding every
- * needle (NULL-terminated list). */
-static void expect_error(int got, int rc, ...)
-{
-    if (got != rc)
-        fail_msg("exit %d, expected %d; stderr: %s", got, rc, err_text);
-    size_t len = strlen(err_text);
-    assert_true(len > 0);
-    if (strchr(err_text, '\n') != err_text + len - 1)
-        fail_msg("error is not exactly one line: '%s'", err_text);
-    va_list ap;
-    va_start(ap, rc);
-    const char *needle;
-    while ((needle = va_arg(ap, const char *)) != NULL)
-        if (!strstr(err_text, needle))
-            fail_msg("error '%s' lacks '%s'", err_text, needle);
-    va_end(ap);
-}
-
-static const char *tmp(const char *name)
-{
-    static char paths[8][512];
-    static int next = 0;
-    char *p = paths[next++ % 8];
-    snprintf(p, 512, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-/* Entries of tmpdir whose name starts with prefix (catches temp leftovers). */
-static int count_entries(const char *prefix)
-{
-    DIR *d = opendir(tmpdir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
-            n++;
-    closedir(d);
-    return n;
-}
+/* The shared runner (tests/common.c) under this file's short names. */
+#define tmpdir tcli_tmpdir
+#define kdalab_bin tcli_bin
+#define out_text tcli_out
+#define err_text tcli_err
+#define kdalab tcli_run
+#define expect_error tcli_expect_error
+#define tmp tcli_tmp
+#define exists tcli_exists
+#define count_entries(prefix) tcli_count_entries(NULL, prefix)
+#define file_bytes tcli_file_bytes
+#define put_bytes tcli_put_bytes
 
 static void write_array(const char *path, kdalab_dtype dtype, const kdalab_array *a)
 {
@@ -135,30 +57,6 @@ static void read_array(const char *path, kdalab_array *a)
     kdalab_status s = kdalab_npy_read(path, a);
     if (s != KDALAB_OK)
         fail_msg("reading %s: %s", path, kdalab_last_error());
-}
-
-/* Bytes of a file (malloc'd). */
-static unsigned char *file_bytes(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-static void put_bytes(const char *path, const void *b, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -594,7 +492,7 @@ static void usage_errors(void **state)
     const char *o = tmp("o.npy");
     char in[4096];
     snprintf(in, sizeof in, "%s", kda_with(NULL, NULL));
-    expect_error(kdalab(""), 2, "no command", NULL);
+    expect_error(kdalab("%s", ""), 2, "no command", NULL);
     expect_error(kdalab("frobnicate"), 2, "'frobnicate'", NULL);
     expect_error(kdalab("run"), 2, "--mechanism", NULL);
     expect_error(kdalab("run --mechanism mamba %s --o %s", in + 15, o), 2, "'mamba'", NULL);
@@ -1259,24 +1157,7 @@ static void half_inputs_and_tiny_scale(void **state)
         golden_free(&cases[i]);
 }
 
-static int setup(void **state)
-{
-    /* KDALAB_BIN is the programs' directory (bin, or build-asan/bin) */
-    static char path[512];
-    const char *dir = getenv("KDALAB_BIN");
-    snprintf(path, sizeof path, "%s/kdalab", dir && *dir ? dir : "./bin");
-    kdalab_bin = path;
-    if (access(kdalab_bin, X_OK) != 0) {
-        fprintf(stderr, "test_cli: %s not found: run `make` (or set KDALAB_BIN to its directory) from the "
-                        "repository root\n",
-                kdalab_bin);
-        return -1;
-    }
-    /* a sanitizer report in the tool must not pass for exit 1 or 2 */
-    setenv("ASAN_OPTIONS", "exitcode=86", 0);
-    setenv("UBSAN_OPTIONS", "exitcode=86:print_stacktrace=1", 0);
-    return test_tmpdir_make("kdalab_cli_", tmpdir, sizeof tmpdir);
-}
+static int setup(void **state) { return tcli_setup("kdalab_cli_"); }
 
 static int teardown(void **state) { return test_tmpdir_remove(tmpdir); }
 
@@ -1391,8 +1272,8 @@ static void train_command(void **state)
     assert_int_equal(count_entries("ckpt."), 0); /* no .partial or .old left */
     /* a directory holding anything else is refused before training, kept whole */
     put_bytes(tmp("ckpt/notes.md"), "mine", 4);
-    expect_error(kdalab("%s --out %s", tiny, tmp("ckpt")), 2, "other than a checkpoint",
-                 NULL);
+    expect_error(kdalab("%s --out %s", tiny, tmp("ckpt")), 2, "not a kdalab checkpoint",
+                 "notes.md", NULL);
     assert_true(exists(tmp("ckpt/notes.md")) && exists(tmp("ckpt/config.txt")));
     /* a diverging run: exit 1, one error line at the end, no directory made */
     assert_int_equal(kdalab("%s --lr 1e10 --out %s", tiny, tmp("never")), 1);

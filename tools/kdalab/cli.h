@@ -16,7 +16,9 @@
  *          (in inputs.c); cli_output, cli_write_all (in outputs.c);
  *          declares the subcommands cmd_run (run.c), cmd_compare (compare.c),
  *          cmd_info (info.c), cmd_grad (grad.c), cmd_train (train.c);
- *          ckpt_check_out, ckpt_save (checkpoint.c)
+ *          ckpt_plan, ckpt_save (checkpoint.c);
+ *          replace_make_temp, replace_swap, replace_hold_signals,
+ *          replace_release_signals, replace_test_point (replace.c)
  *
  * Every error is ONE line on stderr, "<cli_who>: <message>", and the exit
  * status says what kind:
@@ -30,6 +32,7 @@
 #define KDALAB_TOOL_CLI_H
 
 #include <getopt.h> /* struct option, getopt_long: POSIX systems with GNU extensions */
+#include <signal.h> /* sigset_t */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -224,8 +227,10 @@ typedef struct {
 } cli_output;
 
 /* Write n (<= 16) outputs all or nothing (outputs.c): each whole to a
- * temporary file beside its path, then, only when all are written, renamed
- * into place. Returns 0 or the exit status after the one-line error. */
+ * fresh temporary file beside its path (replace_make_temp), then, only when
+ * all are written, each swapped into place (replace_swap), interrupts held
+ * until the previous files are removed. Returns 0 or the exit status after
+ * the one-line error. */
 int cli_write_all(size_t n, const cli_output *out);
 
 /* ---- the subcommands ----------------------------------------------------------- */
@@ -238,15 +243,51 @@ int cmd_info(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 
-/* train's --out DIR (checkpoint.c): before training, refuse a DIR that is a
- * file or holds anything but a checkpoint, or whose parent cannot take a new
- * entry; after it, write every tensor as DIR/<name>.npy and DIR/config.txt
- * all or nothing (built in DIR.partial-<pid>, then renamed into place; an
- * earlier checkpoint in DIR is replaced only then). Each returns 0 or the
- * exit status after the one-line error. */
-int ckpt_check_out(const char *dir);
-int ckpt_save(const char *dir, const kdalab_train_config *c, const double *theta,
+/* train's --out DIR (checkpoint.c). A checkpoint is a directory holding
+ * config.txt, whose first line is CKPT_FORMAT_LINE, and the .npy files of
+ * the tensors that config names, nothing else. ckpt_plan, before training,
+ * makes every check the save will make and refuses (one line, EXIT_BAD)
+ * anything else: a DIR that is a symbolic link, names "." or "..", is a
+ * file, holds anything but a checkpoint, lies on another filesystem than
+ * its parent, or whose parent cannot take the temporary directory; a
+ * leftover DIR.kdalab-save-* of an interrupted save is reported by name.
+ * It fills *plan (DIR without trailing slashes). ckpt_save writes every
+ * tensor as <name>.npy and config.txt into a fresh DIR.kdalab-save-XXXXXX
+ * and swaps it with DIR in one step (replace_swap), then removes the
+ * earlier checkpoint: DIR is always the old checkpoint or the new one. Each
+ * returns 0 or the exit status after the one-line error. */
+#define CKPT_FORMAT_LINE "format=kdalab-checkpoint/1"
+typedef struct {
+    char dir[4096]; /* --out's value without trailing slashes */
+    int exists;     /* DIR holds an earlier checkpoint (to be replaced) */
+} ckpt_plan_t;
+int ckpt_plan(const char *out, ckpt_plan_t *plan);
+int ckpt_save(const ckpt_plan_t *plan, const kdalab_train_config *c, const double *theta,
               const kdalab_train_result *r, const char *precision);
 
+/* ---- replacing an output in one step (replace.c) ------------------------------ */
+
+/* A fresh entry "<path>.<tag>-XXXXXX" (mkdtemp when is_dir, else an empty
+ * file by mkstemp, mode 0644) in buf[cap]: a name that did not exist, so it
+ * is never an input of the call. Returns 0, or -1 with errno. */
+int replace_make_temp(const char *path, const char *tag, int is_dir, char *buf, size_t cap);
+
+/* Put fresh (a replace_make_temp name, complete) at path in one step. When
+ * path exists the two are exchanged (renameat2 RENAME_EXCHANGE; where the
+ * filesystem refuses it, three renames through a third name made like
+ * fresh's) and fresh then names the previous entry, for the caller to
+ * remove, or to swap back to undo; when path does not exist fresh is
+ * renamed to it. Returns 0, or -1 with errno and both names as they were. */
+int replace_swap(const char *fresh, const char *path);
+
+/* Hold SIGINT, SIGTERM, SIGHUP and SIGQUIT (the previous mask in *saved)
+ * while outputs are replaced; release delivers any that came meanwhile. */
+void replace_hold_signals(sigset_t *saved);
+void replace_release_signals(const sigset_t *saved);
+
+/* Test only: raise the signal KDALAB_TEST_INTERRUPT=<step>:<INT|KILL> names
+ * when step is the named one (the tests' way to interrupt a save at each
+ * step); does nothing otherwise. */
+void replace_test_point(const char *step);
 
 #endif /* KDALAB_TOOL_CLI_H */

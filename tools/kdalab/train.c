@@ -7,9 +7,11 @@
  *
  * defines: cmd_train (declared in cli.h)
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -44,7 +46,9 @@ static const char HELP[] =
     "  --precision P        fp32 (default: the float32 twins, about twice as fast)\n"
     "                       or fp64 (the float64 model the gradient checks verify)\n"
     "  --out DIR            save <DIR>/<tensor>.npy and <DIR>/config.txt, all or nothing\n"
-    "                       (DIR new, or a checkpoint directory it replaces)\n"
+    "                       (DIR new, or a checkpoint kdalab train wrote, which it\n"
+    "                       replaces in one step; anything else is refused before\n"
+    "                       training)\n"
     "  --log-every K        a progress line every K steps (default: 20 lines in all;\n"
     "                       0: none)\n"
     "\n"
@@ -91,6 +95,70 @@ static int parse_positive(const char *flag, const char *s, int zero_ok, double *
         *out > 1e300)
         return cli_fail(EXIT_BAD, "--%s: '%s' is not a number %s 0 and <= 1e300", flag, s,
                         zero_ok ? ">=" : ">");
+    return 0;
+}
+
+/*
+ * The bounds on a run's size, refused before anything is allocated.
+ *
+ * Work: a training step costs about 6 P floating-point operations per token
+ * for the weights (forward 2 P, backward 4 P; P parameters) plus, per block,
+ * the mixer's sequence part: 4 T D per token for attention (scores and
+ * values), 16 D d for a linear mixer's state (d = D / H); evaluating a test
+ * sequence costs a third of that per token. A run is refused above
+ * WORK_BOUND operations in all (training and test): 4000 times the default
+ * run (2.6e12 with --mixer kda). By this count the README's quick
+ * configuration (1.7e12 in 33.7 s) ran at 5e10 operations per second, where
+ * WORK_BOUND is over two days; on this 2-core machine under load, 100
+ * default steps of kda ran at 2e9 per second (two months).
+ *
+ * Memory: at least the parameters and their AdamW state (5 P doubles:
+ * theta, gradient, two moments, the initial copy) and one batch's cached
+ * activations (per token and block, 12 D + 3 F doubles; plus the B H T^2
+ * attention weights of an attention block; plus B T V logits and their
+ * gradient), compared with the machine's physical memory.
+ */
+#define WORK_BOUND 1e16
+
+static int check_bounds(const kdalab_train_config *c)
+{
+    size_t P;
+    kdalab_model_size(&c->model, &P, NULL);
+    const kdalab_model_config *m = &c->model;
+    const double T = (double)c->task.T, D = (double)m->D, H = (double)m->H, F = (double)m->F;
+    const double B = (double)c->batch, V = (double)m->vocab;
+    double mix = 0, act = 0; /* per token: the mixers' operations; per sequence: doubles */
+    for (size_t l = 0; l < m->L; l++) {
+        const int attn = m->mixer[l] == KDALAB_MIXER_ATTENTION;
+        mix += attn ? 4 * T * D : 16 * D * (D / H);
+        act += T * (12 * D + 3 * F) + (attn ? H * T * T : 0);
+    }
+    const double per_train = T * (6 * (double)P + 3 * mix), per_test = T * (2 * (double)P + mix);
+    const double train = (double)c->opt.steps * B * per_train;
+    const double test = (double)c->test_sequences * per_test;
+    if (train + test > WORK_BOUND) {
+        char limit[160] = "";
+        if (test > WORK_BOUND / 2 && train < WORK_BOUND)
+            snprintf(limit, sizeof limit, "; with the other sizes as given, --test-size can be "
+                     "at most %.0f", floor((WORK_BOUND - train) / per_test));
+        else if (test < WORK_BOUND && WORK_BOUND - test >= B * per_train)
+            snprintf(limit, sizeof limit, "; with the other sizes as given, --steps can be at "
+                     "most %.0f", floor((WORK_BOUND - test) / (B * per_train)));
+        return cli_fail(EXIT_BAD, "--steps %zu, --batch %zu, --seq-len %zu, --test-size %zu with "
+                        "%zu parameters: about %.2g floating-point operations (%.2g to train, "
+                        "%.2g to test), above the bound on one run, %.0e%s",
+                        c->opt.steps, c->batch, c->task.T, c->test_sequences, P,
+                        train + test, train, test, WORK_BOUND, limit);
+    }
+    const double bytes = 8 * (5 * (double)P + B * (act + 2 * T * V));
+    const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (phys > 0 && bytes > phys)
+        return cli_fail(EXIT_BAD, "--batch %zu, --seq-len %zu, --d-model %zu, --mlp-hidden %zu, "
+                        "--vocab %zu, --layers %zu: needs at least %.3g GB of memory (%zu "
+                        "parameters with their optimiser state, one batch's activations), more "
+                        "than this machine has (%.3g GB)",
+                        c->batch, c->task.T, m->D, m->F, m->vocab, m->L, bytes / 1e9, P,
+                        phys / 1e9);
     return 0;
 }
 
@@ -166,7 +234,10 @@ int cmd_train(int argc, char **argv)
         s = kdalab_model_size(&c.model, NULL, NULL);
     if (s != KDALAB_OK)
         return cli_fail(EXIT_BAD, "%s", kdalab_last_error());
-    if (out && (rc = ckpt_check_out(out)) != 0) /* fail now, not after training */
+    if ((rc = check_bounds(&c)) != 0)
+        return rc;
+    ckpt_plan_t plan;
+    if (out && (rc = ckpt_plan(out, &plan)) != 0) /* fail now, not after training */
         return rc;
     /* the command line is good: now (not before its errors) the CBLAS's
      * kernels, which may restart the program once */
@@ -194,7 +265,7 @@ int cmd_train(int argc, char **argv)
     }
     fprintf(stderr, "trained in %.1f s (%.0f tokens/s); test loss %.4f on %zu sequences\n",
             r.seconds, r.tokens_per_s, r.test_loss, c.test_sequences);
-    rc = out ? ckpt_save(out, &c, theta, &r, f64 ? "fp64" : "fp32") : 0;
+    rc = out ? ckpt_save(&plan, &c, theta, &r, f64 ? "fp64" : "fp32") : 0;
     free(theta);
     if (rc != 0) /* no accuracy= line: a script reading it must not take this run as done */
         fprintf(stderr, "kdalab train: test accuracy %.4f, but the checkpoint was not saved\n",
