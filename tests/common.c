@@ -472,3 +472,61 @@ void tcli_put_bytes(const char *path, const void *b, size_t len)
     assert_int_equal(fwrite(b, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
 }
+
+/* ---- the inputs of the command-line tests ---------------------------------- */
+
+void tcli_write_array(const char *path, kdalab_dtype dtype, const kdalab_array *a)
+{
+    kdalab_status s = kdalab_npy_write(path, dtype, a->data, a->ndim, a->shape);
+    if (s != KDALAB_OK)
+        fail_msg("writing %s: %s", path, kdalab_last_error());
+}
+
+void tcli_read_array(const char *path, kdalab_array *a)
+{
+    kdalab_status s = kdalab_npy_read(path, a);
+    if (s != KDALAB_OK)
+        fail_msg("reading %s: %s", path, kdalab_last_error());
+}
+
+static char golden_path_buf[8][512];
+const char *tcli_golden_path(const char *name, const char *key)
+{
+    static int next = 0;
+    char *p = golden_path_buf[next++ % 8];
+    snprintf(p, 512, "%s/%s.%s.npy", golden_dir(), name, key);
+    return p;
+}
+
+/* The input flags of a golden case: "--q .. --k .. --v .. [--beta ..] [--g ..] [--h0 ..]". */
+const char *tcli_case_inputs(const golden_case *c)
+{
+    static char buf[4096];
+    int n = snprintf(buf, sizeof buf, "--mechanism %s --scale %.17g --q %s --k %s --v %s",
+                     kdalab_mechanism_name(c->mech), c->scale, tcli_golden_path(c->name, "q"),
+                     tcli_golden_path(c->name, "k"), tcli_golden_path(c->name, "v"));
+    if (kdalab_mechanism_has_beta(c->mech))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s", tcli_golden_path(c->name, "beta"));
+    if (kdalab_mechanism_g_width(c->mech, 1))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s", tcli_golden_path(c->name, "g"));
+    if (c->has_h0)
+        snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s", tcli_golden_path(c->name, "h0"));
+    return buf;
+}
+
+/* kda_small's flags with one input replaced (key = "q", "k", "v", "beta",
+ * "g" or "h0"; path NULL drops it). */
+const char *tcli_kda_with(const char *key, const char *path)
+{
+    static char buf[4096];
+    static const char *keys[] = {"q", "k", "v", "beta", "g", "h0"};
+    int n = snprintf(buf, sizeof buf, "--mechanism kda");
+    for (int i = 0; i < 6; i++) {
+        const char *p = tcli_golden_path("kda_small", keys[i]);
+        if (key && strcmp(key, keys[i]) == 0)
+            p = path;
+        if (p)
+            n += snprintf(buf + n, sizeof buf - (size_t)n, " --%s %s", keys[i], p);
+    }
+    return buf;
+}

@@ -139,4 +139,17 @@ unsigned char *tcli_file_bytes(const char *path, size_t *len);
 /* Write len bytes to path (created or truncated); fails the test on error. */
 void tcli_put_bytes(const char *path, const void *b, size_t len);
 
+/* Write / read a .npy file; fail the test on error. */
+void tcli_write_array(const char *path, kdalab_dtype dtype, const kdalab_array *a);
+void tcli_read_array(const char *path, kdalab_array *a);
+/* The path of golden case name's array key (tests/golden/NAME.KEY.npy; one of
+ * 8 rotating static buffers). */
+const char *tcli_golden_path(const char *name, const char *key);
+/* The input flags of a golden case: "--mechanism .. --scale .. --q .. --k ..
+ * --v .. [--beta ..] [--g ..] [--h0 ..]" (a static buffer). */
+const char *tcli_case_inputs(const golden_case *c);
+/* kda_small's flags with one input replaced (key = "q", "k", "v", "beta",
+ * "g" or "h0"; path NULL drops it; a static buffer). */
+const char *tcli_kda_with(const char *key, const char *path);
+
 #endif

@@ -1,0 +1,167 @@
+/*
+ * test_cli_train.c — kdalab train: a tiny model end to end, its bad command lines, and its
+ * choice of OpenBLAS kernels.
+ *
+ * The binary is ./bin/kdalab relative to the repository root, where `make
+ * test` runs the tests (override with $KDALAB_BIN); the runner and the
+ * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * files live in a mkdtemp directory.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "kdalab.h"
+
+/* Occurrences of needle in hay. */
+static int count_in(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* `kdalab train` restarts itself once with OPENBLAS_CORETYPE set exactly when
+ * OpenBLAS fell back to its generic Prescott kernels on a CPU with AVX2 and
+ * FMA (kdalab_blas_choose_kernels), says so in one line, and trains once;
+ * with OPENBLAS_CORETYPE set by the caller it never restarts. (Built on
+ * another CBLAS, info says "(not OpenBLAS)" and nothing restarts.) */
+static void train_chooses_blas_kernels(void **state)
+{
+    (void)state;
+    const char *tiny = "train --task mqar --mixer attention --d-model 8 --heads 2 "
+                       "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
+                       "--test-size 4 --log-every 0";
+    const char *keep = getenv("OPENBLAS_CORETYPE");
+    char saved[64] = "";
+    if (keep)
+        snprintf(saved, sizeof saved, "%s", keep);
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("KDALAB_BLAS_RESTARTED");
+
+    assert_int_equal(tcli_run("info"), 0);
+    const char *line = strstr(tcli_out, "blas_kernels=");
+    assert_non_null(line);
+    int prescott = strncmp(line, "blas_kernels=Prescott\n", 22) == 0;
+    int wide = kdalab_simd_level_available(KDALAB_SIMD_AVX2); /* AVX2 and FMA */
+    assert_int_equal(tcli_run("%s", tiny), 0);
+    assert_int_equal(count_in(tcli_err, "restarting with OPENBLAS_CORETYPE="),
+                     prescott && wide ? 1 : 0);
+    assert_int_equal(count_in(tcli_err, "kdalab train: "), 1); /* trained once */
+    assert_int_equal(count_in(tcli_out, "accuracy="), 1);
+
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1); /* the caller's choice is kept */
+    assert_int_equal(tcli_run("%s", tiny), 0);
+    assert_int_equal(count_in(tcli_err, "restarting"), 0);
+    assert_int_equal(tcli_run("info"), 0); /* reported, whatever the CBLAS makes of it */
+    assert_non_null(strstr(tcli_out, " (OPENBLAS_CORETYPE=Prescott)\n"));
+
+    if (keep)
+        setenv("OPENBLAS_CORETYPE", saved, 1);
+    else
+        unsetenv("OPENBLAS_CORETYPE");
+}
+
+/* kdalab train: a tiny model end to end (progress on stderr, accuracy= on
+ * stdout, a checkpoint NumPy's layout reads), and its bad command lines,
+ * each one line with nothing created. */
+static void train_command(void **state)
+{
+    (void)state;
+    const char *tiny = "train --task mqar --mixer kda,attention --d-model 8 --heads 2 "
+                       "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 4 "
+                       "--test-size 4 --log-every 2";
+    assert_int_equal(tcli_run("%s --out %s", tiny, tcli_tmp("ckpt")), 0);
+    assert_non_null(strstr(tcli_out, "accuracy="));
+    assert_non_null(strstr(tcli_err, "step 4/4 loss"));
+    double acc = -1;
+    assert_int_equal(sscanf(strstr(tcli_out, "accuracy="), "accuracy=%lf", &acc), 1);
+    assert_true(acc >= 0 && acc <= 1);
+    kdalab_array a;
+    tcli_read_array(tcli_tmp("ckpt/embed.npy"), &a);
+    assert_int_equal(a.ndim, 2);
+    assert_int_equal(a.shape[0], 9);
+    assert_int_equal(a.shape[1], 8);
+    kdalab_array_free(&a);
+    tcli_read_array(tcli_tmp("ckpt/blocks.0.mixer.A_log.npy"), &a);
+    assert_int_equal(a.ndim, 1);
+    assert_int_equal(a.shape[0], 2);
+    kdalab_array_free(&a);
+    assert_true(tcli_exists(tcli_tmp("ckpt/config.txt")));
+    assert_false(tcli_exists(tcli_tmp("ckpt/config.txt.tmp")));
+    /* the same run again gives the same accuracy (a function of the seed) */
+    char first[sizeof tcli_out];
+    memcpy(first, tcli_out, sizeof first);
+    assert_int_equal(tcli_run("%s", tiny), 0);
+    assert_string_equal(tcli_out, first);
+
+    tcli_expect_error(tcli_run("train --task mqar --mixer foo"), 2, "--mixer", "foo", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer hybrid:3 --layers 2"), 2, "hybrid:3",
+                 "no attention block", NULL);
+    tcli_expect_error(tcli_run("train --task copy --mixer kda"), 2, "--task", NULL);
+    tcli_expect_error(tcli_run("train --task mqar"), 2, "--mixer", "missing", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --d-model 10 --heads 3"), 2,
+                 "not a multiple", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --seq-len 16 --kv-pairs 8"), 2, "T",
+                 NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --lr -1"), 2, "--lr", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --lr nan"), 2, "--lr", NULL);
+    /* a number given twice: which one would count is a guess, so neither does */
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --steps 3 --steps=4"), 2, "--steps",
+                 "given twice", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --no-conv --no-conv"), 2, "--no-conv",
+                 "given twice", NULL);
+    assert_int_equal(tcli_run("info --help --help"), 0); /* help wins, however often asked */
+    assert_non_null(strstr(tcli_out, "usage"));
+    /* a second run into the same checkpoint replaces it whole: a one-block model
+     * leaves no block-1 tensor of the two-block one behind */
+    assert_int_equal(tcli_run("train --task mqar --mixer kda --layers 1 --d-model 8 --heads 2 "
+                            "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
+                            "--test-size 4 --out %s", tcli_tmp("ckpt")), 0);
+    assert_false(tcli_exists(tcli_tmp("ckpt/blocks.1.norm1.npy")));
+    assert_true(tcli_exists(tcli_tmp("ckpt/blocks.0.norm1.npy")));
+    assert_int_equal(tcli_count_entries(NULL, "ckpt."), 0); /* no .partial or .old left */
+    /* a directory holding anything else is refused before training, kept whole */
+    tcli_put_bytes(tcli_tmp("ckpt/notes.md"), "mine", 4);
+    tcli_expect_error(tcli_run("%s --out %s", tiny, tcli_tmp("ckpt")), 2, "not a kdalab checkpoint",
+                 "notes.md", NULL);
+    assert_true(tcli_exists(tcli_tmp("ckpt/notes.md")) && tcli_exists(tcli_tmp("ckpt/config.txt")));
+    /* a diverging run: exit 1, one error line at the end, no directory made */
+    assert_int_equal(tcli_run("%s --lr 1e10 --out %s", tiny, tcli_tmp("never")), 1);
+    assert_non_null(strstr(tcli_err, "diverged"));
+    assert_false(tcli_exists(tcli_tmp("never")));
+    /* --out naming a regular file: refused before training, the file kept */
+    tcli_put_bytes(tcli_tmp("not_a_dir"), "keep", 4);
+    tcli_expect_error(tcli_run("%s --out %s", tiny, tcli_tmp("not_a_dir")), 2, "not a directory", NULL);
+    size_t len;
+    unsigned char *b = tcli_file_bytes(tcli_tmp("not_a_dir"), &len);
+    assert_int_equal(len, 4);
+    assert_memory_equal(b, "keep", 4);
+    free(b);
+}
+
+static int setup(void **state) { return tcli_setup("kdalab_cli_train_"); }
+
+static int teardown(void **state) { return test_tmpdir_remove(tcli_tmpdir); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(train_command),
+        cmocka_unit_test(train_chooses_blas_kernels),
+    };
+    return cmocka_run_group_tests_name("cli_train", tests, setup, teardown);
+}
