@@ -176,9 +176,10 @@ figures-full:
 # ---- tests ----------------------------------------------------------------------------
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
-TEST_COMMON := $(BUILD)/tests/common.o
+# what the suites share: every tests/*.c that is not a suite
+TEST_COMMON := $(patsubst tests/%.c,$(BUILD)/tests/%.o,$(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 
-$(BUILD)/tests/%.o: tests/%.c tests/common.h $(HEADERS) | deps-test
+$(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h) $(HEADERS) | deps-test
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 

@@ -506,7 +506,8 @@ const char *tcli_case_inputs(const golden_case *c)
                      kdalab_mechanism_name(c->mech), c->scale, tcli_golden_path(c->name, "q"),
                      tcli_golden_path(c->name, "k"), tcli_golden_path(c->name, "v"));
     if (kdalab_mechanism_has_beta(c->mech))
-        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s", tcli_golden_path(c->name, "beta"));
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s",
+                      tcli_golden_path(c->name, "beta"));
     if (kdalab_mechanism_g_width(c->mech, 1))
         n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s", tcli_golden_path(c->name, "g"));
     if (c->has_h0)
@@ -529,4 +530,17 @@ const char *tcli_kda_with(const char *key, const char *path)
             n += snprintf(buf + n, sizeof buf - (size_t)n, " --%s %s", keys[i], p);
     }
     return buf;
+}
+
+/* ---- statuses ------------------------------------------------------------------ */
+
+void test_expect_status_at(int line, kdalab_status got, kdalab_status want,
+                           const char *needle)
+{
+    if (got != want)
+        fail_msg("line %d: status %d, want %d (%s)", line, (int)got, (int)want,
+                 kdalab_last_error());
+    if (needle && !strstr(kdalab_last_error(), needle))
+        fail_msg("line %d: error '%s' does not mention '%s'", line, kdalab_last_error(),
+                 needle);
 }

@@ -97,6 +97,13 @@ int test_tmpdir_remove(const char *dir);
 /* A GSL generator seeded from $GSL_RNG_SEED or the given seed. */
 gsl_rng *test_rng(unsigned long seed);
 
+/* The status of a library call is want and, when needle is not NULL, its
+ * error message holds needle; fails the test naming the caller's line
+ * otherwise. */
+void test_expect_status_at(int line, kdalab_status got, kdalab_status want,
+                           const char *needle);
+#define expect_status(got, want, needle) test_expect_status_at(__LINE__, got, want, needle)
+
 /* ---- running bin/kdalab (the tests of the command-line tool) ----------------- */
 
 /* The scratch directory, the program, and the stdout / stderr of the last run. */

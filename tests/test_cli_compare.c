@@ -3,7 +3,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -68,7 +68,8 @@ static void compare_semantics(void **state)
     tcli_read_array(tcli_golden_path("kda_small", "ht"), &ht);
     tcli_expect_error(tcli_run("compare %s %s", pb, tcli_golden_path("kda_small", "ht")), 2,
                  "(1, 64, 2, 16)", "(1, 2, 32, 16)", NULL);
-    tcli_expect_error(tcli_run("compare %s %s", pb, tcli_tmp("missing.npy")), 2, "missing.npy", NULL);
+    tcli_expect_error(tcli_run("compare %s %s", pb, tcli_tmp("missing.npy")), 2, "missing.npy",
+                      NULL);
     tcli_expect_error(tcli_run("compare %s", pb), 2, "two files", NULL);
     tcli_expect_error(tcli_run("compare %s %s --rtol abc", pb, pb), 2, "--rtol", NULL);
     tcli_expect_error(tcli_run("compare %s %s --atol -1", pb, pb), 2, "--atol", NULL);

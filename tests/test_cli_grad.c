@@ -3,7 +3,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -118,8 +118,9 @@ static void grad_errors(void **state)
     unlink(dq);
     unlink(dg);
     tcli_expect_error(tcli_run("grad %s", grad_inputs(c)), 2, "no output", NULL);
-    tcli_expect_error(tcli_run("grad %s --dq %s --do %s", grad_inputs(c), dq, grad_path(c->name, "v")),
-                 2, "--do", "given twice", NULL);
+    tcli_expect_error(
+        tcli_run("grad %s --dq %s --do %s", grad_inputs(c), dq, grad_path(c->name, "v")), 2, "--do",
+        "given twice", NULL);
     /* d_o of the wrong shape: v's shape differs from o's only by V, use q */
     char bad[4096];
     snprintf(bad, sizeof bad, "%s", grad_inputs(c));

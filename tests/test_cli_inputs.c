@@ -6,7 +6,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -36,8 +36,9 @@ static void run_fails(const char *key, const char *path, int rc, const char *n1,
     const char marker[] = "previous contents";
     tcli_put_bytes(o, marker, sizeof marker);
     unlink(tcli_tmp("ht.npy"));
-    tcli_expect_error(tcli_run("run %s --o %s --ht %s", tcli_kda_with(key, path), o, tcli_tmp("ht.npy")), rc,
-                 n1, n2, NULL);
+    tcli_expect_error(
+        tcli_run("run %s --o %s --ht %s", tcli_kda_with(key, path), o, tcli_tmp("ht.npy")), rc, n1,
+        n2, NULL);
     size_t len;
     unsigned char *b = tcli_file_bytes(o, &len);
     assert_int_equal(len, sizeof marker);
@@ -169,9 +170,12 @@ static void other_layouts_read_correctly(void **state)
     tcli_read_array(tcli_tmp("q32.npy"), &r);
     assert_int_equal(r.dtype, KDALAB_DTYPE_F32);
     tcli_write_array(tcli_tmp("q64.npy"), KDALAB_DTYPE_F64, &r);
-    assert_int_equal(tcli_run("run %s --o %s", tcli_kda_with("q", tcli_tmp("q32.npy")), tcli_tmp("o32.npy")), 0);
-    assert_int_equal(tcli_run("run %s --o %s", tcli_kda_with("q", tcli_tmp("q64.npy")), tcli_tmp("o64.npy")), 0);
-    assert_int_equal(tcli_run("compare %s %s --rtol 0", tcli_tmp("o32.npy"), tcli_tmp("o64.npy")), 0);
+    assert_int_equal(
+        tcli_run("run %s --o %s", tcli_kda_with("q", tcli_tmp("q32.npy")), tcli_tmp("o32.npy")), 0);
+    assert_int_equal(
+        tcli_run("run %s --o %s", tcli_kda_with("q", tcli_tmp("q64.npy")), tcli_tmp("o64.npy")), 0);
+    assert_int_equal(tcli_run("compare %s %s --rtol 0", tcli_tmp("o32.npy"), tcli_tmp("o64.npy")),
+                     0);
     kdalab_array_free(&r);
     kdalab_array_free(&q);
 }
@@ -218,7 +222,8 @@ static void bad_values(void **state)
     for (size_t i = 0; i < a.size; i++)
         a.data[i] = 0.0;
     tcli_write_array(tcli_tmp("g0.npy"), KDALAB_DTYPE_F64, &a);
-    assert_int_equal(tcli_run("run %s --o %s", tcli_kda_with("g", tcli_tmp("g0.npy")), tcli_tmp("o.npy")), 0);
+    assert_int_equal(
+        tcli_run("run %s --o %s", tcli_kda_with("g", tcli_tmp("g0.npy")), tcli_tmp("o.npy")), 0);
     kdalab_array_free(&a);
     unlink(tcli_tmp("o.npy"));
 }
@@ -229,8 +234,10 @@ static void mismatched_shapes(void **state)
     /* kda_small: q [1,64,2,32], v [1,64,2,16]; deltanet_small: [1,45,2,16], v [1,45,2,8] */
     run_fails("k", tcli_golden_path("kda_ragged", "k"), 2, "(2, 77, 3, 24)", "(1, 64, 2, 32)");
     run_fails("v", tcli_golden_path("deltanet_small", "v"), 2, "(1, 45, 2, 8)", "(1, 64, 2, 32)");
-    run_fails("beta", tcli_golden_path("deltanet_small", "beta"), 2, "(1, 45, 2)", "(1, 64, 2, 32)");
-    run_fails("g", tcli_golden_path("gated_deltanet_small", "g"), 2, "(2, 50, 2)", "(1, 64, 2, 32)");
+    run_fails("beta", tcli_golden_path("deltanet_small", "beta"), 2, "(1, 45, 2)",
+              "(1, 64, 2, 32)");
+    run_fails("g", tcli_golden_path("gated_deltanet_small", "g"), 2, "(2, 50, 2)",
+              "(1, 64, 2, 32)");
     run_fails("g", tcli_golden_path("kda_strong_decay", "g"), 2, "(1, 200, 2, 64)",
               "(1, 64, 2, 32)");
     run_fails("h0", tcli_golden_path("deltanet_small", "h0"), 2, "(1, 2, 16, 8)", "(1, 2, 32, 16)");
@@ -257,8 +264,9 @@ static void outputs_are_guarded(void **state)
     const golden_case *c = &cases[0];
     const char *keep = tcli_tmp("keep.npy");
     tcli_put_bytes(keep, "untouched", 9);
-    tcli_expect_error(tcli_run("run %s --o %s --ht %s/nodir/ht.npy", tcli_case_inputs(c), keep, tcli_tmpdir), 1,
-                 "--ht", "nodir", NULL);
+    tcli_expect_error(
+        tcli_run("run %s --o %s --ht %s/nodir/ht.npy", tcli_case_inputs(c), keep, tcli_tmpdir), 1,
+        "--ht", "nodir", NULL);
     size_t len;
     unsigned char *b = tcli_file_bytes(keep, &len);
     assert_true(len == 9 && memcmp(b, "untouched", 9) == 0);
@@ -266,8 +274,8 @@ static void outputs_are_guarded(void **state)
 
     const char *fifo = tcli_tmp("fifo");
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    tcli_expect_error(tcli_run("run %s --o %s", tcli_case_inputs(c), fifo), 1, "--o", "not a regular file",
-                 NULL);
+    tcli_expect_error(tcli_run("run %s --o %s", tcli_case_inputs(c), fifo), 1, "--o",
+                      "not a regular file", NULL);
     tcli_expect_error(tcli_run("compare %s %s", fifo, tcli_golden_path(c->name, "o")), 2,
                  "not a regular file", NULL);
     struct stat st;
@@ -276,13 +284,14 @@ static void outputs_are_guarded(void **state)
 
     const char *link = tcli_tmp("link.npy");
     assert_int_equal(symlink(keep, link), 0);
-    tcli_expect_error(tcli_run("run %s --o %s", tcli_case_inputs(c), link), 1, "not a regular file", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s", tcli_case_inputs(c), link), 1, "not a regular file",
+                      NULL);
     assert_int_equal(lstat(link, &st), 0);
     assert_true(S_ISLNK(st.st_mode));
 
-    tcli_expect_error(tcli_run("run %s --o %s/same.npy --ht %s/./same.npy", tcli_case_inputs(c), tcli_tmpdir,
-                        tcli_tmpdir),
-                 2, "same file", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s/same.npy --ht %s/./same.npy", tcli_case_inputs(c),
+                               tcli_tmpdir, tcli_tmpdir),
+                      2, "same file", NULL);
 
     /* a file name the system refuses (300 bytes > NAME_MAX) is caught before --o is written */
     char longname[320];
@@ -290,8 +299,9 @@ static void outputs_are_guarded(void **state)
     memcpy(longname + 300, ".npy", 5);
     const char *o1 = tcli_tmp("o1.npy");
     unlink(o1);
-    tcli_expect_error(tcli_run("run %s --o %s --ht %s/%s", tcli_case_inputs(c), o1, tcli_tmpdir, longname), 1,
-                 "--ht", "too long", NULL);
+    tcli_expect_error(
+        tcli_run("run %s --o %s --ht %s/%s", tcli_case_inputs(c), o1, tcli_tmpdir, longname), 1,
+        "--ht", "too long", NULL);
     assert_false(tcli_exists(o1));
 
     /* a name that fits NAME_MAX but not with the temporary suffix: the second
@@ -300,8 +310,9 @@ static void outputs_are_guarded(void **state)
     memset(longname, 'b', 250);
     memcpy(longname + 250, ".npy", 5);
     tcli_put_bytes(o1, "previous", 8);
-    tcli_expect_error(tcli_run("run %s --o %s --ht %s/%s", tcli_case_inputs(c), o1, tcli_tmpdir, longname), 1,
-                 "--ht", NULL);
+    tcli_expect_error(
+        tcli_run("run %s --o %s --ht %s/%s", tcli_case_inputs(c), o1, tcli_tmpdir, longname), 1,
+        "--ht", NULL);
     b = tcli_file_bytes(o1, &len);
     assert_true(len == 8 && memcmp(b, "previous", 8) == 0);
     free(b);
@@ -322,8 +333,8 @@ static void outputs_are_guarded(void **state)
     snprintf(qflag, sizeof inputs - (size_t)(qflag - inputs), "--q %s%s", qcopy, tail);
     tcli_expect_error(tcli_run("run %s --o %s", inputs, qcopy), 2, "--o", "refusing to overwrite",
                  NULL);
-    tcli_expect_error(tcli_run("run %s --o %s --ht %s", inputs, tcli_tmp("fine.npy"), qcopy), 2, "--ht",
-                 "--q", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s --ht %s", inputs, tcli_tmp("fine.npy"), qcopy), 2,
+                      "--ht", "--q", NULL);
     b = tcli_file_bytes(qcopy, &len);
     assert_true(len == qlen && memcmp(b, qb, qlen) == 0);
     free(b);

@@ -5,7 +5,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -106,7 +106,8 @@ static void golden_bf16_runs(void **state)
         const golden_case *c = &cases[i];
         if (c->mech == KDALAB_KDA || c->mech == KDALAB_GATED_DELTANET) {
             const char *o = tcli_tmp("o.npy");
-            int rc = tcli_run("run %s --form chunk --precision bf16 --o %s", tcli_case_inputs(c), o);
+            int rc =
+                tcli_run("run %s --form chunk --precision bf16 --o %s", tcli_case_inputs(c), o);
             if (rc != 0)
                 fail_msg("%s bf16: exit %d: %s", c->name, rc, tcli_err);
             kdalab_array got;
@@ -130,9 +131,12 @@ static void empty_sequences(void **state)
     double h0[2 * 3 * 4 * 5];
     for (size_t i = 0; i < B * H * K * V; i++)
         h0[i] = 0.01 * (double)i - 0.3;
-    assert_int_equal(kdalab_npy_write(tcli_tmp("eq.npy"), KDALAB_DTYPE_F64, NULL, 4, qs), KDALAB_OK);
-    assert_int_equal(kdalab_npy_write(tcli_tmp("ev.npy"), KDALAB_DTYPE_F32, NULL, 4, vs), KDALAB_OK);
-    assert_int_equal(kdalab_npy_write(tcli_tmp("eb.npy"), KDALAB_DTYPE_F64, NULL, 3, bs), KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tcli_tmp("eq.npy"), KDALAB_DTYPE_F64, NULL, 4, qs),
+                     KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tcli_tmp("ev.npy"), KDALAB_DTYPE_F32, NULL, 4, vs),
+                     KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tcli_tmp("eb.npy"), KDALAB_DTYPE_F64, NULL, 3, bs),
+                     KDALAB_OK);
     assert_int_equal(kdalab_npy_write(tcli_tmp("eh0.npy"), KDALAB_DTYPE_F64, h0, 4, hs), KDALAB_OK);
     for (size_t m = 0; m < 4; m++) {
         char extra[1024] = "";
@@ -151,11 +155,11 @@ static void empty_sequences(void **state)
                 unlink(tcli_tmp("o.npy"));
                 unlink(tcli_tmp("ht.npy"));
                 int rc = tcli_run("run --mechanism %s --q %s --k %s --v %s %s %s %s %s --o %s "
-                                "--ht %s",
-                                kdalab_mechanism_name(mechs[m]), tcli_tmp("eq.npy"), tcli_tmp("eq.npy"),
-                                tcli_tmp("ev.npy"), extra, with_h0 ? "--h0" : "",
-                                with_h0 ? tcli_tmp("eh0.npy") : "", forms[f], tcli_tmp("o.npy"),
-                                tcli_tmp("ht.npy"));
+                                  "--ht %s",
+                                  kdalab_mechanism_name(mechs[m]), tcli_tmp("eq.npy"),
+                                  tcli_tmp("eq.npy"), tcli_tmp("ev.npy"), extra,
+                                  with_h0 ? "--h0" : "", with_h0 ? tcli_tmp("eh0.npy") : "",
+                                  forms[f], tcli_tmp("o.npy"), tcli_tmp("ht.npy"));
                 if (rc != 0)
                     fail_msg("%s %s: exit %d: %s", kdalab_mechanism_name(mechs[m]), forms[f],
                              rc, tcli_err);
@@ -179,10 +183,12 @@ static void empty_sequences(void **state)
     }
     /* B = 0 is not a sequence of length 0: refused */
     size_t zb[4] = {0, 3, H, K};
-    assert_int_equal(kdalab_npy_write(tcli_tmp("zb.npy"), KDALAB_DTYPE_F64, NULL, 4, zb), KDALAB_OK);
+    assert_int_equal(kdalab_npy_write(tcli_tmp("zb.npy"), KDALAB_DTYPE_F64, NULL, 4, zb),
+                     KDALAB_OK);
     tcli_expect_error(tcli_run("run --mechanism linear_attention --q %s --k %s --v %s --o %s",
-                        tcli_tmp("zb.npy"), tcli_tmp("zb.npy"), tcli_tmp("zb.npy"), tcli_tmp("o.npy")),
-                 2, "--q", "only T may be 0", NULL);
+                               tcli_tmp("zb.npy"), tcli_tmp("zb.npy"), tcli_tmp("zb.npy"),
+                               tcli_tmp("o.npy")),
+                      2, "--q", "only T may be 0", NULL);
 }
 
 /* The rescaled decay without sub-chunks overflows float32 on the strong-decay
@@ -196,10 +202,11 @@ static void overflow_is_reported(void **state)
         if (strcmp(cases[i].name, "kda_strong_decay") == 0) {
             const char *o = tcli_tmp("o.npy");
             unlink(o);
-            tcli_expect_error(tcli_run("run %s --form chunk --decay rescaled --chunk 64 --precision "
-                                "fp32 --o %s",
-                                tcli_case_inputs(&cases[i]), o),
-                         1, "overflowed", "non-finite", NULL);
+            tcli_expect_error(
+                tcli_run("run %s --form chunk --decay rescaled --chunk 64 --precision "
+                         "fp32 --o %s",
+                         tcli_case_inputs(&cases[i]), o),
+                1, "overflowed", "non-finite", NULL);
             kdalab_array a;
             tcli_read_array(o, &a);
             size_t nonfinite = 0;
@@ -237,9 +244,10 @@ static void simd_overflow_writes_computed_values(void **state)
         char name[32];
         snprintf(name, sizeof name, "ov_%s.npy", impl[i]);
         tcli_expect_error(tcli_run("run --mechanism linear_attention --precision fp32 --impl %s "
-                            "--q %s --k %s --v %s --o %s",
-                            impl[i], tcli_tmp("qov.npy"), tcli_tmp("qov.npy"), tcli_tmp("vov.npy"), tcli_tmp(name)),
-                     1, "overflowed", NULL);
+                                   "--q %s --k %s --v %s --o %s",
+                                   impl[i], tcli_tmp("qov.npy"), tcli_tmp("qov.npy"),
+                                   tcli_tmp("vov.npy"), tcli_tmp(name)),
+                          1, "overflowed", NULL);
         tcli_read_array(tcli_tmp(name), &out[i]);
     }
     assert_int_equal(out[0].size, out[1].size);
@@ -311,10 +319,11 @@ static void half_inputs_and_tiny_scale(void **state)
     assert_int_equal(tcli_run("compare %s %s --rtol 2e-2", tcli_tmp("half_o.npy"),
                             tcli_golden_path(c->name, "o")),
                      0);
-    assert_int_equal(tcli_run("run --mechanism kda --scale 1e-320%s --o %s", args, tcli_tmp("tiny.npy")),
-                     0);
-    tcli_expect_error(tcli_run("run --mechanism kda --scale 0%s --o %s", args, tcli_tmp("zero.npy")), 2,
-                 "--scale", NULL);
+    assert_int_equal(
+        tcli_run("run --mechanism kda --scale 1e-320%s --o %s", args, tcli_tmp("tiny.npy")), 0);
+    tcli_expect_error(
+        tcli_run("run --mechanism kda --scale 0%s --o %s", args, tcli_tmp("zero.npy")), 2,
+        "--scale", NULL);
     assert_false(tcli_exists(tcli_tmp("zero.npy")));
     for (size_t i = 0; i < n; i++)
         golden_free(&cases[i]);

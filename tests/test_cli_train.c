@@ -4,7 +4,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -145,7 +145,8 @@ static void train_command(void **state)
     assert_false(tcli_exists(tcli_tmp("never")));
     /* --out naming a regular file: refused before training, the file kept */
     tcli_put_bytes(tcli_tmp("not_a_dir"), "keep", 4);
-    tcli_expect_error(tcli_run("%s --out %s", tiny, tcli_tmp("not_a_dir")), 2, "not a directory", NULL);
+    tcli_expect_error(tcli_run("%s --out %s", tiny, tcli_tmp("not_a_dir")), 2, "not a directory",
+                      NULL);
     size_t len;
     unsigned char *b = tcli_file_bytes(tcli_tmp("not_a_dir"), &len);
     assert_int_equal(len, 4);

@@ -4,7 +4,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -44,28 +44,33 @@ static void usage_errors(void **state)
                  2, "--chunk", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --form chunk --subchunk 0", in, o), 2, "--subchunk",
                  NULL);
-    tcli_expect_error(tcli_run("run %s --o %s --chunk 16", in, o), 2, "--chunk", "--form chunk", NULL);
-    tcli_expect_error(tcli_run("run %s --o %s --form chunk --decay fast", in, o), 2, "--decay", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s --chunk 16", in, o), 2, "--chunk", "--form chunk",
+                      NULL);
+    tcli_expect_error(tcli_run("run %s --o %s --form chunk --decay fast", in, o), 2, "--decay",
+                      NULL);
     tcli_expect_error(tcli_run("run %s --o %s --precision fp8", in, o), 2, "--precision", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --precision bf16", in, o), 2, "--precision",
                  "--form chunk", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --impl gpu", in, o), 2, "--impl", NULL);
-    tcli_expect_error(tcli_run("run %s --o %s --impl simd", in, o), 2, "--impl simd", "--form chunk",
-                 NULL);
+    tcli_expect_error(tcli_run("run %s --o %s --impl simd", in, o), 2, "--impl simd",
+                      "--form chunk", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --scale 0", in, o), 2, "--scale", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --scale inf", in, o), 2, "--scale", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --q x.npy", in, o), 2, "--q", "twice", NULL);
     tcli_expect_error(tcli_run("run %s --o", in), 2, "--o", "value", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --ht %s", in, o, o), 2, "same file", NULL);
-    tcli_expect_error(tcli_run("run %s --o %s", tcli_kda_with("beta", NULL), o), 2, "--beta", "required",
-                 NULL);
-    tcli_expect_error(tcli_run("run %s --o %s", tcli_kda_with("g", NULL), o), 2, "--g", "required", NULL);
-    tcli_expect_error(tcli_run("run --mechanism linear_attention %s --o %s", in + 15, o), 2, "--beta",
-                 "not used", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s", tcli_kda_with("beta", NULL), o), 2, "--beta",
+                      "required", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s", tcli_kda_with("g", NULL), o), 2, "--g", "required",
+                      NULL);
+    tcli_expect_error(tcli_run("run --mechanism linear_attention %s --o %s", in + 15, o), 2,
+                      "--beta", "not used", NULL);
     assert_false(tcli_exists(o));
     /* an output directory that does not exist: exit 1, nothing created */
-    tcli_expect_error(tcli_run("run %s --o %s", in, tcli_tmp("nodir/o.npy")), 1, "--o", "nodir", NULL);
-    tcli_expect_error(tcli_run("run %s --o %s --ht %s", in, o, tcli_tmp("nodir/ht.npy")), 1, "--ht", NULL);
+    tcli_expect_error(tcli_run("run %s --o %s", in, tcli_tmp("nodir/o.npy")), 1, "--o", "nodir",
+                      NULL);
+    tcli_expect_error(tcli_run("run %s --o %s --ht %s", in, o, tcli_tmp("nodir/ht.npy")), 1, "--ht",
+                      NULL);
 }
 
 static void help_everywhere(void **state)
@@ -106,7 +111,8 @@ static void info_and_time(void **state)
     if (!checked)
         assert_memory_equal(cpu, "unknown\n", 8);
 
-    assert_int_equal(tcli_run("run %s --o %s --time", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")), 0);
+    assert_int_equal(tcli_run("run %s --o %s --time", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")),
+                     0);
     double sec = -1, rate = -1;
     assert_int_equal(sscanf(tcli_err, "compute_seconds=%lf head_tokens_per_s=%lf", &sec, &rate),
                      2);
@@ -124,10 +130,12 @@ static void info_and_time(void **state)
                             &sec, &rate, &med, &med_rate, &reps),
                      5);
     assert_true(reps == 3 && sec <= med && rate >= med_rate);
-    tcli_expect_error(tcli_run("run %s --o %s --repeat 3", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")), 2,
-                 "--repeat", NULL);
-    tcli_expect_error(tcli_run("run %s --o %s --time --repeat 0", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")),
-                 2, "--repeat", NULL);
+    tcli_expect_error(
+        tcli_run("run %s --o %s --repeat 3", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")), 2,
+        "--repeat", NULL);
+    tcli_expect_error(
+        tcli_run("run %s --o %s --time --repeat 0", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")),
+        2, "--repeat", NULL);
     /* without --time, stderr stays quiet */
     assert_int_equal(tcli_run("run %s --o %s", tcli_kda_with(NULL, NULL), tcli_tmp("o.npy")), 0);
     assert_string_equal(tcli_err, "");

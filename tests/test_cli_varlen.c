@@ -4,7 +4,7 @@
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
- * helpers shared by the command-line tests are in tests/common.c. Scratch
+ * functions the command-line suites share are in tests/common.c. Scratch
  * files live in a mkdtemp directory.
  */
 #include <stdarg.h>
@@ -147,8 +147,8 @@ static void varlen_errors(void **state)
     }
     assert_false(tcli_exists(tcli_tmp("x.npy")));
     /* the backward over the same packing runs, and writes dh0 per sequence */
-    snprintf(cu, sizeof in - (size_t)(cu - in), "--cu-seqlens tests/golden_varlen/%s.cu_seqlens.npy%s",
-             name, tail);
+    snprintf(cu, sizeof in - (size_t)(cu - in),
+             "--cu-seqlens tests/golden_varlen/%s.cu_seqlens.npy%s", name, tail);
     assert_int_equal(tcli_run("grad %s --do tests/golden_varlen/%s.o.npy --dq %s --dh0 %s", in,
                             name, tcli_tmp("vdq.npy"), tcli_tmp("vdh0.npy")),
                      0);

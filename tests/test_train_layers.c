@@ -1,10 +1,8 @@
 /*
  * tests/test_train_layers.c — lib/train: every backward (RMSNorm, SiLU, the
  * SwiGLU gate, the short convolution, the cross-entropy loss) against central
- * finite differences; hand-computed values; bad input; and the MQAR
- * generator's promises (determinism, pairs before queries, distinct keys,
- * every query answered by its pair, targets only at queries, bad configs);
- * the float32 twins' exp (train_expf) against exp.
+ * finite differences; hand-computed values; bad input; the float32 twins'
+ * exp (train_expf) against exp.
  *
  * Finite differences: L = sum(y * dy) for a random upstream dy (for the loss,
  * L = dloss * loss), each input element moved by +-h, h = 1e-5, compared
@@ -257,8 +255,6 @@ static void test_cross_entropy_fd(void **state)
     gsl_rng_free(rng);
 }
 
-/* ---- hand-computed values ---------------------------------------------------------- */
-
 static void test_layer_values(void **state)
 {
     (void)state;
@@ -308,8 +304,6 @@ static void test_layer_values(void **state)
         assert_true(dl[i] == 0);
 }
 
-/* ---- the float32 twins' exp --------------------------------------------------------- */
-
 /* train_expf against exp in double, rounded to float, over every 61st float
  * of [-87.33, 88.72] (5.2 million values, both signs): within 2 ulp of the
  * rounded value (1.22 measured over every 7th float when it was written;
@@ -354,210 +348,66 @@ static void test_train_expf(void **state)
     }
 }
 
-/* ---- bad input -------------------------------------------------------------------- */
-
-static void expect_at(int line, kdalab_status got, kdalab_status want, const char *needle)
-{
-    if (got != want)
-        fail_msg("line %d: status %d, want %d (%s)", line, (int)got, (int)want,
-                 kdalab_last_error());
-    if (needle && !strstr(kdalab_last_error(), needle))
-        fail_msg("line %d: error '%s' does not mention '%s'", line, kdalab_last_error(),
-                 needle);
-}
-#define expect(got, want, needle) expect_at(__LINE__, got, want, needle)
-
 static void test_layer_bad_input(void **state)
 {
     (void)state;
     double x[4] = {1, 2, 3, 4}, w[2] = {1, 1}, dy[4] = {1, 1, 1, 1};
     double y[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL}, dw[2] = {SENTINEL, SENTINEL};
     double nanx[4] = {1, NAN, 3, 4};
-    expect(kdalab_rmsnorm_fwd_f64(2, 0, 1e-6, x, w, y), KDALAB_ESIZE, "D = 0");
-    expect(kdalab_rmsnorm_fwd_f64(2, 2, 0, x, w, y), KDALAB_EDOMAIN, "eps");
-    expect(kdalab_rmsnorm_fwd_f64(2, 2, NAN, x, w, y), KDALAB_EDOMAIN, "eps");
-    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, NULL, w, y), KDALAB_ENULL, "x is NULL");
-    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, x, w, NULL), KDALAB_ENULL, "y is NULL");
-    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, nanx, w, y), KDALAB_ENONFINITE, "x[1]");
-    expect(kdalab_rmsnorm_fwd_f64(SIZE_MAX / 2, 4, 1e-6, x, w, y), KDALAB_EOVERFLOW, NULL);
-    expect(kdalab_rmsnorm_bwd_f64(2, 2, 1e-6, x, w, nanx, y, dw), KDALAB_ENONFINITE, "dy[1]");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 0, 1e-6, x, w, y), KDALAB_ESIZE, "D = 0");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 2, 0, x, w, y), KDALAB_EDOMAIN, "eps");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 2, NAN, x, w, y), KDALAB_EDOMAIN, "eps");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, NULL, w, y), KDALAB_ENULL, "x is NULL");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, x, w, NULL), KDALAB_ENULL, "y is NULL");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, nanx, w, y), KDALAB_ENONFINITE, "x[1]");
+    expect_status(kdalab_rmsnorm_fwd_f64(SIZE_MAX / 2, 4, 1e-6, x, w, y), KDALAB_EOVERFLOW, NULL);
+    expect_status(kdalab_rmsnorm_bwd_f64(2, 2, 1e-6, x, w, nanx, y, dw), KDALAB_ENONFINITE,
+                  "dy[1]");
     for (int i = 0; i < 4; i++)
         assert_true(y[i] == SENTINEL);
     assert_true(dw[0] == SENTINEL && dw[1] == SENTINEL);
     /* finite inputs, overflowing output: ERANGE with the output written */
     double huge[2] = {1.7e308, 1.7e308};
-    expect(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, x, huge, y), KDALAB_ERANGE, "non-finite");
+    expect_status(kdalab_rmsnorm_fwd_f64(2, 2, 1e-6, x, huge, y), KDALAB_ERANGE, "non-finite");
 
     double sy[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL};
-    expect(kdalab_silu_fwd_f64(4, nanx, sy), KDALAB_ENONFINITE, "x[1]");
-    expect(kdalab_silu_bwd_f64(4, x, dy, NULL), KDALAB_ENULL, "dx is NULL");
-    expect(kdalab_swiglu_fwd_f64(4, x, nanx, sy), KDALAB_ENONFINITE, "b[1]");
-    expect(kdalab_swiglu_bwd_f64(4, x, x, NULL, sy, sy), KDALAB_ENULL, "dh is NULL");
+    expect_status(kdalab_silu_fwd_f64(4, nanx, sy), KDALAB_ENONFINITE, "x[1]");
+    expect_status(kdalab_silu_bwd_f64(4, x, dy, NULL), KDALAB_ENULL, "dx is NULL");
+    expect_status(kdalab_swiglu_fwd_f64(4, x, nanx, sy), KDALAB_ENONFINITE, "b[1]");
+    expect_status(kdalab_swiglu_bwd_f64(4, x, x, NULL, sy, sy), KDALAB_ENULL, "dh is NULL");
     for (int i = 0; i < 4; i++)
         assert_true(sy[i] == SENTINEL);
     /* n = 0: nothing to do, NULL allowed */
     assert_int_equal(kdalab_silu_fwd_f64(0, NULL, NULL), KDALAB_OK);
 
-    expect(kdalab_short_conv_fwd_f64(1, 4, 0, 2, x, w, y), KDALAB_ESIZE, "C = 0");
-    expect(kdalab_short_conv_fwd_f64(1, 4, 1, 0, x, w, y), KDALAB_ESIZE, "W = 0");
-    expect(kdalab_short_conv_fwd_f64(SIZE_MAX, 2, 1, 2, x, w, y), KDALAB_EOVERFLOW, NULL);
-    expect(kdalab_short_conv_fwd_f64(1, 4, 1, 2, x, NULL, y), KDALAB_ENULL, "w is NULL");
-    expect(kdalab_short_conv_bwd_f64(1, 4, 1, 2, x, w, nanx, y, dw), KDALAB_ENONFINITE, "dy");
+    expect_status(kdalab_short_conv_fwd_f64(1, 4, 0, 2, x, w, y), KDALAB_ESIZE, "C = 0");
+    expect_status(kdalab_short_conv_fwd_f64(1, 4, 1, 0, x, w, y), KDALAB_ESIZE, "W = 0");
+    expect_status(kdalab_short_conv_fwd_f64(SIZE_MAX, 2, 1, 2, x, w, y), KDALAB_EOVERFLOW, NULL);
+    expect_status(kdalab_short_conv_fwd_f64(1, 4, 1, 2, x, NULL, y), KDALAB_ENULL, "w is NULL");
+    expect_status(kdalab_short_conv_bwd_f64(1, 4, 1, 2, x, w, nanx, y, dw), KDALAB_ENONFINITE,
+                  "dy");
     assert_true(dw[0] == SENTINEL);
 
     int32_t t[2] = {1, 0}, bad_t[2] = {1, 5}, neg_t[2] = {-2, 0};
     double loss = SENTINEL, dl[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL};
-    expect(kdalab_cross_entropy_fwd_f64(2, 0, x, t, &loss, NULL, NULL), KDALAB_ESIZE, "V = 0");
-    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, bad_t, &loss, NULL, NULL), KDALAB_EDOMAIN,
+    expect_status(kdalab_cross_entropy_fwd_f64(2, 0, x, t, &loss, NULL, NULL), KDALAB_ESIZE,
+                  "V = 0");
+    expect_status(kdalab_cross_entropy_fwd_f64(2, 2, x, bad_t, &loss, NULL, NULL), KDALAB_EDOMAIN,
            "targets[1] = 5");
-    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, neg_t, &loss, NULL, NULL), KDALAB_EDOMAIN,
+    expect_status(kdalab_cross_entropy_fwd_f64(2, 2, x, neg_t, &loss, NULL, NULL), KDALAB_EDOMAIN,
            "targets[0] = -2");
-    expect(kdalab_cross_entropy_fwd_f64(2, 2, nanx, t, &loss, NULL, NULL), KDALAB_ENONFINITE,
+    expect_status(kdalab_cross_entropy_fwd_f64(2, 2, nanx, t, &loss, NULL, NULL), KDALAB_ENONFINITE,
            "logits[1]");
-    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, NULL, &loss, NULL, NULL), KDALAB_ENULL,
+    expect_status(kdalab_cross_entropy_fwd_f64(2, 2, x, NULL, &loss, NULL, NULL), KDALAB_ENULL,
            "targets is NULL");
-    expect(kdalab_cross_entropy_fwd_f64(2, 2, x, t, NULL, NULL, NULL), KDALAB_ENULL,
+    expect_status(kdalab_cross_entropy_fwd_f64(2, 2, x, t, NULL, NULL, NULL), KDALAB_ENULL,
            "loss is NULL");
     assert_true(loss == SENTINEL);
-    expect(kdalab_cross_entropy_bwd_f64(2, 2, x, t, INFINITY, dl), KDALAB_ENONFINITE, "dloss");
-    expect(kdalab_cross_entropy_bwd_f64(2, 2, x, t, 1, NULL), KDALAB_ENULL, "dlogits");
+    expect_status(kdalab_cross_entropy_bwd_f64(2, 2, x, t, INFINITY, dl), KDALAB_ENONFINITE,
+                  "dloss");
+    expect_status(kdalab_cross_entropy_bwd_f64(2, 2, x, t, 1, NULL), KDALAB_ENULL, "dlogits");
     for (int i = 0; i < 4; i++)
         assert_true(dl[i] == SENTINEL);
-}
-
-/* ---- MQAR ----------------------------------------------------------------------------- */
-
-static void mqar_alloc(size_t B, size_t T, int32_t **tok, int32_t **tgt)
-{
-    *tok = malloc(B * T * sizeof **tok);
-    *tgt = malloc(B * T * sizeof **tgt);
-    assert_true(*tok && *tgt);
-}
-
-/* Every promise of kdalab_train.h about one batch; returns the query count. */
-static size_t mqar_check_batch(const kdalab_mqar_config *cfg, size_t B, const int32_t *tok,
-                               const int32_t *tgt, size_t want_queries)
-{
-    size_t T = cfg->T, P = cfg->kv_pairs, Kv = cfg->key_vocab, Vv = cfg->value_vocab;
-    int32_t k_lo = 1, k_hi = (int32_t)(1 + Kv), v_hi = (int32_t)(1 + Kv + Vv);
-    size_t total = 0;
-    for (size_t b = 0; b < B; b++) {
-        const int32_t *x = tok + b * T, *y = tgt + b * T;
-        for (size_t p = 0; p < P; p++) {
-            assert_true(x[2 * p] >= k_lo && x[2 * p] < k_hi);        /* a key   */
-            assert_true(x[2 * p + 1] >= k_hi && x[2 * p + 1] < v_hi); /* a value */
-            assert_int_equal(y[2 * p], -1);
-            assert_int_equal(y[2 * p + 1], -1);
-            for (size_t q = 0; q < p; q++) /* distinct keys */
-                assert_true(x[2 * q] != x[2 * p]);
-        }
-        size_t queries = 0;
-        for (size_t t = 2 * P; t < T; t++) {
-            if (x[t] == 0) { /* filler: no target */
-                assert_int_equal(y[t], -1);
-                continue;
-            }
-            /* a query: a key of an earlier pair, answered by that pair's value,
-             * and no key asked twice */
-            assert_true(x[t] >= k_lo && x[t] < k_hi);
-            size_t p = 0;
-            while (p < P && x[2 * p] != x[t])
-                p++;
-            assert_true(p < P);
-            assert_int_equal(y[t], x[2 * p + 1]);
-            for (size_t u = 2 * P; u < t; u++)
-                assert_true(x[u] != x[t]);
-            queries++;
-        }
-        assert_int_equal(queries, want_queries);
-        total += queries;
-    }
-    return total;
-}
-
-static void test_mqar_properties(void **state)
-{
-    (void)state;
-    /* the quick configuration (kdalab train's defaults): T = 64, P = 8, vocabulary 64 */
-    kdalab_mqar_config cfg = {.T = 64, .kv_pairs = 8, .key_vocab = 31, .value_vocab = 32};
-    size_t vocab, nq, B = 32, T = cfg.T;
-    assert_int_equal(kdalab_mqar_vocab_size(&cfg, &vocab, &nq), KDALAB_OK);
-    assert_int_equal(vocab, 64);
-    assert_int_equal(nq, 8);
-    int32_t *tok, *tgt, *tok2, *tgt2;
-    mqar_alloc(B, T, &tok, &tgt);
-    mqar_alloc(B, T, &tok2, &tgt2);
-    size_t *position_used = calloc(T, sizeof *position_used);
-    for (size_t batch = 0; batch < 20; batch++) {
-        assert_int_equal(kdalab_mqar_make(&cfg, 7, batch, B, tok, tgt), KDALAB_OK);
-        mqar_check_batch(&cfg, B, tok, tgt, nq);
-        for (size_t i = 0; i < B * T; i++)
-            position_used[i % T] += tgt[i] != -1;
-    }
-    /* uniform positions: over 640 sequences every query slot was used */
-    for (size_t t = 2 * cfg.kv_pairs; t < T; t++)
-        assert_true(position_used[t] > 0);
-
-    /* determinism: (seed, batch index) fixes the batch, whatever came before */
-    assert_int_equal(kdalab_mqar_make(&cfg, 7, 3, B, tok, tgt), KDALAB_OK);
-    assert_int_equal(kdalab_mqar_make(&cfg, 7, 11, B, tok2, tgt2), KDALAB_OK);
-    assert_int_equal(kdalab_mqar_make(&cfg, 7, 3, B, tok2, tgt2), KDALAB_OK);
-    assert_memory_equal(tok, tok2, B * T * sizeof *tok);
-    assert_memory_equal(tgt, tgt2, B * T * sizeof *tgt);
-    /* another batch index or seed gives another batch */
-    assert_int_equal(kdalab_mqar_make(&cfg, 7, 4, B, tok2, tgt2), KDALAB_OK);
-    assert_true(memcmp(tok, tok2, B * T * sizeof *tok) != 0);
-    assert_int_equal(kdalab_mqar_make(&cfg, 8, 3, B, tok2, tgt2), KDALAB_OK);
-    assert_true(memcmp(tok, tok2, B * T * sizeof *tok) != 0);
-    /* rows are drawn in order from one generator: a smaller batch is a prefix */
-    assert_int_equal(kdalab_mqar_make(&cfg, 7, 3, 1, tok2, tgt2), KDALAB_OK);
-    assert_memory_equal(tok, tok2, T * sizeof *tok);
-
-    /* fewer queries than pairs; no room for every key (T = 2P + 3: 3 queries);
-     * every key of the vocabulary used (key_vocab = P) */
-    kdalab_mqar_config few = cfg, tight = {.T = 19, .kv_pairs = 8, .key_vocab = 8,
-                                            .value_vocab = 2};
-    few.n_queries = 3;
-    assert_int_equal(kdalab_mqar_make(&few, 1, 0, B, tok, tgt), KDALAB_OK);
-    mqar_check_batch(&few, B, tok, tgt, 3);
-    assert_int_equal(kdalab_mqar_vocab_size(&tight, NULL, &nq), KDALAB_OK);
-    assert_int_equal(nq, 3);
-    assert_int_equal(kdalab_mqar_make(&tight, 1, 0, B, tok, tgt), KDALAB_OK);
-    mqar_check_batch(&tight, B, tok, tgt, 3);
-    free(position_used);
-    free(tok); free(tgt); free(tok2); free(tgt2);
-}
-
-static void test_mqar_bad_input(void **state)
-{
-    (void)state;
-    const kdalab_mqar_config good = {.T = 16, .kv_pairs = 4, .key_vocab = 8, .value_vocab = 8};
-    int32_t tok[2 * 16], tgt[2 * 16];
-    for (size_t i = 0; i < 32; i++)
-        tok[i] = tgt[i] = 777;
-    kdalab_mqar_config c;
-    expect(kdalab_mqar_make(NULL, 1, 0, 2, tok, tgt), KDALAB_ENULL, "config is NULL");
-    c = good, c.kv_pairs = 0;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "kv_pairs = 0");
-    c = good, c.value_vocab = 0;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "value_vocab = 0");
-    c = good, c.key_vocab = 3;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "too small for kv_pairs");
-    c = good, c.T = 8;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "T = 8 < 2 * kv_pairs + 1");
-    c = good, c.n_queries = 5;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, "n_queries = 5");
-    c = good, c.key_vocab = (size_t)INT32_MAX, c.value_vocab = 1;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_EOVERFLOW, "int32_t");
-    c = good, c.T = (size_t)UINT32_MAX + 1;
-    expect(kdalab_mqar_make(&c, 1, 0, 2, tok, tgt), KDALAB_ESIZE, NULL);
-    expect(kdalab_mqar_make(&good, 1, 0, SIZE_MAX / 8, tok, tgt), KDALAB_EOVERFLOW, "B =");
-    expect(kdalab_mqar_make(&good, 1, 0, 2, NULL, tgt), KDALAB_ENULL, "tokens is NULL");
-    expect(kdalab_mqar_make(&good, 1, 0, 2, tok, NULL), KDALAB_ENULL, "targets is NULL");
-    for (size_t i = 0; i < 32; i++)
-        assert_true(tok[i] == 777 && tgt[i] == 777);
-    /* B = 0: nothing to write, NULL allowed */
-    assert_int_equal(kdalab_mqar_make(&good, 1, 0, 0, NULL, NULL), KDALAB_OK);
 }
 
 /* RMSNorm of a huge finite row: the squares overflow, the result must not
@@ -599,8 +449,6 @@ int main(void)
         cmocka_unit_test(test_layer_values),
         cmocka_unit_test(test_train_expf),
         cmocka_unit_test(test_layer_bad_input),
-        cmocka_unit_test(test_mqar_properties),
-        cmocka_unit_test(test_mqar_bad_input),
     };
     return cmocka_run_group_tests_name("train_layers", tests, NULL, NULL);
 }

@@ -440,17 +440,6 @@ static void test_mixer_attention_masked_overflow(void **state)
     }
 }
 
-static void expect_at(int line, kdalab_status got, kdalab_status want, const char *needle)
-{
-    if (got != want)
-        fail_msg("line %d: status %d, want %d (%s)", line, (int)got, (int)want,
-                 kdalab_last_error());
-    if (needle && !strstr(kdalab_last_error(), needle))
-        fail_msg("line %d: error '%s' does not mention '%s'", line, kdalab_last_error(),
-                 needle);
-}
-#define expect(got, want, needle) expect_at(__LINE__, got, want, needle)
-
 /* The public backward reports an overflow in any gradient it writes, not
  * only in dx (with the layers' own checks gone, an infinite onorm gradient
  * once came back as KDALAB_OK): a tiny output-norm
@@ -473,7 +462,7 @@ static void test_mixer_bwd_reports_overflow(void **state)
     kdalab_mixer_grads g = {0};
     g.onorm = donorm;
     for (int with_dx = 0; with_dx < 2; with_dx++)
-        expect(kdalab_mixer_bwd_f64(&p.cfg, &w, p.B, p.T, p.x, c, p.dy, with_dx ? dx : NULL,
+        expect_status(kdalab_mixer_bwd_f64(&p.cfg, &w, p.B, p.T, p.x, c, p.dy, with_dx ? dx : NULL,
                                     &g),
                KDALAB_ERANGE, "onorm");
     kdalab_mixer_cache_free(c);
@@ -483,7 +472,6 @@ static void test_mixer_bwd_reports_overflow(void **state)
     problem_free(&p);
     gsl_rng_free(rng);
 }
-
 
 static void test_mixer_bad_input(void **state)
 {
@@ -498,32 +486,34 @@ static void test_mixer_bad_input(void **state)
     kdalab_mixer_params w = params_of(&p);
     kdalab_mixer_config c = p.cfg;
     kdalab_mixer_cache *cache = NULL;
-    expect(kdalab_mixer_fwd_f64(NULL, &w, 1, 5, p.x, y, &cache), KDALAB_ENULL, "config");
-    expect(kdalab_mixer_fwd_f64(&c, NULL, 1, 5, p.x, y, &cache), KDALAB_ENULL, "params");
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, NULL, y, &cache), KDALAB_ENULL, "x is NULL");
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, NULL, &cache), KDALAB_ENULL, "y is NULL");
-    expect(kdalab_mixer_fwd_f64(&c, &w, 0, 5, p.x, y, &cache), KDALAB_ESIZE, "B = 0");
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 0, p.x, y, &cache), KDALAB_ESIZE, "T = 0");
+    expect_status(kdalab_mixer_fwd_f64(NULL, &w, 1, 5, p.x, y, &cache), KDALAB_ENULL, "config");
+    expect_status(kdalab_mixer_fwd_f64(&c, NULL, 1, 5, p.x, y, &cache), KDALAB_ENULL, "params");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 5, NULL, y, &cache), KDALAB_ENULL, "x is NULL");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, NULL, &cache), KDALAB_ENULL, "y is NULL");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 0, 5, p.x, y, &cache), KDALAB_ESIZE, "B = 0");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 0, p.x, y, &cache), KDALAB_ESIZE, "T = 0");
     c.kind = (kdalab_mixer_kind)9;
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_EINVAL, "unknown kind");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_EINVAL,
+                  "unknown kind");
     c = p.cfg;
     c.H = 4;
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ESIZE, "multiple of H");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ESIZE,
+                  "multiple of H");
     c = p.cfg;
     kdalab_mixer_params w2 = w;
     w2.Wg = NULL;
-    expect(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "Wg is NULL");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "Wg is NULL");
     w2 = w;
     w2.cv = NULL;
-    expect(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "cv is NULL");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "cv is NULL");
     w2 = w;
     w2.dt_bias = NULL;
-    expect(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "dt_bias");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_ENULL, "dt_bias");
     p.w[WB][1] = NAN;
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ENONFINITE, "Wb[1]");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ENONFINITE, "Wb[1]");
     p.w[WB][1] = 0.1;
     p.x[3] = INFINITY;
-    expect(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ENONFINITE, "x[3]");
+    expect_status(kdalab_mixer_fwd_f64(&c, &w, 1, 5, p.x, y, &cache), KDALAB_ENONFINITE, "x[3]");
     p.x[3] = 0.5;
     assert_null(cache);
     for (size_t i = 0; i < n; i++)
@@ -535,17 +525,17 @@ static void test_mixer_bad_input(void **state)
     assert_int_equal(kdalab_mixer_fwd_f64(&c, &w2, 1, 5, p.x, y, &cache), KDALAB_OK);
     assert_non_null(cache);
     /* the backward: no cache, a cache of another config or size, bad dy */
-    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, NULL, p.dy, dx, NULL), KDALAB_ENULL,
+    expect_status(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, NULL, p.dy, dx, NULL), KDALAB_ENULL,
            "cache is NULL");
-    expect(kdalab_mixer_bwd_f64(&p.cfg, &w, 1, 5, p.x, cache, p.dy, dx, NULL), KDALAB_EINVAL,
+    expect_status(kdalab_mixer_bwd_f64(&p.cfg, &w, 1, 5, p.x, cache, p.dy, dx, NULL), KDALAB_EINVAL,
            "another config");
-    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 4, p.x, cache, p.dy, dx, NULL), KDALAB_EINVAL,
+    expect_status(kdalab_mixer_bwd_f64(&c, &w2, 1, 4, p.x, cache, p.dy, dx, NULL), KDALAB_EINVAL,
            "another config");
-    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, cache, NULL, dx, NULL), KDALAB_ENULL,
+    expect_status(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, cache, NULL, dx, NULL), KDALAB_ENULL,
            "dy is NULL");
     p.dy[2] = NAN;
-    expect(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, cache, p.dy, dx, NULL), KDALAB_ENONFINITE,
-           "dy[2]");
+    expect_status(kdalab_mixer_bwd_f64(&c, &w2, 1, 5, p.x, cache, p.dy, dx, NULL),
+                  KDALAB_ENONFINITE, "dy[2]");
     for (size_t i = 0; i < n; i++)
         assert_true(dx[i] == 777);
     /* a second forward into the same cache replaces it (no leak under ASan) */
