@@ -544,3 +544,14 @@ void test_expect_status_at(int line, kdalab_status got, kdalab_status want,
         fail_msg("line %d: error '%s' does not mention '%s'", line, kdalab_last_error(),
                  needle);
 }
+
+/* ---- random inputs -------------------------------------------------------------- */
+
+double *test_random_array(gsl_rng *rng, size_t n)
+{
+    double *x = malloc((n + 1) * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = 2 * gsl_rng_uniform(rng) - 1;
+    return x;
+}

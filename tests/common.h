@@ -97,6 +97,9 @@ int test_tmpdir_remove(const char *dir);
 /* A GSL generator seeded from $GSL_RNG_SEED or the given seed. */
 gsl_rng *test_rng(unsigned long seed);
 
+/* n values uniform in [-1, 1) from rng (n + 1 allocated); caller frees. */
+double *test_random_array(gsl_rng *rng, size_t n);
+
 /* The status of a library call is want and, when needle is not NULL, its
  * error message holds needle; fails the test naming the caller's line
  * otherwise. */

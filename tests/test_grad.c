@@ -22,58 +22,13 @@
 #include <gsl/gsl_rng.h>
 
 #include "common.h"
+#include "grad_forms.h"
 
 #define MAX_CASES 16
 #define GOLDEN_TOL 1e-10
 #define FD_TOL 1e-7
 #define CHUNK_TOL 1e-12
 #define F32_TOL 1e-5 /* see test_golden_float32 */
-
-/* A form of the backward: recurrent (chunk == 0) or chunkwise with C = chunk. */
-typedef struct {
-    const char *name;
-    size_t chunk;
-} bwd_form;
-
-static const bwd_form forms[] = {{"recurrent", 0}, {"chunk1", 1},   {"chunk7", 7},
-                                 {"chunk16", 16},  {"chunk64", 64}, {"chunk1000", 1000}};
-#define N_FORMS (sizeof forms / sizeof forms[0])
-
-/* The gradients of one call, malloc'd in the layouts of the inputs. */
-typedef struct {
-    double *dq, *dk, *dv, *dg, *dbeta, *dh0;
-} grads;
-
-static void grads_alloc(grads *gr, const kdalab_dims *d, kdalab_mechanism m)
-{
-    size_t gw = kdalab_mechanism_g_width(m, d->K);
-    gr->dq = calloc(n_qk(d) + 1, sizeof(double));
-    gr->dk = calloc(n_qk(d) + 1, sizeof(double));
-    gr->dv = calloc(n_v(d) + 1, sizeof(double));
-    gr->dg = calloc(n_bth(d) * (gw ? gw : 1) + 1, sizeof(double));
-    gr->dbeta = calloc(n_bth(d) + 1, sizeof(double));
-    gr->dh0 = calloc(n_state(d) + 1, sizeof(double));
-    assert_true(gr->dq && gr->dk && gr->dv && gr->dg && gr->dbeta && gr->dh0);
-}
-
-static void grads_free(grads *gr)
-{
-    free(gr->dq); free(gr->dk); free(gr->dv); free(gr->dg); free(gr->dbeta); free(gr->dh0);
-}
-
-static kdalab_status run_bwd(const bwd_form *f, const kdalab_dims *d, kdalab_mechanism m,
-                             double scale, const double *q, const double *k, const double *v,
-                             const double *g, const double *beta, const double *h0,
-                             const double *d_o, const double *dht, grads *gr)
-{
-    if (f->chunk == 0)
-        return kdalab_recurrent_bwd_f64(d, m, scale, q, k, v, g, beta, h0, d_o, dht, gr->dq,
-                                        gr->dk, gr->dv, gr->dg, gr->dbeta, gr->dh0);
-    kdalab_chunk_opts o = kdalab_chunk_opts_default();
-    o.chunk = f->chunk;
-    return kdalab_chunk_bwd_f64(d, m, scale, q, k, v, g, beta, h0, d_o, dht, gr->dq, gr->dk,
-                                gr->dv, gr->dg, gr->dbeta, gr->dh0, &o);
-}
 
 /* ---- golden ----------------------------------------------------------------- */
 
@@ -104,9 +59,9 @@ static void test_golden_every_form(void **state)
     for (size_t ci = 0; ci < n_cases; ci++) {
         const grad_case *c = &cases[ci];
         for (size_t fi = 0; fi < N_FORMS; fi++) {
-            grads gr;
-            grads_alloc(&gr, &c->dims, c->mech);
-            kdalab_status s = run_bwd(&forms[fi], &c->dims, c->mech, c->scale, c->q.data,
+            test_grads gr;
+            test_grads_alloc(&gr, &c->dims, c->mech);
+            kdalab_status s = gradt_run_bwd(&forms[fi], &c->dims, c->mech, c->scale, c->q.data,
                                       c->k.data, c->v.data, c->g.data, c->beta.data,
                                       c->h0.data, c->d_o.data, c->dht.data, &gr);
             if (s != KDALAB_OK)
@@ -129,7 +84,7 @@ static void test_golden_every_form(void **state)
                     fail_msg("%s %s %s: relative error %.3g > %g", c->name, forms[fi].name,
                              cmp[a].name, e, GOLDEN_TOL);
             }
-            grads_free(&gr);
+            test_grads_free(&gr);
         }
     }
     printf("    golden gradients, largest error relative to max|expected| (tolerance %g):\n",
@@ -145,8 +100,6 @@ static void test_golden_every_form(void **state)
         printf("\n");
     }
 }
-
-/* ---- float32 ------------------------------------------------------------------- */
 
 /* The float32 backward (recurrent and chunkwise) against the golden
  * gradients: measured 2.5e-7 (recurrent) and 3.5e-7 (chunk16) at worst —
@@ -199,8 +152,6 @@ static void test_golden_float32(void **state)
            worst[0], worst[1], F32_TOL);
 }
 
-/* ---- finite differences ------------------------------------------------------ */
-
 /* L = sum(o * d_o) + sum(ht * dht) by the float64 recurrent forward. */
 static double loss(const random_problem *p, double scale, const double *d_o, const double *dht)
 {
@@ -218,15 +169,6 @@ static double loss(const random_problem *p, double scale, const double *d_o, con
     free(o);
     free(ht);
     return L;
-}
-
-static double *random_array(gsl_rng *rng, size_t n)
-{
-    double *x = malloc((n + 1) * sizeof *x);
-    assert_non_null(x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = 2 * gsl_rng_uniform(rng) - 1;
-    return x;
 }
 
 /* Central differences of every element of x[n] against grad[n]. */
@@ -270,12 +212,12 @@ static void test_finite_differences(void **state)
                 random_problem_make(&p, rng, (kdalab_mechanism)m, d, -1.0, with_h0);
                 for (size_t i = 0; i < n_qk(&d); i++)
                     p.g[i] -= 0.01; /* g + h stays <= 0 */
-                double *d_o = random_array(rng, n_v(&d));
-                double *dht = with_dht ? random_array(rng, n_state(&d)) : NULL;
+                double *d_o = test_random_array(rng, n_v(&d));
+                double *dht = with_dht ? test_random_array(rng, n_state(&d)) : NULL;
                 double scale = 0.7;
                 for (size_t fi = 0; fi < sizeof fd_forms / sizeof fd_forms[0]; fi++) {
-                    grads gr;
-                    grads_alloc(&gr, &d, p.mech);
+                    test_grads gr;
+                    test_grads_alloc(&gr, &d, p.mech);
                     kdalab_chunk_opts o = kdalab_chunk_opts_default();
                     o.subchunk = 2; /* anchored pairs across sub-chunks too */
                     o.chunk = fd_forms[fi].chunk;
@@ -313,7 +255,7 @@ static void test_finite_differences(void **state)
                                      kdalab_mechanism_name(p.mech), fd_forms[fi].name, d.T, d.K,
                                      d.V, with_h0, !!with_dht, arr[a].name, e);
                     }
-                    grads_free(&gr);
+                    test_grads_free(&gr);
                 }
                 free(d_o);
                 free(dht);
@@ -324,15 +266,14 @@ static void test_finite_differences(void **state)
     gsl_rng_free(rng);
 }
 
-/* ---- chunkwise = recurrent under extreme decay ----------------------------------- */
-
-static double grads_err(const kdalab_dims *d, kdalab_mechanism m, const grads *a,
-                        const grads *b)
+static double grads_err(const kdalab_dims *d, kdalab_mechanism m, const test_grads *a,
+                        const test_grads *b)
 {
     size_t gw = kdalab_mechanism_g_width(m, d->K);
-    double e[] = {rel_err_f64(a->dq, b->dq, n_qk(d)),   rel_err_f64(a->dk, b->dk, n_qk(d)),
-                  rel_err_f64(a->dv, b->dv, n_v(d)),    rel_err_f64(a->dbeta, b->dbeta, n_bth(d)),
-                  rel_err_f64(a->dg, b->dg, n_bth(d) * gw), rel_err_f64(a->dh0, b->dh0, n_state(d))};
+    double e[] = {
+        rel_err_f64(a->dq, b->dq, n_qk(d)),       rel_err_f64(a->dk, b->dk, n_qk(d)),
+        rel_err_f64(a->dv, b->dv, n_v(d)),        rel_err_f64(a->dbeta, b->dbeta, n_bth(d)),
+        rel_err_f64(a->dg, b->dg, n_bth(d) * gw), rel_err_f64(a->dh0, b->dh0, n_state(d))};
     double w = 0;
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
         w = e[i] > w ? e[i] : w;
@@ -359,16 +300,17 @@ static void test_extreme_decay_chunk_equals_recurrent(void **state)
                 for (size_t c = 0; c < d.K; c++)
                     p.g[i * d.K + c] = pat == 5 ? (c == 3 ? -10.0 : -1e-3) : gi;
             }
-            double *d_o = random_array(rng, n_v(&d)), *dht = random_array(rng, n_state(&d));
-            grads ref;
-            grads_alloc(&ref, &d, p.mech);
+            double *d_o = test_random_array(rng, n_v(&d)),
+                   *dht = test_random_array(rng, n_state(&d));
+            test_grads ref;
+            test_grads_alloc(&ref, &d, p.mech);
             assert_int_equal(kdalab_recurrent_bwd_f64(&d, p.mech, 0.25, p.q, p.k, p.v, p.g,
                                                       p.beta, p.h0, d_o, dht, ref.dq, ref.dk,
                                                       ref.dv, ref.dg, ref.dbeta, ref.dh0),
                              KDALAB_OK);
             for (size_t ci = 0; ci < 4; ci++) {
-                grads got;
-                grads_alloc(&got, &d, p.mech);
+                test_grads got;
+                test_grads_alloc(&got, &d, p.mech);
                 kdalab_chunk_opts o = kdalab_chunk_opts_default();
                 o.chunk = Cs[ci];
                 kdalab_status s = kdalab_chunk_bwd_f64(&d, p.mech, 0.25, p.q, p.k, p.v, p.g,
@@ -379,7 +321,7 @@ static void test_extreme_decay_chunk_equals_recurrent(void **state)
                 if (s != KDALAB_OK || !(e <= CHUNK_TOL))
                     fail_msg("pattern %zu T=%zu C=%zu: status %s, error %.3g", pat, d.T,
                              Cs[ci], kdalab_strerror(s), e);
-                grads_free(&got);
+                test_grads_free(&got);
             }
             /* float32, C = 16: finite, and within F32_TOL of the float64 oracle */
             {
@@ -421,7 +363,7 @@ static void test_extreme_decay_chunk_equals_recurrent(void **state)
                 for (int a = 0; a < 8; a++)
                     free(in[a]);
             }
-            grads_free(&ref);
+            test_grads_free(&ref);
             free(d_o);
             free(dht);
             random_problem_free(&p);
@@ -431,8 +373,6 @@ static void test_extreme_decay_chunk_equals_recurrent(void **state)
            worst, CHUNK_TOL, worst32, F32_TOL);
     gsl_rng_free(rng);
 }
-
-/* ---- reverse causality ------------------------------------------------------------ */
 
 /* Changing d_o at positions < P leaves every gradient at positions >= P bit for
  * bit unchanged, in every form and mechanism. */
@@ -446,18 +386,19 @@ static void test_reverse_causality(void **state)
         for (size_t fi = 0; fi < N_FORMS; fi++) {
             random_problem p;
             random_problem_make(&p, rng, (kdalab_mechanism)m, d, -2.0, 1);
-            double *d_o = random_array(rng, n_v(&d)), *dht = random_array(rng, n_state(&d));
-            grads a, b;
-            grads_alloc(&a, &d, p.mech);
-            grads_alloc(&b, &d, p.mech);
-            assert_int_equal(run_bwd(&forms[fi], &d, p.mech, 0.3, p.q, p.k, p.v, p.g, p.beta,
+            double *d_o = test_random_array(rng, n_v(&d)),
+                   *dht = test_random_array(rng, n_state(&d));
+            test_grads a, b;
+            test_grads_alloc(&a, &d, p.mech);
+            test_grads_alloc(&b, &d, p.mech);
+            assert_int_equal(gradt_run_bwd(&forms[fi], &d, p.mech, 0.3, p.q, p.k, p.v, p.g, p.beta,
                                      p.h0, d_o, dht, &a),
                              KDALAB_OK);
             for (size_t bb = 0; bb < d.B; bb++) /* new d_o before P */
                 for (size_t tt = 0; tt < P; tt++)
                     for (size_t x = 0; x < d.H * d.V; x++)
                         d_o[((bb * d.T + tt) * d.H) * d.V + x] = 5 * gsl_rng_uniform(rng);
-            assert_int_equal(run_bwd(&forms[fi], &d, p.mech, 0.3, p.q, p.k, p.v, p.g, p.beta,
+            assert_int_equal(gradt_run_bwd(&forms[fi], &d, p.mech, 0.3, p.q, p.k, p.v, p.g, p.beta,
                                      p.h0, d_o, dht, &b),
                              KDALAB_OK);
             size_t gw = kdalab_mechanism_g_width(p.mech, d.K);
@@ -472,8 +413,8 @@ static void test_reverse_causality(void **state)
                     fail_msg("%s %s: a gradient at t >= %zu changed with d_o at t < %zu", what,
                              forms[fi].name, P, P);
             }
-            grads_free(&a);
-            grads_free(&b);
+            test_grads_free(&a);
+            test_grads_free(&b);
             free(d_o);
             free(dht);
             random_problem_free(&p);
@@ -481,15 +422,13 @@ static void test_reverse_causality(void **state)
     gsl_rng_free(rng);
 }
 
-/* ---- identities -------------------------------------------------------------------- */
-
 static void bwd_of(const bwd_form *f, const random_problem *p, kdalab_mechanism m,
                    const double *g, const double *h0, const double *d_o, const double *dht,
-                   grads *gr)
+                   test_grads *gr)
 {
-    grads_alloc(gr, &p->dims, m);
+    test_grads_alloc(gr, &p->dims, m);
     kdalab_status s =
-        run_bwd(f, &p->dims, m, 0.5, p->q, p->k, p->v, g, p->beta, h0, d_o, dht, gr);
+        gradt_run_bwd(f, &p->dims, m, 0.5, p->q, p->k, p->v, g, p->beta, h0, d_o, dht, gr);
     if (s != KDALAB_OK)
         fail_msg("%s: %s (%s)", f->name, kdalab_strerror(s), kdalab_last_error());
 }
@@ -506,7 +445,7 @@ static void test_identities(void **state)
         const bwd_form *f = &forms[fi];
         random_problem p;
         random_problem_make(&p, rng, KDALAB_KDA, d, -3.0, 1);
-        double *d_o = random_array(rng, n_v(&d)), *dht = random_array(rng, n_state(&d));
+        double *d_o = test_random_array(rng, n_v(&d)), *dht = test_random_array(rng, n_state(&d));
         size_t bth = n_bth(&d), K = d.K;
         double *zero_g = calloc(n_qk(&d), sizeof(double));
         double *shared = malloc(n_qk(&d) * sizeof(double)); /* KDA g, every channel = GDN's */
@@ -515,7 +454,7 @@ static void test_identities(void **state)
         for (size_t i = 0; i < bth; i++)
             for (size_t c = 0; c < K; c++)
                 shared[i * K + c] = p.g[i];
-        grads kda0, dn, kdas, gdn, noh0, zh0;
+        test_grads kda0, dn, kdas, gdn, noh0, zh0;
         bwd_of(f, &p, KDALAB_KDA, zero_g, p.h0, d_o, dht, &kda0);
         bwd_of(f, &p, KDALAB_DELTANET, NULL, p.h0, d_o, dht, &dn);
         memset(kda0.dg, 0, (n_qk(&d) + 1) * sizeof(double));
@@ -546,7 +485,7 @@ static void test_identities(void **state)
 
         for (int m = KDALAB_DELTANET; m <= KDALAB_KDA; m++) {
             memset(p.beta, 0, bth * sizeof(double));
-            grads z;
+            test_grads z;
             bwd_of(f, &p, (kdalab_mechanism)m, p.g, p.h0, d_o, dht, &z);
             for (size_t i = 0; i < n_qk(&d); i++)
                 if (z.dk[i] != 0)
@@ -556,17 +495,15 @@ static void test_identities(void **state)
                 if (z.dv[i] != 0)
                     fail_msg("%s %s: beta = 0 but dv[%zu] = %g", f->name,
                              kdalab_mechanism_name((kdalab_mechanism)m), i, z.dv[i]);
-            grads_free(&z);
+            test_grads_free(&z);
         }
-        grads_free(&kda0); grads_free(&dn); grads_free(&kdas); grads_free(&gdn);
-        grads_free(&noh0); grads_free(&zh0);
+        test_grads_free(&kda0); test_grads_free(&dn); test_grads_free(&kdas); test_grads_free(&gdn);
+        test_grads_free(&noh0); test_grads_free(&zh0);
         free(summed); free(zero_g); free(shared); free(zero_h0); free(d_o); free(dht);
         random_problem_free(&p);
     }
     gsl_rng_free(rng);
 }
-
-/* ---- bad input ------------------------------------------------------------------------ */
 
 /* The forward's errors, plus a missing or non-finite d_o and a non-finite dht;
  * on error no output is touched. */
@@ -577,44 +514,44 @@ static void test_bad_input(void **state)
     kdalab_dims d = {.B = 1, .T = 5, .H = 1, .K = 3, .V = 2};
     random_problem p;
     random_problem_make(&p, rng, KDALAB_KDA, d, -1.0, 1);
-    double *d_o = random_array(rng, n_v(&d)), *dht = random_array(rng, n_state(&d));
+    double *d_o = test_random_array(rng, n_v(&d)), *dht = test_random_array(rng, n_state(&d));
     for (size_t fi = 0; fi < 2; fi++) {
         const bwd_form *f = &forms[fi == 0 ? 0 : 3];
-        grads gr;
-        grads_alloc(&gr, &d, p.mech);
+        test_grads gr;
+        test_grads_alloc(&gr, &d, p.mech);
         for (size_t i = 0; i < n_qk(&d); i++)
             gr.dq[i] = 42; /* must survive every error */
-        assert_int_equal(run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, NULL,
+        assert_int_equal(gradt_run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, NULL,
                                  dht, &gr),
                          KDALAB_ENULL);
         d_o[3] = NAN;
-        assert_int_equal(run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
+        assert_int_equal(gradt_run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
                                  dht, &gr),
                          KDALAB_ENONFINITE);
         /* (flat element 3 of d_o [1, 5, 1, 2], named in that shape) */
         assert_non_null(strstr(kdalab_last_error(), "d_o[0, 1, 0, 1]"));
         d_o[3] = 0.5;
         dht[1] = INFINITY;
-        assert_int_equal(run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
+        assert_int_equal(gradt_run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
                                  dht, &gr),
                          KDALAB_ENONFINITE);
         dht[1] = 0.5;
         p.g[2] = 0.1; /* the forward's rule */
-        assert_int_equal(run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
+        assert_int_equal(gradt_run_bwd(f, &d, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
                                  dht, &gr),
                          KDALAB_EDOMAIN);
         p.g[2] = -0.1;
-        assert_int_equal(run_bwd(f, &d, p.mech, -1, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
+        assert_int_equal(gradt_run_bwd(f, &d, p.mech, -1, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
                                  dht, &gr),
                          KDALAB_EDOMAIN);
         kdalab_dims z = d;
         z.K = 0;
-        assert_int_equal(run_bwd(f, &z, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
+        assert_int_equal(gradt_run_bwd(f, &z, p.mech, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, d_o,
                                  dht, &gr),
                          KDALAB_ESIZE);
         for (size_t i = 0; i < n_qk(&d); i++)
             assert_true(gr.dq[i] == 42);
-        grads_free(&gr);
+        test_grads_free(&gr);
     }
     kdalab_chunk_opts o = kdalab_chunk_opts_default();
     o.decay = KDALAB_DECAY_RESCALED;
@@ -628,150 +565,6 @@ static void test_bad_input(void **state)
     gsl_rng_free(rng);
 }
 
-/* ---- softmax attention and the gates ------------------------------------------------ */
-
-/* L = sum(o * d_o) of causal softmax attention. */
-static double attention_loss(const kdalab_dims *d, double scale, const double *q,
-                             const double *k, const double *v, const double *d_o)
-{
-    double *o = malloc((n_v(d) + 1) * sizeof *o);
-    assert_non_null(o);
-    assert_int_equal(kdalab_attention_f64(d, scale, q, k, v, o), KDALAB_OK);
-    double L = 0;
-    for (size_t i = 0; i < n_v(d); i++)
-        L += o[i] * d_o[i];
-    free(o);
-    return L;
-}
-
-static void test_attention_finite_differences(void **state)
-{
-    (void)state;
-    gsl_rng *rng = test_rng(29);
-    const kdalab_dims shapes[] = {{.B = 1, .T = 1, .H = 1, .K = 3, .V = 2},
-                                  {.B = 2, .T = 8, .H = 2, .K = 4, .V = 3}};
-    double worst = 0;
-    for (size_t si = 0; si < 2; si++) {
-        const kdalab_dims *d = &shapes[si];
-        double *q = random_array(rng, n_qk(d)), *k = random_array(rng, n_qk(d));
-        double *v = random_array(rng, n_v(d)), *d_o = random_array(rng, n_v(d));
-        grads gr;
-        grads_alloc(&gr, d, KDALAB_LINEAR_ATTENTION);
-        assert_int_equal(kdalab_attention_bwd_f64(d, 1.3, q, k, v, d_o, gr.dq, gr.dk, gr.dv),
-                         KDALAB_OK);
-        struct {
-            double *x;
-            size_t n;
-            const double *grad;
-        } arr[] = {{q, n_qk(d), gr.dq}, {k, n_qk(d), gr.dk}, {v, n_v(d), gr.dv}};
-        for (size_t a = 0; a < 3; a++) {
-            double gmax = 1e-300;
-            for (size_t i = 0; i < arr[a].n; i++)
-                gmax = fabs(arr[a].grad[i]) > gmax ? fabs(arr[a].grad[i]) : gmax;
-            for (size_t i = 0; i < arr[a].n; i++) {
-                double x0 = arr[a].x[i], h = 1e-5;
-                arr[a].x[i] = x0 + h;
-                double lp = attention_loss(d, 1.3, q, k, v, d_o);
-                arr[a].x[i] = x0 - h;
-                double lm = attention_loss(d, 1.3, q, k, v, d_o);
-                arr[a].x[i] = x0;
-                double e = fabs((lp - lm) / (2 * h) - arr[a].grad[i]) / gmax;
-                worst = e > worst ? e : worst;
-            }
-        }
-        grads_free(&gr);
-        free(q); free(k); free(v); free(d_o);
-    }
-    /* the float32 twin against the float64 backward */
-    {
-        const kdalab_dims *d = &shapes[1];
-        double *q = random_array(rng, n_qk(d)), *k = random_array(rng, n_qk(d));
-        double *v = random_array(rng, n_v(d)), *d_o = random_array(rng, n_v(d));
-        grads gr;
-        grads_alloc(&gr, d, KDALAB_LINEAR_ATTENTION);
-        assert_int_equal(kdalab_attention_bwd_f64(d, 1.3, q, k, v, d_o, gr.dq, gr.dk, gr.dv),
-                         KDALAB_OK);
-        float *fq = to_f32(q, n_qk(d)), *fk = to_f32(k, n_qk(d)), *fv = to_f32(v, n_v(d)),
-              *fdo = to_f32(d_o, n_v(d));
-        float *g32[3] = {calloc(n_qk(d), 4), calloc(n_qk(d), 4), calloc(n_v(d), 4)};
-        assert_int_equal(kdalab_attention_bwd_f32(d, 1.3f, fq, fk, fv, fdo, g32[0], g32[1],
-                                                  g32[2]),
-                         KDALAB_OK);
-        double e32 = rel_err_f32(g32[0], gr.dq, n_qk(d));
-        e32 = fmax(e32, rel_err_f32(g32[1], gr.dk, n_qk(d)));
-        e32 = fmax(e32, rel_err_f32(g32[2], gr.dv, n_v(d)));
-        printf("    softmax attention backward in float32: %.2e (tolerance %g)\n", e32, F32_TOL);
-        assert_true(e32 <= F32_TOL);
-        for (int a = 0; a < 3; a++)
-            free(g32[a]);
-        free(fq); free(fk); free(fv); free(fdo); free(q); free(k); free(v); free(d_o);
-        grads_free(&gr);
-    }
-    printf("    softmax attention: finite differences %.2e (tolerance %g)\n", worst, FD_TOL);
-    assert_true(worst <= FD_TOL);
-    gsl_rng_free(rng);
-}
-
-/* The gates against central differences, and their shapes of output. */
-static void test_gates(void **state)
-{
-    (void)state;
-    gsl_rng *rng = test_rng(31);
-    const size_t BT = 5, H = 2, K = 3, n = BT * H * K;
-    double *x = random_array(rng, n), *A = random_array(rng, H), *bias = random_array(rng, H * K);
-    double *dg = random_array(rng, n), g[30], gp[30], gm[30], dx[30], dA[2], db[6];
-    for (size_t i = 0; i < n; i++)
-        x[i] *= 30; /* both sides of softplus's switch */
-    assert_int_equal(kdalab_kda_gate_f64(BT, H, K, x, A, bias, g), KDALAB_OK);
-    for (size_t i = 0; i < n; i++)
-        assert_true(g[i] <= 0);
-    assert_int_equal(kdalab_kda_gate_bwd_f64(BT, H, K, x, A, bias, dg, dx, dA, db), KDALAB_OK);
-    double worst = 0, h = 1e-6;
-    struct {
-        double *p;
-        size_t n;
-        const double *grad;
-    } arr[] = {{x, n, dx}, {A, H, dA}, {bias, H * K, db}};
-    for (size_t a = 0; a < 3; a++)
-        for (size_t i = 0; i < arr[a].n; i++) {
-            double p0 = arr[a].p[i];
-            arr[a].p[i] = p0 + h;
-            kdalab_kda_gate_f64(BT, H, K, x, A, bias, gp);
-            arr[a].p[i] = p0 - h;
-            kdalab_kda_gate_f64(BT, H, K, x, A, bias, gm);
-            arr[a].p[i] = p0;
-            double fd = 0, mag = 1e-300;
-            for (size_t j = 0; j < n; j++)
-                fd += dg[j] * (gp[j] - gm[j]) / (2 * h);
-            for (size_t j = 0; j < arr[a].n; j++)
-                mag = fabs(arr[a].grad[j]) > mag ? fabs(arr[a].grad[j]) : mag;
-            double e = fabs(fd - arr[a].grad[i]) / mag;
-            worst = e > worst ? e : worst;
-        }
-    /* the lower-bounded gate */
-    assert_int_equal(kdalab_lower_bound_gate_f64(n, -5, x, g), KDALAB_OK);
-    assert_int_equal(kdalab_lower_bound_gate_bwd_f64(n, -5, x, dg, dx), KDALAB_OK);
-    for (size_t i = 0; i < n; i++) {
-        assert_true(g[i] >= -5 && g[i] <= 0);
-        double x0 = x[i], e;
-        x[i] = x0 + h;
-        kdalab_lower_bound_gate_f64(n, -5, x, gp);
-        x[i] = x0 - h;
-        kdalab_lower_bound_gate_f64(n, -5, x, gm);
-        x[i] = x0;
-        e = fabs(dg[i] * (gp[i] - gm[i]) / (2 * h) - dx[i]) / (fabs(dg[i]) * 1.25 + 1e-300);
-        worst = e > worst ? e : worst;
-    }
-    printf("    gates: finite differences %.2e (tolerance %g)\n", worst, FD_TOL);
-    assert_true(worst <= FD_TOL);
-    assert_int_equal(kdalab_lower_bound_gate_f64(n, 0.5, x, g), KDALAB_EDOMAIN);
-    x[4] = NAN;
-    assert_int_equal(kdalab_kda_gate_f64(BT, H, K, x, A, bias, g), KDALAB_ENONFINITE);
-    assert_int_equal(kdalab_kda_gate_f64(BT, 0, K, x, A, bias, g), KDALAB_ESIZE);
-    free(x); free(A); free(bias); free(dg);
-    gsl_rng_free(rng);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -782,8 +575,6 @@ int main(void)
         cmocka_unit_test(test_reverse_causality),
         cmocka_unit_test(test_identities),
         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_attention_finite_differences),
-        cmocka_unit_test(test_gates),
     };
     return cmocka_run_group_tests_name("grad", tests, setup, teardown);
 }

@@ -16,31 +16,16 @@
 #include <string.h>
 
 #include "common.h"
+#include "simd_levels.h"
 
 #define TOL 1e-12
 #define MAX_CASES 32
 
-static const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
-                                           KDALAB_SIMD_AVX512};
-#define N_LEVELS (sizeof levels / sizeof levels[0])
 static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                          KDALAB_GATED_DELTANET, KDALAB_KDA};
 
 /* The largest error seen per level, chunkwise and decode step (printed at the end). */
-static double worst[N_LEVELS], worst_step[N_LEVELS];
-
-static int use_level(kdalab_simd_level l)
-{
-    static int told[N_LEVELS];
-    if (!kdalab_simd_level_available(l)) {
-        if (!told[l]++)
-            printf("    [ SKIP     ] level %s: not available on this CPU (skipped in every "
-                   "test)\n", kdalab_simd_level_name(l));
-        return 0;
-    }
-    assert_int_equal(kdalab_simd_set_level(l), KDALAB_OK);
-    return 1;
-}
+static double worst[SIMDT_N_LEVELS], worst_step[SIMDT_N_LEVELS];
 
 /* kdalab_simd_chunk_f64 vs kdalab_chunk_f64, same arguments, at the level in
  * use: both OK, no non-finite output, o and ht within TOL (returned). */
@@ -82,8 +67,8 @@ static void test_golden_every_level(void **state)
     opt_odd.chunk = 13; /* ragged sub-chunks too */
     opt_odd.subchunk = 5;
     const kdalab_chunk_opts *opts[] = {NULL, &opt_small, &opt_odd};
-    for (size_t li = 0; li < N_LEVELS; li++) {
-        if (!use_level(levels[li]))
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
             continue;
         for (size_t i = 0; i < n; i++) {
             golden_case *gc = &cases[i];
@@ -93,7 +78,7 @@ static void test_golden_every_level(void **state)
                                        gc->has_h0 ? gc->h0.data : NULL, opts[oi]);
                 if (e > TOL)
                     print_error("level %s, case %s, opts %zu: %.3g\n",
-                                kdalab_simd_level_name(levels[li]), gc->name, oi, e);
+                                kdalab_simd_level_name(simdt_levels[li]), gc->name, oi, e);
                 assert_true(e <= TOL);
             }
         }
@@ -142,14 +127,14 @@ static void test_random_every_level(void **state)
             kdalab_chunk_opts opts = kdalab_chunk_opts_default();
             opts.chunk = sh->C;
             opts.subchunk = sh->c;
-            for (size_t li = 0; li < N_LEVELS; li++) {
-                if (!use_level(levels[li]))
+            for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+                if (!simdt_use_level(simdt_levels[li]))
                     continue;
                 double e = simd_vs_ref(&d, mech, kdalab_default_scale(d.K), p.q, p.k, p.v, g,
                                        beta, p.h0, &opts);
                 if (e > TOL)
                     print_error("level %s, shape %zu, %s: %.3g\n",
-                                kdalab_simd_level_name(levels[li]), si,
+                                kdalab_simd_level_name(simdt_levels[li]), si,
                                 kdalab_mechanism_name(mech), e);
                 assert_true(e <= TOL);
             }
@@ -173,8 +158,8 @@ static void test_extreme_decay(void **state)
         random_problem_make(&p, rng, KDALAB_KDA, d, -1.0, 1);
         for (size_t i = 0; i < n_qk(&d); i++)
             p.g[i] = gs[gi];
-        for (size_t li = 0; li < N_LEVELS; li++) {
-            if (!use_level(levels[li]))
+        for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+            if (!simdt_use_level(simdt_levels[li]))
                 continue;
             assert_true(simd_vs_ref(&d, KDALAB_KDA, 0.125, p.q, p.k, p.v, p.g, p.beta, p.h0,
                                     NULL) <= TOL);
@@ -196,8 +181,8 @@ static void test_empty_and_study_modes(void **state)
     assert_true(h0 && ht);
     for (size_t i = 0; i < ns; i++)
         h0[i] = 0.5 * (double)i;
-    for (size_t li = 0; li < N_LEVELS; li++) {
-        if (!use_level(levels[li]))
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
             continue;
         for (int m = 0; m < 4; m++) {
             for (size_t i = 0; i < ns; i++)
@@ -266,8 +251,8 @@ static void test_step_every_level(void **state)
                                  KDALAB_OK);
             double *S0 = malloc(K * V * sizeof *S0), *o0 = malloc(steps * V * sizeof *o0);
             assert_true(S0 && o0);
-            for (size_t li = 0; li < N_LEVELS; li++) {
-                if (!use_level(levels[li]))
+            for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+                if (!simdt_use_level(simdt_levels[li]))
                     continue;
                 for (size_t off = 0; off < 8; off++) {
                     size_t nS = (K * V + 32 + 7) / 8 * 8; /* a multiple of 64 bytes */
@@ -288,7 +273,7 @@ static void test_step_every_level(void **state)
                         worst_step[li] = e;
                     if (e > TOL)
                         print_error("level %s, K %zu V %zu %s, S at +%zu: o %.3g S %.3g\n",
-                                    kdalab_simd_level_name(levels[li]), K, V,
+                                    kdalab_simd_level_name(simdt_levels[li]), K, V,
                                     kdalab_mechanism_name(mechs[mi]), off, eo, es);
                     assert_true(e <= TOL);
                     if (off == 0) {
@@ -297,7 +282,7 @@ static void test_step_every_level(void **state)
                     } else if (memcmp(Sd, S0, K * V * sizeof *S0) ||
                                memcmp(od, o0, steps * V * sizeof *o0)) {
                         fail_msg("level %s, K %zu V %zu %s: S at +%zu doubles differs from S "
-                                 "on a cache line", kdalab_simd_level_name(levels[li]), K, V,
+                                 "on a cache line", kdalab_simd_level_name(simdt_levels[li]), K, V,
                                  kdalab_mechanism_name(mechs[mi]), off);
                     }
                     free(Sbuf);
@@ -330,8 +315,8 @@ static void test_errors_match_reference(void **state)
     for (int i = 0; i < T; i++)
         beta[i] = 0.5;
     kdalab_dims d = {1, T, 1, K, V};
-    for (size_t li = 0; li < N_LEVELS; li++) {
-        if (!use_level(levels[li]))
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
             continue;
         /* g > 0, beta > 2, NaN in q, NULL v, zero K, bad scale, bad chunk,
          * bf16 precision (the float64 form wants FP32), Inf in the last v, NaN
@@ -416,8 +401,8 @@ static void test_errors_match_reference(void **state)
 static void test_step_overflow_is_erange(void **state)
 {
     (void)state;
-    for (size_t li = 0; li < N_LEVELS; li++) {
-        if (!use_level(levels[li]))
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
             continue;
         const size_t Ks[] = {2, 9}, Vs[] = {1, 7, 40, 128};
         for (size_t ki = 0; ki < 2; ki++)
@@ -456,10 +441,10 @@ int main(void)
         cmocka_unit_test(test_step_overflow_is_erange),
     };
     int failed = cmocka_run_group_tests_name("simd_f64", tests, NULL, NULL);
-    for (size_t li = 0; li < N_LEVELS; li++)
-        if (kdalab_simd_level_available(levels[li]))
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++)
+        if (kdalab_simd_level_available(simdt_levels[li]))
             printf("    level %s: largest relative error against the float64 reference: "
                    "chunkwise %.2e, decode step %.2e (tolerance %.0e)\n",
-                   kdalab_simd_level_name(levels[li]), worst[li], worst_step[li], TOL);
+                   kdalab_simd_level_name(simdt_levels[li]), worst[li], worst_step[li], TOL);
     return failed;
 }
