@@ -248,10 +248,16 @@ int ckpt_plan(const char *out, ckpt_plan_t *plan)
 
     /* the save's first step, tried now: the temporary directory can be made */
     char probe[sizeof plan->dir + 32];
-    if (replace_make_temp(dir, SAVE_TAG, 1, probe, sizeof probe) != 0)
+    replace_held saved; /* an interrupt here must not leave the probe behind */
+    replace_hold_signals(&saved);
+    if (replace_make_temp(dir, SAVE_TAG, 1, probe, sizeof probe) != 0) {
+        int err = errno;
+        replace_release_signals(&saved);
         return cli_fail(EXIT_BAD, "--out %s: cannot create a directory beside it: %s", out,
-                        strerror(errno));
+                        strerror(err));
+    }
     rmdir(probe);
+    replace_release_signals(&saved);
     return 0;
 }
 
@@ -303,7 +309,7 @@ int ckpt_save(const ckpt_plan_t *plan, const kdalab_train_config *c, const doubl
 {
     const char *dir = plan->dir;
     char part[sizeof plan->dir + 32];
-    sigset_t saved;
+    replace_held saved;
     replace_hold_signals(&saved); /* from the first entry made to the last removed */
     if (replace_make_temp(dir, SAVE_TAG, 1, part, sizeof part) != 0) {
         int e = errno;

@@ -32,7 +32,7 @@
 #define KDALAB_TOOL_CLI_H
 
 #include <getopt.h> /* struct option, getopt_long: POSIX systems with GNU extensions */
-#include <signal.h> /* sigset_t */
+#include <signal.h> /* struct sigaction */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -280,10 +280,16 @@ int replace_make_temp(const char *path, const char *tag, int is_dir, char *buf, 
  * renamed to it. Returns 0, or -1 with errno and both names as they were. */
 int replace_swap(const char *fresh, const char *path);
 
-/* Hold SIGINT, SIGTERM, SIGHUP and SIGQUIT (the previous mask in *saved)
- * while outputs are replaced; release delivers any that came meanwhile. */
-void replace_hold_signals(sigset_t *saved);
-void replace_release_signals(const sigset_t *saved);
+/* Hold SIGINT, SIGTERM, SIGHUP and SIGQUIT while outputs are replaced, for
+ * the whole process (every thread): each is only noted (the previous
+ * dispositions kept in *h); release restores them and delivers the first
+ * one that came meanwhile. */
+#define REPLACE_N_HELD 4
+typedef struct {
+    struct sigaction old[REPLACE_N_HELD];
+} replace_held;
+void replace_hold_signals(replace_held *h);
+void replace_release_signals(const replace_held *h);
 
 /* Test only: raise the signal KDALAB_TEST_INTERRUPT=<step>:<INT|KILL> names
  * when step is the named one (the tests' way to interrupt a save at each

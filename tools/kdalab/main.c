@@ -19,6 +19,7 @@
  *
  * defines: main
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,6 +53,10 @@ static const struct {
 
 int main(int argc, char **argv)
 {
+    /* A file-size limit (ulimit -f) reached while writing is an error the
+     * write reports (EFBIG), with the outputs left as they were; not a
+     * signal that kills the process in the middle of replacing them. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2)
         return cli_fail(EXIT_BAD, "no command given (run, grad, compare, train, info; see kdalab --help)");
     const char *cmd = argv[1];

@@ -31,7 +31,7 @@ int cli_write_all(size_t n, const cli_output *out)
     int rc = 0;
     if (n > 16)
         return cli_fail(EXIT_BAD, "at most 16 outputs at once");
-    sigset_t saved;
+    replace_held saved;
     replace_hold_signals(&saved);
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (replace_make_temp(out[i].path, "kdalab-partial", 0, tmp[i], PATH_MAX) != 0) {

@@ -10,7 +10,7 @@
  * names with renameat2(RENAME_EXCHANGE), one atomic step, after which the
  * temporary name holds the previous entry until the caller removes it (or
  * swaps it back to undo). While the swap and the clean-up run, SIGINT,
- * SIGTERM and SIGHUP are held (replace_hold_signals) and take effect only
+ * SIGTERM, SIGHUP and SIGQUIT are held (replace_hold_signals) and take effect only
  * after, so an interrupt finds either the old entry or the new one in place,
  * never neither, and leaves no temporary name behind.
  *
@@ -119,27 +119,50 @@ int replace_swap(const char *fresh, const char *path)
     return 0;
 }
 
-void replace_hold_signals(sigset_t *saved)
+/* The first held signal that arrived, 0 if none: set by note_signal, which
+ * is the disposition of every held signal while they are held. */
+static volatile sig_atomic_t held_signal;
+
+static void note_signal(int sig)
 {
-    sigset_t hold;
-    sigemptyset(&hold);
-    sigaddset(&hold, SIGINT);
-    sigaddset(&hold, SIGTERM);
-    sigaddset(&hold, SIGHUP);
-    sigaddset(&hold, SIGQUIT);
-    sigprocmask(SIG_BLOCK, &hold, saved);
+    if (!held_signal)
+        held_signal = sig;
 }
 
-void replace_release_signals(const sigset_t *saved)
+static const int held_signals[REPLACE_N_HELD] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+void replace_hold_signals(replace_held *h)
 {
-    sigprocmask(SIG_SETMASK, saved, NULL);
+    /* A disposition, not a mask: a mask is one thread's, and a signal sent
+     * to the process goes to any thread that does not block it (OpenMP's and
+     * OpenBLAS's workers included), which would die in the middle of the
+     * save. A disposition is the whole process's. */
+    struct sigaction note;
+    memset(&note, 0, sizeof note);
+    note.sa_handler = note_signal;
+    sigemptyset(&note.sa_mask);
+    held_signal = 0;
+    for (int i = 0; i < REPLACE_N_HELD; i++)
+        sigaction(held_signals[i], &note, &h->old[i]);
+}
+
+void replace_release_signals(const replace_held *h)
+{
+    for (int i = 0; i < REPLACE_N_HELD; i++)
+        sigaction(held_signals[i], &h->old[i], NULL);
+    int sig = held_signal;
+    held_signal = 0;
+    if (sig) /* delivered now, with the disposition the program had */
+        raise(sig);
 }
 
 void replace_test_point(const char *step)
 {
-    /* TEST ONLY: KDALAB_TEST_INTERRUPT=<step>:<INT|KILL> raises that signal
-     * at the named point of a save, so the tests can show what an interrupt
-     * there leaves. Not a user setting; nothing else reads it. */
+    /* TEST ONLY: KDALAB_TEST_INTERRUPT=<step>:<INT|KILL> sends that signal
+     * to the process at the named point of a save, so the tests can show
+     * what an interrupt there leaves. Sent as a Ctrl-C or kill(1) sends it,
+     * to the process, not to this thread: any thread may take it (OpenMP's
+     * idle workers included). Not a user setting; nothing else reads it. */
     const char *want = getenv("KDALAB_TEST_INTERRUPT");
     if (!want)
         return;
@@ -147,7 +170,7 @@ void replace_test_point(const char *step)
     if (strncmp(want, step, n) != 0 || want[n] != ':')
         return;
     if (strcmp(want + n + 1, "KILL") == 0)
-        raise(SIGKILL);
+        kill(getpid(), SIGKILL);
     else if (strcmp(want + n + 1, "INT") == 0)
-        raise(SIGINT);
+        kill(getpid(), SIGINT);
 }
