@@ -236,14 +236,23 @@ def _normalizer(q, k, scale, cu, T):
     for n in range(len(bounds) - 1):
         s, e = int(bounds[n]), int(bounds[n + 1])
         kc[:, s:e] = np.cumsum(k[:, s:e], axis=1)
-    z = scale * (q * kc).sum(-1, keepdims=True) + 1e-10
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = scale * (q * kc).sum(-1, keepdims=True) + 1e-10
     return z, kc
 
 
 def _check_normalizer(z, o, G, what):
-    """Refuse a normaliser z [B, T, H, 1] that is 0, or whose quotient o / z
-    (o [B, T, HV, V], value head j over z of head j // G) overflows: a
-    ValueError naming z and its index [b, t, h] in the caller's shape."""
+    """Refuse a normaliser z [B, T, H, 1] that is 0 or not finite, or whose
+    quotient o / z (o [B, T, HV, V], value head j over z of head j // G)
+    overflows: a ValueError naming z and its index [b, t, h] in the caller's
+    shape."""
+    bad = ~np.isfinite(z[..., 0])
+    if bad.any():
+        b, t, h = np.argwhere(bad)[0]
+        raise ValueError("normalize: the normaliser z[%d, %d, %d] = scale * q[%d, %d, %d] . "
+                         "cumsum(k)[%d, %d, %d] + 1e-10 is %g: it overflows float64 (q and "
+                         "k too large for normalize=True)"
+                         % (b, t, h, b, t, h, b, t, h, z[b, t, h, 0]))
     bad = z[..., 0] == 0
     if bad.any():
         b, t, h = np.argwhere(bad)[0]

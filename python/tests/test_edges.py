@@ -101,3 +101,22 @@ def test_normalizer_too_small_is_named():
         kdalab.chunk_linear_attn(a["q"], a["k"], a["v"], **kw)
     with pytest.raises(ValueError, match=r"z\[0, 0, 0\]"):
         kdalab.chunk_linear_attn_bwd(a["q"], a["k"], a["v"], a["do"], **kw)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_normalizer_overflow_is_named(form):
+    """q = k = 1e160 with normalize=True: scale q . cumsum(k) overflows to inf,
+    so o / z would be 0 where the answer is v (1e-200 here): both forms,
+    forward and backward, raise a ValueError, never o = 0 and gradients 0 as
+    a success. The recurrent form's o is finite (1e120), so its error names
+    z[0, 0, 0]; the chunkwise form's score q . k overflows first, in the
+    library, which says so."""
+    q = np.full((1, 3, 1, 1), 1e160)
+    v = np.full((1, 3, 1, 1), 1e-200)
+    do = np.ones((1, 3, 1, 1))
+    f, b = FUNCS[("linear_attention", form)]
+    why = r"normaliser z\[0, 0, 0\].* overflows|overflowed"
+    with pytest.raises(ValueError, match=why):
+        f(q, q, v, scale=1.0, normalize=True)
+    with pytest.raises(ValueError, match=why):
+        b(q, q, v, do, scale=1.0, normalize=True)
