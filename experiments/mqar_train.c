@@ -108,8 +108,9 @@ static char *ledger_path(const lab_ctx *x)
 
 /* The ledger, if there is one, must be a regular file (stat follows a
  * symbolic link, so a link to one is fine): a device, a FIFO or a directory
- * would block, never end, or swallow the appends. Exits (status 1) with one
- * line otherwise; returns 0 if there is no ledger yet, 1 if there is. */
+ * would block, never end, or swallow the appends; and one this process can
+ * append to. Exits (status 1) with one line otherwise; returns 0 if there is
+ * no ledger yet, 1 if there is. */
 static int ledger_usable(const lab_ctx *x, const char *path)
 {
     struct stat sb;
@@ -129,6 +130,11 @@ static int ledger_usable(const lab_ctx *x, const char *path)
                 : S_ISFIFO(sb.st_mode) ? "a FIFO"
                 : S_ISSOCK(sb.st_mode) ? "a socket"
                                        : "not a file");
+        exit(1);
+    }
+    if (access(path, W_OK) != 0) { /* found now, not after the first model has trained */
+        fprintf(stderr, "%s: the model ledger '%s' cannot be appended to: %s\n", x->name, path,
+                strerror(errno));
         exit(1);
     }
     return 1;

@@ -53,9 +53,18 @@ static void test_train_learns(void **state)
     assert_int_equal(kdalab_train_mqar_f32(&c, t32, NULL, NULL, &r32), KDALAB_OK);
     printf("    the same in float32: test accuracy %.3f\n", r32.test_accuracy);
     assert_true(r32.test_accuracy > 0.5);
-    free(t32);
+    /* a test set whose token count overflows: refused before training (and
+     * by evaluate itself), not evaluated batch after batch for ever */
+    c.test_sequences = SIZE_MAX;
+    assert_int_equal(kdalab_train_mqar_f64(&c, t1, NULL, NULL, &r1), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_train_mqar_f32(&c, t32, NULL, NULL, &r32), KDALAB_EOVERFLOW);
+    double tl, ta;
+    assert_int_equal(kdalab_model_evaluate_f64(&c.model, t2, &c.task, 1, SIZE_MAX, 32, &tl, &ta),
+                     KDALAB_EOVERFLOW);
+    c.test_sequences = 256;
     c.model.vocab = 18;
     assert_int_equal(kdalab_train_mqar_f64(&c, t1, NULL, NULL, &r1), KDALAB_ESIZE);
+    free(t32);
     free(t1);
     free(t2);
 }

@@ -59,7 +59,11 @@ static kdalab_status evaluate(const kdalab_model_config *model, const double *th
         return kdalab_fail(KDALAB_ESIZE, "evaluate: n = %zu, batch = %zu: each must be >= 1",
                            n, batch);
     const size_t b = batch < n ? batch : n;
-    int32_t *tok = malloc(b * T * sizeof *tok), *tgt = malloc(b * T * sizeof *tgt);
+    size_t tokens, bytes; /* the whole test set's tokens, one batch's bytes */
+    if (!kdalab_mul_size(n, T, &tokens) || !kdalab_mul_size(b * T, sizeof(int32_t), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "evaluate: n = %zu sequences of T = %zu tokens overflow size_t", n, T);
+    int32_t *tok = malloc(bytes), *tgt = malloc(bytes);
     kdalab_status s = tok && tgt ? KDALAB_OK
                                  : kdalab_fail(KDALAB_ENOMEM, "evaluate: cannot allocate");
     double sum_l = 0, sum_a = 0;
@@ -154,6 +158,10 @@ kdalab_status kdalab_train_f64(const kdalab_train_config *cfg, kdalab_batch_fn m
         return kdalab_fail(KDALAB_ESIZE, "train: batch = %zu, test_sequences = %zu, T = %zu: "
                            "each must be >= 1", cfg->batch, cfg->test_sequences, cfg->task.T);
     const size_t B = cfg->batch, T = cfg->task.T;
+    size_t test_tokens;
+    if (!kdalab_mul_size(cfg->test_sequences, T, &test_tokens))
+        return kdalab_fail(KDALAB_EOVERFLOW, "train: test_sequences = %zu of T = %zu tokens "
+                           "overflow size_t", cfg->test_sequences, T);
     s = kdalab__model_check_batch(&cfg->model, B, T);
     if (s != KDALAB_OK)
         return s; /* before anything is allocated or theta is written */
