@@ -134,12 +134,19 @@ int main(int argc, char **argv)
     const size_t L = n_pairs - 1;
     const double at = mean_at[0][L], la = mean_at[1][L], dn = mean_at[2][L],
                  gdn = mean_at[3][L], kda = mean_at[4][L];
-    printf("  verdict at P = %zu: attention %s every recurrent mixer (%.3f vs best %.3f); "
+    static const char *const rec_names[4] = {"linear attention", "DeltaNet", "Gated DeltaNet",
+                                             "KDA"};
+    const double rec[4] = {la, dn, gdn, kda};
+    int best = 0;
+    for (int r = 1; r < 4; r++)
+        if (rec[r] > rec[best])
+            best = r;
+    printf("  verdict at P = %zu: attention %s the best recurrent mixer, %s (%.3f vs %.3f); "
            "delta rule %s linear attention (DeltaNet %.3f vs %.3f); KDA %s Gated DeltaNet "
            "(%.3f vs %.3f)%s\n",
-           pairs[L], at >= fmax(fmax(la, dn), fmax(gdn, kda)) ? "at or above" : "BELOW", at,
-           fmax(fmax(la, dn), fmax(gdn, kda)), dn > la + 0.05 ? "well ahead of" : "NOT clearly ahead of",
-           dn, la, kda > gdn ? "ahead of" : "NOT ahead of", kda, gdn,
+           pairs[L], at >= rec[best] ? "at or above" : "BELOW", rec_names[best], at, rec[best],
+           dn > la + 0.05 ? "well ahead of" : "NOT clearly ahead of", dn, la,
+           kda > gdn ? "ahead of" : "NOT ahead of", kda, gdn,
            full ? "" : " — reduced sweep: one seed, no error bars; see make run FULL=1");
     return 0;
 }

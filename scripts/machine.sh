@@ -12,13 +12,16 @@ bin=${1:-bin}
 out=${2:-results}
 mkdir -p "$out"
 tmp="$out/machine.txt.tmp"
+info=""
+if [ -x "$bin/kdalab" ]; then
+    info=$("$bin/kdalab" info | grep -v '^version=' || true)
+fi
 {
-    if [ -r /proc/cpuinfo ]; then
+    # the cpu line once: kdalab info's when it prints one, else /proc/cpuinfo's
+    if ! printf '%s\n' "$info" | grep -q '^cpu=' && [ -r /proc/cpuinfo ]; then
         sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1 | sed 's/^/cpu=/'
     fi
-    if [ -x "$bin/kdalab" ]; then
-        "$bin/kdalab" info | grep -v '^version=' || true
-    fi
+    [ -n "$info" ] && printf '%s\n' "$info"
     echo "kernel=$(uname -srm)"
     echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
 } > "$tmp"
