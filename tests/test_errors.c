@@ -12,7 +12,6 @@
 
 #include "common.h"
 
-#define F64_TOL 1e-12
 #define SENTINEL 12345.0
 
 /* A tiny valid KDA problem whose arrays the error tests spoil one at a time. */

@@ -16,13 +16,6 @@
 #define F64_TOL 1e-12
 #define SENTINEL 12345.0
 
-/* A tiny valid KDA problem whose arrays the error tests spoil one at a time. */
-typedef struct {
-    kdalab_dims d;
-    double q[2 * 3], k[2 * 3], v[2 * 2], g[2 * 3], beta[2], h0[3 * 2];
-    double o[2 * 2], ht[3 * 2];
-} tiny;
-
 static void test_hand_computed(void **state)
 {
     (void)state;

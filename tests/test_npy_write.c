@@ -38,20 +38,6 @@
 /* Building images                                                           */
 /* ------------------------------------------------------------------------- */
 
-/* Names in npyt_tmpdir that start with prefix (to catch left-over temp files). */
-static int count_entries(const char *dir, const char *prefix)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 /* Every writer output reads back identically: ndim 0..4, both dtypes, empty
  * arrays, and the awkward float64 values (NaN, infinities, -0, subnormals). */
 static void write_read_back(void **state)
@@ -103,7 +89,7 @@ static void write_read_back(void **state)
             kdalab_array_free(&a);
         }
     }
-    assert_int_equal(count_entries(npyt_tmpdir, "rt.npy.tmp"), 0);
+    assert_int_equal(tcli_count_entries(npyt_tmpdir, "rt.npy.tmp"), 0);
     unlink(path);
 }
 
@@ -168,7 +154,7 @@ static void write_failures_leave_nothing(void **state)
     snprintf(path, sizeof path, "%s/isdir.npy", npyt_tmpdir);
     assert_int_equal(mkdir(path, 0755), 0);
     assert_int_equal(kdalab_npy_write(path, KDALAB_DTYPE_F64, x, 2, shape), KDALAB_EIO);
-    assert_int_equal(count_entries(npyt_tmpdir, "isdir.npy"), 1);
+    assert_int_equal(tcli_count_entries(npyt_tmpdir, "isdir.npy"), 1);
     rmdir(path);
 
     /* overwriting an existing file replaces it whole */
@@ -181,7 +167,7 @@ static void write_failures_leave_nothing(void **state)
     assert_int_equal(a.size, 2);
     assert_int_equal(a.dtype, KDALAB_DTYPE_F32);
     kdalab_array_free(&a);
-    assert_int_equal(count_entries(npyt_tmpdir, "over.npy"), 1);
+    assert_int_equal(tcli_count_entries(npyt_tmpdir, "over.npy"), 1);
     unlink(path);
 }
 

@@ -11,17 +11,6 @@
 
 #include "common.h"
 
-#define FD_TOL 1e-6
-#define FD_ABS 3e-9
-#define FD_STEP 3e-6
-
-typedef struct {
-    kdalab_model_config cfg;
-    size_t P, n_tensors, B, T;
-    double *theta;
-    int32_t *tok, *tgt;
-} model_problem;
-
 /* The schedule at its corners; AdamW's update against its formula. */
 static void test_adamw(void **state)
 {

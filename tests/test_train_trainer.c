@@ -10,17 +10,6 @@
 
 #include "common.h"
 
-#define FD_TOL 1e-6
-#define FD_ABS 3e-9
-#define FD_STEP 3e-6
-
-typedef struct {
-    kdalab_model_config cfg;
-    size_t P, n_tensors, B, T;
-    double *theta;
-    int32_t *tok, *tgt;
-} model_problem;
-
 /* Training: a function of its config, and it learns a tiny MQAR task that
  * chance cannot pass (4 pairs, 8 values: chance 1/8; 0.94 after 300 steps at
  * this learning rate when this was written, 0.25 after 150 at 3e-3). */
