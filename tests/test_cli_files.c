@@ -223,6 +223,43 @@ static void trailing_slash_and_dot(void **state)
     no_leftovers("slash");
 }
 
+/* Every check the save makes is made before training, including the rules
+ * access() cannot see: in a sticky directory (as /tmp is), a checkpoint of
+ * another user cannot be renamed away, so --out naming it is refused up
+ * front rather than after a whole run. Needs root (to act as two users) and
+ * setpriv; skipped otherwise. */
+static void sticky_parent_refused_up_front(void **state)
+{
+    (void)state;
+    const char *as_user = "setpriv --reuid=1000 --regid=1000 --clear-groups ";
+    if (geteuid() != 0 || system("command -v setpriv >/dev/null 2>&1") != 0) {
+        printf("    not root, or no setpriv: skipped\n");
+        return;
+    }
+    int st = tcli_run_raw(as_user, "info");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        printf("    bin/kdalab cannot be run as uid 1000 here: skipped\n");
+        return;
+    }
+    assert_int_equal(chmod(tcli_tmpdir, 0711), 0);
+    const char *sticky = tcli_tmp("sticky");
+    assert_int_equal(mkdir(sticky, 0777), 0);
+    assert_int_equal(chmod(sticky, 01777), 0);
+    char ck[600], cmd[1400];
+    snprintf(ck, sizeof ck, "%s/ck", sticky);
+    assert_int_equal(tcli_run(TINY " --steps 2 --out %s", ck), 0); /* root's checkpoint */
+    snprintf(cmd, sizeof cmd, "chmod -R a+rwX '%s'", ck); /* access() says yes */
+    assert_int_equal(system(cmd), 0);
+    st = tcli_run_raw(as_user, TINY " --steps 3 --out %s", ck);
+    assert_true(WIFEXITED(st));
+    tcli_expect_error(WEXITSTATUS(st), 2, "cannot be replaced by a rename", NULL);
+    assert_null(strstr(tcli_err, "step 3")); /* refused before training */
+    assert_int_equal(checkpoint_steps(ck), 2);
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c kdalab-save >/dev/null", sticky);
+    assert_int_not_equal(system(cmd), 0); /* no trial directory left */
+    assert_int_equal(chmod(tcli_tmpdir, 0700), 0);
+}
+
 /* An interrupt at each step of the save. SIGINT is held until the save is
  * done: the new checkpoint is in place, nothing left beside it, and the
  * signal still ends the program. SIGKILL cannot be held: the old
@@ -411,6 +448,7 @@ int main(void)
         cmocka_unit_test(foreign_files_survive),
         cmocka_unit_test(symlink_refused),
         cmocka_unit_test(trailing_slash_and_dot),
+        cmocka_unit_test(sticky_parent_refused_up_front),
         cmocka_unit_test(interrupt_each_step),
         cmocka_unit_test(grad_temporary_names),
         cmocka_unit_test(train_sizes_bounded),

@@ -246,7 +246,10 @@ int ckpt_plan(const char *out, ckpt_plan_t *plan)
                         out, base == dir ? "" : parent,
                         base == dir || strcmp(parent, "/") == 0 ? "" : "/", left);
 
-    /* the save's first step, tried now: the temporary directory can be made */
+    /* the save's steps, tried now on an empty directory: the temporary
+     * directory can be made, and swapped with the earlier checkpoint and
+     * back (access() cannot see every rule a rename obeys: a sticky parent
+     * with another user's checkpoint, an append-only parent) */
     char probe[sizeof plan->dir + 32];
     replace_held saved; /* an interrupt here must not leave the probe behind */
     replace_hold_signals(&saved);
@@ -256,7 +259,29 @@ int ckpt_plan(const char *out, ckpt_plan_t *plan)
         return cli_fail(EXIT_BAD, "--out %s: cannot create a directory beside it: %s", out,
                         strerror(err));
     }
-    rmdir(probe);
+    if (plan->exists && replace_swap(probe, dir) != 0) {
+        int err = errno;
+        rmdir(probe);
+        replace_release_signals(&saved);
+        return cli_fail(EXIT_BAD, "--out %s: the earlier checkpoint cannot be replaced by a "
+                                  "rename (%s); choose another --out",
+                        out, strerror(err));
+    }
+    if (plan->exists && replace_swap(probe, dir) != 0) { /* back: the checkpoint at dir */
+        int err = errno;
+        replace_release_signals(&saved);
+        return cli_fail(EXIT_FAIL, "--out %s: swapping the earlier checkpoint back failed "
+                                   "(%s): it is now %s, and %s is an empty directory; "
+                                   "rename it back by hand",
+                        out, strerror(err), probe, dir);
+    }
+    if (rmdir(probe) != 0) {
+        int err = errno;
+        replace_release_signals(&saved);
+        return cli_fail(EXIT_BAD, "--out %s: the trial directory %s beside it cannot be "
+                                  "removed (%s); remove it, and choose another --out",
+                        out, probe, strerror(err));
+    }
     replace_release_signals(&saved);
     return 0;
 }
