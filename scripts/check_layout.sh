@@ -4,7 +4,7 @@
 #   1. every function declared in a public header (lib/kdalab*.h) has exactly
 #      one definition that `grep -n '^[a-z].*\bNAME('` finds in a lib/ .c file;
 #   2. every symbol libkdalab.so exports is declared in a public header;
-#   3. no .c or .h file in lib/, tools/ or experiments/ is longer than 600 lines;
+#   3. no .c or .h file in lib/, tools/, experiments/ or tests/ is longer than 600 lines;
 #   4. the generated float32 twins (scripts/make_f32.sh) are up to date;
 #   5. every global symbol of the static library carries the kdalab_ prefix
 #      (internal ones kdalab__), so a C program linking it cannot collide.
@@ -51,7 +51,7 @@ else
     echo "layout: $a not built; symbol prefix check skipped" >&2
 fi
 
-for f in $(find lib tools experiments -name '*.[ch]' | sort); do
+for f in $(find lib tools experiments tests -name '*.[ch]' | sort); do
     n=$(wc -l < "$f")
     if [ "$n" -gt 600 ]; then
         echo "layout: $f has $n lines (at most 600)"
