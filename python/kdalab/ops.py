@@ -279,6 +279,23 @@ def _check_finite(what, name, a):
                          "this result)" % (what, name, list(idx), a[idx]))
 
 
+def _check_input(name, a, lo=None, hi=None, why=""):
+    """An input the module transforms before the library sees it (normalised,
+    passed through a sigmoid, doubled) is checked as the caller passed it:
+    ValueError naming the argument, its index and the rule."""
+    if a is None:
+        return
+    bad = ~np.isfinite(a)
+    rule = "must be finite"
+    if lo is not None:
+        with np.errstate(invalid="ignore"):
+            bad |= (a < lo) | (a > hi)
+        rule = "must be in [%g, %g]%s" % (lo, hi, why)
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError("%s%s = %r: %s" % (name, list(idx), a[idx], rule))
+
+
 def _per_value_head(z, G):
     """[B, T, H, 1] -> [B, T, H * G, 1]: value head j takes q/k head j // G."""
     return np.repeat(z, G, axis=2)
@@ -298,13 +315,19 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
     scale = float(scale) if scale is not None else call.K ** -0.5
     st = {"q_raw": q, "k_raw": k, "g_raw": g, "beta_raw": beta}
     if opt.get("use_qk_l2norm_in_kernel"):
+        _check_input("q", q)
+        _check_input("k", k)
         q, st["qn"] = _l2norm(q)
         k, st["kn"] = _l2norm(k)
     if opt.get("use_gate_in_kernel"):
         g, st["gate"] = _gate_fwd(g, opt.get("A_log"), opt.get("dt_bias"),
                                   opt.get("lower_bound"), call.HV, call.K)
     if opt.get("use_beta_sigmoid_in_kernel"):
+        _check_input("beta", beta)
         beta = _sigmoid(beta)
+    elif opt.get("allow_neg_eigval"):
+        _check_input("beta", beta, 0.0, 1.0, " (allow_neg_eigval doubles it, and the kernel's "
+                     "beta must be in [0, 2])")
     if opt.get("allow_neg_eigval"):
         beta = 2 * beta
     return call, scale, q, k, v, g, beta, h0, st

@@ -120,3 +120,26 @@ def test_normalizer_overflow_is_named(form):
         f(q, q, v, scale=1.0, normalize=True)
     with pytest.raises(ValueError, match=why):
         b(q, q, v, do, scale=1.0, normalize=True)
+
+
+def test_transformed_inputs_are_named_as_passed():
+    """Inputs the module transforms before the library sees them are checked
+    as the caller passed them: beta = 1.5 with allow_neg_eigval is named as
+    1.5 (not the doubled 3), a NaN beta under the sigmoid and an inf q under
+    the L2 norm are named at their index (not as the transformed NaN)."""
+    r = np.random.default_rng(3)
+    q = r.normal(size=(1, 4, 2, 3))
+    v = r.normal(size=(1, 4, 2, 3))
+    g = -np.abs(r.normal(size=(1, 4, 2, 3)))
+    beta = np.full((1, 4, 2), 0.5)
+    beta[0, 2, 1] = 1.5
+    with pytest.raises(ValueError, match=r"beta\[0, 2, 1\] = 1\.5: must be in \[0, 1\]"):
+        kdalab.fused_recurrent_kda(q, q, v, g, beta, allow_neg_eigval=True)
+    beta[0, 2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"beta\[0, 2, 1\] = nan: must be finite"):
+        kdalab.fused_recurrent_kda(q, q, v, g, beta, use_beta_sigmoid_in_kernel=True)
+    qi = q.copy()
+    qi[0, 1, 0, 2] = np.inf
+    with pytest.raises(ValueError, match=r"q\[0, 1, 0, 2\] = inf: must be finite"):
+        kdalab.fused_recurrent_kda(qi, q, v, g, np.full((1, 4, 2), 0.5),
+                                   use_qk_l2norm_in_kernel=True)
