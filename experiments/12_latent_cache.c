@@ -288,7 +288,8 @@ int main(int argc, char **argv)
                 .cH = 4, .cdn = 32, .cdr = 16, .cdv = 32, .cdc = 64, .cN = 512};
     lab_init(&x, "12_latent_cache",
              "cache bytes per token and in total at 4K..1M context: attention only, the "
-             "3:1 hybrid with full KV, and with an MLA-style latent cache");
+             "hybrid of 20 KDA and 7 attention layers (about 3:1) with full KV, and with an "
+             "MLA-style latent cache");
     lab_flag_size(&x, "layers", &p.layers, "layers L");
     lab_flag_size(&x, "attn", &p.attn, "attention layers of the hybrid (the rest are KDA)");
     lab_flag_size(&x, "H", &p.H, "attention heads");

@@ -39,11 +39,15 @@ set ylabel 'ln weight  (= position bias added to the logit)'
 YMIN = -40
 set yrange [YMIN:2]
 set key below font ',10' box maxcols 1
-# name each channel where its line leaves the panel
+# name each channel where its line leaves the panel: beside the line's end where it leaves
+# through the bottom, in the right margin where it reaches d = D (lines that end close
+# together there are pushed apart, so no label sits on a line or on another label)
+set rmargin 8
 do for [c = 1:K] {
     m = 2.0**(-8.0 * c / K)
     xe = (-YMIN / m < D) ? -YMIN / m : D
-    set label 100 + c sprintf('c = %d', c) at xe, -m * xe offset (xe < D ? 0.5 : -4.5), (xe < D ? 0.7 : 0.6) font ',9' tc rgb cc(c)
+    dy = (c == K ? 0.5 : (c == K - 1 ? -0.4 : 0))
+    set label 100 + c sprintf('c = %d', c) at xe, -m * xe offset (xe < D ? 0.8 : 0.6), (xe < D ? 0.4 : dy) font ',9' tc rgb cc(c) left
 }
 plot \
   for [c = 1:K] f u 4:(sel('kda', c)) w l lw 2.5 lc rgb cc(c) t (c == 1 ? sprintf('KDA channels c = 1..%d (measured)', K) : ''), \
@@ -51,6 +55,7 @@ plot \
   f u 4:(sel('scalar_gate', 0)) w l lw 4 dt 2 lc rgb '#777777' t 'scalar gate a = 0.9 (Gated DeltaNet): one slope', \
   f u 4:(sel('no_decay', 0)) w l lw 2 lc rgb '#bbbbbb' t 'no decay (linear attention): no position signal'
 unset label
+set rmargin
 
 # ---- middle: a data-dependent gate --------------------------------------------------------
 set title sprintf("data-dependent gate, KDA channel %d (mean m = %.4g, hard resets):\nln w = sum of g over the span, one curve per write position j", CH, M)
@@ -60,19 +65,34 @@ set cbrange [*:*]
 set cblabel 'write position j' offset 1,0
 set rmargin 9
 set palette defined (0 '#1f77b4', 1 '#2ca02c', 2 '#ff7f0e', 3 '#d62728')
+# the fixed slope is drawn first as a wide pale band: the curves run along it, and a thin
+# line would be hidden under them
 plot \
+  -M * x w l lw 12 lc rgb '#c8c8c8' t sprintf('fixed slope -m d (m = %.4g), the wide grey band', M), \
   fd u 4:(int($2) == CH ? $5 : 1/0):1 w l lw 2.5 lc palette t 'ln w measured (one curve per j)', \
-  fd u 4:(int($2) == CH && int($4) % 8 == 0 ? $6 : 1/0) w p pt 6 ps 0.6 lc rgb '#000000' t 'sum of g over the span (computed)', \
-  -M * x w l lw 2 dt 2 lc rgb '#777777' t sprintf('fixed slope -m d (m = %.4g)', M)
+  fd u 4:(int($2) == CH && int($4) % 8 == 0 ? $6 : 1/0) w p pt 6 ps 0.6 lc rgb '#000000' t 'sum of g over the span (computed)'
 unset colorbox
 set rmargin
 
 # ---- right: one KDA head, many slopes ------------------------------------------------------
 set title sprintf("one KDA head, q and k spread over its %d channels:\nw = mean_c exp(-m_c d), a mixture of timescales", K)
-set yrange [-7:0.5]
+YMIN = -7
+set yrange [YMIN:0.5]
 set key below font ',10' box maxcols 1
+set rmargin 8
+# each channel named in its colour where its line leaves the panel, as in the left panel;
+# the two steepest (c = 1, 2) leave too close together for a label and keep the left
+# panel's colours
+do for [c = 1:K] {
+    m = 2.0**(-8.0 * c / K)
+    xe = (-YMIN / m < D) ? -YMIN / m : D
+    if (c > 2) {
+        set label 200 + c sprintf('c = %d', c) at xe, -m * xe offset (xe < D ? 0.8 : 0.6), (xe < D ? 0.4 : 0) font ',9' tc rgb cc(c) left
+    }
+}
 plot \
   for [c = 1:K] f u 4:(sel('kda', c)) w l lw 1 lc rgb cc(c) notitle, \
   f u 4:(strcol(1) eq 'kda_mixture' ? $5 : 1/0) w l lw 4 lc rgb '#000000' t 'KDA head: ln of the mixture (measured)', \
-  NaN w l lw 1 lc rgb '#999999' t 'its channels, each a straight line (as left)'
+  NaN w l lw 1 lc rgb cc(K) t 'thin lines: its channels, coloured as left, each straight'
+unset label
 unset multiplot

@@ -47,8 +47,13 @@ plot for [m = 1:3] f u 3:(sel('f64', word(mname, m), 5)) w lp lw 2.5 pt mpt[m] p
 # 10_chunk_cost_memory.tsv: 1 C, 2 tensor, 3 lower, 4 scores, 5 rows, 6 ws_ref, 7 ws_study, 8 tensor_f32_B, ...
 set title "memory per chunk per head, float32 bytes (computed):\nthe tensor outgrows everything the chunk holds"
 set ylabel 'bytes (float32)'
-set format y '%.0s %cB'
-set label 1 "C = 64: 524 288 elements\n(the chapter: 500 000)" at 64, 2097152 * 2.5 center font ',9'
+# binary prefixes (KiB, MiB), as the experiment's printout gives them
+set yrange [2**9:2**26]
+set ytics 2**10, 4
+set format y '%.0b %BB'
+# top left, clear of the tensor's line, which rises to the right; an arrow to its point
+set label 1 "C = 64:\n524 288 elements = 2 MiB\n(the chapter: 500 000)" at CMIN / 1.2, 2**24 left font ',9'
+set arrow 1 from 40, 2**22 to 60, 2**21.3 lw 1 lc rgb '#000000' size char 0.6, 20
 set object 1 circle at 64, 2097152 size char 0.6 fs empty border lc rgb '#000000' lw 2 front
 plot \
   fm u 1:($2 * 4) w lp lw 3 pt 7 ps 1 lc rgb '#d62728' t 'C x C x K decay tensor, if stored', \
@@ -56,4 +61,5 @@ plot \
   fm u 1:($5 * 4) w lp lw 2 pt 9 ps 0.8 lc rgb '#9467bd' t "the chunk's own q, k, v", \
   fm u 1:($4 * 4) w lp lw 2 pt 13 ps 0.8 lc rgb '#2ca02c' t 'one C x C score matrix', \
   fm u 1:(128 * 128 * 4) w l lw 1.5 dt 2 lc rgb '#777777' t 'the K x V state'
+unset arrow 1
 unset multiplot

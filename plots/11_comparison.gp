@@ -55,7 +55,7 @@ set boxwidth 0.38
 set logscale y
 set format y '10^{%L}'
 set yrange [1e-17:10]
-set xrange [-0.6:4.6]
+set xrange [-0.75:4.75]
 set xlabel ''
 set ylabel 'distance of the read from the wanted value'
 set key top center font ',10' box opaque
@@ -70,10 +70,15 @@ set format y '%g'
 set yrange [0:1.19]
 set xrange [-0.6:3.6]
 set ylabel 'fraction of facts still recalled (cos > 0.99)'
-set bmargin 5
+set bmargin 6
+set xtics font ',10'
+# a value label above every bar, so a bar of height 0 still reads "0"
 plot \
-  fc u ($0 - 0.2):($3 / (K / 2.0)):xtic(sprintf("%s\n(%d step%s to clear all)", lbl[int($0) + 1], int($5), int($5) == 1 ? '' : 's')) w boxes lc rgb '#d62728' t sprintf('channels 1..%d', K / 2), \
-  fc u ($0 + 0.2):($4 / (K / 2.0)) w boxes lc rgb '#1f77b4' t sprintf('channels %d..%d', K / 2 + 1, K)
+  fc u ($0 - 0.2):($3 / (K / 2.0)):xtic(sprintf("%s\n%d step%s\nto clear all", lbl[int($0) + 1], int($5), int($5) == 1 ? '' : 's')) w boxes lc rgb '#d62728' t sprintf('channels 1..%d', K / 2), \
+  fc u ($0 + 0.2):($4 / (K / 2.0)) w boxes lc rgb '#1f77b4' t sprintf('channels %d..%d', K / 2 + 1, K), \
+  fc u ($0 - 0.2):($3 / (K / 2.0)):(sprintf('%.2g', $3 / (K / 2.0))) w labels offset 0,0.7 font ',9' tc rgb '#d62728' notitle, \
+  fc u ($0 + 0.2):($4 / (K / 2.0)):(sprintf('%.2g', $4 / (K / 2.0))) w labels offset 0,0.7 font ',9' tc rgb '#1f77b4' notitle
+set xtics font ''
 
 # ---- timescales ----------------------------------------------------------------------------------------------
 set title sprintf("timescales: the measured half-life of each of the %d key channels (no decay:\ndrawn at the top; softmax attn.: a planted token keeps its weight at any distance)", K)

@@ -38,8 +38,9 @@ set xrange [-0.6:3.6]
 set yrange [0:520000]
 set ylabel 'bytes per token'
 set format y '%.0f'
-set xtics ("attention only\nfull KV" 0, "attention only\nlatent (MLA)" 1, "3:1 hybrid\nfull KV" 2, "3:1 hybrid\nlatent (Kimi Linear)" 3)
-set bmargin 5
+# the hybrid is the experiment's default stack: 27 layers, 7 of them attention, 20 KDA (about 3:1)
+set xtics ("attention only\nfull KV" 0, "attention only\nlatent (MLA)" 1, "hybrid\n20 KDA : 7 attn.\nfull KV" 2, "hybrid\n20 KDA : 7 attn.\nlatent (Kimi Linear)" 3)
+set bmargin 6
 plot \
   for [i = 1:4] fm u (i - 1):5 every ::(i - 1)::(i - 1) w boxes lc rgb mcol[i] notitle, \
   fm u 0:($5 + 30000):(sprintf("%.0f B\n(%.1f%% of attention only)", $5, 100 * $7)) w labels font ',10' notitle
@@ -57,7 +58,10 @@ set xlabel 'context length N (tokens)'
 set ylabel 'bytes (binary prefixes)'
 set key top left font ',10' box opaque
 set arrow 1 from CROSS, graph 0 to CROSS, graph 1 nohead dt 3 lc rgb '#1f77b4'
+set label 1 sprintf("N = %.0f: latent cache = KDA states", CROSS) at CROSS, 2**24.7 left offset 0.6,0 font ',9' tc rgb '#1f77b4'
 plot \
   for [i = 1:4] f u 2:(strcol(1) eq mname[i] ? $5 : 1/0) w lp lw 2.5 pt 7 ps 0.7 lc rgb mcol[i] t mtitle[i], \
   FIXED w l lw 2 dt 2 lc rgb '#2ca02c' t 'the 20 KDA layers fixed states + conv windows'
+unset label 1
+unset arrow 1
 unset multiplot

@@ -36,11 +36,13 @@ array color[2] = ['#228833', '#cc3311']
 sel(m) = stringcolumn(1) eq m ? $4 : 1/0
 own(m) = stringcolumn(1) eq m ? $5 : 1/0
 nudge(i) = 2 ** (0.03 * (2 * i - 3))
+# a count of pairs is never negative: an error bar stops at 0
+lo0(y) = y < 0 ? 0 : y
 if (seeds > 1) {
     plot for [i=1:2] f u 2:(sel(word(names, i))) with linespoints lw 2 pt 7 ps 1.2 lc rgb color[i] \
              title label[i].' (from the seed-mean accuracy)', \
-         for [i=1:2] f u ($2 * nudge(i)):(own(word(names, i))):6 with yerrorbars pt 6 ps 1.2 lc rgb color[i] \
-             title sprintf('%s, each seed''s own value: mean ± sd of %d seeds', label[i], seeds), \
+         for [i=1:2] f u ($2 * nudge(i)):(own(word(names, i))):(lo0($5 - $6)):($5 + $6) with yerrorbars pt 6 ps 1.2 lc rgb color[i] \
+             title sprintf('%s, each seed''s own value: mean ± sd of %d seeds (bar cut at 0)', label[i], seeds), \
          f u 2:(stringcolumn(1) eq "deltanet" ? $2 : 1/0) with lines dt 2 lc rgb '#888888' \
              title 'pairs = d'
 } else {

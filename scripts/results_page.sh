@@ -27,6 +27,9 @@ note_awk="$plots/sweep_note.awk"
 full_dir=${FULL_SWEEPS:-$here/../full-sweeps}
 
 [ -d "$res" ] || { echo "results_page: RESULTS '$res' is not a directory" >&2; exit 1; }
+# the full sweeps' README, as a link relative to the page (empty when there is none)
+readme_link=
+[ -f "$full_dir/README.md" ] && readme_link=$(realpath --relative-to="$res" "$full_dir/README.md" 2>/dev/null)
 [ -r "$claims" ] || { echo "results_page: CLAIMS '$claims' cannot be read" >&2; exit 1; }
 
 man="$res/index.manifest.tmp"
@@ -51,7 +54,7 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
     printf 'exp\t%s\t%s\t%s\t%s\n' "$exp" "$run_note" "$full_note" "$txt" >> "$man"
 done
 
-awk -F'\t' -v res="$res" -v man="$man" '
+awk -F'\t' -v res="$res" -v man="$man" -v readme="$readme_link" '
 function esc(s) { gsub(/&/, "\\&amp;", s); gsub(/</, "\\&lt;", s); gsub(/>/, "\\&gt;", s); gsub(/"/, "\\&quot;", s); return s }
 function kv(file, key,    line, v) {
     v = ""
@@ -89,7 +92,7 @@ END {
     if (secs != "") printf "<code>make run</code> (every experiment and figure, after the build) took %d min %d s on it.<br>\n", int(secs / 60), secs % 60
     print "&ldquo;This run&rdquo; below means these measurements on this machine."
     print "Each claim below is checked by one experiment: its verdict, where the numbers behind the verdict come from, and the sweep its figure shows."
-    print "Training experiments (14&ndash;18) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline and the direction); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown beside this run&#39;s.</p>"
+    print "Training experiments (14&ndash;18) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline and the direction); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown below this run&#39;s. Click a figure to open it at full size.</p>"
 
     print "<h2 id=\"findings\">Findings</h2>"
     print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>this run&#39;s figure</th></tr>"
@@ -117,9 +120,9 @@ END {
         if (runnote[e] != "") printf "<p>This run: <span class=\"%s\">%s</span>.</p>\n", (runnote[e] ~ /^reduced/ ? "reduced" : "full"), esc(runnote[e])
         for (j = 1; j <= nf[e]; j++) {
             p = fig[e, j]
-            if (drawn[p] == 1) printf "<figure><img src=\"%s\" alt=\"%s\"><figcaption>%s (this run)</figcaption></figure>\n", esc(p), esc(p), esc(p)
+            if (drawn[p] == 1) printf "<figure><a href=\"%s\"><img src=\"%s\" alt=\"%s\"></a><figcaption>%s (this run)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(p)
             else printf "<p class=\"missing\">%s: not drawn by this run.</p>\n", esc(p)
-            if (fdrawn[p] == 1) printf "<figure><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"><figcaption>%s from the published full sweep (<span class=\"full\">%s</span>; its machine and date: full-sweeps/README.md)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(fullnote[e])
+            if (fdrawn[p] == 1) printf "<figure><a href=\"full-sweeps/%s\"><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"></a><figcaption>%s from the published full sweep (<span class=\"full\">%s</span>; its machine and date: %s)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(p), esc(fullnote[e]), (readme != "" ? "<a href=\"" esc(readme) "\">full-sweeps/README.md</a>" : "full-sweeps/README.md")
         }
         if (hastxt[e] == 1) {
             printf "<details open><summary>what %s printed (%s)</summary><pre>", esc(e), esc(e ".txt")
