@@ -296,6 +296,27 @@ def _check_input(name, a, lo=None, hi=None, why=""):
         raise ValueError("%s%s = %r: %s" % (name, list(idx), a[idx], rule))
 
 
+def _real(name, x):
+    """A real number argument (scale, lower_bound) as float: a str, a bool or
+    an array is a TypeError, not converted."""
+    if isinstance(x, (str, bytes, bool, np.bool_)) or np.ndim(x) != 0:
+        raise TypeError("%s must be a real number, not %s %r" % (name, type(x).__name__, x))
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError("%s must be a real number, not %s %r" % (name, type(x).__name__, x))
+
+
+def _flags(opt):
+    """The in-kernel options that are switches must be bools (a string such as
+    'False' is not False)."""
+    for name in ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "use_beta_sigmoid_in_kernel",
+                 "allow_neg_eigval"):
+        if name in opt and not isinstance(opt[name], (bool, np.bool_)):
+            raise TypeError("%s must be True or False, not %s %r"
+                            % (name, type(opt[name]).__name__, opt[name]))
+
+
 def _per_value_head(z, G):
     """[B, T, H, 1] -> [B, T, H * G, 1]: value head j takes q/k head j // G."""
     return np.repeat(z, G, axis=2)
@@ -312,7 +333,10 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
     h0 = as_f64(initial_state, "initial_state", 4, required=False)
     cu = _as_cu(cu_seqlens)
     call = _Call(mech, q, k, v, g, beta, h0, cu)
-    scale = float(scale) if scale is not None else call.K ** -0.5
+    _flags(opt)
+    scale = _real("scale", scale) if scale is not None else call.K ** -0.5
+    if opt.get("lower_bound") is not None:
+        opt = dict(opt, lower_bound=_real("lower_bound", opt["lower_bound"]))
     st = {"q_raw": q, "k_raw": k, "g_raw": g, "beta_raw": beta}
     if opt.get("use_qk_l2norm_in_kernel"):
         _check_input("q", q)

@@ -143,3 +143,23 @@ def test_transformed_inputs_are_named_as_passed():
     with pytest.raises(ValueError, match=r"q\[0, 1, 0, 2\] = inf: must be finite"):
         kdalab.fused_recurrent_kda(qi, q, v, g, np.full((1, 4, 2), 0.5),
                                    use_qk_l2norm_in_kernel=True)
+
+
+def test_argument_types_are_checked():
+    """scale and lower_bound are real numbers and the in-kernel switches are
+    bools: a string, a bool or an array is a TypeError, never converted (a
+    string 'False' would have turned the option on)."""
+    r = np.random.default_rng(4)
+    q = r.normal(size=(1, 4, 2, 3))
+    g = -np.abs(r.normal(size=(1, 4, 2, 3)))
+    beta = np.full((1, 4, 2), 0.5)
+    for bad in ("0.5", True, np.array([0.5])):
+        with pytest.raises(TypeError, match="scale must be a real number"):
+            kdalab.fused_recurrent_kda(q, q, q, g, beta, scale=bad)
+    with pytest.raises(TypeError, match="use_qk_l2norm_in_kernel must be True or False"):
+        kdalab.fused_recurrent_kda(q, q, q, g, beta, use_qk_l2norm_in_kernel="False")
+    with pytest.raises(TypeError, match="lower_bound must be a real number"):
+        kdalab.fused_recurrent_kda(q, q, q, g, beta, use_gate_in_kernel=True,
+                                   A_log=np.zeros(2), lower_bound="-5")
+    o, _ = kdalab.fused_recurrent_kda(q, q, q, g, beta, scale=np.float32(0.5))  # a NumPy scalar is fine
+    assert np.isfinite(o).all()
