@@ -14,7 +14,7 @@
 #   make bench      the SIMD benchmark (not a test: prints speeds)
 #   make peer-ggml  its peer, bin/peer_ggml, against a ggml build (GGML_DIR=, GGML_BUILD=; bench/README.md)
 #   make chapters   the side-by-side chapter programs and their diffs
-#   make f32        rewrite the generated float32 twins (lib/study/*_f32.*, lib/train/*_f32.c)
+#   make f32        rewrite the generated float32 twins (lib/reference/*_f32.*, lib/train/*_f32.c)
 #                   from lib/reference/ and lib/train/
 #   make clean
 #

@@ -1,6 +1,6 @@
 /*
  * kdalab_attention.h — causal softmax attention and its KV cache (lib/reference/attention.c,
- * lib/study/attention_f32.c).
+ * lib/reference/attention_f32.c).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  */

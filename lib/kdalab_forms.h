@@ -1,6 +1,7 @@
 /*
  * kdalab_forms.h — the recurrent and chunkwise forms of linear attention, DeltaNet,
- * Gated DeltaNet and KDA (lib/reference/, lib/study/), their decode step and
+ * Gated DeltaNet and KDA (lib/reference/; the decay modes and emulated
+ * precisions of lib/study/), their decode step and
  * the validation rules every form shares.
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.

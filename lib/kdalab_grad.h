@@ -64,7 +64,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
 
 /*
  * The float32 backward: the same algorithms computed entirely in float32
- * (lib/study/recurrent_bwd_f32.c, chunk_bwd_f32.c, generated from the float64 files by
+ * (lib/reference/recurrent_bwd_f32.c, chunk_bwd_f32.c, generated from the float64 files by
  * scripts/make_f32.sh), to measure what float32 costs a backward. Same
  * arguments, shapes and errors as the float64 functions above.
  */
@@ -92,7 +92,7 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
 kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
                                        const double *k, const double *v, const double *d_o,
                                        double *dq, double *dk, double *dv);
-/* The same in float32 (lib/study/attention_bwd_f32.c, generated). */
+/* The same in float32 (lib/reference/attention_bwd_f32.c, generated). */
 kdalab_status kdalab_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
                                        const float *k, const float *v, const float *d_o,
                                        float *dq, float *dk, float *dv);
@@ -141,7 +141,7 @@ kdalab_status kdalab_lower_bound_gate_f64(size_t n, double lb, const double *x, 
 kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double *x,
                                               const double *dg, double *dx);
 
-/* The gates in float32 (lib/study/gates_f32.c, generated from
+/* The gates in float32 (lib/reference/gates_f32.c, generated from
  * lib/reference/gates.c by scripts/make_f32.sh): the same formulas, shapes
  * and errors with float for double; the float32 model's gates. */
 kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,

@@ -12,7 +12,7 @@
 # maths (a clock, a schedule value, a sum of squares). `make f32` rewrites them; `make test`
 # (scripts/check_layout.sh) fails if one is out of date.
 #
-# usage: scripts/make_f32.sh [ROOT]   (default lib: writes lib/study/, lib/train/)
+# usage: scripts/make_f32.sh [ROOT]   (default lib: writes lib/reference/*_f32.*, lib/train/*_f32.c)
 set -eu
 root=${1:-lib}
 
@@ -45,23 +45,23 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
             -e "s/\\b\\($steps\\)\\b/\\1_f32/g" \
             -e 's/"chunk_steps\.h"/"chunk_steps_f32.h"/' \
             -e 's/"attention_steps\.h"/"attention_steps_f32.h"/' \
-            -e 's/KDALAB_REFERENCE_ATTENTION_STEPS_H/KDALAB_STUDY_ATTENTION_STEPS_F32_H/g' \
-            -e 's/KDALAB_REFERENCE_CHUNK_STEPS_H/KDALAB_STUDY_CHUNK_STEPS_F32_H/g' \
+            -e 's/KDALAB_REFERENCE_ATTENTION_STEPS_H/KDALAB_REFERENCE_ATTENTION_STEPS_F32_H/g' \
+            -e 's/KDALAB_REFERENCE_CHUNK_STEPS_H/KDALAB_REFERENCE_CHUNK_STEPS_F32_H/g' \
             -e 's#^ \* lib/\(reference\|train\)/\([a-z_]*\)\.\([ch]\) — # * lib/'"$dir"'/\2_f32.\3 — float32: #' \
             "$src"
     } > "$dst.tmp"
     mv "$dst.tmp" "$dst"
 }
 
-twin lib/reference/recurrent.c study recurrent_f32.c
-twin lib/reference/attention_steps.h study attention_steps_f32.h
-twin lib/reference/attention.c study attention_f32.c
-twin lib/reference/recurrent_bwd.c study recurrent_bwd_f32.c
-twin lib/reference/chunk_steps.h study chunk_steps_f32.h
-twin lib/reference/chunk_steps.c study chunk_steps_f32.c
-twin lib/reference/chunk_bwd.c study chunk_bwd_f32.c
-twin lib/reference/attention_bwd.c study attention_bwd_f32.c
-twin lib/reference/gates.c study gates_f32.c
+twin lib/reference/recurrent.c reference recurrent_f32.c
+twin lib/reference/attention_steps.h reference attention_steps_f32.h
+twin lib/reference/attention.c reference attention_f32.c
+twin lib/reference/recurrent_bwd.c reference recurrent_bwd_f32.c
+twin lib/reference/chunk_steps.h reference chunk_steps_f32.h
+twin lib/reference/chunk_steps.c reference chunk_steps_f32.c
+twin lib/reference/chunk_bwd.c reference chunk_bwd_f32.c
+twin lib/reference/attention_bwd.c reference attention_bwd_f32.c
+twin lib/reference/gates.c reference gates_f32.c
 twin lib/train/matmul.c train matmul_f32.c
 twin lib/train/attention.c train attention_f32.c
 twin lib/train/layers.c train layers_f32.c

@@ -2,12 +2,12 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/chunk_steps_f32.h — float32: the steps of the float32 chunkwise form
+ * lib/reference/chunk_steps_f32.h — float32: the steps of the float32 chunkwise form
  * (lib/reference/chunk_steps.c), run by chunk.c and by its backward (chunk_bwd.c).
  * Internal: not installed, not exported.
  */
-#ifndef KDALAB_STUDY_CHUNK_STEPS_F32_H
-#define KDALAB_STUDY_CHUNK_STEPS_F32_H
+#ifndef KDALAB_REFERENCE_CHUNK_STEPS_F32_H
+#define KDALAB_REFERENCE_CHUNK_STEPS_F32_H
 
 #include "internal.h"
 

@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/chunk_steps_f32.c — float32: the steps of the float32 chunkwise form, one
+ * lib/reference/chunk_steps_f32.c — float32: the steps of the float32 chunkwise form, one
  * function each (REFERENCE.md "Chunkwise form", steps 1-7): what
  * lib/reference/chunk.c runs per chunk, and what its backward
  * (lib/reference/chunk_bwd.c) recomputes and differentiates. The algorithm

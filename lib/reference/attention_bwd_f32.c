@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/attention_bwd_f32.c — float32: the backward of causal softmax attention
+ * lib/reference/attention_bwd_f32.c — float32: the backward of causal softmax attention
  * (NoPE) in float32, query by query.
  *
  * defines: kdalab_attention_bwd_f32

@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/recurrent_bwd_f32.c — float32: the backward of the recurrent form in
+ * lib/reference/recurrent_bwd_f32.c — float32: the backward of the recurrent form in
  * float32: REFERENCE.md "Gradients", the recurrence of lib/reference/
  * recurrent.c run backwards in time. The oracle every other backward is
  * checked against.

@@ -2,12 +2,12 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/attention_steps_f32.h — float32: the one-query step of causal softmax
+ * lib/reference/attention_steps_f32.h — float32: the one-query step of causal softmax
  * attention (lib/reference/attention.c), shared with the KV cache
  * (kv_cache.c). Internal: not installed, not exported.
  */
-#ifndef KDALAB_STUDY_ATTENTION_STEPS_F32_H
-#define KDALAB_STUDY_ATTENTION_STEPS_F32_H
+#ifndef KDALAB_REFERENCE_ATTENTION_STEPS_F32_H
+#define KDALAB_REFERENCE_ATTENTION_STEPS_F32_H
 
 #include <stddef.h>
 

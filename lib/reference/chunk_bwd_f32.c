@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/chunk_bwd_f32.c — float32: the backward of the chunkwise form in float32
+ * lib/reference/chunk_bwd_f32.c — float32: the backward of the chunkwise form in float32
  * (REFERENCE.md "Gradients"), as a chunkwise algorithm: steps 7 to 1 of
  * lib/reference/chunk.c differentiated, chunk by chunk, last to first.
  *

@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/recurrent_f32.c — float32: the recurrent form and the decode step of
+ * lib/reference/recurrent_f32.c — float32: the recurrent form and the decode step of
  * linear attention, DeltaNet, Gated DeltaNet and KDA in float32: the oracle
  * every other form is checked against. It reads like the update table of
  * REFERENCE.md (chapters 02, 03, 05, 06) and like fla's

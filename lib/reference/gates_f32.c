@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/gates_f32.c — float32: the gate functions models train with, forward and
+ * lib/reference/gates_f32.c — float32: the gate functions models train with, forward and
  * backward, in float32: what turns a layer's raw gate input into the
  * log-decay g <= 0 the KDA forms take, so a fused kernel's gate can be
  * checked too.

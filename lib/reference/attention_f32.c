@@ -2,7 +2,7 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/study/attention_f32.c — float32: causal scaled softmax attention without
+ * lib/reference/attention_f32.c — float32: causal scaled softmax attention without
  * positional encoding (chapter 01; the full-attention layer of the hybrid) in
  * float32. The KV cache a decoder keeps for it is lib/reference/kv_cache.c.
  *
