@@ -441,6 +441,18 @@ static void test_zero_value_heads(void **state)
     gsl_rng_free(r);
 }
 
+/* HV whose value arrays overflow size_t: refused by kdalab_batch_check,
+ * naming HV (not the H of the plain calls it is cut into). */
+static void test_value_heads_overflow(void **state)
+{
+    (void)state;
+    const kdalab_dims d = {.B = 1, .T = 2, .H = 1, .K = 1, .V = 1};
+    const kdalab_batch huge = {.HV = SIZE_MAX / 4};
+    assert_int_equal(kdalab_batch_check(&huge, &d), KDALAB_EOVERFLOW);
+    if (!strstr(kdalab_last_error(), "HV = 4611686018427387903"))
+        fail_msg("'%s' does not name HV", kdalab_last_error());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_gva),
         cmocka_unit_test(test_bad_layouts),
         cmocka_unit_test(test_zero_value_heads),
+        cmocka_unit_test(test_value_heads_overflow),
     };
     return cmocka_run_group_tests_name("batch", tests, setup, teardown);
 }

@@ -37,6 +37,17 @@ kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *d
         return kdalab_fail(KDALAB_ESIZE,
                            "HV = %zu value heads is not a multiple of H = %zu query/key heads",
                            HV, dims->H);
+    /* v, o [B, T, HV, V] and a state per head [HV, K, V], in bytes of a double */
+    size_t bytes;
+    if (!kdalab_mul_size(dims->B, dims->T, &bytes) || !kdalab_mul_size(bytes, HV, &bytes) ||
+        !kdalab_mul_size(bytes, dims->V, &bytes) ||
+        !kdalab_mul_size(bytes, sizeof(double), &bytes) ||
+        !kdalab_mul_size(HV, dims->K, &bytes) || !kdalab_mul_size(bytes, dims->V, &bytes) ||
+        !kdalab_mul_size(bytes, sizeof(double), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "HV = %zu value heads with B = %zu, T = %zu, K = %zu, V = %zu: the "
+                           "value or state arrays' sizes overflow size_t",
+                           HV, dims->B, dims->T, dims->K, dims->V);
     if (!batch->cu_seqlens)
         return KDALAB_OK;
     const int64_t *cu = batch->cu_seqlens;
