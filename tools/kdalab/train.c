@@ -229,11 +229,16 @@ int cmd_train(int argc, char **argv)
     c.task.value_vocab = W - 1 - c.task.key_vocab;
     c.model.vocab = W;
     c.opt = (kdalab_adamw_config){lr, lr / 10, 0.9, 0.999, 1e-8, wd, 1.0, steps / 10, steps};
+    /* the library names its own fields (T, key_vocab, D, ...): say which flags set them */
     kdalab_status s = kdalab_mqar_vocab_size(&c.task, NULL, NULL);
-    if (s == KDALAB_OK)
-        s = kdalab_model_size(&c.model, NULL, NULL);
     if (s != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "%s", kdalab_last_error());
+        return cli_fail(EXIT_BAD, "--seq-len %zu, --kv-pairs %zu, --vocab %zu: %s", T, P, W,
+                        kdalab_last_error());
+    s = kdalab_model_size(&c.model, NULL, NULL);
+    if (s != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--d-model %zu, --heads %zu, --mlp-hidden %zu, --layers %zu, "
+                                  "--vocab %zu: %s",
+                        D, H, c.model.F, c.model.L, W, kdalab_last_error());
     if ((rc = check_bounds(&c)) != 0)
         return rc;
     ckpt_plan_t plan;
