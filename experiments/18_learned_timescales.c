@@ -260,6 +260,9 @@ int main(int argc, char **argv)
         "decay", "exp(mean log-decay): the decay per token", NULL};
     FILE *fh = lab_tsv_open(&x, "18_learned_half_lives", hcols, "%s sweep",
                             full ? "full" : "reduced");
+    /* the header first: the per-seed lines below belong to it */
+    printf("%s (%s sweep; D = %zu, H = %zu, T = %zu, %zu steps, %zu seed(s)):\n", x.name,
+           full ? "full" : "reduced", D, H, T, steps, seeds);
     const kdalab_mixer_kind kinds[2] = {KDALAB_MIXER_GATED_DELTANET, KDALAB_MIXER_KDA};
     double fact[2] = {0}, stream[2] = {0}, ratio_kda = 0;
     for (int k = 0; k < 2; k++)
@@ -287,8 +290,6 @@ int main(int argc, char **argv)
         }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fh);
-    printf("%s (%s sweep; D = %zu, H = %zu, T = %zu, %zu steps, %zu seed(s)):\n", x.name,
-           full ? "full" : "reduced", D, H, T, steps, seeds);
     printf("  verdict: KDA %s the scalar gate (fact %.3f vs %.3f, stream %.3f vs %.3f); its "
            "longest half-life is %.0fx its shortest%s\n",
            fact[1] + stream[1] > fact[0] + stream[0] + 0.02 ? "beats" : "does NOT beat",

@@ -52,7 +52,9 @@ do for [i = 1:4] {
     unset xlabel
     set ylabel "max |o − o_{ref}| / max |o_{ref}|\n(o_{ref}: float64 recurrence)" font ',10'
     set grid xtics ytics mxtics lc rgb '#dddddd'
-    set ytics auto
+    # every panel's ticks in one font size (the strip's "set ytics (...) font" would otherwise carry over)
+    set ytics auto font ',10'
+    set xtics auto font ',10'
     unset key
     set arrow 1 from 0.10536, graph 0 to 0.10536, graph 1 nohead dt 3 lc rgb '#777777'
     set arrow 2 from 5, graph 0 to 5, graph 1 nohead dt 3 lc rgb '#777777'
@@ -73,7 +75,7 @@ do for [i = 1:4] {
     unset logscale y
     set yrange [-0.6:6.6]
     set ytics ('rescaled C=128' 6, 'rescaled C=64' 5, 'rescaled C=16' 4, 'anchored 32' 3, 'anchored 16' 2, \
-               'safe 16' 1, 'pairwise' 0) font ',8'
+               'safe 16' 1, 'pairwise' 0) font ',10'
     set format x '%g'
     set ylabel ''
     set xlabel 'per-step decay |g| on every channel (g = ln a; log scale)' font ',10'

@@ -43,11 +43,14 @@ set format y '2^{%L}'
 plot for [i=1:5] data index (i-1) using 4:($5/1048576.0) with linespoints lw 2 pt 7 ps 0.8 \
      lc rgb C[i] title T[i]
 
-set title sprintf("time per decoded token (minimum over the decoded tokens): the attention\nlayers' time follows their cache. Filled points: a real prefill; open: past %s tokens,\ncaches extended from a row pool", realc)
+set title "time per decoded token (minimum over the decoded tokens):\nthe attention layers' time follows their cache"
 set ylabel 'ms per decoded token'
 set format y '%g'
+# the legend's last two lines say what a filled and an open point are
 plot for [i=1:5] data index (i-1) using 4:8:(strcol(9) eq 'real' ? 7 : 6) \
-     with linespoints lw 2 pt variable ps 1.0 lc rgb C[i] title T[i]
+     with linespoints lw 2 pt variable ps 1.3 lc rgb C[i] title T[i], \
+     keyentry with points pt 7 ps 1.3 lc rgb 'black' title 'filled: a real prefill', \
+     keyentry with points pt 6 ps 1.3 lc rgb 'black' title sprintf('open: past %s tokens, caches from a row pool', realc)
 
 # ---- the 3:1 fraction at documented sizes -------------------------------------------
 c70 = fallv('kimi_mla_3to1', 8)
@@ -68,8 +71,8 @@ set arrow 1 from graph 0, first 0.25 to graph 1, first 0.25 nohead dt 2 lw 1.5 l
 set label 1 '1/4: the cache "fallen by three quarters"' at graph 0.98, first 0.22 right tc rgb 'gray30' font ',10'
 set arrow 2 from c70, graph 0 to c70, first 0.30 nohead dt 3 lc rgb '#0077bb'
 set arrow 3 from c74, graph 0 to c74, first 0.26 nohead dt 3 lc rgb '#0077bb'
-set label 2 sprintf("fall 70%%\nat %.0f", c70) at c70, graph 0.12 left offset 0.4,0 tc rgb '#0077bb' font ',9'
-set label 3 sprintf("fall 74%%\nat %.0f", c74) at c74, graph 0.12 left offset 0.4,0 tc rgb '#0077bb' font ',9'
+set label 2 sprintf("fall 70%%\nat %.0f", c70) at c70, graph 0.12 left offset 0.4,0 tc rgb '#0077bb' font ',11'
+set label 3 sprintf("fall 74%%\nat %.0f", c74) at c74, graph 0.12 left offset 0.4,0 tc rgb '#0077bb' font ',11'
 set key top right box opaque font ',10'
 plot kimi using 1:2 with lines lw 3 lc rgb '#0077bb' title 'Kimi Linear sizes, KDA:MLA exactly 3:1', \
      kimi using 1:3 with lines lw 2 dt 2 lc rgb '#0077bb' title 'released layout, 20 KDA + 7 MLA (fall tops out at 74.1%)', \

@@ -41,8 +41,11 @@ set title "how much more a dense transition costs per token than KDA's chunkwise
 set ylabel 'dense recurrence / KDA chunkwise, per token'
 set format y '%g'
 set yrange [0.3:100]
+set ytics (0.3, 1, 3, 10, 30, 100)
 set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead lc rgb '#777777'
+# two columns, filled down: the measured ratios, then the counted ones, each C = 16 ... 128
+set key below font ',10' box vertical maxrows 4 maxcols 2 width 1 samplen 3
 plot \
   for [i = 1:4] fr u 1:(int($2) == Cs[i] ? $4 : 1/0) w lp lw 2.5 pt 7 ps 0.9 lc rgb col[i] t sprintf('C = %d, CPU time (measured)', Cs[i]), \
-  for [i = 1:4] fr u 1:(int($2) == Cs[i] ? $3 : 1/0) w l lw 1.5 dt 2 lc rgb col[i] t sprintf('C = %d, flops (counted)', Cs[i])
+  for [i = 1:4] fr u 1:(int($2) == Cs[i] ? $3 : 1/0) w l lw 2 dt 2 lc rgb col[i] t sprintf('C = %d, flops (counted)', Cs[i])
 unset multiplot

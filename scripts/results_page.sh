@@ -84,7 +84,7 @@ END {
     print "<title>kdalab results</title>"
     print "<style>body{font-family:sans-serif;max-width:1500px;margin:1em auto;padding:0 1em;line-height:1.4}"
     print "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px;vertical-align:top;text-align:left}"
-    print "th{background:#eee}img{max-width:100%;border:1px solid #ddd}pre{background:#f6f6f6;padding:6px;overflow-x:auto;font-size:12px}"
+    print "th{background:#eee}img{max-width:100%;height:auto;border:1px solid #ddd}pre{background:#f6f6f6;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}"
     print ".reduced{color:#a40}.full{color:#060}.missing{color:#b00}section{border-top:2px solid #888;margin-top:2em}</style>"
     print "</head><body>"
     print "<h1>kdalab results</h1>"
@@ -95,7 +95,7 @@ END {
     print "Training experiments (14&ndash;18) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline and the direction); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown below this run&#39;s. Click a figure to open it at full size.</p>"
 
     print "<h2 id=\"findings\">Findings</h2>"
-    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>this run&#39;s figure</th></tr>"
+    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>figure: this run&#39;s, and the full sweep&#39;s where the verdict rests on it</th></tr>"
     for (i = 1; i <= nc; i++) {
         e = cexp[i]
         fn = fullnote[e]; sub(/^full sweep: /, "", fn)
@@ -103,7 +103,11 @@ END {
         sweep = runnote[e] == "" ? "" : "<br><span class=\"" (runnote[e] ~ /^reduced/ ? "reduced" : "full") "\">" esc(runnote[e]) "</span>"
         n = split(cfigs[i], fl, " ")
         figcell = ""
-        for (j = 1; j <= n; j++) figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\">" esc(fl[j]) "</a>" : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
+        for (j = 1; j <= n; j++) {
+            figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\">" esc(fl[j]) "</a>" : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
+            # a verdict from the full sweep links the figure it rests on too
+            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fdrawn[fl[j]] == 1 ? "<a class=\"full\" href=\"full-sweeps/" esc(fl[j]) "\">full-sweeps/" esc(fl[j]) "</a> (the verdict&#39;s)" : "<span class=\"missing\">full-sweeps/" esc(fl[j]) " (not drawn)</span>")
+        }
         printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s%s</td></tr>\n", \
             esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell, sweep
     }

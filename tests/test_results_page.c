@@ -8,7 +8,9 @@
  * reduced-sweep TSV header and one figure drawn from the full sweep. The page
  * must name every figure and every claim of plots/claims.tsv, state the
  * machine, the run's time and the sweep, link only files that exist (relative
- * links, nothing from elsewhere), and escape what it quotes. A results folder
+ * links, nothing from elsewhere), and escape what it quotes. A claim whose
+ * verdict rests on the full sweep links the full sweep's figure in its row,
+ * and printouts wrap their long lines. A results folder
  * that does not exist is one error and no page.
  *
  * Runs from the repository root, where `make test` runs the tests.
@@ -169,6 +171,18 @@ static void page_names_every_figure_and_claim(void **state)
     if (strstr(html, link))
         fail_msg("index.html shows %s, which the fixture did not draw", figs[0]);
     assert_non_null(strstr(html, "full-sweeps/14_recall_by_mechanism.png"));
+    /* a verdict from the full sweep: its findings row links the full sweep's figure too */
+    {
+        const char *row = strstr(html, "<tr id=\"claim-mqar-ordering\">");
+        assert_non_null(row);
+        const char *row_end = strstr(row, "</tr>");
+        assert_non_null(row_end);
+        const char *full_link = strstr(row, "href=\"full-sweeps/14_recall_by_mechanism.png\"");
+        if (!full_link || full_link > row_end)
+            fail_msg("the findings row of mqar-ordering does not link full-sweeps/14_recall_by_mechanism.png");
+    }
+    /* printouts wrap their long lines instead of scrolling sideways */
+    assert_non_null(strstr(html, "white-space:pre-wrap"));
 
     /* every claim: its anchor and its text */
     char *claims = slurp("plots/claims.tsv");
