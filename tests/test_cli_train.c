@@ -115,8 +115,13 @@ static void train_command(void **state)
     tcli_expect_error(tcli_run("train --task mqar"), 2, "--mixer", "missing", NULL);
     tcli_expect_error(tcli_run("train --task mqar --mixer kda --d-model 10 --heads 3"), 2,
                  "not a multiple", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --seq-len 16 --kv-pairs 8"), 2, "T",
-                 NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --seq-len 16 --kv-pairs 8"), 2,
+                      "--seq-len 16", "--kv-pairs 8", NULL);
+    /* the library's field names (T, key_vocab, D) come with the flags that set them */
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --vocab 18446744073709551615"), 2,
+                      "--vocab 18446744073709551615", "key_vocab", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --d-model 10 --heads 3"), 2,
+                      "--d-model 10", "--heads 3", "not a multiple", NULL);
     tcli_expect_error(tcli_run("train --task mqar --mixer kda --lr -1"), 2, "--lr", NULL);
     tcli_expect_error(tcli_run("train --task mqar --mixer kda --lr nan"), 2, "--lr", NULL);
     /* a number given twice: which one would count is a guess, so neither does */
