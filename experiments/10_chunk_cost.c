@@ -14,8 +14,8 @@
  *             exponentials
  *   safe      sub-chunks of c = 16: off-diagonal blocks through an anchor,
  *             only the c x c diagonal blocks pairwise (kdalab's default)
- * each in kdalab_chunk_f64 (safe: lib/reference/chunk.c; the others:
- * lib/study/chunk_modes_impl.h) and kdalab_chunk_f32 (all lib/study/).
+ * each in kdalab_chunk_f64 and kdalab_chunk_f32 (safe: lib/reference/chunk.c
+ * and its float32 twin; the others: lib/study/chunk_modes.c and its twin).
  *
  * Measured: CPU time per token (process CPU time, minimum over --reps rounds,
  * each round timing every point once) for C = 16 ... 256, one KDA head,
@@ -27,7 +27,7 @@
  * C x C x K tensor the chapter warns about, the C x C score matrices, the
  * workspace each implementation allocates per head (malloc sizes in
  * lib/reference/chunk_steps.c kdalab__chunk_alloc + the state, and
- * lib/study/chunk_modes_impl.h chunk_ws_alloc), and the decay factors exp()
+ * lib/study/chunk_modes.c chunk_ws_alloc_f64), and the decay factors exp()
  * each mode evaluates per chunk for its two Gram matrices.
  *
  * Outputs (DIR = --out):
@@ -72,7 +72,7 @@ static const mode_case modes[] = {
 /* ---- the analytic counts -------------------------------------------------------------- */
 
 /* exp() evaluations of the two decayed Gram matrices of one full chunk of C
- * (KDA, K channels), as lib/study/chunk_modes_impl.h decayed_gram and
+ * (KDA, K channels), as lib/study/chunk_modes.c decayed_gram_f64 and
  * lib/reference/chunk_steps.c kdalab__chunk_decayed_gram form them: per Gram matrix,
  * the rows decayed to their sub-chunk anchor (C K), the earlier rows decayed
  * up to each anchor (K c n(n-1)/2 for n = C/c sub-chunks), and the diagonal
@@ -230,10 +230,10 @@ static void write_memory(lab_ctx *x, const params *p, const size_t *Cs, size_t n
                         "Gram matrix)",
         "scores_elems", "C x C: one score matrix (A_kk or A_qk)",
         "rows_elems", "C (2K + V): the chunk's own q, k, v",
-        "ws_ref_elems", "workspace per head of kdalab_chunk_f64 safe (lib/reference): 8CK + "
-                        "3CV + 3C^2 + C + K + KV",
-        "ws_study_elems", "workspace per head of the study forms (pairwise, rescaled, all of "
-                          "f32): 9CK + 2CV + 2C^2 + C + K + KV",
+        "ws_ref_elems", "workspace per head of the safe mode, either precision (lib/reference): "
+                        "8CK + 3CV + 3C^2 + C + K + KV",
+        "ws_study_elems", "workspace per head of the study forms (pairwise, rescaled, "
+                          "anchored; lib/study): 9CK + 2CV + 2C^2 + C + K + KV",
         "tensor_bytes_f32", "tensor_elems * 4",
         "tensor_bytes_f64", "tensor_elems * 8",
         "ws_study_bytes_f32", "ws_study_elems * 4",

@@ -57,7 +57,7 @@ set arrow 1 from 40, 2**22 to 60, 2**21.3 lw 1 lc rgb '#000000' size char 0.6, 2
 set object 1 circle at 64, 2097152 size char 0.6 fs empty border lc rgb '#000000' lw 2 front
 plot \
   fm u 1:($2 * 4) w lp lw 3 pt 7 ps 1 lc rgb '#d62728' t 'C x C x K decay tensor, if stored', \
-  fm u 1:($7 * 4) w lp lw 2 pt 5 ps 0.8 lc rgb '#1f77b4' t "the study forms' whole workspace (kdalab\\_chunk\\_f32)", \
+  fm u 1:($7 * 4) w lp lw 2 pt 5 ps 0.8 lc rgb '#1f77b4' t "the study forms' whole workspace (pairwise, rescaled)", \
   fm u 1:($5 * 4) w lp lw 2 pt 9 ps 0.8 lc rgb '#9467bd' t "the chunk's own q, k, v", \
   fm u 1:($4 * 4) w lp lw 2 pt 13 ps 0.8 lc rgb '#2ca02c' t 'one C x C score matrix', \
   fm u 1:(128 * 128 * 4) w l lw 1.5 dt 2 lc rgb '#777777' t 'the K x V state'

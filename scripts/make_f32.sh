@@ -47,7 +47,7 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
             -e 's/"attention_steps\.h"/"attention_steps_f32.h"/' \
             -e 's/KDALAB_REFERENCE_ATTENTION_STEPS_H/KDALAB_REFERENCE_ATTENTION_STEPS_F32_H/g' \
             -e 's/KDALAB_REFERENCE_CHUNK_STEPS_H/KDALAB_REFERENCE_CHUNK_STEPS_F32_H/g' \
-            -e 's#^ \* lib/\(reference\|train\)/\([a-z_]*\)\.\([ch]\) — # * lib/'"$dir"'/\2_f32.\3 — float32: #' \
+            -e 's#^ \* lib/\(reference\|train\|study\)/\([a-z_]*\)\.\([ch]\) — # * lib/'"$dir"'/\2_f32.\3 — float32: #' \
             "$src"
     } > "$dst.tmp"
     mv "$dst.tmp" "$dst"
@@ -59,7 +59,9 @@ twin lib/reference/attention.c reference attention_f32.c
 twin lib/reference/recurrent_bwd.c reference recurrent_bwd_f32.c
 twin lib/reference/chunk_steps.h reference chunk_steps_f32.h
 twin lib/reference/chunk_steps.c reference chunk_steps_f32.c
+twin lib/reference/chunk.c reference chunk_f32.c
 twin lib/reference/chunk_bwd.c reference chunk_bwd_f32.c
+twin lib/study/chunk_modes.c study chunk_modes_f32.c
 twin lib/reference/attention_bwd.c reference attention_bwd_f32.c
 twin lib/reference/gates.c reference gates_f32.c
 twin lib/train/matmul.c train matmul_f32.c

@@ -150,5 +150,12 @@ kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism m
                                      const double *v, const double *g, const double *beta,
                                      const double *h0, double *o, double *ht,
                                      const kdalab_chunk_opts *opts, kdalab_report *report);
+/* Its float32 twin (lib/study/chunk_modes_f32.c, generated), which also
+ * emulates bf16 / fp16 storage: what kdalab_chunk_f32 hands them to. */
+kdalab_status kdalab_study_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                     float scale, const float *q, const float *k,
+                                     const float *v, const float *g, const float *beta,
+                                     const float *h0, float *o, float *ht,
+                                     const kdalab_chunk_opts *opts, kdalab_report *report);
 
 #endif

@@ -3,7 +3,8 @@
  * sub-chunk mode: REFERENCE.md "Chunkwise form", steps 1-7, one function per
  * step (chapters 04-06; fla's naive_chunk_kda is the same algorithm).
  *
- * defines: kdalab_chunk_f64 (the steps are in chunk_steps.c)
+ * defines: kdalab_chunk_f64 (the steps are in chunk_steps.c); its float32
+ *          twin chunk_f32.c, generated from this file, kdalab_chunk_f32
  *
  * Per head, the sequence is cut into chunks of C positions (the last may be
  * shorter). Inside a chunk of L positions r = 0..L-1, with S the state
@@ -27,7 +28,7 @@
  * of overflowing. The decayed Gram matrices of steps 1 and 5 are where that
  * takes care: they use safe sub-chunks (decayed_gram below). The other decay
  * modes, which form positive exponents and are studied in experiment 03, and
- * the float32 / bf16 / fp16 forms live in lib/study/chunk_modes.c.
+ * emulated bf16 / fp16 storage live in lib/study/chunk_modes.c.
  *
  * All four mechanisms run the same code: KDA's g is per channel, Gated
  * DeltaNet's one g per position is used for every channel, and DeltaNet and
@@ -54,10 +55,11 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
     kdalab_chunk_opts op = {0};
     kdalab_status s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
     if (s == KDALAB_OK)
-        s = kdalab_check_chunk_opts(opts, 1, &op);
+        s = kdalab_check_chunk_opts(opts, sizeof(double) == 8, &op); /* bf16/fp16: float32 only */
     if (s != KDALAB_OK)
         return s;
-    if (op.decay != KDALAB_DECAY_SAFE) /* the modes studied in experiment 03 */
+    /* the modes studied in experiment 03, and emulated bf16 / fp16 storage */
+    if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
         return kdalab_study_chunk_f64(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op,
                                       report);
 
