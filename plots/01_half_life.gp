@@ -8,7 +8,7 @@ data = dir.'/01_half_life.tsv'
 fit  = dir.'/01_half_life_fit.tsv'
 hist = dir.'/01_half_life_gate_hist.tsv'
 
-set terminal pngcairo size 1000,640 enhanced font 'Sans,11'
+set terminal pngcairo size 1240,640 enhanced font 'Sans,11'
 
 # ---- retained fraction vs tokens ------------------------------------------------
 set output dir.'/01_half_life.png'
@@ -37,11 +37,12 @@ set format x '10^{%T}'
 set xrange [1:*]
 set yrange [0:1.05]
 set grid
-set key top right box opaque title 'decay a  (half-life)'
+# The key sits outside the plot, right of it: inside, every corner is crossed by a curve.
+set key outside right top box opaque title 'decay a  (half-life)'
 set arrow from graph 0, first 0.5 to graph 1, first 0.5 nohead dt 2 lc rgb 'gray40'
 set label 'half' at graph 0.01, first 0.53 tc rgb 'gray40'
 plot for [i=1:n] data index (i-1) using ($2 > 0 ? $2 : NaN):3 with lines lw 2 lc i \
-         title sprintf('a = %g  (%.4g token%s)', A[i], H[i], abs(H[i] - 1) < 1e-9 ? '' : 's'), \
+         title sprintf('a = %g  (%.4g token%s)', A[i], H[i], sprintf('%.4g', H[i]) eq '1' ? '' : 's'), \
      for [i=1:n] '+' using (H[i]):(0.5) every ::0::0 with points pt 7 ps 1.4 lc i notitle
 unset arrow
 unset label

@@ -28,7 +28,9 @@ dr_exact = dr(12, 'max', 0)
 
 set terminal pngcairo size 1400,1050 enhanced font 'Sans,11'
 set output dir.'/04_recall_capacity.png'
-set multiplot layout 2,2 title sprintf("How many key→value pairs one K × V state holds (K = V = d = %d): write N pairs, query every key, compare the recall with the right value\nmean over seeds (error bars: sd); least squares: the state that fits all N pairs best, solved directly", K) font ',12'
+# the number of seeds, from the TSV's parameters (seeds=N)
+nseeds = system(sprintf("sed -n 's/^# parameters:.*[ ]seeds=\\([0-9]*\\).*/\\1/p' '%s' | head -1", data))
+set multiplot layout 2,2 title sprintf("How many key→value pairs one K × V state holds (K = V = d = %d): write N pairs, query every key, compare the recall with the right value\nmean over %s seeds (error bars: sd); least squares: the state that fits all N pairs best, solved directly", K, strlen(nseeds) > 0 ? nseeds : "the") font ',12'
 set grid
 set xlabel 'N / d  (pairs written per key dimension)'
 set xrange [0:4.1]

@@ -95,9 +95,15 @@ do for [i=1:5] {
     stats recall index (i-1) using 4 nooutput
     D[i] = STATS_max
 }
-set terminal pngcairo size 1500,640 enhanced font 'Sans,11'
+# Why the stacks were probed to different distances (experiments/05_hybrid_cache.c): distances are ~4 per
+# octave from 1 to a limit, recall-max where the prefill is linear in T (no attention layer feeds another
+# layer: KDA only, and 7:1 whose attention layer is the last), recall-max-all where it is O(T^2).
+rmax = system(sprintf("sed -n 's/^# parameters:.* recall-max=\\([0-9]*\\).*/\\1/p' '%s' | head -1", recall))
+rmaxall = system(sprintf("sed -n 's/^# parameters:.* recall-max-all=\\([0-9]*\\).*/\\1/p' '%s' | head -1", recall))
+why = sprintf("Planted tokens at about 4 distances per octave up to a limit set by the prefill's cost: %s tokens where it is linear in T (KDA only; 7:1, whose one attention layer is last),\n%s where an attention layer feeds another layer (prefill O(T^2): attention only, 1:1, 3:1) — hence fewer tokens for those stacks, and the 1:1 and 3:1 curves end at %s", rmax, rmaxall, rmaxall)
+set terminal pngcairo size 1500,700 enhanced font 'Sans,11'
 set output dir.'/05_hybrid_cache_recall.png'
-set multiplot layout 1,2 title sprintf("Construction check, not a test of \"exact retrieval needs attention\" (%s, untrained random weights, true forward pass):\nwhat each memory returns for a planted token's own key k_p after n more tokens", shape) font ',12'
+set multiplot layout 1,2 title sprintf("Construction check, not a test of \"exact retrieval needs attention\" (%s, untrained random weights, true forward pass):\nwhat each memory returns for a planted token's own key k_p after n more tokens\n%s", shape, why) font ',12'
 
 set title "KDA layers, read S^T k_p: the untrained state's read of the planted token\nfades with distance in every stack (best KDA layer of each)"
 set xlabel 'distance n (tokens written after the planted token)'

@@ -39,12 +39,20 @@ set title sprintf("singular values of P_C - Diag(a_1 ... a_C), K = %d:\nexactly 
 set xlabel 'index i of the singular value'
 set ylabel '{/Symbol s}_i / {/Symbol s}_1'
 set xrange [0:K2 + 1]
-set yrange [1e-19:3]
-set key below font ',10' box maxrows 3
-plot for [n = 1:5] fs u 3:((int($1) == K2 && int($2) == Cs[n]) ? ($4 > 0 ? $4 : 1e-18) : 1/0) \
+# The bottom sits a decade below the smallest nonzero singular value drawn (the last ones fall below 1e-19);
+# an exactly zero one is drawn on the bottom edge.
+stats fs u ((int($1) == K2 && $4 > 0) ? log10($4) : 1/0) nooutput
+ylo1 = 10**(floor(STATS_min) - 1)
+set yrange [ylo1:3]
+set ytics 100
+# The key sits in the empty lower middle (right of the cliffs, above the rounding floor), in the axes' font.
+set key at graph 0.97, graph 0.72 right top font ',11' box opaque title 'transitions C' vertical
+plot for [n = 1:5] fs u 3:((int($1) == K2 && int($2) == Cs[n]) ? ($4 > 0 ? $4 : ylo1) : 1/0) \
      w lp lw 2 pt 7 ps 0.5 lc rgb col[n] t sprintf('C = %d', Cs[n])
 
 # ---- middle: the cliff for every C ----------------------------------------------------------
+set key below font ',10' box maxrows 3 noopaque notitle
+set ytics auto
 set title sprintf("the cliff after the C-th singular value, every C = 1..%d:\nnumerical rank = min(C, K) %s", CM, RANKBAD == 0 ? "at every C (both K)" : sprintf("FAILS at %d values of C", RANKBAD))
 set xlabel 'C (transitions in the product)'
 set xrange [0:CM + 1]

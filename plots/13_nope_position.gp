@@ -6,9 +6,13 @@
 if (!exists("dir")) dir = 'results'
 f = dir.'/13_nope_position.tsv'
 set datafile separator '\t'
-set terminal pngcairo size 900,520 font ',11'
+set terminal pngcairo size 900,560 font ',11'
 set output dir.'/13_nope_position.png'
-set title "Position recoverable from a layer's output (tokens carry none; untrained layers)\nNoPE attention leaks almost none; a KDA layer carries it, and passes it to attention after it"
+# The sizes and the seed, from the TSV's header (the experiment's flags).
+pv(k) = system(sprintf("sed -n 's/^# parameters:.*[ ]%s=\\([^ ]*\\).*/\\1/p' '%s' | head -1", k, f))
+seed = system(sprintf("sed -n 's/^# seed: *//p' '%s' | head -1", f))
+set title sprintf("Position recoverable from a layer's output (tokens carry none; untrained layers)\nNoPE attention leaks almost none; a KDA layer carries it, and passes it to attention after it\nT = %s tokens, d = %s, %s heads, %s token embeddings; ridge probe fitted on %s sequences, scored on %s others; seed %s", \
+    pv('T'), pv('d'), pv('H'), pv('vocab'), pv('train'), pv('test'), seed) font ',10'
 set ylabel 'held-out R^2 of a probe for t / T'
 set yrange [-0.1:1]
 set grid ytics

@@ -19,7 +19,7 @@ pmax = STATS_max
 set terminal pngcairo size 1000,600 font ',11'
 set output out.'/14_recall_by_mechanism.png'
 if (seeds > 1) {
-    how = sprintf("mean over %d seeds at each mixer's best learning rate; bars: one sd", seeds)
+    how = sprintf("mean over %d seeds at each mixer's best learning rate; bars: one sd, cut at 0 and 1, the accuracy's range", seeds)
 } else {
     how = "one seed at each mixer's best learning rate, so no error bars"
 }
@@ -40,7 +40,10 @@ sel(m) = stringcolumn(1) eq m ? $4 : 1/0
 # each mixer's points nudged sideways so that error bars at one pair count do not cover each other
 nudge(i) = 2 ** (0.025 * (i - 3))
 if (seeds > 1) {
-    plot for [i=1:5] f u ($2 * nudge(i)):(sel(word(names, i))):5 with yerrorlines lw 2 pt 7 lc rgb color[i] title label[i]
+    # an accuracy lies in [0, 1]: the bar mean ± sd is cut there rather than drawn past the axis' meaning
+    clip(y) = y < 0 ? 0 : (y > 1 ? 1 : y)
+    plot for [i=1:5] f u ($2 * nudge(i)):(sel(word(names, i))):(clip($4 - $5)):(clip($4 + $5)) \
+         with yerrorlines lw 2 pt 7 lc rgb color[i] title label[i]
 } else {
     plot for [i=1:5] f u 2:(sel(word(names, i))) with linespoints lw 2 pt 7 lc rgb color[i] title label[i]
 }

@@ -20,15 +20,17 @@ if (seeds > 1) {
     how = "accuracy: one seed, so no error bars"
 }
 set title sprintf("Trained KDA + attention stacks of equal depth on MQAR (where pure KDA struggles):\nrecall and the decode cache against the share of attention blocks (%s)\n%s", how, note) noenhanced
-set xlabel 'attention blocks / blocks  (KDA:attention ratio under each tick)' offset 0,-0.6
-set bmargin 5
+# Two-line tick labels: the x title sits a full line below them, and the margin holds both.
+set xlabel 'attention blocks / blocks  (KDA:attention ratio under each tick)' offset 0,-1.4
+set bmargin 5.5
 set ylabel 'MQAR test accuracy' tc rgb '#0044aa'
 set y2label 'decode cache / attention-only cache (128K tokens, Kimi Linear sizes)' tc rgb '#aa5500'
 set yrange [0:1.05]
 set y2range [0:1.05]
 set ytics 0.2 nomirror tc rgb '#0044aa'
 set y2tics 0.2 tc rgb '#aa5500'
-set xrange [-0.06:1.06]
+# room either side for the end ticks' names ('pure KDA', 'pure attention')
+set xrange [-0.1:1.1]
 set grid
 set key top left box opaque
 # a tick per stack: its attention share, and its ratio under it

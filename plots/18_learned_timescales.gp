@@ -17,14 +17,18 @@ nch = int(STATS_max) + 1
 stats f u (stringcolumn(1) eq 'gated_deltanet' ? $3 : 1/0) nooutput
 nheads = int(STATS_max) + 1
 per = nch / nheads
-set terminal pngcairo size 950,600 font ',11'
+set terminal pngcairo size 1000,640 font ',11'
 set output out.'/18_learned_timescales.png'
 if (seeds > 1) {
     how = sprintf("one trained block per seed, %d seeds overlaid, a marker per seed", seeds)
 } else {
     how = "one trained block, one seed"
 }
-set title sprintf("Learned half-lives on a task with a durable fact and a volatile stream\n(%s; each point a gate channel, mean over the test tokens)\n%s", how, note) noenhanced
+# The fact's span: written at positions 0-1 of a T-token sequence, queried at T - 1, so its value must
+# survive T - 2 tokens (experiments/18_learned_timescales.c); T from the TSV's parameters.
+T = int(system(sprintf("sed -n 's/^# parameters:.*[ ]T=\\([0-9]*\\).*/\\1/p' '%s' | head -1", dir.'/18_learned_timescales.tsv')))
+span = T > 2 ? sprintf("the fact is queried %d tokens after it is written (T = %d), a stream value 2-6 tokens after", T - 2, T) : "the fact is queried T - 2 tokens after it is written"
+set title sprintf("Learned half-lives on a task with a durable fact and a volatile stream:\n%s\n(%s; each point a gate channel, mean over the test tokens)\n%s", span, how, note) noenhanced
 set xlabel sprintf('gate channel (head-major: %d heads of %d key channels)', nheads, per)
 set ylabel 'half-life (tokens)'
 set logscale y
@@ -42,7 +46,8 @@ set arrow 2 from graph 0, first hl9999 to graph 1, first hl9999 nohead dt 2 lc r
 set logscale y2
 set y2range [0.1:3e5]
 set y2tics ("decay 0.9\nper token" hl9, "decay 0.9999\nper token" hl9999) tc rgb '#555555'
-set rmargin 13
+# room right of the plot for the two-line right-axis labels
+set rmargin 16
 array kpt[3] = [7, 9, 13]
 array gpt[3] = [5, 11, 4]
 plot for [s = 1:seeds] f u (stringcolumn(1) eq 'kda' && $2 == s ? $3 : 1/0):4 with points pt kpt[(s - 1) % 3 + 1] ps 0.9 lc rgb '#cc3311' \
