@@ -207,7 +207,8 @@ static const char *ledger_rule_broken(const double *v)
     return NULL;
 }
 
-/* The last valid ledger line with this key, into tr; 1 if found. A line is
+/* The last valid line with this key of the ledger at path (which exists and
+ * ledger_usable accepted), into tr; 1 if found. A line is
  * valid if it is complete (ends with '\n'; a CR before it is allowed) and
  * its four numbers are a model's (ledger_rule_broken). Lines of other keys,
  * binary garbage among them, are passed over. If lines with this key exist
@@ -215,13 +216,9 @@ static const char *ledger_rule_broken(const double *v)
  * rule it breaks, and 0 is returned: the model is trained again. A line cut
  * short by a killed run is such a line (or, cut inside its last field,
  * tokens/s, it reads as a shorter number: no table uses it). */
-static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *tr)
+static int ledger_find(const lab_ctx *x, const char *path, const char *key,
+                       kdalab_train_result *tr)
 {
-    char *path = ledger_path(x);
-    if (!ledger_usable(x, path)) {
-        free(path);
-        return 0;
-    }
     FILE *f = fopen(path, "r");
     if (!f) {
         fprintf(stderr, "%s: cannot read the model ledger '%s': %s\n", x->name, path,
@@ -276,13 +273,12 @@ static int ledger_find(const lab_ctx *x, const char *key, kdalab_train_result *t
     if (!found && bad_line)
         fprintf(stderr, "%s: %s:%zu: not read back: %s; this model is trained again\n", x->name,
                 path, bad_line, bad_rule);
-    free(path);
     return found;
 }
 
-static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_result *tr)
+static void ledger_append(const lab_ctx *x, const char *path, const char *key,
+                          const kdalab_train_result *tr)
 {
-    char *path = ledger_path(x);
     FILE *f = fopen(path, "a+");
     if (!f) {
         fprintf(stderr, "%s: cannot append to '%s': %s\n", x->name, path, strerror(errno));
@@ -303,7 +299,6 @@ static void ledger_append(const lab_ctx *x, const char *key, const kdalab_train_
         fprintf(stderr, "%s: appending to '%s' failed\n", x->name, path);
         exit(1);
     }
-    free(path);
 }
 
 /* The trainer's configuration of a spec, and its number of parameters;
@@ -351,10 +346,10 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     char key[512];
     ledger_key(x, s, key, sizeof key);
     /* the ledger this model will be appended to is checked before it is trained */
-    char *lp = ledger_path(x);
-    ledger_usable(x, lp);
-    free(lp);
-    if (!keep && lab_resume() && ledger_find(x, key, &tr)) {
+    char *path = ledger_path(x);
+    const int exists = ledger_usable(x, path);
+    if (!keep && lab_resume() && exists && ledger_find(x, path, key, &tr)) {
+        free(path);
         fill_result(&c, s, &tr, r);
         return;
     }
@@ -387,7 +382,8 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     } else {
         lab_check(x, st, "train_mqar");
     }
-    ledger_append(x, key, &tr);
+    ledger_append(x, path, key, &tr);
+    free(path);
     fill_result(&c, s, &tr, r);
     if (keep)
         r->theta = theta;
