@@ -181,8 +181,9 @@ static void scatter_add(void *dst, const void *src, const call *c, size_t b, siz
 /* The whole call's values, by the library's rules, before anything runs. */
 static kdalab_status check_values(const call *c)
 {
-    /* dims were checked: no shape overflows; each array with its shape, so a message names the caller's index
-     * (g[0, 17, 2, 5]); ndim 0: the array is not in this call */
+    /* dims were checked: no shape overflows. Each array with its shape, so a
+     * message names the caller's index (g[0, 17, 2, 5]); ndim 0: the array is
+     * not in this call */
     const struct {
         const char *name;
         const void *x;

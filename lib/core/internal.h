@@ -107,8 +107,9 @@ kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t 
 
 /* An output x of shape[ndim] (NULL: not asked for) with a non-finite value:
  * KDALAB_ERANGE "what: name[i, j, k] is inf from finite inputs: cause",
- * naming the first such element in that shape; else KDALAB_OK (the error
- * detail untouched). For functions whose outputs are not a form's o and ht. */
+ * naming the first such element in that shape; else KDALAB_OK with the error
+ * detail cleared, as kdalab_check_outputs_*. For functions whose outputs are
+ * not a form's o and ht. */
 kdalab_status kdalab_check_result_f64(const char *what, const char *name, const double *x,
                                       int ndim, const size_t *shape, const char *cause);
 kdalab_status kdalab_check_result_f32(const char *what, const char *name, const float *x,

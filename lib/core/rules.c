@@ -204,6 +204,19 @@ kdalab_status kdalab_count_dims(const kdalab_dims *d, kdalab_mechanism mech, siz
 
 /* ---- one call of a form ----------------------------------------------------- */
 
+
+/* The shapes a form's arrays have, by which a message names an element:
+ * q, k (and KDA's g) [B, T, H, K], the first three of them for beta and
+ * Gated DeltaNet's g; v, o, d_o [B, T, H, V]; h0, ht, dht [B, H, K, V]. */
+typedef struct {
+    size_t qk[4], v[4], state[4];
+} form_shapes;
+
+static form_shapes shapes_of(const kdalab_dims *d)
+{
+    return (form_shapes){{d->B, d->T, d->H, d->K}, {d->B, d->T, d->H, d->V},
+                         {d->B, d->H, d->K, d->V}};
+}
 /* kdalab_check_f64 / _f32 (internal.h), for arrays of either precision. */
 static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
                                 const void *q, const void *k, const void *v, const void *g,
@@ -216,10 +229,7 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     TRY(kdalab_check_scale(scale));
     int need_beta = kdalab_mechanism_has_beta(mech);
-    /* each array's index is named in its own shape */
-    const size_t s_qk[4] = {dims->B, dims->T, dims->H, dims->K},
-                 s_v[4] = {dims->B, dims->T, dims->H, dims->V},
-                 s_state[4] = {dims->B, dims->H, dims->K, dims->V};
+    const form_shapes sh = shapes_of(dims); /* each array's index named in its own shape */
     if (c.qk > 0) { /* T > 0: every per-position array must be there */
         if (!q || !k || !v || !o)
             return kdalab_fail(KDALAB_ENULL, "%s is NULL",
@@ -233,17 +243,17 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         if (need_beta && !beta)
             return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
                                kdalab_mechanism_name(mech));
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, 4, s_qk, NULL));
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, 4, s_qk, NULL));
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, 4, s_v, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, 4, sh.qk, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, 4, sh.qk, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, 4, sh.v, NULL));
         if (c.g > 0)
             TRY(check_values_nd(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g,
-                                c.g == c.qk ? 4 : 3, s_qk, NULL));
+                                c.g == c.qk ? 4 : 3, sh.qk, NULL));
         if (need_beta)
-            TRY(check_values_nd(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, 3, s_qk, NULL));
+            TRY(check_values_nd(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, 3, sh.qk, NULL));
     }
     if (h0)
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, 4, s_state, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, 4, sh.state, NULL));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -280,11 +290,10 @@ static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism me
     if (c.v > 0 && !d_o)
         return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
     TRY(check_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, is_f32, &c));
-    const size_t s_v[4] = {dims->B, dims->T, dims->H, dims->V},
-                 s_state[4] = {dims->B, dims->H, dims->K, dims->V};
-    TRY(check_values_nd(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, 4, s_v, NULL));
+    const form_shapes sh = shapes_of(dims);
+    TRY(check_values_nd(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, 4, sh.v, NULL));
     if (dht)
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, 4, s_state, NULL));
+        TRY(check_values_nd(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, 4, sh.state, NULL));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -494,8 +503,10 @@ static kdalab_status check_result(const char *what, const char *name, const void
     size_t n = 1;
     for (int d = 0; d < ndim; d++)
         n *= shape[d]; /* the shape of an array the caller checked */
-    if (!x || all_finite(x, is_f32, n))
+    if (!x || all_finite(x, is_f32, n)) {
+        kdalab_clear_error(); /* as kdalab_check_outputs_*: a finite result is a success */
         return KDALAB_OK;
+    }
     size_t i = 0;
     while (isfinite(elem(x, is_f32, i)))
         i++;

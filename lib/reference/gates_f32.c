@@ -77,12 +77,9 @@ kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
         g[i] = -expf(A_log[h]) * softplus(x[i] + (dt_bias ? dt_bias[hc] : 0));
     }
     const size_t shape[3] = {BT, H, K};
-    s = kdalab_check_result_f32("KDA gate", "g", g, 3, shape,
-                                "-expf(A_log[h]) * softplus(x + dt_bias[h, k]) overflowed "
-                                "(A_log too large)");
-    if (s == KDALAB_OK)
-        kdalab_clear_error();
-    return s;
+    return kdalab_check_result_f32("KDA gate", "g", g, 3, shape,
+                                   "-expf(A_log[h]) * softplus(x + dt_bias[h, k]) overflowed "
+                                   "(A_log too large)");
 }
 
 kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float *x,
@@ -125,8 +122,6 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
         s = kdalab_check_result_f32("KDA gate backward", "ddt_bias", db, 2, s_b, why);
     if (s == KDALAB_OK)
         s = kdalab_check_result_f32("KDA gate backward", "dx", dx, 3, s_x, why);
-    if (s == KDALAB_OK)
-        kdalab_clear_error();
     free(dA);
     free(db);
     return s;
@@ -173,9 +168,6 @@ kdalab_status kdalab_lower_bound_gate_bwd_f32(size_t n, float lb, const float *x
         float sg = sigmoid(x[i]);
         dx[i] = dg[i] * lb * sg * (1 - sg);
     }
-    s = kdalab_check_result_f32("lower-bounded gate backward", "dx", dx, 1, &n,
-                                "dg * lb * sigmoid'(x) overflowed");
-    if (s == KDALAB_OK)
-        kdalab_clear_error();
-    return s;
+    return kdalab_check_result_f32("lower-bounded gate backward", "dx", dx, 1, &n,
+                                   "dg * lb * sigmoid'(x) overflowed");
 }
