@@ -241,30 +241,32 @@ def _normalizer(q, k, scale, cu, T):
     return z, kc
 
 
+def _first_index(bad):
+    """The index (a tuple of ints) of the first True of a boolean array, in
+    row-major order: where an error message points in the caller's shape."""
+    return tuple(int(i) for i in np.argwhere(bad)[0])
+
+
 def _check_normalizer(z, o, G, what):
     """Refuse a normaliser z [B, T, H, 1] that is 0 or not finite, or whose
     quotient o / z (o [B, T, HV, V], value head j over z of head j // G)
     overflows: a ValueError naming z and its index [b, t, h] in the caller's
     shape."""
-    bad = ~np.isfinite(z[..., 0])
-    if bad.any():
-        b, t, h = np.argwhere(bad)[0]
-        raise ValueError("normalize: the normaliser z[%d, %d, %d] = scale * q[%d, %d, %d] . "
-                         "cumsum(k)[%d, %d, %d] + 1e-10 is %g: it overflows float64 (q and "
-                         "k too large for normalize=True)"
-                         % (b, t, h, b, t, h, b, t, h, z[b, t, h, 0]))
-    bad = z[..., 0] == 0
-    if bad.any():
-        b, t, h = np.argwhere(bad)[0]
-        raise ValueError("normalize: the normaliser z[%d, %d, %d] = scale * q[%d, %d, %d] . "
-                         "cumsum(k)[%d, %d, %d] + 1e-10 is 0, so o / z is undefined (pass "
-                         "normalize=False, or q, k whose z is non-zero)"
-                         % (b, t, h, b, t, h, b, t, h))
+    z0 = z[..., 0]
+    for bad, value in ((~np.isfinite(z0), lambda v: "%g: it overflows float64 (q and k too "
+                                                    "large for normalize=True)" % v),
+                       (z0 == 0, lambda v: "0, so o / z is undefined (pass normalize=False, "
+                                           "or q, k whose z is non-zero)")):
+        if bad.any():
+            b, t, h = _first_index(bad)
+            raise ValueError("normalize: the normaliser z[%d, %d, %d] = scale * q[%d, %d, %d] . "
+                             "cumsum(k)[%d, %d, %d] + 1e-10 is %s"
+                             % (b, t, h, b, t, h, b, t, h, value(z0[b, t, h])))
     with np.errstate(over="ignore", invalid="ignore"):
         q = np.abs(o) / np.abs(_per_value_head(z, G))
     bad = ~np.isfinite(q)
     if bad.any():
-        b, t, j, c = np.argwhere(bad)[0]
+        b, t, j, c = _first_index(bad)
         raise ValueError("normalize: %s: o[%d, %d, %d, %d] / z[%d, %d, %d] overflows float64 "
                          "(the normaliser z = %.3g is too small for o = %.3g)"
                          % (what, b, t, j, c, b, t, j // G, z[b, t, j // G, 0], o[b, t, j, c]))
@@ -274,7 +276,7 @@ def _check_finite(what, name, a):
     """A result that is not finite is an error, never returned: ValueError
     naming the output and its index."""
     if a is not None and not np.isfinite(a).all():
-        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
+        idx = _first_index(~np.isfinite(a))
         raise ValueError("%s: %s%s = %r overflowed float64 (the inputs are too large for "
                          "this result)" % (what, name, list(idx), a[idx]))
 
@@ -292,19 +294,19 @@ def _check_input(name, a, lo=None, hi=None, why=""):
             bad |= (a < lo) | (a > hi)
         rule = "must be in [%g, %g]%s" % (lo, hi, why)
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        idx = _first_index(bad)
         raise ValueError("%s%s = %r: %s" % (name, list(idx), a[idx], rule))
 
 
 def _real(name, x):
     """A real number argument (scale, lower_bound) as float: a str, a bool or
     an array is a TypeError, not converted."""
-    if isinstance(x, (str, bytes, bool, np.bool_)) or np.ndim(x) != 0:
-        raise TypeError("%s must be a real number, not %s %r" % (name, type(x).__name__, x))
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        raise TypeError("%s must be a real number, not %s %r" % (name, type(x).__name__, x))
+    if not isinstance(x, (str, bytes, bool, np.bool_)) and np.ndim(x) == 0:
+        try:
+            return float(x)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError("%s must be a real number, not %s %r" % (name, type(x).__name__, x))
 
 
 def _flags(opt):
