@@ -460,8 +460,20 @@ unsigned char *tcli_file_bytes(const char *path, size_t *len)
     assert_non_null(b);
     assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
     fclose(f);
+    b[n] = '\0'; /* so a text file can be read as a string */
     *len = (size_t)n;
     return b;
+}
+
+char *test_read_text(const char *path)
+{
+    size_t len;
+    return (char *)tcli_file_bytes(path, &len);
+}
+
+void test_write_text(const char *path, const char *text)
+{
+    tcli_put_bytes(path, text, strlen(text));
 }
 
 void tcli_put_bytes(const char *path, const void *b, size_t len)

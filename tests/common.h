@@ -144,8 +144,13 @@ const char *tcli_tmp(const char *name);
 int tcli_exists(const char *path);
 /* Entries of dir (tcli_tmpdir when NULL) whose name starts with prefix. */
 int tcli_count_entries(const char *dir, const char *prefix);
-/* The bytes of a file (malloc'd; *len their count); fails the test if unreadable. */
+/* The bytes of a file (malloc'd, followed by a NUL; *len their count); fails
+ * the test if unreadable. */
 unsigned char *tcli_file_bytes(const char *path, size_t *len);
+/* A text file as a malloc'd string / text written to path (created or
+ * truncated); each fails the test on error. */
+char *test_read_text(const char *path);
+void test_write_text(const char *path, const char *text);
 /* Write len bytes to path (created or truncated); fails the test on error. */
 void tcli_put_bytes(const char *path, const void *b, size_t len);
 

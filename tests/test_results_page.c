@@ -29,6 +29,8 @@
 #include <glob.h>
 #include <unistd.h>
 
+#include "common.h"
+
 #define MAX_FIGS 64
 #define MAX_CLAIMS 128
 
@@ -40,33 +42,7 @@ static void write_text(const char *dir, const char *name, const char *text)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f)
-        fail_msg("cannot write %s", p);
-    fputs(text, f);
-    fclose(f);
-}
-
-/* Whole file, malloc'd (NULL if it cannot be read). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0;
+    test_write_text(p, text);
 }
 
 /* Every "set output <var>.'/NAME.png'" of plots/NN_*.gp. */
@@ -159,7 +135,7 @@ static void page_names_every_figure_and_claim(void **state)
 
     assert_int_equal(run_page(res), 0);
     snprintf(p, sizeof p, "%s/index.html", res);
-    char *html = slurp(p);
+    char *html = test_read_text(p);
     assert_non_null(html);
 
     /* every figure is named (the undrawn one as not drawn) */
@@ -185,7 +161,7 @@ static void page_names_every_figure_and_claim(void **state)
     assert_non_null(strstr(html, "white-space:pre-wrap"));
 
     /* every claim: its anchor and its text */
-    char *claims = slurp("plots/claims.tsv");
+    char *claims = test_read_text("plots/claims.tsv");
     assert_non_null(claims);
     size_t nclaims = 0;
     for (char *line = strtok(claims, "\n"); line; line = strtok(NULL, "\n")) {
@@ -236,7 +212,7 @@ static void page_names_every_figure_and_claim(void **state)
         if (strstr(ref, "://") || ref[0] == '/')
             fail_msg("index.html references %s, not a file beside it", ref);
         snprintf(path, sizeof path, "%s/%s", res, ref);
-        if (!exists(path))
+        if (!tcli_exists(path))
             fail_msg("index.html references %s, which does not exist", ref);
         nref++;
     }
@@ -251,9 +227,9 @@ static void missing_results_folder_is_one_error(void **state)
     snprintf(res, sizeof res, "%s/no_such_results", tmpdir);
     assert_int_not_equal(run_page(res), 0);
     snprintf(p, sizeof p, "%s/index.html", res);
-    assert_false(exists(p));
+    assert_false(tcli_exists(p));
     snprintf(p, sizeof p, "%s.err", tmpdir);
-    char *err = slurp(p);
+    char *err = test_read_text(p);
     assert_non_null(err);
     assert_non_null(strstr(err, "no_such_results"));
     assert_non_null(strstr(err, "not a directory"));

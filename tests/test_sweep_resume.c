@@ -76,28 +76,6 @@ static char *path_of(const char *file)
     return p[i];
 }
 
-/* The whole file, NUL-terminated; fails the test if unreadable. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot read %s", path);
-    char *b = malloc(1 << 20);
-    assert_non_null(b);
-    size_t n = fread(b, 1, (1 << 20) - 1, f);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
-static void spill(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
-    assert_int_equal(fclose(f), 0);
-}
-
 static size_t lines(const char *s)
 {
     size_t n = 0;
@@ -159,9 +137,9 @@ static void ledger_resume(void **state)
     (void)state;
     remove(path_of("mqar_models.tsv"));
     run_experiment("");
-    char *ledger = slurp(path_of("mqar_models.tsv"));
-    char *table = slurp(path_of("14_recall_by_mechanism.tsv"));
-    char *summary = slurp(path_of("14_recall_summary.tsv"));
+    char *ledger = test_read_text(path_of("mqar_models.tsv"));
+    char *table = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    char *summary = test_read_text(path_of("14_recall_summary.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
     assert_non_null(strstr(ledger, "fp32\tattention\t2\t32\t2\t1\t40\t4\t65\t16\t2\t4\t"));
     /* each line records what made it (version, BLAS kernels, SIMD level) */
@@ -170,11 +148,11 @@ static void ledger_resume(void **state)
 
     /* resuming: same tables, nothing trained */
     run_experiment("KDALAB_RESUME=1");
-    char *again = slurp(path_of("14_recall_by_mechanism.tsv"));
-    char *s_again = slurp(path_of("14_recall_summary.tsv"));
+    char *again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    char *s_again = test_read_text(path_of("14_recall_summary.tsv"));
     assert_string_equal(again, table);
     assert_string_equal(s_again, summary);
-    char *l_again = slurp(path_of("mqar_models.tsv"));
+    char *l_again = test_read_text(path_of("mqar_models.tsv"));
     assert_string_equal(l_again, ledger);
     free(again);
     free(s_again);
@@ -190,27 +168,27 @@ static void ledger_resume(void **state)
         *w++ = *r;
     }
     *w = '\0';
-    spill(path_of("mqar_models.tsv"), older);
+    test_write_text(path_of("mqar_models.tsv"), older);
     run_experiment("KDALAB_RESUME=1");
-    again = slurp(path_of("14_recall_by_mechanism.tsv"));
+    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
     assert_string_equal(again, table);
     free(again);
-    l_again = slurp(path_of("mqar_models.tsv"));
+    l_again = test_read_text(path_of("mqar_models.tsv"));
     assert_string_equal(l_again, older);
     free(l_again);
     free(older);
 
     /* it really reads the ledger: an edited accuracy is what the table says */
     char *edited = edit_first_accuracy(ledger);
-    spill(path_of("mqar_models.tsv"), edited);
+    test_write_text(path_of("mqar_models.tsv"), edited);
     run_experiment("KDALAB_RESUME=1");
-    again = slurp(path_of("14_recall_by_mechanism.tsv"));
+    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
     assert_non_null(strstr(again, "\t0.5000\t"));
     free(again);
     /* ... and without KDALAB_RESUME it does not */
-    spill(path_of("mqar_models.tsv"), edited);
+    test_write_text(path_of("mqar_models.tsv"), edited);
     run_experiment("");
-    again = slurp(path_of("14_recall_by_mechanism.tsv"));
+    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
     assert_same_but_times(again, table);
     free(again);
     free(edited);
@@ -222,11 +200,11 @@ static void ledger_resume(void **state)
     while (last > cut && last[-1] != '\n')
         last--;
     last[strlen(last) / 2] = '\0';
-    spill(path_of("mqar_models.tsv"), cut);
+    test_write_text(path_of("mqar_models.tsv"), cut);
     run_experiment("KDALAB_RESUME=1");
-    again = slurp(path_of("14_recall_by_mechanism.tsv"));
+    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
     assert_same_but_times(again, table);
-    l_again = slurp(path_of("mqar_models.tsv"));
+    l_again = test_read_text(path_of("mqar_models.tsv"));
     /* 9 whole lines, the cut one (ended by the append), its retrain */
     assert_int_equal(lines(l_again), N_MODELS + 1);
     const char *tail = strrchr(ledger, '\n');
@@ -284,7 +262,7 @@ static void ledger_bad_values(void **state)
     (void)state;
     remove(path_of("mqar_models.tsv"));
     run_experiment("");
-    char *ledger = slurp(path_of("mqar_models.tsv"));
+    char *ledger = test_read_text(path_of("mqar_models.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
     /* one fault per line: line i + 1 (1-based) breaks rule[i] */
     static const struct {
@@ -315,12 +293,12 @@ static void ledger_bad_values(void **state)
         free(bad);
         bad = next;
     }
-    spill(path_of("mqar_models.tsv"), bad);
+    test_write_text(path_of("mqar_models.tsv"), bad);
     assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
-    char *err = slurp(path_of("stderr"));
-    char *table = slurp(path_of("14_recall_by_mechanism.tsv"));
-    char *summary = slurp(path_of("14_recall_summary.tsv"));
-    char *after = slurp(path_of("mqar_models.tsv"));
+    char *err = test_read_text(path_of("stderr"));
+    char *table = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    char *summary = test_read_text(path_of("14_recall_summary.tsv"));
+    char *after = test_read_text(path_of("mqar_models.tsv"));
     for (int i = 0; i < nf; i++) {
         char want[1024];
         snprintf(want, sizeof want, "%s:%d: not read back: %s", path_of("mqar_models.tsv"),
@@ -359,7 +337,7 @@ static void ledger_bad_values(void **state)
 static void assert_refused(const char *dir, const char *env, const char *want)
 {
     int st = run_status(dir, env);
-    char *err = slurp(path_of("stderr"));
+    char *err = test_read_text(path_of("stderr"));
     if (st != 1 || !strstr(err, want))
         fail_msg("--out %s (%s): status %d (want 1, -1 is killed), stderr:\n%s\nwant \"%s\"",
                  dir, env, st, err, want);
@@ -400,7 +378,7 @@ static void ledger_bounded_reads(void **state)
      * be, is passed over; one byte more is refused, naming its line */
     remove(path_of("mqar_models.tsv"));
     run_experiment("");
-    char *good = slurp(path_of("mqar_models.tsv"));
+    char *good = test_read_text(path_of("mqar_models.tsv"));
     char *text = malloc(strlen(good) + 2048);
     assert_non_null(text);
     strcpy(text, good);
@@ -408,15 +386,15 @@ static void ledger_bounded_reads(void **state)
     memset(text + n, 'x', 1022);
     text[n + 1022] = '\n';
     text[n + 1023] = '\0';
-    spill(path_of("mqar_models.tsv"), text);
+    test_write_text(path_of("mqar_models.tsv"), text);
     assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
-    char *l_again = slurp(path_of("mqar_models.tsv"));
+    char *l_again = test_read_text(path_of("mqar_models.tsv"));
     assert_string_equal(l_again, text); /* nothing trained */
     free(l_again);
     memset(text + n, 'x', 1023);
     text[n + 1023] = '\n';
     text[n + 1024] = '\0';
-    spill(path_of("mqar_models.tsv"), text);
+    test_write_text(path_of("mqar_models.tsv"), text);
     snprintf(want, sizeof want, "%s:%d: a line longer than 1023 bytes", path_of("mqar_models.tsv"),
              N_MODELS + 1);
     assert_refused(tmpdir, "KDALAB_RESUME=1", want);
