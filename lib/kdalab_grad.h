@@ -134,8 +134,9 @@ kdalab_status kdalab_kda_gate_bwd_f64(size_t BT, size_t H, size_t K, const doubl
  * (so lb <= g <= 0: the per-step decay is bounded, as production kernels need),
  * elementwise over n values. Its backward: dx = dg * lb * s (1 - s),
  * s = sigmoid(x). Errors: KDALAB_EOVERFLOW (n * sizeof(double) overflows),
- * KDALAB_EDOMAIN (lb not finite or > 0), KDALAB_ENULL, KDALAB_ENONFINITE, KDALAB_ERANGE (the backward's dx
- * overflowed from finite inputs; dx written).
+ * KDALAB_EDOMAIN (lb not finite or > 0), KDALAB_ENULL, KDALAB_ENONFINITE,
+ * KDALAB_ERANGE (the backward's dx overflowed from finite inputs; dx
+ * written).
  */
 kdalab_status kdalab_lower_bound_gate_f64(size_t n, double lb, const double *x, double *g);
 kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double *x,

@@ -74,9 +74,10 @@ kdalab_status kdalab_train_f64(const kdalab_train_config *cfg, kdalab_batch_fn m
                            void *user, kdalab_train_result *result);
 
 /*
- * kdalab_train_mqar_f64 — kdalab_train_f64 on MQAR: train a model from kdalab_model_init(cfg->seed) on
- * training batches kdalab_mqar_make(task, seed, step, batch) with AdamW
- * (matrices decayed, other tensors not), then measure it on the test set:
+ * kdalab_train_mqar_f64 — kdalab_train_f64 on MQAR: train a model from
+ * kdalab_model_init(cfg->seed) on training batches kdalab_mqar_make(task,
+ * seed, step, batch) with AdamW (matrices decayed, other tensors not), then
+ * measure it on the test set:
  * test_sequences sequences of the stream kdalab_mqar_test_seed(seed).
  *   theta [n_params of cfg->model]: the trained parameters on return
  * The result is a function of cfg alone (not of the thread count or the

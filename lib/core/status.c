@@ -59,7 +59,8 @@ kdalab_status kdalab_check_count(const char *what, size_t n, size_t elem_bytes)
 {
     size_t bytes;
     if (!kdalab_mul_size(n, elem_bytes, &bytes))
-        return kdalab_fail(KDALAB_EOVERFLOW, "%s: %zu elements of %zu bytes overflow the address space",
-                           what, n, elem_bytes);
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "%s: %zu elements of %zu bytes overflow the address space", what, n,
+                           elem_bytes);
     return KDALAB_OK;
 }

@@ -5,8 +5,9 @@
  * shape are in kdalab_hybrid.h.
  *
  * defines:  hybrid_layer, struct kdalab_hybrid
- * declares: kdalab__hybrid_kind_by_ratio (config.c); kdalab__hybrid_alloc, kdalab__hybrid_check_layer
- *           (stack.c); kdalab__hybrid_matmul, kdalab__hybrid_rms_norm, kdalab__hybrid_l2_normalise,
+ * declares: kdalab__hybrid_kind_by_ratio (config.c); kdalab__hybrid_alloc,
+ *           kdalab__hybrid_check_layer (stack.c); kdalab__hybrid_matmul,
+ *           kdalab__hybrid_rms_norm, kdalab__hybrid_l2_normalise,
  *           kdalab__hybrid_sigmoid (dense.c)
  *
  * The files of lib/model/, by job:

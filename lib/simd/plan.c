@@ -5,8 +5,8 @@
  * written), and turning the kernels' non-finite counts into the report and
  * the status.
  *
- * defines: kdalab__simd_plan_make, kdalab__simd_plan_task, kdalab__simd_plan_free, kdalab__simd_chunk_finish
- *          (simd_internal.h)
+ * defines: kdalab__simd_plan_make, kdalab__simd_plan_task, kdalab__simd_plan_free,
+ *          kdalab__simd_chunk_finish (simd_internal.h)
  */
 #include <omp.h>
 #include <stdlib.h>

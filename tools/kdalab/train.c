@@ -107,10 +107,8 @@ static int parse_positive(const char *flag, const char *s, int zero_ok, double *
  * values), 16 D d for a linear mixer's state (d = D / H); evaluating a test
  * sequence costs a third of that per token. A run is refused above
  * WORK_BOUND operations in all (training and test): 4000 times the default
- * run (2.6e12 with --mixer kda). By this count the README's quick
- * configuration (1.7e12 in 33.7 s) ran at 5e10 operations per second, where
- * WORK_BOUND is over two days; on this 2-core machine under load, 100
- * default steps of kda ran at 2e9 per second (two months).
+ * run (2.6e12 with --mixer kda), days of computing at any speed kdalab
+ * reaches on a CPU.
  *
  * Memory: at least the parameters and their AdamW state (5 P doubles:
  * theta, gradient, two moments, the initial copy) and one batch's cached
