@@ -111,3 +111,15 @@ const char *npyt_put_file(const char *name, const void *b, size_t len)
     assert_int_equal(fclose(f), 0);
     return path;
 }
+
+int npyt_setup(void **state)
+{
+    (void)state;
+    return test_tmpdir_make("kdalab_npy_", npyt_tmpdir, sizeof npyt_tmpdir);
+}
+
+int npyt_teardown(void **state)
+{
+    (void)state;
+    return test_tmpdir_remove(npyt_tmpdir);
+}

@@ -23,6 +23,10 @@ const unsigned char *npyt_f4_bytes(const double *x, size_t n, int big);
 /* Parse and expect success with the given shape and values (bitwise). */
 void npyt_expect_ok(const unsigned char *b, size_t len, int ndim, const size_t *shape,
                     const double *want);
+/* A .npy suite's cmocka group setup and teardown: make npyt_tmpdir, remove it. */
+int npyt_setup(void **state);
+int npyt_teardown(void **state);
+
 /* Write an image to npyt_tmpdir/name; returns the path (static buffer). */
 const char *npyt_put_file(const char *name, const void *b, size_t len);
 

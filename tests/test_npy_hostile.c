@@ -300,13 +300,6 @@ static void malformed_headers(void **state)
         expect_dict_fail(dicts[i], KDALAB_EFORMAT, ".npy");
 }
 
-static int setup(void **state)
-{
-    return test_tmpdir_make("kdalab_npy_", npyt_tmpdir, sizeof npyt_tmpdir);
-}
-
-static int teardown(void **state) { return test_tmpdir_remove(npyt_tmpdir); }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,5 +313,5 @@ int main(void)
         cmocka_unit_test(data_shorter_than_shape),
         cmocka_unit_test(malformed_headers),
     };
-    return cmocka_run_group_tests_name("npy_hostile", tests, setup, teardown);
+    return cmocka_run_group_tests_name("npy_hostile", tests, npyt_setup, npyt_teardown);
 }

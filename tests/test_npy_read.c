@@ -313,13 +313,6 @@ static void read_files(void **state)
     assert_null(a.data);
 }
 
-static int setup(void **state)
-{
-    return test_tmpdir_make("kdalab_npy_", npyt_tmpdir, sizeof npyt_tmpdir);
-}
-
-static int teardown(void **state) { return test_tmpdir_remove(npyt_tmpdir); }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,5 +326,5 @@ int main(void)
         cmocka_unit_test(null_arguments),
         cmocka_unit_test(read_files),
     };
-    return cmocka_run_group_tests_name("npy_read", tests, setup, teardown);
+    return cmocka_run_group_tests_name("npy_read", tests, npyt_setup, npyt_teardown);
 }

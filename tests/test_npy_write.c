@@ -205,13 +205,6 @@ static void numpy_reads_writer_output(void **state)
     unlink(p32);
 }
 
-static int setup(void **state)
-{
-    return test_tmpdir_make("kdalab_npy_", npyt_tmpdir, sizeof npyt_tmpdir);
-}
-
-static int teardown(void **state) { return test_tmpdir_remove(npyt_tmpdir); }
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,5 +213,5 @@ int main(void)
         cmocka_unit_test(write_failures_leave_nothing),
         cmocka_unit_test(numpy_reads_writer_output),
     };
-    return cmocka_run_group_tests_name("npy_write", tests, setup, teardown);
+    return cmocka_run_group_tests_name("npy_write", tests, npyt_setup, npyt_teardown);
 }
