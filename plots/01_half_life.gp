@@ -29,7 +29,7 @@ do for [i=1:n] {
     if (abs(A[i] - 0.9) < 1e-12) { h09 = H[i] }
     if (abs(A[i] - 0.9999) < 1e-12) { h09999 = H[i] }
 }
-set title sprintf("One association under a constant per-token decay a: the retained fraction of the write halves after ln(1/2)/ln a tokens\na = 0.9: %.3g tokens (chapter: \"under seven\"); a = 0.9999: %.5g (chapter: \"about seven thousand\")\n(Gated DeltaNet recurrence, float64; points: the least-squares fitted half-life)", h09, h09999)
+set title sprintf("One association under a constant per-token decay a: the retained fraction of the write halves after ln(1/2)/ln a tokens\na = 0.9: %.4g tokens (chapter: \"under seven\"); a = 0.9999: %.4g (chapter: \"about seven thousand\")\n(Gated DeltaNet recurrence, float64; points: the least-squares fitted half-life)", h09, h09999)
 set xlabel 'tokens since the write, t'
 set ylabel 'retained fraction  <o_t, v_0> / <o_0, v_0>'
 set logscale x

@@ -21,12 +21,15 @@ shape = system(sprintf("sed -n 's/^# parameters: .*K=V=\\([0-9]*\\) T=\\([0-9]*\
 
 set terminal pngcairo size 1400,1100 enhanced font 'Sans,11'
 set output dir.'/02_two_timescales.png'
-set multiplot title sprintf("Two facts in one head: a durable fact written once and a volatile fact rewritten often; read at the end (mean over seeds)\nGated DeltaNet with one scalar decay α for every channel (lines) against KDA with decay %g on half the channels and %g on the other half (stars)\n%s", a_slow, a_fast, shape) font ',12'
+set multiplot title sprintf("Two facts in one head: a durable fact written once and a volatile fact rewritten often; read at the end (mean over seeds)\nGated DeltaNet with one scalar decay α for every channel (lines) against KDA with decay %g on half the channels and %g on the other half (stars)\n%s; each star drawn just outside its own 1 − α", a_slow, a_fast, shape) font ',12'
 
 blue = '#0044aa'
 red  = '#aa2200'
 set logscale x
-set xrange [0.13:7e-5]
+set xrange [0.14:6.5e-5]
+# KDA's stars sit at their own 1 − α, moved out by this factor (volatile left, durable right)
+# so that they do not cover the scalar-α point at the same decay.
+nudge = 1.2
 set format x '%g'
 set grid
 set xlabel '1 − α of the scalar decay  (log scale, α grows to the right; half-life ≈ ln2/(1−α) tokens)' font ',10'
@@ -55,8 +58,8 @@ do for [b = 0:1] {
     set label 3 sprintf('KDA: volatile err %.3f', kval(b, 7)) at first (1 - a_fast), first 0.015 left tc rgb red
     plot sweep index b using 3:6:7 with yerrorlines lw 2 pt 7 ps 0.6 lc rgb blue title 'durable fact, scalar α', \
          sweep index b using 3:8:9 with yerrorlines lw 2 pt 5 ps 0.6 lc rgb red title 'volatile fact, scalar α', \
-         kda index b using (1 - $3):5:6 every ::0::0 with yerrorbars pt 3 ps 3 lw 3 lc rgb blue title 'KDA, durable fact', \
-         kda index b using (1 - $4):7:8 every ::0::0 with yerrorbars pt 3 ps 3 lw 3 lc rgb red title 'KDA, volatile fact'
+         kda index b using ((1 - $3) / nudge):5:6 every ::0::0 with yerrorbars pt 3 ps 3 lw 3 lc rgb blue title 'KDA, durable fact', \
+         kda index b using ((1 - $4) * nudge):7:8 every ::0::0 with yerrorbars pt 3 ps 3 lw 3 lc rgb red title 'KDA, volatile fact'
 }
 unset label 2
 unset label 3
@@ -83,8 +86,8 @@ set label 5 "dashed: at the smallest α the durable read (α^T of its size)\nsin
 plot sweep index 0 using 3:11 with linespoints lw 2 pt 7 ps 0.6 lc rgb blue title 'durable fact, scalar α, aligned keys', \
      sweep index 1 using 3:11 with linespoints lw 2 dt 2 pt 6 ps 0.8 lc rgb blue title 'durable fact, scalar α, rotated keys', \
      sweep index 0 using 3:12 with linespoints lw 2 pt 5 ps 0.6 lc rgb red title 'volatile fact, scalar α (the same in both bases)', \
-     kda index 0 using (1 - $3):10 every ::0::0 with points pt 3 ps 3 lw 3 lc rgb blue title 'KDA, aligned keys, durable fact', \
-     kda index 0 using (1 - $4):11 every ::0::0 with points pt 3 ps 3 lw 3 lc rgb red title 'KDA, aligned keys, volatile fact', \
-     kda index 1 using (1 - $3):10 every ::0::0 with points pt 6 ps 2.5 lw 3 lc rgb blue title 'KDA, rotated keys, durable fact', \
-     kda index 1 using (1 - $4):11 every ::0::0 with points pt 6 ps 2.5 lw 3 lc rgb red title 'KDA, rotated keys, volatile fact'
+     kda index 0 using ((1 - $3) / nudge):10 every ::0::0 with points pt 3 ps 3 lw 3 lc rgb blue title 'KDA, aligned keys, durable fact', \
+     kda index 0 using ((1 - $4) * nudge):11 every ::0::0 with points pt 3 ps 3 lw 3 lc rgb red title 'KDA, aligned keys, volatile fact', \
+     kda index 1 using ((1 - $3) / nudge):10 every ::0::0 with points pt 6 ps 2.5 lw 3 lc rgb blue title 'KDA, rotated keys, durable fact', \
+     kda index 1 using ((1 - $4) * nudge):11 every ::0::0 with points pt 6 ps 2.5 lw 3 lc rgb red title 'KDA, rotated keys, volatile fact'
 unset multiplot

@@ -82,8 +82,8 @@ do for [i = 1:4] {
     set grid noytics xtics mxtics
     set arrow 1 from 0.10536, graph 0 to 0.10536, graph 1 nohead dt 3 lc rgb '#777777'
     set arrow 2 from 5, graph 0 to 5, graph 1 nohead dt 3 lc rgb '#777777'
-    plot for [m = 1:7] f u (-$1):(row(p, MODE[m], CH[m], 7 - m, 0)) w p pt 7 ps 0.35 lc rgb '#999999', \
-         for [m = 1:7] f u (-$1):(row(p, MODE[m], CH[m], 7 - m, 1)) w p pt 2 ps 0.9 lw 2 lc rgb COL[m]
+    plot for [m = 1:7] f u (-$1):(row(p, MODE[m], CH[m], 7 - m, 0)) w p pt 7 ps 0.5 lc rgb '#999999', \
+         for [m = 1:7] f u (-$1):(row(p, MODE[m], CH[m], 7 - m, 1)) w p pt 2 ps 1.3 lw 2.5 lc rgb COL[m]
     unset arrow
     set grid ytics
 }
@@ -114,7 +114,7 @@ plot \
   NaN w lp lw 1.8 pt 7 ps 0.45 lc rgb '#2ca02c' t 'safe sub-chunks of 16 (kdalab default)', \
   NaN w lp lw 2 dt 2 pt 7 ps 0.45 lc rgb '#000000' t 'pairwise (C x C x K yardstick)', \
   NaN w l lw 1.5 lc rgb '#999999' t 'floor: f32 recurrence (fp32), f64 on rounded inputs (bf16, fp16)', \
-  NaN w p pt 2 ps 0.9 lw 2 lc rgb '#444444' t 'strip: × wrote non-finite values, · stayed finite'
+  NaN w p pt 2 ps 1.3 lw 2.5 lc rgb '#444444' t 'strip: × wrote non-finite values, · stayed finite'
 unset multiplot
 
 # ---- how large 1/gamma gets --------------------------------------------------------------

@@ -35,7 +35,8 @@ array label[2] = ['DeltaNet', 'KDA']
 array color[2] = ['#228833', '#cc3311']
 sel(m) = stringcolumn(1) eq m ? $4 : 1/0
 own(m) = stringcolumn(1) eq m ? $5 : 1/0
-nudge(i) = 2 ** (0.03 * (2 * i - 3))
+# the two mechanisms drawn a little apart at each d, so that one does not hide the other
+nudge(i) = 2 ** (0.04 * (2 * i - 3))
 # a count of pairs is never negative: an error bar stops at 0
 lo0(y) = y < 0 ? 0 : y
 if (seeds > 1) {
@@ -46,8 +47,8 @@ if (seeds > 1) {
          f u 2:(stringcolumn(1) eq "deltanet" ? $2 : 1/0) with lines dt 2 lc rgb '#888888' \
              title 'pairs = d'
 } else {
-    plot for [i=1:2] f u 2:(sel(word(names, i))) with linespoints lw 2 pt 7 ps 1.2 lc rgb color[i] \
-             title label[i].' (one seed)', \
+    plot for [i=1:2] f u ($2 * nudge(i)):(sel(word(names, i))) with linespoints lw 2 pt 7 ps 1.2 lc rgb color[i] \
+             title label[i].' (one seed; drawn a little apart at each d)', \
          f u 2:(stringcolumn(1) eq "deltanet" ? $2 : 1/0) with lines dt 2 lc rgb '#888888' \
              title 'pairs = d'
 }

@@ -19,12 +19,12 @@ if (seeds > 1) {
 } else {
     how = "accuracy: one seed, so no error bars"
 }
-set title sprintf("Trained KDA + attention stacks of equal depth on MQAR (where pure KDA struggles):\nrecall and the decode cache against the share of attention blocks (%s)\n%s", how, note) noenhanced
+set title sprintf("Trained KDA + attention stacks of equal depth on MQAR (where pure KDA struggles):\nrecall (%s) and the decode cache at Kimi Linear sizes,\nagainst the share of attention blocks\n%s", how, note) noenhanced
 # Two-line tick labels: the x title sits a full line below them, and the margin holds both.
 set xlabel 'attention blocks / blocks  (KDA:attention ratio under each tick)' offset 0,-1.4
 set bmargin 5.5
 set ylabel 'MQAR test accuracy' tc rgb '#0044aa'
-set y2label 'decode cache / attention-only cache (128K tokens, Kimi Linear sizes)' tc rgb '#aa5500'
+set y2label 'decode cache ÷ attention-only cache, 128K tokens' tc rgb '#aa5500'
 set yrange [0:1.05]
 set y2range [0:1.05]
 set ytics 0.2 nomirror tc rgb '#0044aa'
