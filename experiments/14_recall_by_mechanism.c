@@ -105,6 +105,7 @@ int main(int argc, char **argv)
                     acc[m][ip][il][sd] = r.accuracy;
                     lab_progress(&x, "models", ++done, total);
                 }
+    lab_mqar_jobs_done(&x);
     for (size_t m = 0; m < 5; m++)
         for (size_t ip = 0; ip < n_pairs; ip++) {
             double best_mean;

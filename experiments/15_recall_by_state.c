@@ -131,6 +131,7 @@ int main(int argc, char **argv)
                         acc[m][id][ip][il][sd] = r.accuracy;
                         lab_progress(&x, "models", ++done, total);
                     }
+    lab_mqar_jobs_done(&x);
     for (int m = 0; m < 2; m++)
         for (size_t id = 0; id < nd; id++) {
             double mean[MAX_P], own[MAX_SEEDS];

@@ -91,6 +91,7 @@ int main(int argc, char **argv)
             cache_model m = {specs[i], "", L - n_attn, n_attn, 32, 128, 128, 4, 2 * 32 * 128};
             frac[i] = cache_model_fraction(&m, 131072);
         }
+    lab_mqar_jobs_done(&x);
     for (size_t i = 0; i < ns; i++) {
         mean[i] = gsl_stats_mean(acc[i], 1, seeds);
         fprintf(fs, "%s\t%.4f\t%.4f\t%.4f\t%.4f\n", specs[i], share[i], mean[i],

@@ -71,6 +71,7 @@ int main(int argc, char **argv)
             acc[i][s] = r.accuracy;
             lab_progress(&x, "models", s * 3 + (size_t)i + 1, 3 * seeds);
         }
+    lab_mqar_jobs_done(&x);
     for (int i = 0; i < 3; i++) {
         mean[i] = gsl_stats_mean(acc[i], 1, seeds);
         sd[i] = seeds > 1 ? gsl_stats_sd(acc[i], 1, seeds) : 0;

@@ -36,6 +36,7 @@ void lab_init(lab_ctx *x, const char *name, const char *about)
     x->about = about;
     x->out = "results";
     x->seed = 1;
+    x->job = -1;
     x->t_start = lab_now();
     x->t_progress = x->t_start;
 }
@@ -67,6 +68,17 @@ void lab_flag_string(lab_ctx *x, const char *name, const char **target, const ch
     add_flag(x, name, LAB_FLAG_STRING, target, help);
 }
 
+void lab_flag_jobs(lab_ctx *x)
+{
+    add_flag(x, "list-jobs", LAB_FLAG_SWITCH, &x->list_jobs,
+             "print one command line per job of this sweep (one model each), run none");
+    add_flag(x, "job", LAB_FLAG_INT, &x->job,
+             "run job I of --list-jobs only (-1: the whole sweep)");
+}
+
+/* Is this run one job of a sweep, or the listing of its jobs? */
+static int jobs_mode(const lab_ctx *x) { return x->list_jobs || x->job >= 0; }
+
 static void print_default(FILE *f, const lab_flag *fl)
 {
     switch (fl->type) {
@@ -78,6 +90,7 @@ static void print_default(FILE *f, const lab_flag *fl)
         fprintf(f, "\"%s\"", s ? s : "");
         break;
     }
+    case LAB_FLAG_SWITCH: fprintf(f, "%s", *(long *)fl->target ? "on" : "off"); break;
     }
 }
 
@@ -88,7 +101,7 @@ static void usage(const lab_ctx *x, FILE *f)
     fprintf(f, "  --%-14s %s [%lu]\n", "seed N", "seed of the GSL random generator", x->seed);
     for (size_t i = 0; i < x->nflags; i++) {
         const lab_flag *fl = &x->flags[i];
-        static const char *const meta[] = {"N", "INT", "X", "STR"};
+        static const char *const meta[] = {"N", "INT", "X", "STR", ""};
         char lhs[64];
         snprintf(lhs, sizeof lhs, "%s %s", fl->name, meta[fl->type]);
         fprintf(f, "  --%-14s %s [", lhs, fl->help);
@@ -147,13 +160,14 @@ static int set_value(lab_flag *fl, const char *s)
         return 0;
     }
     case LAB_FLAG_STRING: *(const char **)fl->target = s; return 0;
+    case LAB_FLAG_SWITCH: *(long *)fl->target = 1; return 0;
     }
     return -1;
 }
 
 /* What set_value accepts for each flag type, for the error message. */
 static const char *const value_kind[] = {"a non-negative integer", "an integer",
-                                         "a finite number", "a string"};
+                                         "a finite number", "a string", "no value"};
 
 /* getopt_long also takes a unique prefix of a long name (--see for --seed).
  * The lab does not: a prefix that is unique today can change meaning when a
@@ -180,7 +194,10 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
     opts[n++] = (struct option){"seed", required_argument, NULL, OPT_SEED};
     opts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     for (size_t i = 0; i < x->nflags; i++)
-        opts[n++] = (struct option){x->flags[i].name, required_argument, NULL, OPT_FLAG + (int)i};
+        opts[n++] = (struct option){x->flags[i].name,
+                                    x->flags[i].type == LAB_FLAG_SWITCH ? no_argument
+                                                                        : required_argument,
+                                    NULL, OPT_FLAG + (int)i};
     opts[n] = (struct option){NULL, 0, NULL, 0};
 
     /* "+": stop at the first word that is not a flag (reported below) instead
@@ -215,6 +232,8 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
         }
     }
     if (optind < argc) bad_usage(x, "unexpected argument '%s'", argv[optind]);
+    if (x->list_jobs && x->job >= 0) bad_usage(x, "--list-jobs and --job: one or the other");
+    if (x->job < -1) bad_usage(x, "--job %ld: a job number is >= 0", x->job);
     if (x->out[0] == '\0') bad_usage(x, "empty --out directory");
     if (mkdir(x->out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, x->out,
@@ -256,6 +275,14 @@ static void remove_unfinished_tsv(void)
 FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *columns,
                    const char *params_fmt, ...)
 {
+    if (jobs_mode(x)) { /* one job of a sweep: the assembling run writes the tables */
+        FILE *f = fopen("/dev/null", "w");
+        if (!f) {
+            fprintf(stderr, "%s: cannot open /dev/null: %s\n", x->name, strerror(errno));
+            exit(1);
+        }
+        return f;
+    }
     static int registered = 0;
     if (!registered)
         registered = atexit(remove_unfinished_tsv) == 0;
@@ -304,6 +331,10 @@ void lab_tsv_close(const lab_ctx *x, FILE *f)
     int slot = 0;
     while (slot < LAB_MAX_TSV && open_tsv[slot].f != f)
         slot++;
+    if (slot == LAB_MAX_TSV && jobs_mode(x)) { /* /dev/null (lab_tsv_open) */
+        fclose(f);
+        return;
+    }
     if (slot == LAB_MAX_TSV) {
         fprintf(stderr, "%s: lab_tsv_close of a stream lab_tsv_open did not open\n", x->name);
         exit(1);
@@ -321,6 +352,7 @@ void lab_tsv_close(const lab_ctx *x, FILE *f)
 
 void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total)
 {
+    if (jobs_mode(x)) return;
     double now = lab_now();
     int tty = isatty(fileno(stderr));
     int last = done >= total;

@@ -41,13 +41,19 @@
 
 #define LAB_MAX_FLAGS 32
 
-typedef enum { LAB_FLAG_SIZE, LAB_FLAG_INT, LAB_FLAG_DOUBLE, LAB_FLAG_STRING } lab_flag_type;
+typedef enum {
+    LAB_FLAG_SIZE,
+    LAB_FLAG_INT,
+    LAB_FLAG_DOUBLE,
+    LAB_FLAG_STRING,
+    LAB_FLAG_SWITCH /* no value: --name sets *(long *)target to 1 */
+} lab_flag_type;
 
 /* One registered flag: --name VALUE or --name=VALUE. */
 typedef struct {
     const char *name;   /* without the leading "--"                      */
     lab_flag_type type;
-    void *target;       /* size_t*, long*, double* or const char**       */
+    void *target;       /* size_t*, long* (INT, SWITCH), double* or const char** */
     const char *help;   /* one line for --help                           */
 } lab_flag;
 
@@ -59,6 +65,8 @@ typedef struct {
     unsigned long seed;  /* --seed, default 1                             */
     int argc;            /* the command line, recorded in every TSV       */
     char **argv;
+    long list_jobs;      /* --list-jobs (lab_flag_jobs): print the jobs, run none */
+    long job;            /* --job I (lab_flag_jobs): run job I only; -1: all      */
     double t_start;      /* lab_now() at lab_init                         */
     double t_progress;   /* last progress print                           */
     lab_flag flags[LAB_MAX_FLAGS];
@@ -75,6 +83,13 @@ void lab_flag_size(lab_ctx *x, const char *name, size_t *target, const char *hel
 void lab_flag_int(lab_ctx *x, const char *name, long *target, const char *help);
 void lab_flag_double(lab_ctx *x, const char *name, double *target, const char *help);
 void lab_flag_string(lab_ctx *x, const char *name, const char **target, const char *help);
+
+/* Register --list-jobs and --job I, for an experiment whose sweep is a list
+ * of independent jobs (one trained model each: mqar_train.h). While either is
+ * given, lab_tsv_open writes nothing (its stream goes to /dev/null) and
+ * lab_progress prints nothing: the tables are made by a later run that
+ * assembles the jobs' results. */
+void lab_flag_jobs(lab_ctx *x);
 
 /* Parse argv with getopt_long: --name VALUE or --name=VALUE, flag names in
  * full (no abbreviations), a lone "--" ends the flags. --help / -h prints the

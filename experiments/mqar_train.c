@@ -3,9 +3,10 @@
  * the shared TSV row (mqar_train.h).
  *
  * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_precision, lab_mqar_check,
- *          lab_mqar_train, lab_mqar_row, lab_mqar_row_extra
+ *          lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
  */
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ static const char *precision = "fp32";
 
 void lab_mqar_flags(lab_ctx *x)
 {
+    lab_flag_jobs(x);
     lab_flag_string(x, "precision", &precision,
                     "fp32 (the float32 twins) or fp64 (the float64 model)");
 }
@@ -90,15 +92,29 @@ static void ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size
              s->batch, s->steps, s->test, s->lr, s->seed);
 }
 
+/* The ledger this run appends to: DIR/mqar_models.tsv, or for job I of a
+ * sweep (--job I) its own, DIR/mqar_jobs/NAME.I.tsv, so that jobs running at
+ * once, here or on other machines, never write one file. A resuming run reads
+ * DIR/mqar_models.tsv and every DIR/mqar_jobs/\*.tsv: merging the ledgers of
+ * jobs run elsewhere is copying their files into DIR/mqar_jobs/. */
 static char *ledger_path(const lab_ctx *x)
 {
-    size_t n = strlen(x->out) + sizeof "/mqar_models.tsv";
+    size_t n = strlen(x->out) + strlen(x->name) + 64;
     char *p = malloc(n);
     if (!p) {
         fprintf(stderr, "%s: out of memory\n", x->name);
         exit(1);
     }
-    snprintf(p, n, "%s/mqar_models.tsv", x->out);
+    if (x->job < 0) {
+        snprintf(p, n, "%s/mqar_models.tsv", x->out);
+        return p;
+    }
+    snprintf(p, n, "%s/mqar_jobs", x->out);
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, p, strerror(errno));
+        exit(1);
+    }
+    snprintf(p, n, "%s/mqar_jobs/%s.%ld.tsv", x->out, x->name, x->job);
     return p;
 }
 
@@ -112,7 +128,7 @@ static char *ledger_path(const lab_ctx *x)
  * would block, never end, or swallow the appends; and one this process can
  * append to. Exits (status 1) with one line otherwise; returns 0 if there is
  * no ledger yet, 1 if there is. */
-static int ledger_usable(const lab_ctx *x, const char *path)
+static int ledger_usable(const lab_ctx *x, const char *path, int for_append)
 {
     struct stat sb;
     if (stat(path, &sb) != 0) {
@@ -133,9 +149,9 @@ static int ledger_usable(const lab_ctx *x, const char *path)
                                        : "not a file");
         exit(1);
     }
-    if (access(path, W_OK) != 0) { /* found now, not after the first model has trained */
-        fprintf(stderr, "%s: the model ledger '%s' cannot be appended to: %s\n", x->name, path,
-                strerror(errno));
+    if (access(path, for_append ? W_OK : R_OK) != 0) { /* now, not after a model trained */
+        fprintf(stderr, "%s: the model ledger '%s' cannot be %s: %s\n", x->name, path,
+                for_append ? "appended to" : "read", strerror(errno));
         exit(1);
     }
     return 1;
@@ -276,6 +292,29 @@ static int ledger_find(const lab_ctx *x, const char *path, const char *key,
     return found;
 }
 
+/* The model with this key in any ledger a resuming run reads (ledger_path):
+ * DIR/mqar_models.tsv first, then DIR/mqar_jobs/\*.tsv in name order. */
+static int ledger_find_any(const lab_ctx *x, const char *key, kdalab_train_result *tr)
+{
+    size_t n = strlen(x->out) + 64;
+    char *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
+    }
+    snprintf(p, n, "%s/mqar_models.tsv", x->out);
+    int found = ledger_usable(x, p, 0) && ledger_find(x, p, key, tr);
+    snprintf(p, n, "%s/mqar_jobs/*.tsv", x->out);
+    glob_t g;
+    if (!found && glob(p, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc && !found; i++)
+            found = ledger_usable(x, g.gl_pathv[i], 0) && ledger_find(x, g.gl_pathv[i], key, tr);
+        globfree(&g);
+    }
+    free(p);
+    return found;
+}
+
 static void ledger_append(const lab_ctx *x, const char *path, const char *key,
                           const kdalab_train_result *tr)
 {
@@ -336,21 +375,91 @@ void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s)
     config_of(x, s, &c, &P);
 }
 
+/* The models lab_mqar_train has been asked for so far: the next one's job number. */
+static size_t n_jobs = 0;
+
+/* One word of a command line, quoted for a POSIX shell where it needs to be. */
+static void print_word(const char *w)
+{
+    if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                        "_-./:=,+@%") == strlen(w)) {
+        fputs(w, stdout);
+        return;
+    }
+    putchar('\'');
+    for (; *w; w++)
+        *w == '\'' ? fputs("'\\''", stdout) : putchar(*w);
+    putchar('\'');
+}
+
+/* --list-jobs: job `index` as one shell command line: this run's command
+ * line without --list-jobs, with --job index, KDALAB_FULL=1 in front of a
+ * full sweep's. */
+static void print_job(const lab_ctx *x, size_t index)
+{
+    if (lab_full())
+        fputs("KDALAB_FULL=1 ", stdout);
+    for (int i = 0; i < x->argc; i++) {
+        if (strcmp(x->argv[i], "--list-jobs") == 0)
+            continue;
+        if (i)
+            putchar(' ');
+        print_word(x->argv[i]);
+    }
+    printf(" --job %zu\n", index);
+}
+
+void lab_mqar_jobs_done(const lab_ctx *x)
+{
+    if (x->list_jobs) {
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "%s: writing the job list failed\n", x->name);
+            exit(1);
+        }
+        exit(0);
+    }
+    if (x->job >= 0) {
+        fprintf(stderr, "%s: --job %ld: this sweep has %zu jobs, 0 to %zu (see --list-jobs)\n",
+                x->name, x->job, n_jobs, n_jobs ? n_jobs - 1 : 0);
+        exit(2);
+    }
+}
+
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r)
 {
     kdalab_train_config c;
     size_t P;
     memset(r, 0, sizeof *r);
     config_of(x, s, &c, &P);
+    const size_t index = n_jobs++;
+    if (keep && (x->list_jobs || x->job >= 0)) {
+        fprintf(stderr, "%s: --list-jobs, --job: this sweep keeps its models' parameters, so "
+                        "it runs as one job\n", x->name);
+        exit(2);
+    }
+    if (x->list_jobs) {
+        print_job(x, index);
+        r->model = c.model;
+        return;
+    }
+    if (x->job >= 0 && (size_t)x->job != index) {
+        r->model = c.model;
+        return;
+    }
     kdalab_train_result tr;
     char key[512];
     ledger_key(x, s, key, sizeof key);
     /* the ledger this model will be appended to is checked before it is trained */
     char *path = ledger_path(x);
-    const int exists = ledger_usable(x, path);
-    if (!keep && lab_resume() && exists && ledger_find(x, path, key, &tr)) {
+    ledger_usable(x, path, 1);
+    if (!keep && lab_resume() && ledger_find_any(x, key, &tr)) {
         free(path);
         fill_result(&c, s, &tr, r);
+        if (x->job >= 0) {
+            fprintf(stderr, "%s: job %ld: in a ledger already (KDALAB_RESUME): not trained\n",
+                    x->name, x->job);
+            exit(0);
+        }
         return;
     }
     double *theta = malloc(P * sizeof *theta);
@@ -383,6 +492,13 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
         lab_check(x, st, "train_mqar");
     }
     ledger_append(x, path, key, &tr);
+    if (x->job >= 0) {
+        fprintf(stderr, "%s: job %ld: %s, %zu pairs, lr %g, seed %lu: accuracy %.4f (%.1f s); "
+                        "ledger %s\n", x->name, x->job, s->mixers, s->P, s->lr, s->seed,
+                tr.test_accuracy, tr.seconds, path);
+        free(path);
+        exit(0);
+    }
     free(path);
     fill_result(&c, s, &tr, r);
     if (keep)

@@ -58,7 +58,8 @@ int lab_full(void);
 int lab_resume(void);
 
 /* Register --precision fp32|fp64 (default fp32: the float32 twins, 1.5-2x
- * faster; fp64: the float64 model the gradient checks verify) on x; call
+ * faster; fp64: the float64 model the gradient checks verify) and the jobs
+ * flags --list-jobs, --job I (lab_flag_jobs; see lab_mqar_train) on x; call
  * before lab_parse. lab_mqar_precision() gives the choice, checked. */
 void lab_mqar_flags(lab_ctx *x);
 const char *lab_mqar_precision(const lab_ctx *x);
@@ -70,8 +71,23 @@ void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s);
 /* Train one model (or, when resuming, read it from the ledger), and append
  * it to the ledger; exits (status 1) on an error other than divergence. A
  * diverged run counts as accuracy 0 and says so on stderr. keep: keep theta
- * (free it with free()); such a model is always trained. */
+ * (free it with free()); such a model is always trained.
+ *
+ * A sweep is a list of jobs, one per call in the order the experiment makes
+ * them (its grid must not depend on results, so every run lists the same
+ * jobs). With --list-jobs (lab_mqar_flags) a call trains nothing and prints
+ * its job's command line (print_job); with --job I, call I trains its model
+ * into its own ledger (DIR/mqar_jobs/NAME.I.tsv; with KDALAB_RESUME a model
+ * already in a ledger is not trained again) and the program exits 0; the
+ * other calls return accuracy 0 without training. Either way no table is
+ * written (lab_flag_jobs). A run without these flags and with KDALAB_RESUME=1
+ * then reads every model back from the ledgers and writes the tables. */
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r);
+
+/* Call after the last lab_mqar_train of the sweep, before the results are
+ * used: with --list-jobs, exits 0 (every job printed); with --job I, I was
+ * past the last job: one line, exit 2. Otherwise returns. */
+void lab_mqar_jobs_done(const lab_ctx *x);
 
 /* The columns every training experiment's TSV starts with (name,
  * description pairs, as lab_tsv_open takes them), and one row of them:

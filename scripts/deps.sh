@@ -4,7 +4,8 @@
 #   sh scripts/deps.sh build   libgsl-dev, libopenblas-dev (the library, tools,
 #                              experiments; OpenBLAS is the models' CBLAS)
 #   sh scripts/deps.sh test    + libcmocka-dev, python3-numpy, python3-pytest,
-#                              python3-setuptools (the test suite, the Python module)
+#                              python3-setuptools (the test suite, the Python module),
+#                              parallel (GNU parallel: a sweep's jobs)
 #   sh scripts/deps.sh run     + gnuplot-nox   (the plots of `make run`)
 #   sh scripts/deps.sh fuzz    + clang, libclang-rt-dev (libFuzzer)
 #
@@ -30,6 +31,7 @@ if [ "$what" = test ]; then
     $py -c 'import numpy' >/dev/null 2>&1 || missing="$missing python3-numpy"
     $py -c 'import pytest' >/dev/null 2>&1 || missing="$missing python3-pytest"
     $py -c 'import setuptools' >/dev/null 2>&1 || missing="$missing python3-setuptools"
+    command -v parallel >/dev/null 2>&1 || missing="$missing parallel"
 fi
 if [ "$what" = run ]; then
     command -v gnuplot >/dev/null 2>&1 || missing="$missing gnuplot-nox"

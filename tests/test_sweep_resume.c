@@ -25,7 +25,6 @@
  *     directory, a line longer than any ledger line are refused with one
  *     clear error; a line of the longest length is passed over.
  */
-#define _GNU_SOURCE /* memrchr */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <sys/wait.h>
 
 #include "common.h"
+#include "sweep_tables.h"
 
 static char tmpdir[256];
 static char exe[512];
@@ -82,37 +82,6 @@ static size_t lines(const char *s)
     for (; *s; s++)
         n += *s == '\n';
     return n;
-}
-
-/* The table without its last column (train_s, the wall time, which a model
- * trained again need not repeat), comment lines dropped. */
-static char *without_times(const char *table)
-{
-    char *out = malloc(strlen(table) + 1), *o = out;
-    assert_non_null(out);
-    for (const char *line = table; *line;) {
-        const char *nl = strchr(line, '\n');
-        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        if (line[0] != '#') {
-            const char *tab = memrchr(line, '\t', len);
-            const size_t keep = tab ? (size_t)(tab - line) : len;
-            memcpy(o, line, keep);
-            o += keep;
-            *o++ = '\n';
-        }
-        line += len + (nl != NULL);
-    }
-    *o = '\0';
-    return out;
-}
-
-/* Tables equal but for the training times. */
-static void assert_same_but_times(const char *a, const char *b)
-{
-    char *x = without_times(a), *y = without_times(b);
-    assert_string_equal(x, y);
-    free(x);
-    free(y);
 }
 
 /* Replace the accuracy (field 15) of the ledger's first line by 0.5. */
@@ -189,7 +158,7 @@ static void ledger_resume(void **state)
     test_write_text(path_of("mqar_models.tsv"), edited);
     run_experiment("");
     again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
-    assert_same_but_times(again, table);
+    sweep_assert_same_but_times(again, table);
     free(again);
     free(edited);
 
@@ -203,7 +172,7 @@ static void ledger_resume(void **state)
     test_write_text(path_of("mqar_models.tsv"), cut);
     run_experiment("KDALAB_RESUME=1");
     again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
-    assert_same_but_times(again, table);
+    sweep_assert_same_but_times(again, table);
     l_again = test_read_text(path_of("mqar_models.tsv"));
     /* 9 whole lines, the cut one (ended by the append), its retrain */
     assert_int_equal(lines(l_again), N_MODELS + 1);
