@@ -62,41 +62,81 @@ kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *d
 size_t kdalab_batch_n_seqs(const kdalab_batch *batch, const kdalab_dims *dims);
 
 /*
+ * The arrays of one call, by name, in the shapes above (N sequences, H
+ * query/key heads, HV value heads; varlen: B = 1 and T the packed length).
+ * fla's names, except d_o for fla's `do` (a C keyword). Set the ones the call
+ * has and leave the others NULL (a designated initializer does it):
+ *   required  q, k, v, and o (forward) or d_o (backward), unless T = 0;
+ *             g for Gated DeltaNet and KDA; beta for every mechanism but
+ *             linear attention. A required array that is NULL is
+ *             KDALAB_ENULL naming it ("k is NULL").
+ *   optional  h0, dht (NULL: zero); ht and every gradient (NULL: not
+ *             wanted).
+ *   ignored   g, beta (and dg, dbeta) of a mechanism that has none.
+ */
+
+/* A forward's arrays, float64 (kdalab_batch_f64). */
+typedef struct {
+    const double *q;    /* [B, T, H, K]                                       */
+    const double *k;    /* [B, T, H, K]                                       */
+    const double *v;    /* [B, T, HV, V]                                      */
+    const double *g;    /* [B, T, HV] Gated DeltaNet, [B, T, HV, K] KDA; g <= 0 */
+    const double *beta; /* [B, T, HV], in [0, 2]                              */
+    const double *h0;   /* [N, HV, K, V] initial states, or NULL (zero)       */
+    double *o;          /* out [B, T, HV, V]                                  */
+    double *ht;         /* out [N, HV, K, V] final states, or NULL            */
+} kdalab_batch_args_f64;
+
+/* The same arrays in float32 (kdalab_batch_f32). */
+typedef struct {
+    const float *q, *k, *v, *g, *beta, *h0; /* as kdalab_batch_args_f64     */
+    float *o, *ht;
+} kdalab_batch_args_f32;
+
+/* A backward's arrays, float64 (kdalab_batch_bwd_f64): the forward's inputs,
+ * the gradients of its outputs, and the gradients of its inputs, each in the
+ * shape of the array it is the gradient of. */
+typedef struct {
+    const double *q, *k, *v, *g, *beta, *h0; /* the forward's inputs, as above */
+    const double *d_o; /* [B, T, HV, V] dL/do                                 */
+    const double *dht; /* [N, HV, K, V] dL/dht, or NULL (zero)                */
+    double *dq;        /* out [B, T, H, K]: sums the G value heads of a q head */
+    double *dk;        /* out [B, T, H, K]: likewise                          */
+    double *dv;        /* out [B, T, HV, V]                                   */
+    double *dg;        /* out like g                                          */
+    double *dbeta;     /* out [B, T, HV]                                      */
+    double *dh0;       /* out [N, HV, K, V]                                   */
+} kdalab_batch_bwd_args_f64;
+
+/*
  * kdalab_batch_f64 — a forward (KDALAB_FORM_RECURRENT: kdalab_recurrent_f64;
  * KDALAB_FORM_CHUNK: kdalab_chunk_f64 with opts) over a varlen / GVA batch.
- * KDALAB_FORM_SIMD_CHUNK: kdalab_simd_chunk_f64. ht may be NULL. Errors:
- * those of kdalab_batch_check and of the form; KDALAB_EINVAL for
- * KDALAB_FORM_SIMD_RECURRENT (float32 only).
+ * KDALAB_FORM_SIMD_CHUNK: kdalab_simd_chunk_f64. args names the arrays. Errors:
+ * those of kdalab_batch_check; KDALAB_ENULL when args or a required array
+ * is NULL; those of the form; KDALAB_EINVAL for KDALAB_FORM_SIMD_RECURRENT
+ * (float32 only).
  */
 kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, double scale,
-                               const double *q, const double *k, const double *v,
-                               const double *g, const double *beta, const double *h0,
-                               double *o, double *ht, const kdalab_chunk_opts *opts);
+                               const kdalab_batch_args_f64 *args, const kdalab_chunk_opts *opts);
 
 /* The same in float32: the reference forms (kdalab_recurrent_f32,
  * kdalab_chunk_f32 with opts, emulated precisions included) or the SIMD path
  * (kdalab_simd_recurrent_f32, kdalab_simd_chunk_f32). */
 kdalab_status kdalab_batch_f32(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, float scale,
-                               const float *q, const float *k, const float *v, const float *g,
-                               const float *beta, const float *h0, float *o, float *ht,
-                               const kdalab_chunk_opts *opts);
+                               const kdalab_batch_args_f32 *args, const kdalab_chunk_opts *opts);
 
 /*
- * kdalab_batch_bwd_f64 — the backward (kdalab_recurrent_bwd_f64 or
- * kdalab_chunk_bwd_f64) over a varlen / GVA batch: d_o like o, dht like ht
- * (or NULL), gradients in the layouts of their inputs; dq and dk of a
- * query/key head sum the contributions of the G value heads that read it.
- * Any gradient may be NULL.
+ * kdalab_batch_bwd_f64 — the backward (KDALAB_FORM_RECURRENT:
+ * kdalab_recurrent_bwd_f64; KDALAB_FORM_CHUNK: kdalab_chunk_bwd_f64) over a
+ * varlen / GVA batch, the arrays named by args. Errors: as kdalab_batch_f64;
+ * KDALAB_EINVAL for the SIMD forms (the backward has none).
  */
 kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,
                                    const kdalab_dims *dims, kdalab_mechanism mech,
-                                   double scale, const double *q, const double *k,
-                                   const double *v, const double *g, const double *beta,
-                                   const double *h0, const double *d_o, const double *dht,
-                                   double *dq, double *dk, double *dv, double *dg,
-                                   double *dbeta, double *dh0, const kdalab_chunk_opts *opts);
+                                   double scale, const kdalab_batch_bwd_args_f64 *args,
+                                   const kdalab_chunk_opts *opts);
 
 KDALAB_END_DECLS
 

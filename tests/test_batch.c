@@ -3,7 +3,8 @@
  * (lib/batch/): the golden cases of tests/golden_varlen in every form and
  * precision, varlen = each sequence alone, GVA with G = 1 = plain multi-head,
  * the GVA backward = the backward of the expanded heads, a poisoned state
- * slot that never leaks, and every bad boundary named.
+ * slot that never leaks, every bad boundary named, and a missing arrays'
+ * struct or required array named.
  *
  * Tolerances, relative to max |expected|: float64 1e-12 (the golden files
  * agree with an independent recurrence to 5e-16; chunking reorders sums),
@@ -110,16 +111,19 @@ static double golden_error(const varlen_case *c, kdalab_form form, size_t chunk,
     assert_true(o && ht);
     kdalab_status s;
     if (!f32) {
-        s = kdalab_batch_f64(&bt, form, &c->dims, c->mech, c->scale, c->q.data, c->k.data,
-                             c->v.data, c->g.data, c->beta.data, c->h0.data, o, ht, &opts);
+        kdalab_batch_args_f64 a = {.q = c->q.data, .k = c->k.data, .v = c->v.data,
+                                   .g = c->g.data, .beta = c->beta.data, .h0 = c->h0.data,
+                                   .o = o, .ht = ht};
+        s = kdalab_batch_f64(&bt, form, &c->dims, c->mech, c->scale, &a, &opts);
     } else {
         float *q = to_f32(c->q.data, c->q.size), *k = to_f32(c->k.data, c->k.size);
         float *v = to_f32(c->v.data, c->v.size), *g = to_f32(c->g.data, c->g.size);
         float *beta = to_f32(c->beta.data, c->beta.size), *h0 = to_f32(c->h0.data, c->h0.size);
         float *fo = malloc(no * sizeof *fo), *fht = malloc(nh * sizeof *fht);
         assert_true(fo && fht);
-        s = kdalab_batch_f32(&bt, form, &c->dims, c->mech, (float)c->scale, q, k, v, g, beta,
-                             h0, fo, fht, &opts);
+        kdalab_batch_args_f32 a = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0,
+                                   .o = fo, .ht = fht};
+        s = kdalab_batch_f32(&bt, form, &c->dims, c->mech, (float)c->scale, &a, &opts);
         for (size_t i = 0; i < no; i++)
             o[i] = fo[i];
         for (size_t i = 0; i < nh; i++)
@@ -234,9 +238,10 @@ static void test_varlen_is_each_sequence_alone(void **state)
                 ht[i] = NAN; /* a poisoned slot: must be overwritten, never read */
             kdalab_chunk_opts opts = kdalab_chunk_opts_default();
             opts.chunk = 4;
+            kdalab_batch_args_f64 a = {.q = p.q, .k = p.k, .v = p.v, .g = p.g,
+                                       .beta = p.beta, .o = o, .ht = ht};
             assert_int_equal(kdalab_batch_f64(&bt, (kdalab_form)form, &d, (kdalab_mechanism)m,
-                                              0.4, p.q, p.k, p.v, p.g, p.beta, NULL, o, ht,
-                                              &opts),
+                                              0.4, &a, &opts),
                              KDALAB_OK);
             for (size_t n = 0; n < 4; n++) {
                 size_t t0 = (size_t)cu[n], L = (size_t)(cu[n + 1] - cu[n]);
@@ -282,8 +287,9 @@ static void test_gva(void **state)
     double *o1 = malloc(no * 8), *o2 = malloc(no * 8), *h1 = malloc(nst * 8),
            *h2 = malloc(nst * 8);
     kdalab_batch plain = {.HV = d.H};
-    assert_int_equal(kdalab_batch_f64(&plain, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, p.q, p.k,
-                                      p.v, p.g, p.beta, p.h0, o1, h1, NULL),
+    kdalab_batch_args_f64 a = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                               .h0 = p.h0, .o = o1, .ht = h1};
+    assert_int_equal(kdalab_batch_f64(&plain, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, &a, NULL),
                      KDALAB_OK);
     assert_int_equal(
         kdalab_chunk_f64(&d, KDALAB_KDA, 0.5, p.q, p.k, p.v, p.g, p.beta, p.h0, o2, h2, NULL, NULL),
@@ -308,9 +314,10 @@ static void test_gva(void **state)
     double *dq = calloc(nqk, 8), *dk = calloc(nqk, 8), *dqx = calloc(nqx, 8),
            *dkx = calloc(nqx, 8), *dg = calloc(nqx, 8), *dgx = calloc(nqx, 8);
     kdalab_batch gva = {.HV = HV};
-    assert_int_equal(kdalab_batch_bwd_f64(&gva, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, p.q, p.k,
-                                          p.v, p.g, p.beta, p.h0, p.d_o, p.dht, dq, dk, NULL, dg,
-                                          NULL, NULL, NULL),
+    kdalab_batch_bwd_args_f64 ga = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                    .h0 = p.h0, .d_o = p.d_o, .dht = p.dht, .dq = dq, .dk = dk,
+                                    .dg = dg};
+    assert_int_equal(kdalab_batch_bwd_f64(&gva, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, &ga, NULL),
                      KDALAB_OK);
     assert_int_equal(kdalab_recurrent_bwd_f64(&dx, KDALAB_KDA, 0.5, qx, kx, p.v, p.g, p.beta,
                                               p.h0, p.d_o, p.dht, dqx, dkx, NULL, dgx, NULL,
@@ -354,29 +361,28 @@ static void test_bad_layouts(void **state)
                {{0, 4, 7, 9}, 3, "cu_seqlens[3] = 9"},
                {{0, 4, 7, 11}, 3, "cu_seqlens[3] = 11"},
                {{0, -2, 7, 10}, 3, "cu_seqlens[1] = -2"}};
+    const kdalab_batch_args_f64 a = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                     .o = o, .ht = ht};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kdalab_batch bt = {.cu_seqlens = bad[i].cu, .n_seqs = bad[i].n, .HV = d.H};
-        assert_int_equal(kdalab_batch_f64(&bt, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, p.q,
-                                          p.k, p.v, p.g, p.beta, NULL, o, ht, NULL),
+        assert_int_equal(kdalab_batch_f64(&bt, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, &a,
+                                          NULL),
                          KDALAB_EINVAL);
         if (!strstr(kdalab_last_error(), bad[i].needle))
             fail_msg("'%s' lacks '%s'", kdalab_last_error(), bad[i].needle);
     }
     kdalab_batch two = {.HV = 3};
-    assert_int_equal(kdalab_batch_f64(&two, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, p.q, p.k,
-                                      p.v, p.g, p.beta, NULL, o, ht, NULL),
+    assert_int_equal(kdalab_batch_f64(&two, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, &a, NULL),
                      KDALAB_ESIZE);
     const int64_t cu[] = {0, 10};
     kdalab_dims d2 = d;
     d2.B = 2;
     kdalab_batch b2 = {.cu_seqlens = cu, .n_seqs = 1, .HV = d.H};
-    assert_int_equal(kdalab_batch_f64(&b2, KDALAB_FORM_RECURRENT, &d2, KDALAB_KDA, 0.5, p.q,
-                                      p.k, p.v, p.g, p.beta, NULL, o, ht, NULL),
+    assert_int_equal(kdalab_batch_f64(&b2, KDALAB_FORM_RECURRENT, &d2, KDALAB_KDA, 0.5, &a, NULL),
                      KDALAB_ESIZE);
     p.g[5] = 0.5; /* the forward's rules still apply, to the whole call */
     kdalab_batch ok = {.cu_seqlens = cu, .n_seqs = 1, .HV = d.H};
-    assert_int_equal(kdalab_batch_f64(&ok, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, p.q, p.k,
-                                      p.v, p.g, p.beta, NULL, o, ht, NULL),
+    assert_int_equal(kdalab_batch_f64(&ok, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, &a, NULL),
                      KDALAB_EDOMAIN);
     for (size_t i = 0; i < 40; i++)
         assert_true(o[i] == 7);
@@ -405,6 +411,11 @@ static void test_zero_value_heads(void **state)
         fb[i] = (float)p.beta[i];
     const int64_t cu[] = {0, 2, 6};
     const kdalab_batch zero[] = {{0}, {.cu_seqlens = cu, .n_seqs = 2}};
+    const kdalab_batch_args_f64 a = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                     .o = o};
+    const kdalab_batch_args_f32 fa = {.q = fq, .k = fk, .v = fv, .g = fg, .beta = fb, .o = fo};
+    const kdalab_batch_bwd_args_f64 ga = {.q = p.q, .k = p.k, .v = p.v, .g = p.g,
+                                          .beta = p.beta, .d_o = p.d_o, .dq = dq};
     for (size_t z = 0; z < 2; z++)
         for (int m = KDALAB_LINEAR_ATTENTION; m <= KDALAB_KDA; m++) {
             for (int f = KDALAB_FORM_RECURRENT; f <= KDALAB_FORM_SIMD_CHUNK; f++) {
@@ -412,15 +423,13 @@ static void test_zero_value_heads(void **state)
                     o[i] = 7, fo[i] = 7;
                 if (f != KDALAB_FORM_SIMD_RECURRENT) {
                     assert_int_equal(kdalab_batch_f64(&zero[z], (kdalab_form)f, &d,
-                                                      (kdalab_mechanism)m, 0.5, p.q, p.k, p.v,
-                                                      p.g, p.beta, NULL, o, NULL, NULL),
+                                                      (kdalab_mechanism)m, 0.5, &a, NULL),
                                      KDALAB_ESIZE);
                     if (!strstr(kdalab_last_error(), "HV = 0"))
                         fail_msg("'%s' does not name HV = 0", kdalab_last_error());
                 }
                 assert_int_equal(kdalab_batch_f32(&zero[z], (kdalab_form)f, &d,
-                                                  (kdalab_mechanism)m, 0.5f, fq, fk, fv, fg, fb,
-                                                  NULL, fo, NULL, NULL),
+                                                  (kdalab_mechanism)m, 0.5f, &fa, NULL),
                                  KDALAB_ESIZE);
                 for (size_t i = 0; i < no; i++)
                     assert_true(o[i] == 7 && fo[i] == 7);
@@ -429,14 +438,80 @@ static void test_zero_value_heads(void **state)
                 for (size_t i = 0; i < 36; i++)
                     dq[i] = 7;
                 assert_int_equal(kdalab_batch_bwd_f64(&zero[z], (kdalab_form)f, &d,
-                                                      (kdalab_mechanism)m, 0.5, p.q, p.k, p.v,
-                                                      p.g, p.beta, NULL, p.d_o, NULL, dq, NULL,
-                                                      NULL, NULL, NULL, NULL, NULL),
+                                                      (kdalab_mechanism)m, 0.5, &ga, NULL),
                                  KDALAB_ESIZE);
                 for (size_t i = 0; i < 36; i++)
                     assert_true(dq[i] == 7);
             }
         }
+    problem_free(&p);
+    gsl_rng_free(r);
+}
+
+/* The arrays' struct missing, or a required array of it left NULL (a field
+ * the caller forgot or set under another name): KDALAB_ENULL naming it, in
+ * every entry point, before anything is written. */
+static void test_missing_arrays(void **state)
+{
+    (void)state;
+    gsl_rng *r = test_rng(59);
+    kdalab_dims d = {.B = 1, .T = 6, .H = 2, .K = 3, .V = 2};
+    batch_problem p;
+    problem_make(&p, r, d, d.H, d.B);
+    double o[24], dq[36];
+    float fo[24];
+    kdalab_batch bt = {.HV = d.H};
+    assert_int_equal(kdalab_batch_f64(&bt, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, NULL, NULL),
+                     KDALAB_ENULL);
+    assert_non_null(strstr(kdalab_last_error(), "args is NULL"));
+    assert_int_equal(kdalab_batch_f32(&bt, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5f, NULL, NULL),
+                     KDALAB_ENULL);
+    assert_non_null(strstr(kdalab_last_error(), "args is NULL"));
+    assert_int_equal(
+        kdalab_batch_bwd_f64(&bt, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, NULL, NULL),
+        KDALAB_ENULL);
+    assert_non_null(strstr(kdalab_last_error(), "args is NULL"));
+
+    /* each required array of a KDA call left out in turn */
+    const char *names[] = {"q", "k", "v", "g", "beta", "o"};
+    for (size_t i = 0; i < 6; i++) {
+        kdalab_batch_args_f64 a = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                   .o = o};
+        const double **in[] = {&a.q, &a.k, &a.v, &a.g, &a.beta};
+        if (i < 5)
+            *in[i] = NULL;
+        else
+            a.o = NULL;
+        for (size_t x = 0; x < 24; x++)
+            o[x] = 7;
+        assert_int_equal(kdalab_batch_f64(&bt, KDALAB_FORM_RECURRENT, &d, KDALAB_KDA, 0.5, &a,
+                                          NULL),
+                         KDALAB_ENULL);
+        char want[32];
+        snprintf(want, sizeof want, "%s is NULL", names[i]);
+        if (strcmp(kdalab_last_error(), want) != 0)
+            fail_msg("'%s' is not '%s'", kdalab_last_error(), want);
+        for (size_t x = 0; x < 24; x++)
+            assert_true(o[x] == 7);
+    }
+    kdalab_batch_args_f32 fa = {.o = fo}; /* q first */
+    assert_int_equal(kdalab_batch_f32(&bt, KDALAB_FORM_SIMD_CHUNK, &d, KDALAB_KDA, 0.5f, &fa,
+                                      NULL),
+                     KDALAB_ENULL);
+    assert_string_equal(kdalab_last_error(), "q is NULL");
+    kdalab_batch_bwd_args_f64 ga = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                    .dq = dq}; /* no d_o */
+    for (size_t x = 0; x < 36; x++)
+        dq[x] = 7;
+    assert_int_equal(kdalab_batch_bwd_f64(&bt, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, &ga, NULL),
+                     KDALAB_ENULL);
+    assert_string_equal(kdalab_last_error(), "d_o is NULL");
+    ga.d_o = p.d_o, ga.g = NULL;
+    assert_int_equal(kdalab_batch_bwd_f64(&bt, KDALAB_FORM_CHUNK, &d, KDALAB_KDA, 0.5, &ga, NULL),
+                     KDALAB_ENULL);
+    assert_string_equal(kdalab_last_error(), "g is NULL");
+    for (size_t x = 0; x < 36; x++)
+        assert_true(dq[x] == 7);
     problem_free(&p);
     gsl_rng_free(r);
 }
@@ -461,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_gva),
         cmocka_unit_test(test_bad_layouts),
         cmocka_unit_test(test_zero_value_heads),
+        cmocka_unit_test(test_missing_arrays),
         cmocka_unit_test(test_value_heads_overflow),
     };
     return cmocka_run_group_tests_name("batch", tests, setup, teardown);

@@ -346,70 +346,77 @@ static kdalab_status setup(call *c, const kdalab_batch *batch, kdalab_form form,
     return KDALAB_OK;
 }
 
-/* The forward of either precision (es bytes per element): the layout, o,
- * the values, then the sequences. */
+/* The forward of either precision (es bytes per element): the layout, the
+ * arrays' struct, o, the values, then the sequences. The arrays come as
+ * untyped pointers in kdalab_batch_args_f64's order (q, k, v, g, beta, h0;
+ * o, ht), both NULL when args is. */
 static kdalab_status forward(const kdalab_batch *batch, kdalab_form form, const kdalab_dims *dims,
-                             kdalab_mechanism mech, double scale, size_t es, const void *q,
-                             const void *k, const void *v, const void *g, const void *beta,
-                             const void *h0, void *o, void *ht, const kdalab_chunk_opts *opts)
+                             kdalab_mechanism mech, double scale, size_t es,
+                             const void *const in[6], void *const out[2],
+                             const kdalab_chunk_opts *opts)
 {
     call c = {0};
     kdalab_status s = setup(&c, batch, form, dims, mech, scale, es);
+    if (s == KDALAB_OK && !in)
+        s = kdalab_fail(KDALAB_ENULL, "args is NULL (the struct naming the call's arrays)");
     if (s == KDALAB_OK && es == sizeof(double) && form == KDALAB_FORM_SIMD_RECURRENT)
         s = kdalab_fail(KDALAB_EINVAL, "the SIMD recurrent form is float32 only "
                                        "(kdalab_batch_f32)");
-    if (s == KDALAB_OK && dims->T > 0 && !o)
+    if (s == KDALAB_OK && dims->T > 0 && !out[0])
         s = kdalab_fail(KDALAB_ENULL, "o is NULL");
     if (s != KDALAB_OK)
         return s;
-    c.q = q, c.k = k, c.v = v, c.g = g, c.beta = beta, c.h0 = h0, c.opts = opts;
+    c.q = in[0], c.k = in[1], c.v = in[2], c.g = in[3], c.beta = in[4], c.h0 = in[5];
+    c.opts = opts;
     if ((s = check_values(&c)) != KDALAB_OK)
         return s;
-    void *dest[N_OUTS] = {o, ht};
+    void *dest[N_OUTS] = {out[0], out[1]};
     return drive(&c, dest);
 }
 
 kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, double scale,
-                               const double *q, const double *k, const double *v,
-                               const double *g, const double *beta, const double *h0,
-                               double *o, double *ht, const kdalab_chunk_opts *opts)
+                               const kdalab_batch_args_f64 *args, const kdalab_chunk_opts *opts)
 {
-    return forward(batch, form, dims, mech, scale, sizeof(double), q, k, v, g, beta, h0, o, ht,
-                   opts);
+    if (!args)
+        return forward(batch, form, dims, mech, scale, sizeof(double), NULL, NULL, opts);
+    const void *in[6] = {args->q, args->k, args->v, args->g, args->beta, args->h0};
+    void *out[2] = {args->o, args->ht};
+    return forward(batch, form, dims, mech, scale, sizeof(double), in, out, opts);
 }
 
 kdalab_status kdalab_batch_f32(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, float scale,
-                               const float *q, const float *k, const float *v, const float *g,
-                               const float *beta, const float *h0, float *o, float *ht,
-                               const kdalab_chunk_opts *opts)
+                               const kdalab_batch_args_f32 *args, const kdalab_chunk_opts *opts)
 {
-    return forward(batch, form, dims, mech, scale, sizeof(float), q, k, v, g, beta, h0, o, ht,
-                   opts);
+    if (!args)
+        return forward(batch, form, dims, mech, scale, sizeof(float), NULL, NULL, opts);
+    const void *in[6] = {args->q, args->k, args->v, args->g, args->beta, args->h0};
+    void *out[2] = {args->o, args->ht};
+    return forward(batch, form, dims, mech, scale, sizeof(float), in, out, opts);
 }
 
 kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,
                                    const kdalab_dims *dims, kdalab_mechanism mech,
-                                   double scale, const double *q, const double *k,
-                                   const double *v, const double *g, const double *beta,
-                                   const double *h0, const double *d_o, const double *dht,
-                                   double *dq, double *dk, double *dv, double *dg,
-                                   double *dbeta, double *dh0, const kdalab_chunk_opts *opts)
+                                   double scale, const kdalab_batch_bwd_args_f64 *args,
+                                   const kdalab_chunk_opts *opts)
 {
     call c = {0};
     kdalab_status s = setup(&c, batch, form, dims, mech, scale, sizeof(double));
+    if (s == KDALAB_OK && !args)
+        s = kdalab_fail(KDALAB_ENULL, "args is NULL (the struct naming the call's arrays)");
     if (s == KDALAB_OK && form >= KDALAB_FORM_SIMD_RECURRENT)
         s = kdalab_fail(KDALAB_EINVAL, "the backward has no SIMD form");
     if (s != KDALAB_OK)
         return s;
-    c.q = q, c.k = k, c.v = v, c.g = g, c.beta = beta, c.h0 = h0, c.opts = opts;
-    c.d_o = d_o, c.dht = dht, c.bwd = 1;
-    if (dims->T > 0 && !d_o)
+    const kdalab_batch_bwd_args_f64 *a = args;
+    c.q = a->q, c.k = a->k, c.v = a->v, c.g = a->g, c.beta = a->beta, c.h0 = a->h0;
+    c.opts = opts, c.d_o = a->d_o, c.dht = a->dht, c.bwd = 1;
+    if (dims->T > 0 && !a->d_o)
         return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
     if ((s = check_values(&c)) != KDALAB_OK)
         return s;
-    void *dest[N_OUTS] = {NULL, NULL, dq, dk, dv, c.gw ? dg : NULL,
-                          kdalab_mechanism_has_beta(mech) ? dbeta : NULL, dh0};
+    void *dest[N_OUTS] = {NULL, NULL, a->dq, a->dk, a->dv, c.gw ? a->dg : NULL,
+                          kdalab_mechanism_has_beta(mech) ? a->dbeta : NULL, a->dh0};
     return drive(&c, dest);
 }

@@ -44,12 +44,34 @@ class Batch(ctypes.Structure):
                 ("HV", ctypes.c_size_t)]
 
 
+_D = ctypes.POINTER(ctypes.c_double)
+
+
+class _Named(ctypes.Structure):
+    """A struct of named arrays (kdalab_batch.h): a field name it lacks is an
+    AttributeError, not a Python attribute beside the struct that leaves the
+    C field NULL."""
+    __slots__ = ()
+
+
+class BatchArgs(_Named):
+    """kdalab_batch_args_f64: the arrays of kdalab_batch_f64."""
+    __slots__ = ()
+    _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "o", "ht")]
+
+
+class BatchBwdArgs(_Named):
+    """kdalab_batch_bwd_args_f64: the arrays of kdalab_batch_bwd_f64."""
+    __slots__ = ()
+    _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "d_o", "dht",
+                                  "dq", "dk", "dv", "dg", "dbeta", "dh0")]
+
+
 class ChunkOpts(ctypes.Structure):
     _fields_ = [("chunk", ctypes.c_size_t), ("subchunk", ctypes.c_size_t),
                 ("decay", ctypes.c_int), ("precision", ctypes.c_int)]
 
 
-_D = ctypes.POINTER(ctypes.c_double)
 _status = ctypes.c_int
 
 lib.kdalab_last_error.restype = ctypes.c_char_p
@@ -58,12 +80,12 @@ lib.kdalab_strerror.argtypes = [_status]
 lib.kdalab_chunk_opts_default.restype = ChunkOpts
 lib.kdalab_batch_f64.restype = _status
 lib.kdalab_batch_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int, ctypes.POINTER(Dims),
-                                 ctypes.c_int, ctypes.c_double] + [_D] * 8 + [
-                                     ctypes.POINTER(ChunkOpts)]
+                                 ctypes.c_int, ctypes.c_double, ctypes.POINTER(BatchArgs),
+                                 ctypes.POINTER(ChunkOpts)]
 lib.kdalab_batch_bwd_f64.restype = _status
 lib.kdalab_batch_bwd_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int,
-                                     ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_double
-                                     ] + [_D] * 14 + [ctypes.POINTER(ChunkOpts)]
+                                     ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_double,
+                                     ctypes.POINTER(BatchBwdArgs), ctypes.POINTER(ChunkOpts)]
 lib.kdalab_attention_f64.restype = _status
 lib.kdalab_attention_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 4
 lib.kdalab_attention_bwd_f64.restype = _status
@@ -91,6 +113,12 @@ def ptr(a):
     if a is None:
         return None
     return a.ctypes.data_as(_D)
+
+
+def named(struct, **arrays):
+    """A struct of named arrays (BatchArgs, BatchBwdArgs) from float64 arrays
+    or None (NULL), by field name."""
+    return struct(**{name: ptr(a) for name, a in arrays.items()})
 
 
 def check(status, what):

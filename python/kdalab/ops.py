@@ -366,9 +366,9 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     o = _lib.empty((call.B, call.T, call.HV, call.V))
     ht = _lib.empty(call.state_shape())
     b, d, op = call.batch(), call.dims(), _opts(chunk_size)
-    _lib.check(_lib.lib.kdalab_batch_f64(
-        b, form, d, _lib.MECHANISMS[mech], scale, _lib.ptr(q), _lib.ptr(k), _lib.ptr(v),
-        _lib.ptr(g), _lib.ptr(beta), _lib.ptr(h0), _lib.ptr(o), _lib.ptr(ht), op), mech)
+    arrays = _lib.named(_lib.BatchArgs, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht)
+    _lib.check(_lib.lib.kdalab_batch_f64(b, form, d, _lib.MECHANISMS[mech], scale, arrays, op),
+               mech)
     if normalize:
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
         _check_normalizer(z, o, call.HV // call.H, mech)
@@ -412,11 +412,10 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     out["dg"] = _lib.empty(ge.shape) if ge is not None else None
     out["dbeta"] = _lib.empty(be.shape) if be is not None else None
     b, d, op = call.batch(), call.dims(), _opts(chunk_size)
-    _lib.check(_lib.lib.kdalab_batch_bwd_f64(
-        b, form, d, _lib.MECHANISMS[mech], scale, _lib.ptr(qe), _lib.ptr(ke), _lib.ptr(v),
-        _lib.ptr(ge), _lib.ptr(be), _lib.ptr(h0), _lib.ptr(do), _lib.ptr(dht),
-        _lib.ptr(out["dq"]), _lib.ptr(out["dk"]), _lib.ptr(out["dv"]), _lib.ptr(out["dg"]),
-        _lib.ptr(out["dbeta"]), _lib.ptr(out["dh0"]), op), mech + " backward")
+    arrays = _lib.named(_lib.BatchBwdArgs, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do,
+                        dht=dht, **out)
+    _lib.check(_lib.lib.kdalab_batch_bwd_f64(b, form, d, _lib.MECHANISMS[mech], scale, arrays,
+                                             op), mech + " backward")
     dq, dk = out["dq"] + dq_extra, out["dk"] + dk_extra
     if opt.get("use_qk_l2norm_in_kernel"):
         dq = _l2norm_bwd(qe, st["qn"], dq)

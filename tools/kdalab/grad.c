@@ -320,14 +320,16 @@ static int compute(grad_job *job)
     if (job->attention)
         s = kdalab_attention_bwd_f64(d, job->scale, x[IN_Q], x[IN_K], x[IN_V], job->d_o.a.data,
                                      gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV]);
-    else if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
+    else if (CLI_IS_BATCH(&job->fwd)) { /* varlen or grouped value heads */
+        const kdalab_batch_bwd_args_f64 a = {
+            .q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G], .beta = x[IN_BETA],
+            .h0 = x[IN_H0], .d_o = job->d_o.a.data, .dht = dht, .dq = gr[OUT_DQ],
+            .dk = gr[OUT_DK], .dv = gr[OUT_DV], .dg = gr[OUT_DG], .dbeta = gr[OUT_DBETA],
+            .dh0 = gr[OUT_DH0]};
         s = kdalab_batch_bwd_f64(&job->fwd.batch,
                                  job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
-                                 job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
-                                 x[IN_BETA], x[IN_H0], job->d_o.a.data, dht, gr[OUT_DQ],
-                                 gr[OUT_DK], gr[OUT_DV], gr[OUT_DG], gr[OUT_DBETA], gr[OUT_DH0],
-                                 &job->opts);
-    else if (job->chunk_form)
+                                 job->fwd.mech, job->scale, &a, &job->opts);
+    } else if (job->chunk_form)
         s = kdalab_chunk_bwd_f64(d, job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
                                  x[IN_G], x[IN_BETA], x[IN_H0], job->d_o.a.data, dht,
                                  gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV], gr[OUT_DG], gr[OUT_DBETA],

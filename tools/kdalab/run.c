@@ -335,14 +335,17 @@ static kdalab_status call_f32(run_job *job)
     float scale = (float)job->scale;
     float *const *x = job->fin;
     kdalab_status s;
-    if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
+    if (CLI_IS_BATCH(&job->fwd)) { /* varlen or grouped value heads */
+        const kdalab_batch_args_f32 a = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V],
+                                         .g = x[IN_G], .beta = x[IN_BETA], .h0 = x[IN_H0],
+                                         .o = job->fo, .ht = job->fht};
         s = kdalab_batch_f32(&job->fwd.batch,
                              job->simd ? (job->chunk_form ? KDALAB_FORM_SIMD_CHUNK
                                                           : KDALAB_FORM_SIMD_RECURRENT)
                                        : (job->chunk_form ? KDALAB_FORM_CHUNK
                                                           : KDALAB_FORM_RECURRENT),
-                             d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
-                             x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts);
+                             d, job->mech, scale, &a, &job->opts);
+    }
     else if (job->simd && job->chunk_form)
         s = kdalab_simd_chunk_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
                                   x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts,
@@ -398,13 +401,16 @@ static kdalab_status call_f64(run_job *job)
     const double *x[N_IN];
     for (int i = 0; i < N_IN; i++)
         x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
-    if (CLI_IS_BATCH(&job->fwd)) /* varlen or grouped value heads */
-        s = kdalab_batch_f64(
-            &job->fwd.batch,
-            job->simd ? KDALAB_FORM_SIMD_CHUNK
-                      : job->chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT, d,
-            job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
-            job->o, job->ht, &job->opts);
+    if (CLI_IS_BATCH(&job->fwd)) { /* varlen or grouped value heads */
+        const kdalab_batch_args_f64 a = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V],
+                                         .g = x[IN_G], .beta = x[IN_BETA], .h0 = x[IN_H0],
+                                         .o = job->o, .ht = job->ht};
+        s = kdalab_batch_f64(&job->fwd.batch,
+                             job->simd ? KDALAB_FORM_SIMD_CHUNK
+                                       : job->chunk_form ? KDALAB_FORM_CHUNK
+                                                         : KDALAB_FORM_RECURRENT,
+                             d, job->mech, job->scale, &a, &job->opts);
+    }
     else if (job->simd)
         s = kdalab_simd_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
                                   x[IN_G], x[IN_BETA], x[IN_H0], job->o, job->ht, &job->opts,
