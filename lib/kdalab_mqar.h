@@ -18,32 +18,89 @@
 KDALAB_BEGIN_DECLS
 
 /*
- * One MQAR task, in the manner of the Zoology paper (Arora et al. 2023,
- * zoology/data/associative_recall.py). The vocabulary is
- *   0                              the filler token
+ * The layouts a sequence can have (kdalab_mqar_config.task). Every task draws
+ * P distinct keys; the vocabulary is
+ *   0                              the filler token (KDALAB_MQAR_PLAIN)
  *   [1, 1 + key_vocab)             keys
  *   [1 + key_vocab, 1 + key_vocab + value_vocab)   values
  * so 1 + key_vocab + value_vocab tokens in all (kdalab_mqar_vocab_size).
- * A sequence of T tokens is
- *   positions 0 .. 2P-1   P pairs  key_0 value_0 key_1 value_1 ...  (distinct
- *                         keys; each value drawn uniformly and independently,
- *                         so two keys may share a value)
+ * The target at a query position is the value its key is bound to at that
+ * point (the answer is predicted at the query token itself); every other
+ * target is -1 (not counted by the loss or the accuracy).
+ *
+ * KDALAB_MQAR_PLAIN — kdalab's MQAR (T >= 2P + 1):
+ *   positions 0 .. 2P-1   P pairs  key_0 value_0 key_1 value_1 ...  (each
+ *                         value drawn uniformly and independently, so two
+ *                         keys may share a value)
  *   positions 2P .. T-1   n_queries of the P keys, each at most once, at
- *                         distinct positions drawn uniformly; filler elsewhere
- * and the target at a query position is the value paired with its key; every
- * other target is -1 (not counted by the loss).
- * Differences from Zoology: Zoology draws query gaps from a power law (most
- * queries early), draws values without replacement, fills with random tokens
- * rather than 0, and puts the answer as the label of the position after the
- * query (the same thing after its one-token shift).
+ *                         distinct positions drawn uniformly; filler 0
+ *                         elsewhere (so the filler marks where queries may be)
+ *   With T < 4P not every key can be queried: n_queries = min(P, T - 2P).
+ *
+ * KDALAB_MQAR_ZOOLOGY — Zoology's multiquery_ar (Arora et al. 2023,
+ * zoology/data/multiquery_ar.py; T even, T >= 4P, value_vocab >= P):
+ *   positions 0 .. 2P-1   P pairs, values distinct (drawn without replacement)
+ *   positions 2P .. T-1   every key queried once, key j at position
+ *                         2P + 2 gap_j: the gaps are P distinct numbers of
+ *                         [0, (T - 2P) / 2) drawn one after another with
+ *                         probability proportional to (gap + 1)^(a - 1),
+ *                         a = KDALAB_MQAR_POWER_A (most queries soon after
+ *                         the pairs, as repeated bigrams are in text);
+ *                         every other position a token drawn uniformly from
+ *                         the whole vocabulary (distractors, keys among them)
+ *
+ * KDALAB_MQAR_OVERWRITE — Zoology's forgetting_mqar: the ZOOLOGY layout with
+ * `updates` (U, 1 <= U <= P) of the P keys bound again after the P pairs:
+ *   positions 2P .. 2(P+U)-1   U pairs  key value', the keys distinct, chosen
+ *                         uniformly among the P, each value' drawn uniformly
+ *                         from the values other than that key's first one
+ *   then every key queried once (gaps as ZOOLOGY, over (T - 2(P+U)) / 2
+ *   slots), its target the key's latest value. T even, T >= 2(P + U) + 2P,
+ *   value_vocab >= P (and >= 2). A decay that forgets the first binding, or
+ *   a delta rule that overwrites it, is what the task rewards.
+ *
+ * KDALAB_MQAR_RECENT — more pairs than a small state holds, and only the
+ * most recent matter: the ZOOLOGY layout whose queries ask only the last
+ * `recent` (W, 1 <= W <= P) pairs, each once (gaps as ZOOLOGY over
+ * (T - 2P) / 2 slots). T even, T >= 2P + 2W, value_vocab >= P. The regime a
+ * decay should win: forgetting the old pairs frees the state for the new.
+ *
+ * Differences from Zoology in every task: Zoology makes a fixed training set
+ * (100,000 sequences) and splits key and value vocabularies at vocab / 2; here
+ * every batch is fresh (a function of seed and batch index) and the split is
+ * the caller's.
  */
+typedef enum {
+    KDALAB_MQAR_PLAIN = 0,
+    KDALAB_MQAR_ZOOLOGY,
+    KDALAB_MQAR_OVERWRITE,
+    KDALAB_MQAR_RECENT
+} kdalab_mqar_task;
+
+/* The power law of the query gaps in the Zoology layouts (Zoology's default
+ * power_a): weight (gap + 1)^(a - 1). */
+#define KDALAB_MQAR_POWER_A 0.01
+
+/* "plain", "zoology", "overwrite", "recent" ("unknown" otherwise). */
+const char *kdalab_mqar_task_name(kdalab_mqar_task task);
+
+/* The task named name (kdalab_mqar_task_name's names) into *task.
+ * Errors: KDALAB_ENULL, KDALAB_EINVAL (an unknown name). */
+kdalab_status kdalab_mqar_parse_task(const char *name, kdalab_mqar_task *task);
+
+/* One MQAR task. Zero-initialise, then set what you need: a {0}-filled task
+ * field is KDALAB_MQAR_PLAIN, whose layout is the one kdalab's experiments
+ * 14-17 use. */
 typedef struct {
-    size_t T;           /* tokens per sequence; >= 2 * kv_pairs + 1                 */
-    size_t kv_pairs;    /* P >= 1                                                    */
-    size_t key_vocab;   /* number of key tokens; >= P                                */
-    size_t value_vocab; /* number of value tokens; >= 1                              */
-    size_t n_queries;   /* 0: min(P, T - 2P), Zoology's every key once when it fits; */
-                        /* else 1 .. min(P, T - 2P)                                  */
+    size_t T;           /* tokens per sequence (see the task for its least)           */
+    size_t kv_pairs;    /* P >= 1                                                      */
+    size_t key_vocab;   /* number of key tokens; >= P                                  */
+    size_t value_vocab; /* number of value tokens; >= 1 (>= P in the Zoology layouts) */
+    size_t n_queries;   /* PLAIN: 0 for min(P, T - 2P), else 1 .. min(P, T - 2P); the */
+                        /* other tasks query every relevant key: 0                    */
+    kdalab_mqar_task task; /* the layout (above); 0 is PLAIN                           */
+    size_t updates;     /* OVERWRITE: U keys bound again, 1 .. P; else 0               */
+    size_t recent;      /* RECENT: W, the last pairs queried, 1 .. P; else 0           */
 } kdalab_mqar_config;
 
 /*
@@ -51,8 +108,11 @@ typedef struct {
  * 1 + key_vocab + value_vocab in *vocab (and the number of queries per
  * sequence in *n_queries; either pointer may be NULL). Errors: KDALAB_ENULL
  * (cfg), KDALAB_ESIZE (P = 0, a vocabulary of 0, key_vocab < P, T < 2P + 1,
- * T > 2^32 - 1, n_queries > min(P, T - 2P)), KDALAB_EOVERFLOW (2P + 1, or
- * the vocabulary beyond INT32_MAX, the largest token an int32_t holds).
+ * T > 2^32 - 1, n_queries > min(P, T - 2P); for the Zoology layouts an odd
+ * T, a T below the task's least, value_vocab < P, n_queries != 0, updates or
+ * recent outside 1 .. P for their task or not 0 for another), KDALAB_EINVAL
+ * (an unknown task), KDALAB_EOVERFLOW (2P + 1, or the vocabulary beyond
+ * INT32_MAX, the largest token an int32_t holds).
  */
 kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *vocab,
                                      size_t *n_queries);

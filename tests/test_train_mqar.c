@@ -1,7 +1,9 @@
 /*
  * tests/test_train_mqar.c — the MQAR generator's promises (lib/train/mqar.c):
  * determinism, pairs before queries, distinct keys, every query answered by
- * its pair, targets only at queries, bad configs.
+ * its pair, targets only at queries, bad configs; the Zoology layouts
+ * (zoology, overwrite, recent): distinct values, the latest binding as the
+ * answer, queries at even offsets with power-law gaps, random filler.
  */
 #include <math.h>
 #include <stdint.h>
@@ -152,11 +154,170 @@ static void test_mqar_bad_input(void **state)
     assert_int_equal(kdalab_mqar_make(&good, 1, 0, 0, NULL, NULL), KDALAB_OK);
 }
 
+/* Every promise of lib/kdalab_mqar.h about one batch of a Zoology layout. */
+static void zoology_check_batch(const kdalab_mqar_config *cfg, size_t B, const int32_t *tok,
+                                const int32_t *tgt, size_t *gap_count)
+{
+    const size_t T = cfg->T, P = cfg->kv_pairs, U = cfg->updates, ctx = 2 * (P + U);
+    const size_t nq = cfg->task == KDALAB_MQAR_RECENT ? cfg->recent : P, first = P - nq;
+    const int32_t k_hi = (int32_t)(1 + cfg->key_vocab),
+                  v_hi = (int32_t)(1 + cfg->key_vocab + cfg->value_vocab);
+    for (size_t b = 0; b < B; b++) {
+        const int32_t *x = tok + b * T, *y = tgt + b * T;
+        int32_t latest[64];
+        assert_true(P <= 64);
+        for (size_t p = 0; p < P; p++) { /* distinct keys, distinct values */
+            assert_true(x[2 * p] >= 1 && x[2 * p] < k_hi);
+            assert_true(x[2 * p + 1] >= k_hi && x[2 * p + 1] < v_hi);
+            for (size_t q = 0; q < p; q++)
+                assert_true(x[2 * q] != x[2 * p] && x[2 * q + 1] != x[2 * p + 1]);
+            latest[p] = x[2 * p + 1];
+        }
+        for (size_t j = 0; j < U; j++) { /* a key bound again, to another value */
+            const int32_t key = x[2 * (P + j)], v = x[2 * (P + j) + 1];
+            size_t p = 0;
+            while (p < P && x[2 * p] != key)
+                p++;
+            assert_true(p < P);
+            assert_true(v >= k_hi && v < v_hi && v != x[2 * p + 1]);
+            for (size_t i = 0; i < j; i++) /* each key bound again once */
+                assert_true(x[2 * (P + i)] != key);
+            latest[p] = v;
+        }
+        for (size_t t = 0; t < ctx; t++)
+            assert_int_equal(y[t], -1);
+        size_t queries = 0;
+        for (size_t t = ctx; t < T; t++) {
+            assert_true(x[t] >= 0 && x[t] < v_hi); /* filler from the whole vocabulary */
+            if (y[t] == -1)
+                continue;
+            /* a query: at an even offset, the key of one of the pairs asked
+             * about (RECENT: the last nq), asked once, answered by that key's
+             * latest value */
+            assert_int_equal((t - ctx) % 2, 0);
+            size_t p = first;
+            while (p < P && x[2 * p] != x[t])
+                p++;
+            assert_true(p < P);
+            assert_int_equal(y[t], latest[p]);
+            for (size_t u = ctx; u < t; u++)
+                assert_true(y[u] == -1 || x[u] != x[t]);
+            if (gap_count)
+                gap_count[(t - ctx) / 2]++;
+            queries++;
+        }
+        assert_int_equal(queries, nq);
+    }
+}
+
+static void test_mqar_zoology_layouts(void **state)
+{
+    (void)state;
+    const kdalab_mqar_config cfgs[] = {
+        {.T = 64, .kv_pairs = 8, .key_vocab = 31, .value_vocab = 32,
+         .task = KDALAB_MQAR_ZOOLOGY},
+        {.T = 64, .kv_pairs = 8, .key_vocab = 31, .value_vocab = 32,
+         .task = KDALAB_MQAR_OVERWRITE, .updates = 4},
+        {.T = 96, .kv_pairs = 32, .key_vocab = 40, .value_vocab = 40,
+         .task = KDALAB_MQAR_RECENT, .recent = 8},
+        {.T = 32, .kv_pairs = 8, .key_vocab = 8, .value_vocab = 8, /* the tightest T */
+         .task = KDALAB_MQAR_ZOOLOGY}};
+    const size_t want_nq[] = {8, 8, 8, 8};
+    const size_t B = 64;
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        const kdalab_mqar_config *cfg = &cfgs[c];
+        size_t vocab, nq, gaps[64] = {0};
+        assert_int_equal(kdalab_mqar_vocab_size(cfg, &vocab, &nq), KDALAB_OK);
+        assert_int_equal(vocab, 1 + cfg->key_vocab + cfg->value_vocab);
+        assert_int_equal(nq, want_nq[c]);
+        int32_t *tok, *tgt, *tok2, *tgt2;
+        mqar_alloc(B, cfg->T, &tok, &tgt);
+        mqar_alloc(B, cfg->T, &tok2, &tgt2);
+        for (size_t batch = 0; batch < 4; batch++) {
+            assert_int_equal(kdalab_mqar_make(cfg, 5, batch, B, tok, tgt), KDALAB_OK);
+            zoology_check_batch(cfg, B, tok, tgt, gaps);
+        }
+        /* a function of (seed, batch index) */
+        assert_int_equal(kdalab_mqar_make(cfg, 5, 3, B, tok2, tgt2), KDALAB_OK);
+        assert_memory_equal(tok, tok2, B * cfg->T * sizeof *tok);
+        assert_memory_equal(tgt, tgt2, B * cfg->T * sizeof *tgt);
+        /* the power law puts queries early: the first gap is drawn far more
+         * often than the last (weights 1 and space^-0.99) */
+        const size_t space = (cfg->T - 2 * (cfg->kv_pairs + cfg->updates)) / 2;
+        if (space > 2 * nq)
+            assert_true(gaps[0] > 4 * gaps[space - 1] + 4);
+        free(tok), free(tgt), free(tok2), free(tgt2);
+    }
+    /* the recent task asks only the last W pairs, overwrite the latest value:
+     * checked inside zoology_check_batch; the filler is not all zeros */
+    int32_t tok[64], tgt[64];
+    assert_int_equal(kdalab_mqar_make(&cfgs[0], 9, 0, 1, tok, tgt), KDALAB_OK);
+    size_t nonzero = 0;
+    for (size_t t = 16; t < 64; t++)
+        nonzero += tok[t] != 0;
+    assert_true(nonzero > 40);
+}
+
+static void test_mqar_task_names(void **state)
+{
+    (void)state;
+    const char *names[] = {"plain", "zoology", "overwrite", "recent"};
+    for (int i = 0; i < 4; i++) {
+        kdalab_mqar_task t;
+        assert_int_equal(kdalab_mqar_parse_task(names[i], &t), KDALAB_OK);
+        assert_int_equal(t, i);
+        assert_string_equal(kdalab_mqar_task_name(t), names[i]);
+    }
+    kdalab_mqar_task t;
+    expect_status(kdalab_mqar_parse_task("forgetting", &t), KDALAB_EINVAL, "unknown MQAR task");
+    expect_status(kdalab_mqar_parse_task(NULL, &t), KDALAB_ENULL, NULL);
+    assert_string_equal(kdalab_mqar_task_name((kdalab_mqar_task)9), "unknown");
+}
+
+static void test_mqar_zoology_bad_input(void **state)
+{
+    (void)state;
+    const kdalab_mqar_config z = {.T = 64, .kv_pairs = 8, .key_vocab = 31, .value_vocab = 32,
+                                  .task = KDALAB_MQAR_ZOOLOGY};
+    int32_t tok[64], tgt[64];
+    for (size_t i = 0; i < 64; i++)
+        tok[i] = tgt[i] = 777;
+    kdalab_mqar_config c;
+    c = z, c.T = 63;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "T must be even");
+    c = z, c.T = 30;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "T = 30 < 32");
+    c = z, c.value_vocab = 7;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "8 distinct values");
+    c = z, c.n_queries = 4;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "n_queries = 4");
+    c = z, c.updates = 2;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "only the overwrite");
+    c = z, c.task = KDALAB_MQAR_OVERWRITE;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "updates = 0");
+    c.updates = 9;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "updates = 9");
+    c.updates = 8; /* 2 * (8 + 8) + 16 = 48 <= 64: fine; T = 46 is not */
+    c.T = 46;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "T = 46 < 48");
+    c = z, c.task = KDALAB_MQAR_RECENT, c.recent = 9;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "recent = 9");
+    c = z, c.task = (kdalab_mqar_task)7;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_EINVAL, "task = 7");
+    c = z, c.task = KDALAB_MQAR_PLAIN, c.recent = 1;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "plain task has");
+    for (size_t i = 0; i < 64; i++)
+        assert_true(tok[i] == 777 && tgt[i] == 777);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mqar_properties),
         cmocka_unit_test(test_mqar_bad_input),
+        cmocka_unit_test(test_mqar_zoology_layouts),
+        cmocka_unit_test(test_mqar_task_names),
+        cmocka_unit_test(test_mqar_zoology_bad_input),
     };
     return cmocka_run_group_tests_name("train_mqar", tests, NULL, NULL);
 }

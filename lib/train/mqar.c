@@ -3,18 +3,83 @@
  * of key-value pairs followed by queries of earlier keys, as in the Zoology
  * paper (the layout of a sequence is in kdalab_train.h).
  *
- * defines: kdalab_mqar_vocab_size, kdalab_mqar_make, kdalab_mqar_test_seed
+ * defines: kdalab_mqar_task_name, kdalab_mqar_parse_task, kdalab_mqar_vocab_size,
+ *          kdalab_mqar_make, kdalab_mqar_test_seed
+ *
+ * The four layouts (plain, and Zoology's multiquery_ar, forgetting_mqar and
+ * a recency variant of it) are in lib/kdalab_mqar.h.
  *
  * Every batch is a function of (config, seed, batch index, B): it draws from
  * its own gsl_rng_mt19937, seeded from a hash of (seed, batch index), so a
  * training loop may make its batches in any order, or twice.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_rng.h>
 
 #include "internal.h"
+
+static const char *const task_names[] = {"plain", "zoology", "overwrite", "recent"};
+#define N_TASKS (sizeof task_names / sizeof task_names[0])
+
+const char *kdalab_mqar_task_name(kdalab_mqar_task task)
+{
+    return (unsigned)task < N_TASKS ? task_names[task] : "unknown";
+}
+
+kdalab_status kdalab_mqar_parse_task(const char *name, kdalab_mqar_task *task)
+{
+    if (!name || !task)
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL", !name ? "the task name" : "task");
+    for (size_t i = 0; i < N_TASKS; i++)
+        if (strcmp(name, task_names[i]) == 0) {
+            *task = (kdalab_mqar_task)i;
+            kdalab_clear_error();
+            return KDALAB_OK;
+        }
+    return kdalab_fail(KDALAB_EINVAL, "unknown MQAR task '%s': plain, zoology, overwrite or recent",
+                       name);
+}
+
+/* The Zoology layouts' rules (lib/kdalab_mqar.h), after the common ones:
+ * *n_queries the number of queries. */
+static kdalab_status zoology_rules(const kdalab_mqar_config *cfg, size_t *n_queries)
+{
+    const size_t P = cfg->kv_pairs, T = cfg->T;
+    const char *name = kdalab_mqar_task_name(cfg->task);
+    if (cfg->n_queries != 0)
+        return kdalab_fail(KDALAB_ESIZE, "n_queries = %zu: the %s task queries every key it asks "
+                           "about; leave it 0", cfg->n_queries, name);
+    if (cfg->task != KDALAB_MQAR_OVERWRITE && cfg->updates != 0)
+        return kdalab_fail(KDALAB_ESIZE, "updates = %zu: only the overwrite task binds keys "
+                           "again", cfg->updates);
+    if (cfg->task != KDALAB_MQAR_RECENT && cfg->recent != 0)
+        return kdalab_fail(KDALAB_ESIZE, "recent = %zu: only the recent task has a window",
+                           cfg->recent);
+    if (cfg->task == KDALAB_MQAR_OVERWRITE && (cfg->updates < 1 || cfg->updates > P))
+        return kdalab_fail(KDALAB_ESIZE, "updates = %zu: the overwrite task binds 1 .. "
+                           "kv_pairs = %zu keys again", cfg->updates, P);
+    if (cfg->task == KDALAB_MQAR_RECENT && (cfg->recent < 1 || cfg->recent > P))
+        return kdalab_fail(KDALAB_ESIZE, "recent = %zu: the recent task queries the last 1 .. "
+                           "kv_pairs = %zu pairs", cfg->recent, P);
+    if (cfg->value_vocab < P || (cfg->task == KDALAB_MQAR_OVERWRITE && cfg->value_vocab < 2))
+        return kdalab_fail(KDALAB_ESIZE, "value_vocab = %zu: the %s task draws %zu distinct "
+                           "values%s", cfg->value_vocab, name, P,
+                           cfg->task == KDALAB_MQAR_OVERWRITE ? " (and at least 2)" : "");
+    if (T % 2 != 0)
+        return kdalab_fail(KDALAB_ESIZE, "T = %zu: the %s task places its queries at even "
+                           "offsets: T must be even", T, name);
+    const size_t U = cfg->updates, nq = cfg->task == KDALAB_MQAR_RECENT ? cfg->recent : P;
+    if (P > SIZE_MAX / 8 || T < 2 * (P + U) + 2 * nq)
+        return kdalab_fail(KDALAB_ESIZE, "T = %zu < %zu: the %s task needs 2 tokens per pair "
+                           "(%zu), per update (%zu) and per query (%zu)", T,
+                           2 * (P + U) + 2 * nq, name, P, U, nq);
+    *n_queries = nq;
+    return KDALAB_OK;
+}
 
 kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *vocab,
                                      size_t *n_queries)
@@ -47,6 +112,22 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
                            "T = %zu < 2 * kv_pairs + 1 = %zu: no room for a query after "
                            "the %zu pairs",
                            T, 2 * P + 1, P);
+    if ((unsigned)cfg->task >= N_TASKS)
+        return kdalab_fail(KDALAB_EINVAL, "task = %d: not a kdalab_mqar_task", (int)cfg->task);
+    if (cfg->task != KDALAB_MQAR_PLAIN) {
+        size_t nq = 0;
+        kdalab_status s = zoology_rules(cfg, &nq);
+        if (s != KDALAB_OK)
+            return s;
+        if (vocab)
+            *vocab = 1 + cfg->key_vocab + cfg->value_vocab;
+        if (n_queries)
+            *n_queries = nq;
+        return KDALAB_OK;
+    }
+    if (cfg->updates != 0 || cfg->recent != 0)
+        return kdalab_fail(KDALAB_ESIZE, "updates = %zu, recent = %zu: the plain task has "
+                           "neither; leave them 0", cfg->updates, cfg->recent);
     size_t room = T - 2 * P, most = P < room ? P : room;
     if (cfg->n_queries > most)
         return kdalab_fail(KDALAB_ESIZE,
@@ -130,6 +211,92 @@ static void mqar_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t n_
     }
 }
 
+/* The scratch of one batch: idx [key_vocab + value_vocab + T] indices,
+ * weight [T / 2] the query gaps' weights, value [P] each key's latest value. */
+typedef struct {
+    size_t *idx;
+    double *weight;
+    int32_t *value;
+} scratch;
+
+/* n distinct gaps of [0, space), drawn one after another with probability
+ * proportional to (gap + 1)^(a - 1) among those not drawn yet (numpy's
+ * choice(replace=False, p=...), which Zoology uses), into gap[n]. */
+static void power_law_gaps(gsl_rng *rng, size_t space, size_t n, double *weight, size_t *gap)
+{
+    for (size_t i = 0; i < space; i++)
+        weight[i] = pow((double)(i + 1), KDALAB_MQAR_POWER_A - 1);
+    for (size_t j = 0; j < n; j++) {
+        double total = 0;
+        for (size_t i = 0; i < space; i++)
+            total += weight[i];
+        double u = gsl_rng_uniform(rng) * total;
+        size_t pick = space; /* the last gap with weight left, should rounding run past it */
+        for (size_t i = 0; i < space; i++) {
+            if (weight[i] == 0)
+                continue;
+            pick = i;
+            if (u < weight[i])
+                break;
+            u -= weight[i];
+        }
+        gap[j] = pick;
+        weight[pick] = 0;
+    }
+}
+
+/* One sequence of a Zoology layout (ZOOLOGY, OVERWRITE, RECENT): tokens,
+ * targets [T]. */
+static void zoology_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t n_queries,
+                             scratch *w, int32_t *tokens, int32_t *targets)
+{
+    const size_t T = cfg->T, P = cfg->kv_pairs, U = cfg->updates, Kv = cfg->key_vocab,
+                 Vv = cfg->value_vocab, vocab = 1 + Kv + Vv, ctx = 2 * (P + U);
+    const int32_t first_value = (int32_t)(1 + Kv);
+
+    /* P distinct keys, then P distinct values */
+    for (size_t i = 0; i < Kv; i++)
+        w->idx[i] = i;
+    partial_shuffle(rng, w->idx, Kv, P);
+    for (size_t p = 0; p < P; p++)
+        tokens[2 * p] = (int32_t)(1 + w->idx[p]);
+    for (size_t i = 0; i < Vv; i++)
+        w->idx[i] = i;
+    partial_shuffle(rng, w->idx, Vv, P);
+    for (size_t p = 0; p < P; p++)
+        w->value[p] = tokens[2 * p + 1] = first_value + (int32_t)w->idx[p];
+    /* OVERWRITE: U distinct keys bound again, each to another value */
+    for (size_t p = 0; p < P; p++)
+        w->idx[p] = p;
+    partial_shuffle(rng, w->idx, P, U);
+    for (size_t j = 0; j < U; j++) {
+        const size_t p = w->idx[j];
+        int32_t v = first_value + (int32_t)gsl_rng_uniform_int(rng, (unsigned long)(Vv - 1));
+        if (v >= w->value[p])
+            v++; /* skip the key's first value */
+        w->value[p] = v;
+        tokens[2 * (P + j)] = tokens[2 * p];
+        tokens[2 * (P + j) + 1] = v;
+    }
+    for (size_t t = 0; t < T; t++)
+        targets[t] = -1;
+    /* the queries: every key (RECENT: the last n_queries pairs), in pair order,
+     * key at ctx + 2 gap */
+    const size_t space = (T - ctx) / 2, first = P - n_queries;
+    power_law_gaps(rng, space, n_queries, w->weight, w->idx);
+    for (size_t t = ctx; t < T; t++)
+        tokens[t] = -1;
+    for (size_t j = 0; j < n_queries; j++) {
+        const size_t t = ctx + 2 * w->idx[j];
+        tokens[t] = tokens[2 * (first + j)];
+        targets[t] = w->value[first + j];
+    }
+    /* every other position after the pairs: a token drawn from the whole vocabulary */
+    for (size_t t = ctx; t < T; t++)
+        if (tokens[t] < 0)
+            tokens[t] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)vocab);
+}
+
 kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed,
                                size_t batch_index, size_t B, int32_t *tokens,
                                int32_t *targets)
@@ -148,25 +315,31 @@ kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed
         kdalab_clear_error();
         return KDALAB_OK;
     }
-    size_t *keys = malloc(cfg->key_vocab * sizeof *keys);
-    size_t *slots = malloc((T - 2 * P) * sizeof *slots);
-    int32_t *pair_value = malloc(P * sizeof *pair_value);
+    /* plain: keys [key_vocab] then slots [T - 2P]; Zoology: one of key_vocab,
+     * value_vocab or T at a time (bounded by kdalab_mqar_vocab_size: no overflow) */
+    const size_t n_idx = cfg->key_vocab + cfg->value_vocab + T;
+    scratch w = {malloc(n_idx * sizeof *w.idx), malloc((T / 2 + 1) * sizeof *w.weight),
+                 malloc(P * sizeof *w.value)};
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (!keys || !slots || !pair_value || !rng) {
-        free(keys);
-        free(slots);
-        free(pair_value);
+    if (!w.idx || !w.weight || !w.value || !rng) {
+        free(w.idx);
+        free(w.weight);
+        free(w.value);
         if (rng)
             gsl_rng_free(rng);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for an MQAR batch");
     }
     gsl_rng_set(rng, batch_seed(seed, batch_index));
-    for (size_t b = 0; b < B; b++)
-        mqar_sequence(rng, cfg, n_queries, keys, slots, pair_value, tokens + b * T,
-                      targets + b * T);
-    free(keys);
-    free(slots);
-    free(pair_value);
+    for (size_t b = 0; b < B; b++) {
+        if (cfg->task == KDALAB_MQAR_PLAIN)
+            mqar_sequence(rng, cfg, n_queries, w.idx, w.idx + cfg->key_vocab, w.value,
+                          tokens + b * T, targets + b * T);
+        else
+            zoology_sequence(rng, cfg, n_queries, &w, tokens + b * T, targets + b * T);
+    }
+    free(w.idx);
+    free(w.weight);
+    free(w.value);
     gsl_rng_free(rng);
     kdalab_clear_error();
     return KDALAB_OK;
