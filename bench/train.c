@@ -79,7 +79,7 @@ static int time_c(const bench_cfg *b, int f32, size_t steps, size_t repeat, doub
     size_t L = 2;
     if (kdalab_model_parse_mixers(b->mixer, &L, 1, c.mixer) != KDALAB_OK)
         return fprintf(stderr, "bench_train: %s\n", kdalab_last_error()), 0;
-    kdalab_mqar_config task = {b->T, b->P, 32, 32, 0};
+    kdalab_mqar_config task = {.T = b->T, .kv_pairs = b->P, .key_vocab = 32, .value_vocab = 32};
     kdalab_adamw_config opt = {1e-3, 1e-4, 0.9, 0.999, 1e-8, 0.1, 1.0, 10, 1000};
     size_t P;
     kdalab_model_size(&c, &P, NULL);

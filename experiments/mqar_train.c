@@ -354,8 +354,11 @@ static void config_of(const lab_ctx *x, const lab_mqar_spec *s, kdalab_train_con
     c->model.F = 2 * s->D;
     c->model.conv = s->conv;
     c->model.vocab = s->vocab;
-    c->task = (kdalab_mqar_config){s->T, s->P, s->vocab > 0 ? (s->vocab - 1) / 2 : 0,
-                                   s->vocab > 0 ? s->vocab - 1 - (s->vocab - 1) / 2 : 0, 0};
+    c->task = (kdalab_mqar_config){
+        .T = s->T,
+        .kv_pairs = s->P,
+        .key_vocab = s->vocab > 0 ? (s->vocab - 1) / 2 : 0,
+        .value_vocab = s->vocab > 0 ? s->vocab - 1 - (s->vocab - 1) / 2 : 0};
     c->opt = (kdalab_adamw_config){s->lr, s->lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0,
                                    s->steps / 10, s->steps};
     c->batch = s->batch;

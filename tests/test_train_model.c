@@ -244,7 +244,7 @@ static void test_model_edges(void **state)
 
     kdalab_train_config c;
     memset(&c, 0, sizeof c);
-    c.task = (kdalab_mqar_config){16, 4, 8, 8, 0};
+    c.task = (kdalab_mqar_config){.T = 16, .kv_pairs = 4, .key_vocab = 8, .value_vocab = 8};
     c.model = (kdalab_model_config){.vocab = 17, .D = 8, .H = 2, .L = 1, .F = 8, .conv = 1,
                                     .mixer = {KDALAB_MIXER_KDA}};
     c.opt = (kdalab_adamw_config){1e30, 1e29, 0.9, 0.999, 1e-8, 0, 0, 0, 5};

@@ -18,7 +18,7 @@ static void test_train_learns(void **state)
     (void)state;
     kdalab_train_config c;
     memset(&c, 0, sizeof c);
-    c.task = (kdalab_mqar_config){16, 4, 8, 8, 0};
+    c.task = (kdalab_mqar_config){.T = 16, .kv_pairs = 4, .key_vocab = 8, .value_vocab = 8};
     c.model = (kdalab_model_config){.vocab = 17, .D = 16, .H = 2, .L = 2, .F = 32, .conv = 1,
                                     .mixer = {KDALAB_MIXER_ATTENTION, KDALAB_MIXER_ATTENTION}};
     c.opt = (kdalab_adamw_config){1e-2, 1e-3, 0.9, 0.999, 1e-8, 0.1, 1.0, 40, 400};
@@ -138,7 +138,7 @@ static void test_train_own_task(void **state)
     c.task.T = 0;
     assert_int_equal(kdalab_train_f64(&c, copy_batch, &ct, th, NULL, NULL, &r), KDALAB_ESIZE);
     /* MQAR through the generic loop is the MQAR trainer */
-    c.task = (kdalab_mqar_config){16, 4, 8, 8, 0};
+    c.task = (kdalab_mqar_config){.T = 16, .kv_pairs = 4, .key_vocab = 8, .value_vocab = 8};
     c.model.vocab = 17;
     c.opt.steps = 30;
     assert_int_equal(kdalab_model_size(&c.model, &P, NULL), KDALAB_OK); /* a larger vocab */
