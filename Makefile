@@ -72,6 +72,10 @@ $(BUILD)/%.o: %.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
+# the programs' own headers: a changed struct there rebuilds every program that uses it
+$(patsubst %.c,$(BUILD)/%.o,$(wildcard experiments/*.c)): $(wildcard experiments/*.h)
+$(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*/*.c)): $(wildcard tools/*/*.h)
+
 $(LIB_A): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -73,8 +73,10 @@ int main(int argc, char **argv)
     }
 
     for (size_t m = 0; m < 5; m++) /* the largest number of pairs: refused now, not later */
-        lab_mqar_check(&x, &(lab_mqar_spec){MIXERS[m], 2, D, H, 1, T, pairs[n_pairs - 1], vocab,
-                                            batch, steps, test, lrs[0], x.seed});
+        lab_mqar_check(&x, &(lab_mqar_spec){.mixers = MIXERS[m], .L = 2, .D = D, .H = H,
+                                            .conv = 1, .T = T, .P = pairs[n_pairs - 1],
+                                            .vocab = vocab, .batch = batch, .steps = steps,
+                                            .test = test, .lr = lrs[0], .seed = x.seed});
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "14_recall_by_mechanism", cols,
                            "%s sweep (%s): D=%zu H=%zu T=%zu vocab=%zu steps=%zu batch=%zu seeds=%zu "
@@ -97,8 +99,10 @@ int main(int argc, char **argv)
         for (size_t m = 0; m < 5; m++)
             for (size_t ip = 0; ip < n_pairs; ip++)
                 for (size_t il = 0; il < n_lr; il++) {
-                    lab_mqar_spec s = {MIXERS[m], 2, D, H, 1, T, pairs[ip], vocab, batch,
-                                       steps, test, lrs[il], x.seed + sd};
+                    lab_mqar_spec s = {.mixers = MIXERS[m], .L = 2, .D = D, .H = H, .conv = 1,
+                                       .T = T, .P = pairs[ip], .vocab = vocab, .batch = batch,
+                                       .steps = steps, .test = test, .lr = lrs[il],
+                                       .seed = x.seed + sd};
                     lab_mqar_result r;
                     lab_mqar_train(&x, &s, 0, &r);
                     lab_mqar_row(f, MIXERS[m], &s, &r);

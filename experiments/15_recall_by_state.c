@@ -89,9 +89,11 @@ int main(int argc, char **argv)
     }
     for (int m = 0; m < 2; m++) /* the extremes: refused now, not after hours */
         for (size_t id = 0; id < nd; id++)
-            lab_mqar_check(&x, &(lab_mqar_spec){m ? "kda" : "deltanet", 2, D, D / ds[id], 1, T,
-                                                ps[np - 1], vocab, batch, steps, test,
-                                                lrs[0], x.seed});
+            lab_mqar_check(&x, &(lab_mqar_spec){.mixers = m ? "kda" : "deltanet", .L = 2, .D = D,
+                                                .H = D / ds[id], .conv = 1, .T = T,
+                                                .P = ps[np - 1], .vocab = vocab, .batch = batch,
+                                                .steps = steps, .test = test, .lr = lrs[0],
+                                                .seed = x.seed});
     char lr_text[64];
     if (n_lr > 1)
         snprintf(lr_text, sizeof lr_text, "%g and %g (the best kept per point)", lrs[0], lrs[1]);
@@ -123,8 +125,10 @@ int main(int argc, char **argv)
             for (size_t id = 0; id < nd; id++)
                 for (size_t ip = 0; ip < np; ip++)
                     for (size_t il = 0; il < n_lr; il++) {
-                        lab_mqar_spec s = {mixers[m], 2, D, D / ds[id], 1, T, ps[ip], vocab,
-                                           batch, steps, test, lrs[il], x.seed + sd};
+                        lab_mqar_spec s = {.mixers = mixers[m], .L = 2, .D = D, .H = D / ds[id],
+                                           .conv = 1, .T = T, .P = ps[ip], .vocab = vocab,
+                                           .batch = batch, .steps = steps, .test = test,
+                                           .lr = lrs[il], .seed = x.seed + sd};
                         lab_mqar_result r;
                         lab_mqar_train(&x, &s, 0, &r);
                         lab_mqar_row(f, mixers[m], &s, &r);

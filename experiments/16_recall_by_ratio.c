@@ -77,8 +77,9 @@ int main(int argc, char **argv)
     size_t done = 0;
     for (size_t sd = 0; sd < seeds; sd++)
         for (size_t i = 0; i < ns; i++) {
-            lab_mqar_spec s = {specs[i], L, D, H, 1, T, P, 65, batch, steps, 512, lr,
-                               x.seed + sd};
+            lab_mqar_spec s = {.mixers = specs[i], .L = L, .D = D, .H = H, .conv = 1, .T = T,
+                               .P = P, .vocab = 65, .batch = batch, .steps = steps, .test = 512,
+                               .lr = lr, .seed = x.seed + sd};
             lab_mqar_result r;
             lab_mqar_train(&x, &s, 0, &r);
             lab_mqar_row(f, specs[i], &s, &r);

@@ -63,8 +63,10 @@ int main(int argc, char **argv)
     double acc[3][MAX_SEEDS];
     for (size_t s = 0; s < seeds; s++)
         for (int i = 0; i < 3; i++) {
-            lab_mqar_spec spec = {stacks[i].mixers, 2, D, 2, stacks[i].conv, T, 8, 65, batch,
-                                  steps, 512, lr, x.seed + s};
+            lab_mqar_spec spec = {.mixers = stacks[i].mixers, .L = 2, .D = D, .H = 2,
+                                  .conv = stacks[i].conv, .T = T, .P = 8, .vocab = 65,
+                                  .batch = batch, .steps = steps, .test = 512, .lr = lr,
+                                  .seed = x.seed + s};
             lab_mqar_result r;
             lab_mqar_train(&x, &spec, 0, &r);
             lab_mqar_row_extra(f, stacks[i].label, &spec, &r, stacks[i].conv ? "1" : "0");

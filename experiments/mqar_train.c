@@ -87,9 +87,15 @@ static void refuse(const lab_ctx *x, const lab_mqar_spec *s)
  * training is deterministic, so the same key gives the same bits. */
 static void ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t n)
 {
-    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu",
+    /* the plain task's key has no task field: the ledgers written before the
+     * other tasks existed read as they did */
+    char task[96] = "";
+    if (s->task != KDALAB_MQAR_PLAIN)
+        snprintf(task, sizeof task, "\ttask=%s/%zu/%zu", kdalab_mqar_task_name(s->task),
+                 s->updates, s->recent);
+    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s",
              lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
-             s->batch, s->steps, s->test, s->lr, s->seed);
+             s->batch, s->steps, s->test, s->lr, s->seed, task);
 }
 
 /* The ledger this run appends to: DIR/mqar_models.tsv, or for job I of a
@@ -358,7 +364,10 @@ static void config_of(const lab_ctx *x, const lab_mqar_spec *s, kdalab_train_con
         .T = s->T,
         .kv_pairs = s->P,
         .key_vocab = s->vocab > 0 ? (s->vocab - 1) / 2 : 0,
-        .value_vocab = s->vocab > 0 ? s->vocab - 1 - (s->vocab - 1) / 2 : 0};
+        .value_vocab = s->vocab > 0 ? s->vocab - 1 - (s->vocab - 1) / 2 : 0,
+        .task = s->task,
+        .updates = s->updates,
+        .recent = s->recent};
     c->opt = (kdalab_adamw_config){s->lr, s->lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0,
                                    s->steps / 10, s->steps};
     c->batch = s->batch;

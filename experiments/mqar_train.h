@@ -29,6 +29,8 @@ typedef struct {
     size_t batch, steps, test;
     double lr;
     unsigned long seed;
+    kdalab_mqar_task task;  /* the layout (lib/kdalab_mqar.h); 0: plain             */
+    size_t updates, recent; /* overwrite's U, recent's W (0 for the other tasks)     */
 } lab_mqar_spec;
 
 /* What one run gave. theta is kept only when asked (lab_mqar_train's keep). */
