@@ -27,7 +27,8 @@
  *     kdalab_layers.h     RMSNorm, SiLU, SwiGLU, the short convolution
  *     kdalab_loss.h       the cross-entropy loss
  *     kdalab_mixer.h      one mixer sub-layer of the training model
- *     kdalab_model.h      the model: layout, initialisation, loss and gradient
+ *     kdalab_model.h      the model: layout, initialisation, forward, loss and gradient
+ *     kdalab_checkpoint.h the model on disk: the one checkpoint format
  *     kdalab_adamw.h      AdamW and its schedule
  *     kdalab_trainer.h    the training loop and evaluation
  *   kdalab_blas.h       the CBLAS under training's dense products: its kernels

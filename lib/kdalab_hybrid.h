@@ -1,13 +1,18 @@
 /*
- * kdalab_hybrid.h — the KDA + attention hybrid stack (lib/model/).
+ * kdalab_hybrid.h — the KDA + attention hybrid stack (lib/model/): the
+ * chapter's stack of mixing layers, and a trained model of lib/train loaded
+ * from its checkpoint, each run by prefill and token-by-token decode.
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  */
 #ifndef KDALAB_HYBRID_H
 #define KDALAB_HYBRID_H
 
+#include <stdint.h>
+
 #include "kdalab_forms.h"
 #include "kdalab_attention.h"
+#include "kdalab_model.h"
 
 KDALAB_BEGIN_DECLS
 
@@ -91,7 +96,12 @@ kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg);
 kdalab_status kdalab_hybrid_layer_kind(const kdalab_hybrid_config *cfg, size_t layer,
                                        kdalab_hybrid_kind *out);
 
-/* A stack: its weights, and per layer the KDA state or the KV cache. */
+/* A stack: its weights, and per layer the KDA state or the KV cache. Either
+ * the chapter's stack (kdalab_hybrid_new_random: the functions from here to
+ * kdalab_hybrid_decode) or a trained model's (kdalab_hybrid_new_model,
+ * kdalab_hybrid_load: the section "A trained model as a stack" below);
+ * free, position, reset, cache bytes and the state and cache accessors
+ * serve both. */
 typedef struct kdalab_hybrid kdalab_hybrid;
 
 /*
@@ -109,46 +119,21 @@ typedef struct kdalab_hybrid kdalab_hybrid;
 kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned long seed,
                                        kdalab_hybrid **out);
 
-/*
- * kdalab_hybrid_new_npy — a stack with weights read from .npy files (any
- * dtype kdalab_npy_read accepts, converted to float64) in directory dir:
- *   dir/layerNN.wq.npy     [d_model, d_model]   (NN = layer index, two or more
- *   dir/layerNN.wk.npy     [d_model, d_model]    digits, zero-padded: layer00,
- *   dir/layerNN.wv.npy     [d_model, d_model]    layer01, ..., layer123)
- *   dir/layerNN.wo.npy     [d_model, d_model]
- *   dir/layerNN.norm.npy   [d_model]            RMSNorm gain (only when rms_norm)
- *   KDA layers only:
- *   dir/layerNN.wg.npy     [d_model, d_model]   gate projection
- *   dir/layerNN.bg.npy     [d_model]            gate bias
- *   dir/layerNN.wbeta.npy  [d_model, H]         beta projection
- * Layer kinds come from cfg, not from the files. All matrices are [in, out]:
- * y = x W. Errors: those of kdalab_hybrid_config_check and kdalab_npy_read
- * (KDALAB_EIO for a missing file, with its path in kdalab_last_error()),
- * KDALAB_ESIZE (a file's shape differs from the one above),
- * KDALAB_ENONFINITE (a weight is NaN/Inf), KDALAB_ENULL, KDALAB_EINVAL
- * (dir is ""), KDALAB_ENOMEM.
- */
-kdalab_status kdalab_hybrid_new_npy(const kdalab_hybrid_config *cfg, const char *dir,
-                                    kdalab_hybrid **out);
-
-/* Write a stack's weights as '<f8' .npy files in dir (which must exist), in
- * the layout kdalab_hybrid_new_npy reads. Errors: KDALAB_ENULL, KDALAB_EINVAL
- * (dir is ""), those of kdalab_npy_write. */
-kdalab_status kdalab_hybrid_save_npy(const kdalab_hybrid *stack, const char *dir);
-
 /* Free a stack (its weights, states and caches). NULL is allowed. */
 void kdalab_hybrid_free(kdalab_hybrid *stack);
 
 /* The configuration the stack was built with (kinds points at the stack's own
- * [L] copy, valid until kdalab_hybrid_free). NULL when stack is NULL. */
+ * [L] copy, valid until kdalab_hybrid_free). NULL when stack is NULL or a
+ * trained model's (kdalab_hybrid_model has its configuration). */
 const kdalab_hybrid_config *kdalab_hybrid_config_of(const kdalab_hybrid *stack);
 
 /* Tokens consumed since creation or the last reset (prefill + decode). 0 for NULL. */
 size_t kdalab_hybrid_position(const kdalab_hybrid *stack);
 
-/* Empty every KV cache and zero every KDA state (weights kept), position 0.
- * The caches keep their memory (kdalab_kv_cache_clear), so a reset cannot
- * run out of memory. Errors: KDALAB_ENULL. */
+/* Empty every KV cache and zero every KDA state (a trained model's: every
+ * linear mixer's state and every convolution's history), weights kept,
+ * position 0. The caches keep their memory (kdalab_kv_cache_clear), so a
+ * reset cannot run out of memory. Errors: KDALAB_ENULL. */
 kdalab_status kdalab_hybrid_reset(kdalab_hybrid *stack);
 
 /*
@@ -165,7 +150,8 @@ typedef struct {
     double *norm, *wq, *wk, *wv, *wo, *wg, *bg, *wbeta;
 } kdalab_hybrid_weights;
 
-/* Errors: KDALAB_ENULL, KDALAB_EINVAL (layer >= L). */
+/* Errors: KDALAB_ENULL, KDALAB_EINVAL (layer >= L; a trained model's stack:
+ * kdalab_hybrid_model gives its parameters). */
 kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *stack, size_t layer,
                                           kdalab_hybrid_weights *out);
 
@@ -179,7 +165,8 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *stack, size_t layer,
  *   g     [T, H, d_head]  KDA only (NULL allowed; ignored for attention)
  *   beta  [T, H]          KDA only (NULL allowed; ignored for attention)
  * Any of q, k, v may be NULL when not wanted. Does not touch the caches.
- * Errors: KDALAB_ENULL (stack, or x when T > 0), KDALAB_EINVAL (layer >= L),
+ * Errors: KDALAB_ENULL (stack, or x when T > 0), KDALAB_EINVAL (layer >= L;
+ * a trained model's stack),
  * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW (T * d_model),
  * KDALAB_ENOMEM (the RMSNorm scratch).
  */
@@ -204,7 +191,8 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t lay
  *   layer_inputs  [L, T, d_model] the residual input of each layer, before
  *                 its RMSNorm (layer_inputs[0] = x), or NULL
  * T == 0 is a no-op. Errors: KDALAB_ENULL (stack, or x when T > 0),
- * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW, KDALAB_ENOMEM, and
+ * KDALAB_EINVAL (a trained model's stack: it takes tokens,
+ * kdalab_hybrid_prefill_tokens), KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW, KDALAB_ENOMEM, and
  * any error of the KDA/attention kernels (e.g. KDALAB_ERANGE), and
  * KDALAB_ERANGE when y holds non-finite values from finite x (y is written).
  * On an error before the first layer ran nothing changes; on a kernel error
@@ -234,6 +222,9 @@ kdalab_status kdalab_hybrid_decode(kdalab_hybrid *stack, const double *x, double
  *                    constant in the context length
  *   attention layer  kdalab_kv_cache_bytes of its cache: tokens * 2 * H *
  *                    d_head * 8, growing by 2 * d_model * 8 bytes per token
+ *   a trained model's block: its linear mixer's state or its attention's
+ *                    cache, as above, plus with the convolution on its last
+ *                    3 rows of q, k and v: 3 * 3 * d_model * 8
  *   per_layer  [L] bytes per layer (written), or NULL
  *   total      sum over the layers (written), or NULL
  * Errors: KDALAB_ENULL (stack).
@@ -244,9 +235,11 @@ kdalab_status kdalab_hybrid_cache_bytes(const kdalab_hybrid *stack, size_t *per_
 /*
  * Direct access to one layer's memory, for probing and benchmarking:
  *   kdalab_hybrid_kda_state   the [H, d_head, d_head] state S (row c = key
- *                             channel c) of a KDA layer; EINVAL for attention
+ *                             channel c) of a KDA layer (a trained model's: of
+ *                             any linear mixer); EINVAL for attention
  *   kdalab_hybrid_kv_cache    the KV cache of an attention layer (keys, values
- *                             [tokens, H, d_head]); EINVAL for KDA. Appending
+ *                             [tokens, H, d_head]); EINVAL for KDA (and for
+ *                             a trained model's linear mixers). Appending
  *                             through it changes that layer only (the stack's
  *                             position does not move): for benchmarks that
  *                             need a long cache cheaply, never for outputs.
@@ -255,6 +248,87 @@ kdalab_status kdalab_hybrid_cache_bytes(const kdalab_hybrid *stack, size_t *per_
 kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *stack, size_t layer, double **state);
 kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *stack, size_t layer,
                                      kdalab_kv_cache **cache);
+
+/* ------------------------------------------------------------------------- */
+/* A trained model as a stack (lib/model/trained.c, trained_forward.c)       */
+/* ------------------------------------------------------------------------- */
+/*
+ * The model kdalab_train_* trains (kdalab_model.h: embedding, L blocks of
+ * RMSNorm -> mixer -> residual and RMSNorm -> SwiGLU MLP -> residual, final
+ * RMSNorm, LM head; mixers attention, linear attention, DeltaNet, Gated
+ * DeltaNet, KDA, any stack of them, such as `kdalab train --mixer hybrid:N`)
+ * run as a decoder: prefill a prompt, then decode token by token. Each block
+ * keeps what decoding needs: a linear mixer its [H, d, d] state (d = D / H),
+ * an attention mixer its KV cache (q, k, v after the convolution and SiLU),
+ * and with the convolution on the last 3 rows of x Wq, x Wk, x Wv. The
+ * logits equal kdalab_model_logits_f64's for the same tokens up to float64
+ * rounding (the mechanism's chunkwise or recurrent form against the
+ * training forward's chunkwise one: ~1e-15 relative, measured in
+ * tests/test_hybrid_trained.c).
+ */
+
+/*
+ * kdalab_hybrid_new_model — a stack running the model cfg with parameters
+ * theta [n_params] (kdalab_model_size; copied), its memory empty (position
+ * 0). Errors: those of kdalab_model_size, KDALAB_ENULL (theta, out),
+ * KDALAB_ENONFINITE (theta), KDALAB_ENOMEM.
+ */
+kdalab_status kdalab_hybrid_new_model(const kdalab_model_config *cfg, const double *theta,
+                                      kdalab_hybrid **out);
+
+/*
+ * kdalab_hybrid_load — kdalab_hybrid_new_model on the checkpoint in
+ * directory dir (kdalab_checkpoint.h; `kdalab train --out DIR` writes one).
+ * Errors: those of kdalab_checkpoint_read_config, kdalab_checkpoint_read_params
+ * and kdalab_hybrid_new_model; *out is NULL on error.
+ */
+kdalab_status kdalab_hybrid_load(const char *dir, kdalab_hybrid **out);
+
+/*
+ * kdalab_hybrid_save — a trained model's stack written as a checkpoint into
+ * the existing directory dir (kdalab_checkpoint_write, no extra lines).
+ * Errors: KDALAB_ENULL, KDALAB_EINVAL (the chapter's stack, which has no
+ * checkpoint form), those of kdalab_checkpoint_write.
+ */
+kdalab_status kdalab_hybrid_save(const kdalab_hybrid *stack, const char *dir);
+
+/*
+ * kdalab_hybrid_model — a trained model's stack's configuration (copied into
+ * *cfg) and parameters (*theta points at the stack's [n_params], valid until
+ * kdalab_hybrid_free); either may be NULL. Errors: KDALAB_ENULL (stack),
+ * KDALAB_EINVAL (the chapter's stack).
+ */
+kdalab_status kdalab_hybrid_model(const kdalab_hybrid *stack, kdalab_model_config *cfg,
+                                  const double **theta);
+
+/*
+ * kdalab_hybrid_prefill_tokens — T tokens through a trained model's stack,
+ * continuing from its memory (position P before, P + T after): the linear
+ * mixers by kdalab_chunk_f64 (default options) from their state, which their
+ * final state replaces; attention by appending to the KV cache and
+ * attending over it.
+ *   tokens  [T], each in [0, vocab)
+ *   logits  [T, vocab] the logits of every position, or NULL when only the
+ *           memory is wanted
+ * T == 0 is a no-op. Errors: KDALAB_ENULL (stack, or tokens when T > 0),
+ * KDALAB_EINVAL (the chapter's stack), KDALAB_EDOMAIN (a token outside
+ * [0, vocab); nothing changes), KDALAB_EOVERFLOW (T times the widest layer
+ * past 2^31 - 1), KDALAB_ENOMEM, a kernel's error, KDALAB_ERANGE (an
+ * intermediate overflowed, or the logits are not finite; the logits are
+ * written in the second case). On an error after the first block ran the
+ * stack is inconsistent: call kdalab_hybrid_reset.
+ */
+kdalab_status kdalab_hybrid_prefill_tokens(kdalab_hybrid *stack, size_t T,
+                                           const int32_t *tokens, double *logits);
+
+/*
+ * kdalab_hybrid_decode_token — one token through a trained model's stack
+ * (position P -> P + 1): the linear mixers by kdalab_step_f64 per head on
+ * their state (O(d^2) per head, whatever P), attention over the P + 1
+ * cached tokens. logits [vocab] (not NULL). Errors as
+ * kdalab_hybrid_prefill_tokens.
+ */
+kdalab_status kdalab_hybrid_decode_token(kdalab_hybrid *stack, int32_t token, double *logits);
 
 KDALAB_END_DECLS
 

@@ -1,6 +1,6 @@
 /*
  * kdalab_model.h — the training model (lib/train/model.c: layout and
- * initialisation; lib/train/model_loss.c: loss and gradient): L blocks of
+ * initialisation; lib/train/model_loss.c: forward, loss and gradient): L blocks of
  * a mixer and a SwiGLU MLP, in float64 and float32.
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it. The
@@ -126,13 +126,32 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
                                     const int32_t *targets, double *loss, double *accuracy,
                                     double *grad);
 
-/* float32 (lib/train/model_loss_f32.c, generated): the loss and gradient
- * with float32 parameters theta [n_params] (kdalab_model_init writes
- * float64: convert). */
+/*
+ * kdalab_model_logits_f64 — the model's forward alone: the logits of B
+ * sequences of T tokens (the same computation kdalab_model_loss_f64 runs
+ * before its cross-entropy, in one part on the calling thread).
+ *   theta [n_params]; tokens [B, T]; logits [B, T, V] (written)
+ * Each sequence starts from empty mixer states (position 0).
+ * kdalab_hybrid_load's stack reproduces these logits token by token.
+ * Errors: those of kdalab_model_size, KDALAB_ENULL, KDALAB_ESIZE (B or T
+ * zero), KDALAB_EOVERFLOW, KDALAB_EDOMAIN (a token outside [0, V)),
+ * KDALAB_ENONFINITE (theta), KDALAB_ENOMEM, a layer's error, KDALAB_ERANGE
+ * (finite inputs gave a non-finite logit; the logits are written unless a
+ * mixer stopped the pass).
+ */
+kdalab_status kdalab_model_logits_f64(const kdalab_model_config *cfg, const double *theta,
+                                      size_t B, size_t T, const int32_t *tokens,
+                                      double *logits);
+
+/* float32 (lib/train/model_loss_f32.c, generated): the loss and gradient,
+ * and the logits, with float32 parameters theta [n_params]
+ * (kdalab_model_init writes float64: convert). */
 kdalab_status kdalab_model_loss_f32(const kdalab_model_config *cfg, const float *theta,
                                     size_t B, size_t T, const int32_t *tokens,
                                     const int32_t *targets, float *loss, float *accuracy,
                                     float *grad);
+kdalab_status kdalab_model_logits_f32(const kdalab_model_config *cfg, const float *theta,
+                                      size_t B, size_t T, const int32_t *tokens, float *logits);
 
 KDALAB_END_DECLS
 

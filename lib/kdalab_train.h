@@ -3,9 +3,10 @@
  * task (lib/train/mqar.c); the forward and backward of a model's pieces
  * other than the mixers (lib/train/layers.c, lib/train/loss.c), of one mixer
  * sub-layer around them (lib/train/mixer.c) and of the whole model
- * (lib/train/model.c, model_loss.c); AdamW (adamw.c, schedule.c); the
- * training loop, on MQAR or a caller's batches (trainer.c). Each in float64,
- * with float32 twins generated from the float64 files. One header per module
+ * (lib/train/model.c, model_loss.c); the model on disk (checkpoint.c);
+ * AdamW (adamw.c, schedule.c); the training loop, on MQAR or a caller's
+ * batches (trainer.c). Each in float64 (the checkpoint holds float64), with
+ * float32 twins generated from the float64 files. One header per module
  * (below); this one includes them all and states what they share.
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
@@ -28,6 +29,7 @@
 #include "kdalab_loss.h"    /* cross-entropy                                   */
 #include "kdalab_mixer.h"   /* one mixer sub-layer                             */
 #include "kdalab_model.h"   /* the model: layout, initialisation, loss         */
+#include "kdalab_checkpoint.h" /* the model on disk                            */
 #include "kdalab_adamw.h"   /* AdamW and its schedule                          */
 #include "kdalab_trainer.h" /* the training loop and evaluation                */
 

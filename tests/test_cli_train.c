@@ -1,6 +1,7 @@
 /*
- * test_cli_train.c — kdalab train: a tiny model end to end, its bad command lines, and its
- * choice of OpenBLAS kernels.
+ * test_cli_train.c — kdalab train: a tiny model end to end (its checkpoint
+ * loaded into the hybrid stack, which decodes the model's logits), its bad
+ * command lines, and its choice of OpenBLAS kernels.
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
@@ -102,6 +103,21 @@ static void train_command(void **state)
     kdalab_array_free(&a);
     assert_true(tcli_exists(tcli_tmp("ckpt/config.txt")));
     assert_false(tcli_exists(tcli_tmp("ckpt/config.txt.tmp")));
+    /* the checkpoint loads into the hybrid stack, whose prefill and decode
+     * give the training forward's logits (float64 rounding apart) */
+    kdalab_hybrid *s = NULL;
+    assert_int_equal(kdalab_hybrid_load(tcli_tmp("ckpt"), &s), KDALAB_OK);
+    kdalab_model_config m;
+    const double *theta;
+    assert_int_equal(kdalab_hybrid_model(s, &m, &theta), KDALAB_OK);
+    const int32_t tok[6] = {1, 4, 2, 8, 3, 0};
+    double ref[6 * 9], got[6 * 9];
+    assert_int_equal(kdalab_model_logits_f64(&m, theta, 1, 6, tok, ref), KDALAB_OK);
+    assert_int_equal(kdalab_hybrid_prefill_tokens(s, 2, tok, got), KDALAB_OK);
+    for (size_t t = 2; t < 6; t++)
+        assert_int_equal(kdalab_hybrid_decode_token(s, tok[t], got + t * 9), KDALAB_OK);
+    assert_true(rel_err_f64(got, ref, 6 * 9) < 1e-12);
+    kdalab_hybrid_free(s);
     /* the same run again gives the same accuracy (a function of the seed) */
     char first[sizeof tcli_out];
     memcpy(first, tcli_out, sizeof first);

@@ -218,7 +218,7 @@ static void test_overflow_is_reported(void **state)
 
 /* Entry points sized by one count n refuse an n whose bytes overflow with
  * KDALAB_EOVERFLOW before reading anything (a read of n values runs off the
- * 4-element arrays); an empty weights directory is invalid (it named "/"). */
+ * 4-element arrays); an empty checkpoint directory is invalid (it named "/"). */
 static void test_counts_overflow_and_empty_dir(void **state)
 {
     (void)state;
@@ -248,14 +248,24 @@ static void test_counts_overflow_and_empty_dir(void **state)
     assert_int_equal(kdalab_adamw_step_f32(&ac, 0, n, yf, xf, mf, vf, dec, NULL),
                      KDALAB_EOVERFLOW);
 
-    kdalab_hybrid_config cfg = kdalab_hybrid_config_default();
-    kdalab_hybrid *s = (kdalab_hybrid *)&cfg; /* set to NULL on refusal */
-    assert_int_equal(kdalab_hybrid_new_npy(&cfg, "", &s), KDALAB_EINVAL);
+    kdalab_model_config mc;
+    memset(&mc, 0, sizeof mc);
+    mc.vocab = 5, mc.D = 4, mc.H = 2, mc.L = 1, mc.F = 4, mc.mixer[0] = KDALAB_MIXER_KDA;
+    kdalab_hybrid *s = (kdalab_hybrid *)&mc; /* set to NULL on refusal */
+    assert_int_equal(kdalab_hybrid_load("", &s), KDALAB_EINVAL);
     assert_null(s);
     assert_non_null(strstr(kdalab_last_error(), "dir is \"\""));
-    assert_int_equal(kdalab_hybrid_new_random(&cfg, 1, &s), KDALAB_OK);
-    assert_int_equal(kdalab_hybrid_save_npy(s, ""), KDALAB_EINVAL);
+    assert_int_equal(kdalab_checkpoint_read_config("", &mc), KDALAB_EINVAL);
+    size_t n_params;
+    assert_int_equal(kdalab_model_size(&mc, &n_params, NULL), KDALAB_OK);
+    double *theta = calloc(n_params, sizeof *theta);
+    assert_non_null(theta);
+    assert_int_equal(kdalab_checkpoint_write("", &mc, theta, NULL), KDALAB_EINVAL);
+    assert_int_equal(kdalab_hybrid_new_model(&mc, theta, &s), KDALAB_OK);
+    assert_int_equal(kdalab_hybrid_save(s, ""), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "dir is \"\""));
     kdalab_hybrid_free(s);
+    free(theta);
 }
 
 /* Messages name the caller's argument, its index in the caller's shape and

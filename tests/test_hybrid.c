@@ -10,7 +10,6 @@
  *   - cache bytes match H*d_head*d_head*8 per KDA layer plus
  *     tokens*2*H*d_head*8 per attention layer, for every ratio and length tried
  *   - the ratio layout (every (N+M)-th period ends in M attention layers)
- *   - weights survive a save/load through .npy files; bad files are errors
  *   - bad configurations and arguments return errors
  *
  * Tolerances: every comparison is of two float64 evaluations of the same
@@ -27,7 +26,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "common.h"
-#include "model/hybrid_internal.h" /* kdalab__hybrid_l2_normalise, linked from libkdalab.a */
+#include "train/train_internal.h" /* kdalab__train_l2norm_fwd_f64, linked from libkdalab.a */
 
 #define TOL 1e-12
 
@@ -387,51 +386,6 @@ static void test_cache_bytes(void **state)
     gsl_rng_free(rng);
 }
 
-/* Weights written to .npy and read back give the same stack. */
-static void test_npy_roundtrip(void **state)
-{
-    (void)state;
-    char dir[256];
-    assert_int_equal(test_tmpdir_make("kdalab_hybrid_", dir, sizeof dir), 0);
-    gsl_rng *rng = test_rng(71);
-    kdalab_hybrid_config c = make_cfg(4, 8, 2, 1, 1);
-    kdalab_hybrid *a = new_stack(&c, 9), *b = NULL;
-    kdalab_hybrid_weights w;
-    OK(kdalab_hybrid_layer_weights(a, 2, &w));
-    w.norm[1] = 3.0; /* a gain that is not the default must travel too */
-    OK(kdalab_hybrid_save_npy(a, dir));
-    OK(kdalab_hybrid_new_npy(&c, dir, &b));
-    const size_t T = 20;
-    double *x = random_x(rng, T * c.d_model);
-    double *ya = malloc(T * c.d_model * sizeof(double)), *yb = malloc(T * c.d_model * sizeof(double));
-    assert_true(ya && yb);
-    OK(kdalab_hybrid_prefill(a, T, x, ya, NULL));
-    OK(kdalab_hybrid_prefill(b, T, x, yb, NULL));
-    assert_true(rel_err_f64(yb, ya, T * c.d_model) == 0.0);
-    kdalab_hybrid_free(b);
-    b = NULL;
-
-    /* A config whose layer 1 is KDA needs files the attention layer never wrote. */
-    kdalab_hybrid_config all_kda = make_cfg(4, 8, 2, 1, 0);
-    assert_int_equal(kdalab_hybrid_new_npy(&all_kda, dir, &b), KDALAB_EIO);
-    assert_null(b);
-    /* A wrong width is a size error naming the file. */
-    kdalab_hybrid_config wide = make_cfg(4, 10, 2, 1, 1);
-    assert_int_equal(kdalab_hybrid_new_npy(&wide, dir, &b), KDALAB_ESIZE);
-    assert_non_null(strstr(kdalab_last_error(), "layer00.norm.npy"));
-    /* A NaN weight is refused. */
-    OK(kdalab_hybrid_layer_weights(a, 0, &w));
-    w.wq[3] = NAN;
-    OK(kdalab_hybrid_save_npy(a, dir));
-    assert_int_equal(kdalab_hybrid_new_npy(&c, dir, &b), KDALAB_ENONFINITE);
-    assert_int_equal(kdalab_hybrid_new_npy(&c, NULL, &b), KDALAB_ENULL);
-
-    assert_int_equal(test_tmpdir_remove(dir), 0);
-    free(x); free(ya); free(yb);
-    kdalab_hybrid_free(a);
-    gsl_rng_free(rng);
-}
-
 static void test_bad_configurations(void **state)
 {
     (void)state;
@@ -539,9 +493,10 @@ static void test_extreme_inputs(void **state)
     kdalab_hybrid_free(s);
 }
 
-/* The L2 normalisation of q and k rows (lib/model/dense.c) when |row|
- * itself overflows: eight channels of 1.7e308 become eight of 8^-1/2, not
- * zeros; a row of 1e-170 (squares underflow) likewise; zeros stay zeros. */
+/* The L2 normalisation of the KDA layers' q and k rows (the library's one,
+ * lib/train/layers.c, with eps = 0 as the stack calls it) when |row| itself
+ * overflows: eight channels of 1.7e308 become eight of 8^-1/2, not zeros; a
+ * row of 1e-170 (squares underflow) likewise; zeros stay zeros. */
 static void test_l2_normalise_extreme_rows(void **state)
 {
     (void)state;
@@ -550,13 +505,13 @@ static void test_l2_normalise_extreme_rows(void **state)
         double row[8];
         for (size_t c = 0; c < 8; c++)
             row[c] = vals[v];
-        kdalab__hybrid_l2_normalise(row, 1, 8);
+        kdalab__train_l2norm_fwd_f64(1, 8, 0, row, row);
         for (size_t c = 0; c < 8; c++)
             if (!(fabs(fabs(row[c]) - sqrt(0.125)) < 1e-15))
                 fail_msg("a row of 8 x %g normalised to %.17g, not +-8^-1/2", vals[v], row[c]);
     }
     double zero[4] = {0};
-    kdalab__hybrid_l2_normalise(zero, 1, 4);
+    kdalab__train_l2norm_fwd_f64(1, 4, 0, zero, zero);
     for (size_t c = 0; c < 4; c++)
         assert_true(zero[c] == 0);
 }
@@ -569,7 +524,6 @@ int main(void)
         cmocka_unit_test(test_one_attention_layer_is_attention),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_cache_bytes),
-        cmocka_unit_test(test_npy_roundtrip),
         cmocka_unit_test(test_bad_configurations),
         cmocka_unit_test(test_extreme_inputs),
         cmocka_unit_test(test_l2_normalise_extreme_rows),

@@ -37,18 +37,18 @@ static void project(const kdalab_hybrid *s, const hybrid_layer *ly, size_t T, co
     size_t d = s->cfg.d_model, H = s->cfg.n_heads, dh = s->dh;
     int kda = ly->kind == KDALAB_HYBRID_KDA;
     if (s->cfg.rms_norm) {
-        kdalab__hybrid_rms_norm(T, d, x, ly->norm, scratch);
+        kdalab__train_rmsnorm_fwd_f64(T, d, HYBRID_NORM_EPS, x, ly->norm, scratch);
         x = scratch;
     }
     if (q) {
         kdalab__hybrid_matmul(T, d, d, x, ly->wq, q, 0);
         if (kda)
-            kdalab__hybrid_l2_normalise(q, T * H, dh);
+            kdalab__train_l2norm_fwd_f64(T * H, dh, 0, q, q);
     }
     if (k) {
         kdalab__hybrid_matmul(T, d, d, x, ly->wk, k, 0);
         if (kda)
-            kdalab__hybrid_l2_normalise(k, T * H, dh);
+            kdalab__train_l2norm_fwd_f64(T * H, dh, 0, k, k);
     }
     if (v)
         kdalab__hybrid_matmul(T, d, d, x, ly->wv, v, 0);
@@ -75,6 +75,9 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *s, size_t layer, 
     kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_layer_project");
     if (st != KDALAB_OK)
         return st;
+    if (s->model)
+        return kdalab_fail(KDALAB_EINVAL, "hybrid_layer_project: a trained model's stack has "
+                           "no chapter layers");
     if (T == 0)
         return KDALAB_OK;
     if (!x)
@@ -219,6 +222,9 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const double *x, double
 {
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "%s: stack is NULL", what);
+    if (s->model)
+        return kdalab_fail(KDALAB_EINVAL, "%s: a trained model's stack takes tokens "
+                           "(kdalab_hybrid_prefill_tokens, kdalab_hybrid_decode_token)", what);
     if (T == 0)
         return KDALAB_OK;
     if (!x)

@@ -36,6 +36,7 @@ void kdalab_hybrid_free(kdalab_hybrid *s)
         }
         free(s->layers);
     }
+    kdalab__hybrid_model_free(s->model);
     free(s->kinds);
     free(s);
 }
@@ -166,6 +167,8 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *s)
 {
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_reset: stack is NULL");
+    if (s->model)
+        kdalab__hybrid_model_reset(s->model);
     /* emptying a cache keeps its memory: a reset cannot run out of memory
      * halfway and leave the stack half reset */
     for (size_t l = 0; l < s->cfg.n_layers; l++)
@@ -183,7 +186,7 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *s)
 
 const kdalab_hybrid_config *kdalab_hybrid_config_of(const kdalab_hybrid *s)
 {
-    return s ? &s->cfg : NULL;
+    return s && !s->model ? &s->cfg : NULL;
 }
 
 size_t kdalab_hybrid_position(const kdalab_hybrid *s) { return s ? s->position : 0; }
@@ -192,9 +195,9 @@ kdalab_status kdalab__hybrid_check_layer(const kdalab_hybrid *s, size_t layer, c
 {
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "%s: stack is NULL", what);
-    if (layer >= s->cfg.n_layers)
-        return kdalab_fail(KDALAB_EINVAL, "%s: layer %zu >= n_layers %zu", what, layer,
-                           s->cfg.n_layers);
+    const size_t L = s->model ? s->model->cfg.L : s->cfg.n_layers;
+    if (layer >= L)
+        return kdalab_fail(KDALAB_EINVAL, "%s: layer %zu >= n_layers %zu", what, layer, L);
     return KDALAB_OK;
 }
 
@@ -206,6 +209,9 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
         return st;
     if (!out)
         return kdalab_fail(KDALAB_ENULL, "hybrid_layer_weights: out is NULL");
+    if (s->model)
+        return kdalab_fail(KDALAB_EINVAL, "hybrid_layer_weights: a trained model's stack: "
+                           "its weights are kdalab_hybrid_model's theta");
     const hybrid_layer *ly = &s->layers[layer];
     out->kind = ly->kind;
     out->norm = ly->norm;
@@ -226,6 +232,13 @@ kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *s, size_t layer, double **s
         return st;
     if (!state)
         return kdalab_fail(KDALAB_ENULL, "hybrid_kda_state: state is NULL");
+    if (s->model) {
+        if (!s->model->blocks[layer].state)
+            return kdalab_fail(KDALAB_EINVAL, "hybrid_kda_state: block %zu is attention",
+                               layer);
+        *state = s->model->blocks[layer].state;
+        return KDALAB_OK;
+    }
     if (s->layers[layer].kind != KDALAB_HYBRID_KDA)
         return kdalab_fail(KDALAB_EINVAL, "hybrid_kda_state: layer %zu is attention", layer);
     *state = s->layers[layer].state;
@@ -239,6 +252,13 @@ kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *s, size_t layer, kdalab_kv_c
         return st;
     if (!cache)
         return kdalab_fail(KDALAB_ENULL, "hybrid_kv_cache: cache is NULL");
+    if (s->model) {
+        if (!s->model->blocks[layer].cache)
+            return kdalab_fail(KDALAB_EINVAL, "hybrid_kv_cache: block %zu is a linear mixer",
+                               layer);
+        *cache = s->model->blocks[layer].cache;
+        return KDALAB_OK;
+    }
     if (s->layers[layer].kind != KDALAB_HYBRID_ATTENTION)
         return kdalab_fail(KDALAB_EINVAL, "hybrid_kv_cache: layer %zu is KDA", layer);
     *cache = s->layers[layer].cache;
@@ -252,9 +272,12 @@ kdalab_status kdalab_hybrid_cache_bytes(const kdalab_hybrid *s, size_t *per_laye
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_cache_bytes: stack is NULL");
     size_t sum = 0;
-    for (size_t l = 0; l < s->cfg.n_layers; l++) {
-        const hybrid_layer *ly = &s->layers[l];
-        size_t b = ly->kind == KDALAB_HYBRID_KDA ? ly->state_bytes : kdalab_kv_cache_bytes(ly->cache);
+    const size_t L = s->model ? s->model->cfg.L : s->cfg.n_layers;
+    for (size_t l = 0; l < L; l++) {
+        const hybrid_layer *ly = s->model ? NULL : &s->layers[l];
+        size_t b = s->model                    ? kdalab__hybrid_model_bytes(s->model, l)
+                   : ly->kind == KDALAB_HYBRID_KDA ? ly->state_bytes
+                                                   : kdalab_kv_cache_bytes(ly->cache);
         if (per_layer)
             per_layer[l] = b;
         sum += b;

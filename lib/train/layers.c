@@ -18,9 +18,14 @@
  *          kdalab_silu_fwd_f64, kdalab_silu_bwd_f64,
  *          kdalab_swiglu_fwd_f64, kdalab_swiglu_bwd_f64,
  *          kdalab_short_conv_fwd_f64, kdalab_short_conv_bwd_f64,
- *          and their kernels kdalab__train_rmsnorm_fwd_f64 ... kdalab__train_short_conv_bwd_f64
+ *          and their kernels kdalab__train_rmsnorm_fwd_f64 ... kdalab__train_short_conv_bwd_f64;
+ *          the L2 normalisation kdalab__train_l2norm_fwd_f64, kdalab__train_l2norm_bwd_f64
  *          (lib/train/train_internal.h)
+ *
+ * The library's one RMSNorm and one L2 normalisation are here: the training
+ * mixers (mixer.c) and the hybrid stack (lib/model/) both call these kernels.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -182,6 +187,63 @@ kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const doubl
         return s;
     kdalab__train_rmsnorm_bwd_f64(N, D, eps, x, w, dy, dx, dw);
     return check_grads("RMSNorm backward", dx, n, dw, D);
+}
+
+/* ---- L2 normalisation -------------------------------------------------------- */
+
+/* The L2 norm of one row x [d] as a divisor m and a factor inv, so that
+ * x / sqrt(|x|^2 + eps) = (x / m) * inv: m = 1 and inv = 1 / sqrt(|x|^2 + eps)
+ * while the sum of squares is finite and, with eps, at least DBL_MIN (always,
+ * for eps > 0); else m = max |x| and inv = 1 / sqrt(|x / m|^2) (eps then does
+ * not count), neither of which over- or underflows. A row of zeros gets
+ * inv = 0 and stays zeros, also with eps = 0. eps stays a 64-bit number in
+ * both precisions, so the twin forms ss + eps in 64 bits, as it did when the
+ * mixer added its 1e-6 constant there (the same bits). */
+static double l2_scale(size_t d, const double *x, double *m,
+                       double eps) /* f64-scalar: eps */
+{
+    double ss = 0, mx = 0, s2 = 0;
+    for (size_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    *m = 1;
+    if (isfinite(ss) && ss + eps >= DBL_MIN)
+        return 1 / sqrt(ss + eps);
+    for (size_t i = 0; i < d; i++)
+        mx = fmax(mx, fabs(x[i]));
+    if (mx == 0)
+        return 0;
+    for (size_t i = 0; i < d; i++)
+        s2 += (x[i] / mx) * (x[i] / mx);
+    *m = mx;
+    return 1 / sqrt(s2);
+}
+
+void kdalab__train_l2norm_fwd_f64(size_t rows, size_t d,
+                                  double eps, /* f64-scalar */
+                                  const double *x, double *y)
+{
+    // x, y are (rows, d); y may be x
+    for (size_t r = 0; r < rows; r++) {
+        double m;
+        const double inv = l2_scale(d, x + r * d, &m, eps);
+        for (size_t i = 0; i < d; i++)
+            y[r * d + i] = x[r * d + i] / m * inv;
+    }
+}
+
+void kdalab__train_l2norm_bwd_f64(size_t rows, size_t d,
+                                  double eps, /* f64-scalar */
+                                  const double *x, const double *y, const double *dy, double *dx)
+{
+    // x, y, dy, dx are (rows, d): dx = (dy - y (y . dy)) / sqrt(|x|^2 + eps)
+    for (size_t r = 0; r < rows; r++) {
+        double yd = 0, m;
+        for (size_t i = 0; i < d; i++)
+            yd += y[r * d + i] * dy[r * d + i];
+        const double inv = l2_scale(d, x + r * d, &m, eps);
+        for (size_t i = 0; i < d; i++)
+            dx[r * d + i] = (dy[r * d + i] - y[r * d + i] * yd) / m * inv;
+    }
 }
 
 /* ---- SiLU and the SwiGLU gate ------------------------------------------------------ */

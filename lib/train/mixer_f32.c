@@ -31,9 +31,6 @@
 #include "internal.h"
 #include "train_internal.h"
 
-#define CONV_W 4
-#define L2_EPS 1e-6
-#define ONORM_EPS 1e-5 /* fla's KDA layer's norm_eps */
 /* The mechanism's backward's chunk size (the reference's kdalab_chunk_bwd_f32;
  * the SIMD path has no backward yet): any C gives the same result up to rounding;
  * 8 was the fastest of 8, 16, 32, 64 training KDA at D = 64, H = 2, T = 64
@@ -85,16 +82,6 @@ static int has_beta(kdalab_mixer_kind kind)
            kind == KDALAB_MIXER_KDA;
 }
 
-static kdalab_mechanism mechanism_of(kdalab_mixer_kind kind)
-{
-    switch (kind) {
-    case KDALAB_MIXER_DELTANET: return KDALAB_DELTANET;
-    case KDALAB_MIXER_GATED_DELTANET: return KDALAB_GATED_DELTANET;
-    case KDALAB_MIXER_KDA: return KDALAB_KDA;
-    default: return KDALAB_LINEAR_ATTENTION;
-    }
-}
-
 /* Gate width per head: 1 (Gated DeltaNet), d (KDA), 0 (no gate). */
 static size_t gate_width(const kdalab_mixer_config *cfg)
 {
@@ -103,51 +90,6 @@ static size_t gate_width(const kdalab_mixer_config *cfg)
     if (cfg->kind == KDALAB_MIXER_KDA)
         return cfg->D / cfg->H;
     return 0;
-}
-
-/* The L2 norm of one row x [d] as a divisor m and a factor inv, so that
- * x / sqrtf(|x|^2 + eps) = (x / m) * inv: m = 1 and inv = 1 / sqrtf(|x|^2 + eps)
- * while the squares are finite; else m = max |x| and inv = 1 / sqrtf(|x / m|^2)
- * (eps then does not count), neither of which over- or underflows. */
-static float l2_scale(size_t d, const float *x, float *m)
-{
-    float ss = 0, mx = 0, s2 = 0;
-    for (size_t i = 0; i < d; i++)
-        ss += x[i] * x[i];
-    *m = 1;
-    if (isfinite(ss))
-        return 1 / sqrtf(ss + L2_EPS);
-    for (size_t i = 0; i < d; i++)
-        mx = fmax(mx, fabsf(x[i]));
-    for (size_t i = 0; i < d; i++)
-        s2 += (x[i] / mx) * (x[i] / mx);
-    *m = mx;
-    return 1 / sqrtf(s2);
-}
-
-/* y = x / sqrtf(|x|^2 + eps) over each of the rows of d values. */
-static void l2norm_fwd(size_t rows, size_t d, const float *x, float *y)
-{
-    for (size_t r = 0; r < rows; r++) {
-        float m;
-        const float inv = l2_scale(d, x + r * d, &m);
-        for (size_t i = 0; i < d; i++)
-            y[r * d + i] = x[r * d + i] / m * inv;
-    }
-}
-
-/* Its backward: dx = (dy - y (y . dy)) / sqrtf(|x|^2 + eps), y the forward's output. */
-static void l2norm_bwd(size_t rows, size_t d, const float *x, const float *y,
-                       const float *dy, float *dx)
-{
-    for (size_t r = 0; r < rows; r++) {
-        float yd = 0, m;
-        for (size_t i = 0; i < d; i++)
-            yd += y[r * d + i] * dy[r * d + i];
-        const float inv = l2_scale(d, x + r * d, &m);
-        for (size_t i = 0; i < d; i++)
-            dx[r * d + i] = (dy[r * d + i] - y[r * d + i] * yd) / m * inv;
-    }
 }
 
 /* Remember the first KDALAB_ERANGE in *range; any other failure is returned. */
@@ -170,7 +112,7 @@ static const char *const tensor_name[MIX_N] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck
 
 static void tensor_sizes(const kdalab_mixer_config *cfg, size_t n[MIX_N])
 {
-    const size_t D = cfg->D, H = cfg->H, conv = cfg->conv ? CONV_W * D : 0;
+    const size_t D = cfg->D, H = cfg->H, conv = cfg->conv ? TRAIN_CONV_W * D : 0;
     const int kda = cfg->kind == KDALAB_MIXER_KDA, linear = is_linear(cfg->kind);
     const size_t sizes[MIX_N] = {
         D * D, D * D, D * D, D * D, conv, conv, conv,
@@ -305,7 +247,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     for (int i = 0; i < 3; i++) {
         kdalab__train_mm_f32(N, D, D, x, W[i], c->a[i], 0);
         if (cfg->conv)
-            kdalab__train_short_conv_fwd_f32(B, T, D, CONV_W, c->a[i], Cw[i], c->c[i]);
+            kdalab__train_short_conv_fwd_f32(B, T, D, TRAIN_CONV_W, c->a[i], Cw[i], c->c[i]);
         else
             memcpy(c->c[i], c->a[i], N * D * sizeof(float));
         kdalab__train_silu_fwd_f32(N * D, c->c[i], c->s[i]);
@@ -322,8 +264,8 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
         return keep_range(
             kdalab__train_attention_fwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2], c->o), range);
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
-    l2norm_fwd(N * H, d, c->s[0], c->qn);
-    l2norm_fwd(N * H, d, c->s[1], c->kn);
+    kdalab__train_l2norm_fwd_f32(N * H, d, TRAIN_L2_EPS, c->s[0], c->qn);
+    kdalab__train_l2norm_fwd_f32(N * H, d, TRAIN_L2_EPS, c->s[1], c->kn);
     if (has_beta(cfg->kind)) {
         kdalab__train_mm_f32(N, D, H, x, p->Wb, c->zb, 0);
         for (size_t r = 0; r < N * H; r++)
@@ -343,13 +285,14 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
         if (s != KDALAB_OK || *range != KDALAB_OK)
             return nan_output(c, s);
     }
-    s = keep_range(kdalab_simd_chunk_f32(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn,
-                                         c->s[2], c->g, c->beta, NULL, c->o, NULL, NULL, NULL),
+    const kdalab_mechanism mech = train_mechanism_of(cfg->kind);
+    s = keep_range(kdalab_simd_chunk_f32(&dims, mech, scale, c->qn, c->kn, c->s[2], c->g,
+                                         c->beta, NULL, c->o, NULL, NULL, NULL),
                    range);
     if (s != KDALAB_OK || *range != KDALAB_OK)
         return s == KDALAB_OK ? nan_output(c, s) : s;
     // the gated output norm: og = rmsnorm(o, onorm) * sigmoid(x Wog) [N, H, d]
-    kdalab__train_rmsnorm_fwd_f32(N * H, d, ONORM_EPS, c->o, p->onorm, c->on);
+    kdalab__train_rmsnorm_fwd_f32(N * H, d, TRAIN_ONORM_EPS, c->o, p->onorm, c->on);
     kdalab__train_mm_f32(N, D, D, x, p->Wog, c->so, 0);
 #pragma omp simd
     for (size_t i = 0; i < N * D; i++) {
@@ -475,14 +418,14 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     kdalab_chunk_opts opts = kdalab_chunk_opts_default();
     opts.chunk = MIXER_CHUNK;
     kdalab_status s = keep_range(
-        kdalab_chunk_bwd_f32(&dims, mechanism_of(cfg->kind), scale, c->qn, c->kn, c->s[2], c->g,
-                             c->beta, NULL, w->dO, NULL, w->dn[0], w->dn[1], w->ds[2], w->dg,
-                             w->dbeta, NULL, &opts),
+        kdalab_chunk_bwd_f32(&dims, train_mechanism_of(cfg->kind), scale, c->qn, c->kn, c->s[2],
+                             c->g, c->beta, NULL, w->dO, NULL, w->dn[0], w->dn[1], w->ds[2],
+                             w->dg, w->dbeta, NULL, &opts),
         range);
     if (s != KDALAB_OK)
         return s;
-    l2norm_bwd(N * H, d, c->s[0], c->qn, w->dn[0], w->ds[0]);
-    l2norm_bwd(N * H, d, c->s[1], c->kn, w->dn[1], w->ds[1]);
+    kdalab__train_l2norm_bwd_f32(N * H, d, TRAIN_L2_EPS, c->s[0], c->qn, w->dn[0], w->ds[0]);
+    kdalab__train_l2norm_bwd_f32(N * H, d, TRAIN_L2_EPS, c->s[1], c->kn, w->dn[1], w->ds[1]);
     return KDALAB_OK;
 }
 
@@ -514,7 +457,8 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
             w.dzo[i] = w.dog[i] * c->on[i] * c->so[i] * (1 - c->so[i]);
             w.dog[i] *= c->so[i]; /* now dL/d on */
         }
-        kdalab__train_rmsnorm_bwd_f32(N * H, d, ONORM_EPS, c->o, p->onorm, w.dog, w.dO, w.donorm);
+        kdalab__train_rmsnorm_bwd_f32(N * H, d, TRAIN_ONORM_EPS, c->o, p->onorm, w.dog, w.dO,
+                                      w.donorm);
     } else {
         kdalab__train_mm_bwd_f32(N, D, D, NULL, p->Wo, dy, NULL, w.dO, 0);
     }
@@ -559,7 +503,8 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
         kdalab__train_silu_bwd_f32(N * D, c->c[i], w.ds[i], w.dc);
         float *da = w.dc;
         if (cfg->conv) {
-            kdalab__train_short_conv_bwd_f32(B, T, D, CONV_W, c->a[i], Cw[i], w.dc, w.da, dC[i]);
+            kdalab__train_short_conv_bwd_f32(B, T, D, TRAIN_CONV_W, c->a[i], Cw[i], w.dc, w.da,
+                                             dC[i]);
             da = w.da;
         }
         kdalab__train_mm_bwd_f32(N, D, D, x, W[i], da, dW[i], dx, 1);

@@ -8,7 +8,7 @@
  * differences (every tensor) in tests/test_train_model.c and against
  * PyTorch autograd in tests/test_train_torch.c.
  *
- * defines: kdalab_model_loss_f64
+ * defines: kdalab_model_loss_f64, kdalab_model_logits_f64 (the forward alone)
  */
 #include <math.h>
 #include <stdint.h>
@@ -18,8 +18,6 @@
 
 #include "internal.h"
 #include "train_internal.h"
-
-#define NORM_EPS 1e-6
 
 /* What one block keeps for the backward. */
 typedef struct {
@@ -123,14 +121,14 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
         mcfg.kind = cfg->mixer[l];
         const kdalab_mixer_params mp = mixer_params(w, theta);
         // h1 = rmsnorm(x); xm = x + mixer(h1)
-        kdalab__train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, b->h1);
+        kdalab__train_rmsnorm_fwd_f64(N, D, TRAIN_NORM_EPS, b->x, theta + w->norm1, b->h1);
         s = keep_range(kdalab__train_mixer_fwd_f64(&mcfg, &mp, B, T, b->h1, b->xm, &b->mc), range);
         if (s != KDALAB_OK)
             break;
         for (size_t i = 0; i < N * D; i++)
             b->xm[i] += b->x[i];
         // h2 = rmsnorm(xm); a = h2 W1, b = h2 W3 [N, F]; u = silu(a) b; x' = xm + u W2
-        kdalab__train_rmsnorm_fwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, b->h2);
+        kdalab__train_rmsnorm_fwd_f64(N, D, TRAIN_NORM_EPS, b->xm, theta + w->norm2, b->h2);
         kdalab__train_mm_f64(N, D, F, b->h2, theta + w->W1, b->a, 0);
         kdalab__train_mm_f64(N, D, F, b->h2, theta + w->W3, b->b, 0);
         kdalab__train_swiglu_fwd_f64(N * F, b->a, b->b, b->u);
@@ -138,7 +136,7 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
         kdalab__train_mm_f64(N, F, D, b->u, theta + w->W2, x_next, 1);
     }
     if (s == KDALAB_OK)
-        kdalab__train_rmsnorm_fwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, A->hf);
+        kdalab__train_rmsnorm_fwd_f64(N, D, TRAIN_NORM_EPS, A->xf, theta + lay->norm_f, A->hf);
     if (s == KDALAB_OK)
         kdalab__train_mm_f64(N, D, cfg->vocab, A->hf, theta + lay->lm_head, A->logits, 0);
     return s;
@@ -163,7 +161,7 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
         // logits = hf lm_head: d lm_head, dhf; then the final norm: dx = dL/dxf
         kdalab__train_mm_bwd_f64(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head,
                                  dh, 0);
-        kdalab__train_rmsnorm_bwd_f64(N, D, NORM_EPS, A->xf, theta + lay->norm_f, dh, dx,
+        kdalab__train_rmsnorm_bwd_f64(N, D, TRAIN_NORM_EPS, A->xf, theta + lay->norm_f, dh, dx,
                                       grad + lay->norm_f);
     }
     for (size_t l = cfg->L; l-- > 0 && s == KDALAB_OK;) {
@@ -174,7 +172,7 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
         kdalab__train_swiglu_bwd_f64(N * F, b->a, b->b, du, da, db);
         kdalab__train_mm_bwd_f64(N, D, F, b->h2, theta + w->W1, da, grad + w->W1, dh, 0);
         kdalab__train_mm_bwd_f64(N, D, F, b->h2, theta + w->W3, db, grad + w->W3, dh, 1);
-        kdalab__train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->xm, theta + w->norm2, dh, dt,
+        kdalab__train_rmsnorm_bwd_f64(N, D, TRAIN_NORM_EPS, b->xm, theta + w->norm2, dh, dt,
                                       grad + w->norm2);
         for (size_t i = 0; i < N * D; i++)
             dx[i] += dt[i]; /* dL/dxm */
@@ -187,7 +185,7 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
                        range);
         if (s != KDALAB_OK)
             break;
-        kdalab__train_rmsnorm_bwd_f64(N, D, NORM_EPS, b->x, theta + w->norm1, dh, dt,
+        kdalab__train_rmsnorm_bwd_f64(N, D, TRAIN_NORM_EPS, b->x, theta + w->norm1, dh, dt,
                                       grad + w->norm1);
         for (size_t i = 0; i < N * D; i++)
             dx[i] += dt[i]; /* dL/dx entering block l */
@@ -231,6 +229,62 @@ static kdalab_status loss_part(const kdalab_model_config *cfg, const model_layou
     return s;
 }
 
+/* The checks of the model's entry points: cfg (its layout into *lay), theta,
+ * the batch's size, the tokens, and the targets when has_targets. */
+static kdalab_status check_inputs(const kdalab_model_config *cfg, const double *theta,
+                                  size_t B, size_t T, const int32_t *tokens,
+                                  const int32_t *targets, int has_targets, model_layout_t *lay)
+{
+    kdalab_status s = kdalab__model_layout(cfg, lay, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t V = cfg->vocab;
+    if (!theta || !tokens || (has_targets && !targets))
+        return kdalab_fail(KDALAB_ENULL, "model: %s is NULL",
+                           !theta ? "theta" : !tokens ? "tokens" : "targets");
+    if (B == 0 || T == 0)
+        return kdalab_fail(KDALAB_ESIZE, "model: B = %zu, T = %zu: each must be >= 1", B, T);
+    s = kdalab__model_check_batch(cfg, B, T);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t N = B * T;
+    for (size_t n = 0; n < N; n++)
+        if (tokens[n] < 0 || (size_t)tokens[n] >= V)
+            return kdalab_fail(KDALAB_EDOMAIN, "model: tokens[%zu] = %d is outside [0, %zu)",
+                               n, (int)tokens[n], V);
+    for (size_t n = 0; has_targets && n < N; n++) /* here, so the index named is the batch's */
+        if (targets[n] < -1 || targets[n] >= (int64_t)V)
+            return kdalab_fail(KDALAB_EDOMAIN, "model: targets[%zu] = %d is outside [0, %zu) "
+                               "and not -1", n, (int)targets[n], V);
+    return kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, lay->n_params, NULL);
+}
+
+kdalab_status kdalab_model_logits_f64(const kdalab_model_config *cfg, const double *theta,
+                                      size_t B, size_t T, const int32_t *tokens, double *logits)
+{
+    // theta [n_params]; tokens [B, T]; logits [B, T, V]
+    model_layout_t lay;
+    kdalab_status s = check_inputs(cfg, theta, B, T, tokens, NULL, 0, &lay);
+    if (s == KDALAB_OK && !logits)
+        s = kdalab_fail(KDALAB_ENULL, "model: logits is NULL");
+    if (s != KDALAB_OK)
+        return s;
+    const size_t N = B * T, V = cfg->vocab;
+    acts A;
+    if (!acts_new(&A, cfg->L, N, cfg->D, cfg->F, V))
+        return kdalab_fail(KDALAB_ENOMEM, "model: cannot allocate the activations");
+    kdalab_status range = KDALAB_OK;
+    s = forward(cfg, &lay, theta, B, T, tokens, &A, &range);
+    if (s == KDALAB_OK) {
+        memcpy(logits, A.logits, N * V * sizeof(double));
+        s = kdalab_check_outputs_f64("model logits", logits, N * V, NULL, 0, NULL, NULL);
+    }
+    acts_free(&A, cfg->L);
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
+}
+
 /* The batch is cut into this many parts of consecutive sequences, run on
  * up to as many threads and summed in a fixed order: the same bits on any
  * number of threads. */
@@ -260,30 +314,10 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
 {
     // theta, grad [n_params]; tokens, targets [B, T]
     model_layout_t lay;
-    kdalab_status s = kdalab__model_layout(cfg, &lay, NULL);
+    kdalab_status s = check_inputs(cfg, theta, B, T, tokens, targets, 1, &lay);
     if (s != KDALAB_OK)
         return s;
-    const size_t V = cfg->vocab, P = lay.n_params;
-    if (!theta || !tokens || !targets)
-        return kdalab_fail(KDALAB_ENULL, "model: %s is NULL",
-                           !theta ? "theta" : !tokens ? "tokens" : "targets");
-    if (B == 0 || T == 0)
-        return kdalab_fail(KDALAB_ESIZE, "model: B = %zu, T = %zu: each must be >= 1", B, T);
-    s = kdalab__model_check_batch(cfg, B, T);
-    if (s != KDALAB_OK)
-        return s;
-    const size_t N = B * T;
-    for (size_t n = 0; n < N; n++)
-        if (tokens[n] < 0 || (size_t)tokens[n] >= V)
-            return kdalab_fail(KDALAB_EDOMAIN, "model: tokens[%zu] = %d is outside [0, %zu)",
-                               n, (int)tokens[n], V);
-    for (size_t n = 0; n < N; n++) /* here, so the index named is the batch's */
-        if (targets[n] < -1 || targets[n] >= (int64_t)V)
-            return kdalab_fail(KDALAB_EDOMAIN, "model: targets[%zu] = %d is outside [0, %zu) "
-                               "and not -1", n, (int)targets[n], V);
-    s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, P, NULL);
-    if (s != KDALAB_OK)
-        return s;
+    const size_t P = lay.n_params;
     const size_t parts = B < PARTS ? B : PARTS;
     part_t part[PARTS];
     memset(part, 0, sizeof part);

@@ -14,6 +14,25 @@
 #include <string.h>
 #include "kdalab.h"
 
+/* The training model's constants, which the hybrid stack running a trained
+ * model (lib/model/trained_forward.c) shares. */
+#define TRAIN_CONV_W 4       /* the short convolution's width (fla's ShortConvolution) */
+#define TRAIN_NORM_EPS 1e-6  /* the blocks' and the final RMSNorm (fla's model default) */
+#define TRAIN_L2_EPS 1e-6    /* the linear mixers' L2 norm of q and k (fla's l2norm)    */
+#define TRAIN_ONORM_EPS 1e-5 /* the linear mixers' output norm (fla's KDA norm_eps)    */
+
+/* The mechanism a linear mixer runs (attention has none: linear attention's
+ * is returned for it). */
+static inline kdalab_mechanism train_mechanism_of(kdalab_mixer_kind kind)
+{
+    switch (kind) {
+    case KDALAB_MIXER_DELTANET: return KDALAB_DELTANET;
+    case KDALAB_MIXER_GATED_DELTANET: return KDALAB_GATED_DELTANET;
+    case KDALAB_MIXER_KDA: return KDALAB_KDA;
+    default: return KDALAB_LINEAR_ATTENTION;
+    }
+}
+
 /* The mixer's tensors, in kdalab_mixer_params' order. */
 enum { MIX_WQ, MIX_WK, MIX_WV, MIX_WO, MIX_CQ, MIX_CK, MIX_CV,
        MIX_WB, MIX_WA, MIX_WG, MIX_WG2, MIX_ALOG, MIX_DTB, MIX_WOG, MIX_ONORM, MIX_N };
@@ -83,6 +102,7 @@ void kdalab__train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, cons
 #endif
 
 /* The kernels of lib/train/layers.c (float32 twins in layers_f32.c): the
+ * library's one RMSNorm (the hybrid stack of lib/model/ calls it too); the
  * arithmetic of kdalab_rmsnorm_fwd_f64 ... kdalab_short_conv_bwd_f64 with
  * the same arguments and no checks at all, for callers whose arrays are
  * their own and whose sizes are already checked (the model, the mixer). A
@@ -115,6 +135,23 @@ void kdalab__train_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W, co
                                       const double *w, const double *dy, double *dx, double *dw);
 void kdalab__train_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W, const float *x,
                                       const float *w, const float *dy, float *dx, float *dw);
+
+/* The library's one L2 normalisation (lib/train/layers.c; float32 twin in
+ * layers_f32.c), fla's l2norm over each of the rows of d values:
+ *   y = x / sqrt(|x|^2 + eps)                      x, y [rows, d]; y may be x
+ * eps >= 0 (the mixers pass 1e-6; the hybrid stack's KDA layers 0, a plain
+ * unit norm); a double in both precisions. Rows whose squares overflow (or,
+ * with eps = 0, underflow) are scaled by their largest magnitude first, so a
+ * finite row never gives inf or 0 (eps then does not count); a row of zeros
+ * stays zeros. The backward, given the forward's y and dy:
+ *   dx = (dy - y (y . dy)) / sqrt(|x|^2 + eps)     [rows, d]
+ * No checks (the callers' arrays, sizes checked). */
+void kdalab__train_l2norm_fwd_f64(size_t rows, size_t d, double eps, const double *x, double *y);
+void kdalab__train_l2norm_fwd_f32(size_t rows, size_t d, double eps, const float *x, float *y);
+void kdalab__train_l2norm_bwd_f64(size_t rows, size_t d, double eps, const double *x,
+                                  const double *y, const double *dy, double *dx);
+void kdalab__train_l2norm_bwd_f32(size_t rows, size_t d, double eps, const float *x,
+                                  const float *y, const float *dy, float *dx);
 
 /* kdalab_mixer_fwd_f64 and kdalab_mixer_bwd_f64 (lib/train/mixer.c; twins
  * in mixer_f32.c) for the model, which has checked the config, the sizes,

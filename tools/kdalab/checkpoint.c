@@ -1,11 +1,13 @@
 /*
  * tools/kdalab/checkpoint.c — `kdalab train --out DIR`: the trained
- * parameters as one .npy per tensor (the layout's names) and config.txt,
- * written all or nothing.
+ * parameters in the library's checkpoint format (kdalab_checkpoint.h: one
+ * .npy per tensor and config.txt, kdalab_checkpoint_write), written all or
+ * nothing.
  *
  * A directory is a checkpoint only if kdalab made it: its config.txt begins
- * with CKPT_FORMAT_LINE, and it holds nothing but that file and the .npy
- * files of the tensors the config describes. Only such a directory is ever
+ * with KDALAB_CHECKPOINT_FORMAT and describes a model
+ * (kdalab_checkpoint_read_config), and it holds nothing but that file and
+ * the .npy files of the tensors the config describes. Only such a directory is ever
  * replaced; anything else at DIR (other files, a symbolic link, ".") is
  * refused before training, by ckpt_plan, which makes every check the save
  * makes. The save builds the new checkpoint in a fresh directory
@@ -33,73 +35,14 @@
 
 #define SAVE_TAG "kdalab-save" /* DIR.kdalab-save-XXXXXX */
 
-/* The model a checkpoint's config.txt describes, or why it is not one
- * (why[cap]: a phrase). Returns 0 when dir/config.txt is a regular file
- * starting with CKPT_FORMAT_LINE that describes a valid model. */
-static int read_config(const char *dir, kdalab_model_config *m, char *why, size_t cap)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/config.txt", dir);
-    struct stat st;
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, cap, "it has no config.txt");
-        return -1;
-    }
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(why, cap, "its config.txt cannot be read: %s", strerror(errno));
-        return -1;
-    }
-    char line[512], mixers[512] = "";
-    size_t L = 0, D = 0, H = 0, F = 0, V = 0;
-    int conv = -1, marked = 0, lines = 0, bad = 0;
-    while (!bad && lines < 64 && fgets(line, sizeof line, f)) {
-        size_t n = strlen(line);
-        if (n == 0 || line[n - 1] != '\n') { /* longer than any line kdalab writes */
-            bad = 1;
-            break;
-        }
-        line[n - 1] = '\0';
-        if (lines++ == 0) {
-            marked = strcmp(line, CKPT_FORMAT_LINE) == 0;
-            if (!marked)
-                break;
-            continue;
-        }
-        if (sscanf(line, "layers=%zu", &L) == 1 || sscanf(line, "d_model=%zu", &D) == 1 ||
-            sscanf(line, "heads=%zu", &H) == 1 || sscanf(line, "mlp_hidden=%zu", &F) == 1 ||
-            sscanf(line, "vocab=%zu", &V) == 1 || sscanf(line, "conv=%d", &conv) == 1)
-            continue;
-        if (strncmp(line, "mixer=", 6) == 0)
-            snprintf(mixers, sizeof mixers, "%s", line + 6);
-    }
-    fclose(f);
-    if (!marked) {
-        snprintf(why, cap, "its config.txt does not begin with the line %s", CKPT_FORMAT_LINE);
-        return -1;
-    }
-    memset(m, 0, sizeof *m);
-    m->L = L;
-    m->D = D;
-    m->H = H;
-    m->F = F;
-    m->vocab = V;
-    m->conv = conv;
-    if (bad || conv < 0 || L == 0 || L > KDALAB_MODEL_MAX_LAYERS ||
-        kdalab_model_parse_mixers(mixers, &m->L, 1, m->mixer) != KDALAB_OK ||
-        kdalab_model_size(m, NULL, NULL) != KDALAB_OK) {
-        snprintf(why, cap, "its config.txt does not describe a model");
-        return -1;
-    }
-    return 0;
-}
-
 /* Is dir a checkpoint (see the file's comment)? 0 if so; else -1 with why. */
 static int is_checkpoint(const char *dir, char *why, size_t cap)
 {
     kdalab_model_config m;
-    if (read_config(dir, &m, why, cap) != 0)
+    if (kdalab_checkpoint_read_config(dir, &m) != KDALAB_OK) {
+        snprintf(why, cap, "%s", kdalab_last_error());
         return -1;
+    }
     size_t n_tensors;
     kdalab_model_size(&m, NULL, &n_tensors);
     DIR *d = opendir(dir);
@@ -286,46 +229,21 @@ int ckpt_plan(const char *out, ckpt_plan_t *plan)
     return 0;
 }
 
-/* Write every file into dir (which exists and is empty). */
+/* Write the checkpoint into dir (which exists and is empty): the library's
+ * format, with the task and the training settings as config.txt's extra lines. */
 static int write_files(const char *dir, const kdalab_train_config *c, const double *theta,
                        const kdalab_train_result *r, const char *precision, const char *out)
 {
-    size_t n_tensors;
-    kdalab_model_size(&c->model, NULL, &n_tensors);
-    char path[PATH_MAX + 128];
-    for (size_t i = 0; i < n_tensors; i++) {
-        kdalab_model_tensor t;
-        kdalab_model_tensor_at(&c->model, i, &t);
-        snprintf(path, sizeof path, "%s/%s.npy", dir, t.name);
-        size_t shape[2] = {t.rows, t.cols};
-        const int nd = t.rows == 1 ? 1 : 2;
-        if (kdalab_npy_write(path, KDALAB_DTYPE_F64, theta + t.offset, nd,
-                             nd == 1 ? shape + 1 : shape) != KDALAB_OK)
-            return cli_fail(EXIT_FAIL, "--out %s: writing %s.npy: %s", out, t.name,
-                            kdalab_last_error());
-    }
-    snprintf(path, sizeof path, "%s/config.txt", dir);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return cli_fail(EXIT_FAIL, "--out %s: writing config.txt: %s", out, strerror(errno));
-    fprintf(f, "%s\ntask=mqar\nmixer=", CKPT_FORMAT_LINE);
-    for (size_t l = 0; l < c->model.L; l++)
-        fprintf(f, "%s%s", l ? "," : "", kdalab_mixer_name(c->model.mixer[l]));
-    fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n"
-            "seq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\nweight_decay=%g\n"
-            "seed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\ntest_loss=%.6f\nseconds=%.2f\n"
-            "precision=%s\n",
-            c->model.L, c->model.D, c->model.H, c->model.F, c->model.conv, c->model.vocab,
-            c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
-            c->opt.weight_decay, c->seed, c->test_sequences, r->test_accuracy, r->test_loss,
-            r->seconds, precision);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        int e = errno;
-        fclose(f);
-        return cli_fail(EXIT_FAIL, "--out %s: writing config.txt: %s", out, strerror(e));
-    }
-    if (fclose(f) != 0)
-        return cli_fail(EXIT_FAIL, "--out %s: writing config.txt: %s", out, strerror(errno));
+    char extra[1024];
+    snprintf(extra, sizeof extra,
+             "task=mqar\nseq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\n"
+             "weight_decay=%g\nseed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\n"
+             "test_loss=%.6f\nseconds=%.2f\nprecision=%s\n",
+             c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
+             c->opt.weight_decay, c->seed, c->test_sequences, r->test_accuracy, r->test_loss,
+             r->seconds, precision);
+    if (kdalab_checkpoint_write(dir, &c->model, theta, extra) != KDALAB_OK)
+        return cli_fail(EXIT_FAIL, "--out %s: %s", out, kdalab_last_error());
     return 0;
 }
 

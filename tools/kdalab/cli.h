@@ -243,9 +243,10 @@ int cmd_info(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 
-/* train's --out DIR (checkpoint.c). A checkpoint is a directory holding
- * config.txt, whose first line is CKPT_FORMAT_LINE, and the .npy files of
- * the tensors that config names, nothing else. ckpt_plan, before training,
+/* train's --out DIR (checkpoint.c). A checkpoint is a directory in the
+ * library's format (kdalab_checkpoint.h: config.txt, whose first line is
+ * KDALAB_CHECKPOINT_FORMAT, and the .npy files of the tensors that config
+ * names) holding nothing else. ckpt_plan, before training,
  * makes every check the save will make and refuses (one line, EXIT_BAD)
  * anything else: a DIR that is a symbolic link, names "." or "..", is a
  * file, holds anything but a checkpoint, lies on another filesystem than
@@ -256,7 +257,6 @@ int cmd_train(int argc, char **argv);
  * and swaps it with DIR in one step (replace_swap), then removes the
  * earlier checkpoint: DIR is always the old checkpoint or the new one. Each
  * returns 0 or the exit status after the one-line error. */
-#define CKPT_FORMAT_LINE "format=kdalab-checkpoint/1"
 typedef struct {
     char dir[4096]; /* --out's value without trailing slashes */
     int exists;     /* DIR holds an earlier checkpoint (to be replaced) */

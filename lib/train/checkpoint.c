@@ -1,0 +1,300 @@
+/*
+ * lib/train/checkpoint.c — the one checkpoint format (kdalab_checkpoint.h):
+ * a trained model's config.txt and one .npy per tensor of its layout
+ * (lib/train/model.c), written and read. `kdalab train --out` writes it
+ * through kdalab_checkpoint_write (tools/kdalab/checkpoint.c adds the
+ * all-or-nothing replacement of the directory); kdalab_hybrid_load
+ * (lib/model/trained.c) reads it for prefill and decode.
+ *
+ * defines: kdalab_checkpoint_write, kdalab_checkpoint_read_config,
+ *          kdalab_checkpoint_read_params
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "train_internal.h"
+
+#define MAX_LINES 64
+#define LINE_CAP 2048 /* a line's bytes before its newline: at most LINE_CAP - 1 */
+
+/* The model's keys, in the order config.txt lists them after the format line. */
+enum { K_MIXER, K_LAYERS, K_D, K_HEADS, K_F, K_CONV, K_VOCAB, K_N };
+static const char *const KEYS[K_N] = {"mixer", "layers", "d_model", "heads",
+                                      "mlp_hidden", "conv", "vocab"};
+
+/* "dir/name" in a new string (NULL when out of memory). */
+static char *join(const char *dir, const char *name, const char *suffix)
+{
+    const size_t n = strlen(dir) + strlen(name) + strlen(suffix) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s%s", dir, name, suffix);
+    return p;
+}
+
+static kdalab_status check_dir(const char *dir, const char *what)
+{
+    if (!dir)
+        return kdalab_fail(KDALAB_ENULL, "%s: dir is NULL", what);
+    if (!*dir) /* "" would name "/config.txt" */
+        return kdalab_fail(KDALAB_EINVAL, "%s: dir is \"\": name a directory", what);
+    return KDALAB_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+/* The number of lines of extra (NULL: 0), or -1 with the error set when one
+ * is not "key=value\n" with a key of [A-Za-z0-9_] that is not the model's. */
+static long extra_lines(const char *extra)
+{
+    long n = 0;
+    for (const char *p = extra; p && *p; n++) {
+        const char *eq = p, *nl = strchr(p, '\n');
+        while (isalnum((unsigned char)*eq) || *eq == '_')
+            eq++;
+        const size_t klen = (size_t)(eq - p);
+        int reserved = klen == 6 && strncmp(p, "format", 6) == 0;
+        for (int k = 0; k < K_N; k++)
+            reserved |= klen == strlen(KEYS[k]) && strncmp(p, KEYS[k], klen) == 0;
+        if (klen == 0 || *eq != '=' || !nl || nl < eq || reserved ||
+            (size_t)(nl - p) >= LINE_CAP) {
+            kdalab_fail(KDALAB_EINVAL, "checkpoint: extra line %ld ('%.*s') is not key=value "
+                        "ending in a newline, with a key of letters, digits and '_' other "
+                        "than the model's, under %d bytes", n + 1,
+                        (int)(nl ? (size_t)(nl - p) : strlen(p)), p, LINE_CAP);
+            return -1;
+        }
+        p = nl + 1;
+    }
+    return n;
+}
+
+/* dir/config.txt: the format line, the model, extra; flushed to disk. */
+static kdalab_status write_config(const char *dir, const kdalab_model_config *cfg,
+                                  const char *extra)
+{
+    char *path = join(dir, "config.txt", "");
+    if (!path)
+        return kdalab_fail(KDALAB_ENOMEM, "checkpoint: out of memory");
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        kdalab_status s = kdalab_fail(KDALAB_EIO, "%s: %s", path, strerror(errno));
+        free(path);
+        return s;
+    }
+    fprintf(f, "%s\nmixer=", KDALAB_CHECKPOINT_FORMAT);
+    for (size_t l = 0; l < cfg->L; l++)
+        fprintf(f, "%s%s", l ? "," : "", kdalab_mixer_name(cfg->mixer[l]));
+    fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n%s",
+            cfg->L, cfg->D, cfg->H, cfg->F, cfg->conv ? 1 : 0, cfg->vocab, extra ? extra : "");
+    int err = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    kdalab_status s = err ? kdalab_fail(KDALAB_EIO, "%s: %s", path, strerror(err)) : KDALAB_OK;
+    free(path);
+    return s;
+}
+
+kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config *cfg,
+                                      const double *theta, const char *extra)
+{
+    // theta [n_params] in the layout of kdalab_model_tensor_at
+    model_layout_t lay;
+    kdalab_status s = check_dir(dir, "checkpoint write");
+    if (s == KDALAB_OK)
+        s = kdalab__model_layout(cfg, &lay, NULL);
+    if (s == KDALAB_OK && !theta)
+        s = kdalab_fail(KDALAB_ENULL, "checkpoint write: theta is NULL");
+    if (s != KDALAB_OK)
+        return s;
+    const long n_extra = extra_lines(extra);
+    if (n_extra < 0)
+        return KDALAB_EINVAL;
+    if (n_extra > MAX_LINES - 1 - K_N)
+        return kdalab_fail(KDALAB_ESIZE, "checkpoint write: %ld extra lines; at most %d",
+                           n_extra, MAX_LINES - 1 - K_N);
+    s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, lay.n_params, NULL);
+    kdalab_model_tensor *list = s == KDALAB_OK ? malloc(lay.n_tensors * sizeof *list) : NULL;
+    if (s == KDALAB_OK && !list)
+        s = kdalab_fail(KDALAB_ENOMEM, "checkpoint write: out of memory");
+    if (s == KDALAB_OK)
+        s = kdalab__model_layout(cfg, &lay, list);
+    for (size_t i = 0; s == KDALAB_OK && i < lay.n_tensors; i++) {
+        const kdalab_model_tensor *t = &list[i];
+        char *path = join(dir, t->name, ".npy");
+        const size_t shape[2] = {t->rows, t->cols};
+        const int nd = t->rows == 1 ? 1 : 2;
+        s = path ? kdalab_npy_write(path, KDALAB_DTYPE_F64, theta + t->offset, nd,
+                                    nd == 1 ? shape + 1 : shape)
+                 : kdalab_fail(KDALAB_ENOMEM, "checkpoint write: out of memory");
+        free(path);
+    }
+    free(list);
+    if (s == KDALAB_OK)
+        s = write_config(dir, cfg, extra);
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+/* A decimal integer, the whole of v, into *out; 0 when it is not one. */
+static int parse_size(const char *v, size_t *out)
+{
+    if (!isdigit((unsigned char)*v))
+        return 0;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno || *end || n > SIZE_MAX)
+        return 0;
+    *out = (size_t)n;
+    return 1;
+}
+
+/* Read config.txt's lines into the model's values; 0, or -1 with why[cap]. */
+static int read_lines(FILE *f, char *mixers, size_t num[K_N], int seen[K_N], char *why,
+                      size_t cap)
+{
+    char line[LINE_CAP + 1];
+    int n = 0;
+    for (; fgets(line, sizeof line, f); n++) {
+        size_t len = strlen(line);
+        if (n == MAX_LINES) {
+            snprintf(why, cap, "has more than %d lines", MAX_LINES);
+            return -1;
+        }
+        if (line[len - 1] != '\n') {
+            snprintf(why, cap, "has a line over %d bytes, or one without a newline",
+                     LINE_CAP - 1);
+            return -1;
+        }
+        line[len - 1] = '\0';
+        if (n == 0 && strcmp(line, KDALAB_CHECKPOINT_FORMAT) != 0) {
+            snprintf(why, cap, "does not begin with the line %s", KDALAB_CHECKPOINT_FORMAT);
+            return -1;
+        }
+        const char *eq = strchr(line, '=');
+        for (int k = 0; n > 0 && eq && k < K_N; k++) {
+            if ((size_t)(eq - line) != strlen(KEYS[k]) || strncmp(line, KEYS[k], eq - line))
+                continue;
+            if (seen[k]++ || (k == K_MIXER ? snprintf(mixers, LINE_CAP, "%s", eq + 1) < 0
+                                           : !parse_size(eq + 1, &num[k]))) {
+                snprintf(why, cap, "has a second or malformed %s= line", KEYS[k]);
+                return -1;
+            }
+        }
+    }
+    if (ferror(f)) {
+        snprintf(why, cap, "cannot be read: %s", strerror(errno));
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(why, cap, "is empty: it does not begin with the line %s",
+                 KDALAB_CHECKPOINT_FORMAT);
+        return -1;
+    }
+    for (int k = 0; k < K_N; k++)
+        if (!seen[k]) {
+            snprintf(why, cap, "has no %s= line", KEYS[k]);
+            return -1;
+        }
+    return 0;
+}
+
+kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config *cfg)
+{
+    kdalab_status s = check_dir(dir, "checkpoint");
+    if (s == KDALAB_OK && !cfg)
+        s = kdalab_fail(KDALAB_ENULL, "checkpoint: cfg is NULL");
+    if (s != KDALAB_OK)
+        return s;
+    char *path = join(dir, "config.txt", ""), *mixers = calloc(1, LINE_CAP);
+    struct stat st;
+    FILE *f = NULL;
+    if (!path || !mixers)
+        s = kdalab_fail(KDALAB_ENOMEM, "checkpoint: out of memory");
+    else if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        s = kdalab_fail(KDALAB_EIO, "%s: no such regular file", path);
+    else if (!(f = fopen(path, "r")))
+        s = kdalab_fail(KDALAB_EIO, "%s: %s", path, strerror(errno));
+    size_t num[K_N] = {0};
+    int seen[K_N] = {0};
+    char why[160];
+    if (s == KDALAB_OK && read_lines(f, mixers, num, seen, why, sizeof why) != 0)
+        s = kdalab_fail(KDALAB_EFORMAT, "%s %s", path, why);
+    if (f)
+        fclose(f);
+    kdalab_model_config m;
+    memset(&m, 0, sizeof m);
+    m.L = num[K_LAYERS];
+    m.D = num[K_D];
+    m.H = num[K_HEADS];
+    m.F = num[K_F];
+    m.vocab = num[K_VOCAB];
+    m.conv = (int)num[K_CONV];
+    if (s == KDALAB_OK && (num[K_CONV] > 1 || m.L == 0 || m.L > KDALAB_MODEL_MAX_LAYERS ||
+                           kdalab_model_parse_mixers(mixers, &m.L, 1, m.mixer) != KDALAB_OK ||
+                           kdalab_model_size(&m, NULL, NULL) != KDALAB_OK))
+        s = kdalab_fail(KDALAB_EFORMAT, "%s does not describe a model (conv=%zu, layers=%zu, "
+                        "mixer=%.40s%s): %s", path, num[K_CONV], num[K_LAYERS], mixers,
+                        strlen(mixers) > 40 ? "..." : "",
+                        num[K_CONV] > 1 ? "conv is 0 or 1" : kdalab_last_error());
+    free(path);
+    free(mixers);
+    if (s != KDALAB_OK)
+        return s;
+    *cfg = m;
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_checkpoint_read_params(const char *dir, const kdalab_model_config *cfg,
+                                            double *theta)
+{
+    // theta [n_params] in the layout of kdalab_model_tensor_at
+    model_layout_t lay;
+    kdalab_status s = check_dir(dir, "checkpoint");
+    if (s == KDALAB_OK)
+        s = kdalab__model_layout(cfg, &lay, NULL);
+    if (s == KDALAB_OK && !theta)
+        s = kdalab_fail(KDALAB_ENULL, "checkpoint: theta is NULL");
+    kdalab_model_tensor *list = s == KDALAB_OK ? malloc(lay.n_tensors * sizeof *list) : NULL;
+    if (s == KDALAB_OK && !list)
+        s = kdalab_fail(KDALAB_ENOMEM, "checkpoint: out of memory");
+    if (s == KDALAB_OK)
+        s = kdalab__model_layout(cfg, &lay, list);
+    for (size_t i = 0; s == KDALAB_OK && i < lay.n_tensors; i++) {
+        const kdalab_model_tensor *t = &list[i];
+        char *path = join(dir, t->name, ".npy");
+        kdalab_array a = {0};
+        s = path ? kdalab_npy_read(path, &a)
+                 : kdalab_fail(KDALAB_ENOMEM, "checkpoint: out of memory");
+        const int nd = t->rows == 1 ? 1 : 2;
+        if (s == KDALAB_OK && (a.ndim != nd || a.shape[0] != (nd == 1 ? t->cols : t->rows) ||
+                               (nd == 2 && a.shape[1] != t->cols))) {
+            if (nd == 1)
+                s = kdalab_fail(KDALAB_ESIZE, "%s: expected shape [%zu]", path, t->cols);
+            else
+                s = kdalab_fail(KDALAB_ESIZE, "%s: expected shape [%zu, %zu]", path, t->rows,
+                                t->cols);
+        }
+        if (s == KDALAB_OK)
+            s = kdalab_check_finite_f64(path, a.data, a.size);
+        if (s == KDALAB_OK)
+            memcpy(theta + t->offset, a.data, a.size * sizeof(double));
+        kdalab_array_free(&a);
+        free(path);
+    }
+    free(list);
+    if (s == KDALAB_OK)
+        kdalab_clear_error();
+    return s;
+}

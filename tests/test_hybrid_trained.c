@@ -1,0 +1,292 @@
+/*
+ * tests/test_hybrid_trained.c — a trained model in the hybrid stack
+ * (lib/model/trained.c, trained_forward.c) through the one checkpoint format
+ * (lib/train/checkpoint.c).
+ *
+ *   - a tiny model trained by kdalab_train_mqar_f64 (a KDA + attention
+ *     hybrid, and a stack of all five mixers with the convolution on and
+ *     off), saved with kdalab_checkpoint_write and loaded with
+ *     kdalab_hybrid_load, prefills part of a sequence and decodes the rest
+ *     token by token: its logits equal kdalab_model_logits_f64's on the
+ *     whole sequence (the training forward) within TOL; a checkpoint with one
+ *     matrix transposed does not (so the comparison sees a wrong load)
+ *   - kdalab_hybrid_save writes the same files kdalab_checkpoint_write did;
+ *     reset, then one prefill of everything, gives the same logits again
+ *   - the checkpoint reader refuses a missing file, a wrong shape, a NaN, a
+ *     config.txt without the format line, and the writer a malformed extra line
+ *   - bad arguments: tokens out of range change nothing; each kind of stack
+ *     refuses the other kind's calls
+ *
+ * Tolerance: the two sides run the same float64 arithmetic except the
+ * mechanism (training: the SIMD path's chunkwise form, C = 16; the stack:
+ * the reference's chunkwise form, C = 64, for the prefill and the recurrent
+ * step for the decode) and attention (matrix form against one query at a
+ * time): different summation orders of the same sums, ~1e-15 relative
+ * measured (4.6e-16 to 1.8e-15 of max |logit|, printed). TOL = 1e-12 of max
+ * |logit| leaves room for that and for longer sums; one transposed matrix
+ * moves the logits by more than max |logit| itself (1.3 to 1.5, printed).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+#define TOL 1e-12
+#define T_SEQ 24   /* tokens compared */
+#define PREFILL 7  /* of which prefilled; the rest decoded */
+
+#define OK(call)                                                                              \
+    do {                                                                                      \
+        kdalab_status st_ = (call);                                                           \
+        if (st_ != KDALAB_OK)                                                                 \
+            fail_msg("%s: %s (%s)", #call, kdalab_strerror(st_), kdalab_last_error());        \
+    } while (0)
+
+/* A tiny MQAR model with the given mixers, trained for 20 steps in float64:
+ * its config in *c, its parameters returned (malloc'd). */
+static double *train_tiny(const char *mixers, int conv, kdalab_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->task = (kdalab_mqar_config){.T = 16, .kv_pairs = 3, .key_vocab = 5, .value_vocab = 6};
+    c->model.vocab = 12;
+    c->model.D = 8;
+    c->model.H = 2;
+    c->model.F = 16;
+    c->model.conv = conv;
+    c->model.L = 2; /* for hybrid:1; a list sets it */
+    OK(kdalab_model_parse_mixers(mixers, &c->model.L, 0, c->model.mixer));
+    c->opt = (kdalab_adamw_config){1e-2, 1e-3, 0.9, 0.999, 1e-8, 0.1, 1.0, 2, 20};
+    c->batch = 4;
+    c->test_sequences = 4;
+    c->seed = 5;
+    size_t n_params;
+    OK(kdalab_model_size(&c->model, &n_params, NULL));
+    double *theta = malloc(n_params * sizeof *theta);
+    assert_non_null(theta);
+    kdalab_train_result r;
+    OK(kdalab_train_mqar_f64(c, theta, NULL, NULL, &r));
+    return theta;
+}
+
+/* T_SEQ tokens, every id of the vocabulary among them. */
+static void make_tokens(size_t V, int32_t *tokens)
+{
+    for (size_t t = 0; t < T_SEQ; t++)
+        tokens[t] = (int32_t)((t * 5 + 3) % V);
+}
+
+/* The stack's logits [T_SEQ, V] for tokens: prefill PREFILL, decode the rest. */
+static void stack_logits(kdalab_hybrid *s, size_t V, const int32_t *tokens, double *logits)
+{
+    OK(kdalab_hybrid_prefill_tokens(s, PREFILL, tokens, logits));
+    for (size_t t = PREFILL; t < T_SEQ; t++)
+        OK(kdalab_hybrid_decode_token(s, tokens[t], logits + t * V));
+    assert_int_equal(kdalab_hybrid_position(s), T_SEQ);
+}
+
+/* Train, save, load, prefill + decode; compare with the training forward. */
+static void check_case(const char *mixers, int conv)
+{
+    kdalab_train_config c;
+    double *theta = train_tiny(mixers, conv, &c);
+    const size_t V = c.model.vocab;
+    char dir[256];
+    assert_int_equal(test_tmpdir_make("kdalab_trained_", dir, sizeof dir), 0);
+    OK(kdalab_checkpoint_write(dir, &c.model, theta, "task=mqar\nsteps=20\n"));
+
+    int32_t tokens[T_SEQ];
+    make_tokens(V, tokens);
+    double *ref = malloc(T_SEQ * V * sizeof *ref), *got = malloc(T_SEQ * V * sizeof *got);
+    assert_true(ref && got);
+    OK(kdalab_model_logits_f64(&c.model, theta, 1, T_SEQ, tokens, ref));
+
+    kdalab_hybrid *s = NULL;
+    OK(kdalab_hybrid_load(dir, &s));
+    kdalab_model_config back;
+    const double *theta_back;
+    OK(kdalab_hybrid_model(s, &back, &theta_back));
+    assert_int_equal(back.L, c.model.L);
+    assert_memory_equal(back.mixer, c.model.mixer, c.model.L * sizeof c.model.mixer[0]);
+    stack_logits(s, V, tokens, got);
+    const double e = rel_err_f64(got, ref, T_SEQ * V);
+    print_message("%-40s conv %d: prefill %d + decode %d vs training forward: %.2g of max "
+                  "|logit|\n", mixers, conv, PREFILL, T_SEQ - PREFILL, e);
+    assert_true(e < TOL);
+
+    /* reset, then everything in one prefill: the same logits */
+    OK(kdalab_hybrid_reset(s));
+    OK(kdalab_hybrid_prefill_tokens(s, T_SEQ, tokens, got));
+    assert_true(rel_err_f64(got, ref, T_SEQ * V) < TOL);
+
+    /* kdalab_hybrid_save writes the tensors kdalab_checkpoint_write wrote */
+    char dir2[256];
+    assert_int_equal(test_tmpdir_make("kdalab_trained2_", dir2, sizeof dir2), 0);
+    OK(kdalab_hybrid_save(s, dir2));
+    kdalab_hybrid *s2 = NULL;
+    OK(kdalab_hybrid_load(dir2, &s2));
+    const double *theta2;
+    OK(kdalab_hybrid_model(s2, NULL, &theta2));
+    size_t n_params;
+    OK(kdalab_model_size(&c.model, &n_params, NULL));
+    assert_memory_equal(theta2, theta, n_params * sizeof *theta);
+    assert_memory_equal(theta_back, theta, n_params * sizeof *theta);
+    kdalab_hybrid_free(s2);
+
+    /* Block 0's Wq (square) written transposed loads without complaint and
+     * moves the logits far outside TOL: the comparison above sees a wrong load */
+    kdalab_model_tensor t;
+    OK(kdalab_model_tensor_at(&c.model, 2, &t));
+    assert_string_equal(t.name, "blocks.0.mixer.Wq");
+    double *bad = malloc(n_params * sizeof *bad);
+    assert_non_null(bad);
+    memcpy(bad, theta, n_params * sizeof *bad);
+    for (size_t i = 0; i < t.rows; i++)
+        for (size_t j = 0; j < t.cols; j++)
+            bad[t.offset + i * t.cols + j] = theta[t.offset + j * t.cols + i];
+    OK(kdalab_checkpoint_write(dir2, &c.model, bad, NULL));
+    OK(kdalab_hybrid_load(dir2, &s2));
+    stack_logits(s2, V, tokens, got);
+    const double e_bad = rel_err_f64(got, ref, T_SEQ * V);
+    print_message("%-40s conv %d: with blocks.0.mixer.Wq transposed: %.2g\n", mixers, conv,
+                  e_bad);
+    assert_true(e_bad > 1e6 * TOL);
+    kdalab_hybrid_free(s2);
+
+    kdalab_hybrid_free(s);
+    assert_int_equal(test_tmpdir_remove(dir), 0);
+    assert_int_equal(test_tmpdir_remove(dir2), 0);
+    free(bad);
+    free(ref);
+    free(got);
+    free(theta);
+}
+
+static void test_hybrid_kda_attention(void **state)
+{
+    (void)state;
+    check_case("hybrid:1", 1); /* kda, attention */
+}
+
+static void test_every_mixer(void **state)
+{
+    (void)state;
+    check_case("kda,attention,linear_attention,deltanet,gated_deltanet", 1);
+    check_case("kda,attention,linear_attention,deltanet,gated_deltanet", 0);
+}
+
+/* The reader's and the writer's refusals, each naming the file. */
+static void test_checkpoint_errors(void **state)
+{
+    (void)state;
+    kdalab_train_config c;
+    double *theta = train_tiny("hybrid:1", 1, &c);
+    char dir[256], path[600];
+    assert_int_equal(test_tmpdir_make("kdalab_ckpt_", dir, sizeof dir), 0);
+    kdalab_hybrid *s = NULL;
+    assert_int_equal(kdalab_hybrid_load(dir, &s), KDALAB_EIO); /* no config.txt */
+    assert_non_null(strstr(kdalab_last_error(), "config.txt"));
+    assert_int_equal(kdalab_checkpoint_write(dir, &c.model, theta, "mixer=kda\n"),
+                     KDALAB_EINVAL);
+    assert_int_equal(kdalab_checkpoint_write(dir, &c.model, theta, "task=mqar"), KDALAB_EINVAL);
+    OK(kdalab_checkpoint_write(dir, &c.model, theta, "note=extra lines are kept\n"));
+    kdalab_model_config m;
+    OK(kdalab_checkpoint_read_config(dir, &m));
+    assert_int_equal(m.vocab, 12);
+    assert_int_equal(m.conv, 1);
+
+    /* a tensor of the wrong shape, then missing, then NaN */
+    snprintf(path, sizeof path, "%s/blocks.1.mlp.W2.npy", dir);
+    const size_t wrong[2] = {8, 16};
+    double z[128] = {0};
+    OK(kdalab_npy_write(path, KDALAB_DTYPE_F64, z, 2, wrong));
+    assert_int_equal(kdalab_hybrid_load(dir, &s), KDALAB_ESIZE);
+    assert_null(s);
+    assert_non_null(strstr(kdalab_last_error(), "blocks.1.mlp.W2.npy"));
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(kdalab_hybrid_load(dir, &s), KDALAB_EIO);
+    assert_non_null(strstr(kdalab_last_error(), "blocks.1.mlp.W2.npy"));
+    const size_t right[2] = {16, 8};
+    z[5] = NAN;
+    OK(kdalab_npy_write(path, KDALAB_DTYPE_F64, z, 2, right));
+    assert_int_equal(kdalab_hybrid_load(dir, &s), KDALAB_ENONFINITE);
+
+    /* config.txt without the format line; then one describing no model */
+    snprintf(path, sizeof path, "%s/config.txt", dir);
+    test_write_text(path, "mixer=kda,attention\nlayers=2\n");
+    assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
+    assert_non_null(strstr(kdalab_last_error(), "format=kdalab-checkpoint/1"));
+    test_write_text(path, "format=kdalab-checkpoint/1\nmixer=kda,attention\nlayers=3\n"
+                          "d_model=8\nheads=2\nmlp_hidden=16\nconv=1\nvocab=12\n");
+    assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
+    assert_non_null(strstr(kdalab_last_error(), "does not describe a model"));
+    assert_int_equal(kdalab_checkpoint_read_config(NULL, &m), KDALAB_ENULL);
+    assert_int_equal(kdalab_hybrid_load(dir, NULL), KDALAB_ENULL);
+    assert_int_equal(test_tmpdir_remove(dir), 0);
+    free(theta);
+}
+
+/* Bad arguments; each kind of stack refuses the other's calls. */
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    kdalab_train_config c;
+    double *theta = train_tiny("hybrid:1", 1, &c);
+    kdalab_hybrid *s = NULL;
+    OK(kdalab_hybrid_new_model(&c.model, theta, &s));
+    double logits[12], x[8] = {0}, y[8];
+    int32_t tokens[3] = {1, 12, 2};
+    assert_int_equal(kdalab_hybrid_prefill_tokens(s, 3, tokens, logits), KDALAB_EDOMAIN);
+    assert_int_equal(kdalab_hybrid_decode_token(s, -1, logits), KDALAB_EDOMAIN);
+    assert_int_equal(kdalab_hybrid_decode_token(s, 1, NULL), KDALAB_ENULL);
+    assert_int_equal(kdalab_hybrid_prefill_tokens(s, 1, NULL, logits), KDALAB_ENULL);
+    assert_int_equal(kdalab_hybrid_position(s), 0); /* nothing happened */
+    OK(kdalab_hybrid_prefill_tokens(s, 0, NULL, NULL));
+    const int32_t good[2] = {1, 2};
+    OK(kdalab_hybrid_prefill_tokens(s, 2, good, NULL)); /* memory only */
+    assert_int_equal(kdalab_hybrid_position(s), 2);
+    size_t per[2], total;
+    OK(kdalab_hybrid_cache_bytes(s, per, &total));
+    assert_int_equal(per[0], (2 * 4 * 4 + 3 * 3 * 8) * 8);     /* state + conv rows */
+    assert_int_equal(per[1], (2 * 2 * 8 + 3 * 3 * 8) * 8);     /* 2 tokens' k, v + conv */
+    double *st;
+    kdalab_kv_cache *cache;
+    OK(kdalab_hybrid_kda_state(s, 0, &st));
+    OK(kdalab_hybrid_kv_cache(s, 1, &cache));
+    assert_int_equal(kdalab_kv_cache_tokens(cache), 2);
+    assert_int_equal(kdalab_hybrid_kda_state(s, 1, &st), KDALAB_EINVAL);
+    assert_int_equal(kdalab_hybrid_kv_cache(s, 0, &cache), KDALAB_EINVAL);
+    assert_int_equal(kdalab_hybrid_kv_cache(s, 2, &cache), KDALAB_EINVAL);
+    assert_null(kdalab_hybrid_config_of(s));
+    assert_int_equal(kdalab_hybrid_prefill(s, 1, x, y, NULL), KDALAB_EINVAL);
+    assert_int_equal(kdalab_hybrid_decode(s, x, y, NULL), KDALAB_EINVAL);
+    kdalab_hybrid_weights w;
+    assert_int_equal(kdalab_hybrid_layer_weights(s, 0, &w), KDALAB_EINVAL);
+    OK(kdalab_hybrid_reset(s));
+    assert_int_equal(kdalab_hybrid_position(s), 0);
+    assert_int_equal(kdalab_kv_cache_tokens(cache), 0);
+    kdalab_hybrid_free(s);
+
+    theta[3] = INFINITY;
+    assert_int_equal(kdalab_hybrid_new_model(&c.model, theta, &s), KDALAB_ENONFINITE);
+    assert_null(s);
+    kdalab_hybrid_config hc = kdalab_hybrid_config_default();
+    OK(kdalab_hybrid_new_random(&hc, 1, &s));
+    assert_int_equal(kdalab_hybrid_prefill_tokens(s, 1, tokens, logits), KDALAB_EINVAL);
+    assert_int_equal(kdalab_hybrid_model(s, NULL, NULL), KDALAB_EINVAL);
+    assert_int_equal(kdalab_hybrid_save(s, "/tmp"), KDALAB_EINVAL);
+    kdalab_hybrid_free(s);
+    free(theta);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hybrid_kda_attention),
+        cmocka_unit_test(test_every_mixer),
+        cmocka_unit_test(test_checkpoint_errors),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests_name("hybrid_trained", tests, NULL, NULL);
+}
