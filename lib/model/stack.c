@@ -11,7 +11,10 @@
  *
  * Each layer's weights are one block, laid out wq, wk, wv, wo, norm and then,
  * for KDA layers only, wg, bg, wbeta. A KDA layer owns its [H, dh, dh] state,
- * an attention layer a kdalab_kv_cache.
+ * an attention layer a kdalab_kv_cache. A trained model's stack (s->model,
+ * lib/model/trained.c) has no layers: free, reset, the state and cache
+ * accessors and the cache bytes reach its blocks instead; the chapter
+ * stack's own accessors refuse it.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -148,9 +148,9 @@ static kdalab_status mechanism(const kdalab_hybrid *s, size_t l, size_t T, work 
     if (st == KDALAB_OK && by_step) {
         for (size_t t = 0; t < T && st == KDALAB_OK; t++)
             for (size_t hh = 0; hh < H && st == KDALAB_OK; hh++) {
-                const size_t r = t * D + hh * d, th_ = t * H + hh;
+                const size_t r = t * D + hh * d, row = t * H + hh;
                 st = kdalab_step_f64(mech, d, d, s->scale, w->qn + r, w->kn + r, w->s[2] + r,
-                                     gw ? w->g + th_ * gw : NULL, beta ? w->beta[th_] : 0,
+                                     gw ? w->g + row * gw : NULL, beta ? w->beta[row] : 0,
                                      state + hh * d * d, w->o + r);
             }
     } else if (st == KDALAB_OK) {
