@@ -2,8 +2,8 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
-#                   FULL=1 runs the training experiments' (14-18) published sweeps (hours)
-#                   RESUME=1 reuses the models of 14-17 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep);
+#                   FULL=1 runs the training experiments' (14-19) published sweeps (hours)
+#                   RESUME=1 reuses the models of 14-17 and 19 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep);
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
 #   make figures-full  the figures of 14-18 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/

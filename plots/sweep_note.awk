@@ -1,5 +1,5 @@
 # plots/sweep_note.awk — one line for a figure's title: which sweep of a training
-# experiment (14-18) its TSVs hold, read from their comment headers.
+# experiment (14-19) its TSVs hold, read from their comment headers.
 #
 #   awk -f plots/sweep_note.awk results/14_recall_by_mechanism.tsv results/14_recall_summary.tsv
 #
