@@ -3,10 +3,12 @@
  * for double, to measure float32 against the float64 oracle. */
 /*
  * lib/reference/attention_f32.c — float32: causal scaled softmax attention without
- * positional encoding (chapter 01; the full-attention layer of the hybrid) in
- * float32. The KV cache a decoder keeps for it is lib/reference/kv_cache.c.
+ * positional encoding (chapter 01; the full-attention layer of the hybrid)
+ * and its backward, in float32, query by query, with an online softmax.
+ * The KV cache a decoder keeps is lib/reference/kv_cache.c.
  *
- * defines: kdalab_attention_f32; kdalab__attention_attend_f32 (internal, attention_steps.h)
+ * defines: kdalab_attention_f32 (forward), kdalab_attention_bwd_f32 (backward);
+ *          kdalab__attention_attend_f32 (internal, attention_steps.h)
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +17,8 @@
 
 #include "internal.h"
 #include "attention_steps_f32.h"
+
+/* ---- the forward --------------------------------------------------------- */
 
 /*
  * o = sum_{j<n} softmax_j(s q . k_j) v_j over n keys/values whose rows sit
@@ -70,4 +74,99 @@ kdalab_status kdalab_attention_f32(const kdalab_dims *dims, float scale, const f
     /* finite inputs can still overflow a score (q.k beyond the range) */
     size_t n_o = B * T * H * V;
     return kdalab_check_outputs_f32("softmax attention", o, n_o, NULL, 0, NULL, NULL);
+}
+
+/* ---- the backward -------------------------------------------------------- */
+
+/*
+ * Forward, per head and query t:  s_j = scale q_t . k_j (j <= t),
+ * p = softmax(s), o_t = sum_j p_j v_j. Backward, with d_o_t the gradient of o_t:
+ *   dv_j  += p_j d_o_t
+ *   ds_j   = p_j (d_o_t . v_j - d_o_t . o_t)       (the softmax Jacobian)
+ *   dq_t   = scale sum_j ds_j k_j
+ *   dk_j  += scale ds_j q_t
+ * The probabilities are recomputed from the scores with their running
+ * maximum subtracted, as in the forward, so no expf() sees a positive argument.
+ */
+
+kdalab_status kdalab_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                       const float *k, const float *v, const float *d_o,
+                                       float *dq, float *dk, float *dv)
+{
+    // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V)
+    kdalab_counts n;
+    kdalab_status s = kdalab_check_bwd_f32(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
+                                           NULL, NULL, d_o, NULL, &n);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    float *p = malloc((T ? T : 1) * sizeof *p);           // (T) probabilities of one query
+    float *o = malloc(V * sizeof *o);                      // (V) that query's output
+    float *gk = calloc((T ? T : 1) * K, sizeof *gk);       // (T, K) one head's dk
+    float *gv = calloc((T ? T : 1) * V, sizeof *gv);       // (T, V) one head's dv
+    if (!p || !o || !gk || !gv) {
+        free(p); free(o); free(gk); free(gv);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for the attention backward, T = %zu", T);
+    }
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            memset(gk, 0, T * K * sizeof *gk);
+            memset(gv, 0, T * V * sizeof *gv);
+            for (size_t t = 0; t < T; t++) {
+                const size_t bt = (b * T + t) * H + h; /* (b, t, h) */
+                const float *qt = q + bt * K, *dot_ = d_o + bt * V;
+                /* probabilities and the output of query t */
+                float m = -INFINITY, z = 0;
+                for (size_t j = 0; j <= t; j++) {
+                    const float *kj = k + ((b * T + j) * H + h) * K;
+                    float sc = 0;
+                    for (size_t c = 0; c < K; c++)
+                        sc += qt[c] * kj[c];
+                    p[j] = scale * sc;
+                    m = p[j] > m ? p[j] : m;
+                }
+                for (size_t j = 0; j <= t; j++) {
+                    p[j] = expf(p[j] - m);
+                    z += p[j];
+                }
+                memset(o, 0, V * sizeof *o);
+                for (size_t j = 0; j <= t; j++) {
+                    p[j] /= z;
+                    const float *vj = v + ((b * T + j) * H + h) * V;
+                    for (size_t x = 0; x < V; x++)
+                        o[x] += p[j] * vj[x];
+                }
+                float do_o = 0; /* d_o_t . o_t */
+                for (size_t x = 0; x < V; x++)
+                    do_o += dot_[x] * o[x];
+                /* backward */
+                if (dq)
+                    memset(dq + bt * K, 0, K * sizeof *dq);
+                for (size_t j = 0; j <= t; j++) {
+                    const size_t bj = (b * T + j) * H + h;
+                    const float *kj = k + bj * K, *vj = v + bj * V;
+                    float dp = 0;
+                    for (size_t x = 0; x < V; x++) {
+                        dp += dot_[x] * vj[x];
+                        gv[j * V + x] += p[j] * dot_[x];
+                    }
+                    float ds = p[j] * (dp - do_o);
+                    for (size_t c = 0; c < K; c++) {
+                        if (dq)
+                            dq[bt * K + c] += scale * ds * kj[c];
+                        gk[j * K + c] += scale * ds * qt[c];
+                    }
+                }
+            }
+            for (size_t t = 0; t < T; t++) {
+                const size_t bt = (b * T + t) * H + h;
+                if (dk)
+                    memcpy(dk + bt * K, gk + t * K, K * sizeof *dk);
+                if (dv)
+                    memcpy(dv + bt * V, gv + t * V, V * sizeof *dv);
+            }
+        }
+    free(p); free(o); free(gk); free(gv);
+    return kdalab_check_grads_f32("attention backward", dims, KDALAB_LINEAR_ATTENTION, dq, dk,
+                                  dv, NULL, NULL, NULL);
 }
