@@ -57,12 +57,14 @@ $(BUILD)/lib/simd/avx2.o:   ISA := -mavx2 -mfma
 $(BUILD)/lib/simd/avx512_f64.o: ISA := -mavx512f -mavx512dq -mavx512vl -mavx2 -mfma
 $(BUILD)/lib/simd/avx2_f64.o:   ISA := -mavx2 -mfma
 
-# The training layers' elementwise loops (SiLU, sigmoid, softmax, with
-# lib/train/train_internal.h's train_expf; AdamW's sqrt) vectorise only if the
-# compiler may evaluate both sides of a select and need not set errno:
-# nothing in kdalab reads the floating-point exception flags or errno, and
-# the values are the same.
-$(BUILD)/lib/train/%.o: FPFLAGS := -fno-trapping-math -fno-math-errno
+# The training layers' elementwise loops (SiLU, sigmoid, AdamW's sqrt; the
+# softmax of the tiled attention training runs, in lib/reference/attention.c;
+# with lib/core/vectorise.h's train_expf) vectorise only if the compiler may
+# evaluate both sides of a select and need not set errno: nothing in kdalab
+# reads the floating-point exception flags or errno, and the values are the same.
+TRAIN_FPFLAGS := -fno-trapping-math -fno-math-errno
+$(BUILD)/lib/train/%.o: FPFLAGS := $(TRAIN_FPFLAGS)
+$(BUILD)/lib/reference/attention.o $(BUILD)/lib/reference/attention_f32.o: FPFLAGS := $(TRAIN_FPFLAGS)
 
 $(BUILD)/lib/%.o: lib/%.c $(HEADERS) | deps-build
 	@mkdir -p $(dir $@)

@@ -1,7 +1,7 @@
 /*
  * kdalab_grad.h — gradients: the backward of every form, and of the gate
- * functions models train with (lib/reference/recurrent_bwd.c, chunk_bwd.c,
- * attention_bwd.c, gates.c).
+ * functions models train with (each beside its forward: lib/reference/recurrent.c,
+ * chunk.c, attention.c, gates.c).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  *
@@ -64,7 +64,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
 
 /*
  * The float32 backward: the same algorithms computed entirely in float32
- * (lib/reference/recurrent_bwd_f32.c, chunk_bwd_f32.c, generated from the float64 files by
+ * (lib/reference/recurrent_f32.c, chunk_f32.c, generated from the float64 files by
  * scripts/make_f32.sh), to measure what float32 costs a backward. Same
  * arguments, shapes and errors as the float64 functions above.
  */
@@ -92,7 +92,7 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
 kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, const double *q,
                                        const double *k, const double *v, const double *d_o,
                                        double *dq, double *dk, double *dv);
-/* The same in float32 (lib/reference/attention_bwd_f32.c, generated). */
+/* The same in float32 (lib/reference/attention_f32.c, generated). */
 kdalab_status kdalab_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
                                        const float *k, const float *v, const float *d_o,
                                        float *dq, float *dk, float *dv);

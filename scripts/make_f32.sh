@@ -5,10 +5,11 @@
 # float32 twins exist to measure what float32 arithmetic costs and, for
 # training, to train faster. Rather than keep two hand-written copies in
 # step, each twin is this mechanical translation of its source — double ->
-# float, exp -> expf (train_expf in lib/train), _f64 -> _f32, the chunk-step functions and the mixer's
-# types renamed with _f32, cblas_dgemm -> cblas_sgemm — committed beside the
-# other generated files so that every public name has a definition grep
-# finds. A line whose comment says f64-scalar keeps its double and its double
+# float, exp -> expf (train_expf, the vectorisable one of lib/core/vectorise.h,
+# in lib/train and on a line marked vector-exp), _f64 -> _f32, the chunk-step
+# functions and the mixer's types renamed with _f32, cblas_dgemm ->
+# cblas_sgemm — committed beside the other generated files so that every
+# public name has a definition grep finds. A line whose comment says f64-scalar keeps its double and its double
 # maths (a clock, a schedule value, a sum of squares). `make f32` rewrites them; `make test`
 # (scripts/check_layout.sh) fails if one is out of date.
 #
@@ -32,6 +33,7 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
         printf ' * file and run `make f32`. The float32 twin: the same algorithm with float\n'
         printf ' * for double, to measure float32 against the float64 oracle. */\n'
         sed -e '/f64-scalar/!s/\bdouble\b/float/g' \
+            -e '/vector-exp/s/\bexp(/train_expf(/g' \
             -e "/f64-scalar/!s/\\bexp(/$expf(/g" -e '/f64-scalar/!s/\blog1p(/log1pf(/g' \
             -e '/f64-scalar/!s/\bsqrt(/sqrtf(/g' -e '/f64-scalar/!s/\bfabs(/fabsf(/g' \
             -e '/f64-scalar/!s/\blog(/logf(/g' -e '/f64-scalar/!s/\bexpm1(/expm1f(/g' \
@@ -54,18 +56,14 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
 }
 
 twin lib/reference/recurrent.c reference recurrent_f32.c
-twin lib/reference/attention_steps.h reference attention_steps_f32.h
-twin lib/reference/attention.c reference attention_f32.c
-twin lib/reference/recurrent_bwd.c reference recurrent_bwd_f32.c
 twin lib/reference/chunk_steps.h reference chunk_steps_f32.h
 twin lib/reference/chunk_steps.c reference chunk_steps_f32.c
 twin lib/reference/chunk.c reference chunk_f32.c
-twin lib/reference/chunk_bwd.c reference chunk_bwd_f32.c
-twin lib/study/chunk_modes.c study chunk_modes_f32.c
-twin lib/reference/attention_bwd.c reference attention_bwd_f32.c
+twin lib/reference/attention_steps.h reference attention_steps_f32.h
+twin lib/reference/attention.c reference attention_f32.c
 twin lib/reference/gates.c reference gates_f32.c
+twin lib/study/chunk_modes.c study chunk_modes_f32.c
 twin lib/train/matmul.c train matmul_f32.c
-twin lib/train/attention.c train attention_f32.c
 twin lib/train/layers.c train layers_f32.c
 twin lib/train/loss.c train loss_f32.c
 twin lib/train/mixer.c train mixer_f32.c

@@ -332,91 +332,6 @@ static void test_mixer_forward_by_hand(void **state)
     gsl_rng_free(rng);
 }
 
-/* Attention in training runs in matrix form, 64 queries a tile
- * (lib/train/attention.c). At T = 150 (three tiles, the last one short) the
- * mixer's output and its dx must equal the same mixer composed by hand
- * around the reference's query-by-query kdalab_attention_f64 and
- * kdalab_attention_bwd_f64: the two differ only in summation order, so
- * 1e-12 (measured ~1e-15) against O(1) values; a tile that dropped a key,
- * kept a masked one or missed a dK/dV accumulation moves them by O(0.1).
- * Then central differences across the tile boundary (T = 70). */
-static void test_mixer_attention_tiles(void **state)
-{
-    (void)state;
-    gsl_rng *rng = test_rng(77);
-    mixer_problem p;
-    const size_t B = 2, T = 150, H = 2, d = 4, D = H * d;
-    problem_make(&p, rng, KDALAB_MIXER_ATTENTION, 0, B, T, H, d);
-    const size_t N = p.N, n = N * D;
-    double *a[3], *sq[3], *dsq[3], *o = malloc(n * sizeof(double));
-    double *y = malloc(n * sizeof(double)), *y_ref = malloc(n * sizeof(double));
-    double *dO = malloc(n * sizeof(double)), *dx = malloc(n * sizeof(double));
-    double *dx_ref = calloc(n, sizeof(double));
-    for (int i = 0; i < 3; i++) {
-        a[i] = malloc(n * sizeof(double));
-        sq[i] = malloc(n * sizeof(double));
-        dsq[i] = malloc(n * sizeof(double));
-        silu_projection(&p, i, a[i], sq[i]);
-    }
-    const kdalab_dims dims = {B, T, H, d, d};
-    const double scale = 1 / sqrt((double)d);
-    assert_int_equal(kdalab_attention_f64(&dims, scale, sq[0], sq[1], sq[2], o), KDALAB_OK);
-    naive_matmul(N, D, D, o, p.w[WO], y_ref);
-    for (size_t r = 0; r < N; r++) /* dO = dy Wo^T */
-        for (size_t c = 0; c < D; c++) {
-            double acc = 0;
-            for (size_t e = 0; e < D; e++)
-                acc += p.dy[r * D + e] * p.w[WO][c * D + e];
-            dO[r * D + c] = acc;
-        }
-    assert_int_equal(kdalab_attention_bwd_f64(&dims, scale, sq[0], sq[1], sq[2], dO, dsq[0],
-                                              dsq[1], dsq[2]),
-                     KDALAB_OK);
-    for (int i = 0; i < 3; i++) /* through silu, then dx += da W^T */
-        for (size_t r = 0; r < N; r++)
-            for (size_t c = 0; c < D; c++) {
-                const double z = a[i][r * D + c], sg = 1 / (1 + exp(-z));
-                const double da = dsq[i][r * D + c] * sg * (1 + z * (1 - sg));
-                for (size_t e = 0; e < D; e++)
-                    dx_ref[r * D + e] += da * p.w[WQ + i][e * D + c];
-            }
-    kdalab_mixer_params w = params_of(&p);
-    kdalab_mixer_cache *cache = NULL;
-    assert_int_equal(kdalab_mixer_fwd_f64(&p.cfg, &w, B, T, p.x, y, &cache), KDALAB_OK);
-    assert_int_equal(kdalab_mixer_bwd_f64(&p.cfg, &w, B, T, p.x, cache, p.dy, dx, NULL),
-                     KDALAB_OK);
-    double wy = 0, wdx = 0;
-    for (size_t j = 0; j < n; j++) {
-        wy = fmax(wy, fabs(y[j] - y_ref[j]));
-        wdx = fmax(wdx, fabs(dx[j] - dx_ref[j]));
-    }
-    printf("    attention at T = %zu (3 tiles) vs the reference: y %.2e, dx %.2e\n", T, wy, wdx);
-    assert_true(wy < 1e-12);
-    assert_true(wdx < 1e-12);
-    kdalab_mixer_cache_free(cache);
-    for (int i = 0; i < 3; i++) {
-        free(a[i]);
-        free(sq[i]);
-        free(dsq[i]);
-    }
-    free(o);
-    free(y);
-    free(y_ref);
-    free(dO);
-    free(dx);
-    free(dx_ref);
-    problem_free(&p);
-    problem_make(&p, rng, KDALAB_MIXER_ATTENTION, 1, 1, 70, 2, 2);
-    const double worst = check_problem(&p);
-    printf("    attention at T = 70 (2 tiles), conv on: FD error %.2e (tolerance %g)\n", worst,
-           FD_TOL);
-    assert_true(worst <= FD_TOL);
-    problem_free(&p);
-    gsl_rng_free(rng);
-}
-
-/* lib/train/attention.c is internal; the tests link the static library. */
-
 /* The public backward reports an overflow in any gradient it writes, not
  * only in dx (with the layers' own checks gone, an infinite onorm gradient
  * once came back as KDALAB_OK): a tiny output-norm
@@ -572,7 +487,6 @@ int main(void)
         cmocka_unit_test(test_mixer_fd),
         cmocka_unit_test(test_mixer_kda_d1),
         cmocka_unit_test(test_mixer_forward_by_hand),
-        cmocka_unit_test(test_mixer_attention_tiles),
         cmocka_unit_test(test_mixer_bad_input),
         cmocka_unit_test(test_mixer_bwd_reports_overflow),
         cmocka_unit_test(test_mixer_l2norm_of_huge_q),

@@ -159,4 +159,28 @@ kdalab_status kdalab_study_chunk_f32(const kdalab_dims *dims, kdalab_mechanism m
                                      const float *h0, float *o, float *ht,
                                      const kdalab_chunk_opts *opts, kdalab_report *report);
 
+/*
+ * Causal softmax attention (NoPE) and its backward in matrix form, a tile of
+ * queries at a time through CBLAS (lib/reference/attention.c, the float32
+ * twin in attention_f32.c): the fast path of kdalab_attention_f64 and
+ * kdalab_attention_bwd_f64, the same function up to summation order, which
+ * training runs, for the model's heads (dims->K == dims->V). q, k, dq, dk
+ * are (B, T, H, K); v, o, d_o, dv are (B, T, H, V); the backward takes the
+ * forward's output o and writes all three gradients (none may be NULL).
+ * Unchecked: the inputs are the caller's, already finite; KDALAB_ERANGE when
+ * a score or gradient overflows, KDALAB_ENOMEM, KDALAB_EOVERFLOW.
+ */
+kdalab_status kdalab__attention_tiled_fwd_f64(const kdalab_dims *dims, double scale,
+                                              const double *q, const double *k, const double *v,
+                                              double *o);
+kdalab_status kdalab__attention_tiled_fwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                              const float *k, const float *v, float *o);
+kdalab_status kdalab__attention_tiled_bwd_f64(const kdalab_dims *dims, double scale,
+                                              const double *q, const double *k, const double *v,
+                                              const double *o, const double *d_o, double *dq,
+                                              double *dk, double *dv);
+kdalab_status kdalab__attention_tiled_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
+                                              const float *k, const float *v, const float *o,
+                                              const float *d_o, float *dq, float *dk, float *dv);
+
 #endif

@@ -1,8 +1,8 @@
 /*
  * lib/reference/chunk_steps.c — the steps of the float64 chunkwise form, one
  * function each (REFERENCE.md "Chunkwise form", steps 1-7): what
- * lib/reference/chunk.c runs per chunk, and what its backward
- * (lib/reference/chunk_bwd.c) recomputes and differentiates. The algorithm
+ * lib/reference/chunk.c runs per chunk, and what its backward (the second
+ * half of chunk.c) recomputes and differentiates. The algorithm
  * and the safe sub-chunks are described at the top of chunk.c.
  *
  * defines: kdalab__chunk_dot, kdalab__chunk_decay_factors, kdalab__chunk_decayed_gram,

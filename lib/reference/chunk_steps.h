@@ -1,6 +1,7 @@
 /*
  * lib/reference/chunk_steps.h — the steps of the float64 chunkwise form
- * (lib/reference/chunk_steps.c), run by chunk.c and by its backward (chunk_bwd.c).
+ * (lib/reference/chunk_steps.c), run by chunk.c's forward and recomputed by
+ * its backward.
  * Internal: not installed, not exported.
  */
 #ifndef KDALAB_REFERENCE_CHUNK_STEPS_H

@@ -4,8 +4,8 @@
 /*
  * lib/reference/chunk_steps_f32.c — float32: the steps of the float32 chunkwise form, one
  * function each (REFERENCE.md "Chunkwise form", steps 1-7): what
- * lib/reference/chunk.c runs per chunk, and what its backward
- * (lib/reference/chunk_bwd.c) recomputes and differentiates. The algorithm
+ * lib/reference/chunk.c runs per chunk, and what its backward (the second
+ * half of chunk.c) recomputes and differentiates. The algorithm
  * and the safe sub-chunks are described at the top of chunk.c.
  *
  * defines: kdalab__chunk_dot_f32, kdalab__chunk_decay_factors_f32, kdalab__chunk_decayed_gram_f32,

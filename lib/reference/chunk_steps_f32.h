@@ -3,7 +3,8 @@
  * for double, to measure float32 against the float64 oracle. */
 /*
  * lib/reference/chunk_steps_f32.h — float32: the steps of the float32 chunkwise form
- * (lib/reference/chunk_steps.c), run by chunk.c and by its backward (chunk_bwd.c).
+ * (lib/reference/chunk_steps.c), run by chunk.c's forward and recomputed by
+ * its backward.
  * Internal: not installed, not exported.
  */
 #ifndef KDALAB_REFERENCE_CHUNK_STEPS_F32_H

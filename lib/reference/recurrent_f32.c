@@ -3,18 +3,22 @@
  * for double, to measure float32 against the float64 oracle. */
 /*
  * lib/reference/recurrent_f32.c — float32: the recurrent form and the decode step of
- * linear attention, DeltaNet, Gated DeltaNet and KDA in float32: the oracle
- * every other form is checked against. It reads like the update table of
- * REFERENCE.md (chapters 02, 03, 05, 06) and like fla's
- * fla/ops/<mechanism>/naive.py recurrences.
+ * linear attention, DeltaNet, Gated DeltaNet and KDA in float32, and their
+ * backward: the oracle every other form is checked against. The forward
+ * reads like the update table of REFERENCE.md (chapters 02, 03, 05, 06) and
+ * like fla's fla/ops/<mechanism>/naive.py recurrences; the backward is
+ * REFERENCE.md "Gradients", the same recurrence run backwards in time.
  *
- * defines: kdalab_step_f32, kdalab_recurrent_f32
+ * defines: kdalab_step_f32, kdalab_recurrent_f32 (forward);
+ *          kdalab_recurrent_bwd_f32 (backward)
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* ---- the forward --------------------------------------------------------- */
 
 /*
  * One token, one head: S_{t-1} -> S_t in place, o = s * S_t^T q.
@@ -104,4 +108,278 @@ kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mec
         }
     free(S);
     return kdalab_check_outputs_f32("recurrent form", o, n.v, ht, n.state, NULL, NULL);
+}
+
+/* ---- the backward -------------------------------------------------------- */
+
+/*
+ * One step forward (KDA; the others are special cases):
+ *   S'  = Diag(a) S_prev,  a = expf(g)        (Gated DeltaNet: a scalar a;
+ *   e   = v - S'^T k                          DeltaNet, linear attention: a = 1)
+ *   u   = beta e                              (linear attention: u = v)
+ *   S   = S' + k u^T
+ *   o   = s S^T q
+ * and backwards, with dS the gradient reaching S from later steps (dht at
+ * the last one):
+ *   dq  = s S d_o;             dS  += s q d_o^T
+ *   dk  = dS u;                du   = dS^T k
+ *   dbeta = du . e;  dv = beta du;  dk -= beta S' du;  dS' = dS - beta k du^T
+ *                              (linear attention: dv = du, dS' = dS)
+ *   dg[c] = a[c] sum_j dS'[c][j] S_prev[c][j]          (Gated DeltaNet: summed over c)
+ *   dS  = Diag(a) dS'          (the gradient reaching S_prev)
+ * and dh0 is the last dS.
+ *
+ * The step needs S_prev, so the forward is replayed: states are kept every
+ * SEGMENT positions on a forward sweep, and each segment, last to first,
+ * replays its forward from its checkpoint, keeping the segment's states.
+ */
+
+#define SEGMENT 64 /* positions between checkpoints */
+
+/* One forward step of one head, S_prev (K, V) -> S (K, V), without the output. */
+static void step_state(kdalab_mechanism mech, size_t K, size_t V, const float *k,
+                       const float *v, const float *g, float beta, const float *S_prev,
+                       float *S)
+{
+    for (size_t c = 0; c < K; c++) {
+        float a = mech == KDALAB_KDA              ? expf(g[c])
+                   : mech == KDALAB_GATED_DELTANET ? expf(g[0])
+                                                   : 1;
+        for (size_t j = 0; j < V; j++)
+            S[c * V + j] = a * S_prev[c * V + j];
+    }
+    for (size_t j = 0; j < V; j++) {
+        float u = v[j];
+        if (mech != KDALAB_LINEAR_ATTENTION) {
+            float pred = 0; /* S'^T k */
+            for (size_t c = 0; c < K; c++)
+                pred += S[c * V + j] * k[c];
+            u = beta * (v[j] - pred);
+        }
+        for (size_t c = 0; c < K; c++)
+            S[c * V + j] += k[c] * u;
+    }
+}
+
+/* Where one position of head (b, h) lives in the [B,T,H,*] arrays. */
+typedef struct {
+    size_t bth;                  /* index of (b, t, h) in [B, T, H]: beta, and GDN's g */
+    const float *q, *k, *v, *g; // q, k (K); v (V); g (gw)
+    float beta;
+} position;
+
+static position position_at(const kdalab_dims *d, kdalab_mechanism mech, size_t b, size_t h,
+                            size_t t, const float *q, const float *k, const float *v,
+                            const float *g, const float *beta)
+{
+    size_t gw = kdalab_mechanism_g_width(mech, d->K);
+    position p = {.bth = (b * d->T + t) * d->H + h};
+    p.q = q + p.bth * d->K;
+    p.k = k + p.bth * d->K;
+    p.v = v + p.bth * d->V;
+    p.g = gw ? g + p.bth * gw : NULL;
+    p.beta = kdalab_mechanism_has_beta(mech) ? beta[p.bth] : 1;
+    return p;
+}
+
+/* Scratch of one head's backward. */
+typedef struct {
+    float *ckpt;   // (n_segments + 1, K, V) the state before each segment's first step
+    float *Sseg;   // (SEGMENT + 1, K, V)    the states S_{t0-1} .. S_{t1-1} of a segment
+    float *Sp;     // (K, V) S' = Diag(a) S_prev
+    float *dS;     // (K, V) the gradient reaching the current state
+    float *e, *du; // (V)
+    float *a;      // (K) the decay factors of the step being differentiated
+} bwd_ws;
+
+static void bwd_ws_free(bwd_ws *w)
+{
+    free(w->ckpt);
+    free(w->Sseg);
+    free(w->Sp);
+    free(w->dS);
+    free(w->e);
+    free(w->du);
+    free(w->a);
+}
+
+/*
+ * The backward of one step at position p. S_prev (K, V) is the state before
+ * the step, S (K, V) after it. dS (K, V) holds dL/dS on entry and dL/dS_prev
+ * on return. Writes this position's dq, dk, dv, dbeta, dg where not NULL.
+ */
+static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, float scale,
+                     const position *p, const float *d_o, const float *S_prev,
+                     const float *S, float *dq, float *dk, float *dv, float *dg,
+                     float *dbeta)
+{
+    const int delta = mech != KDALAB_LINEAR_ATTENTION;
+    float *dS = w->dS, *Sp = w->Sp, *e = w->e, *du = w->du;
+
+    /* the decay a (per channel; Gated DeltaNet's one value in every channel;
+     * 1 without decay), S' = Diag(a) S_prev and the error e = v - S'^T k */
+    float *a = w->a;
+    for (size_t c = 0; c < K; c++) {
+        a[c] = mech == KDALAB_KDA              ? expf(p->g[c])
+               : mech == KDALAB_GATED_DELTANET ? expf(p->g[0])
+                                               : 1;
+        for (size_t j = 0; j < V; j++)
+            Sp[c * V + j] = a[c] * S_prev[c * V + j];
+    }
+    for (size_t j = 0; j < V; j++) {
+        float pred = 0;
+        for (size_t c = 0; c < K; c++)
+            pred += Sp[c * V + j] * p->k[c];
+        e[j] = p->v[j] - pred;
+    }
+
+    /* o = s S^T q:  dq = s S d_o,  dS += s q d_o^T */
+    for (size_t c = 0; c < K; c++) {
+        float acc = 0;
+        for (size_t j = 0; j < V; j++) {
+            acc += S[c * V + j] * d_o[j];
+            dS[c * V + j] += scale * p->q[c] * d_o[j];
+        }
+        if (dq)
+            dq[c] = scale * acc;
+    }
+
+    /* S = S' + k u^T:  dk = dS u,  du = dS^T k */
+    for (size_t j = 0; j < V; j++) {
+        float acc = 0;
+        for (size_t c = 0; c < K; c++)
+            acc += dS[c * V + j] * p->k[c];
+        du[j] = acc;
+    }
+    for (size_t c = 0; c < K; c++) {
+        float acc = 0;
+        for (size_t j = 0; j < V; j++)
+            acc += dS[c * V + j] * (delta ? p->beta * e[j] : p->v[j]);
+        if (dk)
+            dk[c] = acc;
+    }
+
+    /* u = beta (v - S'^T k) */
+    if (delta) {
+        float db = 0;
+        for (size_t j = 0; j < V; j++)
+            db += du[j] * e[j];
+        if (dbeta)
+            *dbeta = db;
+        for (size_t c = 0; c < K; c++) {
+            float acc = 0; /* (S' du)[c] */
+            for (size_t j = 0; j < V; j++) {
+                acc += Sp[c * V + j] * du[j];
+                dS[c * V + j] -= p->beta * p->k[c] * du[j]; /* dS' = dS - beta k du^T */
+            }
+            if (dk)
+                dk[c] -= p->beta * acc;
+        }
+    }
+    if (dv)
+        for (size_t j = 0; j < V; j++)
+            dv[j] = delta ? p->beta * du[j] : du[j];
+
+    /* S' = Diag(a) S_prev: dg[c] = a[c] sum_j dS'[c][j] S_prev[c][j]; dS <- Diag(a) dS' */
+    if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
+        float total = 0;
+        for (size_t c = 0; c < K; c++) {
+            float acc = 0;
+            for (size_t j = 0; j < V; j++) {
+                acc += dS[c * V + j] * S_prev[c * V + j];
+                dS[c * V + j] *= a[c];
+            }
+            if (mech == KDALAB_KDA && dg)
+                dg[c] = a[c] * acc;
+            total += a[c] * acc;
+        }
+        if (mech == KDALAB_GATED_DELTANET && dg)
+            dg[0] = total;
+    }
+}
+
+kdalab_status kdalab_recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                       float scale, const float *q, const float *k,
+                                       const float *v, const float *g, const float *beta,
+                                       const float *h0, const float *d_o, const float *dht,
+                                       float *dq, float *dk, float *dv, float *dg,
+                                       float *dbeta, float *dh0)
+{
+    // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
+    // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
+    kdalab_counts n;
+    kdalab_status s =
+        kdalab_check_bwd_f32(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
+    const size_t gw = kdalab_mechanism_g_width(mech, K);
+    const size_t nseg = (T + SEGMENT - 1) / SEGMENT;
+    size_t ckpt_elems, bytes;
+    if (!kdalab_mul_size(nseg + 1, KV, &ckpt_elems) ||
+        !kdalab_mul_size(ckpt_elems, sizeof(float), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW, "T = %zu checkpoints of %zu x %zu overflow", T, K,
+                           V);
+    bwd_ws w = {.ckpt = malloc(ckpt_elems * sizeof(float)),
+                .Sseg = malloc((SEGMENT + 1) * KV * sizeof(float)),
+                .Sp = malloc(KV * sizeof(float)),
+                .dS = malloc(KV * sizeof(float)),
+                .e = malloc(V * sizeof(float)),
+                .du = malloc(V * sizeof(float)),
+                .a = malloc(K * sizeof(float))};
+    if (!w.ckpt || !w.Sseg || !w.Sp || !w.dS || !w.e || !w.du || !w.a) {
+        bwd_ws_free(&w);
+        return kdalab_fail(KDALAB_ENOMEM,
+                           "no memory for the backward of T = %zu, K = %zu, "
+                           "V = %zu",
+                           T, K, V);
+    }
+
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t bh = b * H + h;
+            /* forward sweep: the state before each segment */
+            if (h0)
+                memcpy(w.ckpt, h0 + bh * KV, KV * sizeof(float));
+            else
+                memset(w.ckpt, 0, KV * sizeof(float));
+            for (size_t sg = 0; sg < nseg; sg++) {
+                memcpy(w.Sseg, w.ckpt + sg * KV, KV * sizeof(float));
+                size_t t1 = (sg + 1) * SEGMENT < T ? (sg + 1) * SEGMENT : T;
+                for (size_t t = sg * SEGMENT; t < t1; t++) {
+                    position p = position_at(dims, mech, b, h, t, q, k, v, g, beta);
+                    step_state(mech, K, V, p.k, p.v, p.g, p.beta, w.Sseg, w.Sp);
+                    memcpy(w.Sseg, w.Sp, KV * sizeof(float));
+                }
+                memcpy(w.ckpt + (sg + 1) * KV, w.Sseg, KV * sizeof(float));
+            }
+
+            /* backward sweep, segment by segment */
+            if (dht)
+                memcpy(w.dS, dht + bh * KV, KV * sizeof(float));
+            else
+                memset(w.dS, 0, KV * sizeof(float));
+            for (size_t sg = nseg; sg-- > 0;) {
+                size_t t0 = sg * SEGMENT, t1 = t0 + SEGMENT < T ? t0 + SEGMENT : T;
+                /* replay: Sseg[r] is the state before position t0 + r */
+                memcpy(w.Sseg, w.ckpt + sg * KV, KV * sizeof(float));
+                for (size_t t = t0; t < t1; t++) {
+                    position p = position_at(dims, mech, b, h, t, q, k, v, g, beta);
+                    step_state(mech, K, V, p.k, p.v, p.g, p.beta, w.Sseg + (t - t0) * KV,
+                               w.Sseg + (t - t0 + 1) * KV);
+                }
+                for (size_t t = t1; t-- > t0;) {
+                    position p = position_at(dims, mech, b, h, t, q, k, v, g, beta);
+                    step_bwd(&w, mech, K, V, scale, &p, d_o + p.bth * V, w.Sseg + (t - t0) * KV,
+                             w.Sseg + (t - t0 + 1) * KV, dq ? dq + p.bth * K : NULL,
+                             dk ? dk + p.bth * K : NULL, dv ? dv + p.bth * V : NULL,
+                             dg && gw ? dg + p.bth * gw : NULL,
+                             dbeta && mech != KDALAB_LINEAR_ATTENTION ? dbeta + p.bth : NULL);
+                }
+            }
+            if (dh0)
+                memcpy(dh0 + bh * KV, w.dS, KV * sizeof(float));
+        }
+    bwd_ws_free(&w);
+    return kdalab_check_grads_f32("recurrent backward", dims, mech, dq, dk, dv, dg, dbeta, dh0);
 }

@@ -5,11 +5,11 @@
  * (the SIMD path's kdalab_simd_chunk_f64 at its default chunk, the same
  * function as the reference's kdalab_chunk_f64 to ~1e-15 in float64 and
  * about five times faster in float32; or for attention
- * kdalab__train_attention_fwd_f64: the same function as kdalab_attention_f64 in
+ * kdalab__attention_tiled_fwd_f64: the same function as kdalab_attention_f64 in
  * matrix form) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f64 and the
- * gates' in lib/reference, kdalab__train_attention_bwd_f64) and the step-1
+ * gates' in lib/reference, kdalab__attention_tiled_bwd_f64) and the step-1
  * backwards of lib/train/layers.c; the projections are the CBLAS wrappers of
  * lib/train/matmul.c. Checked against central finite differences in
  * tests/test_train_mixer.c.
@@ -259,7 +259,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
         return keep_range(
-            kdalab__train_attention_fwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o), range);
+            kdalab__attention_tiled_fwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2], c->o), range);
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
     kdalab__train_l2norm_fwd_f64(N * H, d, TRAIN_L2_EPS, c->s[0], c->qn);
     kdalab__train_l2norm_fwd_f64(N * H, d, TRAIN_L2_EPS, c->s[1], c->kn);
@@ -408,7 +408,7 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     const kdalab_dims dims = {c->B, c->T, H, d, d};
     const double scale = 1 / sqrt((double)d);
     if (!is_linear(cfg->kind))
-        return keep_range(kdalab__train_attention_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2],
+        return keep_range(kdalab__attention_tiled_bwd_f64(&dims, scale, c->s[0], c->s[1], c->s[2],
                                                           c->o, w->dO, w->ds[0], w->ds[1],
                                                           w->ds[2]),
                           range);

@@ -8,11 +8,11 @@
  * (the SIMD path's kdalab_simd_chunk_f32 at its default chunk, the same
  * function as the reference's kdalab_chunk_f32 to ~1e-15 in float32 and
  * about five times faster in float32; or for attention
- * kdalab__train_attention_fwd_f32: the same function as kdalab_attention_f32 in
+ * kdalab__attention_tiled_fwd_f32: the same function as kdalab_attention_f32 in
  * matrix form) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f32 and the
- * gates' in lib/reference, kdalab__train_attention_bwd_f32) and the step-1
+ * gates' in lib/reference, kdalab__attention_tiled_bwd_f32) and the step-1
  * backwards of lib/train/layers.c; the projections are the CBLAS wrappers of
  * lib/train/matmul.c. Checked against central finite differences in
  * tests/test_train_mixer.c.
@@ -262,7 +262,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     const float scale = 1 / sqrtf((float)d);
     if (!is_linear(cfg->kind))
         return keep_range(
-            kdalab__train_attention_fwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2], c->o), range);
+            kdalab__attention_tiled_fwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2], c->o), range);
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
     kdalab__train_l2norm_fwd_f32(N * H, d, TRAIN_L2_EPS, c->s[0], c->qn);
     kdalab__train_l2norm_fwd_f32(N * H, d, TRAIN_L2_EPS, c->s[1], c->kn);
@@ -411,7 +411,7 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
     const kdalab_dims dims = {c->B, c->T, H, d, d};
     const float scale = 1 / sqrtf((float)d);
     if (!is_linear(cfg->kind))
-        return keep_range(kdalab__train_attention_bwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2],
+        return keep_range(kdalab__attention_tiled_bwd_f32(&dims, scale, c->s[0], c->s[1], c->s[2],
                                                           c->o, w->dO, w->ds[0], w->ds[1],
                                                           w->ds[2]),
                           range);

@@ -1,9 +1,10 @@
 /*
  * lib/train/train_internal.h — what lib/train's files share: the model's
  * layout (lib/train/model.c builds it, model_loss.c and trainer.c read it)
- * the CBLAS wrappers of matmul.c, the matrix-form attention of attention.c,
- * the unchecked kernels of layers.c and mixer.c that the model calls, and
- * the float32 twins' vectorisable exp. Not installed, not exported.
+ * the CBLAS wrappers of matmul.c, the unchecked kernels of layers.c and
+ * mixer.c that the model calls, and the sigmoid of layers.c and mixer.c
+ * (the float32 twins' vectorisable exp and the per-instruction-set clones
+ * are lib/core/vectorise.h's). Not installed, not exported.
  */
 #ifndef KDALAB_TRAIN_INTERNAL_H
 #define KDALAB_TRAIN_INTERNAL_H
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "kdalab.h"
+#include "vectorise.h" /* TRAIN_CLONES, train_expf */
 
 /* The training model's constants, which the hybrid stack running a trained
  * model (lib/model/trained_forward.c) shares. */
@@ -50,27 +52,6 @@ typedef struct {
     int overflow; /* a tensor or the total did not fit (kdalab__model_layout refuses it) */
 } model_layout_t;
 
-/* Causal softmax attention (NoPE) and its backward in matrix form, a tile of
- * queries at a time through CBLAS (lib/train/attention.c; the float32 twin
- * in attention_f32.c): the same function as kdalab_attention_f64 and
- * kdalab_attention_bwd_f64 for the model's heads (dims->K == dims->V). q, k,
- * dq, dk are (B, T, H, K); v, o, d_o, dv are (B, T, H, V); the backward takes
- * the forward's output o and writes all three gradients (none may be NULL).
- * The inputs are the mixer's, already finite; KDALAB_ERANGE when a score or
- * gradient overflows, KDALAB_ENOMEM. */
-kdalab_status kdalab__train_attention_fwd_f64(const kdalab_dims *dims, double scale,
-                                              const double *q, const double *k, const double *v,
-                                              double *o);
-kdalab_status kdalab__train_attention_fwd_f32(const kdalab_dims *dims, float scale, const float *q,
-                                              const float *k, const float *v, float *o);
-kdalab_status kdalab__train_attention_bwd_f64(const kdalab_dims *dims, double scale,
-                                              const double *q, const double *k, const double *v,
-                                              const double *o, const double *d_o, double *dq,
-                                              double *dk, double *dv);
-kdalab_status kdalab__train_attention_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
-                                              const float *k, const float *v, const float *o,
-                                              const float *d_o, float *dq, float *dk, float *dv);
-
 /* C [m, n] (+)= A [m, k] B [k, n] (+ when accumulate), row-major, through
  * CBLAS (lib/train/matmul.c; the float32 twin in matmul_f32.c). */
 void kdalab__train_mm_f64(size_t m, size_t k, size_t n, const double *A, const double *B, double *C,
@@ -86,20 +67,6 @@ void kdalab__train_mm_bwd_f64(size_t m, size_t k, size_t n, const double *X, con
                               const double *dY, double *dW, double *dX, int accumulate);
 void kdalab__train_mm_bwd_f32(size_t m, size_t k, size_t n, const float *X, const float *W,
                               const float *dY, float *dW, float *dX, int accumulate);
-
-/* On the elementwise kernels' definitions (layers.c, the softmax of
- * attention.c): GCC compiles the function for AVX-512, for AVX2 and for the
- * baseline, and the loader picks the widest this CPU has (function
- * multiversioning). The clones do the same operations in the same order
- * (C11 mode: no fused multiply-add contraction), so they give the same bits;
- * tests/test_train_layers.c checks the one picked against baseline code.
- * Measured on AVX-512: SiLU and SwiGLU were a quarter of a quick-config
- * attention step at the baseline's four floats per vector. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define TRAIN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define TRAIN_CLONES
-#endif
 
 /* The kernels of lib/train/layers.c (float32 twins in layers_f32.c): the
  * library's one RMSNorm (the hybrid stack of lib/model/ calls it too); the
@@ -176,49 +143,6 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
                                           const float *x, const kdalab_mixer_cache_f32 *cache,
                                           const float *dy, float *dx,
                                           const kdalab_mixer_grads_f32 *g);
-
-/* exp(x) in float for the float32 twins of lib/train (scripts/make_f32.sh
- * writes train_expf where the float64 source says exp): the textbook range
- * reduction x = n ln 2 + r, |r| <= ln 2 / 2, then exp(r) by its Taylor
- * series to r^7 / 7! (truncation below 2^-27 relative) and 2^n put into the
- * exponent bits. No branch and no call, so a loop of it vectorises, and it
- * is the same function in the vector body and the scalar tail (libm's expf
- * is a call a loop cannot vectorise: 11 % of a d = 128 attention step).
- * Within 2 ulp of exp on [-87.3, 88.7] (tests/test_train_layers.c measures
- * it against exp in double); exp(-inf) and anything below -87.3 give 0
- * (true values under 1.2e-38), above 88.7 inf, NaN gives NaN. */
-static inline float train_expf(float x)
-{
-    const float lo = -87.33654f, hi = 88.72283f; /* exp(lo) = FLT_MIN, exp(hi) = FLT_MAX */
-    const float xc = x < lo ? lo : x > hi ? hi : x; /* NaN compares false: stays NaN */
-    /* n = round(x / ln 2) by the 1.5 * 2^23 trick: t's low bits hold n */
-    const float shift = 12582912.0f, t = xc * 1.44269504088896341f + shift;
-    const float n = t - shift;
-    /* r = x - n ln 2 with ln 2 = 0.693359375 - 2.12194440e-4: the first part
-     * has 9 bits, so n times it is exact */
-    const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    /* 2^n as 2^k 2^m, k + m = n, each in [-63, 64]: both normal floats, and
-     * the result is rounded once, by the last product. Unsigned arithmetic:
-     * for a NaN x the bits are garbage (the result is NaN anyway), and must
-     * not overflow a signed int */
-    uint32_t bits;
-    memcpy(&bits, &t, sizeof bits);
-    const int32_t n_i = (int32_t)(bits - 0x4B400000u), m = n_i / 2, k = n_i - m;
-    const uint32_t bk = (uint32_t)(k + 127) << 23, bm = (uint32_t)(m + 127) << 23;
-    float two_k, two_m;
-    memcpy(&two_k, &bk, sizeof two_k);
-    memcpy(&two_m, &bm, sizeof two_m);
-    const float e = p * two_k * two_m;
-    return x < lo ? 0.0f : x > hi ? INFINITY : e;
-}
 
 /* sigmoid(z) with one exponential, of a non-positive number, e = exp(-|z|):
  * 1 / (1 + e) for z >= 0, e / (1 + e) below. No branch, so a loop of it
