@@ -125,8 +125,8 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
  * kdalab_simd_get_level() reports, threaded the same way. Arguments, shapes,
  * validation and errors exactly as kdalab_chunk_f64 (opts->precision must be
  * FP32). Outputs agree with kdalab_chunk_f64 within ~1e-12 relative to
- * max |o| (tests/test_simd_f64.c checks it on the golden cases and random
- * shapes at every level the CPU runs). The safe decay mode (the default) is
+ * max |o| (tests/test_simd_chunk.c checks it on random shapes, and the golden
+ * cases against fla's outputs, at every level the CPU runs). The safe decay mode (the default) is
  * the fast path; the other decay modes are passed to kdalab_chunk_f64. With
  * opts == NULL it uses kdalab_simd_chunk_opts_default() (C = 16). Decay
  * factors below DBL_MIN are exactly 0. report: as kdalab_simd_chunk_f32's

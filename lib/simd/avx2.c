@@ -8,6 +8,7 @@
 #include "simd_internal.h"
 
 typedef float real;
+#define SIMD_LEVEL avx2
 typedef __m256 vf;
 #define VLEN 8
 #define VZERO() _mm256_setzero_ps()
@@ -31,7 +32,6 @@ typedef __m256 vmask;
 #define VMIN(a, b) _mm256_min_ps((a), (b))
 #define VALL_LE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LE_OQ)) == 0xff)
 #define VALL_GE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_GE_OQ)) == 0xff)
-#define SIMD_FN(name) name##_avx2
 
 static inline float avx2_hsum(__m256 v)
 {
@@ -68,19 +68,5 @@ static inline __m256 avx2_exp(__m256 x)
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
 }
 
-/* The kernels, instantiated for this level (order: see kernel_common.h). */
-#include "kernel_common.h"
-#include "gemm.h"
-#include "chunk_workspace.h"
-#include "chunk_scores.h"
-#include "chunk_kernels.h"
-#include "screen.h"
-#include "step_kernel.h"
-
-const simd_table kdalab_simd_table_avx2 = {
-    .name = "avx2",
-    .work_floats = work_floats_avx2,
-    .chunk_head = chunk_head_avx2,
-    .step = step_avx2,
-    .screen = screen_avx2,
-};
+/* The kernels and this level's table (lib/simd/instantiate.h). */
+#include "instantiate.h"

@@ -9,6 +9,7 @@
 #include "simd_internal.h"
 
 typedef double real;
+#define SIMD_LEVEL avx2
 #define SIMD_REAL_DOUBLE 1
 typedef __m256d vf;
 #define VLEN 4
@@ -33,7 +34,6 @@ typedef __m256d vmask;
 #define VMIN(a, b) _mm256_min_pd((a), (b))
 #define VALL_LE(v, x) (_mm256_movemask_pd(_mm256_cmp_pd((v), _mm256_set1_pd(x), _CMP_LE_OQ)) == 0xf)
 #define VALL_GE(v, x) (_mm256_movemask_pd(_mm256_cmp_pd((v), _mm256_set1_pd(x), _CMP_GE_OQ)) == 0xf)
-#define SIMD_FN(name) name##_avx2_f64
 
 static inline double avx2_hsum_f64(__m256d v)
 {
@@ -75,19 +75,5 @@ static inline __m256d avx2_exp_f64(__m256d x)
     return _mm256_and_pd(y, _mm256_cmp_pd(x, lo, _CMP_GE_OQ));
 }
 
-/* The kernels, instantiated for this level (order: see kernel_common.h). */
-#include "kernel_common.h"
-#include "gemm.h"
-#include "chunk_workspace.h"
-#include "chunk_scores.h"
-#include "chunk_kernels.h"
-#include "screen.h"
-#include "step_kernel.h"
-
-const simd_table_f64 kdalab_simd_table_avx2_f64 = {
-    .name = "avx2",
-    .work_floats = work_floats_avx2_f64,
-    .chunk_head = chunk_head_avx2_f64,
-    .step = step_avx2_f64,
-    .screen = screen_avx2_f64,
-};
+/* The kernels and this level's table (lib/simd/instantiate.h). */
+#include "instantiate.h"

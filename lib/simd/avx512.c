@@ -10,6 +10,7 @@
 #include "simd_internal.h"
 
 typedef float real;
+#define SIMD_LEVEL avx512
 typedef __m512 vf;
 #define VLEN 16
 #define VZERO() _mm512_setzero_ps()
@@ -31,7 +32,6 @@ typedef __mmask16 vmask;
 #define VMIN(a, b) _mm512_min_ps((a), (b))
 #define VALL_LE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LE_OQ) == 0xffff)
 #define VALL_GE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_GE_OQ) == 0xffff)
-#define SIMD_FN(name) name##_avx512
 
 /* exp(x) for x <= 0, as avx2_exp in lib/simd/avx2.c (same reduction and polynomial). */
 static inline __m512 avx512_exp(__m512 x)
@@ -55,20 +55,6 @@ static inline __m512 avx512_exp(__m512 x)
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), y);
 }
 
-/* The kernels, instantiated for this level (order: see kernel_common.h). */
-#include "kernel_common.h"
+/* The kernels and this level's table (lib/simd/instantiate.h). */
 #define SIMD_NRV 4 /* 32 vector registers: gemm.h */
-#include "gemm.h"
-#include "chunk_workspace.h"
-#include "chunk_scores.h"
-#include "chunk_kernels.h"
-#include "screen.h"
-#include "step_kernel.h"
-
-const simd_table kdalab_simd_table_avx512 = {
-    .name = "avx512",
-    .work_floats = work_floats_avx512,
-    .chunk_head = chunk_head_avx512,
-    .step = step_avx512,
-    .screen = screen_avx512,
-};
+#include "instantiate.h"

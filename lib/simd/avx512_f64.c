@@ -10,6 +10,7 @@
 #include "simd_internal.h"
 
 typedef double real;
+#define SIMD_LEVEL avx512
 #define SIMD_REAL_DOUBLE 1
 typedef __m512d vf;
 #define VLEN 8
@@ -32,7 +33,6 @@ typedef __mmask8 vmask;
 #define VMIN(a, b) _mm512_min_pd((a), (b))
 #define VALL_LE(v, x) (_mm512_cmp_pd_mask((v), _mm512_set1_pd(x), _CMP_LE_OQ) == 0xff)
 #define VALL_GE(v, x) (_mm512_cmp_pd_mask((v), _mm512_set1_pd(x), _CMP_GE_OQ) == 0xff)
-#define SIMD_FN(name) name##_avx512_f64
 
 /* exp(x) for x <= 0 in double, as avx2_exp_f64 in lib/simd/avx2_f64.c (same
  * reduction and degree-13 polynomial). */
@@ -60,20 +60,6 @@ static inline __m512d avx512_exp_f64(__m512d x)
     return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x, lo, _CMP_GE_OQ), y);
 }
 
-/* The kernels, instantiated for this level (order: see kernel_common.h). */
-#include "kernel_common.h"
+/* The kernels and this level's table (lib/simd/instantiate.h). */
 #define SIMD_NRV 4 /* 32 vector registers: gemm.h */
-#include "gemm.h"
-#include "chunk_workspace.h"
-#include "chunk_scores.h"
-#include "chunk_kernels.h"
-#include "screen.h"
-#include "step_kernel.h"
-
-const simd_table_f64 kdalab_simd_table_avx512_f64 = {
-    .name = "avx512",
-    .work_floats = work_floats_avx512_f64,
-    .chunk_head = chunk_head_avx512_f64,
-    .step = step_avx512_f64,
-    .screen = screen_avx512_f64,
-};
+#include "instantiate.h"

@@ -5,17 +5,18 @@
  *
  * defines, per ISA suffix (_scalar/_avx2/_avx512 for float, the same with
  * _f64 for double): min_sz, flush1
- * defines (macros, used by the kernel headers after it): SIMD_INLINE,
- * SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY, SIMD_LINE, REXP, RFMA (a * b + c
- * rounded once, as a vector lane's VFMA), SIMD_ARGS,
- * SIMD_CHECK_VALUES
+ * defines (macros, used by the kernel headers after it): SIMD_FN, SIMD_TABLE,
+ * SIMD_LEVEL_NAME, SIMD_INLINE, SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY,
+ * SIMD_LINE, REXP, RFMA (a * b + c rounded once, as a vector lane's VFMA),
+ * SIMD_ARGS, SIMD_CHECK_VALUES
  *
  * The kernels are written once, over an element type `real`, and compiled
  * once per instruction set and element type: lib/simd/scalar.c (VLEN 1),
  * avx2.c (VLEN 8) and avx512.c (VLEN 16) for float, scalar_f64.c (VLEN 1),
  * avx2_f64.c (VLEN 4) and avx512_f64.c (VLEN 8) for double. Each defines the
- * vocabulary below, then includes the kernel headers in this order (each
- * uses only what the ones before it define):
+ * vocabulary below, then includes lib/simd/instantiate.h, which includes the
+ * kernel headers in this order (each uses only what the ones before it
+ * define):
  *
  *   kernel_common.h    this file
  *   gemm.h             the register-blocked matrix product and a transpose
@@ -26,7 +27,7 @@
  *   screen.h           the vector input screen (the table's screen)
  *   step_kernel.h      the decode step (the table's step)
  *
- * and fill their simd_table or simd_table_f64 (lib/simd/simd_internal.h)
+ * and fills the file's simd_table or simd_table_f64 (lib/simd/simd_internal.h)
  * with the results. Every function is static and named through
  * SIMD_FN(name), so each ISA file gets its own copy: gemm_scalar, gemm_avx2,
  * gemm_avx2_f64, and so on.
@@ -34,6 +35,8 @@
  * The vocabulary the including file defines:
  *   real                   the element type, float or double
  *   SIMD_REAL_DOUBLE       1 when real is double, else 0 (or undefined)
+ *   SIMD_LEVEL             the level's name as a bare word: scalar, avx2 or
+ *                          avx512 (SIMD_FN's suffix and the table's name)
  *   vf, VLEN               the vector type and its element count
  *   VZERO() VSET1(x) VLOAD(p) VSTORE(p, v) VADD VSUB VMUL VFMA(a, b, c) = a*b + c
  *   vmask, VMASK_LO(n)     a lane mask with lanes < n set (0 <= n <= VLEN)
@@ -46,7 +49,12 @@
  *                          a gives b's lane (x86's maxps / minps)
  *   VALL_LE(v, x)          nonzero when every lane is <= x (a NaN lane is not)
  *   VALL_GE(v, x)          nonzero when every lane is >= x (a NaN lane is not)
- *   SIMD_FN(name)          name with the level's suffix
+ *
+ * defined here from SIMD_LEVEL and SIMD_REAL_DOUBLE:
+ *   SIMD_FN(name)          name with the level's suffix: name_avx2 for float,
+ *                          name_avx2_f64 for double
+ *   SIMD_TABLE             the table type: simd_table or simd_table_f64
+ *   SIMD_LEVEL_NAME        SIMD_LEVEL as a string: "avx2"
  */
 
 #include <math.h>
@@ -65,13 +73,23 @@
 #define SIMD_UNROLL(n)
 #endif
 
+#define SIMD_CAT_(a, b) a##b
+#define SIMD_CAT(a, b) SIMD_CAT_(a, b)
+#define SIMD_STR_(x) #x
+#define SIMD_STR(x) SIMD_STR_(x)
+#define SIMD_LEVEL_NAME SIMD_STR(SIMD_LEVEL)
+
 #if defined(SIMD_REAL_DOUBLE) && SIMD_REAL_DOUBLE
+#define SIMD_FN(name) SIMD_CAT(SIMD_CAT(name##_, SIMD_LEVEL), _f64)
+#define SIMD_TABLE simd_table_f64
 #define SIMD_TINY 2.2250738585072014e-308 /* DBL_MIN */
 #define REXP(x) exp(x)
 #define RFMA(a, b, c) fma(a, b, c)
 #define SIMD_ARGS simd_head_args_f64
 #define SIMD_CHECK_VALUES kdalab_check_values_f64
 #else
+#define SIMD_FN(name) SIMD_CAT(name##_, SIMD_LEVEL)
+#define SIMD_TABLE simd_table
 #define SIMD_TINY 1.17549435e-38f /* FLT_MIN */
 #define REXP(x) expf(x)
 #define RFMA(a, b, c) fmaf(a, b, c)

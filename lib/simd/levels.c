@@ -112,29 +112,19 @@ static kdalab_simd_level resolved_level(void)
     return (kdalab_simd_level)l;
 }
 
-const simd_table *kdalab__simd_table_active(void)
-{
-    switch (resolved_level()) {
-    case KDALAB_SIMD_AVX512:
-        return &kdalab_simd_table_avx512;
-    case KDALAB_SIMD_AVX2:
-        return &kdalab_simd_table_avx2;
-    default:
-        return &kdalab_simd_table_scalar;
-    }
-}
+/* The kernel tables of each precision by level (resolved_level never gives
+ * KDALAB_SIMD_AUTO: it is resolved to a level first). */
+static const simd_table *const tables[] = {[KDALAB_SIMD_SCALAR] = &kdalab_simd_table_scalar,
+                                           [KDALAB_SIMD_AVX2] = &kdalab_simd_table_avx2,
+                                           [KDALAB_SIMD_AVX512] = &kdalab_simd_table_avx512};
+static const simd_table_f64 *const tables_f64[] = {
+    [KDALAB_SIMD_SCALAR] = &kdalab_simd_table_scalar_f64,
+    [KDALAB_SIMD_AVX2] = &kdalab_simd_table_avx2_f64,
+    [KDALAB_SIMD_AVX512] = &kdalab_simd_table_avx512_f64};
 
-const simd_table_f64 *kdalab__simd_table_active_f64(void)
-{
-    switch (resolved_level()) {
-    case KDALAB_SIMD_AVX512:
-        return &kdalab_simd_table_avx512_f64;
-    case KDALAB_SIMD_AVX2:
-        return &kdalab_simd_table_avx2_f64;
-    default:
-        return &kdalab_simd_table_scalar_f64;
-    }
-}
+const simd_table *kdalab__simd_table_active(void) { return tables[resolved_level()]; }
+
+const simd_table_f64 *kdalab__simd_table_active_f64(void) { return tables_f64[resolved_level()]; }
 
 kdalab_simd_level kdalab_simd_get_level(void)
 {

@@ -3,10 +3,12 @@
  * entry points (entry.c, recurrent.c, plan.c) and the per-ISA kernel files
  * (scalar.c, avx2.c, avx512.c and their _f64 twins) share. Not installed.
  *
- * Each kernel file instantiates the kernel headers (lib/simd/kernel_common.h
- * lists them) once for its instruction set and exports one table of entry
- * points; the dispatcher picks one table at run time (the only dispatch
- * point) and runs the threading and the input validation around it.
+ * Each kernel file defines its vector vocabulary and includes
+ * lib/simd/instantiate.h, which compiles the kernel headers
+ * (lib/simd/kernel_common.h lists them) for its instruction set and exports
+ * one table of entry points (the tables declared below); the dispatcher
+ * picks one table at run time (the only dispatch point) and runs the
+ * threading and the input validation around it.
  */
 #ifndef KDALAB_SIMD_INTERNAL_H
 #define KDALAB_SIMD_INTERNAL_H
