@@ -39,6 +39,8 @@ typedef struct {
     double seconds;        /* training wall time              */
     double tokens_per_s;
     double lr;             /* the learning rate it ran with   */
+    long steps_to_95;      /* first step whose mean training-batch accuracy over the */
+                           /* last 50 steps is >= 0.95; -1 never; -2 not recorded    */
     double *theta;         /* the trained parameters, or NULL */
     kdalab_model_config model;
 } lab_mqar_result;

@@ -16,7 +16,8 @@
  *     bits of the first run;
  *   - without KDALAB_RESUME the ledger is not read (the edit is ignored);
  *   - every number read back is checked (ledger_bad_values): a line whose
- *     accuracy is NaN, 7.5, -inf or empty, or whose loss or time is negative,
+ *     accuracy is NaN, 7.5, -inf or empty, whose loss or time is negative, or
+ *     whose steps_to_95 is not a step count,
  *     is not read back: one warning names file:line and the rule, and that
  *     model is trained again (same bits); a diverged run's record (accuracy
  *     0, loss inf) is read back as it was written;
@@ -114,6 +115,8 @@ static void ledger_resume(void **state)
     /* each line records what made it (version, BLAS kernels, SIMD level) */
     assert_non_null(strstr(ledger, "\tkdalab " KDALAB_VERSION " blas="));
     assert_non_null(strstr(ledger, " simd="));
+    /* and when training reached 95 % (2 steps: never) */
+    assert_non_null(strstr(ledger, "\tsteps_to_95=-1\tkdalab "));
 
     /* resuming: same tables, nothing trained */
     run_experiment("KDALAB_RESUME=1");
@@ -246,6 +249,7 @@ static void ledger_bad_values(void **state)
         {14, "", "the accuracy is not a number"},
         {15, "inf", "the test loss must be finite and >= 0"}, /* accuracy not 0 */
         {17, "-3", "tokens/s must be finite and >= 0"},
+        {18, "steps_to_95=x", "steps_to_95 is not a step count (or -1)"},
     };
     const int nf = (int)(sizeof fault / sizeof fault[0]);
     char *bad = strdup(ledger);

@@ -1,0 +1,58 @@
+/*
+ * experiments/ledger.h — the training experiments' model ledger
+ * (experiments/ledger.c), used by lab_mqar_train (mqar_train.c).
+ *
+ * The ledger, DIR/mqar_models.tsv (or a job's own, DIR/mqar_jobs/NAME.I.tsv:
+ * lab_ledger_path): one line per trained model,
+ *   key <TAB> accuracy <TAB> test_loss <TAB> train_s <TAB> tokens_per_s
+ *       <TAB> steps_to_95=N <TAB> made_with
+ * the numbers %.17g, so a model read back prints as it did when trained;
+ * steps_to_95 the first optimiser step at which the mean training-batch
+ * accuracy over the last LAB_S95_WINDOW steps reached 0.95 (-1: never; lines
+ * of an older build have no such field and read as LAB_S95_UNKNOWN); made_with
+ * names what sets the last bits besides the key: kdalab's version, OpenBLAS's
+ * kernels and the SIMD level, e.g. "kdalab 0.1.0 blas=SkylakeX simd=avx512" (a
+ * record, not part of the key). Lines are appended (one write, then a flush) as
+ * each model finishes, so an interrupted sweep keeps what it finished and two
+ * experiments may share a directory. The key is every input of the run,
+ * printed exactly (%.17g for the learning rate): training is deterministic, so
+ * the same key gives the same bits.
+ */
+#ifndef KDALAB_EXPERIMENTS_LEDGER_H
+#define KDALAB_EXPERIMENTS_LEDGER_H
+
+#include "mqar_train.h"
+
+/* The steps-to-95 % window (training steps), and the value of a line that
+ * has no steps_to_95 field. */
+#define LAB_S95_WINDOW 50
+#define LAB_S95_UNKNOWN (-2L)
+
+/* What the ledger keeps of one model. */
+typedef struct {
+    kdalab_train_result tr; /* test accuracy and loss, training time, tokens/s       */
+    long steps_to_95;       /* see above; -1 never, LAB_S95_UNKNOWN not recorded      */
+} lab_ledger_record;
+
+/* The ledger key of a spec (every input of the run) into key[n]. */
+void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t n);
+
+/* The ledger this run appends to (malloc'd): DIR/mqar_models.tsv, or with
+ * --job I, DIR/mqar_jobs/NAME.I.tsv (the directory made if missing). */
+char *lab_ledger_path(const lab_ctx *x);
+
+/* Is there a ledger at path, and may it be used (a regular file, readable,
+ * or with for_append writable)? 0 if there is none; exits (status 1) with
+ * one line if it cannot be used. */
+int lab_ledger_usable(const lab_ctx *x, const char *path, int for_append);
+
+/* The model with this key in DIR/mqar_models.tsv or DIR/mqar_jobs/\*.tsv into
+ * *rec; 1 if found. A line with the key whose fields are not a model's is
+ * named on stderr (file:line, the rule) and passed over. */
+int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec);
+
+/* Append the model's line to the ledger at path; exits (status 1) on failure. */
+void lab_ledger_append(const lab_ctx *x, const char *path, const char *key,
+                       const lab_ledger_record *rec);
+
+#endif /* KDALAB_EXPERIMENTS_LEDGER_H */

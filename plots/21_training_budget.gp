@@ -1,0 +1,60 @@
+# plots/21_training_budget.gp — trained recall against the training budget.
+# Run from the repository root:  gnuplot -e "dir='results'" plots/21_training_budget.gp
+# Reads  DIR/21_budget_summary.tsv, DIR/21_training_budget.tsv (bin/21_training_budget;
+#        the second only for its header: which sweep)
+# Writes OUT/21_training_budget.png (OUT defaults to DIR): test accuracy (mean over seeds;
+#        error bars one sd, cut at 0 and 1, when there are several seeds) against the
+#        training budget, one line per (mixer, head dimension d), one panel per task.
+if (!exists("dir")) dir = 'results'
+if (!exists("out")) out = dir
+f = dir.'/21_budget_summary.tsv'
+full_sweep = 'full-sweeps/21_budget_summary.tsv'
+fix = system(sprintf("test -f '%s' && echo yes || echo no", full_sweep)) eq "yes" ? "" : \
+      " | sed 's/the full sweep is in full-sweeps.*/the full sweep has not been run yet (make run FULL=1)/'"
+note = system(sprintf("awk -f plots/sweep_note.awk '%s' '%s'%s", dir.'/21_training_budget.tsv', f, fix))
+seeds = int(system(sprintf("awk -v want=seeds -f plots/sweep_note.awk '%s' '%s'", dir.'/21_training_budget.tsv', f)))
+tasks = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 && !($1 in s) {s[$1] = 1; printf \"%%s \", $1}' '%s'", f))
+budgets = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {print $4}' '%s' | sort -n | uniq | tr '\\n' ' '", f))
+ds = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {print $2}' '%s' | sort -n | uniq | tr '\\n' ' '", f))
+nt = words(tasks)
+set datafile separator '\t'
+stats f u 4 nooutput
+bmin = STATS_min
+bmax = STATS_max
+set terminal pngcairo size 600 * nt + 300, 600 font ',11'
+set output out.'/21_training_budget.png'
+how = seeds > 1 ? sprintf("mean over %d seeds; bars: one sd, cut at 0 and 1", seeds) : "one seed, so no error bars"
+set multiplot layout 1, nt title sprintf("Trained two-block models (D = 32): test accuracy against the training budget, each budget a run of its own\n(%s)\n%s", how, note) noenhanced
+set logscale x
+set xrange [bmin / 1.4 : bmax * 1.4]
+set xtics ()
+do for [b in budgets] { set xtics add (b real(b)) }
+set yrange [0:1.05]
+set grid
+set xlabel 'optimiser steps (log scale)'
+set ylabel 'test accuracy on the answers'
+names = "deltanet gated_deltanet kda"
+array label[3] = ['DeltaNet', 'Gated DeltaNet', 'KDA']
+array color[3] = ['#228833', '#ee7733', '#cc3311']
+sel(t, d, m) = (stringcolumn(1) eq t && $2 == d && stringcolumn(3) eq m) ? $5 : 1/0
+clip(y) = y < 0 ? 0 : (y > 1 ? 1 : y)
+# the mixers this sweep has (the reduced one has no Gated DeltaNet)
+present = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {seen[$3] = 1} END {n = split(\"%s\", m, \" \"); for (i = 1; i <= n; i++) if (m[i] in seen) printf \"%%d \", i}' '%s'", names, f))
+np = words(present)
+do for [ti = 1:nt] {
+    t = word(tasks, ti)
+    set title sprintf('task: %s', t) noenhanced
+    if (ti == nt) { set key outside right top noenhanced box opaque } else { unset key }
+    if (seeds > 1) {
+        plot for [j = 1:np] for [dj = 1:words(ds)] \
+             f u 4:(sel(t, real(word(ds, dj)), word(names, int(word(present, j))))):(clip($5 - $6)):(clip($5 + $6)) \
+             with yerrorlines lw 2 dt dj pt 7 lc rgb color[int(word(present, j))] \
+             title sprintf('%s, d = %s', label[int(word(present, j))], word(ds, dj))
+    } else {
+        plot for [j = 1:np] for [dj = 1:words(ds)] \
+             f u 4:(sel(t, real(word(ds, dj)), word(names, int(word(present, j))))) \
+             with linespoints lw 2 dt dj pt 7 lc rgb color[int(word(present, j))] \
+             title sprintf('%s, d = %s', label[int(word(present, j))], word(ds, dj))
+    }
+}
+unset multiplot
