@@ -221,6 +221,7 @@ static void test_checkpoint_errors(void **state)
                           "d_model=8\nheads=2\nmlp_hidden=16\nconv=1\nvocab=12\n");
     assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
     assert_non_null(strstr(kdalab_last_error(), "does not describe a model"));
+    assert_non_null(strstr(kdalab_last_error(), "lists 2 blocks, not 3")); /* the cause */
     assert_int_equal(kdalab_checkpoint_read_config(NULL, &m), KDALAB_ENULL);
     assert_int_equal(kdalab_hybrid_load(dir, NULL), KDALAB_ENULL);
     assert_int_equal(test_tmpdir_remove(dir), 0);

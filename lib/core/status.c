@@ -40,10 +40,14 @@ void kdalab_clear_error(void) { last_error[0] = '\0'; }
 
 kdalab_status kdalab_fail(kdalab_status status, const char *fmt, ...)
 {
+    /* formatted apart first: an argument may be kdalab_last_error() itself, the
+     * cause a caller wraps, which formatting in place would overwrite as it read */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return status;
 }
 
