@@ -56,7 +56,7 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
  * describes, into *cfg. Errors: KDALAB_ENULL, KDALAB_EINVAL (dir is ""),
  * KDALAB_EIO (dir/config.txt is not a regular file or cannot be read),
  * KDALAB_EFORMAT (its first line is not KDALAB_CHECKPOINT_FORMAT; a line
- * too long or unterminated; more than 64 lines; a model key missing or
+ * too long, unterminated or holding a NUL byte; more than 64 lines; a model key missing or
  * malformed, or a model kdalab_model_size refuses); the message names the
  * file.
  */

@@ -222,6 +222,10 @@ static void test_checkpoint_errors(void **state)
     assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
     assert_non_null(strstr(kdalab_last_error(), "does not describe a model"));
     assert_non_null(strstr(kdalab_last_error(), "lists 2 blocks, not 3")); /* the cause */
+    static const char nul[] = "format=kdalab-checkpoint/1\n\0mixer=kda\n"; /* a NUL first */
+    tcli_put_bytes(path, nul, sizeof nul - 1);
+    assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
+    assert_non_null(strstr(kdalab_last_error(), "NUL byte in line 2"));
     assert_int_equal(kdalab_checkpoint_read_config(NULL, &m), KDALAB_ENULL);
     assert_int_equal(kdalab_hybrid_load(dir, NULL), KDALAB_ENULL);
     assert_int_equal(test_tmpdir_remove(dir), 0);

@@ -165,10 +165,16 @@ static int read_lines(FILE *f, char *mixers, size_t num[K_N], int seen[K_N], cha
 {
     char line[LINE_CAP + 1];
     int n = 0;
-    for (; fgets(line, sizeof line, f); n++) {
-        size_t len = strlen(line);
+    /* zeroed before each line: a newline past strlen's end is a NUL inside it */
+    for (; memset(line, 0, sizeof line), fgets(line, sizeof line, f); n++) {
+        const size_t len = strlen(line);
+        const char *nl = memchr(line, '\n', LINE_CAP);
         if (n == MAX_LINES) {
             snprintf(why, cap, "has more than %d lines", MAX_LINES);
+            return -1;
+        }
+        if (len == 0 || (nl && (size_t)(nl - line) >= len)) {
+            snprintf(why, cap, "has a NUL byte in line %d", n + 1);
             return -1;
         }
         if (line[len - 1] != '\n') {
