@@ -245,7 +245,7 @@ static int ledger_find(const lab_ctx *x, const char *path, const char *key,
  * DIR/mqar_models.tsv first, then DIR/mqar_jobs/\*.tsv in name order. */
 int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec)
 {
-    size_t n = strlen(x->out) + 64;
+    size_t n = 2 * strlen(x->out) + 64;
     char *p = malloc(n);
     if (!p) {
         fprintf(stderr, "%s: out of memory\n", x->name);
@@ -253,7 +253,14 @@ int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *re
     }
     snprintf(p, n, "%s/mqar_models.tsv", x->out);
     int found = lab_ledger_usable(x, p, 0) && ledger_find(x, p, key, rec);
-    snprintf(p, n, "%s/mqar_jobs/*.tsv", x->out);
+    /* DIR is matched as it is spelled: its '*', '?', '[' and '\\' escaped */
+    char *e = p;
+    for (const char *c = x->out; *c; c++) {
+        if (strchr("*?[\\", *c))
+            *e++ = '\\';
+        *e++ = *c;
+    }
+    snprintf(e, n - (size_t)(e - p), "/mqar_jobs/*.tsv");
     glob_t g;
     if (!found && glob(p, 0, NULL, &g) == 0) {
         for (size_t i = 0; i < g.gl_pathc && !found; i++)

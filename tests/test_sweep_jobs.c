@@ -15,7 +15,8 @@
  *     tables of one sequential run: the summary byte for byte, the model table
  *     but for its training times; the assembling run trains nothing;
  *   - a job past the last, --job with --list-jobs, a negative job: one line,
- *     exit 2; a job run again under KDALAB_RESUME trains nothing;
+ *     exit 2; a job run again under KDALAB_RESUME trains nothing, also with
+ *     --out "r[1]" (a name glob would read as a pattern);
  *   - the Slurm array script is valid bash (`bash -n`; it is not run).
  */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -148,6 +149,19 @@ static void job_errors(void **state)
     free(err);
 }
 
+/* A --out with glob's characters in its name: a resuming job finds its own
+ * ledger there (the name is not taken as a pattern). */
+static void resume_in_a_dir_named_like_a_pattern(void **state)
+{
+    (void)state;
+    assert_int_equal(run_in("glob", "%s --out \"r[1]\" " TINY " --job 3", exe), 0);
+    assert_int_equal(run_in("glob", "KDALAB_RESUME=1 %s --out \"r[1]\" " TINY " --job 3", exe),
+                     0);
+    char *ledger = text_in("glob", "r[1]/mqar_jobs/14_recall_by_mechanism.3.tsv");
+    assert_int_equal(count_lines(ledger), 1); /* found, not trained again */
+    free(ledger);
+}
+
 static void slurm_script_parses(void **state)
 {
     (void)state;
@@ -182,6 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jobs_listed),
         cmocka_unit_test(jobs_in_parallel_give_the_sequential_tables),
-        cmocka_unit_test(job_errors), cmocka_unit_test(slurm_script_parses)};
+        cmocka_unit_test(job_errors), cmocka_unit_test(resume_in_a_dir_named_like_a_pattern),
+        cmocka_unit_test(slurm_script_parses)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
