@@ -158,6 +158,13 @@ static void print_word(const char *w)
  * full sweep's. */
 static void print_job(const lab_ctx *x, size_t index)
 {
+    /* one line per job is the list's form (wc -l, parallel, a Slurm array) */
+    for (int i = 0; i < x->argc; i++)
+        if (strpbrk(x->argv[i], "\n\r")) {
+            fprintf(stderr, "%s: --list-jobs: argument %d holds a line break, which a list of "
+                            "one line per job cannot hold\n", x->name, i);
+            exit(2);
+        }
     if (lab_full())
         fputs("KDALAB_FULL=1 ", stdout);
     for (int i = 0; i < x->argc; i++) {

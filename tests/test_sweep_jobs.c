@@ -14,8 +14,8 @@
  *     runs them) over the list, then one run with KDALAB_RESUME=1, gives the
  *     tables of one sequential run: the summary byte for byte, the model table
  *     but for its training times; the assembling run trains nothing;
- *   - a job past the last, --job with --list-jobs, a negative job: one line,
- *     exit 2; a job run again under KDALAB_RESUME trains nothing, also with
+ *   - a job past the last, --job with --list-jobs, a negative job, a listing
+ *     with a line break in a word: one line, exit 2; a job run again under KDALAB_RESUME trains nothing, also with
  *     --out "r[1]" (a name glob would read as a pattern);
  *   - the Slurm array script is valid bash (`bash -n`; it is not run).
  */
@@ -137,6 +137,12 @@ static void job_errors(void **state)
     free(err);
     assert_int_equal(run_in("errors", "%s " TINY " --list-jobs --job 1", exe), 2);
     assert_int_equal(run_in("errors", "%s " TINY " --job -2", exe), 2);
+    /* a line break in a word: no job list of one line per job can hold it */
+    assert_int_equal(run_in("errors", "%s --out \"$(printf \"a\\nb\")\" " TINY " --list-jobs",
+                            exe), 2);
+    char *out = text_in("errors", "stdout");
+    assert_string_equal(out, "");
+    free(out);
 
     /* a job run again under KDALAB_RESUME finds its model and trains nothing */
     assert_int_equal(run_in("errors", "%s " TINY " --job 3", exe), 0);
