@@ -36,17 +36,21 @@ KDALAB_BEGIN_DECLS
 
 /*
  * kdalab_checkpoint_write — write the model cfg with parameters theta
- * [n_params] (kdalab_model_size) into the existing directory dir: every
- * tensor's .npy (each written under a temporary name and renamed), then
- * config.txt, flushed to disk, last, so a directory with a config.txt holds
- * every tensor. Files of the same names are replaced; nothing else in dir is
- * touched. extra: NULL, or further config.txt lines, each "key=value\n" with
+ * [n_params] (kdalab_model_size) into the existing directory dir: a
+ * config.txt already there removed first, then every tensor's .npy (each
+ * written under a temporary name and renamed), then config.txt, flushed to
+ * disk, last, so a directory with a config.txt holds every tensor it
+ * describes, all of one write. Files of the same names are replaced; nothing
+ * else in dir is touched. A write that fails or is stopped leaves no
+ * config.txt (not a checkpoint; kdalab train --out replaces a whole
+ * directory in one step instead). extra: NULL, or further config.txt lines, each "key=value\n" with
  * a key of letters, digits and '_' that is not one of the model's keys
  * (format, mixer, layers, d_model, heads, mlp_hidden, conv, vocab).
  * Errors: those of kdalab_model_size, KDALAB_ENULL (dir, theta),
  * KDALAB_EINVAL (dir is "", a malformed extra line), KDALAB_ESIZE (more
  * than 64 lines in all), KDALAB_ENONFINITE (theta), KDALAB_EIO (a file
- * cannot be written; those written before stay).
+ * cannot be removed or written; those written before stay), KDALAB_ENOMEM;
+ * every refusal but these two comes before dir is touched.
  */
 kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config *cfg,
                                       const double *theta, const char *extra);

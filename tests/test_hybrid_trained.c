@@ -13,7 +13,9 @@
  *   - kdalab_hybrid_save writes the same files kdalab_checkpoint_write did;
  *     reset, then one prefill of everything, gives the same logits again
  *   - the checkpoint reader refuses a missing file, a wrong shape, a NaN, a
- *     config.txt without the format line, and the writer a malformed extra line
+ *     config.txt without the format line or with a NUL byte, and the writer a
+ *     malformed extra line; a rewrite that fails among the tensors leaves no
+ *     config.txt
  *   - bad arguments: tokens out of range change nothing; each kind of stack
  *     refuses the other kind's calls
  *
@@ -30,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -226,6 +230,15 @@ static void test_checkpoint_errors(void **state)
     tcli_put_bytes(path, nul, sizeof nul - 1);
     assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
     assert_non_null(strstr(kdalab_last_error(), "NUL byte in line 2"));
+    /* a rewrite stopped among the tensors (a directory where the last one goes)
+     * leaves no config.txt: not a mix of old and new tensors read as a model */
+    OK(kdalab_checkpoint_write(dir, &c.model, theta, NULL));
+    snprintf(path, sizeof path, "%s/lm_head.npy", dir);
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(kdalab_checkpoint_write(dir, &c.model, theta, NULL), KDALAB_EIO);
+    assert_int_equal(rmdir(path), 0);
+    assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EIO);
     assert_int_equal(kdalab_checkpoint_read_config(NULL, &m), KDALAB_ENULL);
     assert_int_equal(kdalab_hybrid_load(dir, NULL), KDALAB_ENULL);
     assert_int_equal(test_tmpdir_remove(dir), 0);

@@ -125,6 +125,14 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
         s = kdalab_fail(KDALAB_ENOMEM, "checkpoint write: out of memory");
     if (s == KDALAB_OK)
         s = kdalab__model_layout(cfg, &lay, list);
+    /* a config.txt from before goes first: were this write to stop among the
+     * tensors, it would describe a mix of old and new ones, read without error */
+    char *config = s == KDALAB_OK ? join(dir, "config.txt", "") : NULL;
+    if (s == KDALAB_OK && !config)
+        s = kdalab_fail(KDALAB_ENOMEM, "checkpoint write: out of memory");
+    if (s == KDALAB_OK && remove(config) != 0 && errno != ENOENT)
+        s = kdalab_fail(KDALAB_EIO, "%s: cannot remove: %s", config, strerror(errno));
+    free(config);
     for (size_t i = 0; s == KDALAB_OK && i < lay.n_tensors; i++) {
         const kdalab_model_tensor *t = &list[i];
         char *path = join(dir, t->name, ".npy");
