@@ -15,8 +15,9 @@
  *     tables of one sequential run: the summary byte for byte, the model table
  *     but for its training times; the assembling run trains nothing;
  *   - a job past the last, --job with --list-jobs, a negative job, a listing
- *     with a line break in a word: one line, exit 2; a job run again under KDALAB_RESUME trains nothing, also with
- *     --out "r[1]" (a name glob would read as a pattern);
+ *     with a line break in a word: one line, exit 2; a job run again under
+ *     KDALAB_RESUME trains nothing, also with --out "r[1]" (a name glob would
+ *     read as a pattern);
  *   - the Slurm array script is valid bash (`bash -n`; it is not run).
  */
 #define _XOPEN_SOURCE 700 /* realpath */
