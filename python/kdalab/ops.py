@@ -79,11 +79,39 @@ def _expect(name, a, shape):
         raise ValueError("%s: shape %s, expected %s" % (name, tuple(a.shape), tuple(shape)))
 
 
+def _layout_guard(q, others):
+    """fla's layout is time first, [B, T, H, ...]. A head-first [B, H, T, ...]
+    tensor cannot be told apart in general; but when beta, g or v disagree
+    with q about which dimension holds time and which the heads, and agree
+    once one of them is read head-first, say so in one line naming both
+    readings (ValueError)."""
+    if q.ndim != 4:
+        return
+    B, T, H = q.shape[:3]
+    for name, a in others:
+        if a is None or a.ndim < 3 or a.shape[0] != B or 0 in a.shape[:3] or 0 in q.shape:
+            continue
+        t, h = a.shape[1], a.shape[2]
+        if t == T and h % H == 0:
+            continue  # fits [B, T, H * G, ...]
+        q_head_first = t == H and h % T == 0  # q is [B, H, T, K], a is [B, T, HV, ...]
+        a_head_first = h == T and t % H == 0  # a is [B, HV, T, ...], q is [B, T, H, K]
+        if q_head_first or a_head_first:
+            which = " or ".join(n for n, yes in (("q (and k, v)", q_head_first),
+                                                 (name, a_head_first)) if yes)
+            raise ValueError(
+                "layout: q %s read as fla's time-first [B, T, H, K] has T = %d, H = %d, but "
+                "%s %s has T = %d and %d heads; they agree if %s is head-first [B, H, T, ...]: "
+                "fla removed head_first, so einops.rearrange(x, 'b h t ... -> b t h ...')"
+                % (tuple(q.shape), T, H, name, tuple(a.shape), t, h, which))
+
+
 class _Call:
     """The sizes and layout of one call, checked."""
 
     def __init__(self, mech, q, k, v, g, beta, h0, cu):
         self.mech = mech
+        _layout_guard(q, (("beta", beta), ("g", g), ("v", v)))
         self.B, self.T, self.H, self.K = q.shape
         if self.B == 0 or self.H == 0 or self.K == 0:
             raise ValueError("q: shape %s: B, H and K must be >= 1 (only T may be 0)"

@@ -252,3 +252,22 @@ def test_fused_recurrent_gated_delta_rule_gates():
             t["q"], t["k"], t["v"], None if gg is None else torch.tensor(gg),
             None if gkk is None else torch.tensor(gkk), initial_state=t["h0"])
         assert np.abs(o.numpy() - ro).max() < 1e-12
+
+
+def test_layout_guard_names_both_readings():
+    """q, k, v head-first [B, H, T, K] with beta and g time-first (or beta
+    head-first beside time-first q): one ValueError naming both readings,
+    from the NumPy functions and kdalab.torch alike; head_first=True refused."""
+    a, t = arrays("kda", 10, B=2, T=6, H=2, HV=2)
+    hf = {n: t[n].transpose(1, 2).contiguous() for n in ("q", "k", "v")}
+    with pytest.raises(ValueError, match=r"q \(2, 2, 6, 3\) read as fla's time-first .* "
+                                         r"T = 2, H = 6, but beta \(2, 6, 2\) has T = 6 and 2 "
+                                         r"heads; they agree if q \(and k, v\) or beta is head-first"):
+        kt.chunk_kda(hf["q"], hf["k"], hf["v"], t["g"], t["beta"])
+    a, _ = arrays("deltanet", 11, B=2, T=6, H=1, HV=2)  # grouped values: beta has 2 heads
+    with pytest.raises(ValueError, match=r"beta \(2, 2, 6\) has T = 2 and 6 heads; they agree "
+                                         r"if beta is head-first"):
+        kdalab.fused_recurrent_delta_rule(a["q"], a["k"], a["v"], a["beta"].transpose(0, 2, 1))
+    with pytest.raises(ValueError, match=r"head_first=True .*einops.rearrange"):
+        kt.chunk_gated_delta_rule(t["q"], t["k"], t["v"], t["g"][..., 0], t["beta"],
+                                  head_first=True)
