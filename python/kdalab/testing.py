@@ -102,6 +102,9 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     assert_close(..., rtol=tol.rtol["o"], rms=tol.rms["o"]). A forward
     bound: gradients have no storage emulation in kdalab."""
     from . import ops
+    from . import _lib
+    if mech not in _lib.MECHANISMS:
+        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
     if precision not in _UNIT:
         raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
     q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
