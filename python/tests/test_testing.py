@@ -5,13 +5,24 @@ pytest plugin's kdalab_ref fixture."""
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import kdalab
 from kdalab.testing import assert_close, errors, tolerance
+
+pytest_plugins = ["pytester"]
+
+# the example, imported before pytester's in-process runs (which drop modules
+# first imported inside them from sys.modules)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+try:
+    import naive_kernels_vs_kdalab as example
+except ImportError:  # no torch
+    example = None
+finally:
+    sys.path.pop(0)
 
 
 def test_assert_close_checks_either_metric():
@@ -64,9 +75,11 @@ def test_tolerance_passes_rounding_and_fails_a_bug():
         tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], precision="int8")
 
 
-def test_pytest_plugin_gives_kdalab_ref(tmp_path):
+def test_pytest_plugin_gives_kdalab_ref(pytester):
+    """pytest -p kdalab.testing: a kernel's test asks for kdalab_ref (run in
+    process, so torch is not imported twice)."""
     pytest.importorskip("torch")
-    (tmp_path / "test_kernel.py").write_text(textwrap.dedent("""
+    pytester.makepyfile(test_kernel="""
         import torch
 
         def test_kernel(kdalab_ref):
@@ -77,12 +90,9 @@ def test_pytest_plugin_gives_kdalab_ref(tmp_path):
             o.sum().backward()
             assert q.grad is not None
             kdalab_ref.assert_close("o", o, o.float(), rtol=1e-6)
-    """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-p", "kdalab.testing", str(tmp_path)], env=env, cwd=str(tmp_path),
-                         capture_output=True, text=True)
-    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    """)
+    pytester.runpytest_inprocess("-p", "kdalab.testing").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess().assert_outcomes(errors=1)  # no plugin, no fixture
 
 
 def test_kdalab_without_torch():
@@ -95,3 +105,13 @@ def test_kdalab_without_torch():
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "kdalab.torch needs PyTorch" in run.stdout and "pip install torch" in run.stdout
+
+
+def test_example_locates_the_wrong_chunk(capsys):
+    """The example's wrong kernel (an off-by-one at a chunk boundary) is
+    located by return_intermediate_states in the chunk that holds it."""
+    if example is None:
+        pytest.skip("torch is not installed")
+    example.wrong_kernel()
+    out = capsys.readouterr().out
+    assert "first wrong state enters chunk 6: the bug is in chunk 5, positions 160..191" in out
