@@ -69,7 +69,7 @@ def inputs(mech, B, T, H, D, dtype, gate_normalizer=1.0, hard_reset=False, seed=
     v = r(B, T, H, D)
     g = F.logsigmoid(r(B, T, H, D) if mech == "kda" else r(B, T, H)) / gate_normalizer
     if hard_reset:  # gates near -1000 at a few places: a decay factor of exactly 0
-        g[:, ::97] = -1000.0
+        g[:, ::37] = -1000.0
     beta = torch.rand(B, T, H, generator=gen)
     h0 = r(B, H, D, D) * 0.5
     do, dht = r(B, T, H, D), r(B, H, D, D)
@@ -137,11 +137,11 @@ def main():
     print("%-30s %-8s %-6s %9s %9s %9s" % ("case (B, T, H, D)", "dtype", "tensor", "rel RMS",
                                            "max rel", "tol o/ht"))
     for dtype in (torch.float32, torch.bfloat16):
-        run_case("KDA (2, 256, 3, 64)", "kda", 2, 256, 3, 64, dtype)
-        run_case("KDA (1, 200, 2, 60), g -1000", "kda", 1, 200, 2, 60, dtype, hard_reset=True)
+        run_case("KDA (2, 128, 3, 64)", "kda", 2, 128, 3, 64, dtype)
+        run_case("KDA (1, 100, 2, 60), g -1000", "kda", 1, 100, 2, 60, dtype, hard_reset=True)
         run_case("KDA varlen [0, 15, 100, 200]", "kda", 1, 200, 2, 64, dtype,
                  cu=torch.tensor([0, 15, 100, 200]))
-        run_case("GDN (2, 256, 3, 64), g / 16", "gated_deltanet", 2, 256, 3, 64, dtype,
+        run_case("GDN (2, 128, 3, 64), g / 16", "gated_deltanet", 2, 128, 3, 64, dtype,
                  gate_normalizer=16)
         run_case("GDN varlen [0, 15, 100, 200]", "gated_deltanet", 1, 200, 2, 64, dtype,
                  cu=torch.tensor([0, 15, 100, 200]))
