@@ -7,10 +7,13 @@ Delta Attention, with fla's API.
     kdalab.testing.assert_close("o", o, my_o, rtol=1e-3)
 
 NumPy arrays or torch tensors in, float64 NumPy arrays out (see kdalab.ops).
+With PyTorch, kdalab.torch has the same functions with fla's signatures as
+autograd functions (.backward() fills every input's grad).
 """
 
 from . import testing
 from ._lib import KdalabError
+from .attention import parallel_attn, parallel_attn_bwd
 from .ops import (Grads, chunk_delta_rule, chunk_delta_rule_bwd, chunk_gated_delta_rule,
                   chunk_gated_delta_rule_bwd, chunk_kda, chunk_kda_bwd, chunk_linear_attn,
                   chunk_linear_attn_bwd, fused_recurrent_delta_rule,

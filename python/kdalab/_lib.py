@@ -86,6 +86,11 @@ lib.kdalab_batch_bwd_f64.restype = _status
 lib.kdalab_batch_bwd_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int,
                                      ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_double,
                                      ctypes.POINTER(BatchBwdArgs), ctypes.POINTER(ChunkOpts)]
+_F = ctypes.POINTER(ctypes.c_float)
+PRECISIONS = {"fp32": 0, "bf16": 1, "fp16": 2}
+lib.kdalab_chunk_f32.restype = _status
+lib.kdalab_chunk_f32.argtypes = [ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_float] + \
+    [_F] * 8 + [ctypes.POINTER(ChunkOpts), ctypes.c_void_p]
 lib.kdalab_attention_f64.restype = _status
 lib.kdalab_attention_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 4
 lib.kdalab_attention_bwd_f64.restype = _status
@@ -109,10 +114,10 @@ class KdalabError(ValueError):
 
 
 def ptr(a):
-    """A float64 array's data pointer, or NULL for None."""
+    """A float64 (or float32) array's data pointer, or NULL for None."""
     if a is None:
         return None
-    return a.ctypes.data_as(_D)
+    return a.ctypes.data_as(_F if a.dtype == np.float32 else _D)
 
 
 def named(struct, **arrays):

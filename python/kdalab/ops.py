@@ -79,11 +79,39 @@ def _expect(name, a, shape):
         raise ValueError("%s: shape %s, expected %s" % (name, tuple(a.shape), tuple(shape)))
 
 
+def _layout_guard(q, others):
+    """fla's layout is time first, [B, T, H, ...]. A head-first [B, H, T, ...]
+    tensor cannot be told apart in general; but when beta, g or v disagree
+    with q about which dimension holds time and which the heads, and agree
+    once one of them is read head-first, say so in one line naming both
+    readings (ValueError)."""
+    if q.ndim != 4:
+        return
+    B, T, H = q.shape[:3]
+    for name, a in others:
+        if a is None or a.ndim < 3 or a.shape[0] != B or 0 in a.shape[:3] or 0 in q.shape:
+            continue
+        t, h = a.shape[1], a.shape[2]
+        if t == T and h % H == 0:
+            continue  # fits [B, T, H * G, ...]
+        q_head_first = t == H and h % T == 0  # q is [B, H, T, K], a is [B, T, HV, ...]
+        a_head_first = h == T and t % H == 0  # a is [B, HV, T, ...], q is [B, T, H, K]
+        if q_head_first or a_head_first:
+            which = " or ".join(n for n, yes in (("q (and k, v)", q_head_first),
+                                                 (name, a_head_first)) if yes)
+            raise ValueError(
+                "layout: q %s read as fla's time-first [B, T, H, K] has T = %d, H = %d, but "
+                "%s %s has T = %d and %d heads; they agree if %s is head-first [B, H, T, ...]: "
+                "fla removed head_first, so einops.rearrange(x, 'b h t ... -> b t h ...')"
+                % (tuple(q.shape), T, H, name, tuple(a.shape), t, h, which))
+
+
 class _Call:
     """The sizes and layout of one call, checked."""
 
     def __init__(self, mech, q, k, v, g, beta, h0, cu):
         self.mech = mech
+        _layout_guard(q, (("beta", beta), ("g", g), ("v", v)))
         self.B, self.T, self.H, self.K = q.shape
         if self.B == 0 or self.H == 0 or self.K == 0:
             raise ValueError("q: shape %s: B, H and K must be >= 1 (only T may be 0)"
@@ -111,6 +139,7 @@ class _Call:
         if mech != "linear_attention":
             _expect("beta", beta, bt)
         _expect("initial_state", h0, (self.N, self.HV, self.K, self.V))
+        self.GK = self.K if mech == "kda" else 1  # channels of g per value head
 
     def dims(self):
         return _lib.Dims(self.B, self.T, self.H, self.K, self.V)
@@ -163,8 +192,11 @@ def _sigmoid(x):
 
 
 def _gate_fwd(g, A_log, dt_bias, lower_bound, HV, K):
-    """The in-kernel KDA gate: g [B, T, HV, K] raw -> the log-decay."""
-    A_log = as_f64(A_log, "A_log")
+    """The in-kernel gate: g [B, T, HV, K] (KDA; K = 1 for Gated DeltaNet's
+    g [B, T, HV]) raw -> the log-decay. With lower_bound, A_log may be None
+    (fla: lower_bound * sigmoid(g + dt_bias), i.e. A_log = 0)."""
+    no_A = A_log is None and lower_bound is not None
+    A_log = np.zeros(HV) if no_A else as_f64(A_log, "A_log")
     _expect("A_log", A_log, (HV,))
     if dt_bias is not None:
         dt_bias = as_f64(dt_bias, "dt_bias")
@@ -184,7 +216,7 @@ def _gate_fwd(g, A_log, dt_bias, lower_bound, HV, K):
         _lib.check(_lib.lib.kdalab_kda_gate_f64(rows, HV, K, _lib.ptr(g), _lib.ptr(A_log),
                                                 _lib.ptr(dt_bias), _lib.ptr(out)),
                    "use_gate_in_kernel")
-        return out, (A_log, dt_bias, None)
+        return out, (A_log, dt_bias, None, no_A)
     with np.errstate(over="ignore", invalid="ignore"):
         x = np.exp(A_log)[:, None] * (g.reshape(rows, HV, K) +
                                      (dt_bias.reshape(HV, K) if dt_bias is not None else 0))
@@ -201,11 +233,11 @@ def _gate_fwd(g, A_log, dt_bias, lower_bound, HV, K):
                                    if dt_bias is not None else ""))
     _lib.check(_lib.lib.kdalab_lower_bound_gate_f64(x.size, float(lower_bound), _lib.ptr(x),
                                                     _lib.ptr(out)), "lower_bound gate")
-    return out, (A_log, dt_bias, x)
+    return out, (A_log, dt_bias, x, no_A)
 
 
 def _gate_bwd(g, saved, lower_bound, HV, K, dg):
-    A_log, dt_bias, x = saved
+    A_log, dt_bias, x, no_A = saved
     rows = g.size // (HV * K)
     dx = np.empty_like(g)
     dA = np.empty(HV)
@@ -225,7 +257,7 @@ def _gate_bwd(g, saved, lower_bound, HV, K, dg):
     d_raw = (dxx.reshape(rows, HV, K) * a).reshape(g.shape)
     dA = (dxx * x).reshape(rows, HV, K).sum(axis=(0, 2))
     db = d_raw.reshape(rows, HV * K).sum(0)
-    return d_raw, dA, (db if dt_bias is not None else None)
+    return d_raw, (None if no_A else dA), (db if dt_bias is not None else None)
 
 
 def _normalizer(q, k, scale, cu, T):
@@ -347,7 +379,7 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
         k, st["kn"] = _l2norm(k)
     if opt.get("use_gate_in_kernel"):
         g, st["gate"] = _gate_fwd(g, opt.get("A_log"), opt.get("dt_bias"),
-                                  opt.get("lower_bound"), call.HV, call.K)
+                                  opt.get("lower_bound"), call.HV, call.GK)
     if opt.get("use_beta_sigmoid_in_kernel"):
         _check_input("beta", beta)
         beta = _sigmoid(beta)
@@ -429,12 +461,42 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
             dbeta = dbeta * s * (1 - s)
     if opt.get("use_gate_in_kernel"):
         dg, dA, ddt = _gate_bwd(st["g_raw"], st["gate"], opt.get("lower_bound"), call.HV,
-                                call.K, np.ascontiguousarray(dg))
+                                call.GK, np.ascontiguousarray(dg))
     grads = Grads(dq, dk, out["dv"], dg, dbeta,
                   out["dh0"] if initial_state is not None else None, dA, ddt)
     for name, a in zip(grads._fields, grads):
         _check_finite(mech + " backward", name, a)
     return grads
+
+
+def chunk_states(mech, q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None,
+                 chunk_size=64, **opt):
+    """The state entering every chunk of chunk_size positions, as fla's
+    return_intermediate_states gives it: [B, NT, HV, K, V] with NT = ceil(T /
+    chunk_size) (chunk 0's is the initial state, zero without one), or with
+    cu_seqlens [1, NT, HV, K, V], NT counting every sequence's chunks in order.
+    The library has no entry for it: computed here by running the chunkwise
+    form chunk by chunk, each from the previous chunk's final state (in-kernel
+    options, opt, as for the forward: pointwise in time)."""
+    C = _opts(chunk_size).chunk
+    call, _, _, _, _, _, _, h0, _ = _prepare(mech, q, k, v, g, beta, scale, initial_state,
+                                             cu_seqlens, opt)
+    arrays = [as_f64(x, n, required=False) for x, n in ((q, "q"), (k, "k"), (v, "v"),
+                                                          (g, "g"), (beta, "beta"))]
+    bounds = call.cu if call.cu is not None else np.array([0, call.T])
+    per_seq = call.cu is not None
+    states = []
+    for n in range(len(bounds) - 1):
+        s, e = int(bounds[n]), int(bounds[n + 1])
+        S = (h0[n:n + 1] if per_seq else h0) if h0 is not None else \
+            _lib.empty((1 if per_seq else call.B,) + call.state_shape()[1:])
+        for c in range(s, e, C):
+            states.append(S)
+            part = [None if a is None else a[:, c:min(c + C, e)] for a in arrays]
+            _, S = _forward(mech, _lib.FORM_CHUNK, *part, scale, S, True, None, C, **opt)
+    if not states:
+        return _lib.empty((call.B, 0) + call.state_shape()[1:])
+    return np.stack(states, axis=1) if not per_seq else np.concatenate(states)[None]
 
 
 # ---- fla's names ---------------------------------------------------------------

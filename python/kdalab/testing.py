@@ -1,4 +1,23 @@
-"""Comparing a kernel's output with the oracle's."""
+"""Comparing a kernel's output with the oracle's, in a kernel's test suite.
+
+    from kdalab.testing import assert_close, tolerance
+    tol = tolerance("kda", q, k, v, g, beta, initial_state=h0, precision="bf16")
+    assert_close("o", o_ref, o_kernel, rtol=tol.rtol["o"])
+
+errors() and assert_close() report both metrics: fla's (relative RMS,
+||out - ref|| / ||ref||) and kdalab's (max |out - ref| / max |ref|), and
+the index of the worst element. tolerance() derives a bound from the
+arithmetic instead of a guess: the error kdalab's own emulation of the
+storage precision makes at the caller's inputs (below).
+
+As a pytest plugin (`pytest -p kdalab.testing`, or `pytest_plugins =
+["kdalab.testing"]` in a conftest.py) this module gives the fixture
+`kdalab_ref`: kdalab.torch's functions by fla's names (kdalab_ref.chunk_kda(...)),
+with assert_close, errors and tolerance beside them.
+"""
+
+import collections
+import sys
 
 import numpy as np
 
@@ -20,15 +39,117 @@ def errors(ref, out):
     return float(rms), rel_max, tuple(int(i) for i in worst)
 
 
-def assert_close(name, ref, out, rtol):
-    """Fail unless max |out - ref| / max |ref| <= rtol; the message gives both
-    metrics (fla's relative RMS and ours) and where the worst element is."""
+def assert_close(name, ref, out, rtol=None, rms=None):
+    """Fail unless max |out - ref| / max |ref| <= rtol (kdalab's metric) and,
+    when rms is given, the relative RMS <= rms (fla's metric, its
+    assert_close's ratio); the message gives both metrics and where the worst
+    element is. Returns (relative RMS, max relative error)."""
     from .ops import as_f64
+    if rtol is None and rms is None:
+        raise TypeError("assert_close: give rtol (max error / max |ref|), rms (fla's relative "
+                        "RMS) or both")
     ref = as_f64(ref, "ref")  # torch tensors (bf16, requiring grad) as NumPy float64
     out = as_f64(out, "out")
-    rms, rel_max, worst = errors(ref, out)
-    if not rel_max <= rtol:
+    r, rel_max, worst = errors(ref, out)
+    bad = ["%s = %.3g > %s %.3g" % (what, got, arg, tol) for what, got, arg, tol in
+           (("max error / max |ref|", rel_max, "rtol", rtol), ("relative RMS", r, "rms", rms))
+           if tol is not None and not got <= tol]
+    if bad:
         at = "worst at %s: ref %r, out %r" % (worst, float(ref[worst]), float(out[worst]))
-        raise AssertionError("%s: max error / max |ref| = %.3g > rtol %.3g (relative RMS %.3g); "
-                             "%s" % (name, rel_max, rtol, rms, at))
-    return rms, rel_max
+        raise AssertionError("%s: %s (max error / max |ref| %.3g, relative RMS %.3g); %s" % (
+            name, ", ".join(bad), rel_max, r, at))
+    return r, rel_max
+
+
+# ---- a tolerance from the arithmetic -----------------------------------------------
+
+Tolerance = collections.namedtuple("Tolerance", ["rtol", "rms", "trials"])
+_UNIT = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "fp32": 2.0 ** -24}
+
+
+def _emulate(mech, q, k, v, g, beta, h0, scale, precision, chunk_size):
+    """kdalab_chunk_f32 with emulated storage: (o, ht) as float64."""
+    from . import _lib
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    G = HV // H
+    f = [None if a is None else np.ascontiguousarray(a, dtype=np.float32)
+         for a in (np.repeat(q, G, 2), np.repeat(k, G, 2), v, g, beta, h0)]
+    o = np.zeros((B, T, HV, V), dtype=np.float32)
+    ht = np.zeros((B, HV, K, V), dtype=np.float32)
+    opts = _lib.lib.kdalab_chunk_opts_default()
+    opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
+    _lib.check(_lib.lib.kdalab_chunk_f32(_lib.Dims(B, T, HV, K, V), _lib.MECHANISMS[mech],
+                                         scale, *map(_lib.ptr, f + [o, ht]), opts, None),
+               "tolerance: the %s emulation" % precision)
+    return o.astype(np.float64), ht.astype(np.float64)
+
+
+def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
+              precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0):
+    """Tolerances for a kernel that stores in `precision` ("bf16", "fp16",
+    "fp32") at these inputs, from kdalab's own emulation (kdalab_chunk_f32:
+    inputs and the rescaled q, k rounded to the format, float32 sums, chunks
+    of chunk_size) against the float64 oracle: in `trials` runs at the
+    caller's inputs, each input multiplied by (1 + u * unit roundoff) with
+    fresh uniform u in [-1, 1] (trial 0 unperturbed) so that every rounding
+    decision varies, the largest error of each output, times `margin`.
+
+    mech is "kda", "gated_deltanet", "deltanet" or "linear_attention";
+    inputs as the NumPy functions take them after any in-kernel step (no
+    cu_seqlens: pass each sequence). Returns Tolerance(rtol={"o", "ht"},
+    rms={"o", "ht"}, trials=[(rtol, rms) of o per trial]): for
+    assert_close(..., rtol=tol.rtol["o"], rms=tol.rms["o"]). A forward
+    bound: gradients have no storage emulation in kdalab."""
+    from . import ops
+    from . import _lib
+    if mech not in _lib.MECHANISMS:
+        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
+    if precision not in _UNIT:
+        raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
+    q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    g, beta, h0 = (ops.as_f64(x, n, required=False)
+                   for x, n in ((g, "g"), (beta, "beta"), (initial_state, "initial_state")))
+    call = ops._Call(mech, q, k, v, g, beta, h0, None)
+    s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
+    rng = np.random.default_rng(seed)
+    worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
+    per_trial = []
+    for trial in range(trials):
+        x = [None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
+                                              if trial else 0))
+             for a in (q, k, v, g, beta, h0)]
+        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, None, chunk_size)
+        got = _emulate(mech, *x, s, precision, chunk_size)
+        for name, r, o in zip(("o", "ht"), ref, got):
+            rms, rel, _ = errors(r, o)
+            worst[name] = [max(worst[name][0], rel), max(worst[name][1], rms)]
+            if name == "o":
+                per_trial.append((rel, rms))
+    return Tolerance({n: margin * w[0] for n, w in worst.items()},
+                     {n: margin * w[1] for n, w in worst.items()}, per_trial)
+
+
+# ---- the pytest plugin ------------------------------------------------------------
+
+class Reference:
+    """The kdalab_ref fixture: kdalab.torch's functions by fla's names, and
+    assert_close, errors, tolerance."""
+
+    assert_close = staticmethod(assert_close)
+    errors = staticmethod(errors)
+    tolerance = staticmethod(tolerance)
+
+    def __getattr__(self, name):
+        from . import torch as kt
+        return getattr(kt, name)
+
+
+if "pytest" in sys.modules:  # loaded by pytest (-p kdalab.testing); kdalab needs no pytest
+    import pytest as _pytest
+
+    @_pytest.fixture
+    def kdalab_ref():
+        """kdalab's float64 oracle with fla's signatures (kdalab.torch), and
+        kdalab.testing's assert_close, errors and tolerance."""
+        return Reference()

@@ -1,0 +1,477 @@
+"""kdalab inside PyTorch: fla's functions, with fla's signatures, as
+torch.autograd.Functions whose forward and backward are kdalab's float64
+oracle (the NumPy functions of kdalab.ops and kdalab.attention, which call
+the C library).
+
+    import kdalab.torch as kt
+    o, ht = kt.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    (o * do).sum().backward()          # q.grad, k.grad, ..., h0.grad filled
+
+Tensors of any floating dtype on any device go in; they are copied to the
+CPU in float64. Outputs are float64 CPU tensors unless out_dtype= (a torch
+dtype) or like= (a tensor whose dtype and device to take) says otherwise;
+gradients come back in each input's own dtype and device.
+
+Signatures are fla's (FLA_VERSION at FLA_COMMIT), positional order included.
+Arguments that change the mathematics are computed: safe_gate (checked as
+fla checks it; the same function — REFERENCE.md), state_v_first (states
+[N, HV, V, K]), return_intermediate_states (the state entering each chunk,
+computed by running the chunkwise form chunk by chunk: the library has no
+entry for it), cu_seqlens_cpu (checked equal to cu_seqlens), chunk_size,
+A_log / dt_bias (keywords where fla takes them so). Arguments that only tune
+a GPU kernel (disable_recompute, chunk_indices) are accepted and ignored;
+cp_context (context parallelism: a slice of a sequence whose state another
+device holds) raises NotImplementedError: call the oracle on the whole
+sequence. Any other keyword is a TypeError naming fla's arguments;
+head_first=True is refused (fla removed it: rearrange to [B, T, H, ...]).
+"""
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - exercised without torch only
+    raise ImportError("kdalab.torch needs PyTorch (import kdalab works without it): "
+                      "pip install torch, or on Debian apt-get install python3-torch") from e
+
+import difflib
+import warnings
+
+import numpy as np
+from torch.autograd.function import once_differentiable
+
+from . import _lib, attention, ops
+
+FLA_VERSION = "0.5.2"
+FLA_COMMIT = "bc3b101dcb713ddc5bd8924b66754eb68b5ccf89"
+
+_NAMES = ("q", "k", "v", "g", "beta", "initial_state", "A_log", "dt_bias")
+
+
+def _tensor(x):
+    """A tensor as is; a NumPy array (or list) as a tensor; None as None."""
+    if x is None or torch.is_tensor(x):
+        return x
+    return torch.as_tensor(np.asarray(x))
+
+
+def _grad(a, meta):
+    """A float64 NumPy gradient as a tensor of the input's dtype, device, shape."""
+    if a is None or meta is None:
+        return None
+    dtype, device, shape = meta
+    return torch.from_numpy(np.ascontiguousarray(a)).reshape(shape).to(dtype=dtype,
+                                                                         device=device)
+
+
+def _meta(tensors):
+    return [None if t is None else (t.dtype, t.device, t.shape) for t in tensors]
+
+
+class _Spec:
+    """What a call fixes besides its tensors (not differentiated)."""
+
+    def __init__(self, mech, form, scale, cu, chunk_size, opts):
+        self.mech, self.form, self.scale, self.cu = mech, form, scale, cu
+        self.chunk_size, self.opts = chunk_size, opts
+
+
+class _Mixer(torch.autograd.Function):
+    """(q, k, v, g, beta, initial_state, A_log, dt_bias) -> (o, final_state),
+    both float64 on the CPU; forward by ops._forward, backward by
+    ops._backward (the NumPy functions' cores)."""
+
+    @staticmethod
+    def forward(ctx, spec, *tensors):
+        arr = {n: None if t is None else ops.as_f64(t, n) for n, t in zip(_NAMES, tensors)}
+        o, ht = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
+                             arr["beta"], spec.scale, arr["initial_state"], True, spec.cu,
+                             spec.chunk_size, False, A_log=arr["A_log"],
+                             dt_bias=arr["dt_bias"], **spec.opts)
+        ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
+        return torch.from_numpy(o), torch.from_numpy(ht)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, do, dht):
+        spec, arr = ctx.spec, ctx.arr
+        gr = ops._backward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
+                           arr["beta"], ops.as_f64(do, "do"),
+                           None if dht is None else ops.as_f64(dht, "dht"), spec.scale,
+                           arr["initial_state"], spec.cu, spec.chunk_size, False,
+                           A_log=arr["A_log"], dt_bias=arr["dt_bias"], **spec.opts)
+        grads = (gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dh0, gr.dA_log, gr.ddt_bias)
+        return (None,) + tuple(_grad(a, m) if need else None for a, m, need
+                               in zip(grads, ctx.meta, ctx.needs_input_grad[1:]))
+
+
+class _Attn(torch.autograd.Function):
+    """(q, k, v) -> o: causal softmax attention, kdalab.attention."""
+
+    @staticmethod
+    def forward(ctx, scale, cu, q, k, v):
+        arr = [ops.as_f64(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"))]
+        o = attention.parallel_attn(*arr, scale=scale, cu_seqlens=cu)
+        ctx.scale, ctx.cu, ctx.arr, ctx.meta = scale, cu, arr, _meta((q, k, v))
+        return torch.from_numpy(o)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, do):
+        gr = attention.parallel_attn_bwd(*ctx.arr, ops.as_f64(do, "do"), scale=ctx.scale,
+                                         cu_seqlens=ctx.cu)
+        return (None, None) + tuple(_grad(a, m) if need else None for a, m, need
+                                    in zip(gr, ctx.meta, ctx.needs_input_grad[2:]))
+
+
+# ---- fla's arguments ------------------------------------------------------------
+
+def _kwargs(fname, kwargs, allowed, params):
+    """fla's **kwargs: the names fla reads from it (allowed), head_first=False;
+    anything else is a TypeError naming fla's spelling."""
+    kw = dict(kwargs)
+    if kw.pop("head_first", False):
+        raise ValueError("%s: head_first=True was removed from fla: inputs are time-first "
+                         "[B, T, H, ...]; pass einops.rearrange(x, 'b h t ... -> b t h ...') "
+                         "for each head-first tensor" % fname)
+    for name in kw:
+        if name not in allowed:
+            near = difflib.get_close_matches(name, list(params) + list(allowed), 1)
+            raise TypeError("%s() got an unexpected keyword argument %r%s; fla's %s takes %s%s"
+                            % (fname, name, " (fla spells it %r)" % near[0] if near else "",
+                               fname, ", ".join(params),
+                               ", and by keyword " + ", ".join(allowed) if allowed else ""))
+    return kw
+
+
+def _state_v_first(fname, state_v_first, kw):
+    if "transpose_state_layout" in kw:
+        if state_v_first:
+            raise ValueError("Cannot pass both `state_v_first` and the deprecated "
+                             "`transpose_state_layout`.")
+        warnings.warn("`transpose_state_layout` is deprecated and renamed to `state_v_first`.",
+                      DeprecationWarning, stacklevel=3)
+        return bool(kw.pop("transpose_state_layout"))
+    return state_v_first
+
+
+def _cu(cu_seqlens, cu_seqlens_cpu=None):
+    """cu_seqlens as int64 NumPy; cu_seqlens_cpu, when given, must equal it."""
+    cu = ops._as_cu(cu_seqlens)
+    if cu_seqlens_cpu is not None:
+        cpu = ops._as_cu(cu_seqlens_cpu)
+        if cu is None or cpu.shape != cu.shape or (cpu != cu).any():
+            raise ValueError("cu_seqlens_cpu %s differs from cu_seqlens %s (fla takes it as a "
+                             "CPU copy of cu_seqlens)" % (cpu.tolist(),
+                                                           None if cu is None else cu.tolist()))
+    return cu
+
+
+def _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel):
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
+
+
+def _out(t, out_dtype, like):
+    """A float64 CPU result in the dtype/device the caller chose."""
+    if t is None:
+        return None
+    dtype = out_dtype if out_dtype is not None else (like.dtype if like is not None else None)
+    device = like.device if like is not None else None
+    return t if dtype is None and device is None else t.to(device=device, dtype=dtype)
+
+
+def _flip(v_first, t):
+    return t.transpose(-1, -2) if v_first and t is not None else t
+
+
+def _mixer(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state, cu,
+           state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
+           like=None, states=False):
+    """The common body: (o, final_state[, intermediate states])."""
+    q, k, v, g, beta, h0, A_log, dt_bias = map(_tensor, (q, k, v, g, beta, initial_state,
+                                                         A_log, dt_bias))
+    h0 = _flip(state_v_first, h0)
+    spec = _Spec(mech, form, scale, cu, chunk_size, opts)
+    o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias)
+    res = (_out(o, out_dtype, like),
+           _out(_flip(state_v_first, ht), out_dtype, like) if output_final_state else None)
+    if states:
+        h = ops.chunk_states(mech, q, k, v, g, beta, scale, h0, cu, chunk_size, A_log=A_log,
+                             dt_bias=dt_bias, **opts)
+        res += (_out(_flip(state_v_first, torch.from_numpy(h)), out_dtype, like),)
+    return res
+
+
+def _opts(l2=False, gate=False, lower_bound=None, beta_sigmoid=False, neg=False):
+    return dict(use_qk_l2norm_in_kernel=l2, use_gate_in_kernel=gate, lower_bound=lower_bound,
+                use_beta_sigmoid_in_kernel=beta_sigmoid, allow_neg_eigval=neg)
+
+
+# ---- KDA -------------------------------------------------------------------------
+
+_CHUNK_KDA = ("q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state",
+              "use_qk_l2norm_in_kernel", "use_gate_in_kernel", "use_beta_sigmoid_in_kernel",
+              "allow_neg_eigval", "safe_gate", "lower_bound", "disable_recompute",
+              "return_intermediate_states", "state_v_first", "cu_seqlens", "cu_seqlens_cpu",
+              "cp_context")
+
+
+def _no_cp(fname, cp_context):
+    if cp_context is not None:
+        raise NotImplementedError("%s: cp_context (context parallelism) is not emulated: call "
+                                  "the oracle on the whole, gathered sequence" % fname)
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+              use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
+              lower_bound=None, disable_recompute=False, return_intermediate_states=False,
+              state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, cp_context=None, *,
+              out_dtype=None, like=None, **kwargs):
+    """fla's chunk_kda: (o, final_state), or (o, final_state, h) with
+    return_intermediate_states (h [B, NT, HV, K, V]: the state entering each
+    chunk of chunk_size, a keyword, default 64; B = 1 and NT over all
+    sequences with cu_seqlens; not differentiated). A_log, dt_bias by keyword
+    with use_gate_in_kernel."""
+    kw = _kwargs("chunk_kda", kwargs, ("A_log", "dt_bias", "chunk_size",
+                                       "transpose_state_layout"), _CHUNK_KDA)
+    state_v_first = _state_v_first("chunk_kda", state_v_first, kw)
+    _no_cp("chunk_kda", cp_context)
+    _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
+    if safe_gate and use_gate_in_kernel:
+        if lower_bound is None:
+            raise ValueError("`lower_bound` must be specified when `safe_gate=True` and "
+                             "`use_gate_in_kernel=True`.")
+        if not -5 <= lower_bound < 0:
+            raise ValueError("`lower_bound` must be in the safe range [-5, 0), got %r."
+                             % (lower_bound,))
+    return _mixer("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+                  output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), state_v_first,
+                  _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound,
+                        use_beta_sigmoid_in_kernel, allow_neg_eigval),
+                  kw.get("A_log"), kw.get("dt_bias"), kw.get("chunk_size", 64), out_dtype,
+                  like, states=return_intermediate_states)
+
+
+_FUSED_KDA = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "scale", "initial_state",
+              "output_final_state", "use_qk_l2norm_in_kernel", "use_gate_in_kernel",
+              "use_beta_sigmoid_in_kernel", "allow_neg_eigval", "lower_bound", "state_v_first",
+              "cu_seqlens")
+
+
+def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
+                        initial_state=None, output_final_state=False,
+                        use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                        use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                        lower_bound=None, state_v_first=False, cu_seqlens=None, *,
+                        out_dtype=None, like=None, **kwargs):
+    """fla's fused_recurrent_kda: (o, final_state), by the recurrence."""
+    kw = _kwargs("fused_recurrent_kda", kwargs, ("transpose_state_layout",), _FUSED_KDA)
+    state_v_first = _state_v_first("fused_recurrent_kda", state_v_first, kw)
+    _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
+    return _mixer("kda", _lib.FORM_RECURRENT, q, k, v, g, beta, scale, initial_state,
+                  output_final_state, _cu(cu_seqlens), state_v_first,
+                  _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound,
+                        use_beta_sigmoid_in_kernel, allow_neg_eigval),
+                  A_log, dt_bias, None, out_dtype, like)
+
+
+# ---- Gated DeltaNet -----------------------------------------------------------------
+
+_CHUNK_GDR = ("q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state",
+              "use_qk_l2norm_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval",
+              "state_v_first", "cu_seqlens", "cu_seqlens_cpu", "chunk_indices", "cp_context")
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
+                           output_final_state=False, use_qk_l2norm_in_kernel=False,
+                           use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                           state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                           chunk_indices=None, cp_context=None, *, out_dtype=None, like=None,
+                           **kwargs):
+    """fla's chunk_gated_delta_rule (g [B, T, HV]): (o, final_state).
+    use_gate_in_kernel, A_log [HV], dt_bias [HV] by keyword: g is then the
+    raw input of -exp(A_log) * softplus(g + dt_bias)."""
+    kw = _kwargs("chunk_gated_delta_rule", kwargs,
+                 ("use_gate_in_kernel", "A_log", "dt_bias", "chunk_size",
+                  "transpose_state_layout"), _CHUNK_GDR)
+    state_v_first = _state_v_first("chunk_gated_delta_rule", state_v_first, kw)
+    _no_cp("chunk_gated_delta_rule", cp_context)
+    _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
+    gate = kw.get("use_gate_in_kernel", False)
+    return _mixer("gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+                  output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), state_v_first,
+                  _opts(use_qk_l2norm_in_kernel, gate, None, use_beta_sigmoid_in_kernel,
+                        allow_neg_eigval),
+                  kw.get("A_log") if gate else None, kw.get("dt_bias") if gate else None,
+                  kw.get("chunk_size", 64), out_dtype, like)
+
+
+_FUSED_GDR = ("q", "k", "v", "g", "gk", "gv", "beta", "scale", "initial_state",
+              "output_final_state", "use_qk_l2norm_in_kernel", "use_gate_in_kernel", "A_log",
+              "dt_bias", "use_beta_sigmoid_in_kernel", "allow_neg_eigval", "state_v_first",
+              "cu_seqlens")
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=None, scale=None,
+                                     initial_state=None, output_final_state=False,
+                                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                                     A_log=None, dt_bias=None, use_beta_sigmoid_in_kernel=False,
+                                     allow_neg_eigval=False, state_v_first=False,
+                                     cu_seqlens=None, *, out_dtype=None, like=None, **kwargs):
+    """fla's fused_recurrent_gated_delta_rule: g [B, T, HV] a per-head decay,
+    gk [B, T, HV, K] a per-key one (KDA's), both summed in log space when both
+    are given; no gate: DeltaNet; beta None: ones. gv (a per-value decay) is
+    not in kdalab: NotImplementedError."""
+    kw = _kwargs("fused_recurrent_gated_delta_rule", kwargs, ("transpose_state_layout",),
+                 _FUSED_GDR)
+    state_v_first = _state_v_first("fused_recurrent_gated_delta_rule", state_v_first, kw)
+    _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
+    if gv is not None:
+        raise NotImplementedError("fused_recurrent_gated_delta_rule: gv (a decay per value "
+                                  "column) is not a kdalab mechanism: pass gv=None")
+    if use_gate_in_kernel:
+        if A_log is None:
+            raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True`.")
+        if g is None:
+            raise ValueError("`g` (raw pre-activation) must be provided when "
+                             "`use_gate_in_kernel=True`.")
+        if gk is not None:
+            raise NotImplementedError("fused_recurrent_gated_delta_rule: gk together with "
+                                      "use_gate_in_kernel is not emulated")
+    q, v, g, gk, beta = map(_tensor, (q, v, g, gk, beta))
+    if beta is None:
+        beta = torch.ones(v.shape[:3], dtype=torch.float64)
+    opts = _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, None, use_beta_sigmoid_in_kernel,
+                 allow_neg_eigval)
+    if gk is not None:
+        mech, gate = "kda", gk if g is None else gk.double().cpu() + g.double().cpu()[..., None]
+    elif g is not None:
+        mech, gate = "gated_deltanet", g
+    else:
+        mech, gate = "deltanet", None
+    return _mixer(mech, _lib.FORM_RECURRENT, q, k, v, gate, beta, scale, initial_state,
+                  output_final_state, _cu(cu_seqlens), state_v_first, opts,
+                  A_log if use_gate_in_kernel else None,
+                  dt_bias if use_gate_in_kernel else None, None, out_dtype, like)
+
+
+# ---- DeltaNet --------------------------------------------------------------------
+
+_CHUNK_DR = ("q", "k", "v", "beta", "scale", "initial_state", "output_final_state",
+             "use_qk_l2norm_in_kernel", "cu_seqlens", "cu_seqlens_cpu")
+
+
+def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
+                     use_qk_l2norm_in_kernel=False, cu_seqlens=None, cu_seqlens_cpu=None, *,
+                     out_dtype=None, like=None, **kwargs):
+    """fla's chunk_delta_rule: (o, final_state)."""
+    kw = _kwargs("chunk_delta_rule", kwargs, ("chunk_size",), _CHUNK_DR)
+    return _mixer("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
+                  output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), False,
+                  _opts(use_qk_l2norm_in_kernel), None, None, kw.get("chunk_size", 64),
+                  out_dtype, like)
+
+
+def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=None,
+                               output_final_state=False, use_qk_l2norm_in_kernel=False,
+                               cu_seqlens=None, *, out_dtype=None, like=None):
+    """fla's fused_recurrent_delta_rule: (o, final_state); beta None: ones."""
+    v = _tensor(v)
+    if beta is None:
+        beta = torch.ones(v.shape[:3], dtype=torch.float64)
+    if scale is not None and not ops._real("scale", scale) > 0:
+        raise ValueError("scale must be positive")
+    return _mixer("deltanet", _lib.FORM_RECURRENT, q, k, v, None, beta, scale, initial_state,
+                  output_final_state, _cu(cu_seqlens), False, _opts(use_qk_l2norm_in_kernel),
+                  None, None, None, out_dtype, like)
+
+
+# ---- linear attention ---------------------------------------------------------------
+
+def _segments(cu, T):
+    bounds = cu if cu is not None else np.array([0, T])
+    return [(int(bounds[n]), int(bounds[n + 1])) for n in range(len(bounds) - 1)]
+
+
+def _normalize(o, q, k, scale, z_init, cu):
+    """fla's normalize_with_z_state in float64 by torch's autograd: o / (scale
+    q . (z_init + cumsum k) + 1e-10) per sequence, and the final cumulative
+    key z_state ([B, 1, H, K], or [N, 1, H, K] with cu_seqlens)."""
+    q, k = (_tensor(x).to(device="cpu", dtype=torch.float64) for x in (q, k))
+    z0 = None if z_init is None else _tensor(z_init).to(device="cpu", dtype=torch.float64)
+    parts, ends = [], []
+    for n, (s, e) in enumerate(_segments(cu, k.shape[1])):
+        kc = torch.cumsum(k[:, s:e], dim=1)
+        if z0 is not None:
+            kc = kc + (z0[n:n + 1] if cu is not None else z0)
+        parts.append(kc)
+        ends.append(kc[:, -1:] if e > s else (z0[n:n + 1] if cu is not None else z0)
+                    if z0 is not None else torch.zeros_like(k[:, :1]))
+    kc = torch.cat(parts, dim=1)
+    z = (q * scale * kc).sum(-1, keepdim=True) + 1e-10
+    G = o.shape[2] // q.shape[2]
+    o = o / z.repeat_interleave(G, dim=2)
+    if not torch.isfinite(o).all():
+        raise ValueError("normalize: o / (scale q . cumsum(k) + 1e-10) is not finite (a "
+                         "normaliser of 0 or one that overflows)")
+    return o, torch.cat(ends, dim=0) if cu is not None else ends[0]
+
+
+def _linear(form, q, k, v, scale, initial_state, output_final_state, normalize, cu,
+            out_dtype, like, reverse=False):
+    kv_init, z_init = (initial_state if normalize and isinstance(initial_state, tuple)
+                       else (initial_state, None))
+    q, k, v = map(_tensor, (q, k, v))
+    if reverse:  # the recurrence from each sequence's end: flip time, run, flip back
+        T = q.shape[1]
+        idx = torch.cat([torch.arange(e - 1, s - 1, -1) for s, e in _segments(cu, T)]
+                        or [torch.zeros(0, dtype=torch.long)]).to(q.device)
+        q, k, v = (x.index_select(1, idx.to(x.device)) for x in (q, k, v))
+    o, ht = _mixer("linear_attention", form, q, k, v, None, None, scale, kv_init, True, cu,
+                   False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None)
+    if normalize:
+        s = ops._real("scale", scale) if scale is not None else q.shape[-1] ** -0.5
+        o, z_state = _normalize(o, q, k, s, z_init, cu)
+    if reverse:
+        o = o.index_select(1, idx.to(o.device))
+    o = _out(o, out_dtype, like)
+    ht = _out(ht, out_dtype, like) if output_final_state else None
+    return (o, (ht, _out(z_state, out_dtype, like))) if normalize else (o, ht)
+
+
+def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False,
+                      normalize=True, cu_seqlens=None, *, out_dtype=None, like=None):
+    """fla's chunk_linear_attn: (o, final_state), or with normalize (fla's
+    default) (o, (final_state, z_state)); initial_state may be the tuple
+    (kv_init, z_init) with normalize."""
+    return _linear(_lib.FORM_CHUNK, q, k, v, scale, initial_state, output_final_state,
+                   normalize, _cu(cu_seqlens), out_dtype, like)
+
+
+def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
+                                output_final_state=False, reverse=False, normalize=False,
+                                cu_seqlens=None, *, out_dtype=None, like=None):
+    """fla's fused_recurrent_linear_attn (reverse: each sequence from its end)."""
+    return _linear(_lib.FORM_RECURRENT, q, k, v, scale, initial_state, output_final_state,
+                   normalize, _cu(cu_seqlens), out_dtype, like, reverse)
+
+
+# ---- softmax attention ---------------------------------------------------------------
+
+_PARALLEL_ATTN = ("q", "k", "v", "g", "scale", "window_size", "cu_seqlens", "chunk_indices")
+
+
+def parallel_attn(q, k, v, g=None, scale=None, window_size=None, cu_seqlens=None,
+                  chunk_indices=None, *, sink_bias=None, out_dtype=None, like=None, **kwargs):
+    """fla's parallel_attn: causal softmax attention, o [B, T, HQ, V] (query
+    heads HQ a multiple of k's and v's H). g, window_size and sink_bias are
+    not in kdalab (NotImplementedError unless None)."""
+    _kwargs("parallel_attn", kwargs, (), _PARALLEL_ATTN + ("sink_bias",))
+    if sink_bias is not None:
+        raise NotImplementedError("parallel_attn: sink_bias is not in kdalab: pass None")
+    for name, x in (("g", g), ("window_size", window_size)):
+        if x is not None:
+            raise NotImplementedError("parallel_attn: %s is not in kdalab (causal softmax "
+                                      "attention only): pass %s=None" % (name, name))
+    o = _Attn.apply(scale, _cu(cu_seqlens), *map(_tensor, (q, k, v)))
+    return _out(o, out_dtype, like)

@@ -1,0 +1,117 @@
+"""kdalab.testing: assert_close's two metrics, a tolerance derived from
+kdalab's own storage emulation (passes rounding, fails a bug), and the
+pytest plugin's kdalab_ref fixture."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kdalab
+from kdalab.testing import assert_close, errors, tolerance
+
+pytest_plugins = ["pytester"]
+
+# the example, imported before pytester's in-process runs (which drop modules
+# first imported inside them from sys.modules)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+try:
+    import naive_kernels_vs_kdalab as example
+except ImportError:  # no torch
+    example = None
+finally:
+    sys.path.pop(0)
+
+
+def test_assert_close_checks_either_metric():
+    ref = np.ones((4, 4))
+    out = ref.copy()
+    out[2, 3] = 1.5  # max error 0.5, relative RMS 0.5 / 4 = 0.125
+    assert assert_close("x", ref, out, rtol=0.5) == pytest.approx((0.125, 0.5))
+    with pytest.raises(AssertionError, match=r"relative RMS = 0.125 > rms 0.1 .*\(2, 3\)"):
+        assert_close("x", ref, out, rms=0.1)
+    with pytest.raises(AssertionError, match=r"max error / max \|ref\| = 0.5 > rtol 0.4"):
+        assert_close("x", ref, out, rtol=0.4, rms=0.2)
+    with pytest.raises(TypeError, match="rtol"):
+        assert_close("x", ref, out)
+
+
+def problem(seed, B=1, T=100, H=2, K=16, V=16):
+    r = np.random.default_rng(seed)
+    unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
+    return dict(q=unit(r.normal(size=(B, T, H, K))), k=unit(r.normal(size=(B, T, H, K))),
+                v=r.normal(size=(B, T, H, V)), g=-np.exp(r.normal(size=(B, T, H, K))) / 2,
+                beta=r.uniform(0, 1, (B, T, H)))
+
+
+def bf16(x):
+    """Round float64 to bfloat16 (nearest even), as a kernel storing inputs in bf16."""
+    b = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_tolerance_passes_rounding_and_fails_a_bug():
+    """At these inputs the bf16 tolerance admits a kernel that only rounds its
+    inputs to bf16 (and computes exactly), and refuses one that doubles the
+    gate of one key channel of one head, and points at that head."""
+    p = problem(1)
+    tol = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], precision="bf16")
+    tf = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], precision="fp16")
+    t32 = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], precision="fp32")
+    assert t32.rtol["o"] < 1e-5 < tf.rtol["o"] < tol.rtol["o"] < 0.1
+    assert len(tol.trials) == 8
+    ref, _ = kdalab.chunk_kda(**p)
+    rounded, _ = kdalab.chunk_kda(**{n: bf16(x) for n, x in p.items()})
+    assert_close("o", ref, rounded, rtol=tol.rtol["o"], rms=tol.rms["o"])
+    g = p["g"].copy()
+    g[..., 1, 5] *= 2
+    wrong, _ = kdalab.chunk_kda(**dict(p, g=g))
+    rms, rel, worst = errors(ref, wrong)
+    assert rel > tol.rtol["o"] and worst[2] == 1
+    with pytest.raises(ValueError, match="precision"):
+        tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], precision="int8")
+
+
+def test_pytest_plugin_gives_kdalab_ref(pytester):
+    """pytest -p kdalab.testing: a kernel's test asks for kdalab_ref (run in
+    process, so torch is not imported twice)."""
+    pytest.importorskip("torch")
+    pytester.makepyfile(test_kernel="""
+        import torch
+
+        def test_kernel(kdalab_ref):
+            q = torch.rand(1, 6, 2, 4, dtype=torch.float64, requires_grad=True)
+            g = -torch.rand(1, 6, 2, 4, dtype=torch.float64)
+            beta = torch.rand(1, 6, 2, dtype=torch.float64)
+            o, _ = kdalab_ref.chunk_kda(q, q, q, g, beta)
+            o.sum().backward()
+            assert q.grad is not None
+            kdalab_ref.assert_close("o", o, o.float(), rtol=1e-6)
+    """)
+    pytester.runpytest_inprocess("-p", "kdalab.testing").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess().assert_outcomes(errors=1)  # no plugin, no fixture
+
+
+def test_kdalab_without_torch():
+    """import kdalab needs neither torch nor pytest; import kdalab.torch without
+    torch says what to install."""
+    code = ("import sys; sys.modules['torch'] = None; import kdalab, kdalab.testing\n"
+            "assert 'pytest' not in sys.modules\n"
+            "try:\n    import kdalab.torch\nexcept ImportError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "kdalab.torch needs PyTorch" in run.stdout and "pip install torch" in run.stdout
+
+
+def test_example_locates_the_wrong_chunk(capsys):
+    """The example's wrong kernel (an off-by-one at a chunk boundary) is
+    located by return_intermediate_states in the chunk that holds it."""
+    if example is None:
+        pytest.skip("torch is not installed")
+    example.wrong_kernel()
+    out = capsys.readouterr().out
+    assert "first wrong state enters chunk 6: the bug is in chunk 5, positions 160..191" in out
