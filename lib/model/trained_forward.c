@@ -213,13 +213,14 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const int32_t *tokens, 
         return kdalab_fail(KDALAB_ENULL, "%s: tokens is NULL", what);
     const hybrid_model *m = s->model;
     const size_t D = m->cfg.D, F = m->cfg.F, V = m->cfg.vocab;
+    /* T's bounds first: a T past them is no length of a caller's buffer to read */
+    kdalab_status st = kdalab__model_check_batch(&m->cfg, 1, T);
+    if (st != KDALAB_OK)
+        return st;
     for (size_t t = 0; t < T; t++)
         if (tokens[t] < 0 || (size_t)tokens[t] >= V)
             return kdalab_fail(KDALAB_EDOMAIN, "%s: tokens[%zu] = %d is outside [0, %zu)", what,
                                t, (int)tokens[t], V);
-    kdalab_status st = kdalab__model_check_batch(&m->cfg, 1, T);
-    if (st != KDALAB_OK)
-        return st;
     work w;
     if (!work_new(&w, &m->cfg, T))
         return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu tokens", what, T);
