@@ -27,12 +27,30 @@ typedef enum {
     KDALAB_MIXER_KDA                /* beta, one log-decay per key channel       */
 } kdalab_mixer_kind;
 
+/* The activation of the linear mixers' output gate, og = rmsnorm(o) * act(z)
+ * (fla's FusedRMSNormGated: sigmoid in fla's KDA layer, swish = SiLU, its
+ * default, in fla's Gated DeltaNet layer); none: og = rmsnorm(o), no gate
+ * (fla's Gated DeltaNet with use_gate=False). */
+typedef enum {
+    KDALAB_OUTPUT_GATE_SIGMOID = 0, /* act(z) = 1 / (1 + exp(-z))  (the default) */
+    KDALAB_OUTPUT_GATE_SWISH,       /* act(z) = z / (1 + exp(-z))                */
+    KDALAB_OUTPUT_GATE_NONE         /* no gate, no Wog                           */
+} kdalab_output_gate;
+
 /* A mixer's shape: model width D = H * d (d = K = V, the head dimension),
- * H heads, conv != 0 for the short convolution (width 4) on q, k and v. */
+ * H heads, conv != 0 for the short convolution (width 4) on q, k and v;
+ * the linear mixers' output gate (attention has none, and ignores both):
+ * gate_rank 0, the gate's input is full rank, z = x Wog (fla's Gated
+ * DeltaNet); r in 1 .. D, low rank with a bias, z = (x Wog) Wog2 + bog (fla's
+ * KDA layer, whose r is the head dimension d). gate_rank must be 0 with
+ * KDALAB_OUTPUT_GATE_NONE. Zero in both (a config written before they
+ * existed) is the full-rank sigmoid gate. */
 typedef struct {
     kdalab_mixer_kind kind;
     size_t D, H;
     int conv;
+    kdalab_output_gate gate;
+    size_t gate_rank;
 } kdalab_mixer_config;
 
 /* The weights (row-vector convention, y = x W). NULL where the kind or conv
@@ -45,15 +63,19 @@ typedef struct {
  *                                 A_log, dt_bias), fla's low-rank f_proj (rank d)
  *   A_log                [H]      Gated DeltaNet, KDA
  *   dt_bias              [H] (Gated DeltaNet), [D] = [H, d] (KDA)
- *   Wog                  [D, D]   the linear mixers: the output gate sigmoid(x Wog)
+ *   Wog                  [D, D]   the linear mixers with a gate: its input z = x Wog;
+ *                        [D, r]   with gate_rank r >= 1: z = (x Wog) Wog2 + bog
  *   onorm                [d]      the linear mixers: the output RMSNorm's gain,
- *                                 shared by the heads (fla's o_norm) */
+ *                                 shared by the heads (fla's o_norm)
+ *   Wog2, bog            [r, D], [D]   the low-rank gate's second projection and
+ *                                 bias (gate_rank r >= 1) */
 typedef struct {
     const double *Wq, *Wk, *Wv, *Wo;
     const double *cq, *ck, *cv;
     const double *Wb, *Wa, *Wg, *Wg2;
     const double *A_log, *dt_bias;
     const double *Wog, *onorm;
+    const double *Wog2, *bog;
 } kdalab_mixer_params;
 
 /* Their gradients, same shapes; each may be NULL when not wanted (and is
@@ -64,6 +86,7 @@ typedef struct {
     double *Wb, *Wa, *Wg, *Wg2;
     double *A_log, *dt_bias;
     double *Wog, *onorm;
+    double *Wog2, *bog;
 } kdalab_mixer_grads;
 
 /* What the forward keeps for the backward (opaque; kdalab_mixer_cache_free). */
@@ -77,14 +100,16 @@ typedef struct kdalab_mixer_cache kdalab_mixer_cache;
  *   linear mixers: q, k <- q / sqrt(|q|^2 + 1e-6) per (t, head) (fla's l2norm),
  *     beta = sigmoid(x Wb), the gate above, o = kdalab_simd_chunk_f64(d^-1/2),
  *     then fla's gated output norm, per (t, head):
- *     o <- rmsnorm(o, onorm, eps 1e-5) * sigmoid(x Wog)
+ *     o <- rmsnorm(o, onorm, eps 1e-5) * act(z), act and z as cfg->gate and
+ *     cfg->gate_rank say (sigmoid(x Wog) by default; none: rmsnorm(o) alone)
  *   attention: o = kdalab_attention_f64(q, k, v, scale d^-1/2)
  *   y = o Wo       (o [B, T, H, d] read as [B, T, D])
  * cache: NULL to keep nothing (inference), else *cache gets a new cache
  * (any cache *cache held before is freed first) for kdalab_mixer_bwd_f64.
  * Errors: KDALAB_ENULL (cfg, p, x, y, a weight the config uses),
- * KDALAB_EINVAL (unknown kind), KDALAB_ESIZE (B, T, D or H zero, D not a
- * multiple of H), KDALAB_EOVERFLOW, KDALAB_ENONFINITE (x or a weight),
+ * KDALAB_EINVAL (unknown kind or gate, a gate_rank with no gate),
+ * KDALAB_ESIZE (B, T, D or H zero, D not a multiple of H, gate_rank above
+ * D), KDALAB_EOVERFLOW, KDALAB_ENONFINITE (x or a weight),
  * KDALAB_ENOMEM, KDALAB_ERANGE (y written, and the cache when asked).
  */
 kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_mixer_params *p,
@@ -114,6 +139,7 @@ typedef struct {
     const float *Wb, *Wa, *Wg, *Wg2;
     const float *A_log, *dt_bias;
     const float *Wog, *onorm;
+    const float *Wog2, *bog;
 } kdalab_mixer_params_f32;
 typedef struct {
     float *Wq, *Wk, *Wv, *Wo;
@@ -121,6 +147,7 @@ typedef struct {
     float *Wb, *Wa, *Wg, *Wg2;
     float *A_log, *dt_bias;
     float *Wog, *onorm;
+    float *Wog2, *bog;
 } kdalab_mixer_grads_f32;
 typedef struct kdalab_mixer_cache_f32 kdalab_mixer_cache_f32;
 

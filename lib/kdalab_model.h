@@ -21,6 +21,12 @@ KDALAB_BEGIN_DECLS
 /* At most this many blocks. */
 #define KDALAB_MODEL_MAX_LAYERS 64
 
+/* How kdalab_model_init draws the short convolutions' weights. */
+typedef enum {
+    KDALAB_CONV_INIT_UNIFORM = 0, /* U(-1/2, 1/2): PyTorch's Conv1d default at width 4 */
+    KDALAB_CONV_INIT_NORMAL       /* N(0, 0.02^2): fla's models' _init_weights        */
+} kdalab_conv_init;
+
 /*
  * A small language model, as in the Zoology and Kimi Linear MQAR studies:
  *   x = embed[tokens]                                   [N, D], N = B * T
@@ -29,7 +35,7 @@ KDALAB_BEGIN_DECLS
  *   logits = rmsnorm(x, norm_f) lm_head                  [N, V]
  * RMSNorm eps 1e-6 (fla's model default); no biases; lm_head not tied to
  * embed. Each block's mixer is kdalab_mixer_fwd_f64 of kind mixer[l] with
- * (D, H, conv).
+ * (D, H, conv, output_gate, gate_rank).
  */
 typedef struct {
     size_t vocab; /* V: token ids in [0, V)                                  */
@@ -39,7 +45,24 @@ typedef struct {
     size_t F;     /* the SwiGLU MLP's hidden width (>= 1)                     */
     int conv;     /* != 0: the short convolution on every mixer's q, k, v     */
     kdalab_mixer_kind mixer[KDALAB_MODEL_MAX_LAYERS]; /* block l's mixer     */
+    /* every linear mixer's output gate and its rank (kdalab_mixer_config's
+     * gate and gate_rank); the convolutions' initialisation. Zero in all
+     * three is the model as it was before they existed. */
+    kdalab_output_gate output_gate;
+    size_t gate_rank;
+    kdalab_conv_init conv_init;
 } kdalab_model_config;
+
+/* "sigmoid", "swish", "none"; "unknown" for any other value. */
+const char *kdalab_output_gate_name(kdalab_output_gate gate);
+
+/* "uniform", "normal0.02"; "unknown" for any other value. */
+const char *kdalab_conv_init_name(kdalab_conv_init init);
+
+/* kdalab_output_gate_parse, kdalab_conv_init_parse — the value a name above
+ * names, into *out. Errors: KDALAB_ENULL, KDALAB_EINVAL (another name). */
+kdalab_status kdalab_output_gate_parse(const char *name, kdalab_output_gate *out);
+kdalab_status kdalab_conv_init_parse(const char *name, kdalab_conv_init *out);
 
 /* "attention", "linear_attention", "deltanet", "gated_deltanet", "kda";
  * "unknown" for any other value. */
@@ -68,7 +91,7 @@ typedef struct {
     size_t offset;  /* into the flat parameter vector                        */
     size_t rows, cols; /* shape [rows, cols]; vectors have rows = 1          */
     int decay;      /* 1 for matrices (AdamW decays them), 0 for norms,      */
-                    /* convolutions, A_log and dt_bias                       */
+                    /* convolutions, A_log, dt_bias and bog                  */
 } kdalab_model_tensor;
 
 /*
@@ -76,11 +99,13 @@ typedef struct {
  * parameter vector theta, *n_tensors the number of tensors in it (either
  * pointer may be NULL). Tensors are laid out in the order: embed [V, D];
  * per block norm1 [D], the mixer's weights in kdalab_mixer_params' order
- * (those its kind and conv use, shapes as there), norm2 [D], mlp.W1 [D, F],
+ * (those its kind, conv and gate use, shapes as there; Wog2 and bog last),
+ * norm2 [D], mlp.W1 [D, F],
  * mlp.W3 [D, F], mlp.W2 [F, D]; norm_f [D]; lm_head [D, V].
  * Errors: KDALAB_ENULL (cfg), KDALAB_ESIZE (V, D, H, F zero, D not a multiple
- * of H, L outside 1 .. KDALAB_MODEL_MAX_LAYERS), KDALAB_EINVAL (an unknown
- * mixer kind), KDALAB_EOVERFLOW.
+ * of H, L outside 1 .. KDALAB_MODEL_MAX_LAYERS, gate_rank above D),
+ * KDALAB_EINVAL (an unknown mixer kind, output gate or conv init; a
+ * gate_rank with output gate none), KDALAB_EOVERFLOW.
  */
 kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
                                 size_t *n_tensors);
@@ -92,8 +117,10 @@ kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
 
 /*
  * kdalab_model_init — fill theta [n_params] from seed (GSL's mt19937):
- * matrices N(0, 0.02^2) (fla's initializer_range); norms (and onorm) 1; convolutions
- * U(-1/2, 1/2) (PyTorch's conv1d default for width 4); and as fla's layers
+ * matrices N(0, 0.02^2) (fla's initializer_range); norms (and onorm) 1; the
+ * low-rank output gate's bias bog 0 (fla's models zero biases); convolutions
+ * U(-1/2, 1/2) (PyTorch's conv1d default for width 4) or, with conv_init
+ * KDALAB_CONV_INIT_NORMAL, N(0, 0.02^2) (fla's models); and as fla's layers
  * initialise the gates, A_log = log U(1, 16) and dt_bias = softplus^-1(dt),
  * dt = exp(U(ln 1e-3, ln 1e-1)), so the initial half-lives span about
  * 0.04 to 70 tokens rather than less than one. Errors: those of

@@ -67,6 +67,7 @@ twin lib/train/matmul.c train matmul_f32.c
 twin lib/train/layers.c train layers_f32.c
 twin lib/train/loss.c train loss_f32.c
 twin lib/train/mixer.c train mixer_f32.c
+twin lib/train/outgate.c train outgate_f32.c
 twin lib/train/model_loss.c train model_loss_f32.c
 twin lib/train/adamw.c train adamw_f32.c
 twin lib/train/trainer.c train trainer_f32.c

@@ -58,7 +58,7 @@ static kdalab_mixer_params params_of(const mixer_problem *p)
 {
     kdalab_mixer_params q = {p->w[WQ],  p->w[WK],   p->w[WV],  p->w[WO],  p->w[CQ],
                              p->w[CK],  p->w[CV],   p->w[WB],  p->w[WA],  p->w[WG],
-                             p->w[WG2], p->w[ALOG], p->w[DTB], p->w[WOG], p->w[ONORM]};
+                             p->w[WG2], p->w[ALOG], p->w[DTB], p->w[WOG], p->w[ONORM], 0, 0};
     return q;
 }
 
@@ -67,7 +67,7 @@ static void problem_make(mixer_problem *p, gsl_rng *rng, kdalab_mixer_kind kind,
 {
     memset(p, 0, sizeof *p);
     const size_t D = H * d;
-    p->cfg = (kdalab_mixer_config){kind, D, H, conv};
+    p->cfg = (kdalab_mixer_config){kind, D, H, conv, KDALAB_OUTPUT_GATE_SIGMOID, 0};
     p->B = B;
     p->T = T;
     p->N = B * T;
@@ -153,7 +153,7 @@ static double check_problem(mixer_problem *p)
     kdalab_mixer_params w = params_of(p);
     kdalab_mixer_grads g = {gr[WQ],  gr[WK],   gr[WV],  gr[WO],  gr[CQ],
                             gr[CK],  gr[CV],   gr[WB],  gr[WA],  gr[WG],
-                            gr[WG2], gr[ALOG], gr[DTB], gr[WOG], gr[ONORM]};
+                            gr[WG2], gr[ALOG], gr[DTB], gr[WOG], gr[ONORM], 0, 0};
     kdalab_mixer_cache *cache = NULL;
     assert_int_equal(kdalab_mixer_fwd_f64(&p->cfg, &w, p->B, p->T, p->x, y, &cache), KDALAB_OK);
     /* without a cache, the same y */

@@ -14,7 +14,9 @@
  *               linear:     q, k L2-normalised; beta, the gate; o from the
  *                           block's state (prefill: kdalab_chunk_f64 from it,
  *                           its final state kept; decode: kdalab_step_f64 per
- *                           head); o = rmsnorm(o, onorm) * sigmoid(h Wog)
+ *                           head); o = rmsnorm(o, onorm) * act(z), z = h Wog
+ *                           or (h Wog) Wog2 + bog, act sigmoid or swish, as the
+ *                           model's output gate says (none: o = rmsnorm(o, onorm))
  *               x = x + o Wo;  x = x + (silu(h2 W1) * (h2 W3)) W2,
  *               h2 = rmsnorm(x, norm2)
  *   logits = rmsnorm(x, norm_f) lm_head                  [T, V]
@@ -45,6 +47,7 @@ typedef struct {
     double *zf;           /* [T, d] KDA's low-rank gate                         */
     double *zg, *g;       /* [T, D] the gate's input and the log-decay          */
     double *o, *on, *so;  /* [T, D] the mechanism's output, its norm, the gate  */
+    double *zo, *zr;      /* [T, D] the gate's input z; [T, r <= D] h Wog (rank r) */
     double *ht;           /* [H, d, d] the final state of kdalab_chunk_f64      */
     double *fa, *fb, *fu; /* [T, F] the MLP                                      */
 } work;
@@ -53,7 +56,8 @@ static void work_free(work *w)
 {
     double *all[] = {w->x,  w->h,  w->y,  w->a[0], w->a[1], w->a[2], w->cin, w->cout,
                      w->s[0], w->s[1], w->s[2], w->qn, w->kn, w->beta, w->zf, w->zg,
-                     w->g,  w->o,  w->on, w->so,  w->ht,  w->fa,  w->fb,  w->fu};
+                     w->g,  w->o,  w->on, w->so,  w->zo,  w->zr,  w->ht,  w->fa,  w->fb,
+                     w->fu};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -65,7 +69,7 @@ static int work_new(work *w, const kdalab_model_config *cfg, size_t T)
     const size_t D = cfg->D, F = cfg->F, d = D / cfg->H, TD = T * D, nb = sizeof(double);
     double **td[] = {&w->x,  &w->h,  &w->y,  &w->a[0], &w->a[1], &w->a[2], &w->s[0],
                      &w->s[1], &w->s[2], &w->qn, &w->kn, &w->zg, &w->g,  &w->o,
-                     &w->on, &w->so};
+                     &w->on, &w->so, &w->zo, &w->zr};
     int ok = 1;
     for (size_t i = 0; i < sizeof td / sizeof td[0]; i++)
         ok &= (*td[i] = malloc(TD * nb)) != NULL;
@@ -185,13 +189,19 @@ static kdalab_status mixer(const kdalab_hybrid *s, size_t l, size_t T, work *w, 
     st = mechanism(s, l, T, w, by_step);
     if (st != KDALAB_OK)
         return st;
-    // the gated output norm: rmsnorm(o, onorm) * sigmoid(h Wog), per (t, head)
+    // the gated output norm: rmsnorm(o, onorm) * act(z), per (t, head); no gate: the norm
     kdalab__train_rmsnorm_fwd_f64(T * H, d, TRAIN_ONORM_EPS, w->o, m->theta + wb->mix[MIX_ONORM],
                                   w->on);
-    kdalab__train_mm_f64(T, D, D, w->h, m->theta + wb->mix[MIX_WOG], w->so, 0);
-    for (size_t i = 0; i < T * D; i++) {
-        w->so[i] = train_sigmoid_f64(w->so[i]);
-        w->on[i] = w->on[i] * w->so[i];
+    if (m->cfg.output_gate != KDALAB_OUTPUT_GATE_NONE) {
+        const kdalab_mixer_config mc = {m->cfg.mixer[l], D, H, m->cfg.conv, m->cfg.output_gate,
+                                        m->cfg.gate_rank};
+        const double *th = m->theta;
+        const int r = m->cfg.gate_rank != 0;
+        kdalab__train_outgate_fwd_f64(&mc, T, w->h, th + wb->mix[MIX_WOG],
+                                      r ? th + wb->mix[MIX_WOG2] : NULL,
+                                      r ? th + wb->mix[MIX_BOG] : NULL, w->zr, w->zo, w->so);
+        for (size_t i = 0; i < T * D; i++)
+            w->on[i] = w->on[i] * w->so[i];
     }
     kdalab__train_mm_f64(T, D, D, w->on, m->theta + wb->mix[MIX_WO], w->y, 0);
     return KDALAB_OK;

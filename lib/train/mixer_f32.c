@@ -9,7 +9,8 @@
  * function as the reference's kdalab_chunk_f32 to ~1e-15 in float32 and
  * about five times faster in float32; or for attention
  * kdalab__attention_tiled_fwd_f32: the same function as kdalab_attention_f32 in
- * matrix form) and the output projection.
+ * matrix form), the linear mixers' output norm and gate (the gate's kind and
+ * rank as the config says: lib/train/outgate.c) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
  * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f32 and the
  * gates' in lib/reference, kdalab__attention_tiled_bwd_f32) and the step-1
@@ -53,8 +54,10 @@ struct kdalab_mixer_cache_f32 {
     float *g;     /* same shape as zg: the log-decay                          */
     float *o;     /* the mechanism's output [N, H, d]                         */
     float *on;    /* linear mixers: rmsnorm(o, onorm) per (n, head)           */
-    float *so;    /* linear mixers: sigmoid(x Wog)                            */
-    float *og;    /* linear mixers: on * so, what Wo reads                    */
+    float *zr;    /* [N, r] x Wog (a gate of rank r)                          */
+    float *zo;    /* linear mixers with a gate: its input z (x Wog at full rank) */
+    float *so;    /* linear mixers with a gate: act(z)                        */
+    float *og;    /* linear mixers with a gate: on * so, what Wo reads        */
 };
 
 void kdalab_mixer_cache_free_f32(kdalab_mixer_cache_f32 *cache)
@@ -67,7 +70,8 @@ void kdalab_mixer_cache_free_f32(kdalab_mixer_cache_f32 *cache)
         free(cache->s[i]);
     }
     float *rest[] = {cache->qn, cache->kn, cache->zb, cache->beta, cache->zf, cache->zg,
-                      cache->g,  cache->o,  cache->on, cache->so,   cache->og};
+                      cache->g,  cache->o,  cache->on, cache->zr,   cache->zo, cache->so,
+                      cache->og};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
         free(rest[i]);
     free(cache);
@@ -76,6 +80,10 @@ void kdalab_mixer_cache_free_f32(kdalab_mixer_cache_f32 *cache)
 /* ---- small pieces ------------------------------------------------------------ */
 
 static int is_linear(kdalab_mixer_kind kind) { return kind != KDALAB_MIXER_ATTENTION; }
+static int has_outgate(const kdalab_mixer_config *cfg)
+{
+    return is_linear(cfg->kind) && cfg->gate != KDALAB_OUTPUT_GATE_NONE;
+}
 static int has_beta(kdalab_mixer_kind kind)
 {
     return kind == KDALAB_MIXER_DELTANET || kind == KDALAB_MIXER_GATED_DELTANET ||
@@ -108,19 +116,21 @@ static kdalab_status keep_range(kdalab_status s, kdalab_status *range)
 /* The mixer's tensors in kdalab_mixer_params_f32' (and _grads') order, and how
  * many elements of each this config uses (0: unused). cfg checked. */
 static const char *const tensor_name[MIX_N] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck", "cv", "Wb",
-    "Wa", "Wg", "Wg2", "A_log", "dt_bias", "Wog", "onorm"};
+    "Wa", "Wg", "Wg2", "A_log", "dt_bias", "Wog", "onorm", "Wog2", "bog"};
 
 static void tensor_sizes(const kdalab_mixer_config *cfg, size_t n[MIX_N])
 {
     const size_t D = cfg->D, H = cfg->H, conv = cfg->conv ? TRAIN_CONV_W * D : 0;
     const int kda = cfg->kind == KDALAB_MIXER_KDA, linear = is_linear(cfg->kind);
+    size_t og[3];
+    train_outgate_sizes(cfg, og);
     const size_t sizes[MIX_N] = {
         D * D, D * D, D * D, D * D, conv, conv, conv,
         has_beta(cfg->kind) ? D * H : 0,
         cfg->kind == KDALAB_MIXER_GATED_DELTANET ? D * H : 0,
         kda ? D * (D / H) : 0, kda ? D * (D / H) : 0,
         gate_width(cfg) ? H : 0, H * gate_width(cfg),
-        linear ? D * D : 0, linear ? D / H : 0};
+        og[0], linear ? D / H : 0, og[1], og[2]};
     memcpy(n, sizes, sizeof sizes);
 }
 
@@ -138,14 +148,22 @@ static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_pa
                            "each must be >= 1", B, T, D, H);
     if (D % H)
         return kdalab_fail(KDALAB_ESIZE, "mixer: D = %zu is not a multiple of H = %zu", D, H);
+    if ((int)cfg->gate < 0 || cfg->gate > KDALAB_OUTPUT_GATE_NONE)
+        return kdalab_fail(KDALAB_EINVAL, "mixer: unknown output gate %d", (int)cfg->gate);
+    if (cfg->gate_rank && cfg->gate == KDALAB_OUTPUT_GATE_NONE)
+        return kdalab_fail(KDALAB_EINVAL, "mixer: gate_rank %zu with no output gate",
+                           cfg->gate_rank);
+    if (cfg->gate_rank > D)
+        return kdalab_fail(KDALAB_ESIZE, "mixer: gate_rank %zu above D = %zu", cfg->gate_rank, D);
     size_t DD, ND, bytes;
     if (!kdalab_mul_size(B, T, N) || !kdalab_mul_size(*N, D, &ND) ||
         !kdalab_mul_size(ND, sizeof(float), &bytes) || !kdalab_mul_size(D, D, &DD) ||
         !kdalab_mul_size(DD, sizeof(float), &bytes) || ND > INT32_MAX || DD > INT32_MAX)
         return kdalab_fail(KDALAB_EOVERFLOW, "mixer: B * T * D = %zu * %zu * %zu overflows",
                            B, T, D);
-    const float *w[MIX_N] = {p->Wq, p->Wk, p->Wv, p->Wo, p->cq, p->ck, p->cv, p->Wb,
-                              p->Wa, p->Wg, p->Wg2, p->A_log, p->dt_bias, p->Wog, p->onorm};
+    const float *w[MIX_N] = {p->Wq, p->Wk, p->Wv, p->Wo, p->cq, p->ck, p->cv, p->Wb, p->Wa,
+                              p->Wg, p->Wg2, p->A_log, p->dt_bias, p->Wog, p->onorm, p->Wog2,
+                              p->bog};
     size_t n[MIX_N];
     tensor_sizes(cfg, n);
     kdalab_status s = KDALAB_OK;
@@ -166,8 +184,9 @@ static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_pa
 static kdalab_status check_backward_outputs(const kdalab_mixer_config *cfg, size_t N,
                                             const float *dx, const kdalab_mixer_grads_f32 *g)
 {
-    const float *w[MIX_N] = {g->Wq, g->Wk, g->Wv, g->Wo, g->cq, g->ck, g->cv, g->Wb,
-                              g->Wa, g->Wg, g->Wg2, g->A_log, g->dt_bias, g->Wog, g->onorm};
+    const float *w[MIX_N] = {g->Wq, g->Wk, g->Wv, g->Wo, g->cq, g->ck, g->cv, g->Wb, g->Wa,
+                              g->Wg, g->Wg2, g->A_log, g->dt_bias, g->Wog, g->onorm, g->Wog2,
+                              g->bog};
     size_t n[MIX_N];
     tensor_sizes(cfg, n);
     kdalab_status s = dx ? kdalab_check_outputs_f32("mixer backward", dx, N * cfg->D, NULL, 0,
@@ -203,8 +222,13 @@ static kdalab_mixer_cache_f32 *cache_new(const kdalab_mixer_config *cfg, size_t 
         ok &= (c->qn = malloc(ND * sizeof(float))) != NULL;
         ok &= (c->kn = malloc(ND * sizeof(float))) != NULL;
         ok &= (c->on = malloc(ND * sizeof(float))) != NULL;
+    }
+    if (has_outgate(cfg)) {
+        ok &= (c->zo = malloc(ND * sizeof(float))) != NULL;
         ok &= (c->so = malloc(ND * sizeof(float))) != NULL;
         ok &= (c->og = malloc(ND * sizeof(float))) != NULL;
+        if (cfg->gate_rank)
+            ok &= (c->zr = malloc(N * cfg->gate_rank * sizeof(float))) != NULL;
     }
     if (cfg->kind == KDALAB_MIXER_KDA)
         ok &= (c->zf = malloc(N * (cfg->D / cfg->H) * sizeof(float))) != NULL;
@@ -230,6 +254,8 @@ static kdalab_status nan_output(kdalab_mixer_cache_f32 *c, kdalab_status s)
 {
     for (size_t i = 0; i < c->B * c->T * c->cfg.D; i++) {
         c->o[i] = NAN;
+        if (c->on)
+            c->on[i] = NAN;
         if (c->og)
             c->og[i] = NAN;
     }
@@ -291,22 +317,23 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
                    range);
     if (s != KDALAB_OK || *range != KDALAB_OK)
         return s == KDALAB_OK ? nan_output(c, s) : s;
-    // the gated output norm: og = rmsnorm(o, onorm) * sigmoid(x Wog) [N, H, d]
+    // the gated output norm: og = rmsnorm(o, onorm) * act(z) [N, H, d], z = x Wog
+    // (or (x Wog) Wog2 + bog), act sigmoid or swish; with no gate, og = on
     kdalab__train_rmsnorm_fwd_f32(N * H, d, TRAIN_ONORM_EPS, c->o, p->onorm, c->on);
-    kdalab__train_mm_f32(N, D, D, x, p->Wog, c->so, 0);
+    if (!has_outgate(cfg))
+        return KDALAB_OK;
+    kdalab__train_outgate_fwd_f32(cfg, N, x, p->Wog, p->Wog2, p->bog, c->zr, c->zo, c->so);
 #pragma omp simd
-    for (size_t i = 0; i < N * D; i++) {
-        c->so[i] = train_sigmoid_f32(c->so[i]);
+    for (size_t i = 0; i < N * D; i++)
         c->og[i] = c->on[i] * c->so[i];
-    }
     return KDALAB_OK;
 }
 
-/* What the output projection reads: the gated norm's output (linear mixers)
- * or the mechanism's. */
+/* What the output projection reads: the gated norm's output (linear mixers;
+ * the norm's alone with no gate) or the mechanism's. */
 static const float *mixer_out(const kdalab_mixer_cache_f32 *c)
 {
-    return is_linear(c->cfg.kind) ? c->og : c->o;
+    return !is_linear(c->cfg.kind) ? c->o : has_outgate(&c->cfg) ? c->og : c->on;
 }
 
 kdalab_status kdalab__train_mixer_fwd_f32(const kdalab_mixer_config *cfg,
@@ -369,7 +396,8 @@ typedef struct {
     float *dbeta;   /* [N, H]                                           */
     float *dg;      /* [N, H * gw]                                      */
     float *dog;     /* [N, D] dL/d og (linear mixers), then dL/d on     */
-    float *dzo;     /* [N, D] dL/d (x Wog)                              */
+    float *dzo;     /* [N, D] dL/d act(z), then dL/dz (a gate's input)   */
+    float *dzr;     /* [N, r] dL/d (x Wog) (a gate of rank r)           */
     float *dzf;     /* [N, d] dL/d (x Wg) (KDA)                         */
     float *donorm;  /* [d] dL/d onorm, copied out once nothing can fail  */
 } scratch;
@@ -377,12 +405,12 @@ typedef struct {
 static void scratch_free(scratch *w)
 {
     float *all[] = {w->dO, w->ds[0], w->ds[1], w->ds[2], w->dn[0], w->dn[1], w->dc,
-                     w->da, w->dbeta, w->dg, w->dog, w->dzo, w->dzf, w->donorm};
+                     w->da, w->dbeta, w->dg, w->dog, w->dzo, w->dzr, w->dzf, w->donorm};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
 
-static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
+static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw, size_t r)
 {
     memset(w, 0, sizeof *w);
     int ok = (w->dO = malloc(N * D * sizeof(float))) != NULL;
@@ -396,6 +424,7 @@ static int scratch_new(scratch *w, size_t N, size_t D, size_t H, size_t gw)
     ok &= (w->dg = malloc((gw ? N * H * gw : 1) * sizeof(float))) != NULL;
     ok &= (w->dog = malloc(N * D * sizeof(float))) != NULL;
     ok &= (w->dzo = malloc(N * D * sizeof(float))) != NULL;
+    ok &= (w->dzr = malloc(N * (r ? r : 1) * sizeof(float))) != NULL;
     ok &= (w->dzf = malloc(N * (D / H) * sizeof(float))) != NULL;
     ok &= (w->donorm = malloc((D / H) * sizeof(float))) != NULL;
     if (!ok)
@@ -442,7 +471,7 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
     if (!g)
         g = &none;
     scratch w;
-    if (!scratch_new(&w, N, D, H, gw))
+    if (!scratch_new(&w, N, D, H, gw, cfg->gate_rank))
         return kdalab_fail(KDALAB_ENOMEM, "mixer backward: cannot allocate scratch");
     kdalab_status range = KDALAB_OK;
     const kdalab_mixer_cache_f32 *c = cache;
@@ -452,10 +481,12 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
     const size_t d = D / H;
     if (is_linear(cfg->kind)) {
         kdalab__train_mm_bwd_f32(N, D, D, NULL, p->Wo, dy, NULL, w.dog, 0);
+        if (has_outgate(cfg)) {
 #pragma omp simd
-        for (size_t i = 0; i < N * D; i++) {
-            w.dzo[i] = w.dog[i] * c->on[i] * c->so[i] * (1 - c->so[i]);
-            w.dog[i] *= c->so[i]; /* now dL/d on */
+            for (size_t i = 0; i < N * D; i++) {
+                w.dzo[i] = w.dog[i] * c->on[i];
+                w.dog[i] *= c->so[i]; /* now dL/d on */
+            }
         }
         kdalab__train_rmsnorm_bwd_f32(N * H, d, TRAIN_ONORM_EPS, c->o, p->onorm, w.dog, w.dO,
                                       w.donorm);
@@ -474,8 +505,9 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
     kdalab__train_mm_bwd_f32(N, D, D, mixer_out(c), p->Wo, dy, g->Wo, NULL, 0);
     if (dx)
         memset(dx, 0, N * D * sizeof *dx);
-    if (is_linear(cfg->kind))
-        kdalab__train_mm_bwd_f32(N, D, D, x, p->Wog, w.dzo, g->Wog, dx, 1);
+    if (has_outgate(cfg)) /* dL/d act(z) -> dL/dz in place, then the gate's weights, dx */
+        kdalab__train_outgate_bwd_f32(cfg, N, x, p->Wog, p->Wog2, c->zr, c->zo, c->so, w.dzo,
+                                      w.dzo, w.dzr, g->Wog, g->Wog2, g->bog, dx);
 
     // beta = sigmoid(zb): dzb = dbeta beta (1 - beta) [N, H], reusing dbeta
     if (has_beta(cfg->kind)) {
@@ -527,7 +559,8 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
         s = kdalab_fail(KDALAB_ENULL, "mixer backward: cache is NULL");
     if (s == KDALAB_OK && (cache->B != B || cache->T != T || cache->cfg.kind != cfg->kind ||
                            cache->cfg.D != cfg->D || cache->cfg.H != cfg->H ||
-                           !cache->cfg.conv != !cfg->conv))
+                           !cache->cfg.conv != !cfg->conv || cache->cfg.gate != cfg->gate ||
+                           cache->cfg.gate_rank != cfg->gate_rank))
         s = kdalab_fail(KDALAB_EINVAL, "mixer backward: the cache is of another config or size");
     if (s == KDALAB_OK && !dy)
         s = kdalab_fail(KDALAB_ENULL, "mixer backward: dy is NULL");

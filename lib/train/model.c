@@ -5,7 +5,8 @@
  * which reads the same layout through kdalab__model_layout().
  *
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
- *          kdalab_mixer_name, kdalab_model_parse_mixers,
+ *          kdalab_mixer_name, kdalab_model_parse_mixers, kdalab_output_gate_name,
+ *          kdalab_conv_init_name, kdalab_output_gate_parse, kdalab_conv_init_parse,
  *          kdalab__model_layout, kdalab__model_check_batch (lib/train/train_internal.h)
  */
 #include <math.h>
@@ -21,15 +22,17 @@
 #include "train_internal.h"
 
 /* The mixer's tensors in kdalab_mixer_params' order. */
-static const char *const mixer_name[MIX_N] = {"Wq",  "Wk",    "Wv",      "Wo",  "cq",
-                                              "ck",  "cv",    "Wb",      "Wa",  "Wg",
-                                              "Wg2", "A_log", "dt_bias", "Wog", "onorm"};
+static const char *const mixer_name[MIX_N] = {
+    "Wq", "Wk", "Wv", "Wo", "cq", "ck", "cv", "Wb", "Wa", "Wg", "Wg2", "A_log", "dt_bias", "Wog",
+    "onorm", "Wog2", "bog"};
 
-/* Shape [rows, cols] of mixer tensor i for this kind and conv; 0 if unused. */
-static int mixer_shape(kdalab_mixer_kind kind, int conv, size_t D, size_t H, int i,
+/* Shape [rows, cols] of mixer tensor i of block kind under cfg; 0 if unused. */
+static int mixer_shape(const kdalab_model_config *cfg, kdalab_mixer_kind kind, int i,
                        size_t *rows, size_t *cols)
 {
-    const int beta = kind >= KDALAB_MIXER_DELTANET;
+    const size_t D = cfg->D, H = cfg->H, r = cfg->gate_rank;
+    const int conv = cfg->conv, beta = kind >= KDALAB_MIXER_DELTANET;
+    const int ogate = kind != KDALAB_MIXER_ATTENTION && cfg->output_gate != KDALAB_OUTPUT_GATE_NONE;
     const int gdn = kind == KDALAB_MIXER_GATED_DELTANET, kda = kind == KDALAB_MIXER_KDA;
     const int linear = kind != KDALAB_MIXER_ATTENTION;
     *rows = 1;
@@ -43,8 +46,10 @@ static int mixer_shape(kdalab_mixer_kind kind, int conv, size_t D, size_t H, int
     case MIX_WA: if (gdn) { *rows = D; *cols = H; } break;
     case MIX_WG: if (kda) { *rows = D; *cols = D / H; } break;
     case MIX_WG2: if (kda) { *rows = D / H; *cols = D; } break;
-    case MIX_WOG: if (linear) { *rows = D; *cols = D; } break;
+    case MIX_WOG: if (ogate) { *rows = D; *cols = r ? r : D; } break;
     case MIX_ONORM: if (linear) *cols = D / H; break;
+    case MIX_WOG2: if (ogate && r) { *rows = r; *cols = D; } break;
+    case MIX_BOG: if (ogate && r) *cols = D; break;
     case MIX_ALOG: if (gdn || kda) *cols = H; break;
     case MIX_DTB: if (gdn || kda) *cols = gdn ? H : D; break;
     }
@@ -93,6 +98,15 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
         if ((int)cfg->mixer[l] < 0 || cfg->mixer[l] > KDALAB_MIXER_KDA)
             return kdalab_fail(KDALAB_EINVAL, "model: block %zu has unknown mixer kind %d", l,
                                (int)cfg->mixer[l]);
+    if ((int)cfg->output_gate < 0 || cfg->output_gate > KDALAB_OUTPUT_GATE_NONE ||
+        (int)cfg->conv_init < 0 || cfg->conv_init > KDALAB_CONV_INIT_NORMAL)
+        return kdalab_fail(KDALAB_EINVAL, "model: unknown output gate %d or conv init %d",
+                           (int)cfg->output_gate, (int)cfg->conv_init);
+    if (cfg->gate_rank && cfg->output_gate == KDALAB_OUTPUT_GATE_NONE)
+        return kdalab_fail(KDALAB_EINVAL, "model: gate_rank %zu with output gate none",
+                           cfg->gate_rank);
+    if (cfg->gate_rank > D)
+        return kdalab_fail(KDALAB_ESIZE, "model: gate_rank %zu above D = %zu", cfg->gate_rank, D);
     memset(lay, 0, sizeof *lay);
     char nm[40];
     lay->embed = add(lay, list, V, D, 1, "embed");
@@ -103,12 +117,12 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
         for (int i = 0; i < MIX_N; i++) {
             size_t r, c;
             b->mix[i] = SIZE_MAX;
-            if (!mixer_shape(cfg->mixer[l], cfg->conv, D, H, i, &r, &c))
+            if (!mixer_shape(cfg, cfg->mixer[l], i, &r, &c))
                 continue;
             snprintf(nm, sizeof nm, "blocks.%zu.mixer.%s", l, mixer_name[i]);
-            /* AdamW decays the projections, not convolutions, gate constants, gains */
+            /* AdamW decays the projections, not convolutions, gate constants, gains, bias */
             const int decay = i != MIX_CQ && i != MIX_CK && i != MIX_CV && i != MIX_ALOG &&
-                              i != MIX_DTB && i != MIX_ONORM;
+                              i != MIX_DTB && i != MIX_ONORM && i != MIX_BOG;
             b->mix[i] = add(lay, list, r, c, decay, nm);
         }
         const char *part[4] = {"norm2", "mlp.W1", "mlp.W3", "mlp.W2"};
@@ -218,8 +232,11 @@ kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long se
         for (size_t j = 0; j < n; j++) {
             if (strncmp(leaf, "norm", 4) == 0 || strcmp(leaf, "onorm") == 0)
                 w[j] = 1;
+            else if (strcmp(leaf, "bog") == 0)
+                w[j] = 0;
             else if (leaf[0] == 'c' && leaf[2] == '\0') /* cq, ck, cv */
-                w[j] = gsl_ran_flat(rng, -0.5, 0.5);
+                w[j] = cfg->conv_init == KDALAB_CONV_INIT_NORMAL ? gsl_ran_gaussian(rng, 0.02)
+                                                               : gsl_ran_flat(rng, -0.5, 0.5);
             else if (strcmp(leaf, "A_log") == 0)
                 w[j] = log(gsl_ran_flat(rng, 1, 16));
             else if (strcmp(leaf, "dt_bias") == 0) {
@@ -241,6 +258,54 @@ static const char *const MIXER_NAMES[] = {"attention", "linear_attention", "delt
 const char *kdalab_mixer_name(kdalab_mixer_kind kind)
 {
     return (int)kind >= 0 && kind <= KDALAB_MIXER_KDA ? MIXER_NAMES[kind] : "unknown";
+}
+
+static const char *const GATE_NAMES[] = {"sigmoid", "swish", "none"};
+static const char *const CONV_INIT_NAMES[] = {"uniform", "normal0.02"};
+
+const char *kdalab_output_gate_name(kdalab_output_gate gate)
+{
+    return (int)gate >= 0 && gate <= KDALAB_OUTPUT_GATE_NONE ? GATE_NAMES[gate] : "unknown";
+}
+
+const char *kdalab_conv_init_name(kdalab_conv_init init)
+{
+    return (int)init >= 0 && init <= KDALAB_CONV_INIT_NORMAL ? CONV_INIT_NAMES[init] : "unknown";
+}
+
+/* *out = the index of name in names[n] (list: them, for the message); the
+ * status, with the error set when it is not KDALAB_OK. */
+static kdalab_status parse_name(const char *what, const char *name, const char *const *names,
+                                int n, const char *list, int *out)
+{
+    if (!name || !out)
+        return kdalab_fail(KDALAB_ENULL, "%s: %s is NULL", what, name ? "out" : "name");
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = i;
+            return KDALAB_OK;
+        }
+    return kdalab_fail(KDALAB_EINVAL, "%s: '%s' is not %s", what, name, list);
+}
+
+kdalab_status kdalab_output_gate_parse(const char *name, kdalab_output_gate *out)
+{
+    int i = 0;
+    kdalab_status s = parse_name("output gate", name, GATE_NAMES, 3, "sigmoid, swish or none",
+                                 out ? &i : NULL);
+    if (s == KDALAB_OK)
+        *out = (kdalab_output_gate)i;
+    return s;
+}
+
+kdalab_status kdalab_conv_init_parse(const char *name, kdalab_conv_init *out)
+{
+    int i = 0;
+    kdalab_status s = parse_name("conv init", name, CONV_INIT_NAMES, 2, "uniform or normal0.02",
+                                 out ? &i : NULL);
+    if (s == KDALAB_OK)
+        *out = (kdalab_conv_init)i;
+    return s;
 }
 
 kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L,

@@ -89,7 +89,8 @@ static kdalab_mixer_params_f32 mixer_params(const model_block_t *b, const float 
         w[i] = b->mix[i] == SIZE_MAX ? NULL : theta + b->mix[i];
     kdalab_mixer_params_f32 p = {w[MIX_WQ],  w[MIX_WK],   w[MIX_WV],  w[MIX_WO], w[MIX_CQ],
                              w[MIX_CK],  w[MIX_CV],   w[MIX_WB],  w[MIX_WA], w[MIX_WG],
-                             w[MIX_WG2], w[MIX_ALOG], w[MIX_DTB], w[MIX_WOG], w[MIX_ONORM]};
+                             w[MIX_WG2], w[MIX_ALOG], w[MIX_DTB], w[MIX_WOG], w[MIX_ONORM],
+                             w[MIX_WOG2], w[MIX_BOG]};
     return p;
 }
 
@@ -100,7 +101,8 @@ static kdalab_mixer_grads_f32 mixer_grads(const model_block_t *b, float *grad)
         w[i] = b->mix[i] == SIZE_MAX ? NULL : grad + b->mix[i];
     kdalab_mixer_grads_f32 g = {w[MIX_WQ],  w[MIX_WK],   w[MIX_WV],  w[MIX_WO], w[MIX_CQ],
                             w[MIX_CK],  w[MIX_CV],   w[MIX_WB],  w[MIX_WA], w[MIX_WG],
-                            w[MIX_WG2], w[MIX_ALOG], w[MIX_DTB], w[MIX_WOG], w[MIX_ONORM]};
+                            w[MIX_WG2], w[MIX_ALOG], w[MIX_DTB], w[MIX_WOG], w[MIX_ONORM],
+                            w[MIX_WOG2], w[MIX_BOG]};
     return g;
 }
 
@@ -110,7 +112,8 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
                              acts *A, kdalab_status *range)
 {
     const size_t N = B * T, D = cfg->D, F = cfg->F, L = cfg->L;
-    const kdalab_mixer_config mcfg0 = {KDALAB_MIXER_ATTENTION, D, cfg->H, cfg->conv};
+    const kdalab_mixer_config mcfg0 = {KDALAB_MIXER_ATTENTION, D, cfg->H, cfg->conv,
+                                       cfg->output_gate, cfg->gate_rank};
     // x = embed[tokens] [N, D]
     for (size_t n = 0; n < N; n++)
         memcpy(A->blk[0].x + n * D, theta + lay->embed + (size_t)tokens[n] * D,
@@ -159,7 +162,8 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
     kdalab_status s = KDALAB_OK;
     if (!dx || !dh || !dt || !da || !db || !du)
         s = kdalab_fail(KDALAB_ENOMEM, "model backward: cannot allocate scratch");
-    const kdalab_mixer_config mcfg0 = {KDALAB_MIXER_ATTENTION, D, cfg->H, cfg->conv};
+    const kdalab_mixer_config mcfg0 = {KDALAB_MIXER_ATTENTION, D, cfg->H, cfg->conv,
+                                       cfg->output_gate, cfg->gate_rank};
     if (s == KDALAB_OK) {
         // logits = hf lm_head: d lm_head, dhf; then the final norm: dx = dL/dxf
         kdalab__train_mm_bwd_f32(N, D, V, A->hf, theta + lay->lm_head, dlogits, grad + lay->lm_head,

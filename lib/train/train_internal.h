@@ -37,7 +37,47 @@ static inline kdalab_mechanism train_mechanism_of(kdalab_mixer_kind kind)
 
 /* The mixer's tensors, in kdalab_mixer_params' order. */
 enum { MIX_WQ, MIX_WK, MIX_WV, MIX_WO, MIX_CQ, MIX_CK, MIX_CV,
-       MIX_WB, MIX_WA, MIX_WG, MIX_WG2, MIX_ALOG, MIX_DTB, MIX_WOG, MIX_ONORM, MIX_N };
+       MIX_WB, MIX_WA, MIX_WG, MIX_WG2, MIX_ALOG, MIX_DTB, MIX_WOG, MIX_ONORM,
+       MIX_WOG2, MIX_BOG, MIX_N };
+
+/* Element counts of a linear mixer's output-gate tensors Wog, Wog2, bog
+ * under cfg (0: unused; attention's are 0). cfg checked. */
+static inline void train_outgate_sizes(const kdalab_mixer_config *cfg, size_t n[3])
+{
+    const int on = cfg->kind != KDALAB_MIXER_ATTENTION && cfg->gate != KDALAB_OUTPUT_GATE_NONE;
+    const size_t r = cfg->gate_rank;
+    n[0] = on ? cfg->D * (r ? r : cfg->D) : 0;
+    n[1] = on ? r * cfg->D : 0;
+    n[2] = on && r ? cfg->D : 0;
+}
+
+/* The output gate of the linear mixers (lib/train/outgate.c; twin in
+ * outgate_f32.c), for the rows x [N, D] (the mixer's input) when cfg has a
+ * gate (cfg->gate is not KDALAB_OUTPUT_GATE_NONE):
+ *   z = x Wog                      [N, D]   gate_rank 0
+ *   z = (x Wog) Wog2 + bog         [N, D]   gate_rank r: xr = x Wog [N, r] kept
+ *   s = sigmoid(z) or swish(z) = z sigmoid(z)
+ * Unchecked (the mixer's and the hybrid stack's arrays and sizes). The
+ * backward, given the forward's xr, z, s and ds = dL/ds [N, D]: writes dz =
+ * dL/dz [N, D] (dz may be ds: it is overwritten element by element) and
+ * dxr [N, r] (scratch), dWog, dWog2, dbog (each skipped when NULL), and
+ * adds dL/dx into dx (skipped when NULL). */
+void kdalab__train_outgate_fwd_f64(const kdalab_mixer_config *cfg, size_t N, const double *x,
+                                   const double *Wog, const double *Wog2, const double *bog,
+                                   double *xr, double *z, double *s);
+void kdalab__train_outgate_fwd_f32(const kdalab_mixer_config *cfg, size_t N, const float *x,
+                                   const float *Wog, const float *Wog2, const float *bog,
+                                   float *xr, float *z, float *s);
+void kdalab__train_outgate_bwd_f64(const kdalab_mixer_config *cfg, size_t N, const double *x,
+                                   const double *Wog, const double *Wog2, const double *xr,
+                                   const double *z, const double *s, const double *ds,
+                                   double *dz, double *dxr, double *dWog, double *dWog2,
+                                   double *dbog, double *dx);
+void kdalab__train_outgate_bwd_f32(const kdalab_mixer_config *cfg, size_t N, const float *x,
+                                   const float *Wog, const float *Wog2, const float *xr,
+                                   const float *z, const float *s, const float *ds,
+                                   float *dz, float *dxr, float *dWog, float *dWog2,
+                                   float *dbog, float *dx);
 
 /* Offsets into theta of one block's tensors (SIZE_MAX: not used). */
 typedef struct {
