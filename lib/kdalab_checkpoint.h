@@ -22,14 +22,18 @@ KDALAB_BEGIN_DECLS
  *               (kdalab_model_config), one key=value per line:
  *                 mixer=kda,kda,attention   one kdalab_mixer_name per block
  *                 layers=3  d_model=64  heads=2  mlp_hidden=128  conv=1  vocab=64
- *               then any lines the writer added (kdalab train: the task, the
- *               training settings, the test accuracy; readers skip keys they
- *               do not know). At most 64 lines of at most 2047 bytes each.
+ *               and, only where the model is not the default, the lines
+ *                 output_gate=swish|none  gate_rank=R  conv_init=normal0.02
+ *               (absent: sigmoid, 0 (full rank), uniform; kdalab_output_gate_name,
+ *               kdalab_conv_init_name), then any lines the writer added
+ *               (kdalab train: the task, the training settings, the test
+ *               accuracy; readers skip keys they do not know). At most 64
+ *               lines of at most 2047 bytes each.
  *   NAME.npy    one per tensor of the model's layout (kdalab_model_tensor_at),
  *               named by the tensor: embed.npy, blocks.0.norm1.npy,
  *               blocks.0.mixer.Wq.npy, ..., norm_f.npy, lm_head.npy; '<f8',
  *               shape [rows, cols], or [cols] when rows == 1 (norms, A_log,
- *               dt_bias, onorm). Matrices are [in, out]: y = x W.
+ *               dt_bias, onorm, bog). Matrices are [in, out]: y = x W.
  * kdalab train --out DIR replaces DIR only when it is such a directory and
  * holds nothing else.
  */
@@ -45,7 +49,8 @@ KDALAB_BEGIN_DECLS
  * config.txt (not a checkpoint; kdalab train --out replaces a whole
  * directory in one step instead). extra: NULL, or further config.txt lines, each "key=value\n" with
  * a key of letters, digits and '_' that is not one of the model's keys
- * (format, mixer, layers, d_model, heads, mlp_hidden, conv, vocab).
+ * (format, mixer, layers, d_model, heads, mlp_hidden, conv, vocab,
+ * output_gate, gate_rank, conv_init).
  * Errors: those of kdalab_model_size, KDALAB_ENULL (dir, theta),
  * KDALAB_EINVAL (dir is "", a malformed extra line), KDALAB_ESIZE (more
  * than 64 lines in all), KDALAB_ENONFINITE (theta), KDALAB_EIO (a file
@@ -60,9 +65,10 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
  * describes, into *cfg. Errors: KDALAB_ENULL, KDALAB_EINVAL (dir is ""),
  * KDALAB_EIO (dir/config.txt is not a regular file or cannot be read),
  * KDALAB_EFORMAT (its first line is not KDALAB_CHECKPOINT_FORMAT; a line
- * too long, unterminated or holding a NUL byte; more than 64 lines; a model key missing or
- * malformed, or a model kdalab_model_size refuses); the message names the
- * file.
+ * too long, unterminated or holding a NUL byte; more than 64 lines; a model
+ * key missing, repeated or malformed (an unknown output_gate or conv_init
+ * name among them), or a model kdalab_model_size refuses); the message names
+ * the file. A key it does not know is skipped.
  */
 kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config *cfg);
 

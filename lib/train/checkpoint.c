@@ -23,10 +23,13 @@
 #define MAX_LINES 64
 #define LINE_CAP 2048 /* a line's bytes before its newline: at most LINE_CAP - 1 */
 
-/* The model's keys, in the order config.txt lists them after the format line. */
-enum { K_MIXER, K_LAYERS, K_D, K_HEADS, K_F, K_CONV, K_VOCAB, K_N };
-static const char *const KEYS[K_N] = {"mixer", "layers", "d_model", "heads",
-                                      "mlp_hidden", "conv", "vocab"};
+/* The model's keys, in the order config.txt lists them after the format line:
+ * the first K_REQUIRED always, the rest only when not their default (absent:
+ * the default, so a checkpoint written before they existed reads as it did). */
+enum { K_MIXER, K_LAYERS, K_D, K_HEADS, K_F, K_CONV, K_VOCAB, K_REQUIRED,
+       K_GATE = K_REQUIRED, K_RANK, K_CINIT, K_N };
+static const char *const KEYS[K_N] = {"mixer", "layers", "d_model", "heads", "mlp_hidden",
+                                      "conv", "vocab", "output_gate", "gate_rank", "conv_init"};
 
 /* "dir/name" in a new string (NULL when out of memory). */
 static char *join(const char *dir, const char *name, const char *suffix)
@@ -91,8 +94,15 @@ static kdalab_status write_config(const char *dir, const kdalab_model_config *cf
     fprintf(f, "%s\nmixer=", KDALAB_CHECKPOINT_FORMAT);
     for (size_t l = 0; l < cfg->L; l++)
         fprintf(f, "%s%s", l ? "," : "", kdalab_mixer_name(cfg->mixer[l]));
-    fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n%s",
-            cfg->L, cfg->D, cfg->H, cfg->F, cfg->conv ? 1 : 0, cfg->vocab, extra ? extra : "");
+    fprintf(f, "\nlayers=%zu\nd_model=%zu\nheads=%zu\nmlp_hidden=%zu\nconv=%d\nvocab=%zu\n",
+            cfg->L, cfg->D, cfg->H, cfg->F, cfg->conv ? 1 : 0, cfg->vocab);
+    if (cfg->output_gate != KDALAB_OUTPUT_GATE_SIGMOID)
+        fprintf(f, "output_gate=%s\n", kdalab_output_gate_name(cfg->output_gate));
+    if (cfg->gate_rank)
+        fprintf(f, "gate_rank=%zu\n", cfg->gate_rank);
+    if (cfg->conv_init != KDALAB_CONV_INIT_UNIFORM)
+        fprintf(f, "conv_init=%s\n", kdalab_conv_init_name(cfg->conv_init));
+    fputs(extra ? extra : "", f);
     int err = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
     if (fclose(f) != 0 && !err)
         err = errno;
@@ -116,9 +126,11 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
     const long n_extra = extra_lines(extra);
     if (n_extra < 0)
         return KDALAB_EINVAL;
-    if (n_extra > MAX_LINES - 1 - K_N)
+    const int n_model = K_REQUIRED + (cfg->output_gate != KDALAB_OUTPUT_GATE_SIGMOID) +
+                        (cfg->gate_rank != 0) + (cfg->conv_init != KDALAB_CONV_INIT_UNIFORM);
+    if (n_extra > MAX_LINES - 1 - n_model)
         return kdalab_fail(KDALAB_ESIZE, "checkpoint write: %ld extra lines; at most %d",
-                           n_extra, MAX_LINES - 1 - K_N);
+                           n_extra, MAX_LINES - 1 - n_model);
     s = kdalab_check_values_f64(KDALAB_RULE_FINITE, "theta", theta, lay.n_params, NULL);
     kdalab_model_tensor *list = s == KDALAB_OK ? malloc(lay.n_tensors * sizeof *list) : NULL;
     if (s == KDALAB_OK && !list)
@@ -167,8 +179,10 @@ static int parse_size(const char *v, size_t *out)
     return 1;
 }
 
-/* Read config.txt's lines into the model's values; 0, or -1 with why[cap]. */
-static int read_lines(FILE *f, char *mixers, size_t num[K_N], int seen[K_N], char *why,
+/* Read config.txt's lines into the model's values (the names of mixer,
+ * output_gate and conv_init into text[k], LINE_CAP bytes each); 0, or -1
+ * with why[cap]. */
+static int read_lines(FILE *f, char *text[K_N], size_t num[K_N], int seen[K_N], char *why,
                       size_t cap)
 {
     char line[LINE_CAP + 1];
@@ -199,8 +213,8 @@ static int read_lines(FILE *f, char *mixers, size_t num[K_N], int seen[K_N], cha
         for (int k = 0; n > 0 && eq && k < K_N; k++) {
             if ((size_t)(eq - line) != strlen(KEYS[k]) || strncmp(line, KEYS[k], eq - line))
                 continue;
-            if (seen[k]++ || (k == K_MIXER ? snprintf(mixers, LINE_CAP, "%s", eq + 1) < 0
-                                           : !parse_size(eq + 1, &num[k]))) {
+            if (seen[k]++ || (text[k] ? snprintf(text[k], LINE_CAP, "%s", eq + 1) < 0
+                                      : !parse_size(eq + 1, &num[k]))) {
                 snprintf(why, cap, "has a second or malformed %s= line", KEYS[k]);
                 return -1;
             }
@@ -215,7 +229,7 @@ static int read_lines(FILE *f, char *mixers, size_t num[K_N], int seen[K_N], cha
                  KDALAB_CHECKPOINT_FORMAT);
         return -1;
     }
-    for (int k = 0; k < K_N; k++)
+    for (int k = 0; k < K_REQUIRED; k++)
         if (!seen[k]) {
             snprintf(why, cap, "has no %s= line", KEYS[k]);
             return -1;
@@ -230,7 +244,13 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
         s = kdalab_fail(KDALAB_ENULL, "checkpoint: cfg is NULL");
     if (s != KDALAB_OK)
         return s;
-    char *path = join(dir, "config.txt", ""), *mixers = calloc(1, LINE_CAP);
+    char *path = join(dir, "config.txt", ""), *mixers = calloc(3, LINE_CAP);
+    char *text[K_N] = {0};
+    if (mixers) {
+        text[K_MIXER] = mixers;
+        text[K_GATE] = mixers + LINE_CAP;
+        text[K_CINIT] = mixers + 2 * LINE_CAP;
+    }
     struct stat st;
     FILE *f = NULL;
     if (!path || !mixers)
@@ -242,7 +262,7 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
     size_t num[K_N] = {0};
     int seen[K_N] = {0};
     char why[160];
-    if (s == KDALAB_OK && read_lines(f, mixers, num, seen, why, sizeof why) != 0)
+    if (s == KDALAB_OK && read_lines(f, text, num, seen, why, sizeof why) != 0)
         s = kdalab_fail(KDALAB_EFORMAT, "%s %s", path, why);
     if (f)
         fclose(f);
@@ -254,6 +274,12 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
     m.F = num[K_F];
     m.vocab = num[K_VOCAB];
     m.conv = (int)num[K_CONV];
+    m.gate_rank = num[K_RANK];
+    if (s == KDALAB_OK && ((seen[K_GATE] &&
+                            kdalab_output_gate_parse(text[K_GATE], &m.output_gate) != KDALAB_OK) ||
+                           (seen[K_CINIT] &&
+                            kdalab_conv_init_parse(text[K_CINIT], &m.conv_init) != KDALAB_OK)))
+        s = kdalab_fail(KDALAB_EFORMAT, "%s: %s", path, kdalab_last_error());
     if (s == KDALAB_OK && (num[K_CONV] > 1 || m.L == 0 || m.L > KDALAB_MODEL_MAX_LAYERS ||
                            kdalab_model_parse_mixers(mixers, &m.L, 1, m.mixer) != KDALAB_OK ||
                            kdalab_model_size(&m, NULL, NULL) != KDALAB_OK))

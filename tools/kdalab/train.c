@@ -32,6 +32,14 @@ static const char HELP[] =
     "  --d-model D          width (default 64)     --heads H   heads (default 2)\n"
     "  --mlp-hidden F       the MLP's hidden width (default 2 D)\n"
     "  --no-conv            no short convolution on q, k, v (on by default)\n"
+    "  --conv-init I        the convolutions' initialisation: uniform (U(-1/2, 1/2),\n"
+    "                       PyTorch's default; the default) or normal0.02 (N(0, 0.02^2),\n"
+    "                       fla's models)\n"
+    "  --output-gate G      the linear mixers' output gate rmsnorm(o) * act(z): sigmoid\n"
+    "                       (the default; fla's KDA layer), swish (z sigmoid(z), fla's\n"
+    "                       Gated DeltaNet layer) or none (rmsnorm(o) alone)\n"
+    "  --gate-rank R        the gate's input z: 0 (default) x Wog, full rank; R in\n"
+    "                       1 .. D: (x Wog) Wog2 + bog, rank R (fla's KDA layer: R = D/H)\n"
     "  --seq-len T          tokens per sequence (default 64)\n"
     "  --kv-pairs P         key-value pairs per sequence (default 8)\n"
     "  --vocab W            vocabulary: 1 filler, (W-1)/2 keys, the rest values\n"
@@ -55,7 +63,8 @@ static const char HELP[] =
     "Exit status: 0 trained, 1 diverged or could not save, 2 bad command line.\n";
 
 enum { O_TASK = 256, O_MIXER, O_LAYERS, O_D, O_HEADS, O_F, O_NOCONV, O_T, O_P, O_VOCAB,
-       O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG, O_PREC };
+       O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG, O_PREC, O_GATE, O_RANK,
+       O_CINIT };
 
 static const struct option OPTIONS[] = {
     {"task", required_argument, NULL, O_TASK},     {"mixer", required_argument, NULL, O_MIXER},
@@ -68,6 +77,9 @@ static const struct option OPTIONS[] = {
     {"test-size", required_argument, NULL, O_TEST}, {"seed", required_argument, NULL, O_SEED},
     {"out", required_argument, NULL, O_OUT},       {"log-every", required_argument, NULL, O_LOG},
     {"precision", required_argument, NULL, O_PREC},
+    {"output-gate", required_argument, NULL, O_GATE},
+    {"gate-rank", required_argument, NULL, O_RANK},
+    {"conv-init", required_argument, NULL, O_CINIT},
     {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
 };
 
@@ -167,7 +179,8 @@ int cmd_train(int argc, char **argv)
     memset(&c, 0, sizeof c);
     size_t L = 2, D = 64, H = 2, F = 0, T = 64, P = 8, W = 64, steps = 1500, log_every = SIZE_MAX;
     double lr = 1e-3, wd = 0.1;
-    const char *task = NULL, *mixer = NULL, *out = NULL, *precision = NULL;
+    const char *task = NULL, *mixer = NULL, *out = NULL, *precision = NULL, *gate = NULL;
+    const char *conv_init = NULL;
     int conv = 1, layers_given = 0, rc = 0;
     c.batch = 32;
     c.test_sequences = 1024;
@@ -185,6 +198,9 @@ int cmd_train(int argc, char **argv)
         case O_MIXER: rc = cli_store(&got, &mixer); break;
         case O_OUT: rc = cli_store(&got, &out); break;
         case O_PREC: rc = cli_store(&got, &precision); break;
+        case O_GATE: rc = cli_store(&got, &gate); break;
+        case O_CINIT: rc = cli_store(&got, &conv_init); break;
+        case O_RANK: rc = cli_parse_size(got.name, got.value, 0, &c.model.gate_rank); break;
         case O_NOCONV: conv = 0; break;
         case O_LAYERS: rc = cli_parse_size(got.name, got.value, 1, &L); layers_given = 1; break;
         case O_D: rc = cli_parse_size(got.name, got.value, 1, &D); break;
@@ -212,6 +228,10 @@ int cmd_train(int argc, char **argv)
     const int f64 = precision && strcmp(precision, "fp64") == 0;
     if (precision && !f64 && strcmp(precision, "fp32") != 0)
         return cli_fail(EXIT_BAD, "--precision %s: fp32 or fp64", precision);
+    if (gate && kdalab_output_gate_parse(gate, &c.model.output_gate) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--output-gate %s: sigmoid, swish or none", gate);
+    if (conv_init && kdalab_conv_init_parse(conv_init, &c.model.conv_init) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--conv-init %s: uniform or normal0.02", conv_init);
     if (L > KDALAB_MODEL_MAX_LAYERS)
         return cli_fail(EXIT_BAD, "--layers %zu: at most %d", L, KDALAB_MODEL_MAX_LAYERS);
     if (kdalab_model_parse_mixers(mixer, &L, layers_given, c.model.mixer) != KDALAB_OK)
@@ -235,8 +255,8 @@ int cmd_train(int argc, char **argv)
     s = kdalab_model_size(&c.model, NULL, NULL);
     if (s != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--d-model %zu, --heads %zu, --mlp-hidden %zu, --layers %zu, "
-                                  "--vocab %zu: %s",
-                        D, H, c.model.F, c.model.L, W, kdalab_last_error());
+                                  "--vocab %zu, --gate-rank %zu: %s",
+                        D, H, c.model.F, c.model.L, W, c.model.gate_rank, kdalab_last_error());
     if ((rc = check_bounds(&c)) != 0)
         return rc;
     ckpt_plan_t plan;
@@ -252,10 +272,15 @@ int cmd_train(int argc, char **argv)
     if (!theta || (!f64 && !theta32))
         return cli_fail(EXIT_FAIL, "cannot allocate %zu parameters", n_params);
     progress_ctx ctx = {log_every == SIZE_MAX ? (steps >= 20 ? steps / 20 : 1) : log_every};
+    char design[96] = ""; /* the output gate and conv init, when not the defaults */
+    if (gate || conv_init || c.model.gate_rank)
+        snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s",
+                 kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
+                 kdalab_conv_init_name(c.model.conv_init));
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
-            "T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, %s\n",
+            "T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, %s%s\n",
             n_params, L, mixer, D, H, T, P, W, c.batch, steps, lr, c.seed,
-            f64 ? "fp64" : "fp32");
+            f64 ? "fp64" : "fp32", design);
     kdalab_train_result r;
     s = f64 ? kdalab_train_mqar_f64(&c, theta, progress, &ctx, &r)
             : kdalab_train_mqar_f32(&c, theta32, progress, &ctx, &r);
