@@ -21,13 +21,18 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
 {
     /* the plain task's key has no task field: the ledgers written before the
      * other tasks existed read as they did */
-    char task[96] = "";
+    char task[96] = "", design[96] = "";
     if (s->task != KDALAB_MQAR_PLAIN)
         snprintf(task, sizeof task, "\ttask=%s/%zu/%zu", kdalab_mqar_task_name(s->task),
                  s->updates, s->recent);
-    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s",
+    /* likewise the default output gate (sigmoid, full rank) and conv init (uniform) */
+    if (s->gate != KDALAB_OUTPUT_GATE_SIGMOID || s->gate_rank ||
+        s->conv_init != KDALAB_CONV_INIT_UNIFORM)
+        snprintf(design, sizeof design, "\tgate=%s/%zu/%s", kdalab_output_gate_name(s->gate),
+                 s->gate_rank, kdalab_conv_init_name(s->conv_init));
+    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s",
              lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
-             s->batch, s->steps, s->test, s->lr, s->seed, task);
+             s->batch, s->steps, s->test, s->lr, s->seed, task, design);
 }
 
 /* The ledger this run appends to: DIR/mqar_models.tsv, or for job I of a

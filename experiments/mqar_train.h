@@ -31,6 +31,9 @@ typedef struct {
     unsigned long seed;
     kdalab_mqar_task task;  /* the layout (lib/kdalab_mqar.h); 0: plain             */
     size_t updates, recent; /* overwrite's U, recent's W (0 for the other tasks)     */
+    kdalab_output_gate gate; /* the linear mixers' output gate; 0: sigmoid           */
+    size_t gate_rank;        /* its rank; 0: full                                    */
+    kdalab_conv_init conv_init; /* 0: U(-1/2, 1/2)                                   */
 } lab_mqar_spec;
 
 /* What one run gave. theta is kept only when asked (lab_mqar_train's keep). */
@@ -52,9 +55,10 @@ int lab_full(void);
  * `make run FULL=1 RESUME=1`)? Every model lab_mqar_train trains is appended
  * to the ledger DIR/mqar_models.tsv (DIR = --out) as it finishes, keyed by
  * every input of the run (precision, mixers, sizes, task, batch, steps, test
- * set, learning rate, seed). When resuming, a model whose key is in the
- * ledger is not trained again: its accuracy, loss and training time are read
- * back (training is deterministic, so they are the bits it would give), if
+ * set, learning rate, seed, output gate and conv init). When resuming, a
+ * model whose key is in the ledger is not trained again: its accuracy, loss
+ * and training time are read back (training is deterministic, so they are
+ * the bits it would give), if
  * the line's numbers are a model's; a bad line is named on stderr and the
  * model trained again; a ledger that is not a regular file, or holds a line
  * longer than any ledger line, is an error (exit 1). Off by default: a

@@ -12,6 +12,8 @@
 #   full sweep: 3 seeds, 1000 steps
 # and nothing if no file says which sweep it is. With -v want=seeds, prints only the
 # number of seeds (1 if unknown), for a script that draws error bars only over several.
+# With -v nofull=1 (an experiment whose full sweep is not in full-sweeps/), a reduced
+# sweep's line says so instead of pointing there.
 BEGIN { FS = "\t" }
 FNR == 1 { seedcol = 0 }
 /^# parameters:/ {
@@ -36,6 +38,7 @@ END {
     sep = ": "
     if (seeds != "") { s = s sep seeds (seeds == 1 ? " seed" : " seeds"); sep = ", " }
     if (steps != "") { s = s sep steps " steps" }
-    if (kind == "reduced") s = s " — the full sweep is in full-sweeps/ (make figures-full)"
+    if (kind == "reduced" && nofull == "") s = s " — the full sweep is in full-sweeps/ (make figures-full)"
+    if (kind == "reduced" && nofull != "") s = s " — no full sweep published yet (make run FULL=1)"
     print s
 }
