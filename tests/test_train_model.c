@@ -3,7 +3,8 @@
  *
  * The model's gradient against central finite differences of its loss, for
  * every element of every parameter tensor of tiny models covering the five
- * mixers, a hybrid stack, and the convolution on and off: each element moved
+ * mixers, a hybrid stack, the convolution on and off, and the output gate
+ * designs (swish, none, low rank; convolution on): each element moved
  * by +-h, h = 3e-6, compared with the analytic gradient relative to the
  * largest |analytic| of that tensor. The loss is O(1) (about 2.4). Two
  * errors of the difference itself: truncation h^2 |L'''| / 6, large where
@@ -37,12 +38,14 @@ typedef struct {
     int32_t *tok, *tgt;
 } model_problem;
 
-/* A tiny model: vocab 11, D = 8, H = 2, F = 12, with the given mixers; random
- * tokens and about half the targets counted. */
-static void problem_make(model_problem *p, const kdalab_mixer_kind *mix, size_t L, int conv,
-                         unsigned long seed)
+/* A tiny model: vocab 11, D = 8, H = 2, F = 12, with the given mixers and
+ * output gate of that rank; random tokens and about half the targets counted. */
+static void problem_make_gate(model_problem *p, const kdalab_mixer_kind *mix, size_t L, int conv,
+                              unsigned long seed, kdalab_output_gate gate, size_t rank)
 {
     memset(p, 0, sizeof *p);
+    p->cfg.output_gate = gate;
+    p->cfg.gate_rank = rank;
     p->cfg.vocab = 11;
     p->cfg.D = 8;
     p->cfg.H = 2;
@@ -61,7 +64,7 @@ static void problem_make(model_problem *p, const kdalab_mixer_kind *mix, size_t 
     for (size_t i = 0; i < p->n_tensors; i++) {
         kdalab_model_tensor t;
         assert_int_equal(kdalab_model_tensor_at(&p->cfg, i, &t), KDALAB_OK);
-        if (t.decay)
+        if (t.decay || strstr(t.name, ".bog")) /* the gate's bias starts at 0 */
             for (size_t j = 0; j < t.rows * t.cols; j++)
                 p->theta[t.offset + j] = 0.4 * (gsl_rng_uniform(rng) - 0.5);
     }
@@ -75,6 +78,12 @@ static void problem_make(model_problem *p, const kdalab_mixer_kind *mix, size_t 
     }
     p->tgt[0] = 3; /* at least one counted */
     gsl_rng_free(rng);
+}
+
+static void problem_make(model_problem *p, const kdalab_mixer_kind *mix, size_t L, int conv,
+                         unsigned long seed)
+{
+    problem_make_gate(p, mix, L, conv, seed, KDALAB_OUTPUT_GATE_SIGMOID, 0);
 }
 
 static void problem_free(model_problem *p)
@@ -140,22 +149,35 @@ static void test_model_fd(void **state)
     const kdalab_mixer_kind A = KDALAB_MIXER_ATTENTION, LA = KDALAB_MIXER_LINEAR_ATTENTION,
                             DN = KDALAB_MIXER_DELTANET, GDN = KDALAB_MIXER_GATED_DELTANET,
                             KDA = KDALAB_MIXER_KDA;
+    const kdalab_output_gate SIG = KDALAB_OUTPUT_GATE_SIGMOID, SW = KDALAB_OUTPUT_GATE_SWISH,
+                             NO = KDALAB_OUTPUT_GATE_NONE;
     const struct {
         const char *name;
         kdalab_mixer_kind mix[3];
         size_t L;
+        kdalab_output_gate gate;
+        size_t rank;
     } models[] = {
-        {"attention x2", {A, A}, 2},         {"linear_attention", {LA}, 1},
-        {"deltanet", {DN}, 1},               {"gated_deltanet", {GDN}, 1},
-        {"kda x2", {KDA, KDA}, 2},           {"hybrid kda, gdn, attention", {KDA, GDN, A}, 3},
+        {"attention x2", {A, A}, 2, SIG, 0},
+        {"linear_attention", {LA}, 1, SIG, 0},
+        {"deltanet", {DN}, 1, SIG, 0},
+        {"gated_deltanet", {GDN}, 1, SIG, 0},
+        {"kda x2", {KDA, KDA}, 2, SIG, 0},
+        {"hybrid kda, gdn, attention", {KDA, GDN, A}, 3, SIG, 0},
+        {"gated_deltanet, swish gate", {GDN}, 1, SW, 0},
+        {"kda, attention, no gate", {KDA, A}, 2, NO, 0},
+        {"kda, sigmoid gate of rank 4", {KDA}, 1, SIG, 4},
+        {"deltanet, gdn, swish gate of rank 3", {DN, GDN}, 2, SW, 3},
     };
     double worst = 0;
+    /* the gate designs with the convolution on only: the gate does not meet it */
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++)
-        for (int conv = 0; conv < 2; conv++) {
+        for (int conv = models[m].gate == SIG && !models[m].rank ? 0 : 1; conv < 2; conv++) {
             model_problem p;
             char what[96];
             snprintf(what, sizeof what, "%s, conv %s", models[m].name, conv ? "on" : "off");
-            problem_make(&p, models[m].mix, models[m].L, conv, 100 + m);
+            problem_make_gate(&p, models[m].mix, models[m].L, conv, 100 + m, models[m].gate,
+                              models[m].rank);
             worst = fmax(worst, fd_check(&p, what));
             problem_free(&p);
         }
@@ -178,11 +200,15 @@ static void test_model_f32(void **state)
         {KDALAB_MIXER_DELTANET, KDALAB_MIXER_LINEAR_ATTENTION},
         {KDALAB_MIXER_KDA, KDALAB_MIXER_KDA}};
     const size_t Ls[3] = {3, 2, 2};
+    /* then the other output gates: swish at rank 3, none (conv on) */
+    const kdalab_output_gate gates[5] = {0, 0, 0, KDALAB_OUTPUT_GATE_SWISH,
+                                         KDALAB_OUTPUT_GATE_NONE};
     double worst_l = 0, worst_g = 0;
-    for (int m = 0; m < 3; m++)
-        for (int conv = 0; conv < 2; conv++) {
+    for (int m = 0; m < 5; m++)
+        for (int conv = m < 3 ? 0 : 1; conv < 2; conv++) {
             model_problem p;
-            problem_make(&p, mix[m], Ls[m], conv, 40 + (unsigned long)m);
+            problem_make_gate(&p, mix[m % 3], Ls[m % 3], conv, 40 + (unsigned long)m, gates[m],
+                              m == 3 ? 3 : 0);
             double *g = malloc(p.P * sizeof *g), l;
             float *th = malloc(p.P * sizeof *th), *g32 = malloc(p.P * sizeof *g32), l32;
             for (size_t i = 0; i < p.P; i++)
