@@ -1,7 +1,8 @@
 /*
  * test_cli_train.c — kdalab train: a tiny model end to end (its checkpoint
  * loaded into the hybrid stack, which decodes the model's logits), its bad
- * command lines, and its choice of OpenBLAS kernels.
+ * command lines, the output-gate and conv-init flags, and its choice of
+ * OpenBLAS kernels.
  *
  * The binary is ./bin/kdalab relative to the repository root, where `make
  * test` runs the tests (override with $KDALAB_BIN); the runner and the
@@ -175,6 +176,66 @@ static void train_command(void **state)
     free(b);
 }
 
+/* --output-gate, --gate-rank, --conv-init: the checkpoint records them (and a
+ * default model's config.txt does not mention them), holds the gate's
+ * tensors, decodes the training forward's logits and can be replaced; bad
+ * values are one line, exit 2. */
+static void train_design_flags(void **state)
+{
+    (void)state;
+    const char *tiny = "train --task mqar --mixer gated_deltanet,kda --d-model 8 --heads 2 "
+                       "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 4 "
+                       "--test-size 4 --log-every 0";
+    const char *design = "--output-gate swish --gate-rank 4 --conv-init normal0.02";
+    assert_int_equal(tcli_run("%s %s --out %s", tiny, design, tcli_tmp("gated")), 0);
+    assert_non_null(strstr(tcli_err, "output gate swish, rank 4, conv init normal0.02"));
+    size_t len;
+    char *cfg = (char *)tcli_file_bytes(tcli_tmp("gated/config.txt"), &len);
+    cfg = realloc(cfg, len + 1);
+    cfg[len] = '\0';
+    assert_non_null(strstr(cfg, "\noutput_gate=swish\ngate_rank=4\nconv_init=normal0.02\n"));
+    free(cfg);
+    kdalab_array a;
+    tcli_read_array(tcli_tmp("gated/blocks.1.mixer.Wog.npy"), &a);
+    assert_true(a.ndim == 2 && a.shape[0] == 8 && a.shape[1] == 4);
+    kdalab_array_free(&a);
+    tcli_read_array(tcli_tmp("gated/blocks.0.mixer.bog.npy"), &a);
+    assert_true(a.ndim == 1 && a.shape[0] == 8);
+    kdalab_array_free(&a);
+    kdalab_hybrid *s = NULL;
+    assert_int_equal(kdalab_hybrid_load(tcli_tmp("gated"), &s), KDALAB_OK);
+    kdalab_model_config m;
+    const double *theta;
+    assert_int_equal(kdalab_hybrid_model(s, &m, &theta), KDALAB_OK);
+    assert_true(m.output_gate == KDALAB_OUTPUT_GATE_SWISH && m.gate_rank == 4 &&
+                m.conv_init == KDALAB_CONV_INIT_NORMAL);
+    const int32_t tok[5] = {1, 4, 2, 8, 3};
+    double ref[5 * 9], got[5 * 9];
+    assert_int_equal(kdalab_model_logits_f64(&m, theta, 1, 5, tok, ref), KDALAB_OK);
+    assert_int_equal(kdalab_hybrid_prefill_tokens(s, 5, tok, got), KDALAB_OK);
+    assert_true(rel_err_f64(got, ref, 5 * 9) < 1e-12);
+    kdalab_hybrid_free(s);
+    /* the checkpoint is one kdalab train replaces: with no gate now */
+    assert_int_equal(tcli_run("%s --output-gate none --out %s", tiny, tcli_tmp("gated")), 0);
+    assert_false(tcli_exists(tcli_tmp("gated/blocks.0.mixer.Wog.npy")));
+    assert_true(tcli_exists(tcli_tmp("gated/blocks.0.mixer.onorm.npy")));
+    /* a default model's config.txt names none of them */
+    assert_int_equal(tcli_run("%s --out %s", tiny, tcli_tmp("plain")), 0);
+    cfg = (char *)tcli_file_bytes(tcli_tmp("plain/config.txt"), &len);
+    cfg = realloc(cfg, len + 1);
+    cfg[len] = '\0';
+    assert_null(strstr(cfg, "output_gate"));
+    assert_null(strstr(cfg, "gate_rank"));
+    assert_null(strstr(cfg, "conv_init"));
+    free(cfg);
+
+    tcli_expect_error(tcli_run("%s --output-gate relu", tiny), 2, "--output-gate relu", NULL);
+    tcli_expect_error(tcli_run("%s --conv-init zeros", tiny), 2, "--conv-init zeros", NULL);
+    tcli_expect_error(tcli_run("%s --output-gate none --gate-rank 2", tiny), 2, "--gate-rank 2",
+                      "no", NULL);
+    tcli_expect_error(tcli_run("%s --gate-rank 9", tiny), 2, "--gate-rank 9", "above", NULL);
+}
+
 static int setup(void **state) { return tcli_setup("kdalab_cli_train_"); }
 
 static int teardown(void **state) { return test_tmpdir_remove(tcli_tmpdir); }
@@ -183,6 +244,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(train_command),
+        cmocka_unit_test(train_design_flags),
         cmocka_unit_test(train_chooses_blas_kernels),
     };
     return cmocka_run_group_tests_name("cli_train", tests, setup, teardown);

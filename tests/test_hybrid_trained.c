@@ -5,7 +5,7 @@
  *
  *   - a tiny model trained by kdalab_train_mqar_f64 (a KDA + attention
  *     hybrid, and a stack of all five mixers with the convolution on and
- *     off), saved with kdalab_checkpoint_write and loaded with
+ *     off, and with the swish, no and low-rank output gates), saved with kdalab_checkpoint_write and loaded with
  *     kdalab_hybrid_load, prefills part of a sequence and decodes the rest
  *     token by token: its logits equal kdalab_model_logits_f64's on the
  *     whole sequence (the training forward) within TOL; a checkpoint with one
@@ -48,11 +48,16 @@
             fail_msg("%s: %s (%s)", #call, kdalab_strerror(st_), kdalab_last_error());        \
     } while (0)
 
-/* A tiny MQAR model with the given mixers, trained for 20 steps in float64:
- * its config in *c, its parameters returned (malloc'd). */
-static double *train_tiny(const char *mixers, int conv, kdalab_train_config *c)
+/* A tiny MQAR model with the given mixers and output gate (of that rank),
+ * trained for 20 steps in float64: its config in *c, its parameters returned
+ * (malloc'd). */
+static double *train_gated(const char *mixers, int conv, kdalab_output_gate gate, size_t rank,
+                           kdalab_train_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->model.output_gate = gate;
+    c->model.gate_rank = rank;
+    c->model.conv_init = rank ? KDALAB_CONV_INIT_NORMAL : KDALAB_CONV_INIT_UNIFORM;
     c->task = (kdalab_mqar_config){.T = 16, .kv_pairs = 3, .key_vocab = 5, .value_vocab = 6};
     c->model.vocab = 12;
     c->model.D = 8;
@@ -74,6 +79,11 @@ static double *train_tiny(const char *mixers, int conv, kdalab_train_config *c)
     return theta;
 }
 
+static double *train_tiny(const char *mixers, int conv, kdalab_train_config *c)
+{
+    return train_gated(mixers, conv, KDALAB_OUTPUT_GATE_SIGMOID, 0, c);
+}
+
 /* T_SEQ tokens, every id of the vocabulary among them. */
 static void make_tokens(size_t V, int32_t *tokens)
 {
@@ -91,10 +101,10 @@ static void stack_logits(kdalab_hybrid *s, size_t V, const int32_t *tokens, doub
 }
 
 /* Train, save, load, prefill + decode; compare with the training forward. */
-static void check_case(const char *mixers, int conv)
+static void check_gated(const char *mixers, int conv, kdalab_output_gate gate, size_t rank)
 {
     kdalab_train_config c;
-    double *theta = train_tiny(mixers, conv, &c);
+    double *theta = train_gated(mixers, conv, gate, rank, &c);
     const size_t V = c.model.vocab;
     char dir[256];
     assert_int_equal(test_tmpdir_make("kdalab_trained_", dir, sizeof dir), 0);
@@ -112,11 +122,14 @@ static void check_case(const char *mixers, int conv)
     const double *theta_back;
     OK(kdalab_hybrid_model(s, &back, &theta_back));
     assert_int_equal(back.L, c.model.L);
+    assert_true(back.output_gate == gate && back.gate_rank == rank &&
+                back.conv_init == c.model.conv_init);
     assert_memory_equal(back.mixer, c.model.mixer, c.model.L * sizeof c.model.mixer[0]);
     stack_logits(s, V, tokens, got);
     const double e = rel_err_f64(got, ref, T_SEQ * V);
-    print_message("%-40s conv %d: prefill %d + decode %d vs training forward: %.2g of max "
-                  "|logit|\n", mixers, conv, PREFILL, T_SEQ - PREFILL, e);
+    print_message("%-40s conv %d, gate %s rank %zu: prefill %d + decode %d vs training "
+                  "forward: %.2g of max |logit|\n", mixers, conv, kdalab_output_gate_name(gate),
+                  rank, PREFILL, T_SEQ - PREFILL, e);
     assert_true(e < TOL);
 
     /* reset, then everything in one prefill: the same logits */
@@ -153,8 +166,8 @@ static void check_case(const char *mixers, int conv)
     OK(kdalab_hybrid_load(dir2, &s2));
     stack_logits(s2, V, tokens, got);
     const double e_bad = rel_err_f64(got, ref, T_SEQ * V);
-    print_message("%-40s conv %d: with blocks.0.mixer.Wq transposed: %.2g\n", mixers, conv,
-                  e_bad);
+    print_message("%-40s conv %d, gate %s rank %zu: with blocks.0.mixer.Wq transposed: %.2g\n",
+                  mixers, conv, kdalab_output_gate_name(gate), rank, e_bad);
     assert_true(e_bad > 1e6 * TOL);
     kdalab_hybrid_free(s2);
 
@@ -165,6 +178,11 @@ static void check_case(const char *mixers, int conv)
     free(ref);
     free(got);
     free(theta);
+}
+
+static void check_case(const char *mixers, int conv)
+{
+    check_gated(mixers, conv, KDALAB_OUTPUT_GATE_SIGMOID, 0);
 }
 
 static void test_hybrid_kda_attention(void **state)
@@ -178,6 +196,17 @@ static void test_every_mixer(void **state)
     (void)state;
     check_case("kda,attention,linear_attention,deltanet,gated_deltanet", 1);
     check_case("kda,attention,linear_attention,deltanet,gated_deltanet", 0);
+}
+
+/* The output-gate designs decode as they train: swish, none, and a swish
+ * gate of rank 3 (with the N(0, 0.02^2) conv init) */
+static void test_gate_designs(void **state)
+{
+    (void)state;
+    const char *all = "kda,attention,linear_attention,deltanet,gated_deltanet";
+    check_gated(all, 1, KDALAB_OUTPUT_GATE_SWISH, 0);
+    check_gated(all, 1, KDALAB_OUTPUT_GATE_NONE, 0);
+    check_gated(all, 1, KDALAB_OUTPUT_GATE_SWISH, 3);
 }
 
 /* The reader's and the writer's refusals, each naming the file. */
@@ -230,6 +259,13 @@ static void test_checkpoint_errors(void **state)
     tcli_put_bytes(path, nul, sizeof nul - 1);
     assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
     assert_non_null(strstr(kdalab_last_error(), "NUL byte in line 2"));
+    test_write_text(path, "format=kdalab-checkpoint/1\nmixer=kda,attention\nlayers=2\n"
+                          "d_model=8\nheads=2\nmlp_hidden=16\nconv=1\nvocab=12\n"
+                          "output_gate=relu\n");
+    assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
+    assert_non_null(strstr(kdalab_last_error(), "relu"));
+    assert_int_equal(kdalab_checkpoint_write(dir, &c.model, theta, "gate_rank=2\n"),
+                     KDALAB_EINVAL);
     /* a rewrite stopped among the tensors (a directory where the last one goes)
      * leaves no config.txt: not a mix of old and new tensors read as a model */
     OK(kdalab_checkpoint_write(dir, &c.model, theta, NULL));
@@ -303,6 +339,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hybrid_kda_attention),
         cmocka_unit_test(test_every_mixer),
+        cmocka_unit_test(test_gate_designs),
         cmocka_unit_test(test_checkpoint_errors),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -275,11 +275,14 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
     m.vocab = num[K_VOCAB];
     m.conv = (int)num[K_CONV];
     m.gate_rank = num[K_RANK];
-    if (s == KDALAB_OK && ((seen[K_GATE] &&
-                            kdalab_output_gate_parse(text[K_GATE], &m.output_gate) != KDALAB_OK) ||
-                           (seen[K_CINIT] &&
-                            kdalab_conv_init_parse(text[K_CINIT], &m.conv_init) != KDALAB_OK)))
-        s = kdalab_fail(KDALAB_EFORMAT, "%s: %s", path, kdalab_last_error());
+    if (s == KDALAB_OK && seen[K_GATE] &&
+        kdalab_output_gate_parse(text[K_GATE], &m.output_gate) != KDALAB_OK)
+        s = kdalab_fail(KDALAB_EFORMAT, "%s: output_gate=%.40s is not sigmoid, swish or none",
+                        path, text[K_GATE]);
+    if (s == KDALAB_OK && seen[K_CINIT] &&
+        kdalab_conv_init_parse(text[K_CINIT], &m.conv_init) != KDALAB_OK)
+        s = kdalab_fail(KDALAB_EFORMAT, "%s: conv_init=%.40s is not uniform or normal0.02", path,
+                        text[K_CINIT]);
     if (s == KDALAB_OK && (num[K_CONV] > 1 || m.L == 0 || m.L > KDALAB_MODEL_MAX_LAYERS ||
                            kdalab_model_parse_mixers(mixers, &m.L, 1, m.mixer) != KDALAB_OK ||
                            kdalab_model_size(&m, NULL, NULL) != KDALAB_OK))
