@@ -20,38 +20,21 @@
 #include <sys/wait.h>
 
 #include "common.h"
+#include "sweep_runs.h"
 
 static char tmpdir[256];
 static char exe[512];
 
 #define N_MODELS 8 /* 2 mixers x 4 gate designs, one seed, one lr */
 
-static void run_experiment(const char *env)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env -u KDALAB_FULL -u KDALAB_RESUME %s %s --out %s --steps 2 --test 4 "
-             ">%s/stdout 2>%s/stderr", env, exe, tmpdir, tmpdir, tmpdir);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("%s: failed (status %d); see %s/stderr", cmd, st, tmpdir);
-}
 
-static char *path_of(const char *file)
-{
-    static char p[2][512];
-    static int i;
-    i = (i + 1) % 2;
-    snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, file);
-    return p[i];
-}
 
 static void ledger_keys_by_design(void **state)
 {
     (void)state;
-    run_experiment("");
-    char *ledger = test_read_text(path_of("mqar_models.tsv"));
-    char *summary = test_read_text(path_of("20_output_gate_summary.tsv"));
+    sweep_run_tiny(exe, tmpdir, "");
+    char *ledger = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    char *summary = test_read_text(sweep_path(tmpdir, "20_output_gate_summary.tsv"));
     /* the keys: each line up to its 15th field, the accuracy (14 fields, or 15 with gate=) */
     char keys[N_MODELS][256];
     size_t n = 0, plain = 0;
@@ -78,9 +61,9 @@ static void ledger_keys_by_design(void **state)
     assert_non_null(strstr(ledger, "\tgate=sigmoid/16/uniform\t"));
 
     /* resuming: nothing trained, the same summary */
-    run_experiment("KDALAB_RESUME=1");
-    char *l_again = test_read_text(path_of("mqar_models.tsv"));
-    char *s_again = test_read_text(path_of("20_output_gate_summary.tsv"));
+    sweep_run_tiny(exe, tmpdir, "KDALAB_RESUME=1");
+    char *l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    char *s_again = test_read_text(sweep_path(tmpdir, "20_output_gate_summary.tsv"));
     assert_string_equal(l_again, ledger);
     assert_string_equal(s_again, summary);
     free(ledger);
@@ -92,16 +75,8 @@ static void ledger_keys_by_design(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *bin = getenv("KDALAB_BIN");
-    snprintf(exe, sizeof exe, "%s/20_output_gate", bin && *bin ? bin : "bin");
-    FILE *f = fopen(exe, "rb");
-    if (!f) {
-        fprintf(stderr, "test_sweep_designs: %s not found: run `make` (or set KDALAB_BIN)\n",
-                exe);
-        return -1;
-    }
-    fclose(f);
-    return test_tmpdir_make("kdalab_designs", tmpdir, sizeof tmpdir);
+    return sweep_setup("test_sweep_designs", "20_output_gate", exe, sizeof exe,
+                       "kdalab_designs", tmpdir, sizeof tmpdir);
 }
 
 static int teardown(void **state)

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 
 #include "common.h"
-#include "sweep_tables.h"
+#include "sweep_runs.h"
 
 static char tmpdir[256];
 static char exe[PATH_MAX];
@@ -101,8 +101,8 @@ static void jobs_in_parallel_give_the_sequential_tables(void **state)
     (void)state;
     /* the sweep as jobs: listed, run two at a time, assembled */
     assert_int_equal(run_in("jobs", "%s --out results " TINY " --list-jobs >jobs.txt", exe), 0);
-    assert_int_equal(run_in("jobs", "OMP_NUM_THREADS=1 parallel --will-cite -j2 --joblog jobs.log <jobs.txt"),
-                     0);
+    const char *parallel = "OMP_NUM_THREADS=1 parallel --will-cite -j2 --joblog jobs.log <jobs.txt";
+    assert_int_equal(run_in("jobs", "%s", parallel), 0);
     for (int i = 0; i < N_JOBS; i++) {
         char file[128];
         snprintf(file, sizeof file, "results/mqar_jobs/14_recall_by_mechanism.%d.tsv", i);
@@ -178,18 +178,12 @@ static void slurm_script_parses(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *bin = getenv("KDALAB_BIN");
-    char rel[PATH_MAX];
-    snprintf(rel, sizeof rel, "%s/14_recall_by_mechanism", bin && *bin ? bin : "bin");
-    if (!realpath(rel, exe)) {
-        fprintf(stderr, "test_sweep_jobs: %s not found: run `make` (or set KDALAB_BIN)\n", rel);
-        return -1;
-    }
     if (system("command -v parallel >/dev/null") != 0) {
         fprintf(stderr, "test_sweep_jobs: GNU parallel not found: apt-get install parallel\n");
         return -1;
     }
-    return test_tmpdir_make("kdalab_jobs", tmpdir, sizeof tmpdir);
+    return sweep_setup("test_sweep_jobs", "14_recall_by_mechanism", exe, sizeof exe,
+                       "kdalab_jobs", tmpdir, sizeof tmpdir);
 }
 
 static int teardown(void **state)

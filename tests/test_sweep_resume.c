@@ -33,24 +33,13 @@
 #include <sys/wait.h>
 
 #include "common.h"
-#include "sweep_tables.h"
+#include "sweep_runs.h"
 
 static char tmpdir[256];
 static char exe[512];
 
 #define N_MODELS 10 /* 5 mixers x 2 pair counts, one seed, one lr */
 
-/* Run the experiment into tmpdir with env (e.g. "KDALAB_RESUME=1"); exit 0 or fail. */
-static void run_experiment(const char *env)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env -u KDALAB_FULL -u KDALAB_RESUME %s %s --out %s --steps 2 --test 4 "
-             ">%s/stdout 2>%s/stderr", env, exe, tmpdir, tmpdir, tmpdir);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("%s: failed (status %d); see %s/stderr", cmd, st, tmpdir);
-}
 
 /* Run the experiment with env into dir, killed after a minute (a read that
  * never ends fails instead of hanging); its exit status (-1: killed), its
@@ -68,14 +57,6 @@ static int run_status(const char *dir, const char *env)
     return WEXITSTATUS(st) == 137 ? -1 : WEXITSTATUS(st);
 }
 
-static char *path_of(const char *file)
-{
-    static char p[4][512];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, file);
-    return p[i];
-}
 
 static size_t lines(const char *s)
 {
@@ -105,11 +86,11 @@ static char *edit_first_accuracy(const char *ledger)
 static void ledger_resume(void **state)
 {
     (void)state;
-    remove(path_of("mqar_models.tsv"));
-    run_experiment("");
-    char *ledger = test_read_text(path_of("mqar_models.tsv"));
-    char *table = test_read_text(path_of("14_recall_by_mechanism.tsv"));
-    char *summary = test_read_text(path_of("14_recall_summary.tsv"));
+    remove(sweep_path(tmpdir, "mqar_models.tsv"));
+    sweep_run_tiny(exe, tmpdir, "");
+    char *ledger = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    char *table = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
+    char *summary = test_read_text(sweep_path(tmpdir, "14_recall_summary.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
     assert_non_null(strstr(ledger, "fp32\tattention\t2\t32\t2\t1\t40\t4\t65\t16\t2\t4\t"));
     /* each line records what made it (version, BLAS kernels, SIMD level) */
@@ -119,12 +100,12 @@ static void ledger_resume(void **state)
     assert_non_null(strstr(ledger, "\tsteps_to_95=-1\tkdalab "));
 
     /* resuming: same tables, nothing trained */
-    run_experiment("KDALAB_RESUME=1");
-    char *again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
-    char *s_again = test_read_text(path_of("14_recall_summary.tsv"));
+    sweep_run_tiny(exe, tmpdir, "KDALAB_RESUME=1");
+    char *again = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
+    char *s_again = test_read_text(sweep_path(tmpdir, "14_recall_summary.tsv"));
     assert_string_equal(again, table);
     assert_string_equal(s_again, summary);
-    char *l_again = test_read_text(path_of("mqar_models.tsv"));
+    char *l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     assert_string_equal(l_again, ledger);
     free(again);
     free(s_again);
@@ -140,27 +121,27 @@ static void ledger_resume(void **state)
         *w++ = *r;
     }
     *w = '\0';
-    test_write_text(path_of("mqar_models.tsv"), older);
-    run_experiment("KDALAB_RESUME=1");
-    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), older);
+    sweep_run_tiny(exe, tmpdir, "KDALAB_RESUME=1");
+    again = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
     assert_string_equal(again, table);
     free(again);
-    l_again = test_read_text(path_of("mqar_models.tsv"));
+    l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     assert_string_equal(l_again, older);
     free(l_again);
     free(older);
 
     /* it really reads the ledger: an edited accuracy is what the table says */
     char *edited = edit_first_accuracy(ledger);
-    test_write_text(path_of("mqar_models.tsv"), edited);
-    run_experiment("KDALAB_RESUME=1");
-    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), edited);
+    sweep_run_tiny(exe, tmpdir, "KDALAB_RESUME=1");
+    again = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
     assert_non_null(strstr(again, "\t0.5000\t"));
     free(again);
     /* ... and without KDALAB_RESUME it does not */
-    test_write_text(path_of("mqar_models.tsv"), edited);
-    run_experiment("");
-    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), edited);
+    sweep_run_tiny(exe, tmpdir, "");
+    again = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
     sweep_assert_same_but_times(again, table);
     free(again);
     free(edited);
@@ -172,11 +153,11 @@ static void ledger_resume(void **state)
     while (last > cut && last[-1] != '\n')
         last--;
     last[strlen(last) / 2] = '\0';
-    test_write_text(path_of("mqar_models.tsv"), cut);
-    run_experiment("KDALAB_RESUME=1");
-    again = test_read_text(path_of("14_recall_by_mechanism.tsv"));
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), cut);
+    sweep_run_tiny(exe, tmpdir, "KDALAB_RESUME=1");
+    again = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
     sweep_assert_same_but_times(again, table);
-    l_again = test_read_text(path_of("mqar_models.tsv"));
+    l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     /* 9 whole lines, the cut one (ended by the append), its retrain */
     assert_int_equal(lines(l_again), N_MODELS + 1);
     const char *tail = strrchr(ledger, '\n');
@@ -232,9 +213,9 @@ static void line_prefix(const char *s, int i, int fields, char *buf, size_t n)
 static void ledger_bad_values(void **state)
 {
     (void)state;
-    remove(path_of("mqar_models.tsv"));
-    run_experiment("");
-    char *ledger = test_read_text(path_of("mqar_models.tsv"));
+    remove(sweep_path(tmpdir, "mqar_models.tsv"));
+    sweep_run_tiny(exe, tmpdir, "");
+    char *ledger = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
     /* one fault per line: line i + 1 (1-based) breaks rule[i] */
     static const struct {
@@ -266,21 +247,22 @@ static void ledger_bad_values(void **state)
         free(bad);
         bad = next;
     }
-    test_write_text(path_of("mqar_models.tsv"), bad);
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), bad);
     assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
-    char *err = test_read_text(path_of("stderr"));
-    char *table = test_read_text(path_of("14_recall_by_mechanism.tsv"));
-    char *summary = test_read_text(path_of("14_recall_summary.tsv"));
-    char *after = test_read_text(path_of("mqar_models.tsv"));
+    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
+    char *table = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
+    char *summary = test_read_text(sweep_path(tmpdir, "14_recall_summary.tsv"));
+    char *after = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     for (int i = 0; i < nf; i++) {
         char want[1024];
-        snprintf(want, sizeof want, "%s:%d: not read back: %s", path_of("mqar_models.tsv"),
+        snprintf(want, sizeof want, "%s:%d: not read back: %s",
+                 sweep_path(tmpdir, "mqar_models.tsv"),
                  i + 1, fault[i].rule);
         if (!strstr(err, want))
             fail_msg("stderr lacks \"%s\":\n%s", want, err);
     }
     char no[1024];
-    snprintf(no, sizeof no, "%s:%d:", path_of("mqar_models.tsv"), N_MODELS);
+    snprintf(no, sizeof no, "%s:%d:", sweep_path(tmpdir, "mqar_models.tsv"), N_MODELS);
     assert_null(strstr(err, no));
     /* the faulty models were trained again: same key and accuracy as first written */
     assert_int_equal(lines(after), N_MODELS + nf);
@@ -310,7 +292,7 @@ static void ledger_bad_values(void **state)
 static void assert_refused(const char *dir, const char *env, const char *want)
 {
     int st = run_status(dir, env);
-    char *err = test_read_text(path_of("stderr"));
+    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
     if (st != 1 || !strstr(err, want))
         fail_msg("--out %s (%s): status %d (want 1, -1 is killed), stderr:\n%s\nwant \"%s\"",
                  dir, env, st, err, want);
@@ -349,9 +331,9 @@ static void ledger_bounded_reads(void **state)
     assert_refused(dir, "KDALAB_RESUME=1", want);
     /* a line of 1023 bytes (the '\n' included), the longest a ledger line can
      * be, is passed over; one byte more is refused, naming its line */
-    remove(path_of("mqar_models.tsv"));
-    run_experiment("");
-    char *good = test_read_text(path_of("mqar_models.tsv"));
+    remove(sweep_path(tmpdir, "mqar_models.tsv"));
+    sweep_run_tiny(exe, tmpdir, "");
+    char *good = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     char *text = malloc(strlen(good) + 2048);
     assert_non_null(text);
     strcpy(text, good);
@@ -359,16 +341,17 @@ static void ledger_bounded_reads(void **state)
     memset(text + n, 'x', 1022);
     text[n + 1022] = '\n';
     text[n + 1023] = '\0';
-    test_write_text(path_of("mqar_models.tsv"), text);
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), text);
     assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
-    char *l_again = test_read_text(path_of("mqar_models.tsv"));
+    char *l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     assert_string_equal(l_again, text); /* nothing trained */
     free(l_again);
     memset(text + n, 'x', 1023);
     text[n + 1023] = '\n';
     text[n + 1024] = '\0';
-    test_write_text(path_of("mqar_models.tsv"), text);
-    snprintf(want, sizeof want, "%s:%d: a line longer than 1023 bytes", path_of("mqar_models.tsv"),
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), text);
+    snprintf(want, sizeof want, "%s:%d: a line longer than 1023 bytes",
+             sweep_path(tmpdir, "mqar_models.tsv"),
              N_MODELS + 1);
     assert_refused(tmpdir, "KDALAB_RESUME=1", want);
     free(text);
@@ -378,16 +361,8 @@ static void ledger_bounded_reads(void **state)
 static int setup(void **state)
 {
     (void)state;
-    const char *bin = getenv("KDALAB_BIN");
-    snprintf(exe, sizeof exe, "%s/14_recall_by_mechanism", bin && *bin ? bin : "bin");
-    FILE *f = fopen(exe, "rb");
-    if (!f) {
-        fprintf(stderr, "test_sweep_resume: %s not found: run `make` (or set KDALAB_BIN)\n",
-                exe);
-        return -1;
-    }
-    fclose(f);
-    return test_tmpdir_make("kdalab_resume", tmpdir, sizeof tmpdir);
+    return sweep_setup("test_sweep_resume", "14_recall_by_mechanism", exe, sizeof exe,
+                       "kdalab_resume", tmpdir, sizeof tmpdir);
 }
 
 static int teardown(void **state)
