@@ -59,18 +59,13 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
-    lab_parse(&x, argc, argv);
-    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     const size_t pairs_reduced[] = {4, 16}, pairs_full[] = {4, 8, 16, 24};
     const size_t *pairs = full ? pairs_full : pairs_reduced;
     const size_t n_pairs = full ? 4 : 2;
     const double lrs_reduced[] = {3e-3}, lrs_full[] = {1e-3, 3e-3};
     const double *lrs = full ? lrs_full : lrs_reduced;
     const size_t n_lr = full ? 2 : 1;
-    if (seeds < 1 || seeds > MAX_SEEDS) {
-        fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
-        return 2;
-    }
 
     for (size_t m = 0; m < 5; m++) /* the largest number of pairs: refused now, not later */
         lab_mqar_check(&x, &(lab_mqar_spec){.mixers = MIXERS[m], .L = 2, .D = D, .H = H,

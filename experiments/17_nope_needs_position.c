@@ -41,12 +41,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per stack, from --seed on");
     lab_mqar_flags(&x);
-    lab_parse(&x, argc, argv);
-    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
-    if (seeds < 1 || seeds > MAX_SEEDS) {
-        fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
-        return 2;
-    }
+    lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     const struct {
         const char *label, *mixers;
         int conv;

@@ -67,12 +67,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per (task, mixer, lr), from --seed on");
     lab_mqar_flags(&x);
-    lab_parse(&x, argc, argv);
-    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
-    if (seeds < 1 || seeds > MAX_SEEDS) {
-        fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
-        return 2;
-    }
+    lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     const task_spec tasks_reduced[N_TASKS] = {{KDALAB_MQAR_ZOOLOGY, 8, 0, 0},
                                               {KDALAB_MQAR_OVERWRITE, 8, 4, 0},
                                               {KDALAB_MQAR_RECENT, 20, 0, 4}};

@@ -78,12 +78,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "seeds", &seeds, "seeds per (mixer, design, lr), from --seed on");
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_mqar_flags(&x);
-    lab_parse(&x, argc, argv);
-    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
-    if (seeds < 1 || seeds > MAX_SEEDS) {
-        fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
-        return 2;
-    }
+    lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     const double lrs_reduced[] = {3e-3}, lrs_full[MAX_LR] = {1e-3, 3e-3};
     const double *lrs = full ? lrs_full : lrs_reduced;
     const size_t n_lr = full ? 2 : 1, n_designs = full ? N_DESIGNS : N_GATES, d = D / H;

@@ -53,12 +53,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "seeds", &seeds, "seeds per model, from --seed on");
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_mqar_flags(&x);
-    lab_parse(&x, argc, argv);
-    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
-    if (seeds < 1 || seeds > MAX_SEEDS) {
-        fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
-        return 2;
-    }
+    lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     static const char *const mixers_full[] = {"deltanet", "gated_deltanet", "kda"},
                              *const mixers_reduced[] = {"deltanet", "kda"};
     const char *const *mixers = full ? mixers_full : mixers_reduced;

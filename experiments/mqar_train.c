@@ -2,8 +2,8 @@
  * experiments/mqar_train.c — one model trained on MQAR for an experiment,
  * the shared TSV row (mqar_train.h).
  *
- * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_precision, lab_mqar_check,
- *          lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
+ * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_parse, lab_mqar_precision,
+ *          lab_mqar_check, lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
  */
 #include <errno.h>
 #include <glob.h>
@@ -37,6 +37,16 @@ void lab_mqar_flags(lab_ctx *x)
     lab_flag_jobs(x);
     lab_flag_string(x, "precision", &precision,
                     "fp32 (the float32 twins) or fp64 (the float64 model)");
+}
+
+void lab_mqar_parse(lab_ctx *x, int argc, char **argv, const size_t *seeds, size_t max_seeds)
+{
+    lab_parse(x, argc, argv);
+    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    if (*seeds < 1 || *seeds > max_seeds) {
+        fprintf(stderr, "%s: --seeds must be 1 .. %zu\n", x->name, max_seeds);
+        exit(2);
+    }
 }
 
 const char *lab_mqar_precision(const lab_ctx *x)

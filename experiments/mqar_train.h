@@ -72,6 +72,12 @@ int lab_resume(void);
 void lab_mqar_flags(lab_ctx *x);
 const char *lab_mqar_precision(const lab_ctx *x);
 
+/* lab_parse, then kdalab_blas_choose_kernels (which may restart the program
+ * once with better OpenBLAS kernels), then refuse (one line, exit 2) a seed
+ * count *seeds (a registered flag's target, read after the parse) outside
+ * 1 .. max_seeds. */
+void lab_mqar_parse(lab_ctx *x, int argc, char **argv, const size_t *seeds, size_t max_seeds);
+
 /* Refuse (one line naming the model, exit 2) a spec the library would
  * refuse: call it on a sweep's extreme specs before training anything. */
 void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s);

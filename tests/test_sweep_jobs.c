@@ -138,6 +138,12 @@ static void job_errors(void **state)
     free(err);
     assert_int_equal(run_in("errors", "%s " TINY " --list-jobs --job 1", exe), 2);
     assert_int_equal(run_in("errors", "%s " TINY " --job -2", exe), 2);
+    /* a seed count the tables have no room for: refused before anything runs */
+    assert_int_equal(run_in("errors", "%s " TINY " --seeds 0", exe), 2);
+    assert_int_equal(run_in("errors", "%s " TINY " --seeds 9 --list-jobs", exe), 2);
+    err = text_in("errors", "stderr");
+    assert_non_null(strstr(err, "--seeds must be 1 .. 8"));
+    free(err);
     /* a line break in a word: no job list of one line per job can hold it */
     assert_int_equal(run_in("errors", "%s --out \"$(printf \"a\\nb\")\" " TINY " --list-jobs",
                             exe), 2);
