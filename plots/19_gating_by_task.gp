@@ -8,10 +8,7 @@
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/19_gating_summary.tsv'
-full_sweep = 'full-sweeps/19_gating_summary.tsv'
-fix = system(sprintf("test -f '%s' && echo yes || echo no", full_sweep)) eq "yes" ? "" : \
-      " | sed 's/the full sweep is in full-sweeps.*/the full sweep has not been run yet (make run FULL=1)/'"
-note = system(sprintf("awk -f plots/sweep_note.awk '%s' '%s'%s", dir.'/19_gating_by_task.tsv', f, fix))
+note = system(sprintf("awk -f plots/sweep_note.awk '%s' '%s'", dir.'/19_gating_by_task.tsv', f))
 seeds = int(system(sprintf("awk -v want=seeds -f plots/sweep_note.awk '%s' '%s'", dir.'/19_gating_by_task.tsv', f)))
 set datafile separator '\t'
 set terminal pngcairo size 1100,650 font ',11'

@@ -9,7 +9,7 @@ if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/20_output_gate_summary.tsv'
 # (no full sweep of 20 is published yet: the note says so)
-note = system(sprintf("awk -v nofull=1 -f plots/sweep_note.awk '%s' '%s'", dir.'/20_output_gate.tsv', f))
+note = system(sprintf("awk -f plots/sweep_note.awk '%s' '%s'", dir.'/20_output_gate.tsv', f))
 seeds = int(system(sprintf("awk -v want=seeds -f plots/sweep_note.awk '%s' '%s'", dir.'/20_output_gate.tsv', f)))
 set datafile separator '\t'
 stats f u 1 nooutput

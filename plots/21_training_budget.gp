@@ -8,10 +8,7 @@
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/21_budget_summary.tsv'
-full_sweep = 'full-sweeps/21_budget_summary.tsv'
-fix = system(sprintf("test -f '%s' && echo yes || echo no", full_sweep)) eq "yes" ? "" : \
-      " | sed 's/the full sweep is in full-sweeps.*/the full sweep has not been run yet (make run FULL=1)/'"
-note = system(sprintf("awk -f plots/sweep_note.awk '%s' '%s'%s", dir.'/21_training_budget.tsv', f, fix))
+note = system(sprintf("awk -f plots/sweep_note.awk '%s' '%s'", dir.'/21_training_budget.tsv', f))
 seeds = int(system(sprintf("awk -v want=seeds -f plots/sweep_note.awk '%s' '%s'", dir.'/21_training_budget.tsv', f)))
 tasks = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 && !($1 in s) {s[$1] = 1; printf \"%%s \", $1}' '%s'", f))
 budgets = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {print $4}' '%s' | sort -n | uniq | tr '\\n' ' '", f))

@@ -1,5 +1,5 @@
 # plots/sweep_note.awk — one line for a figure's title: which sweep of a training
-# experiment (14-19) its TSVs hold, read from their comment headers.
+# experiment (14-21) its TSVs hold, read from their comment headers.
 #
 #   awk -f plots/sweep_note.awk results/14_recall_by_mechanism.tsv results/14_recall_summary.tsv
 #
@@ -12,10 +12,12 @@
 #   full sweep: 3 seeds, 1000 steps
 # and nothing if no file says which sweep it is. With -v want=seeds, prints only the
 # number of seeds (1 if unknown), for a script that draws error bars only over several.
-# With -v nofull=1 (an experiment whose full sweep is not in full-sweeps/), a reduced
-# sweep's line says so instead of pointing there.
+# A reduced sweep's line points at full-sweeps/ only when that folder (run from the
+# repository root) holds TSVs of the same experiment (NN_*.tsv, NN from the first
+# file's name); otherwise it says that no full sweep is published yet. -v nofull=1
+# says so whatever full-sweeps/ holds.
 BEGIN { FS = "\t" }
-FNR == 1 { seedcol = 0 }
+FNR == 1 { seedcol = 0; if (first == "") first = FILENAME }
 /^# parameters:/ {
     if (kind == "" && $0 ~ /reduced sweep/) kind = "reduced"
     if (kind == "" && $0 ~ /full sweep/) kind = "full"
@@ -38,6 +40,11 @@ END {
     sep = ": "
     if (seeds != "") { s = s sep seeds (seeds == 1 ? " seed" : " seeds"); sep = ", " }
     if (steps != "") { s = s sep steps " steps" }
+    if (kind == "reduced" && nofull == "") {
+        base = first; sub(/.*\//, "", base)
+        if (match(base, /^[0-9][0-9]_/) && system("ls full-sweeps/" substr(base, 1, 3) "*.tsv >/dev/null 2>&1") != 0)
+            nofull = 1
+    }
     if (kind == "reduced" && nofull == "") s = s " — the full sweep is in full-sweeps/ (make figures-full)"
     if (kind == "reduced" && nofull != "") s = s " — no full sweep published yet (make run FULL=1)"
     print s
