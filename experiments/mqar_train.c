@@ -121,6 +121,17 @@ static void config_of(const lab_ctx *x, const lab_mqar_spec *s, kdalab_train_con
         kdalab_mqar_vocab_size(&c->task, NULL, NULL) != KDALAB_OK ||
         kdalab_adamw_lr(&c->opt, 0, &lr0) != KDALAB_OK)
         refuse(x, s);
+    /* a run that cannot finish is refused as `kdalab train` refuses it */
+    double train_ops, test_ops;
+    kdalab_train_cost(c, &train_ops, &test_ops, NULL);
+    if (train_ops + test_ops > LAB_WORK_BOUND) {
+        fprintf(stderr, "%s: the flags give %s with %zu steps of %zu sequences and %zu test "
+                        "sequences of %zu tokens: about %.2g floating-point operations, above "
+                        "the bound on one model, %.0e\n",
+                x->name, s->mixers, s->steps, s->batch, s->test, s->T, train_ops + test_ops,
+                LAB_WORK_BOUND);
+        exit(2);
+    }
 }
 
 void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s)

@@ -78,8 +78,13 @@ const char *lab_mqar_precision(const lab_ctx *x);
  * 1 .. max_seeds. */
 void lab_mqar_parse(lab_ctx *x, int argc, char **argv, const size_t *seeds, size_t max_seeds);
 
+/* The most floating-point operations one model may cost (kdalab_train_cost),
+ * as `kdalab train` allows: days of computing at any speed kdalab reaches. */
+#define LAB_WORK_BOUND 1e16
+
 /* Refuse (one line naming the model, exit 2) a spec the library would
- * refuse: call it on a sweep's extreme specs before training anything. */
+ * refuse, or one above LAB_WORK_BOUND: call it on a sweep's extreme specs
+ * before training anything. */
 void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s);
 
 /* Train one model (or, when resuming, read it from the ledger), and append

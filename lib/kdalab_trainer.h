@@ -95,6 +95,23 @@ kdalab_status kdalab_train_mqar_f64(const kdalab_train_config *cfg, double *thet
                                 kdalab_train_result *result);
 
 /*
+ * kdalab_train_cost — what a training run will cost, from its sizes alone,
+ * before anything is allocated: *train_ops and *test_ops the floating-point
+ * operations of training (cfg->opt.steps steps of cfg->batch sequences of
+ * cfg->task.T tokens) and of the test (cfg->test_sequences sequences), and
+ * *bytes the least memory it needs (the parameters with their gradient,
+ * AdamW's two moments and the initial copy, and one batch's cached
+ * activations and logits). Any pointer but cfg may be NULL. An estimate to
+ * refuse runs that cannot finish (kdalab train refuses above 1e16
+ * operations), not a count: per token, a step costs about 6 P operations
+ * for the P weights plus each block's sequence part (4 T D for attention,
+ * 16 D d for a linear mixer's state), a test sequence a third of that.
+ * Errors: KDALAB_ENULL (cfg), those of kdalab_model_size.
+ */
+kdalab_status kdalab_train_cost(const kdalab_train_config *cfg, double *train_ops,
+                                double *test_ops, double *bytes);
+
+/*
  * kdalab_model_evaluate_f64 — loss and accuracy of theta on n sequences of the
  * MQAR stream `seed`, in batches of up to `batch` (batch_index 0, 1, ...).
  * Errors: those of kdalab_model_loss_f64 and kdalab_mqar_make, KDALAB_ESIZE

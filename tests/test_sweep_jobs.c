@@ -144,6 +144,13 @@ static void job_errors(void **state)
     err = text_in("errors", "stderr");
     assert_non_null(strstr(err, "--seeds must be 1 .. 8"));
     free(err);
+    /* a model that cannot finish: refused before anything trains */
+    /* (without the bound it would run for ever: killed after a minute, status 137) */
+    assert_int_equal(
+        run_in("errors", "timeout -s KILL 60 %s --steps 2 --test 100000000000000", exe), 2);
+    err = text_in("errors", "stderr");
+    assert_non_null(strstr(err, "above the bound on one model"));
+    free(err);
     /* a line break in a word: no job list of one line per job can hold it */
     assert_int_equal(run_in("errors", "%s --out \"$(printf \"a\\nb\")\" " TINY " --list-jobs",
                             exe), 2);

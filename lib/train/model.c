@@ -7,6 +7,7 @@
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
  *          kdalab_mixer_name, kdalab_model_parse_mixers, kdalab_output_gate_name,
  *          kdalab_conv_init_name, kdalab_output_gate_parse, kdalab_conv_init_parse,
+ *          kdalab_train_cost,
  *          kdalab__model_layout, kdalab__model_check_batch (lib/train/train_internal.h)
  */
 #include <math.h>
@@ -165,6 +166,35 @@ kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params
         *n_params = lay.n_params;
     if (n_tensors)
         *n_tensors = lay.n_tensors;
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_train_cost(const kdalab_train_config *cfg, double *train_ops,
+                                double *test_ops, double *bytes)
+{
+    if (!cfg)
+        return kdalab_fail(KDALAB_ENULL, "train_cost: cfg is NULL");
+    size_t n_params;
+    kdalab_status s = kdalab_model_size(&cfg->model, &n_params, NULL);
+    if (s != KDALAB_OK)
+        return s;
+    const kdalab_model_config *m = &cfg->model;
+    const double P = (double)n_params, T = (double)cfg->task.T, D = (double)m->D;
+    const double H = (double)m->H, F = (double)m->F, B = (double)cfg->batch;
+    const double V = (double)m->vocab;
+    double mix = 0, act = 0; /* per token: the mixers' operations; per sequence: doubles */
+    for (size_t l = 0; l < m->L; l++) {
+        const int attn = m->mixer[l] == KDALAB_MIXER_ATTENTION;
+        mix += attn ? 4 * T * D : 16 * D * (D / H);
+        act += T * (12 * D + 3 * F) + (attn ? H * T * T : 0);
+    }
+    if (train_ops)
+        *train_ops = (double)cfg->opt.steps * B * T * (6 * P + 3 * mix);
+    if (test_ops)
+        *test_ops = (double)cfg->test_sequences * T * (2 * P + mix);
+    if (bytes)
+        *bytes = 8 * (5 * P + B * (act + 2 * T * V));
     kdalab_clear_error();
     return KDALAB_OK;
 }

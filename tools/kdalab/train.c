@@ -111,22 +111,12 @@ static int parse_positive(const char *flag, const char *s, int zero_ok, double *
 }
 
 /*
- * The bounds on a run's size, refused before anything is allocated.
- *
- * Work: a training step costs about 6 P floating-point operations per token
- * for the weights (forward 2 P, backward 4 P; P parameters) plus, per block,
- * the mixer's sequence part: 4 T D per token for attention (scores and
- * values), 16 D d for a linear mixer's state (d = D / H); evaluating a test
- * sequence costs a third of that per token. A run is refused above
- * WORK_BOUND operations in all (training and test): 4000 times the default
- * run (2.6e12 with --mixer kda), days of computing at any speed kdalab
- * reaches on a CPU.
- *
- * Memory: at least the parameters and their AdamW state (5 P doubles:
- * theta, gradient, two moments, the initial copy) and one batch's cached
- * activations (per token and block, 12 D + 3 F doubles; plus the B H T^2
- * attention weights of an attention block; plus B T V logits and their
- * gradient), compared with the machine's physical memory.
+ * The bounds on a run's size, refused before anything is allocated, from
+ * the library's estimate of its cost (kdalab_train_cost: operations and the
+ * least memory). Work: a run is refused above WORK_BOUND operations in all
+ * (training and test): 4000 times the default run (2.6e12 with --mixer
+ * kda), days of computing at any speed kdalab reaches on a CPU. Memory: a
+ * run that needs more than the machine's physical memory is refused.
  */
 #define WORK_BOUND 1e16
 
@@ -135,17 +125,12 @@ static int check_bounds(const kdalab_train_config *c)
     size_t P;
     kdalab_model_size(&c->model, &P, NULL);
     const kdalab_model_config *m = &c->model;
-    const double T = (double)c->task.T, D = (double)m->D, H = (double)m->H, F = (double)m->F;
-    const double B = (double)c->batch, V = (double)m->vocab;
-    double mix = 0, act = 0; /* per token: the mixers' operations; per sequence: doubles */
-    for (size_t l = 0; l < m->L; l++) {
-        const int attn = m->mixer[l] == KDALAB_MIXER_ATTENTION;
-        mix += attn ? 4 * T * D : 16 * D * (D / H);
-        act += T * (12 * D + 3 * F) + (attn ? H * T * T : 0);
-    }
-    const double per_train = T * (6 * (double)P + 3 * mix), per_test = T * (2 * (double)P + mix);
-    const double train = (double)c->opt.steps * B * per_train;
-    const double test = (double)c->test_sequences * per_test;
+    double train, test, bytes;
+    kdalab_train_cost(c, &train, &test, &bytes);
+    const double B = (double)c->batch;
+    /* the cost of one training sequence and of one test sequence */
+    const double per_train = c->opt.steps && c->batch ? train / ((double)c->opt.steps * B) : 0;
+    const double per_test = c->test_sequences ? test / (double)c->test_sequences : 0;
     if (train + test > WORK_BOUND) {
         char limit[160] = "";
         if (test > WORK_BOUND / 2 && train < WORK_BOUND)
@@ -160,7 +145,6 @@ static int check_bounds(const kdalab_train_config *c)
                         c->opt.steps, c->batch, c->task.T, c->test_sequences, P,
                         train + test, train, test, WORK_BOUND, limit);
     }
-    const double bytes = 8 * (5 * (double)P + B * (act + 2 * T * V));
     const double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (phys > 0 && bytes > phys)
         return cli_fail(EXIT_BAD, "--batch %zu, --seq-len %zu, --d-model %zu, --mlp-hidden %zu, "
