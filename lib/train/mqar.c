@@ -44,6 +44,23 @@ kdalab_status kdalab_mqar_parse_task(const char *name, kdalab_mqar_task *task)
                        name);
 }
 
+/* The plain layout's rules, after the common ones: *n_queries the number of
+ * queries. */
+static kdalab_status plain_rules(const kdalab_mqar_config *cfg, size_t *n_queries)
+{
+    const size_t P = cfg->kv_pairs, room = cfg->T - 2 * P, most = P < room ? P : room;
+    if (cfg->updates != 0 || cfg->recent != 0)
+        return kdalab_fail(KDALAB_ESIZE, "updates = %zu, recent = %zu: the plain task has "
+                           "neither; leave them 0", cfg->updates, cfg->recent);
+    if (cfg->n_queries > most)
+        return kdalab_fail(KDALAB_ESIZE,
+                           "n_queries = %zu > min(kv_pairs, T - 2 * kv_pairs) = %zu: each "
+                           "key is queried at most once, each position holds one query",
+                           cfg->n_queries, most);
+    *n_queries = cfg->n_queries ? cfg->n_queries : most;
+    return KDALAB_OK;
+}
+
 /* The Zoology layouts' rules (lib/kdalab_mqar.h), after the common ones:
  * *n_queries the number of queries. */
 static kdalab_status zoology_rules(const kdalab_mqar_config *cfg, size_t *n_queries)
@@ -73,7 +90,8 @@ static kdalab_status zoology_rules(const kdalab_mqar_config *cfg, size_t *n_quer
         return kdalab_fail(KDALAB_ESIZE, "T = %zu: the %s task places its queries at even "
                            "offsets: T must be even", T, name);
     const size_t U = cfg->updates, nq = cfg->task == KDALAB_MQAR_RECENT ? cfg->recent : P;
-    if (P > SIZE_MAX / 8 || T < 2 * (P + U) + 2 * nq)
+    /* P <= key_vocab < 2^31 (checked first): 2 (P + U) + 2 nq cannot overflow */
+    if (T < 2 * (P + U) + 2 * nq)
         return kdalab_fail(KDALAB_ESIZE, "T = %zu < %zu: the %s task needs 2 tokens per pair "
                            "(%zu), per update (%zu) and per query (%zu)", T,
                            2 * (P + U) + 2 * nq, name, P, U, nq);
@@ -114,30 +132,15 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
                            T, 2 * P + 1, P);
     if ((unsigned)cfg->task >= N_TASKS)
         return kdalab_fail(KDALAB_EINVAL, "task = %d: not a kdalab_mqar_task", (int)cfg->task);
-    if (cfg->task != KDALAB_MQAR_PLAIN) {
-        size_t nq = 0;
-        kdalab_status s = zoology_rules(cfg, &nq);
-        if (s != KDALAB_OK)
-            return s;
-        if (vocab)
-            *vocab = 1 + cfg->key_vocab + cfg->value_vocab;
-        if (n_queries)
-            *n_queries = nq;
-        return KDALAB_OK;
-    }
-    if (cfg->updates != 0 || cfg->recent != 0)
-        return kdalab_fail(KDALAB_ESIZE, "updates = %zu, recent = %zu: the plain task has "
-                           "neither; leave them 0", cfg->updates, cfg->recent);
-    size_t room = T - 2 * P, most = P < room ? P : room;
-    if (cfg->n_queries > most)
-        return kdalab_fail(KDALAB_ESIZE,
-                           "n_queries = %zu > min(kv_pairs, T - 2 * kv_pairs) = %zu: each "
-                           "key is queried at most once, each position holds one query",
-                           cfg->n_queries, most);
+    size_t nq = 0;
+    kdalab_status s = cfg->task == KDALAB_MQAR_PLAIN ? plain_rules(cfg, &nq)
+                                                     : zoology_rules(cfg, &nq);
+    if (s != KDALAB_OK)
+        return s;
     if (vocab)
         *vocab = 1 + cfg->key_vocab + cfg->value_vocab;
     if (n_queries)
-        *n_queries = cfg->n_queries ? cfg->n_queries : most;
+        *n_queries = nq;
     return KDALAB_OK;
 }
 
