@@ -234,6 +234,11 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
     if (optind < argc) bad_usage(x, "unexpected argument '%s'", argv[optind]);
     if (x->list_jobs && x->job >= 0) bad_usage(x, "--list-jobs and --job: one or the other");
     if (x->job < -1) bad_usage(x, "--job %ld: a job number is >= 0", x->job);
+    /* the job list is one line per job (wc -l, parallel, a Slurm array) */
+    for (int i = 0; x->list_jobs && i < argc; i++)
+        if (strpbrk(argv[i], "\n\r"))
+            bad_usage(x, "--list-jobs: argument %d holds a line break, which a list of one "
+                      "line per job cannot hold", i);
     if (x->out[0] == '\0') bad_usage(x, "empty --out directory");
     if (mkdir(x->out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, x->out,
