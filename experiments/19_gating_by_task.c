@@ -77,16 +77,17 @@ int main(int argc, char **argv)
     const task_spec *tasks = full ? tasks_full : tasks_reduced;
     const double lrs_reduced[] = {3e-3}, lrs_full[MAX_LR] = {1e-3, 3e-3};
     const double *lrs = full ? lrs_full : lrs_reduced;
-    const size_t n_lr = full ? 2 : 1, m0 = full ? 0 : DELTANET;
-    /* the mixers this sweep trains */
-#define RUNS(m) ((m) >= m0 && (full || (m) != GATED_DELTANET))
+    const size_t n_lr = full ? 2 : 1;
+    /* the mixers this sweep trains, as indices of MIXERS */
+    static const size_t ms_full[N_MIXERS] = {0, 1, DELTANET, GATED_DELTANET, KDA},
+                        ms_reduced[] = {DELTANET, KDA};
+    const size_t *ms = full ? ms_full : ms_reduced, n_ms = full ? N_MIXERS : 2;
 
     /* every (task, mixer) at its sizes: refused now, not after hours */
     for (size_t it = 0; it < N_TASKS; it++)
-        for (size_t m = m0; m < N_MIXERS; m++)
-            if (RUNS(m))
-                lab_mqar_check(&x, &(lab_mqar_spec){
-                                   .mixers = MIXERS[m], .L = 2, .D = 32, .H = 2, .conv = 1,
+        for (size_t j = 0; j < n_ms; j++)
+            lab_mqar_check(&x, &(lab_mqar_spec){
+                                   .mixers = MIXERS[ms[j]], .L = 2, .D = 32, .H = 2, .conv = 1,
                                    .T = T, .P = tasks[it].P, .vocab = vocab, .batch = batch,
                                    .steps = steps, .test = test, .lr = lrs[0], .seed = x.seed,
                                    .task = tasks[it].task, .updates = tasks[it].updates,
@@ -105,13 +106,14 @@ int main(int argc, char **argv)
                             "%s sweep: D=32 H=2 T=%zu vocab=%zu seeds=%zu",
                             full ? "full" : "reduced", T, vocab, seeds);
     static double acc[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS];
-    const size_t total = N_TASKS * (full ? N_MIXERS : 2) * n_lr * seeds;
+    const size_t total = N_TASKS * n_ms * n_lr * seeds;
     size_t done = 0;
     /* seeds outermost: a sweep cut short still has whole tables for its first seeds */
     for (size_t sd = 0; sd < seeds; sd++)
         for (size_t it = 0; it < N_TASKS; it++)
-            for (size_t m = m0; m < N_MIXERS; m++)
-                for (size_t il = 0; il < n_lr && RUNS(m); il++) {
+            for (size_t j = 0; j < n_ms; j++)
+                for (size_t il = 0; il < n_lr; il++) {
+                    const size_t m = ms[j];
                     const task_spec *t = &tasks[it];
                     lab_mqar_spec s = {.mixers = MIXERS[m], .L = 2, .D = 32, .H = 2, .conv = 1,
                                        .T = T, .P = t->P, .vocab = vocab, .batch = batch,
@@ -130,9 +132,8 @@ int main(int argc, char **argv)
     lab_mqar_jobs_done(&x);
     double mean[N_TASKS][N_MIXERS] = {{0}}, sdev[N_TASKS][N_MIXERS] = {{0}};
     for (size_t it = 0; it < N_TASKS; it++)
-        for (size_t m = m0; m < N_MIXERS; m++) {
-            if (!RUNS(m))
-                continue;
+        for (size_t j = 0; j < n_ms; j++) {
+            const size_t m = ms[j];
             const size_t il = lab_best_lr(acc[it][m][0], MAX_SEEDS, n_lr, seeds, &mean[it][m]);
             sdev[it][m] = seeds > 1 ? gsl_stats_sd(acc[it][m][il], 1, seeds) : 0;
             fprintf(fs, "%s\t%s\t%zu\t%g\t%.4f\t%.4f\t%zu\n", kdalab_mqar_task_name(tasks[it].task),
@@ -145,15 +146,13 @@ int main(int argc, char **argv)
            "accuracy, mean%s at the best learning rate\n",
            x.name, full ? "full" : "reduced", T, steps, seeds, seeds > 1 ? " ± sd" : "");
     printf("  %-16s", "task");
-    for (size_t m = m0; m < N_MIXERS; m++)
-        if (RUNS(m))
-            printf("  %-16s", MIXERS[m]);
+    for (size_t j = 0; j < n_ms; j++)
+        printf("  %-16s", MIXERS[ms[j]]);
     printf("\n");
     for (size_t it = 0; it < N_TASKS; it++) {
         printf("  %-16s", kdalab_mqar_task_name(tasks[it].task));
-        for (size_t m = m0; m < N_MIXERS; m++)
-            if (RUNS(m))
-                printf("  %.3f ± %-8.3f", mean[it][m], sdev[it][m]);
+        for (size_t j = 0; j < n_ms; j++)
+            printf("  %.3f ± %-8.3f", mean[it][ms[j]], sdev[it][ms[j]]);
         printf("\n");
     }
     /* the verdict per task: a gated delta rule (Gated DeltaNet, KDA; the
