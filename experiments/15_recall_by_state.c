@@ -74,8 +74,7 @@ int main(int argc, char **argv)
                                    "1e-3 and 3e-3)");
     lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
-    lab_parse(&x, argc, argv);
-    kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     const size_t d_red[] = {8, 32}, d_full[] = {8, 16, 32};
     const size_t p_red[] = {4, 12}, p_full[] = {4, 8, 16, 24};
     const size_t *ds = full ? d_full : d_red, *ps = full ? p_full : p_red;
@@ -83,10 +82,6 @@ int main(int argc, char **argv)
     const double lrs_full[MAX_LR] = {1e-3, 3e-3}, lrs_one[1] = {lr > 0 ? lr : 3e-3};
     const double *lrs = full && lr == 0 ? lrs_full : lrs_one;
     const size_t n_lr = full && lr == 0 ? 2 : 1;
-    if (seeds < 1 || seeds > MAX_SEEDS) {
-        fprintf(stderr, "%s: --seeds must be 1 .. %d\n", x.name, MAX_SEEDS);
-        return 2;
-    }
     for (int m = 0; m < 2; m++) /* the extremes: refused now, not after hours */
         for (size_t id = 0; id < nd; id++)
             lab_mqar_check(&x, &(lab_mqar_spec){.mixers = m ? "kda" : "deltanet", .L = 2, .D = D,
