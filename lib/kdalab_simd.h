@@ -151,6 +151,42 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
                                    const double *q, const double *k, const double *v,
                                    const double *g, double beta, double *S, double *o);
 
+/*
+ * kdalab_simd_chunk_bwd_f64 — the chunkwise backward on the SIMD path
+ * (lib/simd/chunk_bwd.h): the algorithm of kdalab_chunk_bwd_f64 (boundary
+ * states stored by a forward sweep, each chunk recomputed from its state and
+ * differentiated, last to first) built on the forward's kernels, every
+ * product through its register-blocked matrix product. Arguments, shapes,
+ * validation and errors exactly as kdalab_chunk_bwd_f64 (lib/kdalab_grad.h);
+ * opts NULL means kdalab_simd_chunk_opts_default() (C = 16), the decay mode
+ * must be KDALAB_DECAY_SAFE. OpenMP over batch x heads, one head per thread
+ * at a time, so the result has the same bits for any thread count. Memory:
+ * (ceil(T / C) + 1) K V doubles of chunk states per thread, plus
+ * O(C (C + K + V) + K V). Decay factors are products of exp(g) <= 1 (below
+ * DBL_MIN exactly 0), as in kdalab_simd_chunk_f64: any g <= 0 is exact.
+ * Agrees with kdalab_chunk_bwd_f64 within ~1e-13 relative to each
+ * gradient's max (tests/test_simd_bwd.c holds it to 1e-12 at every level
+ * the CPU runs). All four linear mechanisms run KDA's per-channel code.
+ */
+kdalab_status kdalab_simd_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        double scale, const double *q, const double *k,
+                                        const double *v, const double *g, const double *beta,
+                                        const double *h0, const double *d_o, const double *dht,
+                                        double *dq, double *dk, double *dv, double *dg,
+                                        double *dbeta, double *dh0,
+                                        const kdalab_chunk_opts *opts);
+
+/*
+ * kdalab_simd_chunk_bwd_f32 — the same in float32 (arguments and errors as
+ * kdalab_chunk_bwd_f32). Decay factors below FLT_MIN are exactly 0.
+ */
+kdalab_status kdalab_simd_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        float scale, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, const float *d_o, const float *dht,
+                                        float *dq, float *dk, float *dv, float *dg,
+                                        float *dbeta, float *dh0, const kdalab_chunk_opts *opts);
+
 KDALAB_END_DECLS
 
 #endif /* KDALAB_SIMD_H */

@@ -114,6 +114,10 @@ static kdalab_status run_piece(const call *c, piece *p)
     const kdalab_dims *d = &p->d;
     const void *h0 = c->h0 ? p->h0 : NULL, *dht = c->dht ? p->dht : NULL;
     if (c->bwd) {
+        if (c->form == KDALAB_FORM_SIMD_CHUNK)
+            return kdalab_simd_chunk_bwd_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g,
+                                             p->beta, h0, p->d_o, dht, p->dq, p->dk, p->dv,
+                                             p->dg, p->dbeta, p->dh0, c->opts);
         if (c->form == KDALAB_FORM_RECURRENT)
             return kdalab_recurrent_bwd_f64(d, c->mech, c->scale, p->q, p->k, p->v, p->g,
                                             p->beta, h0, p->d_o, dht, p->dq, p->dk, p->dv,
@@ -405,8 +409,9 @@ kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,
     kdalab_status s = setup(&c, batch, form, dims, mech, scale, sizeof(double));
     if (s == KDALAB_OK && !args)
         s = kdalab_fail(KDALAB_ENULL, "args is NULL (the struct naming the call's arrays)");
-    if (s == KDALAB_OK && form >= KDALAB_FORM_SIMD_RECURRENT)
-        s = kdalab_fail(KDALAB_EINVAL, "the backward has no SIMD form");
+    if (s == KDALAB_OK && form == KDALAB_FORM_SIMD_RECURRENT)
+        s = kdalab_fail(KDALAB_EINVAL, "the backward has no SIMD recurrent form (the SIMD "
+                                       "chunkwise backward is KDALAB_FORM_SIMD_CHUNK)");
     if (s != KDALAB_OK)
         return s;
     const kdalab_batch_bwd_args_f64 *a = args;

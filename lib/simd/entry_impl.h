@@ -172,3 +172,82 @@ static kdalab_status E_FN(entry_step)(kdalab_mechanism mech, size_t K, size_t V,
      * kernel checked S as it wrote it; o is V values) */
     return E_FN(kdalab_check_outputs)("SIMD decode step", o, V, NULL, 0, NULL, NULL);
 }
+
+/* kdalab_simd_chunk_bwd_f32 / _f64 (lib/kdalab_simd.h documents them). */
+static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mechanism mech,
+                                           real scale, const real *q, const real *k,
+                                           const real *v, const real *g, const real *beta,
+                                           const real *h0, const real *d_o, const real *dht,
+                                           real *dq, real *dk, real *dv, real *dg,
+                                           real *dbeta, real *dh0,
+                                           const kdalab_chunk_opts *opts)
+{
+    const E_TABLE *tab = E_TABLE_ACTIVE();
+    kdalab_counts cnt;
+    kdalab_chunk_opts op;
+    kdalab_status s =
+        E_FN(kdalab_check_bwd)(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &cnt);
+    const kdalab_chunk_opts dflt = kdalab_simd_chunk_opts_default();
+    if (s == KDALAB_OK)
+        s = kdalab_check_chunk_opts(opts ? opts : &dflt, 1, &op);
+    if (s == KDALAB_OK && op.decay != KDALAB_DECAY_SAFE)
+        s = kdalab_fail(KDALAB_EINVAL, "the chunkwise backward runs the safe decay mode only "
+                                       "(decay mode '%s' asked)",
+                        kdalab_decay_name(op.decay));
+    if (s != KDALAB_OK)
+        return s;
+    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
+    const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
+    const size_t c = op.subchunk < C ? op.subchunk : C, nch = (T + C - 1) / C;
+    const size_t gw = kdalab_mechanism_g_width(mech, K), ntasks = B * H;
+    /* one workspace per thread, the chunk states included, before anything is written */
+    size_t states, elems, bytes;
+    if (!kdalab_mul_size(nch + 1, K * V, &states) ||
+        !kdalab_mul_size(states + 64 * (C * C + C * (K + V) + K * V), sizeof(real), &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
+                           V);
+    elems = tab->bwd_work_floats(C, c, K, V, nch);
+    bytes = (elems * sizeof(real) + 63) / 64 * 64;
+    int nth = omp_get_max_threads();
+    if ((size_t)nth > ntasks)
+        nth = ntasks ? (int)ntasks : 1;
+    void **work = calloc((size_t)nth, sizeof *work);
+    int ok = work != NULL;
+    for (int t = 0; ok && t < nth && ntasks; t++)
+        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
+    if (!ok) {
+        for (int t = 0; work && t < nth; t++)
+            free(work[t]);
+        free(work);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d backward workspaces of %zu bytes",
+                           nth, bytes);
+    }
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
+    for (size_t task = 0; task < ntasks; task++) {
+        size_t b = task / H, h = task % H;
+        size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
+        E_ARGS a = {
+            .mech = mech, .T = T, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
+            .chunk = C, .subchunk = c, .scale = scale,
+            .q = q + row0 * K, .k = k + row0 * K, .v = v + row0 * V,
+            .g = gw ? g + row0 * gw : NULL,
+            .beta = mech != KDALAB_LINEAR_ATTENTION ? beta + row0 : NULL,
+            .h0 = h0 ? h0 + bh * K * V : NULL,
+            .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
+        };
+        E_BWD_OUT bo = {
+            .d_o = d_o + row0 * V, .dht = dht ? dht + bh * K * V : NULL,
+            .dq = dq ? dq + row0 * K : NULL, .dk = dk ? dk + row0 * K : NULL,
+            .dv = dv ? dv + row0 * V : NULL, .dg = dg && gw ? dg + row0 * gw : NULL,
+            .dbeta = dbeta && mech != KDALAB_LINEAR_ATTENTION ? dbeta + row0 : NULL,
+            .dh0 = dh0 ? dh0 + bh * K * V : NULL,
+        };
+        tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);
+    }
+    for (int t = 0; t < nth; t++)
+        free(work[t]);
+    free(work);
+    return E_FN(kdalab_check_grads)("SIMD chunkwise backward", dims, mech, dq, dk, dv, dg,
+                                    dbeta, dh0);
+}

@@ -15,6 +15,7 @@
 #include "chunk_workspace.h"
 #include "chunk_scores.h"
 #include "chunk_kernels.h"
+#include "chunk_bwd.h"
 #include "screen.h"
 #include "step_kernel.h"
 
@@ -24,4 +25,6 @@ const SIMD_TABLE SIMD_FN(kdalab_simd_table) = {
     .chunk_head = SIMD_FN(chunk_head),
     .step = SIMD_FN(step),
     .screen = SIMD_FN(screen),
+    .bwd_work_floats = SIMD_FN(bwd_work_floats),
+    .chunk_head_bwd = SIMD_FN(chunk_head_bwd),
 };

@@ -8,7 +8,7 @@
  * defines (macros, used by the kernel headers after it): SIMD_FN, SIMD_TABLE,
  * SIMD_LEVEL_NAME, SIMD_INLINE, SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY,
  * SIMD_LINE, REXP, RFMA (a * b + c rounded once, as a vector lane's VFMA),
- * SIMD_ARGS, SIMD_CHECK_VALUES
+ * SIMD_ARGS, SIMD_BWD_OUT, SIMD_CHECK_VALUES
  *
  * The kernels are written once, over an element type `real`, and compiled
  * once per instruction set and element type: lib/simd/scalar.c (VLEN 1),
@@ -24,6 +24,8 @@
  *   chunk_scores.h     decay factors and score matrices (steps 1 and 5)
  *   chunk_kernels.h    the UT transform, one chunk, one head (the table's
  *                      chunk_head and work_floats)
+ *   chunk_bwd.h        the chunkwise backward of one head (the table's
+ *                      chunk_head_bwd and bwd_work_floats)
  *   screen.h           the vector input screen (the table's screen)
  *   step_kernel.h      the decode step (the table's step)
  *
@@ -86,6 +88,7 @@
 #define REXP(x) exp(x)
 #define RFMA(a, b, c) fma(a, b, c)
 #define SIMD_ARGS simd_head_args_f64
+#define SIMD_BWD_OUT simd_bwd_out_f64
 #define SIMD_CHECK_VALUES kdalab_check_values_f64
 #else
 #define SIMD_FN(name) SIMD_CAT(name##_, SIMD_LEVEL)
@@ -94,6 +97,7 @@
 #define REXP(x) expf(x)
 #define RFMA(a, b, c) fmaf(a, b, c)
 #define SIMD_ARGS simd_head_args
+#define SIMD_BWD_OUT simd_bwd_out
 #define SIMD_CHECK_VALUES kdalab_check_values_f32
 #endif
 #define SIMD_LINE (64 / sizeof(real)) /* elements per 64-byte cache line */

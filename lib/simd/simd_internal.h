@@ -54,6 +54,23 @@ typedef struct {
 } simd_head_args_f64;
 
 /*
+ * The arrays of one backward task beyond its forward's inputs (which come in
+ * the task's simd_head_args, with nh = 1 and all value columns): d_o like o,
+ * dht like h0 (NULL: zero), and the gradients at the same offsets and
+ * strides as the inputs they belong to (NULL: not wanted).
+ */
+typedef struct {
+    const float *d_o, *dht;
+    float *dq, *dk, *dv, *dg, *dbeta, *dh0;
+} simd_bwd_out;
+
+/* The same for the float64 path. */
+typedef struct {
+    const double *d_o, *dht;
+    double *dq, *dk, *dv, *dg, *dbeta, *dh0;
+} simd_bwd_out_f64;
+
+/*
  * The bounds the SIMD screens test against, named once for them. They are not
  * the rules: g <= 0, beta in [0, 2], every input finite and scale finite and
  * > 0 are stated once, in lib/core/rules.c (rule_holds, kdalab_check_scale),
@@ -89,6 +106,13 @@ typedef struct {
      * filter that lets the dispatcher skip the exact check, never a verdict
      * (lib/simd/screen.h). */
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
+    /* Floats of workspace one backward task needs (chunk C, sub-chunk c, K,
+     * V, nchunks chunks of its sequence). */
+    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks);
+    /* The chunkwise backward of one head (a->nh == 1, columns [0, V)) with
+     * bwd_work_floats() of 64-byte aligned workspace (lib/simd/chunk_bwd.h).
+     * Cannot fail: inputs were validated. */
+    void (*chunk_head_bwd)(const simd_head_args *a, const simd_bwd_out *bo, float *work);
 } simd_table;
 
 /* The float64 kernel table (lib/simd/scalar_f64.c, avx2_f64.c, avx512_f64.c):
@@ -103,6 +127,9 @@ typedef struct {
                           const double *q, const double *k, const double *v,
                           const double *g, double beta, double *S, double *o, size_t *bad);
     int (*screen)(const double *x, size_t n, kdalab_value_rule rule);
+    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks);
+    void (*chunk_head_bwd)(const simd_head_args_f64 *a, const simd_bwd_out_f64 *bo,
+                           double *work);
 } simd_table_f64;
 
 extern const simd_table kdalab_simd_table_scalar;

@@ -1,0 +1,561 @@
+/*
+ * lib/simd/chunk_bwd.h — the chunkwise backward of one head on the optimized
+ * path: the algorithm of lib/reference/chunk.c's kdalab_chunk_bwd_f64
+ * (REFERENCE.md "Gradients", steps 7 to 1 differentiated chunk by chunk,
+ * last to first), written over the forward's kernels: the forward chunk
+ * (chunk_kernels.h) for the sweep that stores the chunk-boundary states, the
+ * decay factors and the score matrices (chunk_scores.h) and the UT transform
+ * for each chunk's recomputation, and gemm (gemm.h) for every product.
+ *
+ * defines, per ISA suffix _scalar/_avx2/_avx512: the type bws, bwd_carve,
+ * bwd_work_floats, bwd_factors, gram_bwd, gram_diag_pairs, chunk_bwd,
+ * bwd_dg, chunk_head_bwd (the table's entry)
+ * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h,
+ * chunk_kernels.h
+ *
+ * Memory: the state entering every chunk, (ceil(T/C) + 1) K V elements per
+ * task (one head), as the reference keeps; the rest is O(C (C + K + V) + K V).
+ *
+ * All four mechanisms run KDA's per-channel code: Gated DeltaNet's one g per
+ * position is copied to every channel, DeltaNet's and linear attention's g is
+ * 0 (every decay factor exactly 1), and dg is summed over the channels for
+ * Gated DeltaNet. Linear attention has no steps 1-4 (V_new = V).
+ *
+ * Notation (one chunk of n positions, S [K, V] the state entering it):
+ *   a_r = exp(g_r) per channel; gamma_r = prod a over 0..r; te_r = prod a
+ *   over r+1..n-1 (te: "to end"); F_r, B_r the same inside r's sub-chunk
+ *   (chunk_scores.h); qg = s gamma q, kg = -gamma k, kd = te k (the forward's
+ *   rows); Akk = Diag(beta) Gkk with Gkk the decayed Gram of (k, k), j < i;
+ *   Aqk = s Gqk, j <= i; Minv = (I + Akk)^-1, Tb = Minv Diag(beta);
+ *   Wn = Tb kg (= -W), U = Tb v, Vn = U + Wn S (V_new);
+ *   O = qg S + Aqk Vn;  S_out = Diag(gamma_{n-1}) S + kd^T Vn.
+ * Every factor is a product of a's (each <= 1) over its span, flushed to 0
+ * below the type's smallest normal, as in the forward: any g <= 0 is exact.
+ */
+
+typedef struct {
+    SIMD_FN(ws) f;               /* the forward's workspace (one head, W = V)   */
+    real *Gkk, *Minv, *dAqk, *dA;          /* [C, C]                            */
+    real *gam, *te, *F, *Bf;               /* [C, K] decay factors              */
+    real *Wn, *dqg, *dkd, *dWn, *dRk;      /* [C, K]                            */
+    real *U, *Vn, *dVn, *dRv;              /* [C, V]                            */
+    real *ST, *dST;                        /* [V, K] S and dS transposed         */
+    real *UT, *VnT;                        /* [V, C] U and Vn transposed         */
+    real *WnT;                             /* [K, C] Wn transposed               */
+    real *dq, *dk, *dgam, *dgsum;          /* [C, K] gradients of the chunk      */
+    real *dXo, *dYo, *tmp, *xd;            /* [C, K] a Gram's backward           */
+    real *gx;                              /* [C, K] g per channel (not KDA)     */
+    real *dv;                              /* [C, V]                             */
+    real *dbeta, *ones;                    /* [C]                                */
+    real *run, *dvec, *dgl;                /* [K]                                */
+    real *osc;                             /* [C, V] the forward sweep's outputs */
+    real *dS;                              /* [K, V] dL/d(state)                 */
+    real *states;                          /* [nchunks + 1, K, V]                */
+} SIMD_FN(bws);
+
+/* Lay the backward's workspace out from base (or only count it, base ==
+ * NULL); returns the elements used. */
+static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c, size_t K,
+                                 size_t V, size_t nchunks)
+{
+    size_t cur = SIMD_FN(ws_carve)(&w->f, base, C, c, K, V, 1);
+    cur = (cur + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE;
+#define BWD_TAKE(ptr, n)                                                                      \
+    do {                                                                                      \
+        (ptr) = base ? base + cur : NULL;                                                     \
+        cur += ((n) + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE; /* 64-byte aligned */          \
+    } while (0)
+    BWD_TAKE(w->Gkk, C * C); BWD_TAKE(w->Minv, C * C);
+    BWD_TAKE(w->dAqk, C * C); BWD_TAKE(w->dA, C * C);
+    BWD_TAKE(w->gam, C * K); BWD_TAKE(w->te, C * K); BWD_TAKE(w->F, C * K);
+    BWD_TAKE(w->Bf, C * K); BWD_TAKE(w->Wn, C * K); BWD_TAKE(w->dqg, C * K);
+    BWD_TAKE(w->dkd, C * K); BWD_TAKE(w->dWn, C * K); BWD_TAKE(w->dRk, C * K);
+    BWD_TAKE(w->U, C * V); BWD_TAKE(w->Vn, C * V); BWD_TAKE(w->dVn, C * V);
+    BWD_TAKE(w->dRv, C * V);
+    BWD_TAKE(w->ST, V * K); BWD_TAKE(w->dST, V * K);
+    BWD_TAKE(w->UT, V * C); BWD_TAKE(w->VnT, V * C); BWD_TAKE(w->WnT, K * C);
+    BWD_TAKE(w->dq, C * K); BWD_TAKE(w->dk, C * K); BWD_TAKE(w->dgam, C * K);
+    BWD_TAKE(w->dgsum, C * K); BWD_TAKE(w->dXo, C * K); BWD_TAKE(w->dYo, C * K);
+    BWD_TAKE(w->tmp, C * K); BWD_TAKE(w->xd, C * K); BWD_TAKE(w->gx, C * K);
+    BWD_TAKE(w->dv, C * V);
+    BWD_TAKE(w->dbeta, C); BWD_TAKE(w->ones, C);
+    BWD_TAKE(w->run, K); BWD_TAKE(w->dvec, K); BWD_TAKE(w->dgl, K);
+    BWD_TAKE(w->osc, C * V);
+    BWD_TAKE(w->dS, K * V);
+    BWD_TAKE(w->states, (nchunks + 1) * K * V);
+#undef BWD_TAKE
+    return cur;
+}
+
+/* Elements of workspace one backward task needs (chunk C, sub-chunk c, head
+ * dims K, V, nchunks chunks). The caller has checked that the sizes fit. */
+static size_t SIMD_FN(bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks)
+{
+    SIMD_FN(bws) w;
+    return SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks);
+}
+
+/* x [n] (+)= y [n] * z [n] * f (vector over the row; add: accumulate). */
+static inline void SIMD_FN(row_mul3)(real *x, const real *y, const real *z, const real *f,
+                                     size_t n, int add)
+{
+    size_t nv = n / VLEN * VLEN;
+    for (size_t j = 0; j < nv; j += VLEN) {
+        vf p = VMUL(VMUL(VLOAD(y + j), VLOAD(z + j)), VLOAD(f + j));
+        VSTORE(x + j, add ? VADD(VLOAD(x + j), p) : p);
+    }
+    for (size_t j = nv; j < n; j++)
+        x[j] = (add ? x[j] : 0.0f) + y[j] * z[j] * f[j];
+}
+
+/* x [n] += a * y [n] (vector over the row). */
+static inline void SIMD_FN(row_axpy)(real *x, real a, const real *y, size_t n)
+{
+    vf av = VSET1(a);
+    size_t nv = n / VLEN * VLEN;
+    for (size_t j = 0; j < nv; j += VLEN)
+        VSTORE(x + j, VFMA(av, VLOAD(y + j), VLOAD(x + j)));
+    for (size_t j = nv; j < n; j++)
+        x[j] += a * y[j];
+}
+
+/* sum_j x[j] y[j], j < n. */
+static inline real SIMD_FN(row_dot)(const real *x, const real *y, size_t n)
+{
+    vf acc = VZERO();
+    size_t nv = n / VLEN * VLEN;
+    for (size_t j = 0; j < nv; j += VLEN)
+        acc = VFMA(VLOAD(x + j), VLOAD(y + j), acc);
+    real s = VHSUM(acc);
+    for (size_t j = nv; j < n; j++)
+        s += x[j] * y[j];
+    return s;
+}
+
+/*
+ * The factors the backward needs beyond the forward's rows: gam (gamma),
+ * te (to the chunk end), F and Bf (inside the sub-chunk) [n, K], from the
+ * a = exp(g) that kda_factors left in w->f.g and its sub-chunk totals, by
+ * the same running products (and flushes) as kda_factors.
+ */
+static void SIMD_FN(bwd_factors)(SIMD_FN(bws) *w, size_t n)
+{
+    const size_t K = w->f.K, c = w->f.c, nsub = (n + c - 1) / c;
+    const real *a = w->f.g;
+    real *eP = w->run, *eQ = w->dvec;
+    for (size_t ch = 0; ch < K; ch++)
+        eP[ch] = eQ[ch] = 1;
+    for (size_t I = 0; I < nsub; I++) {
+        size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+        for (size_t r = s0; r < s1; r++)
+            for (size_t ch = 0; ch < K; ch++) {
+                real prev = r > s0 ? w->F[(r - 1) * K + ch] : 1.0f;
+                real Fr = SIMD_FN(flush1)(prev * a[r * K + ch]);
+                w->F[r * K + ch] = Fr;
+                w->gam[r * K + ch] = SIMD_FN(flush1)(eP[ch] * Fr);
+            }
+        for (size_t ch = 0; ch < K; ch++)
+            eP[ch] = SIMD_FN(flush1)(eP[ch] * w->f.subtot[I * K + ch]);
+    }
+    for (size_t I = nsub; I-- > 0;) {
+        size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
+        for (size_t r = s1; r-- > s0;)
+            for (size_t ch = 0; ch < K; ch++) {
+                real Br = r + 1 < s1
+                              ? SIMD_FN(flush1)(w->Bf[(r + 1) * K + ch] * a[(r + 1) * K + ch])
+                              : 1.0f;
+                w->Bf[r * K + ch] = Br;
+                w->te[r * K + ch] = SIMD_FN(flush1)(eQ[ch] * Br);
+            }
+        for (size_t ch = 0; ch < K; ch++)
+            eQ[ch] = SIMD_FN(flush1)(eQ[ch] * w->f.subtot[I * K + ch]);
+    }
+}
+
+/* Channels [ch0, ch0 + nb*VLEN) of the diagonal block's pairs (i, j),
+ * j in [s0, i): P = prod a over j+1..i as a running product down j (as
+ * kda_diag_pairs), dXo_i += dG[i][j] Y_j P and dYo_j += dG[i][j] X_i P, with
+ * P, X_i and dXo_i's partial sum in registers. */
+#if defined(SIMD_NRV) && SIMD_NRV >= 4
+#define BWD_NB 8
+#else
+#define BWD_NB 4
+#endif
+SIMD_INLINE void SIMD_FN(gram_diag_pairs)(SIMD_FN(bws) *w, const int nb, size_t ch0, size_t i,
+                                          size_t s0, const real *X, size_t ldx, const real *Y,
+                                          size_t ldy, const real *dG)
+{
+    const size_t K = w->f.K, C = w->f.C;
+    const real *a = w->f.g + ch0;
+    vf P[BWD_NB], xi[BWD_NB], acc[BWD_NB];
+    SIMD_UNROLL(BWD_NB)
+    for (int b = 0; b < BWD_NB; b++) {
+        P[b] = VSET1(1.0f);
+        xi[b] = b < nb ? VLOAD(X + i * ldx + ch0 + b * VLEN) : VZERO();
+        acc[b] = VZERO();
+    }
+    for (size_t j = i; j-- > s0;) {
+        const real *aj = a + (j + 1) * K, *yj = Y + j * ldy + ch0;
+        real *dyj = w->dYo + j * K + ch0;
+        vf wv = VSET1(dG[i * C + j]);
+        SIMD_UNROLL(BWD_NB)
+        for (int b = 0; b < BWD_NB; b++) {
+            if (b < nb) {
+                P[b] = VFLUSH(VMUL(P[b], VLOAD(aj + b * VLEN)));
+                vf wp = VMUL(wv, P[b]);
+                acc[b] = VFMA(wp, VLOAD(yj + b * VLEN), acc[b]);
+                VSTORE(dyj + b * VLEN, VFMA(wp, xi[b], VLOAD(dyj + b * VLEN)));
+            }
+        }
+    }
+    real *dxi = w->dXo + i * K + ch0;
+    SIMD_UNROLL(BWD_NB)
+    for (int b = 0; b < BWD_NB; b++)
+        if (b < nb)
+            VSTORE(dxi + b * VLEN, VADD(VLOAD(dxi + b * VLEN), acc[b]));
+}
+
+/*
+ * The backward of a decayed Gram matrix G[i][j] = sum_c X_i[c] Y_j[c]
+ * decay(j -> i)[c] (j < i; j == i too with with_diag, undecayed) of one
+ * chunk of n positions: dG [n, n] (row length C) given, X rows ldx apart
+ * (q or k), Y = k. xf: X * F per sub-chunk (kda_factors' kqf rows of X).
+ * Adds dL/dX to dX and dL/dY to dY ([n, K]) and X dXo - Y dYo (the off-diagonal
+ * parts, which carry the decay) to w->dgsum, as the reference's
+ * decayed_gram_bwd. Blocks of different sub-chunks are matrix products
+ * (decay = F_i d_IJ B_j, chunk_scores.h); the diagonal block is pairwise.
+ */
+static void SIMD_FN(gram_bwd)(SIMD_FN(bws) *w, size_t n, const real *X, size_t ldx,
+                              int x_is_q, const real *dG, int with_diag, real *dX, real *dY)
+{
+    const size_t K = w->f.K, C = w->f.C, c = w->f.c, nsub = (n + c - 1) / c;
+    const size_t Kv = K / VLEN * VLEN, ldk = w->f.ldqk;
+    const real *Y = w->f.k;
+    memset(w->dXo, 0, n * K * sizeof(real));
+    memset(w->dYo, 0, n * K * sizeof(real));
+    for (size_t I = 0; I < nsub; I++) {
+        size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
+        /* X_I * F_I: the forward's kqf rows (k * F, then q * F) */
+        const real *xf = w->f.kqf + 2 * s0 * K + (x_is_q ? cI * K : 0);
+        for (size_t ch = 0; ch < K; ch++)
+            w->dvec[ch] = 1;
+        for (size_t J = I; J-- > 0;) {
+            size_t t0 = J * c, cJ = c;
+            if (J + 1 < I)
+                for (size_t ch = 0; ch < K; ch++)
+                    w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->f.subtot[(J + 1) * K + ch]);
+            /* dXo_I += (dG_IJ (k_J B_J)) * d_IJ * F_I */
+            SIMD_FN(gemm)(cI, K, cJ, dG + s0 * C + t0, C, 1, w->f.kb + t0 * K, K, w->tmp, K, 0,
+                          0);
+            for (size_t r = 0; r < cI; r++)
+                SIMD_FN(row_mul3)(w->dXo + (s0 + r) * K, w->tmp + r * K, w->dvec,
+                                  w->F + (s0 + r) * K, K, 1);
+            /* dYo_J += (dG_IJ^T (X_I F_I)) * d_IJ * B_J */
+            SIMD_FN(gemm)(cJ, K, cI, dG + s0 * C + t0, 1, C, xf, K, w->tmp, K, 0, 0);
+            for (size_t r = 0; r < cJ; r++)
+                SIMD_FN(row_mul3)(w->dYo + (t0 + r) * K, w->tmp + r * K, w->dvec,
+                                  w->Bf + (t0 + r) * K, K, 1);
+        }
+        /* the diagonal block, pairwise */
+        for (size_t i = s0 + 1; i < s1; i++) {
+            size_t ch = 0;
+            for (; ch + BWD_NB * VLEN <= Kv; ch += BWD_NB * VLEN)
+                SIMD_FN(gram_diag_pairs)(w, BWD_NB, ch, i, s0, X, ldx, Y, ldk, dG);
+            for (; ch < Kv; ch += VLEN)
+                SIMD_FN(gram_diag_pairs)(w, 1, ch, i, s0, X, ldx, Y, ldk, dG);
+            for (ch = Kv; ch < K; ch++) {
+                real P = 1;
+                for (size_t j = i; j-- > s0;) {
+                    P = SIMD_FN(flush1)(P * w->f.g[(j + 1) * K + ch]);
+                    real wp = dG[i * C + j] * P;
+                    w->dXo[i * K + ch] += wp * Y[j * ldk + ch];
+                    w->dYo[j * K + ch] += wp * X[i * ldx + ch];
+                }
+            }
+        }
+    }
+    for (size_t r = 0; r < n; r++) {
+        const real *xr = X + r * ldx, *yr = Y + r * ldk;
+        real *dxo = w->dXo + r * K, *dyo = w->dYo + r * K, *gs = w->dgsum + r * K;
+        for (size_t ch = 0; ch < K; ch++) {
+            gs[ch] += xr[ch] * dxo[ch] - yr[ch] * dyo[ch];
+            dX[r * K + ch] += dxo[ch];
+            dY[r * K + ch] += dyo[ch];
+        }
+        if (with_diag) { /* decay(i -> i) = 1: no g involved */
+            real d = dG[r * C + r];
+            SIMD_FN(row_axpy)(dX + r * K, d, yr, K);
+            SIMD_FN(row_axpy)(dY + r * K, d, xr, K);
+        }
+    }
+}
+#undef BWD_NB
+
+/*
+ * The forward of one chunk of n positions (steps 1-4), recomputed from the
+ * state S = w->f.S entering it, with the chunk's input rows set in w->f
+ * (chunk_rows): the decay factors (kda_factors, bwd_factors), Gkk and
+ * Aqk = s Gqk (kda_scores), and with delta Minv, Wn, U and Vn. Returns Vn's
+ * rows (v's own rows without delta) and their stride in *ldvn. beta stays in
+ * w->f.b.
+ */
+static const real *SIMD_FN(chunk_recompute)(SIMD_FN(bws) *w, int delta, size_t n, real s,
+                                            size_t *ldvn)
+{
+    SIMD_FN(ws) *f = &w->f;
+    const size_t K = f->K, V = f->W, C = f->C;
+    real *beta = f->b;
+    SIMD_FN(kda_factors)(f, n, s);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < C; j++)
+            f->Akk[i * C + j] = f->Aqk[i * C + j] = 0;
+    f->b = w->ones;
+    SIMD_FN(kda_scores)(f, n, s); /* Akk = Gkk (b = 1), Aqk = s Gqk */
+    SIMD_FN(bwd_factors)(w, n);
+    *ldvn = f->ldv;
+    if (!delta) {
+        f->b = beta;
+        return f->v;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            w->Gkk[i * C + j] = f->Akk[i * C + j];
+            f->Akk[i * C + j] *= beta[i];
+        }
+    SIMD_FN(ut_transform)(f, n); /* b = 1: Tm = Minv */
+    f->b = beta;
+    memcpy(w->Minv, f->Tm, n * C * sizeof(real));
+    for (size_t i = 0; i < n; i++) /* Tm = Minv Diag(beta) */
+        for (size_t j = 0; j <= i; j++)
+            f->Tm[i * C + j] *= beta[j];
+    SIMD_FN(gemm)(n, K, n, f->Tm, C, 1, f->kg, K, w->Wn, K, 0, 1);
+    SIMD_FN(gemm)(n, V, n, f->Tm, C, 1, f->v, f->ldv, w->U, V, 0, 1);
+    memcpy(w->Vn, w->U, n * V * sizeof(real));
+    SIMD_FN(gemm)(n, V, K, w->Wn, K, 1, f->S, V, w->Vn, V, 1, 0);
+    *ldvn = V;
+    return w->Vn;
+}
+
+/*
+ * One chunk of n positions, last to first. On entry w->f.S is the state
+ * entering the chunk, w->dS is dL/d(state leaving it), the chunk's input
+ * rows are set in w->f (chunk_rows) and dO [n, ldo] is its rows of d_o. On
+ * return w->dS is dL/d(state entering) and dq, dk, dv, dbeta, dgam
+ * (gamma * dL/dgamma), dgsum and dkd hold the chunk's gradients.
+ */
+static void SIMD_FN(chunk_bwd)(SIMD_FN(bws) *w, int delta, size_t n, real s, const real *dO,
+                               size_t ldo)
+{
+    SIMD_FN(ws) *f = &w->f;
+    const size_t K = f->K, V = f->W, C = f->C;
+    const real *S = f->S;
+    real *dS = w->dS;
+    size_t ldvn;
+    const real *Vn = SIMD_FN(chunk_recompute)(w, delta, n, s, &ldvn);
+    const real *beta = f->b;
+
+    SIMD_FN(transpose)(w->ST, S, V, K, V);   /* S^T [V, K] */
+    SIMD_FN(transpose)(w->dST, dS, V, K, V); /* dS_out^T [V, K] */
+    SIMD_FN(transpose)(w->VnT, Vn, ldvn, n, V);
+
+    /* 7. S_out = Diag(gamma_last) S + kd^T Vn */
+    SIMD_FN(gemm)(n, V, K, f->kd, K, 1, dS, V, w->dVn, V, 0, 0);        /* dVn = kd dS */
+    SIMD_FN(gemm)(n, K, V, Vn, ldvn, 1, w->dST, K, w->dkd, K, 0, 0);    /* dkd = Vn dS^T */
+    for (size_t ch = 0; ch < K; ch++)
+        w->dgl[ch] = SIMD_FN(row_dot)(dS + ch * V, S + ch * V, V);
+
+    /* 6. O = qg S + Aqk Vn */
+    SIMD_FN(gemm)(n, n, V, dO, ldo, 1, w->VnT, n, w->dAqk, C, 0, 0);     /* dAqk = dO Vn^T */
+    SIMD_FN(gemm)(n, V, n, f->Aqk, 1, C, dO, ldo, w->dVn, V, 1, 0);     /* dVn += Aqk^T dO */
+    SIMD_FN(gemm)(n, K, V, dO, ldo, 1, w->ST, K, w->dqg, K, 0, 0);      /* dqg = dO S^T */
+    /* dS (entering) = Diag(gamma_last) dS_out + qg^T dO (+ Wn^T dVn below) */
+    SIMD_FN(gemm_rs)(K, V, n, f->qg, 1, K, dO, ldo, dS, V, 1, 0, f->gl);
+
+    memset(w->dq, 0, n * K * sizeof(real));
+    memset(w->dk, 0, n * K * sizeof(real));
+    memset(w->dgsum, 0, n * K * sizeof(real));
+    for (size_t r = 0; r < n; r++) {
+        real *dq = w->dq + r * K, *dk = w->dk + r * K, *dgm = w->dgam + r * K;
+        const real *gm = w->gam + r * K, *te = w->te + r * K, *dqg = w->dqg + r * K;
+        const real *dkd = w->dkd + r * K;
+        for (size_t ch = 0; ch < K; ch++) {
+            dq[ch] = s * gm[ch] * dqg[ch];       /* qg = s gamma q */
+            dk[ch] = te[ch] * dkd[ch];           /* kd = te k */
+            dgm[ch] = f->qg[r * K + ch] * dqg[ch]; /* gamma dL/dgamma */
+        }
+    }
+    for (size_t ch = 0; ch < K; ch++)
+        w->dgam[(n - 1) * K + ch] += f->gl[ch] * w->dgl[ch];
+
+    /* 5. Aqk = s (decayed Gram of (q, k)), j <= i: dGqk = s dAqk */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < C; j++)
+            w->dAqk[i * C + j] = j <= i ? s * w->dAqk[i * C + j] : 0.0f;
+    SIMD_FN(gram_bwd)(w, n, f->q, f->ldqk, 1, w->dAqk, 1, w->dq, w->dk);
+
+    if (!delta) { /* linear attention: V_new = V */
+        for (size_t r = 0; r < n; r++)
+            memcpy(w->dv + r * V, w->dVn + r * V, V * sizeof(real));
+        return;
+    }
+
+    /* 4. Vn = U + Wn S: dU = dVn, dWn = dVn S^T, dS += Wn^T dVn */
+    SIMD_FN(gemm)(n, K, V, w->dVn, V, 1, w->ST, K, w->dWn, K, 0, 0);
+    SIMD_FN(gemm)(K, V, n, w->Wn, 1, K, w->dVn, V, dS, V, 1, 0);
+
+    /* 2-3. U = Minv Diag(beta) v, Wn = Minv Diag(beta) kg:
+     * dRv = Minv^T dU, dRk = Minv^T dWn, dAkk = -(dRv U^T + dRk Wn^T) (j < i) */
+    SIMD_FN(gemm)(n, V, n, w->Minv, 1, C, w->dVn, V, w->dRv, V, 0, 0);
+    SIMD_FN(gemm)(n, K, n, w->Minv, 1, C, w->dWn, K, w->dRk, K, 0, 0);
+    SIMD_FN(transpose)(w->UT, w->U, V, n, V);
+    SIMD_FN(transpose)(w->WnT, w->Wn, K, n, K);
+    SIMD_FN(gemm)(n, n, V, w->dRv, V, 1, w->UT, n, w->dA, C, 0, 0);
+    SIMD_FN(gemm)(n, n, K, w->dRk, K, 1, w->WnT, n, w->dA, C, 1, 0);
+    for (size_t r = 0; r < n; r++) {
+        real b = beta[r];
+        const real *drv = w->dRv + r * V, *drk = w->dRk + r * K;
+        real db = SIMD_FN(row_dot)(drv, f->v + r * f->ldv, V) +
+                  SIMD_FN(row_dot)(drk, f->kg + r * K, K);
+        for (size_t j = 0; j < V; j++)
+            w->dv[r * V + j] = b * drv[j];
+        /* kg = -gamma k: dk -= gamma b dRk, gamma dgamma += kg b dRk */
+        for (size_t ch = 0; ch < K; ch++) {
+            real dkg = b * drk[ch];
+            w->dk[r * K + ch] -= w->gam[r * K + ch] * dkg;
+            w->dgam[r * K + ch] += f->kg[r * K + ch] * dkg;
+        }
+        /* 1. Akk = Diag(beta) Gkk: dbeta_i += sum_j dAkk Gkk, dGkk = beta_i dAkk */
+        for (size_t j = 0; j < C; j++) {
+            real dA = j < r ? -w->dA[r * C + j] : 0.0f;
+            db += dA * w->Gkk[r * C + j];
+            w->dA[r * C + j] = b * dA;
+        }
+        w->dbeta[r] = db;
+    }
+    SIMD_FN(gram_bwd)(w, n, f->k, f->ldqk, 0, w->dA, 0, w->dk, w->dk);
+}
+
+/*
+ * dL/dg of the chunk's n positions from its factors' gradients, as the
+ * reference's chunk_dg: dg_m = sum_{r < m} te_r dL/dte_r + sum_{r >= m}
+ * (gamma_r dL/dgamma_r + dgsum_r), where te dL/dte = kd * dkd. gw = K: per
+ * channel (KDA); gw = 1: summed over the channels (Gated DeltaNet).
+ */
+static void SIMD_FN(bwd_dg)(SIMD_FN(bws) *w, size_t n, real *dg, size_t ldg, size_t gw)
+{
+    const size_t K = w->f.K;
+    real *pre = w->run, *suf = w->dvec;
+    for (size_t ch = 0; ch < K; ch++)
+        pre[ch] = suf[ch] = 0;
+    /* tmp = prefix part, row m: sum_{r < m} kd_r dkd_r */
+    for (size_t m = 0; m < n; m++)
+        for (size_t ch = 0; ch < K; ch++) {
+            w->tmp[m * K + ch] = pre[ch];
+            pre[ch] += w->f.kd[m * K + ch] * w->dkd[m * K + ch];
+        }
+    for (size_t m = n; m-- > 0;) {
+        for (size_t ch = 0; ch < K; ch++) {
+            suf[ch] += w->dgam[m * K + ch] + w->dgsum[m * K + ch];
+            w->tmp[m * K + ch] += suf[ch];
+        }
+        if (gw == K)
+            memcpy(dg + m * ldg, w->tmp + m * K, K * sizeof(real));
+        else {
+            real t = 0;
+            for (size_t ch = 0; ch < K; ch++)
+                t += w->tmp[m * K + ch];
+            dg[m * ldg] = t;
+        }
+    }
+}
+
+/* Point w->f at the rows [t0, t0 + n) of the task's head: q, k, v where the
+ * caller keeps them, g per channel (KDA's own rows; Gated DeltaNet's one g
+ * copied to every channel, the other mechanisms' 0, in w->gx) and beta (1
+ * for linear attention) in w->f.b. */
+static void SIMD_FN(chunk_rows)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t t0, size_t n)
+{
+    SIMD_FN(ws) *f = &w->f;
+    const size_t K = a->K;
+    f->q = a->q + t0 * a->ld_qk;
+    f->k = a->k + t0 * a->ld_qk;
+    f->v = a->v + t0 * a->ld_v;
+    if (a->mech == KDALAB_KDA) {
+        f->gin = a->g + t0 * a->ld_g;
+        f->ldg = a->ld_g;
+    } else {
+        for (size_t r = 0; r < n; r++) {
+            real gr = a->mech == KDALAB_GATED_DELTANET ? a->g[(t0 + r) * a->ld_g] : 0.0f;
+            for (size_t ch = 0; ch < K; ch++)
+                w->gx[r * K + ch] = gr;
+        }
+        f->gin = w->gx;
+        f->ldg = K;
+    }
+    for (size_t r = 0; r < n; r++)
+        f->b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[(t0 + r) * a->ld_b];
+}
+
+/*
+ * One backward task: one head (all value columns), its gradients written to
+ * bo's arrays at the same row offsets and strides as the inputs (dq, dk like
+ * q; dv like v; dg like g; dbeta like beta; dh0 like h0). A forward sweep
+ * (steps 1-4 and 7) stores the state entering each chunk; then each chunk,
+ * last to first, is recomputed from its state and differentiated. work: the
+ * task's bwd_work_floats(C, c, K, V, ceil(T / C)), 64-byte aligned.
+ */
+static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, real *work)
+{
+    const size_t K = a->K, V = a->V, T = a->T, KV = K * V;
+    const size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
+    const size_t c = a->subchunk < C ? a->subchunk : C, nch = (T + C - 1) / C;
+    const size_t gw = kdalab_mechanism_g_width(a->mech, K);
+    const int delta = a->mech != KDALAB_LINEAR_ATTENTION;
+    const int decays = a->mech == KDALAB_KDA || a->mech == KDALAB_GATED_DELTANET;
+    SIMD_FN(bws) w;
+    SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch);
+    SIMD_FN(ws) *f = &w.f;
+    f->pa = a;
+    f->ldqk = a->ld_qk;
+    f->ldv = a->ld_v;
+    for (size_t r = 0; r < C; r++)
+        w.ones[r] = 1;
+
+    /* the forward sweep: S_{n+1} = Diag(gamma_last) S_n + kd^T Vn */
+    for (size_t i = 0; i < KV; i++)
+        w.states[i] = a->h0 ? a->h0[i] : 0.0f;
+    for (size_t nc = 0; nc < nch; nc++) {
+        size_t t0 = nc * C, n = SIMD_FN(min_sz)(C, T - t0), ldvn;
+        f->S = w.states + nc * KV;
+        SIMD_FN(chunk_rows)(&w, a, t0, n);
+        const real *Vn = SIMD_FN(chunk_recompute)(&w, delta, n, a->scale, &ldvn);
+        real *Sn = w.states + (nc + 1) * KV;
+        memcpy(Sn, f->S, KV * sizeof(real));
+        SIMD_FN(gemm_rs)(K, V, n, f->kd, 1, K, Vn, ldvn, Sn, V, 1, 0, decays ? f->gl : NULL);
+    }
+
+    /* the backward sweep */
+    for (size_t i = 0; i < KV; i++)
+        w.dS[i] = bo->dht ? bo->dht[i] : 0.0f;
+    for (size_t nc = nch; nc-- > 0;) {
+        size_t t0 = nc * C, n = SIMD_FN(min_sz)(C, T - t0);
+        f->S = w.states + nc * KV;
+        SIMD_FN(chunk_rows)(&w, a, t0, n);
+        SIMD_FN(chunk_bwd)(&w, delta, n, a->scale, bo->d_o + t0 * a->ld_v, a->ld_v);
+        for (size_t r = 0; r < n; r++) {
+            size_t t = t0 + r;
+            if (bo->dq)
+                memcpy(bo->dq + t * a->ld_qk, w.dq + r * K, K * sizeof(real));
+            if (bo->dk)
+                memcpy(bo->dk + t * a->ld_qk, w.dk + r * K, K * sizeof(real));
+            if (bo->dv)
+                memcpy(bo->dv + t * a->ld_v, w.dv + r * V, V * sizeof(real));
+            if (bo->dbeta && delta)
+                bo->dbeta[t * a->ld_b] = w.dbeta[r];
+        }
+        if (bo->dg && gw)
+            SIMD_FN(bwd_dg)(&w, n, bo->dg + t0 * a->ld_g, a->ld_g, gw);
+    }
+    if (bo->dh0)
+        memcpy(bo->dh0, w.dS, KV * sizeof(real));
+}
