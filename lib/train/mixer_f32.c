@@ -12,8 +12,10 @@
  * matrix form), the linear mixers' output norm and gate (the gate's kind and
  * rank as the config says: lib/train/outgate.c) and the output projection.
  * The backward is the chain rule through the same steps in reverse, using
- * the mechanism's and the gate's own backwards (kdalab_chunk_bwd_f32 and the
- * gates' in lib/reference, kdalab__attention_tiled_bwd_f32) and the step-1
+ * the mechanism's and the gate's own backwards (the SIMD path's
+ * kdalab_simd_chunk_bwd_f32, the same function as the reference's
+ * kdalab_chunk_bwd_f32 up to rounding, tests/test_simd_bwd.c; the gates' in lib/reference;
+ * kdalab__attention_tiled_bwd_f32) and the step-1
  * backwards of lib/train/layers.c; the projections are the CBLAS wrappers of
  * lib/train/matmul.c. Checked against central finite differences in
  * tests/test_train_mixer.c.
@@ -31,13 +33,6 @@
 
 #include "internal.h"
 #include "train_internal.h"
-
-/* The mechanism's backward's chunk size (the reference's kdalab_chunk_bwd_f32;
- * the SIMD path has no backward yet): any C gives the same result up to rounding;
- * 8 was the fastest of 8, 16, 32, 64 training KDA at D = 64, H = 2, T = 64
- * (Zen 5: 11.8 K tokens/s at C = 8, 8.4 K at 64), because the safe decayed
- * Gram matrices cost C exponentials per position and channel. */
-#define MIXER_CHUNK 8
 
 /* Everything the backward reads, each [N, D] unless said otherwise. */
 struct kdalab_mixer_cache_f32 {
@@ -444,12 +439,11 @@ static kdalab_status mechanism_bwd(const kdalab_mixer_config *cfg, const kdalab_
                                                           c->o, w->dO, w->ds[0], w->ds[1],
                                                           w->ds[2]),
                           range);
-    kdalab_chunk_opts opts = kdalab_chunk_opts_default();
-    opts.chunk = MIXER_CHUNK;
+    /* at the SIMD path's default chunk, as the forward */
     kdalab_status s = keep_range(
-        kdalab_chunk_bwd_f32(&dims, train_mechanism_of(cfg->kind), scale, c->qn, c->kn, c->s[2],
-                             c->g, c->beta, NULL, w->dO, NULL, w->dn[0], w->dn[1], w->ds[2],
-                             w->dg, w->dbeta, NULL, &opts),
+        kdalab_simd_chunk_bwd_f32(&dims, train_mechanism_of(cfg->kind), scale, c->qn, c->kn,
+                                  c->s[2], c->g, c->beta, NULL, w->dO, NULL, w->dn[0], w->dn[1],
+                                  w->ds[2], w->dg, w->dbeta, NULL, NULL),
         range);
     if (s != KDALAB_OK)
         return s;
