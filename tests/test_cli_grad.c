@@ -53,9 +53,9 @@ static const char *grad_inputs(const grad_case *c)
 }
 
 /* Every golden gradient case through `kdalab grad`, recurrent and chunkwise
- * (C = 16) in float64 and chunkwise in float32: each gradient within 1e-10
- * (float32: 1e-5) of fla's (test_grad's bounds), read back in-process and
- * through `compare`. */
+ * (C = 16) in float64, chunkwise in float32, and the SIMD chunkwise backward
+ * (--impl simd) in both: each gradient within 1e-10 (float32: 1e-5) of fla's
+ * (test_grad's bounds), read back in-process and through `compare`. */
 static void grad_golden(void **state)
 {
     (void)state;
@@ -63,13 +63,15 @@ static void grad_golden(void **state)
     size_t n = grad_load_all(cases, 16);
     assert_true(n >= 6);
     const char *forms[] = {"--form recurrent", "--form chunk --chunk 16",
-                           "--form chunk --precision fp32"};
-    const double tols[] = {1e-10, 1e-10, 1e-5}; /* float32: test_grad's bound */
+                           "--form chunk --precision fp32", "--form chunk --impl simd",
+                           "--form chunk --impl simd --precision fp32"};
+    const double tols[] = {1e-10, 1e-10, 1e-5, 1e-10, 1e-5}; /* float32: test_grad's bound */
+    const int n_forms = (int)(sizeof forms / sizeof forms[0]);
     for (size_t ci = 0; ci < n; ci++) {
         const grad_case *c = &cases[ci];
         const char *keys[] = {"dq", "dk", "dv", "dbeta", "dg", "dh0"};
         const kdalab_array *want[] = {&c->dq, &c->dk, &c->dv, &c->dbeta, &c->dg, &c->dh0};
-        for (int fi = 0; fi < 3; fi++) {
+        for (int fi = 0; fi < n_forms; fi++) {
             char outs[1024] = "";
             size_t len = 0;
             for (int a = 0; a < 6; a++)
@@ -148,6 +150,10 @@ static void grad_errors(void **state)
                  2, "has no dg", NULL);
     tcli_expect_error(tcli_run("grad %s --dq %s --precision bf16", grad_inputs(c), dq), 2,
                  "fp64 or fp32", NULL);
+    tcli_expect_error(tcli_run("grad %s --dq %s --impl simd", grad_inputs(c), dq), 2,
+                      "--impl simd needs --form chunk", NULL);
+    tcli_expect_error(tcli_run("grad %s --dq %s --form chunk --impl fast", grad_inputs(c), dq),
+                      2, "--impl", "fast", NULL);
     assert_false(tcli_exists(dq));
     assert_false(tcli_exists(dg));
     assert_int_equal(tcli_count_entries(NULL, "grad_"), 0);

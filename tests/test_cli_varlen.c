@@ -156,6 +156,20 @@ static void varlen_errors(void **state)
     tcli_read_array(tcli_tmp("vdh0.npy"), &dh0);
     assert_int_equal(dh0.shape[0], 4); /* N = 4 sequences */
     kdalab_array_free(&dh0);
+    /* the SIMD chunkwise backward over the same packing: the reference
+     * chunkwise backward's gradients within 1e-12 (tests/test_simd_bwd.c) */
+    const char *impls[2] = {"--form chunk", "--form chunk --impl simd"};
+    const char *dqs[2] = {"rdq.npy", "sdq.npy"}, *dh0s[2] = {"rdh0.npy", "sdh0.npy"};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tcli_run("grad %s --do tests/golden_varlen/%s.o.npy %s --dq %s --dh0 %s",
+                                  in, name, impls[i], tcli_tmp(dqs[i]), tcli_tmp(dh0s[i])),
+                         0);
+    assert_int_equal(tcli_run("compare %s %s --rtol 1e-12", tcli_tmp("sdq.npy"),
+                              tcli_tmp("rdq.npy")),
+                     0);
+    assert_int_equal(tcli_run("compare %s %s --rtol 1e-12", tcli_tmp("sdh0.npy"),
+                              tcli_tmp("rdh0.npy")),
+                     0);
 }
 
 static int setup(void **state) { return tcli_setup("kdalab_cli_varlen_"); }
