@@ -32,7 +32,7 @@ lib = _load()
 # status codes (kdalab_status.h)
 OK, ERANGE = 0, 8
 MECHANISMS = {"linear_attention": 0, "deltanet": 1, "gated_deltanet": 2, "kda": 3}
-FORM_RECURRENT, FORM_CHUNK = 0, 1
+FORM_RECURRENT, FORM_CHUNK, FORM_SIMD_CHUNK = 0, 1, 3  # kdalab_form (kdalab_batch.h)
 
 
 class Dims(ctypes.Structure):

@@ -409,8 +409,17 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     return o, (ht if output_final_state else None)
 
 
+def _bwd_form(form, impl):
+    """The backward's form: the chunkwise one runs the SIMD path (impl="simd",
+    kdalab_simd_chunk_bwd_f64: the reference's algorithm and its results to
+    ~1e-15 relative, several times faster) or the reference ("reference")."""
+    if impl not in ("simd", "reference"):
+        raise ValueError("impl: %r is not 'simd' or 'reference'" % (impl,))
+    return _lib.FORM_SIMD_CHUNK if form == _lib.FORM_CHUNK and impl == "simd" else form
+
+
 def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
-              chunk_size=None, normalize=False, **opt):
+              chunk_size=None, normalize=False, impl="simd", **opt):
     call, scale, qe, ke, v, ge, be, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                       initial_state, cu_seqlens, opt)
     do = as_f64(do, "do", 4)
@@ -446,8 +455,9 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     b, d, op = call.batch(), call.dims(), _opts(chunk_size)
     arrays = _lib.named(_lib.BatchBwdArgs, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do,
                         dht=dht, **out)
-    _lib.check(_lib.lib.kdalab_batch_bwd_f64(b, form, d, _lib.MECHANISMS[mech], scale, arrays,
-                                             op), mech + " backward")
+    _lib.check(_lib.lib.kdalab_batch_bwd_f64(b, _bwd_form(form, impl), d,
+                                             _lib.MECHANISMS[mech], scale, arrays, op),
+               mech + " backward")
     dq, dk = out["dq"] + dq_extra, out["dk"] + dk_extra
     if opt.get("use_qk_l2norm_in_kernel"):
         dq = _l2norm_bwd(qe, st["qn"], dq)
@@ -528,12 +538,14 @@ def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None,
 def chunk_kda_bwd(q, k, v, g, beta, do, dht=None, scale=None, initial_state=None,
                   use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
                   dt_bias=None, lower_bound=None, use_beta_sigmoid_in_kernel=False,
-                  allow_neg_eigval=False, cu_seqlens=None, chunk_size=None):
+                  allow_neg_eigval=False, cu_seqlens=None, chunk_size=None, impl="simd"):
     """The gradients of sum(o * do) + sum(final_state * dht) (dht None: zero): a Grads
     of dq, dk, dv, dg, dbeta, dh0 (None without initial_state), and dA_log, ddt_bias
-    with use_gate_in_kernel. The chunkwise backward."""
+    with use_gate_in_kernel. The chunkwise backward: impl="simd" (the default) the
+    SIMD path's, as exact as the reference's and several times faster;
+    impl="reference" the reference's (kdalab_chunk_bwd_f64)."""
     return _backward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, do, dht, scale, initial_state,
-                     cu_seqlens, chunk_size, **_kda_kwargs(locals()))
+                     cu_seqlens, chunk_size, impl=impl, **_kda_kwargs(locals()))
 
 
 def fused_recurrent_kda_bwd(q, k, v, g, beta, do, dht=None, scale=None, initial_state=None,
@@ -570,9 +582,10 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None,
 
 def chunk_gated_delta_rule_bwd(q, k, v, g, beta, do, dht=None, scale=None,
                                initial_state=None, cu_seqlens=None,
-                               use_qk_l2norm_in_kernel=False, chunk_size=None):
+                               use_qk_l2norm_in_kernel=False, chunk_size=None, impl="simd"):
+    """As chunk_kda_bwd (impl likewise), for Gated DeltaNet."""
     return _backward("gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, do, dht, scale,
-                     initial_state, cu_seqlens, chunk_size,
+                     initial_state, cu_seqlens, chunk_size, impl=impl,
                      use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
 
 
@@ -602,9 +615,11 @@ def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=Non
 
 
 def chunk_delta_rule_bwd(q, k, v, beta, do, dht=None, scale=None, initial_state=None,
-                         cu_seqlens=None, use_qk_l2norm_in_kernel=False, chunk_size=None):
+                         cu_seqlens=None, use_qk_l2norm_in_kernel=False, chunk_size=None,
+                         impl="simd"):
+    """As chunk_kda_bwd (impl likewise), for DeltaNet."""
     return _backward("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, do, dht, scale,
-                     initial_state, cu_seqlens, chunk_size,
+                     initial_state, cu_seqlens, chunk_size, impl=impl,
                      use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
 
 
@@ -632,9 +647,10 @@ def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
 
 
 def chunk_linear_attn_bwd(q, k, v, do, dht=None, scale=None, initial_state=None,
-                          normalize=True, cu_seqlens=None, chunk_size=None):
+                          normalize=True, cu_seqlens=None, chunk_size=None, impl="simd"):
+    """As chunk_kda_bwd (impl likewise), for linear attention."""
     return _backward("linear_attention", _lib.FORM_CHUNK, q, k, v, None, None, do, dht, scale,
-                     initial_state, cu_seqlens, chunk_size, normalize)
+                     initial_state, cu_seqlens, chunk_size, normalize, impl=impl)
 
 
 def fused_recurrent_linear_attn_bwd(q, k, v, do, dht=None, scale=None, initial_state=None,

@@ -69,9 +69,9 @@ def _meta(tensors):
 class _Spec:
     """What a call fixes besides its tensors (not differentiated)."""
 
-    def __init__(self, mech, form, scale, cu, chunk_size, opts):
+    def __init__(self, mech, form, scale, cu, chunk_size, opts, impl="simd"):
         self.mech, self.form, self.scale, self.cu = mech, form, scale, cu
-        self.chunk_size, self.opts = chunk_size, opts
+        self.chunk_size, self.opts, self.impl = chunk_size, opts, impl
 
 
 class _Mixer(torch.autograd.Function):
@@ -97,7 +97,8 @@ class _Mixer(torch.autograd.Function):
                            arr["beta"], ops.as_f64(do, "do"),
                            None if dht is None else ops.as_f64(dht, "dht"), spec.scale,
                            arr["initial_state"], spec.cu, spec.chunk_size, False,
-                           A_log=arr["A_log"], dt_bias=arr["dt_bias"], **spec.opts)
+                           impl=spec.impl, A_log=arr["A_log"], dt_bias=arr["dt_bias"],
+                           **spec.opts)
         grads = (gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dh0, gr.dA_log, gr.ddt_bias)
         return (None,) + tuple(_grad(a, m) if need else None for a, m, need
                                in zip(grads, ctx.meta, ctx.needs_input_grad[1:]))
@@ -185,12 +186,14 @@ def _flip(v_first, t):
 
 def _mixer(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state, cu,
            state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
-           like=None, states=False):
-    """The common body: (o, final_state[, intermediate states])."""
+           like=None, states=False, impl="simd"):
+    """The common body: (o, final_state[, intermediate states]). impl: the
+    chunkwise backward's implementation, "simd" or "reference" (ops._bwd_form)."""
+    ops._bwd_form(form, impl)  # a bad impl fails now, not in the backward
     q, k, v, g, beta, h0, A_log, dt_bias = map(_tensor, (q, k, v, g, beta, initial_state,
                                                          A_log, dt_bias))
     h0 = _flip(state_v_first, h0)
-    spec = _Spec(mech, form, scale, cu, chunk_size, opts)
+    spec = _Spec(mech, form, scale, cu, chunk_size, opts, impl)
     o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias)
     res = (_out(o, out_dtype, like),
            _out(_flip(state_v_first, ht), out_dtype, like) if output_final_state else None)
@@ -226,12 +229,13 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
               use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
               lower_bound=None, disable_recompute=False, return_intermediate_states=False,
               state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, cp_context=None, *,
-              out_dtype=None, like=None, **kwargs):
+              out_dtype=None, like=None, impl="simd", **kwargs):
     """fla's chunk_kda: (o, final_state), or (o, final_state, h) with
     return_intermediate_states (h [B, NT, HV, K, V]: the state entering each
     chunk of chunk_size, a keyword, default 64; B = 1 and NT over all
     sequences with cu_seqlens; not differentiated). A_log, dt_bias by keyword
-    with use_gate_in_kernel."""
+    with use_gate_in_kernel. impl: the backward's implementation, "simd" (the
+    default: the SIMD path, as exact as the reference) or "reference"."""
     kw = _kwargs("chunk_kda", kwargs, ("A_log", "dt_bias", "chunk_size",
                                        "transpose_state_layout"), _CHUNK_KDA)
     state_v_first = _state_v_first("chunk_kda", state_v_first, kw)
@@ -249,7 +253,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                   _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound,
                         use_beta_sigmoid_in_kernel, allow_neg_eigval),
                   kw.get("A_log"), kw.get("dt_bias"), kw.get("chunk_size", 64), out_dtype,
-                  like, states=return_intermediate_states)
+                  like, states=return_intermediate_states, impl=impl)
 
 
 _FUSED_KDA = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "scale", "initial_state",
@@ -287,8 +291,9 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                            state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
                            chunk_indices=None, cp_context=None, *, out_dtype=None, like=None,
-                           **kwargs):
-    """fla's chunk_gated_delta_rule (g [B, T, HV]): (o, final_state).
+                           impl="simd", **kwargs):
+    """fla's chunk_gated_delta_rule (g [B, T, HV]): (o, final_state); impl as
+    chunk_kda's.
     use_gate_in_kernel, A_log [HV], dt_bias [HV] by keyword: g is then the
     raw input of -exp(A_log) * softplus(g + dt_bias)."""
     kw = _kwargs("chunk_gated_delta_rule", kwargs,
@@ -303,7 +308,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                   _opts(use_qk_l2norm_in_kernel, gate, None, use_beta_sigmoid_in_kernel,
                         allow_neg_eigval),
                   kw.get("A_log") if gate else None, kw.get("dt_bias") if gate else None,
-                  kw.get("chunk_size", 64), out_dtype, like)
+                  kw.get("chunk_size", 64), out_dtype, like, impl=impl)
 
 
 _FUSED_GDR = ("q", "k", "v", "g", "gk", "gv", "beta", "scale", "initial_state",
@@ -363,13 +368,13 @@ _CHUNK_DR = ("q", "k", "v", "beta", "scale", "initial_state", "output_final_stat
 
 def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
                      use_qk_l2norm_in_kernel=False, cu_seqlens=None, cu_seqlens_cpu=None, *,
-                     out_dtype=None, like=None, **kwargs):
-    """fla's chunk_delta_rule: (o, final_state)."""
+                     out_dtype=None, like=None, impl="simd", **kwargs):
+    """fla's chunk_delta_rule: (o, final_state); impl as chunk_kda's."""
     kw = _kwargs("chunk_delta_rule", kwargs, ("chunk_size",), _CHUNK_DR)
     return _mixer("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), False,
                   _opts(use_qk_l2norm_in_kernel), None, None, kw.get("chunk_size", 64),
-                  out_dtype, like)
+                  out_dtype, like, impl=impl)
 
 
 def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=None,
@@ -418,7 +423,7 @@ def _normalize(o, q, k, scale, z_init, cu):
 
 
 def _linear(form, q, k, v, scale, initial_state, output_final_state, normalize, cu,
-            out_dtype, like, reverse=False):
+            out_dtype, like, reverse=False, impl="simd"):
     kv_init, z_init = (initial_state if normalize and isinstance(initial_state, tuple)
                        else (initial_state, None))
     q, k, v = map(_tensor, (q, k, v))
@@ -428,7 +433,7 @@ def _linear(form, q, k, v, scale, initial_state, output_final_state, normalize, 
                         or [torch.zeros(0, dtype=torch.long)]).to(q.device)
         q, k, v = (x.index_select(1, idx.to(x.device)) for x in (q, k, v))
     o, ht = _mixer("linear_attention", form, q, k, v, None, None, scale, kv_init, True, cu,
-                   False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None)
+                   False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None, impl=impl)
     if normalize:
         s = ops._real("scale", scale) if scale is not None else q.shape[-1] ** -0.5
         o, z_state = _normalize(o, q, k, s, z_init, cu)
@@ -440,12 +445,13 @@ def _linear(form, q, k, v, scale, initial_state, output_final_state, normalize, 
 
 
 def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False,
-                      normalize=True, cu_seqlens=None, *, out_dtype=None, like=None):
+                      normalize=True, cu_seqlens=None, *, out_dtype=None, like=None,
+                      impl="simd"):
     """fla's chunk_linear_attn: (o, final_state), or with normalize (fla's
     default) (o, (final_state, z_state)); initial_state may be the tuple
-    (kv_init, z_init) with normalize."""
+    (kv_init, z_init) with normalize; impl as chunk_kda's."""
     return _linear(_lib.FORM_CHUNK, q, k, v, scale, initial_state, output_final_state,
-                   normalize, _cu(cu_seqlens), out_dtype, like)
+                   normalize, _cu(cu_seqlens), out_dtype, like, impl=impl)
 
 
 def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,

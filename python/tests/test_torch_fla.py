@@ -81,7 +81,7 @@ FLA = {
 @pytest.mark.parametrize("name", sorted(FLA))
 def test_signature_is_flas(name):
     """Positional parameters (names, order, defaults) and **kwargs as fla's;
-    kdalab's own additions (out_dtype, like, sink_bias) keyword-only."""
+    kdalab's own additions (out_dtype, like, sink_bias, impl) keyword-only."""
     sig = inspect.signature(getattr(kt, name)).parameters.values()
     pos = [(p.name, _R if p.default is p.empty else p.default) for p in sig
            if p.kind == p.POSITIONAL_OR_KEYWORD]
@@ -89,7 +89,7 @@ def test_signature_is_flas(name):
     assert pos == fla_pos
     assert any(p.kind == p.VAR_KEYWORD for p in sig) == fla_kwargs
     assert {p.name for p in sig if p.kind == p.KEYWORD_ONLY} <= {"out_dtype", "like",
-                                                                  "sink_bias"}
+                                                                  "sink_bias", "impl"}
     assert kt.FLA_COMMIT == FLA_COMMIT
 
 
