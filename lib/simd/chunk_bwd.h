@@ -39,8 +39,9 @@ typedef struct {
     real *gam, *te, *F, *Bf;               /* [C, K] decay factors              */
     real *Wn, *dqg, *dkd, *dWn, *dRk;      /* [C, K]                            */
     real *U, *Vn, *dVn, *dRv;              /* [C, V]                            */
-    real *ST, *dST;                        /* [V, K] S and dS transposed         */
-    real *UT, *VnT;                        /* [V, C] U and Vn transposed         */
+    real *UT, *VnT;                        /* [V, C] U, Vn transposed            */
+    real *B2, *A2;                         /* [2C, V] dO ; dVn, [2C, K] qg ; Wn  */
+    real *B2T, *rT;                        /* [V, 2C] B2 transposed, [K, 2C]     */
     real *WnT;                             /* [K, C] Wn transposed               */
     real *dq, *dk, *dgam, *dgsum;          /* [C, K] gradients of the chunk      */
     real *dXo, *dYo, *tmp, *xd;            /* [C, K] a Gram's backward           */
@@ -72,8 +73,9 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
     BWD_TAKE(w->dkd, C * K); BWD_TAKE(w->dWn, C * K); BWD_TAKE(w->dRk, C * K);
     BWD_TAKE(w->U, C * V); BWD_TAKE(w->Vn, C * V); BWD_TAKE(w->dVn, C * V);
     BWD_TAKE(w->dRv, C * V);
-    BWD_TAKE(w->ST, V * K); BWD_TAKE(w->dST, V * K);
     BWD_TAKE(w->UT, V * C); BWD_TAKE(w->VnT, V * C); BWD_TAKE(w->WnT, K * C);
+    BWD_TAKE(w->B2, 2 * C * V); BWD_TAKE(w->A2, 2 * C * K);
+    BWD_TAKE(w->B2T, 2 * C * V); BWD_TAKE(w->rT, 2 * C * K);
     BWD_TAKE(w->dq, C * K); BWD_TAKE(w->dk, C * K); BWD_TAKE(w->dgam, C * K);
     BWD_TAKE(w->dgsum, C * K); BWD_TAKE(w->dXo, C * K); BWD_TAKE(w->dYo, C * K);
     BWD_TAKE(w->tmp, C * K); BWD_TAKE(w->xd, C * K); BWD_TAKE(w->gx, C * K);
@@ -140,35 +142,50 @@ static inline real SIMD_FN(row_dot)(const real *x, const real *y, size_t n)
  */
 static void SIMD_FN(bwd_factors)(SIMD_FN(bws) *w, size_t n)
 {
-    const size_t K = w->f.K, c = w->f.c, nsub = (n + c - 1) / c;
-    const real *a = w->f.g;
+    const size_t K = w->f.K, c = w->f.c, nsub = (n + c - 1) / c, Kv = K / VLEN * VLEN;
+    const real *a = w->f.g, *tot = w->f.subtot;
     real *eP = w->run, *eQ = w->dvec;
+    const vf one = VSET1(1.0f);
     for (size_t ch = 0; ch < K; ch++)
         eP[ch] = eQ[ch] = 1;
     for (size_t I = 0; I < nsub; I++) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-        for (size_t r = s0; r < s1; r++)
-            for (size_t ch = 0; ch < K; ch++) {
-                real prev = r > s0 ? w->F[(r - 1) * K + ch] : 1.0f;
-                real Fr = SIMD_FN(flush1)(prev * a[r * K + ch]);
-                w->F[r * K + ch] = Fr;
-                w->gam[r * K + ch] = SIMD_FN(flush1)(eP[ch] * Fr);
+        for (size_t r = s0; r < s1; r++) {
+            const real *prev = w->F + (r - 1) * K, *ar = a + r * K;
+            real *Fr = w->F + r * K, *gr = w->gam + r * K;
+            size_t ch = 0;
+            for (; ch < Kv; ch += VLEN) {
+                vf F = VFLUSH(VMUL(r > s0 ? VLOAD(prev + ch) : one, VLOAD(ar + ch)));
+                VSTORE(Fr + ch, F);
+                VSTORE(gr + ch, VFLUSH(VMUL(VLOAD(eP + ch), F)));
             }
+            for (; ch < K; ch++) {
+                Fr[ch] = SIMD_FN(flush1)((r > s0 ? prev[ch] : 1.0f) * ar[ch]);
+                gr[ch] = SIMD_FN(flush1)(eP[ch] * Fr[ch]);
+            }
+        }
         for (size_t ch = 0; ch < K; ch++)
-            eP[ch] = SIMD_FN(flush1)(eP[ch] * w->f.subtot[I * K + ch]);
+            eP[ch] = SIMD_FN(flush1)(eP[ch] * tot[I * K + ch]);
     }
     for (size_t I = nsub; I-- > 0;) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n);
-        for (size_t r = s1; r-- > s0;)
-            for (size_t ch = 0; ch < K; ch++) {
-                real Br = r + 1 < s1
-                              ? SIMD_FN(flush1)(w->Bf[(r + 1) * K + ch] * a[(r + 1) * K + ch])
-                              : 1.0f;
-                w->Bf[r * K + ch] = Br;
-                w->te[r * K + ch] = SIMD_FN(flush1)(eQ[ch] * Br);
+        for (size_t r = s1; r-- > s0;) {
+            const real *next = w->Bf + (r + 1) * K, *an = a + (r + 1) * K;
+            real *Br = w->Bf + r * K, *tr = w->te + r * K;
+            int last = r + 1 == s1;
+            size_t ch = 0;
+            for (; ch < Kv; ch += VLEN) {
+                vf B = last ? one : VFLUSH(VMUL(VLOAD(next + ch), VLOAD(an + ch)));
+                VSTORE(Br + ch, B);
+                VSTORE(tr + ch, VFLUSH(VMUL(VLOAD(eQ + ch), B)));
             }
+            for (; ch < K; ch++) {
+                Br[ch] = last ? 1.0f : SIMD_FN(flush1)(next[ch] * an[ch]);
+                tr[ch] = SIMD_FN(flush1)(eQ[ch] * Br[ch]);
+            }
+        }
         for (size_t ch = 0; ch < K; ch++)
-            eQ[ch] = SIMD_FN(flush1)(eQ[ch] * w->f.subtot[I * K + ch]);
+            eQ[ch] = SIMD_FN(flush1)(eQ[ch] * tot[I * K + ch]);
     }
 }
 
@@ -277,15 +294,24 @@ static void SIMD_FN(gram_bwd)(SIMD_FN(bws) *w, size_t n, const real *X, size_t l
     for (size_t r = 0; r < n; r++) {
         const real *xr = X + r * ldx, *yr = Y + r * ldk;
         real *dxo = w->dXo + r * K, *dyo = w->dYo + r * K, *gs = w->dgsum + r * K;
-        for (size_t ch = 0; ch < K; ch++) {
+        real *dx = dX + r * K, *dy = dY + r * K;
+        size_t ch = 0;
+        for (; ch < Kv; ch += VLEN) {
+            vf a = VLOAD(dxo + ch), b = VLOAD(dyo + ch);
+            VSTORE(gs + ch, VSUB(VFMA(VLOAD(xr + ch), a, VLOAD(gs + ch)),
+                                 VMUL(VLOAD(yr + ch), b)));
+            VSTORE(dx + ch, VADD(VLOAD(dx + ch), a));
+            VSTORE(dy + ch, VADD(VLOAD(dy + ch), b));
+        }
+        for (; ch < K; ch++) {
             gs[ch] += xr[ch] * dxo[ch] - yr[ch] * dyo[ch];
-            dX[r * K + ch] += dxo[ch];
-            dY[r * K + ch] += dyo[ch];
+            dx[ch] += dxo[ch];
+            dy[ch] += dyo[ch];
         }
         if (with_diag) { /* decay(i -> i) = 1: no g involved */
             real d = dG[r * C + r];
-            SIMD_FN(row_axpy)(dX + r * K, d, yr, K);
-            SIMD_FN(row_axpy)(dY + r * K, d, xr, K);
+            SIMD_FN(row_axpy)(dx, d, yr, K);
+            SIMD_FN(row_axpy)(dy, d, xr, K);
         }
     }
 }
@@ -294,7 +320,7 @@ static void SIMD_FN(gram_bwd)(SIMD_FN(bws) *w, size_t n, const real *X, size_t l
 /*
  * The forward of one chunk of n positions (steps 1-4), recomputed from the
  * state S = w->f.S entering it, with the chunk's input rows set in w->f
- * (chunk_rows): the decay factors (kda_factors, bwd_factors), Gkk and
+ * (chunk_rows): the decay factors (kda_factors), Gkk and
  * Aqk = s Gqk (kda_scores), and with delta Minv, Wn, U and Vn. Returns Vn's
  * rows (v's own rows without delta) and their stride in *ldvn. beta stays in
  * w->f.b.
@@ -311,7 +337,6 @@ static const real *SIMD_FN(chunk_recompute)(SIMD_FN(bws) *w, int delta, size_t n
             f->Akk[i * C + j] = f->Aqk[i * C + j] = 0;
     f->b = w->ones;
     SIMD_FN(kda_scores)(f, n, s); /* Akk = Gkk (b = 1), Aqk = s Gqk */
-    SIMD_FN(bwd_factors)(w, n);
     *ldvn = f->ldv;
     if (!delta) {
         f->b = beta;
@@ -353,23 +378,44 @@ static void SIMD_FN(chunk_bwd)(SIMD_FN(bws) *w, int delta, size_t n, real s, con
     size_t ldvn;
     const real *Vn = SIMD_FN(chunk_recompute)(w, delta, n, s, &ldvn);
     const real *beta = f->b;
+    SIMD_FN(bwd_factors)(w, n);
 
-    SIMD_FN(transpose)(w->ST, S, V, K, V);   /* S^T [V, K] */
-    SIMD_FN(transpose)(w->dST, dS, V, K, V); /* dS_out^T [V, K] */
+    /* Products X Y^T with Y [n, V] a chunk's rows are formed as (Y X^T)^T,
+     * transposing the [n, V] and [K, n] sides (C (K + V) elements) instead of
+     * the [K, V] state */
     SIMD_FN(transpose)(w->VnT, Vn, ldvn, n, V);
 
     /* 7. S_out = Diag(gamma_last) S + kd^T Vn */
     SIMD_FN(gemm)(n, V, K, f->kd, K, 1, dS, V, w->dVn, V, 0, 0);        /* dVn = kd dS */
-    SIMD_FN(gemm)(n, K, V, Vn, ldvn, 1, w->dST, K, w->dkd, K, 0, 0);    /* dkd = Vn dS^T */
+    SIMD_FN(gemm)(K, n, V, dS, V, 1, w->VnT, n, w->rT, n, 0, 0);        /* dkd = Vn dS^T */
+    SIMD_FN(transpose)(w->dkd, w->rT, n, K, n);
     for (size_t ch = 0; ch < K; ch++)
         w->dgl[ch] = SIMD_FN(row_dot)(dS + ch * V, S + ch * V, V);
 
     /* 6. O = qg S + Aqk Vn */
     SIMD_FN(gemm)(n, n, V, dO, ldo, 1, w->VnT, n, w->dAqk, C, 0, 0);     /* dAqk = dO Vn^T */
     SIMD_FN(gemm)(n, V, n, f->Aqk, 1, C, dO, ldo, w->dVn, V, 1, 0);     /* dVn += Aqk^T dO */
-    SIMD_FN(gemm)(n, K, V, dO, ldo, 1, w->ST, K, w->dqg, K, 0, 0);      /* dqg = dO S^T */
-    /* dS (entering) = Diag(gamma_last) dS_out + qg^T dO (+ Wn^T dVn below) */
-    SIMD_FN(gemm_rs)(K, V, n, f->qg, 1, K, dO, ldo, dS, V, 1, 0, f->gl);
+
+    /* 6 and 4 (Vn = U + Wn S) together, as products over m = 2n stacked rows
+     * B2 = [dO ; dVn], A2 = [qg ; Wn] (n rows without delta):
+     *   [dqg , dWn] = S B2^T, i.e. dqg = dO S^T, dWn = dVn S^T (dU = dVn)
+     *   dS (entering) = Diag(gamma_last) dS_out + A2^T B2
+     *                 = ... + qg^T dO + Wn^T dVn */
+    const size_t m = delta ? 2 * n : n;
+    for (size_t r = 0; r < n; r++) {
+        memcpy(w->B2 + r * V, dO + r * ldo, V * sizeof(real));
+        memcpy(w->A2 + r * K, f->qg + r * K, K * sizeof(real));
+    }
+    if (delta) {
+        memcpy(w->B2 + n * V, w->dVn, n * V * sizeof(real));
+        memcpy(w->A2 + n * K, w->Wn, n * K * sizeof(real));
+    }
+    SIMD_FN(transpose)(w->B2T, w->B2, V, m, V);
+    SIMD_FN(gemm)(K, m, V, S, V, 1, w->B2T, m, w->rT, m, 0, 0);
+    SIMD_FN(transpose)(w->dqg, w->rT, m, K, n);
+    if (delta)
+        SIMD_FN(transpose)(w->dWn, w->rT + n, m, K, n);
+    SIMD_FN(gemm_rs)(K, V, m, w->A2, 1, K, w->B2, V, dS, V, 1, 0, f->gl);
 
     memset(w->dq, 0, n * K * sizeof(real));
     memset(w->dk, 0, n * K * sizeof(real));
@@ -398,10 +444,6 @@ static void SIMD_FN(chunk_bwd)(SIMD_FN(bws) *w, int delta, size_t n, real s, con
             memcpy(w->dv + r * V, w->dVn + r * V, V * sizeof(real));
         return;
     }
-
-    /* 4. Vn = U + Wn S: dU = dVn, dWn = dVn S^T, dS += Wn^T dVn */
-    SIMD_FN(gemm)(n, K, V, w->dVn, V, 1, w->ST, K, w->dWn, K, 0, 0);
-    SIMD_FN(gemm)(K, V, n, w->Wn, 1, K, w->dVn, V, dS, V, 1, 0);
 
     /* 2-3. U = Minv Diag(beta) v, Wn = Minv Diag(beta) kg:
      * dRv = Minv^T dU, dRk = Minv^T dWn, dAkk = -(dRv U^T + dRk Wn^T) (j < i) */
