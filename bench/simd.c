@@ -11,6 +11,9 @@
  *   the fraction of this machine's fp32 FMA peak, measured in the same run by
  *     a register-resident FMA loop, per core and with all threads.
  * With a peer, kdalab and the peer alternating in rounds (alternate()).
+ * Then the chunkwise backward of each mechanism in float64 and float32
+ * (bench/backward.h), against the float64 SIMD forward and the reference
+ * backward on the same problem.
  * Then the decode step (one token, one head, K = V = 128, one thread) in µs,
  * with S on a cache line ("step") and 16 bytes past one ("step+16B"),
  * and the chunkwise KDA time against T from 1k to 64k with its log-log slope
@@ -28,8 +31,9 @@
  * (OMP_NUM_THREADS overrides the thread count). Every time is the median of
  * several repetitions; the machine is shared, so the spread is printed too.
  *
- *   bin/bench_simd [--quick] [--table | --sweep]
- *     --quick: fewer repetitions, T sweep to 16k; --table / --sweep: only that part
+ *   bin/bench_simd [--quick] [--table | --backward | --sweep]
+ *     --quick: fewer repetitions, T sweep to 16k; --table / --backward / --sweep:
+ *     only that part
  */
 #include <immintrin.h>
 #include <math.h>
@@ -500,19 +504,24 @@ static void alternate(problem *p, kdalab_mechanism m, int rounds, int reps, int 
 static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                          KDALAB_GATED_DELTANET, KDALAB_KDA};
 
+#include "backward.h"
+
 int main(int argc, char **argv)
 {
-    int quick = 0, table = 1, sweep = 1;
+    int quick = 0, table = 1, sweep = 1, backward = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
         else if (strcmp(argv[i], "--sweep") == 0)
-            table = 0;
+            table = backward = 0;
         else if (strcmp(argv[i], "--table") == 0)
-            sweep = 0;
+            sweep = backward = 0;
+        else if (strcmp(argv[i], "--backward") == 0)
+            table = sweep = 0;
         else {
-            printf("usage: %s [--quick] [--table | --sweep]\n  speed of the SIMD path (--table: "
-                   "only the table, --sweep: only the T sweep); see bench/simd.c\n",
+            printf("usage: %s [--quick] [--table | --backward | --sweep]\n  speed of the SIMD "
+                   "path (--table: only the forward table, --backward: only the backward's, "
+                   "--sweep: only the T sweep); see bench/simd.c\n",
                    argv[0]);
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
@@ -782,6 +791,8 @@ int main(int argc, char **argv)
                    widest == 2 ? "avx512" : widest == 1 ? "avx2" : "scalar", kda_step, K, V,
                    kda_floor, kda_step);
     }
+    if (backward)
+        invalid |= backward_table(&p, rng, reps, quick, peakN);
     problem_free(&p);
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
 
