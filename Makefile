@@ -116,8 +116,8 @@ $(BIN)/%: $(BUILD)/experiments/%.o $(EXP_COMMON) $(LIB_A)
 	@mkdir -p $(BIN)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-# the benchmark's shared problem (header-only)
-$(BUILD)/bench/simd.o: bench/problem.h bench/floors.h
+# the benchmark's headers: its shared problem, its floors, its backward table
+$(BUILD)/bench/simd.o: bench/problem.h bench/floors.h bench/backward.h
 
 $(BIN)/bench_%: $(BUILD)/bench/%.o $(LIB_A)
 	@mkdir -p $(BIN)

@@ -15,6 +15,7 @@
 #include "chunk_workspace.h"
 #include "chunk_scores.h"
 #include "chunk_kernels.h"
+#include "chunk_bwd_scores.h"
 #include "chunk_bwd.h"
 #include "screen.h"
 #include "step_kernel.h"
