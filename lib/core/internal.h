@@ -120,6 +120,12 @@ kdalab_status kdalab_check_result_f32(const char *what, const char *name, const 
 kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp32,
                                       kdalab_chunk_opts *out);
 
+/* The chunkwise backward's options (kdalab_chunk_bwd_f64/_f32 and the SIMD
+ * path's): kdalab_check_chunk_opts with FP32 storage, and the safe decay mode
+ * only (KDALAB_EINVAL naming the mode asked). */
+kdalab_status kdalab_check_bwd_chunk_opts(const kdalab_chunk_opts *opts,
+                                          kdalab_chunk_opts *out);
+
 /* Validate one decode step's arguments (see kdalab_step_f64). The _args
  * variants check everything except the finiteness of the state S (K*V
  * values, more than the step itself costs to scan), for a kernel that checks

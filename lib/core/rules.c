@@ -9,7 +9,8 @@
  *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
  *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
  *          kdalab_check_bwd_f64/_f32, kdalab_check_grads_f64/_f32,
- *          kdalab_check_chunk_opts, kdalab_check_values_nd,
+ *          kdalab_check_chunk_opts, kdalab_check_bwd_chunk_opts,
+ *          kdalab_check_values_nd,
  *          kdalab_check_result_f64/_f32 (internal.h)
  *
  * The float64 and float32 entry points share one body: each array is read
@@ -493,6 +494,17 @@ kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp
                            "precision %s needs kdalab_chunk_f32; the float64 form is exact",
                            kdalab_precision_name(out->precision));
     return KDALAB_OK;
+}
+
+kdalab_status kdalab_check_bwd_chunk_opts(const kdalab_chunk_opts *opts,
+                                          kdalab_chunk_opts *out)
+{
+    kdalab_status s = kdalab_check_chunk_opts(opts, 1, out);
+    if (s == KDALAB_OK && out->decay != KDALAB_DECAY_SAFE)
+        s = kdalab_fail(KDALAB_EINVAL, "the chunkwise backward runs the safe decay mode only "
+                                       "(decay mode '%s' asked)",
+                        kdalab_decay_name(out->decay));
+    return s;
 }
 
 /* ---- one named result ----------------------------------------------------------- */

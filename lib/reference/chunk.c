@@ -443,11 +443,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
     kdalab_status s =
         kdalab_check_bwd_f64(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);
     if (s == KDALAB_OK)
-        s = kdalab_check_chunk_opts(opts, 1, &op);
-    if (s == KDALAB_OK && op.decay != KDALAB_DECAY_SAFE)
-        s = kdalab_fail(KDALAB_EINVAL, "the chunkwise backward runs the safe decay mode only "
-                                       "(decay mode '%s' asked)",
-                        kdalab_decay_name(op.decay));
+        s = kdalab_check_bwd_chunk_opts(opts, &op);
     if (s != KDALAB_OK)
         return s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;

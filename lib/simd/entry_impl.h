@@ -189,11 +189,7 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
         E_FN(kdalab_check_bwd)(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &cnt);
     const kdalab_chunk_opts dflt = kdalab_simd_chunk_opts_default();
     if (s == KDALAB_OK)
-        s = kdalab_check_chunk_opts(opts ? opts : &dflt, 1, &op);
-    if (s == KDALAB_OK && op.decay != KDALAB_DECAY_SAFE)
-        s = kdalab_fail(KDALAB_EINVAL, "the chunkwise backward runs the safe decay mode only "
-                                       "(decay mode '%s' asked)",
-                        kdalab_decay_name(op.decay));
+        s = kdalab_check_bwd_chunk_opts(opts ? opts : &dflt, &op);
     if (s != KDALAB_OK)
         return s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
