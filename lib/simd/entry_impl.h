@@ -197,9 +197,12 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
     const size_t c = op.subchunk < C ? op.subchunk : C, nch = (T + C - 1) / C;
     const size_t gw = kdalab_mechanism_g_width(mech, K), ntasks = B * H;
     /* one workspace per thread, the chunk states included, before anything is written */
-    size_t states, elems, bytes;
-    if (!kdalab_mul_size(nch + 1, K * V, &states) ||
-        !kdalab_mul_size(states + 64 * (C * C + C * (K + V) + K * V), sizeof(real), &bytes))
+    /* bwd_work_floats <= (nch + 3) K V + 64 (C (C + K + V) + K + 64), every step checked
+     * (K V and K + V fit: kdalab_count_dims; C <= max(T, 1)) */
+    size_t states, rest, elems, bytes;
+    if (!kdalab_mul_size(nch + 3, K * V, &states) || !kdalab_mul_size(C, C + K + V, &rest) ||
+        rest > SIZE_MAX - K - 64 || !kdalab_mul_size(rest + K + 64, 64, &rest) ||
+        states > SIZE_MAX - rest || !kdalab_mul_size(states + rest, sizeof(real), &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
                            V);
@@ -226,14 +229,14 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
         E_ARGS a = {
             .mech = mech, .T = T, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
             .chunk = C, .subchunk = c, .scale = scale,
-            .q = q + row0 * K, .k = k + row0 * K, .v = v + row0 * V,
-            .g = gw ? g + row0 * gw : NULL,
-            .beta = mech != KDALAB_LINEAR_ATTENTION ? beta + row0 : NULL,
+            .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
+            .v = v ? v + row0 * V : NULL, .g = gw && g ? g + row0 * gw : NULL,
+            .beta = mech != KDALAB_LINEAR_ATTENTION && beta ? beta + row0 : NULL,
             .h0 = h0 ? h0 + bh * K * V : NULL,
             .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
         };
         E_BWD_OUT bo = {
-            .d_o = d_o + row0 * V, .dht = dht ? dht + bh * K * V : NULL,
+            .d_o = d_o ? d_o + row0 * V : NULL, .dht = dht ? dht + bh * K * V : NULL,
             .dq = dq ? dq + row0 * K : NULL, .dk = dk ? dk + row0 * K : NULL,
             .dv = dv ? dv + row0 * V : NULL, .dg = dg && gw ? dg + row0 * gw : NULL,
             .dbeta = dbeta && mech != KDALAB_LINEAR_ATTENTION ? dbeta + row0 : NULL,
