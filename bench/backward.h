@@ -1,6 +1,6 @@
 /*
  * bench/backward.h — bench_simd's backward table (included by bench/simd.c,
- * after its timing helpers): the SIMD chunkwise backward
+ * after its timing functions): the SIMD chunkwise backward
  * (kdalab_simd_chunk_bwd_f64 / _f32) of each mechanism at each level this
  * CPU runs, validated against the float64 reference backward
  * (kdalab_chunk_bwd_f64) before it is timed, beside the float64 SIMD

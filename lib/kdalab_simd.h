@@ -164,9 +164,11 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
  * (ceil(T / C) + 1) K V doubles of chunk states per thread, plus
  * O(C (C + K + V) + K V). Decay factors are products of exp(g) <= 1 (below
  * DBL_MIN exactly 0), as in kdalab_simd_chunk_f64: any g <= 0 is exact.
- * Agrees with kdalab_chunk_bwd_f64 within ~1e-13 relative to each
+ * Agrees with kdalab_chunk_bwd_f64 within ~1e-14 relative to each
  * gradient's max (tests/test_simd_bwd.c holds it to 1e-12 at every level
  * the CPU runs). All four linear mechanisms run KDA's per-channel code.
+ * Through kdalab_batch_bwd_f64 (varlen, GVA, and so the Python module) each
+ * (sequence, value head) is one call of B = H = 1: one thread.
  */
 kdalab_status kdalab_simd_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                         double scale, const double *q, const double *k,

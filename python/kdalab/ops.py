@@ -412,7 +412,7 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
 def _bwd_form(form, impl):
     """The backward's form: the chunkwise one runs the SIMD path (impl="simd",
     kdalab_simd_chunk_bwd_f64: the reference's algorithm and its results to
-    ~1e-15 relative, several times faster) or the reference ("reference")."""
+    ~1e-14 relative, several times faster) or the reference ("reference")."""
     if impl not in ("simd", "reference"):
         raise ValueError("impl: %r is not 'simd' or 'reference'" % (impl,))
     return _lib.FORM_SIMD_CHUNK if form == _lib.FORM_CHUNK and impl == "simd" else form
