@@ -130,8 +130,10 @@ kdalab_status kdalab_batch_f32(const kdalab_batch *batch, kdalab_form form,
 /*
  * kdalab_batch_bwd_f64 — the backward (KDALAB_FORM_RECURRENT:
  * kdalab_recurrent_bwd_f64; KDALAB_FORM_CHUNK: kdalab_chunk_bwd_f64;
- * KDALAB_FORM_SIMD_CHUNK: kdalab_simd_chunk_bwd_f64) over a varlen / GVA
- * batch, the arrays named by args. Errors: as kdalab_batch_f64;
+ * KDALAB_FORM_SIMD_CHUNK: kdalab_simd_chunk_bwd_f64, called once for the
+ * whole batch, threads over B x H, when there is neither cu_seqlens nor
+ * HV > H) over a varlen / GVA batch, the arrays named by args. Errors: as
+ * kdalab_batch_f64;
  * KDALAB_EINVAL for KDALAB_FORM_SIMD_RECURRENT (the backward has none).
  */
 kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,

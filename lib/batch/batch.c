@@ -421,6 +421,12 @@ kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,
         return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
     if ((s = check_values(&c)) != KDALAB_OK)
         return s;
+    if (form == KDALAB_FORM_SIMD_CHUNK && !c.cu && c.HV == c.H) /* one call: OpenMP over B x H */
+        return kdalab_simd_chunk_bwd_f64(dims, mech, scale, a->q, a->k, a->v, a->g, a->beta,
+                                         a->h0, a->d_o, a->dht, a->dq, a->dk, a->dv,
+                                         c.gw ? a->dg : NULL,
+                                         kdalab_mechanism_has_beta(mech) ? a->dbeta : NULL,
+                                         a->dh0, opts);
     void *dest[N_OUTS] = {NULL, NULL, a->dq, a->dk, a->dv, c.gw ? a->dg : NULL,
                           kdalab_mechanism_has_beta(mech) ? a->dbeta : NULL, a->dh0};
     return drive(&c, dest);
