@@ -607,9 +607,10 @@ int main(int argc, char **argv)
     const double htok = (double)(B * T * H);
     const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
                                         KDALAB_SIMD_AVX512};
-    printf("%-17s %-9s %-7s %11s %9s %8s %8s %7s %5s %11s  %s\n", "mechanism", "form", "level",
-           "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "busy", "per core-s",
-           "[min..max] ms");
+    if (table)
+        printf("%-17s %-9s %-7s %11s %9s %8s %8s %7s %5s %11s  %s\n", "mechanism", "form",
+               "level", "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "busy",
+               "per core-s", "[min..max] ms");
     const size_t chunks[] = {64, 32, 16}; /* 16: kdalab_simd_chunk_opts_default() */
     int invalid = 0;
     const int widest = has512 ? 2 : has2 ? 1 : 0;
