@@ -199,7 +199,7 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
     /* one workspace per thread, the chunk states included, before anything is written */
     /* bwd_work_floats <= (nch + 3) K V + 64 (C (C + K + V) + K + 64), every step checked
      * (K V and K + V fit: kdalab_count_dims; C <= max(T, 1)) */
-    size_t states, rest, elems, bytes;
+    size_t states, rest, elems, bytes; /* bytes: the bound, checked; elems: the size */
     if (!kdalab_mul_size(nch + 3, K * V, &states) || !kdalab_mul_size(C, C + K + V, &rest) ||
         rest > SIZE_MAX - K - 64 || !kdalab_mul_size(rest + K + 64, 64, &rest) ||
         states > SIZE_MAX - rest || !kdalab_mul_size(states + rest, sizeof(real), &bytes))
@@ -207,21 +207,13 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
                            "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
                            V);
     elems = tab->bwd_work_floats(C, c, K, V, nch);
-    bytes = (elems * sizeof(real) + 63) / 64 * 64;
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
-        nth = ntasks ? (int)ntasks : 1;
-    void **work = calloc((size_t)nth, sizeof *work);
-    int ok = work != NULL;
-    for (int t = 0; ok && t < nth && ntasks; t++)
-        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
-    if (!ok) {
-        for (int t = 0; work && t < nth; t++)
-            free(work[t]);
-        free(work);
-        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d backward workspaces of %zu bytes",
-                           nth, bytes);
-    }
+        nth = (int)ntasks; /* 0 tasks: no workspace */
+    void **work;
+    s = kdalab__simd_work_alloc(nth, elems * sizeof(real), &work);
+    if (s != KDALAB_OK)
+        return s;
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
     for (size_t task = 0; task < ntasks; task++) {
         size_t b = task / H, h = task % H;
@@ -244,9 +236,7 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
         };
         tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);
     }
-    for (int t = 0; t < nth; t++)
-        free(work[t]);
-    free(work);
+    kdalab__simd_work_free(nth, work);
     return E_FN(kdalab_check_grads)("SIMD chunkwise backward", dims, mech, dq, dk, dv, dg,
                                     dbeta, dh0);
 }

@@ -6,6 +6,7 @@
  * the status.
  *
  * defines: kdalab__simd_plan_make, kdalab__simd_plan_task, kdalab__simd_plan_free,
+ *          kdalab__simd_work_alloc, kdalab__simd_work_free,
  *          kdalab__simd_chunk_finish (simd_internal.h)
  */
 #include <omp.h>
@@ -53,17 +54,10 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C
         return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
                            C, K, V);
     bytes = (work_elems(C, c, K, width, nh) * elem + 63) / 64 * 64;
-    void **work = calloc((size_t)nth, sizeof *work);
-    int ok = work != NULL;
-    for (int t = 0; ok && t < nth; t++)
-        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
-    if (!ok) {
-        for (int t = 0; work && t < nth; t++)
-            free(work[t]);
-        free(work);
-        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
-                           bytes);
-    }
+    void **work;
+    kdalab_status s = kdalab__simd_work_alloc(nth, bytes, &work);
+    if (s != KDALAB_OK)
+        return s;
     *pl = (simd_plan){.nth = nth, .nh = nh, .ngroups = ngroups, .nsplit = nsplit,
                       .width = width, .ntasks = ntasks, .work = work};
     return KDALAB_OK;
@@ -79,11 +73,29 @@ void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *
     *v1 = *v0 + pl->width < V ? *v0 + pl->width : V;
 }
 
-void kdalab__simd_plan_free(simd_plan *pl)
+void kdalab__simd_plan_free(simd_plan *pl) { kdalab__simd_work_free(pl->nth, pl->work); }
+
+kdalab_status kdalab__simd_work_alloc(int nth, size_t bytes, void ***out)
 {
-    for (int t = 0; t < pl->nth; t++)
-        free(pl->work[t]);
-    free(pl->work);
+    bytes = (bytes + 63) / 64 * 64; /* aligned_alloc wants a multiple of the alignment */
+    void **work = calloc(nth > 0 ? (size_t)nth : 1, sizeof *work); /* nth = 0: none */
+    int ok = work != NULL;
+    for (int t = 0; ok && t < nth; t++)
+        ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
+    if (!ok) {
+        kdalab__simd_work_free(work ? nth : 0, work);
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
+                           bytes);
+    }
+    *out = work;
+    return KDALAB_OK;
+}
+
+void kdalab__simd_work_free(int nth, void **work)
+{
+    for (int t = 0; work && t < nth; t++)
+        free(work[t]);
+    free(work);
 }
 
 kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)

@@ -168,6 +168,11 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C
 void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
                             size_t *v0, size_t *v1);
 void kdalab__simd_plan_free(simd_plan *pl);
+/* nth workspaces of bytes each (rounded up to 64), 64-byte aligned, into
+ * *out: all or none (KDALAB_ENOMEM). The chunkwise forward's plan and the
+ * backward both take theirs here; kdalab__simd_work_free frees them. */
+kdalab_status kdalab__simd_work_alloc(int nth, size_t bytes, void ***out);
+void kdalab__simd_work_free(int nth, void **work);
 kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
 
 #endif
