@@ -150,6 +150,11 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
            "head-tok/s", "ms", "GF/s own", "of peak", "x fwd", "x ref", "err");
     for (size_t mi = 0; mi < 4; mi++) {
         c.m = mechs[mi];
+        /* what this mechanism's backward writes: dg [B,T,H,K] (KDA), [B,T,H]
+         * (Gated DeltaNet) or nothing; dbeta for the delta rules only. The
+         * rest of each buffer is never compared. */
+        c.n[3] = c.m == KDALAB_KDA ? nqk : c.m == KDALAB_GATED_DELTANET ? nb : 0;
+        c.n[4] = c.m == KDALAB_LINEAR_ATTENTION ? 0 : nb;
         double fl = bwd_flops(c.m, d, C, 16);
         /* the reference backward, once (it is the slow one) */
         double t0 = now();
