@@ -156,13 +156,16 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
  * (lib/simd/chunk_bwd.h): the algorithm of kdalab_chunk_bwd_f64 (boundary
  * states stored by a forward sweep, each chunk recomputed from its state and
  * differentiated, last to first) built on the forward's kernels, every
- * product through its register-blocked matrix product. Arguments, shapes,
+ * product through its register-blocked matrix product; the boundary states
+ * are checkpointed (below), with the same bits. Arguments, shapes,
  * validation and errors exactly as kdalab_chunk_bwd_f64 (lib/kdalab_grad.h);
  * opts NULL means kdalab_simd_chunk_opts_default() (C = 16), the decay mode
  * must be KDALAB_DECAY_SAFE. OpenMP over batch x heads, one head per thread
  * at a time, so the result has the same bits for any thread count. Memory:
- * (ceil(T / C) + 1) K V doubles of chunk states per thread, plus
- * O(C (C + K + V) + K V). Decay factors are products of exp(g) <= 1 (below
+ * the states entering each group of G = ceil(sqrt(N)) chunks (N = ceil(T /
+ * C)) and those of one group, about 2 sqrt(N) K V doubles per thread (the
+ * reference keeps N + 1), plus O(C (C + K + V) + K V); each chunk outside
+ * the last group runs its forward once more to rebuild its group's states. Decay factors are products of exp(g) <= 1 (below
  * DBL_MIN exactly 0), as in kdalab_simd_chunk_f64: any g <= 0 is exact.
  * Agrees with kdalab_chunk_bwd_f64 within ~1e-14 relative to each
  * gradient's max (tests/test_simd_bwd.c holds it to 1e-12 at every level

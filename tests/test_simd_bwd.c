@@ -186,7 +186,8 @@ static void test_simd_bwd_golden(void **state)
 }
 
 /* Random shapes: K, V off the vector width, T not a multiple of C, several
- * heads and sequences, with and without h0 and dht. */
+ * heads and sequences, with and without h0 and dht; the last, 38 chunks,
+ * has six checkpoint groups of 7 (lib/simd/chunk_bwd.h), the last of 3. */
 static void test_simd_bwd_random_shapes(void **state)
 {
     (void)state;
@@ -198,6 +199,7 @@ static void test_simd_bwd_random_shapes(void **state)
         {{1, 37, 1, 16, 16}, 16, 1, 1}, {{2, 50, 3, 13, 9}, 16, 0, 1},
         {{1, 64, 2, 32, 40}, 32, 1, 0}, {{2, 33, 2, 8, 24}, 8, 1, 1},
         {{1, 100, 1, 64, 64}, 64, 1, 1}, {{1, 5, 2, 3, 2}, 16, 0, 0},
+        {{1, 300, 1, 8, 8}, 8, 1, 1},
     };
     gsl_rng *rng = test_rng(2027);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)

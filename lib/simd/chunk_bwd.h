@@ -12,8 +12,16 @@
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h,
  * chunk_kernels.h, chunk_bwd_scores.h (the workspace, the Gram backward)
  *
- * Memory: the state entering every chunk, (ceil(T/C) + 1) K V elements per
- * task (one head), as the reference keeps; the rest is O(C (C + K + V) + K V).
+ * Memory: the reference keeps the state entering every chunk; this path
+ * checkpoints them (Chen et al. 2016, "Training deep nets with sublinear
+ * memory cost"): a first sweep keeps the state entering each group of
+ * G = ceil(sqrt(nch)) chunks, and before a group is differentiated its G
+ * states are recomputed from that one, with the same arithmetic, so the
+ * same bits. ngroups + G + 1 states of K V elements per task (one head),
+ * about 2 sqrt(nch) instead of nch + 1 (33 instead of 257 at T = 4096,
+ * C = 16: 4.3 MB instead of 34 MB in float64 at K = V = 128), for one more
+ * forward of each chunk outside the last group; the rest is
+ * O(C (C + K + V) + K V).
  *
  * All four mechanisms run KDA's per-channel code: Gated DeltaNet's one g per
  * position is copied to every channel, DeltaNet's and linear attention's g is
@@ -253,11 +261,34 @@ static void SIMD_FN(chunk_rows)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t t0, 
         f->b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[(t0 + r) * a->ld_b];
 }
 
+/* The forward (steps 1-4 and 7) of chunks nc0 .. nc0 + m - 1 from the state
+ * Sb[0] entering the first: Sb[j + 1] = Diag(gamma_last) Sb[j] + kd^T Vn,
+ * Sb [m + 1, K, V]. */
+static void SIMD_FN(bwd_sweep)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t nc0, size_t m,
+                               real *Sb)
+{
+    SIMD_FN(ws) *f = &w->f;
+    const size_t K = a->K, V = a->V, T = a->T, KV = K * V, C = f->C;
+    const int delta = a->mech != KDALAB_LINEAR_ATTENTION;
+    const int decays = a->mech == KDALAB_KDA || a->mech == KDALAB_GATED_DELTANET;
+    for (size_t j = 0; j < m; j++) {
+        size_t t0 = (nc0 + j) * C, n = SIMD_FN(min_sz)(C, T - t0), ldvn;
+        f->S = Sb + j * KV;
+        SIMD_FN(chunk_rows)(w, a, t0, n);
+        const real *Vn = SIMD_FN(chunk_recompute)(w, delta, n, a->scale, &ldvn);
+        real *Sn = Sb + (j + 1) * KV;
+        memcpy(Sn, f->S, KV * sizeof(real));
+        SIMD_FN(gemm_rs)(K, V, n, f->kd, 1, K, Vn, ldvn, Sn, V, 1, 0, decays ? f->gl : NULL);
+    }
+}
+
 /*
  * One backward task: one head (all value columns), its gradients written to
  * bo's arrays at the same row offsets and strides as the inputs (dq, dk like
  * q; dv like v; dg like g; dbeta like beta; dh0 like h0). A forward sweep
- * (steps 1-4 and 7) stores the state entering each chunk; then each chunk,
+ * (steps 1-4 and 7) keeps the state entering each group of G chunks; then
+ * each group, last to first, has its chunks' states recomputed from that
+ * one (the last group's are still there from the sweep), and each chunk,
  * last to first, is recomputed from its state and differentiated. work: the
  * task's bwd_work_floats(C, c, K, V, ceil(T / C)), 64-byte aligned.
  */
@@ -268,7 +299,7 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     const size_t c = a->subchunk < C ? a->subchunk : C, nch = (T + C - 1) / C;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
     const int delta = a->mech != KDALAB_LINEAR_ATTENTION;
-    const int decays = a->mech == KDALAB_KDA || a->mech == KDALAB_GATED_DELTANET;
+    const size_t G = SIMD_FN(bwd_group)(nch), ngroups = (nch + G - 1) / G;
     SIMD_FN(bws) w;
     SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch);
     SIMD_FN(ws) *f = &w.f;
@@ -278,25 +309,27 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     for (size_t r = 0; r < C; r++)
         w.ones[r] = 1;
 
-    /* the forward sweep: S_{n+1} = Diag(gamma_last) S_n + kd^T Vn */
+    /* the forward sweep, keeping the state entering each group in ck */
     for (size_t i = 0; i < KV; i++)
-        w.states[i] = a->h0 ? a->h0[i] : 0.0f;
-    for (size_t nc = 0; nc < nch; nc++) {
-        size_t t0 = nc * C, n = SIMD_FN(min_sz)(C, T - t0), ldvn;
-        f->S = w.states + nc * KV;
-        SIMD_FN(chunk_rows)(&w, a, t0, n);
-        const real *Vn = SIMD_FN(chunk_recompute)(&w, delta, n, a->scale, &ldvn);
-        real *Sn = w.states + (nc + 1) * KV;
-        memcpy(Sn, f->S, KV * sizeof(real));
-        SIMD_FN(gemm_rs)(K, V, n, f->kd, 1, K, Vn, ldvn, Sn, V, 1, 0, decays ? f->gl : NULL);
+        w.loc[i] = a->h0 ? a->h0[i] : 0.0f;
+    for (size_t gr = 0; gr < ngroups; gr++) {
+        size_t m = SIMD_FN(min_sz)(G, nch - gr * G);
+        memcpy(w.ck + gr * KV, w.loc, KV * sizeof(real));
+        SIMD_FN(bwd_sweep)(&w, a, gr * G, m, w.loc);
+        if (gr + 1 < ngroups)
+            memcpy(w.loc, w.loc + m * KV, KV * sizeof(real));
     }
 
     /* the backward sweep */
     for (size_t i = 0; i < KV; i++)
         w.dS[i] = bo->dht ? bo->dht[i] : 0.0f;
     for (size_t nc = nch; nc-- > 0;) {
-        size_t t0 = nc * C, n = SIMD_FN(min_sz)(C, T - t0);
-        f->S = w.states + nc * KV;
+        size_t t0 = nc * C, n = SIMD_FN(min_sz)(C, T - t0), gr = nc / G, j = nc % G;
+        if (gr + 1 < ngroups && j == G - 1) { /* entering a group: its states again */
+            memcpy(w.loc, w.ck + gr * KV, KV * sizeof(real));
+            SIMD_FN(bwd_sweep)(&w, a, gr * G, G - 1, w.loc);
+        }
+        f->S = w.loc + j * KV;
         SIMD_FN(chunk_rows)(&w, a, t0, n);
         SIMD_FN(chunk_bwd)(&w, delta, n, a->scale, bo->d_o + t0 * a->ld_v, a->ld_v);
         for (size_t r = 0; r < n; r++) {

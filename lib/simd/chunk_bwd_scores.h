@@ -32,8 +32,21 @@ typedef struct {
     real *dbeta, *ones;                    /* [C]                                */
     real *run, *dvec, *dgl;                /* [K]                                */
     real *dS;                              /* [K, V] dL/d(state)                 */
-    real *states;                          /* [nchunks + 1, K, V]                */
+    real *ck;                              /* [ngroups, K, V] entering each group */
+    real *loc;                             /* [G + 1, K, V] entering each chunk of
+                                              one group, and leaving its last     */
 } SIMD_FN(bws);
+
+/* Chunks per group of the checkpointed sweep (lib/simd/chunk_bwd.h):
+ * ceil(sqrt(nchunks)), which makes the stored states, ngroups + G + 1 of
+ * them, about 2 sqrt(nchunks) instead of nchunks + 1. */
+static size_t SIMD_FN(bwd_group)(size_t nchunks)
+{
+    size_t G = 1;
+    while (G * G < nchunks)
+        G++;
+    return G;
+}
 
 /* Lay the backward's workspace out from base (or only count it, base ==
  * NULL); returns the elements used. */
@@ -64,7 +77,9 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
     BWD_TAKE(w->dbeta, C); BWD_TAKE(w->ones, C);
     BWD_TAKE(w->run, K); BWD_TAKE(w->dvec, K); BWD_TAKE(w->dgl, K);
     BWD_TAKE(w->dS, K * V);
-    BWD_TAKE(w->states, (nchunks + 1) * K * V);
+    const size_t G = SIMD_FN(bwd_group)(nchunks), ngroups = (nchunks + G - 1) / G;
+    BWD_TAKE(w->ck, (ngroups ? ngroups : 1) * K * V);
+    BWD_TAKE(w->loc, (G + 1) * K * V);
 #undef BWD_TAKE
     return cur;
 }
