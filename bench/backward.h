@@ -10,8 +10,11 @@
 
 /* The backward's multiply-adds per chunk of n positions (2 flops each), as
  * lib/simd/chunk_bwd.h does them: the forward sweep (steps 1-4 and 7), the
- * recomputation (steps 1-4), and the products of the gradients. */
-static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, double V)
+ * recomputation (steps 1-4), and the products of the gradients; again (1)
+ * the forward of a chunk outside the last checkpoint group and not last in
+ * its group, which runs once more to rebuild its group's states. */
+static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, double V,
+                            int again)
 {
     const int delta = m != KDALAB_LINEAR_ATTENTION;
     /* steps 1-4 of the per-channel path (every mechanism runs KDA's) */
@@ -19,7 +22,8 @@ static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, do
     double scores = pairs_off * (2 * c) * c * K * 2 + ns * (c * (c - 1) / 2) * K * 6 +
                     n * K * 14;
     double s14 = scores + (delta ? n * n * n / 3 + n * n * (K + V) + 2 * n * K * V : 0);
-    double f = 2 * s14 + 2 * n * K * V; /* the sweep, its state update, the recomputation */
+    /* the sweep and its state update (twice outside the last group), the recomputation */
+    double f = (again ? 3 : 2) * s14 + (again ? 2 : 1) * 2 * n * K * V;
     double m2 = delta ? 2 * n : n;      /* rows stacked in [dO ; dVn] */
     f += 2 * n * K * V * 2;             /* dVn = kd dS, dkd = Vn dS^T */
     f += 2 * n * n * V * 2;             /* dAqk = dO Vn^T, dVn += Aqk^T dO */
@@ -36,9 +40,14 @@ static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, do
 static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size_t c)
 {
     double f = 0;
+    size_t nch = (d->T + C - 1) / C, G = 1;
+    while (G * G < nch) /* the checkpoint groups' size, as lib/simd/chunk_bwd_scores.h */
+        G++;
+    const size_t last = nch ? (nch - 1) / G * G : 0; /* the last group's first chunk */
     for (size_t t0 = 0; t0 < d->T; t0 += C) {
         size_t n = t0 + C <= d->T ? C : d->T - t0;
-        f += bwd_flops_one(m, (double)n, (double)(c < n ? c : n), (double)d->K, (double)d->V);
+        f += bwd_flops_one(m, (double)n, (double)(c < n ? c : n), (double)d->K, (double)d->V,
+                           t0 / C < last && t0 / C % G != G - 1);
     }
     return f * (double)(d->B * d->H);
 }
