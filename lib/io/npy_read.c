@@ -390,8 +390,42 @@ static kdalab_status parse_header(const unsigned char *hdr, size_t hlen, const c
     return KDALAB_OK;
 }
 
+/* Whether this machine stores numbers least significant byte first, as the
+ * '<' of a .npy descr does. */
+static int host_little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* Whether the data h describes are float64 in C order as this machine
+ * stores them: their bytes are the decoded array itself. */
+static int native_f64(const npy_header *h)
+{
+    return h->dtype == KDALAB_DTYPE_F64 && !h->big_endian && host_little_endian() &&
+           (!h->fortran || h->ndim < 2);
+}
+
+/* out: the array h describes, holding data (taken over). */
+static kdalab_status set_out(const npy_header *h, double *data, kdalab_array *out)
+{
+    out->ndim = h->ndim;
+    for (int i = 0; i < h->ndim; i++)
+        out->shape[i] = h->shape[i];
+    out->size = h->size;
+    out->dtype = h->dtype;
+    memcpy(out->descr, h->descr, sizeof out->descr);
+    out->data = data;
+    return npy_ok();
+}
+
 /* The raw data src (as the header describes it) into out, converted to
- * float64 in C order. */
+ * float64 in C order. Native float64 (native_f64) and little-endian float32
+ * in C order on a little-endian machine (what NumPy writes there) are a
+ * copy and a widening loop; everything else goes element by element through
+ * load_element. */
 static kdalab_status decode_data(const unsigned char *src, const npy_header *h, const char *name,
                                  kdalab_array *out)
 {
@@ -401,7 +435,16 @@ static kdalab_status decode_data(const unsigned char *src, const npy_header *h, 
         if (data == NULL)
             return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu elements", name,
                                h->size);
-        if (!h->fortran || h->ndim < 2) {
+        if (native_f64(h)) {
+            memcpy(data, src, h->size * sizeof *data);
+        } else if ((!h->fortran || h->ndim < 2) && !h->big_endian && host_little_endian() &&
+                   h->dtype == KDALAB_DTYPE_F32) {
+            for (size_t i = 0; i < h->size; i++) {
+                float f;
+                memcpy(&f, src + i * sizeof f, sizeof f);
+                data[i] = f;
+            }
+        } else if (!h->fortran || h->ndim < 2) {
             for (size_t i = 0; i < h->size; i++)
                 data[i] = load_element(src, i, h);
         } else {
@@ -425,14 +468,7 @@ static kdalab_status decode_data(const unsigned char *src, const npy_header *h, 
             }
         }
     }
-    out->ndim = h->ndim;
-    for (int i = 0; i < h->ndim; i++)
-        out->shape[i] = h->shape[i];
-    out->size = h->size;
-    out->dtype = h->dtype;
-    memcpy(out->descr, h->descr, sizeof out->descr);
-    out->data = data;
-    return npy_ok();
+    return set_out(h, data, out);
 }
 
 /* Does a part of `need` bytes fit in the `have` bytes the file still holds?
@@ -539,8 +575,12 @@ static kdalab_status read_file(FILE *f, size_t len, const char *path, kdalab_arr
     early = early < nbytes ? early : nbytes;
     memcpy(data, pre + prefix + hlen, early);
     s = read_exact(f, data + early, nbytes - early, path, "data");
-    if (s == KDALAB_OK)
+    if (s == KDALAB_OK && native_f64(&h) && h.size > 0) {
+        s = set_out(&h, (double *)(void *)data, out); /* the bytes read are the array */
+        data = NULL;
+    } else if (s == KDALAB_OK) {
         s = decode_data(data, &h, path, out);
+    }
     free(data);
     return s;
 }
