@@ -236,6 +236,52 @@ static void train_design_flags(void **state)
     tcli_expect_error(tcli_run("%s --gate-rank 9", tiny), 2, "--gate-rank 9", "above", NULL);
 }
 
+/* --task: kdalab's MQAR (mqar, also named plain) and the Zoology layouts
+ * zoology, overwrite (--updates) and recent (--recent) train, the task named
+ * in the progress line and the checkpoint; a variant's count without its
+ * task, or its task without the count, and a sequence too short for the
+ * layout are one line, exit 2. */
+static void train_task_variants(void **state)
+{
+    (void)state;
+    const char *tiny = "train --mixer deltanet --d-model 8 --heads 2 --kv-pairs 4 "
+                       "--vocab 17 --batch 2 --steps 3 --test-size 4 --log-every 0";
+    assert_int_equal(tcli_run("%s --task mqar --seq-len 16", tiny), 0);
+    char mqar[sizeof tcli_out];
+    memcpy(mqar, tcli_out, sizeof mqar);
+    assert_int_equal(tcli_run("%s --task plain --seq-len 16", tiny), 0);
+    assert_string_equal(tcli_out, mqar); /* the same task, the same run */
+
+    assert_int_equal(tcli_run("%s --task overwrite --updates 2 --seq-len 20 --out %s", tiny,
+                              tcli_tmp("over")), 0);
+    assert_non_null(strstr(tcli_err, "task overwrite, T = 20"));
+    assert_int_equal(count_in(tcli_out, "accuracy="), 1);
+    size_t len;
+    char *cfg = (char *)tcli_file_bytes(tcli_tmp("over/config.txt"), &len);
+    cfg = realloc(cfg, len + 1);
+    cfg[len] = '\0';
+    assert_non_null(strstr(cfg, "\ntask=overwrite\nupdates=2\nseq_len=20\n"));
+    free(cfg);
+    assert_int_equal(tcli_run("%s --task recent --recent 2 --seq-len 12", tiny), 0);
+    assert_non_null(strstr(tcli_err, "task recent, T = 12"));
+    assert_int_equal(tcli_run("%s --task zoology --seq-len 16", tiny), 0);
+    assert_int_equal(count_in(tcli_out, "accuracy="), 1);
+
+    tcli_expect_error(tcli_run("%s --task overwrite --seq-len 20", tiny), 2, "--updates", NULL);
+    tcli_expect_error(tcli_run("%s --task recent --seq-len 20", tiny), 2, "--recent", NULL);
+    tcli_expect_error(tcli_run("%s --task mqar --updates 2 --seq-len 20", tiny), 2,
+                      "--updates", "overwrite", NULL);
+    tcli_expect_error(tcli_run("%s --task zoology --recent 2 --seq-len 20", tiny), 2,
+                      "--recent", NULL);
+    tcli_expect_error(tcli_run("%s --task recent --recent 5 --seq-len 20", tiny), 2,
+                      "--task recent", NULL); /* W > P: the library's message */
+    tcli_expect_error(tcli_run("%s --task zoology --seq-len 14", tiny), 2, "--task zoology",
+                      "--seq-len 14", NULL);
+    tcli_expect_error(tcli_run("%s --task copy --seq-len 16", tiny), 2, "--task copy",
+                      "unknown", NULL);
+    tcli_expect_error(tcli_run("%s --seq-len 16", tiny), 2, "--task", "missing", NULL);
+}
+
 static int setup(void **state) { return tcli_setup("kdalab_cli_train_"); }
 
 static int teardown(void **state) { return test_tmpdir_remove(tcli_tmpdir); }
@@ -245,6 +291,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(train_command),
         cmocka_unit_test(train_design_flags),
+        cmocka_unit_test(train_task_variants),
         cmocka_unit_test(train_chooses_blas_kernels),
     };
     return cmocka_run_group_tests_name("cli_train", tests, setup, teardown);

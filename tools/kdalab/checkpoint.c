@@ -234,12 +234,17 @@ int ckpt_plan(const char *out, ckpt_plan_t *plan)
 static int write_files(const char *dir, const kdalab_train_config *c, const double *theta,
                        const kdalab_train_result *r, const char *precision, const char *out)
 {
-    char extra[1024];
+    char extra[1024], variant[64] = "";
+    if (c->task.task == KDALAB_MQAR_OVERWRITE)
+        snprintf(variant, sizeof variant, "updates=%zu\n", c->task.updates);
+    else if (c->task.task == KDALAB_MQAR_RECENT)
+        snprintf(variant, sizeof variant, "recent=%zu\n", c->task.recent);
     snprintf(extra, sizeof extra,
-             "task=mqar\nseq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\n"
+             "task=%s\n%sseq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\n"
              "weight_decay=%g\nseed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\n"
              "test_loss=%.6f\nseconds=%.2f\nprecision=%s\n",
-             c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
+             c->task.task == KDALAB_MQAR_PLAIN ? "mqar" : kdalab_mqar_task_name(c->task.task),
+             variant, c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
              c->opt.weight_decay, c->seed, c->test_sequences, r->test_accuracy, r->test_loss,
              r->seconds, precision);
     if (kdalab_checkpoint_write(dir, &c->model, theta, extra) != KDALAB_OK)

@@ -16,14 +16,21 @@
 #include "cli.h"
 
 static const char HELP[] =
-    "usage: kdalab train --task mqar --mixer M [options]\n"
+    "usage: kdalab train --task TASK --mixer M [options]\n"
     "\n"
     "Train a model (embedding -> L blocks of [RMSNorm -> mixer -> residual;\n"
     "RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> LM head) on multi-query\n"
     "associative recall with AdamW; then print its accuracy on a\n"
     "fresh test set as `accuracy=<a>` on its own line of standard output.\n"
     "\n"
-    "  --task mqar          the task (the only one so far)\n"
+    "  --task TASK          the recall task (layouts in REFERENCE.md): mqar (kdalab's\n"
+    "                       MQAR; also named plain), zoology (Zoology's exact MQAR:\n"
+    "                       T even, T >= 4P), overwrite (zoology with --updates U of\n"
+    "                       the P keys bound again, the latest value asked;\n"
+    "                       T >= 2(P + U) + 2P) or recent (zoology asking only the\n"
+    "                       last --recent W pairs; T >= 2P + 2W)\n"
+    "  --updates U          overwrite: keys bound again, 1 .. P\n"
+    "  --recent W           recent: the last pairs asked, 1 .. P\n"
     "  --mixer M            attention | linear_attention | deltanet | gated_deltanet |\n"
     "                       kda: every block; hybrid:N: N KDA blocks then one\n"
     "                       attention block, repeated (Kimi Linear is hybrid:3);\n"
@@ -64,7 +71,7 @@ static const char HELP[] =
 
 enum { O_TASK = 256, O_MIXER, O_LAYERS, O_D, O_HEADS, O_F, O_NOCONV, O_T, O_P, O_VOCAB,
        O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG, O_PREC, O_GATE, O_RANK,
-       O_CINIT };
+       O_CINIT, O_UPDATES, O_RECENT };
 
 static const struct option OPTIONS[] = {
     {"task", required_argument, NULL, O_TASK},     {"mixer", required_argument, NULL, O_MIXER},
@@ -80,6 +87,8 @@ static const struct option OPTIONS[] = {
     {"output-gate", required_argument, NULL, O_GATE},
     {"gate-rank", required_argument, NULL, O_RANK},
     {"conv-init", required_argument, NULL, O_CINIT},
+    {"updates", required_argument, NULL, O_UPDATES},
+    {"recent", required_argument, NULL, O_RECENT},
     {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
 };
 
@@ -199,14 +208,28 @@ int cmd_train(int argc, char **argv)
         case O_LOG: rc = cli_parse_size(got.name, got.value, 0, &log_every); break;
         case O_SEED: rc = cli_parse_size(got.name, got.value, 0, &seed); c.seed = seed; break;
         case O_LR: rc = parse_positive(got.name, got.value, 0, &lr); break;
+        case O_UPDATES: rc = cli_parse_size(got.name, got.value, 1, &c.task.updates); break;
+        case O_RECENT: rc = cli_parse_size(got.name, got.value, 1, &c.task.recent); break;
         case O_WD: rc = parse_positive(got.name, got.value, 1, &wd); break;
         }
     }
     if (rc != 0)
         return rc;
-    if (!task || strcmp(task, "mqar") != 0)
-        return cli_fail(EXIT_BAD, "--task: %s (the only task is mqar)",
-                        task ? "unknown task" : "missing");
+    if (!task)
+        return cli_fail(EXIT_BAD, "--task: missing (mqar, zoology, overwrite or recent)");
+    if (strcmp(task, "mqar") == 0)
+        c.task.task = KDALAB_MQAR_PLAIN;
+    else if (kdalab_mqar_parse_task(task, &c.task.task) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--task %s: unknown task (mqar, zoology, overwrite or recent)",
+                        task);
+    if (c.task.updates && c.task.task != KDALAB_MQAR_OVERWRITE)
+        return cli_fail(EXIT_BAD, "--updates: only with --task overwrite");
+    if (c.task.recent && c.task.task != KDALAB_MQAR_RECENT)
+        return cli_fail(EXIT_BAD, "--recent: only with --task recent");
+    if (c.task.task == KDALAB_MQAR_OVERWRITE && !c.task.updates)
+        return cli_fail(EXIT_BAD, "--task overwrite: needs --updates U");
+    if (c.task.task == KDALAB_MQAR_RECENT && !c.task.recent)
+        return cli_fail(EXIT_BAD, "--task recent: needs --recent W");
     if (!mixer)
         return cli_fail(EXIT_BAD, "--mixer: missing (see --help)");
     const int f64 = precision && strcmp(precision, "fp64") == 0;
@@ -234,8 +257,8 @@ int cmd_train(int argc, char **argv)
     /* the library names its own fields (T, key_vocab, D, ...): say which flags set them */
     kdalab_status s = kdalab_mqar_vocab_size(&c.task, NULL, NULL);
     if (s != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--seq-len %zu, --kv-pairs %zu, --vocab %zu: %s", T, P, W,
-                        kdalab_last_error());
+        return cli_fail(EXIT_BAD, "--task %s, --seq-len %zu, --kv-pairs %zu, --vocab %zu: %s",
+                        task, T, P, W, kdalab_last_error());
     s = kdalab_model_size(&c.model, NULL, NULL);
     if (s != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--d-model %zu, --heads %zu, --mlp-hidden %zu, --layers %zu, "
@@ -262,8 +285,9 @@ int cmd_train(int argc, char **argv)
                  kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
                  kdalab_conv_init_name(c.model.conv_init));
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
-            "T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, %s%s\n",
-            n_params, L, mixer, D, H, T, P, W, c.batch, steps, lr, c.seed,
+            "task %s, T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, "
+            "%s%s\n",
+            n_params, L, mixer, D, H, task, T, P, W, c.batch, steps, lr, c.seed,
             f64 ? "fp64" : "fp32", design);
     kdalab_train_result r;
     s = f64 ? kdalab_train_mqar_f64(&c, theta, progress, &ctx, &r)
