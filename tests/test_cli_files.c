@@ -439,7 +439,14 @@ static void train_sizes_bounded(void **state)
                       2, "--d-model 20000", "GB of memory", NULL);
 }
 
-static int setup(void **state) { return tcli_setup("kdalab_files_"); }
+/* The interrupt tests send SIGINT to the command they start: a shell that
+ * starts `make test &` without job control has it ignored, and the command
+ * would inherit that, so the default action is restored first. */
+static int setup(void **state)
+{
+    signal(SIGINT, SIG_DFL);
+    return tcli_setup("kdalab_files_");
+}
 static int teardown(void **state) { return test_tmpdir_remove(tcli_tmpdir); }
 
 int main(void)
