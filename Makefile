@@ -209,10 +209,11 @@ check-asan:
 
 # ---- fuzzing ----------------------------------------------------------------------------
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz/fuzz_npy: fuzz/fuzz_npy.c lib/io/npy_read.c lib/core/status.c $(HEADERS)
+$(BUILD)/fuzz/fuzz_npy: fuzz/fuzz_npy.c lib/io/npy_read.c lib/io/npy_header.c lib/core/status.c $(HEADERS)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ fuzz/fuzz_npy.c lib/io/npy_read.c lib/core/status.c -lm
+	clang $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ fuzz/fuzz_npy.c lib/io/npy_read.c lib/io/npy_header.c \
+	  lib/core/status.c -lm
 
 fuzz: $(BUILD)/fuzz/fuzz_npy
 	@mkdir -p $(BUILD)/fuzz/corpus
