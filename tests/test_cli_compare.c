@@ -62,6 +62,9 @@ static void compare_semantics(void **state)
     assert_non_null(strstr(tcli_out, "nonfinite_a=1 nonfinite_b=1 nonfinite_mismatch=0"));
     assert_int_equal(tcli_run("compare %s %s --rtol 1", pa, pb), 1);
     assert_non_null(strstr(tcli_out, "nonfinite_a=1 nonfinite_b=0 nonfinite_mismatch=1"));
+    assert_non_null(strstr(tcli_out, "first_nonfinite_mismatch=(0, 1, 0, 5) a=nan b="));
+    assert_int_equal(tcli_run("compare %s %s --rtol 1", pa, pa), 0); /* none: no line */
+    assert_null(strstr(tcli_out, "first_nonfinite_mismatch"));
 
     /* bad input: exit 2 */
     kdalab_array ht;

@@ -17,7 +17,8 @@ static const char HELP[] =
     "Compare A (yours) with B (the reference) element by element. Prints\n"
     "  shape, max_abs_err = max |A - B|, max_rel_err = max_abs_err / max|B|,\n"
     "  worst_index (with both values), nonfinite_a, nonfinite_b, nonfinite_mismatch\n"
-    "  (positions where A and B are not the same non-finite value), result.\n"
+    "  (positions where A and B are not the same non-finite value; the first of\n"
+    "  them as first_nonfinite_mismatch, with both values), result.\n"
     "A passes when max_abs_err <= atol + rtol * max|B| and nonfinite_mismatch = 0.\n"
     "Non-finite pairs are left out of max_abs_err and max|B|.\n"
     "\n"
@@ -82,18 +83,20 @@ typedef struct {
     size_t worst;                 /* the element of max_abs (if have_worst) */
     int have_worst;
     size_t nf_a, nf_b, nf_mismatch; /* non-finite counts */
+    size_t first_nf;                /* the first mismatch's element (if nf_mismatch) */
 } comparison;
 
 static comparison compare_arrays(const kdalab_array *a, const kdalab_array *b)
 {
-    comparison r = {0, 0, 0, 0, 0, 0, 0};
+    comparison r = {0, 0, 0, 0, 0, 0, 0, 0};
     for (size_t i = 0; i < a->size; i++) {
         double x = a->data[i], y = b->data[i];
         r.nf_a += !isfinite(x);
         r.nf_b += !isfinite(y);
         if (!isfinite(x) || !isfinite(y)) {
             int same_nf = (isnan(x) && isnan(y)) || (isinf(x) && x == y);
-            r.nf_mismatch += !same_nf;
+            if (!same_nf && r.nf_mismatch++ == 0)
+                r.first_nf = i;
             continue;
         }
         double e = fabs(x - y);
@@ -126,6 +129,10 @@ static int report(const kdalab_array *a, const kdalab_array *b, const comparison
         printf("worst_index=none\n");
     printf("nonfinite_a=%zu nonfinite_b=%zu nonfinite_mismatch=%zu\n", r->nf_a, r->nf_b,
            r->nf_mismatch);
+    if (r->nf_mismatch)
+        printf("first_nonfinite_mismatch=%s a=%.17g b=%.17g\n",
+               cli_index_str(a, r->first_nf, buf, sizeof buf), a->data[r->first_nf],
+               b->data[r->first_nf]);
     printf("rtol=%g atol=%g\n", rtol, atol);
     printf("result=%s\n", pass ? "PASS" : "FAIL");
     return pass ? 0 : EXIT_FAIL;
