@@ -362,7 +362,9 @@ void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total)
     int tty = isatty(fileno(stderr));
     int last = done >= total;
     if (!last && now - x->t_progress < (tty ? 0.1 : 2.0)) return;
+    if (last && x->t_done && strcmp(x->t_done, what) == 0) return; /* out already */
     x->t_progress = now;
+    x->t_done = last ? what : NULL;
     fprintf(stderr, "%s[%s] %s %zu/%zu  (%.1f s)%s", tty ? "\r" : "", x->name, what, done,
             total, now - x->t_start, (tty && !last) ? "" : "\n");
     fflush(stderr);

@@ -69,6 +69,7 @@ typedef struct {
     long job;            /* --job I (lab_flag_jobs): run job I only; -1: all      */
     double t_start;      /* lab_now() at lab_init                         */
     double t_progress;   /* last progress print                           */
+    const char *t_done;  /* the `what` whose final line was printed last  */
     lab_flag flags[LAB_MAX_FLAGS];
     size_t nflags;
 } lab_ctx;
@@ -127,7 +128,7 @@ void lab_tsv_close(const lab_ctx *x, FILE *f);
 
 /* Progress on stderr: "[name] what done/total  (elapsed s)". On a terminal the
  * line is rewritten in place; otherwise printed at most every 2 s. Call with
- * done == total once to finish the line. */
+ * done == total once to finish the line (again for the same what: nothing). */
 void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total);
 
 /* Seconds on a monotonic clock (clock_gettime CLOCK_MONOTONIC). */
