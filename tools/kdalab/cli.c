@@ -337,7 +337,7 @@ int cli_parse_scale(const char *s, double *out)
     if (cli_parse_double(s, out) != 0)
         return cli_fail(EXIT_BAD, "--scale: '%s' is not a finite number > 0", s);
     if (kdalab_check_scale(*out) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--scale %s: %s", s, kdalab_last_error());
+        return cli_fail(EXIT_BAD, "--scale %s: the scale must be finite and > 0", s);
     return 0;
 }
 
