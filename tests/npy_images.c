@@ -75,8 +75,28 @@ const unsigned char *npyt_f4_bytes(const double *x, size_t n, int big)
     return bytes_buf;
 }
 
+/* a holds ndim dimensions of shape and the values vals (bitwise); freed. */
+static void expect_array(kdalab_array *a, int ndim, const size_t *shape, const double *vals)
+{
+    assert_int_equal(a->ndim, ndim);
+    size_t size = 1;
+    for (int i = 0; i < ndim; i++) {
+        assert_int_equal(a->shape[i], shape[i]);
+        size *= shape[i];
+    }
+    assert_int_equal(a->size, size);
+    if (size == 0)
+        assert_null(a->data);
+    else
+        assert_memory_equal(a->data, vals, size * sizeof(double));
+    kdalab_array_free(a);
+    assert_null(a->data);
+    assert_int_equal(a->size, 0);
+}
+
 /* Parse and expect success with the given shape and values (bitwise); then
- * the same for the image read from a file. */
+ * the same for the image read from a file (kdalab_npy_read reads native
+ * float64 in place, everything else through the parser's decoding). */
 void npyt_expect_ok(const unsigned char *b, size_t len, int ndim, const size_t *shape,
                     const double *vals)
 {
@@ -85,32 +105,11 @@ void npyt_expect_ok(const unsigned char *b, size_t len, int ndim, const size_t *
     if (s != KDALAB_OK)
         fail_msg("parse failed: %s (%s)", kdalab_strerror(s), kdalab_last_error());
     assert_string_equal(kdalab_last_error(), "");
-    assert_int_equal(a.ndim, ndim);
-    size_t size = 1;
-    for (int i = 0; i < ndim; i++) {
-        assert_int_equal(a.shape[i], shape[i]);
-        size *= shape[i];
-    }
-    assert_int_equal(a.size, size);
-    if (size == 0)
-        assert_null(a.data);
-    else
-        assert_memory_equal(a.data, vals, size * sizeof(double));
-    kdalab_array_free(&a);
-    assert_null(a.data);
-    assert_int_equal(a.size, 0);
-    /* the same image as a file: kdalab_npy_read reads native float64 in place
-     * and everything else through the parser's decoding */
+    expect_array(&a, ndim, shape, vals);
     s = kdalab_npy_read(npyt_put_file("expect_ok.npy", b, len), &a);
     if (s != KDALAB_OK)
         fail_msg("read failed: %s (%s)", kdalab_strerror(s), kdalab_last_error());
-    assert_int_equal(a.ndim, ndim);
-    assert_int_equal(a.size, size);
-    if (size == 0)
-        assert_null(a.data);
-    else
-        assert_memory_equal(a.data, vals, size * sizeof(double));
-    kdalab_array_free(&a);
+    expect_array(&a, ndim, shape, vals);
 }
 
 /* Write an image to npyt_tmpdir/name; returns the path (static buffer). */

@@ -189,10 +189,7 @@ static void train_design_flags(void **state)
     const char *design = "--output-gate swish --gate-rank 4 --conv-init normal0.02";
     assert_int_equal(tcli_run("%s %s --out %s", tiny, design, tcli_tmp("gated")), 0);
     assert_non_null(strstr(tcli_err, "output gate swish, rank 4, conv init normal0.02"));
-    size_t len;
-    char *cfg = (char *)tcli_file_bytes(tcli_tmp("gated/config.txt"), &len);
-    cfg = realloc(cfg, len + 1);
-    cfg[len] = '\0';
+    char *cfg = test_read_text(tcli_tmp("gated/config.txt"));
     assert_non_null(strstr(cfg, "\noutput_gate=swish\ngate_rank=4\nconv_init=normal0.02\n"));
     free(cfg);
     kdalab_array a;
@@ -221,9 +218,7 @@ static void train_design_flags(void **state)
     assert_true(tcli_exists(tcli_tmp("gated/blocks.0.mixer.onorm.npy")));
     /* a default model's config.txt names none of them */
     assert_int_equal(tcli_run("%s --out %s", tiny, tcli_tmp("plain")), 0);
-    cfg = (char *)tcli_file_bytes(tcli_tmp("plain/config.txt"), &len);
-    cfg = realloc(cfg, len + 1);
-    cfg[len] = '\0';
+    cfg = test_read_text(tcli_tmp("plain/config.txt"));
     assert_null(strstr(cfg, "output_gate"));
     assert_null(strstr(cfg, "gate_rank"));
     assert_null(strstr(cfg, "conv_init"));
@@ -256,10 +251,7 @@ static void train_task_variants(void **state)
                               tcli_tmp("over")), 0);
     assert_non_null(strstr(tcli_err, "task overwrite, T = 20"));
     assert_int_equal(count_in(tcli_out, "accuracy="), 1);
-    size_t len;
-    char *cfg = (char *)tcli_file_bytes(tcli_tmp("over/config.txt"), &len);
-    cfg = realloc(cfg, len + 1);
-    cfg[len] = '\0';
+    char *cfg = test_read_text(tcli_tmp("over/config.txt"));
     assert_non_null(strstr(cfg, "\ntask=overwrite\nupdates=2\nseq_len=20\n"));
     free(cfg);
     assert_int_equal(tcli_run("%s --task recent --recent 2 --seq-len 12", tiny), 0);

@@ -111,12 +111,17 @@ static int host_little_endian(void)
     return first == 1;
 }
 
-/* Whether the data h describes are float64 in C order as this machine
- * stores them: their bytes are the decoded array itself. */
+/* Whether the data h describes are in C order and in this machine's byte
+ * order, so that their elements can be copied as they are. */
+static int native_layout(const npy_header *h)
+{
+    return !h->big_endian && host_little_endian() && (!h->fortran || h->ndim < 2);
+}
+
+/* Whether they are also float64: their bytes are the decoded array itself. */
 static int native_f64(const npy_header *h)
 {
-    return h->dtype == KDALAB_DTYPE_F64 && !h->big_endian && host_little_endian() &&
-           (!h->fortran || h->ndim < 2);
+    return h->dtype == KDALAB_DTYPE_F64 && native_layout(h);
 }
 
 /* out: the array h describes, holding data (taken over). */
@@ -148,8 +153,7 @@ static kdalab_status decode_data(const unsigned char *src, const npy_header *h, 
                                h->size);
         if (native_f64(h)) {
             memcpy(data, src, h->size * sizeof *data);
-        } else if ((!h->fortran || h->ndim < 2) && !h->big_endian && host_little_endian() &&
-                   h->dtype == KDALAB_DTYPE_F32) {
+        } else if (h->dtype == KDALAB_DTYPE_F32 && native_layout(h)) {
             for (size_t i = 0; i < h->size; i++) {
                 float f;
                 memcpy(&f, src + i * sizeof f, sizeof f);
