@@ -5,7 +5,7 @@
 #                   FULL=1 runs the training experiments' (14-19) published sweeps (hours)
 #                   RESUME=1 reuses the models of 14-17 and 19 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep);
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
-#   make figures-full  the figures of 14-20 from the published full sweeps (full-sweeps/), no training,
+#   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/
 #   make test       the layout and docs checks (scripts/check_layout.sh, check_docs.sh), the cmocka suites and the
 #                   Python module's pytest suite
