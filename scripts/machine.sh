@@ -5,8 +5,8 @@
 #   sh scripts/machine.sh BIN OUT     writes OUT/machine.txt
 #
 # One "key=value" per line: cpu (the model name of /proc/cpuinfo), then what
-# BIN/kdalab info says (simd_level, cpu_features, cpus_online, blas_kernels),
-# the kernel and the date. A missing /proc/cpuinfo or kdalab leaves its lines out.
+# BIN/kdalab info says (simd_level, cpu_family, cpu_model, cpu_features,
+# cpus_online, blas_kernels), the kernel and the date. A missing /proc/cpuinfo or kdalab leaves its lines out.
 set -eu
 bin=${1:-bin}
 out=${2:-results}

@@ -75,7 +75,9 @@ BEGIN {
 { nc++; cid[nc] = $1; ctext[nc] = $2; cexp[nc] = $3; cfigs[nc] = $4; cverd[nc] = $5; csrc[nc] = $6; ncl[$3]++; cl[$3, ncl[$3]] = nc }
 END {
     mf = res "/machine.txt"
-    cpu = kv(mf, "cpu"); simd = kv(mf, "simd_level"); cpus = kv(mf, "cpus_online"); blas = kv(mf, "blas_kernels"); date = kv(mf, "date")
+    cpu = kv(mf, "cpu"); fam = kv(mf, "cpu_family"); mod = kv(mf, "cpu_model")
+    if (cpu != "" && fam != "" && fam != "unknown") cpu = cpu " (family " fam " model " mod ")"
+    simd = kv(mf, "simd_level"); cpus = kv(mf, "cpus_online"); blas = kv(mf, "blas_kernels"); date = kv(mf, "date")
     secs = kv(res "/run_time.txt", "seconds")
     machine = (cpu != "" ? cpu : "unknown CPU") ", SIMD level " (simd != "" ? simd : "unknown") (cpus != "" ? ", " cpus " CPUs online" : "") (blas != "" ? ", OpenBLAS kernels " blas : "")
 

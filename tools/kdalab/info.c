@@ -1,7 +1,7 @@
 /*
  * tools/kdalab/info.c — `kdalab info`: the library's version, the SIMD level
- * it chose for this machine (or KDALAB_SIMD forced), the CPU's model name, the
- * CPU features it saw and the number of CPUs online.
+ * it chose for this machine (or KDALAB_SIMD forced), the CPU's model name,
+ * family and model, the CPU features it saw and the number of CPUs online.
  *
  * defines: cmd_info (declared in cli.h)
  */
@@ -16,28 +16,52 @@ static const char HELP[] =
     "usage: kdalab info\n"
     "\n"
     "Print the version, the SIMD level the library chose for this machine, the\n"
-    "CPU's model name and the CPU features it saw.\n";
+    "CPU's model name, family and model, and the CPU features it saw.\n";
 
 static const struct option OPTIONS[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
-/* "cpu=<model name>" from /proc/cpuinfo's first "model name" line (Linux on
- * x86), so that a timing can name its machine; "cpu=unknown" without one. */
-static void print_cpu_name(void)
+/* The value of /proc/cpuinfo's first line whose key is exactly key (Linux),
+ * into out[n]; "unknown" without one. */
+static void cpuinfo_value(const char *key, char *out, size_t n)
 {
-    char line[512], *name = NULL;
+    char line[512];
+    snprintf(out, n, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && !name && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            name = strchr(line, ':') + 1;
-            name += strspn(name, " \t");
-            name[strcspn(name, "\r\n")] = '\0';
-        }
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        size_t klen = (size_t)(colon - line);
+        while (klen && (line[klen - 1] == ' ' || line[klen - 1] == '\t'))
+            klen--;
+        if (klen != strlen(key) || strncmp(line, key, klen) != 0)
+            continue;
+        char *value = colon + 1 + strspn(colon + 1, " \t");
+        value[strcspn(value, "\r\n")] = '\0';
+        if (*value)
+            snprintf(out, n, "%s", value);
+        break;
+    }
     if (f)
         fclose(f);
-    printf("cpu=%s\n", name && *name ? name : "unknown");
+}
+
+/* "cpu=<model name>", "cpu_family=" and "cpu_model=" from /proc/cpuinfo
+ * (Linux on x86), so that a timing can name its machine: a model name can be
+ * as short as "AMD EPYC", and the family and model tell a Zen 3 (25, 1) from
+ * a Zen 5 (26, 2); "unknown" where the line is missing. */
+static void print_cpu_name(void)
+{
+    char v[512];
+    cpuinfo_value("model name", v, sizeof v);
+    printf("cpu=%s\n", v);
+    cpuinfo_value("cpu family", v, sizeof v);
+    printf("cpu_family=%s\n", v);
+    cpuinfo_value("model", v, sizeof v);
+    printf("cpu_model=%s\n", v);
 }
 
 /* "cpu_features=avx avx2 ..." as the compiler's CPU detection sees them. */
