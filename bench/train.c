@@ -172,6 +172,7 @@ int main(int argc, char **argv)
         }
     }
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    kdalab_train_keep_memory(); /* each step reuses the last one's pages */
     const bench_cfg cfgs[] = {
         {"quick", "attention", 64, 2, 64, 32, 8},  {"quick", "kda", 64, 2, 64, 32, 8},
         {"d128", "attention", 256, 2, 256, 4, 32}, {"d128", "kda", 256, 2, 256, 4, 32},

@@ -46,6 +46,7 @@ int main(int argc, char **argv)
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    kdalab_train_keep_memory(); /* each step reuses the last one's pages */
     if (seeds < 1 || seeds > MAX_SEEDS || L < 2 || L > 16 || 2 * P >= T) {
         fprintf(stderr, "%s: need 1 <= --seeds <= %d, 2 <= --layers <= 16, 2 pairs < T\n",
                 x.name, MAX_SEEDS);

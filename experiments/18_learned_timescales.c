@@ -240,6 +240,7 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
     lab_parse(&x, argc, argv);
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    kdalab_train_keep_memory(); /* each step reuses the last one's pages */
     if (D / H > 128 || seeds < 1 || seeds > 8) {
         fprintf(stderr, "%s: need d <= 128 and 1 <= --seeds <= 8\n", x.name);
         return 2;

@@ -38,6 +38,7 @@ void lab_mqar_parse(lab_ctx *x, int argc, char **argv, const size_t *seeds, size
 {
     lab_parse(x, argc, argv);
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
+    kdalab_train_keep_memory(); /* each step reuses the last one's pages */
     if (*seeds < 1 || *seeds > max_seeds) {
         fprintf(stderr, "%s: --seeds must be 1 .. %zu\n", x->name, max_seeds);
         exit(2);

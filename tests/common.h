@@ -14,6 +14,19 @@
 
 #include "kdalab.h"
 
+/* 1 in a build with AddressSanitizer, whose allocator replaces glibc's (gcc
+ * says __SANITIZE_ADDRESS__; older clang only __has_feature). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TEST_UNDER_ASAN
+#define TEST_UNDER_ASAN 0
+#endif
+
 /* One golden case of tests/golden/MANIFEST.tsv, with its arrays loaded. */
 typedef struct {
     char name[64];

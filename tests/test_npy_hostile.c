@@ -25,16 +25,6 @@
 #include "npy_images.h"
 #include "kdalab.h"
 
-/* gcc says __SANITIZE_ADDRESS__; older clang only __has_feature. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NPY_TEST_CLANG_ASAN 1
-#endif
-#endif
-#ifndef NPY_TEST_CLANG_ASAN
-#define NPY_TEST_CLANG_ASAN 0
-#endif
-
 /* ------------------------------------------------------------------------- */
 /* Building images                                                           */
 /* ------------------------------------------------------------------------- */
@@ -149,7 +139,7 @@ static void header_length_past_end(void **state)
  * size) claims would show up as ENOMEM instead. */
 static void expect_read_under_cap(const char *path, kdalab_status want, const char *what)
 {
-#if defined(__SANITIZE_ADDRESS__) || NPY_TEST_CLANG_ASAN
+#if TEST_UNDER_ASAN
     /* ASan reserves terabytes of shadow memory: no address-space cap possible. */
     print_message("%s: address-space cap skipped under AddressSanitizer\n", what);
     (void)path;

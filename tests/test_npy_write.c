@@ -24,16 +24,6 @@
 #include "npy_images.h"
 #include "kdalab.h"
 
-/* gcc says __SANITIZE_ADDRESS__; older clang only __has_feature. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NPY_TEST_CLANG_ASAN 1
-#endif
-#endif
-#ifndef NPY_TEST_CLANG_ASAN
-#define NPY_TEST_CLANG_ASAN 0
-#endif
-
 /* ------------------------------------------------------------------------- */
 /* Building images                                                           */
 /* ------------------------------------------------------------------------- */

@@ -272,6 +272,7 @@ int cmd_train(int argc, char **argv)
     /* the command line is good: now (not before its errors) the CBLAS's
      * kernels, which may restart the program once */
     kdalab_blas_choose_kernels(argv);
+    kdalab_train_keep_memory(); /* each step reuses the last one's pages */
     size_t n_params;
     kdalab_model_size(&c.model, &n_params, NULL);
     double *theta = malloc(n_params * sizeof *theta);
