@@ -85,8 +85,22 @@ def _emulate(mech, q, k, v, g, beta, h0, scale, precision, chunk_size):
     return o.astype(np.float64), ht.astype(np.float64)
 
 
+def _emulate_varlen(mech, q, k, v, g, beta, h0, scale, precision, chunk_size, cu):
+    """_emulate of each packed sequence cu[i] .. cu[i + 1] (B = 1) on its own,
+    from its initial state h0[i]: (o [1, T, HV, V], ht [N, HV, K, V])."""
+    o = np.zeros(v.shape)
+    ht = np.zeros((cu.size - 1, v.shape[2], q.shape[3], v.shape[3]))
+    for i in range(cu.size - 1):
+        t = slice(int(cu[i]), int(cu[i + 1]))
+        part = [None if a is None else a[:, t] for a in (q, k, v, g, beta)]
+        o[:, t], ht[i:i + 1] = _emulate(mech, *part, None if h0 is None else h0[i:i + 1],
+                                        scale, precision, chunk_size)
+    return o, ht
+
+
 def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
-              precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0):
+              precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
+              cu_seqlens=None):
     """Tolerances for a kernel that stores in `precision` ("bf16", "fp16",
     "fp32") at these inputs, from kdalab's own emulation (kdalab_chunk_f32:
     inputs and the rescaled q, k rounded to the format, float32 sums, chunks
@@ -96,8 +110,10 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     decision varies, the largest error of each output, times `margin`.
 
     mech is "kda", "gated_deltanet", "deltanet" or "linear_attention";
-    inputs as the NumPy functions take them after any in-kernel step (no
-    cu_seqlens: pass each sequence). Returns Tolerance(rtol={"o", "ht"},
+    inputs as the NumPy functions take them after any in-kernel step;
+    cu_seqlens (B = 1, sequences packed along T, initial_state [N, HV, K, V])
+    as in fla: each sequence is emulated on its own, the bound covers all of
+    them. Returns Tolerance(rtol={"o", "ht"},
     rms={"o", "ht"}, trials=[(rtol, rms) of o per trial]): for
     assert_close(..., rtol=tol.rtol["o"], rms=tol.rms["o"]). A forward
     bound: gradients have no storage emulation in kdalab."""
@@ -110,7 +126,8 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     g, beta, h0 = (ops.as_f64(x, n, required=False)
                    for x, n in ((g, "g"), (beta, "beta"), (initial_state, "initial_state")))
-    call = ops._Call(mech, q, k, v, g, beta, h0, None)
+    cu = ops._as_cu(cu_seqlens)
+    call = ops._Call(mech, q, k, v, g, beta, h0, cu)
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
     rng = np.random.default_rng(seed)
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
@@ -119,8 +136,9 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         x = [None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
                                               if trial else 0))
              for a in (q, k, v, g, beta, h0)]
-        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, None, chunk_size)
-        got = _emulate(mech, *x, s, precision, chunk_size)
+        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size)  # checks cu
+        got = (_emulate(mech, *x, s, precision, chunk_size) if cu is None else
+               _emulate_varlen(mech, *x, s, precision, chunk_size, cu))
         for name, r, o in zip(("o", "ht"), ref, got):
             rms, rel, _ = errors(r, o)
             worst[name] = [max(worst[name][0], rel), max(worst[name][1], rms)]

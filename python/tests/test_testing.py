@@ -75,6 +75,28 @@ def test_tolerance_passes_rounding_and_fails_a_bug():
         tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], precision="int8")
 
 
+def test_tolerance_with_cu_seqlens():
+    """Packed sequences: the bound admits a kernel that rounds its inputs to
+    bf16 and keeps the sequences apart, and refuses one that carries the state
+    across the boundary (if tolerance emulated the packed input as one
+    sequence, its own bound would admit that kernel); a bad cu_seqlens is an
+    error."""
+    p = problem(2, T=100)
+    cu = np.array([0, 37, 100])
+    h0 = np.random.default_rng(3).normal(size=(2, 2, 16, 16)) * 0.1
+    tol = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=h0,
+                    precision="bf16", cu_seqlens=cu)
+    ref, _ = kdalab.chunk_kda(**p, initial_state=h0, cu_seqlens=cu)
+    rounded, _ = kdalab.chunk_kda(**{n: bf16(x) for n, x in p.items()},
+                                  initial_state=bf16(h0), cu_seqlens=cu)
+    assert_close("o", ref, rounded, rtol=tol.rtol["o"], rms=tol.rms["o"])
+    leaky, _ = kdalab.chunk_kda(**p, initial_state=h0[:1])
+    assert errors(ref, leaky)[1] > tol.rtol["o"]
+    with pytest.raises(Exception, match="cu_seqlens"):
+        tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=h0,
+                  cu_seqlens=np.array([0, 37, 99]))
+
+
 def test_pytest_plugin_gives_kdalab_ref(pytester):
     """pytest -p kdalab.testing: a kernel's test asks for kdalab_ref (run in
     process, so torch is not imported twice)."""
