@@ -161,7 +161,7 @@ run: all
 	@echo "results: $$(ls $(RESULTS)/*.tsv 2>/dev/null | wc -l) TSV files, $$(ls $(RESULTS)/*.png 2>/dev/null | wc -l) PNG figures in $(RESULTS)/, one page of them: $(RESULTS)/index.html"
 	@s=$$(sed -n 's/^seconds=//p' $(RESULTS)/run_time.txt); \
 	  printf 'make run: experiments and figures took %d min %d s on %s (SIMD level %s, %s CPUs online)%s\n' \
-	    $$((s / 60)) $$((s % 60)) "$$(sed -n 's/^cpu=//p' $(RESULTS)/machine.txt) (family $$(sed -n 's/^cpu_family=//p' $(RESULTS)/machine.txt) model $$(sed -n 's/^cpu_model=//p' $(RESULTS)/machine.txt))" \
+	    $$((s / 60)) $$((s % 60)) "$$(sed -n 's/^cpu=//p' $(RESULTS)/machine.txt)$$(awk -F= '$$1 == "cpu_family" {f = $$2} $$1 == "cpu_model" {m = $$2} END {if (f != "" && f != "unknown") printf " (family %s model %s)", f, m}' $(RESULTS)/machine.txt)" \
 	    "$$(sed -n 's/^simd_level=//p' $(RESULTS)/machine.txt)" "$$(sed -n 's/^cpus_online=//p' $(RESULTS)/machine.txt)" \
 	    "$$([ -n "$(FULL)" ] && [ "$(FULL)" != 0 ] && echo ', full sweeps' || echo ', reduced sweeps')"
 

@@ -318,10 +318,10 @@ static void print_summary(const params *p, const series_fit *sf, size_t n,
     double worst_1r2 = 0.0, worst_dev = 0.0, worst_shift = 0.0, worst_alibi = 0.0;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(sf[i].series, "alibi") == 0) continue;
-        /* The mixture has no single set slope: "-" rather than nan; 0.0 + turns a
-         * fitted -0 (no decay) into 0. */
+        /* The mixture has no single set slope: "-" rather than nan. 0.0 + m and
+         * 0.0 - slope print a zero slope (no decay, a = 1) as 0, not -0. */
         char m_set[16] = "-";
-        if (!isnan(sf[i].m)) snprintf(m_set, sizeof m_set, "%.6g", sf[i].m);
+        if (!isnan(sf[i].m)) snprintf(m_set, sizeof m_set, "%.6g", 0.0 + sf[i].m);
         printf("%-12s %4zu %12s %12.6g %10.2e %10.2e %10.2e\n", sf[i].series, sf[i].channel,
                m_set, 0.0 - sf[i].f.slope, 1.0 - sf[i].f.r2, sf[i].max_dev, sf[i].shift_dev);
         if (strcmp(sf[i].series, "kda_mixture") == 0) continue;

@@ -136,17 +136,24 @@ kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta
  * kdalab_train_keep_memory — call once in main() of a program that trains,
  * before it allocates much. A training step allocates its activations and
  * gradients and frees them at its end (lib/train/model_loss.c, the mixers'
- * caches, the SIMD path's workspaces); glibc hands buffers above 128 KB and
- * a freed heap top above its trim threshold back to the kernel, so the next
- * step touches fresh pages and takes a page fault per 4 KB. This raises
- * glibc's mmap threshold to 32 MiB and its trim threshold to 256 MiB
- * (mallopt), so freed memory stays in the process and the next step reuses
- * it. Nothing computed changes; the peak memory stays that of one step. On
- * an AMD Zen 5 VM (faults of about 3 us each) it took bench_train's d = 128
- * run from 414 K to 65 K page faults and its system time from 3.0 s to
- * 0.5 s (bench/README.md). Settings a caller made with mallopt or glibc's
- * MALLOC_ variables before are overwritten. Returns 1 when both settings
- * took effect, 0 otherwise (not glibc, or glibc refused a value).
+ * caches, the SIMD path's workspaces). glibc maps a buffer above its mmap
+ * threshold afresh and unmaps it when freed, and hands a freed heap top
+ * above its trim threshold back to the kernel; it raises both thresholds as
+ * it sees large frees, but the trim threshold only to twice the largest
+ * buffer, so a step that frees more than that in all gives its pages back
+ * and the next step takes a page fault per 4 KB it touches again. This sets
+ * glibc's mmap threshold to 32 MiB (the largest it accepts on a 64-bit
+ * system, and where its own adjustment stops) and its trim threshold to
+ * 256 MiB (mallopt; that also stops the adjustment): a step's buffers below
+ * 32 MiB then stay in the process and the next step reuses them. A buffer
+ * of 32 MiB or more is still mapped and unmapped each time. Nothing computed
+ * changes; the peak memory stays that of one step. On an AMD Zen 5 VM
+ * (faults of about 3 us each) it took `bench_train --config d128 --repeat
+ * 3`'s page faults from 0.73-0.99 M to 65 K and its system time from
+ * 5.6-7.6 s to 0.6 s (bench/README.md). Settings a caller made with mallopt
+ * or glibc's MALLOC_ variables before are overwritten. Returns 1 when both
+ * settings took effect, 0 otherwise (not glibc, a sanitizer's allocator, or
+ * glibc refused a value).
  */
 int kdalab_train_keep_memory(void);
 
