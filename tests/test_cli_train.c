@@ -269,8 +269,8 @@ static void train_task_variants(void **state)
                       "--task recent", NULL); /* W > P: the library's message */
     tcli_expect_error(tcli_run("%s --task zoology --seq-len 14", tiny), 2, "--task zoology",
                       "--seq-len 14", NULL);
-    tcli_expect_error(tcli_run("%s --task copy --seq-len 16", tiny), 2, "--task copy",
-                      "unknown", NULL);
+    tcli_expect_error(tcli_run("%s --task copy --seq-len 16", tiny), 2, "--task:",
+                      "unknown task 'copy'", NULL);
     tcli_expect_error(tcli_run("%s --seq-len 16", tiny), 2, "--task", "missing", NULL);
 }
 

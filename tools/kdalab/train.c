@@ -216,11 +216,11 @@ int cmd_train(int argc, char **argv)
     if (rc != 0)
         return rc;
     if (!task)
-        return cli_fail(EXIT_BAD, "--task: missing (mqar, zoology, overwrite or recent)");
+        return cli_fail(EXIT_BAD, "--task: missing (mqar, zoology, overwrite, recent)");
     if (strcmp(task, "mqar") == 0)
         c.task.task = KDALAB_MQAR_PLAIN;
     else if (kdalab_mqar_parse_task(task, &c.task.task) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--task %s: unknown task (mqar, zoology, overwrite or recent)",
+        return cli_fail(EXIT_BAD, "--task: unknown task '%s' (mqar, zoology, overwrite, recent)",
                         task);
     if (c.task.updates && c.task.task != KDALAB_MQAR_OVERWRITE)
         return cli_fail(EXIT_BAD, "--updates: only with --task overwrite");
