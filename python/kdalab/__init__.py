@@ -11,7 +11,6 @@ With PyTorch, kdalab.torch has the same functions with fla's signatures as
 autograd functions (.backward() fills every input's grad).
 """
 
-from . import testing
 from ._lib import KdalabError
 from .attention import parallel_attn, parallel_attn_bwd
 from .ops import (Grads, chunk_delta_rule, chunk_delta_rule_bwd, chunk_gated_delta_rule,
@@ -23,3 +22,12 @@ from .ops import (Grads, chunk_delta_rule, chunk_delta_rule_bwd, chunk_gated_del
                   fused_recurrent_linear_attn_bwd)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """kdalab.testing on first use (it imports pytest, where installed, for
+    its fixture: import kdalab itself stays light)."""
+    if name == "testing":
+        import importlib
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError("module 'kdalab' has no attribute %r" % name)

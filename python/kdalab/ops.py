@@ -45,8 +45,16 @@ def as_f64(x, name, ndim=None, required=True):
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, any device/dtype
         if not x.is_floating_point():
             raise ValueError("%s: dtype %s is not floating point" % (name, x.dtype))
-        x = x.detach().to("cpu").double().numpy()
-    a = np.asarray(x)
+        # a negated or conjugated view (torch's lazy bits) is materialised first
+        x = x.detach().resolve_neg().resolve_conj().to("cpu").double().numpy()
+    if isinstance(x, (tuple, list)) and any(hasattr(e, "detach") or isinstance(e, np.ndarray)
+                                            for e in x):
+        raise ValueError("%s: a %s of %d arrays, expected one array" % (
+            name, type(x).__name__, len(x)))
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise ValueError("%s: %s %r is not an array (%s)" % (name, type(x).__name__, x, e))
     if a.dtype.kind != "f":
         raise ValueError("%s: dtype %s is not floating point (float16, float32, float64)"
                          % (name, a.dtype))
@@ -72,6 +80,32 @@ def _as_cu(cu_seqlens):
         i = int(np.argmax(a))
         raise ValueError("cu_seqlens[%d] = %d does not fit int64" % (i, int(a[i])))
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def check_cu(cu, T):
+    """cu_seqlens [N + 1] (int64, from _as_cu) against T, as the library checks
+    it (kdalab_batch_*): starts at 0, strictly increases, ends at T; a
+    ValueError with the library's words. For the steps done in Python before
+    the library sees cu_seqlens (reverse, normalize)."""
+    if cu is None:
+        return
+    if cu[0] != 0:
+        raise ValueError("cu_seqlens[0] = %d: the first boundary must be 0" % cu[0])
+    for n in range(1, cu.size):
+        if cu[n] <= cu[n - 1]:
+            raise ValueError("cu_seqlens[%d] = %d is not greater than cu_seqlens[%d] = %d: "
+                             "boundaries must strictly increase" % (n, cu[n], n - 1, cu[n - 1]))
+    if cu[-1] != T:
+        raise ValueError("cu_seqlens[%d] = %d: the last boundary must be T = %d"
+                         % (cu.size - 1, cu[-1], T))
+
+
+def as_bool(name, x):
+    """A switch argument as a bool: True, False (or NumPy's bools); anything
+    else, a string such as 'False' included, is a TypeError naming it."""
+    if not isinstance(x, (bool, np.bool_)):
+        raise TypeError("%s must be True or False, not %s %r" % (name, type(x).__name__, x))
+    return bool(x)
 
 
 def _expect(name, a, shape):
@@ -346,9 +380,8 @@ def _flags(opt):
     'False' is not False)."""
     for name in ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "use_beta_sigmoid_in_kernel",
                  "allow_neg_eigval"):
-        if name in opt and not isinstance(opt[name], (bool, np.bool_)):
-            raise TypeError("%s must be True or False, not %s %r"
-                            % (name, type(opt[name]).__name__, opt[name]))
+        if name in opt:
+            as_bool(name, opt[name])
 
 
 def _per_value_head(z, G):
@@ -393,6 +426,8 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
 
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
              cu_seqlens, chunk_size=None, normalize=False, **opt):
+    output_final_state = as_bool("output_final_state", output_final_state)
+    normalize = as_bool("normalize", normalize)
     call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                      initial_state, cu_seqlens, opt)
     o = _lib.empty((call.B, call.T, call.HV, call.V))
@@ -420,6 +455,7 @@ def _bwd_form(form, impl):
 
 def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
               chunk_size=None, normalize=False, impl="simd", **opt):
+    normalize = as_bool("normalize", normalize)
     call, scale, qe, ke, v, ge, be, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                       initial_state, cu_seqlens, opt)
     do = as_f64(do, "do", 4)

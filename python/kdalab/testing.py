@@ -17,26 +17,51 @@ with assert_close, errors and tolerance beside them.
 """
 
 import collections
-import sys
 
 import numpy as np
 
 
+def _rms(x):
+    """sqrt(mean(x^2)) without underflow or overflow in the squares: x is
+    divided by max |x| first, as BLAS's nrm2 scales. Returns (m, r) with
+    RMS = m * r, r in [1/sqrt(n), 1] (m = 0: all zero; m = inf: not finite)."""
+    m = float(np.abs(x).max())
+    if m == 0 or not np.isfinite(m):
+        return m, 1.0
+    return m, float(np.sqrt(np.mean((x / m) ** 2)))
+
+
+def _ratio(num, den):
+    """num / den for the metrics: 0 / 0 is 0 (both exact zeros), x / 0 is inf."""
+    if num == 0:
+        return 0.0
+    return num / den if den > 0 else float("inf")
+
+
 def errors(ref, out):
-    """(fla's metric: relative RMS, ours: max |err| / max |ref|, the worst index)."""
-    from .ops import as_f64
+    """(fla's metric: relative RMS, ours: max |err| / max |ref|, the worst
+    index). Both are computed without squaring raw values, so they hold for
+    any magnitude a float64 holds (1e-300 as 1e300); a reference of zeros is
+    matched only by zeros (any other candidate: inf); a non-finite candidate
+    element is an infinite error; a non-finite reference is a ValueError."""
+    from .ops import _first_index, as_f64
     ref = as_f64(ref, "ref")
     out = as_f64(out, "out")
     if ref.shape != out.shape:
         raise ValueError("shapes differ: ref %s, out %s" % (ref.shape, out.shape))
     if ref.size == 0:
         return 0.0, 0.0, ()
-    err = np.abs(out - ref)
-    err = np.where(np.isfinite(out), err, np.inf)
-    rms = np.sqrt(np.mean((out - ref) ** 2)) / max(np.sqrt(np.mean(ref ** 2)), 1e-300)
+    if not np.isfinite(ref).all():
+        idx = _first_index(~np.isfinite(ref))
+        raise ValueError("ref%s = %r: a reference must be finite" % (list(idx), ref[idx]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = out - ref
+    err = np.where(np.isfinite(diff), np.abs(diff), np.inf)
     worst = np.unravel_index(int(np.argmax(err)), ref.shape)
-    rel_max = float(err[worst]) / max(float(np.abs(ref).max()), 1e-300)
-    return float(rms), rel_max, tuple(int(i) for i in worst)
+    (md, rd), (mr, rr) = _rms(err), _rms(ref)
+    rms = _ratio(md, mr) * (rd / rr) if np.isfinite(md) else float("inf")
+    rel_max = _ratio(float(err[worst]), mr)
+    return float(rms), float(rel_max), tuple(int(i) for i in worst)
 
 
 def assert_close(name, ref, out, rtol=None, rms=None):
@@ -65,6 +90,25 @@ def assert_close(name, ref, out, rtol=None, rms=None):
 
 Tolerance = collections.namedtuple("Tolerance", ["rtol", "rms", "trials"])
 _UNIT = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11, "fp32": 2.0 ** -24}
+# the largest finite value of each storage format (bf16: float32's exponent
+# with an 8-bit mantissa; fp16: IEEE half)
+_MAX = {"bf16": float.fromhex("0x1.fep127"), "fp16": 65504.0,
+        "fp32": float(np.finfo(np.float32).max)}
+
+
+def _check_range(arrays, precision):
+    """Every input must fit the storage format once perturbed by one unit
+    roundoff: a value the emulation would round to inf is a ValueError naming
+    the input, its index and value (never the emulation's inf)."""
+    top = _MAX[precision] / (1 + _UNIT[precision])
+    for name, a in arrays:
+        if a is not None and a.size and np.abs(a).max() > top:
+            from .ops import _first_index
+            idx = _first_index(np.abs(a) > top)
+            raise ValueError("tolerance: %s%s = %.6g does not fit %s storage (largest finite "
+                             "%.6g): a kernel that stores it in %s holds inf there, which "
+                             "kdalab cannot emulate" % (name, list(idx), a[idx], precision,
+                                                        _MAX[precision], precision))
 
 
 def _emulate(mech, q, k, v, g, beta, h0, scale, precision, chunk_size):
@@ -123,11 +167,21 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
     if precision not in _UNIT:
         raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
+    if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
+            or trials < 1:
+        raise ValueError("trials: %r, expected an integer >= 1 (trial 0 is the unperturbed "
+                         "run)" % (trials,))
+    margin = ops._real("margin", margin)
+    if not 1 <= margin < float("inf"):
+        raise ValueError("margin: %r, expected a finite factor >= 1 (the bound is the "
+                         "emulation's largest error times margin)" % (margin,))
     q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     g, beta, h0 = (ops.as_f64(x, n, required=False)
                    for x, n in ((g, "g"), (beta, "beta"), (initial_state, "initial_state")))
     cu = ops._as_cu(cu_seqlens)
     call = ops._Call(mech, q, k, v, g, beta, h0, cu)
+    _check_range((("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta),
+                  ("initial_state", h0)), precision)
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
     rng = np.random.default_rng(seed)
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
@@ -163,9 +217,12 @@ class Reference:
         return getattr(kt, name)
 
 
-if "pytest" in sys.modules:  # loaded by pytest (-p kdalab.testing); kdalab needs no pytest
+try:  # the fixture exists wherever pytest does, whenever this module was imported
     import pytest as _pytest
+except ImportError:  # kdalab needs no pytest
+    _pytest = None
 
+if _pytest is not None:
     @_pytest.fixture
     def kdalab_ref():
         """kdalab's float64 oracle with fla's signatures (kdalab.torch), and

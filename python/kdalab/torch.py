@@ -24,6 +24,12 @@ cp_context (context parallelism: a slice of a sequence whose state another
 device holds) raises NotImplementedError: call the oracle on the whole
 sequence. Any other keyword is a TypeError naming fla's arguments;
 head_first=True is refused (fla removed it: rearrange to [B, T, H, ...]).
+
+Never a quiet wrong answer: inputs are kept by save_for_backward (an input
+edited in place before .backward() is PyTorch's own error); the backward is
+once differentiable (differentiating its gradients again raises); every
+switch must be a bool; a result or gradient that does not fit its dtype is
+a ValueError naming it.
 """
 
 try:
@@ -36,7 +42,6 @@ import difflib
 import warnings
 
 import numpy as np
-from torch.autograd.function import once_differentiable
 
 from . import _lib, attention, ops
 
@@ -46,20 +51,84 @@ FLA_COMMIT = "bc3b101dcb713ddc5bd8924b66754eb68b5ccf89"
 _NAMES = ("q", "k", "v", "g", "beta", "initial_state", "A_log", "dt_bias")
 
 
-def _tensor(x):
-    """A tensor as is; a NumPy array (or list) as a tensor; None as None."""
-    if x is None or torch.is_tensor(x):
+def _tensor(x, name, required=False):
+    """A tensor as is; a NumPy array as a tensor; None as None (a ValueError
+    when required). Anything else is a ValueError naming the argument."""
+    if x is None:
+        if required:
+            raise ValueError("%s is required" % name)
+        return None
+    if torch.is_tensor(x):
         return x
-    return torch.as_tensor(np.asarray(x))
+    return torch.from_numpy(ops.as_f64(x, name))
 
 
-def _grad(a, meta):
-    """A float64 NumPy gradient as a tensor of the input's dtype, device, shape."""
+def _switches(fname, **named):
+    """Every switch argument must be a bool: 'False' is not False."""
+    for name, x in named.items():
+        ops.as_bool("%s: %s" % (fname, name), x)
+
+
+def _fits(name, t, dtype, whose):
+    """t (finite float64) converted to dtype, refused when a value that was
+    finite does not fit it (float16 above 65504, say): a ValueError naming
+    the array (name), where, and whose dtype it is (whose: "out_dtype", ...).
+    dtype must be a floating torch dtype."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError("%s: %s %r is not a floating torch dtype (kdalab's results are real: "
+                         "an int or bool dtype would round them)" % (name, whose, dtype))
+    r = t.to(dtype=dtype)
+    if r.numel() and not bool(torch.isfinite(r).all()):
+        bad = (~torch.isfinite(r)) & torch.isfinite(t.to(r.device))
+        if bool(bad.any()):
+            idx = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError("%s%s = %.6g does not fit %s %s (largest finite %g)"
+                             % (name, list(idx), float(t[idx]), whose, dtype,
+                                torch.finfo(dtype).max))
+    return r
+
+
+def _grad(a, meta, name):
+    """A float64 NumPy gradient as a tensor of the input's dtype, device,
+    shape; a gradient that does not fit the input's dtype is a ValueError
+    naming it (never an inf in .grad)."""
     if a is None or meta is None:
         return None
     dtype, device, shape = meta
-    return torch.from_numpy(np.ascontiguousarray(a)).reshape(shape).to(dtype=dtype,
-                                                                         device=device)
+    t = torch.from_numpy(np.ascontiguousarray(a)).reshape(shape)
+    return _fits("d" + name, t, dtype, "the dtype of %s," % name).to(device=device)
+
+
+class _NotTwice(torch.autograd.Function):
+    """The identity on a backward's gradients, tied to the tensors they depend
+    on, whose own backward raises: kdalab's backward is computed outside
+    autograd (once differentiable), so differentiating it again — a gradient
+    penalty, create_graph=True — must fail, not give constants."""
+
+    @staticmethod
+    def forward(ctx, fname, n, *args):
+        ctx.fname = fname
+        return tuple(a.clone() for a in args[:n])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("%s: trying to differentiate twice (create_graph=True, a gradient "
+                           "penalty): kdalab's backward is once differentiable, its gradients "
+                           "are not functions torch can differentiate again" % ctx.fname)
+
+
+def _once(fname, grads, deps):
+    """grads as they are, unless autograd records the backward (create_graph)
+    and some of deps (the saved inputs, the incoming gradients) require
+    grad: then tied to them through _NotTwice."""
+    deps = [d for d in deps if d is not None and d.requires_grad]
+    if not torch.is_grad_enabled() or not deps:
+        return grads
+    at = [i for i, x in enumerate(grads) if x is not None]
+    out = list(grads)
+    for i, x in zip(at, _NotTwice.apply(fname, len(at), *[grads[i] for i in at], *deps)):
+        out[i] = x
+    return tuple(out)
 
 
 def _meta(tensors):
@@ -69,15 +138,17 @@ def _meta(tensors):
 class _Spec:
     """What a call fixes besides its tensors (not differentiated)."""
 
-    def __init__(self, mech, form, scale, cu, chunk_size, opts, impl="simd"):
-        self.mech, self.form, self.scale, self.cu = mech, form, scale, cu
+    def __init__(self, fname, mech, form, scale, cu, chunk_size, opts, impl="simd"):
+        self.fname, self.mech, self.form, self.scale, self.cu = fname, mech, form, scale, cu
         self.chunk_size, self.opts, self.impl = chunk_size, opts, impl
 
 
 class _Mixer(torch.autograd.Function):
     """(q, k, v, g, beta, initial_state, A_log, dt_bias) -> (o, final_state),
     both float64 on the CPU; forward by ops._forward, backward by
-    ops._backward (the NumPy functions' cores)."""
+    ops._backward (the NumPy functions' cores). The inputs are kept by
+    save_for_backward, so an input edited in place between forward and
+    backward is PyTorch's own error, never a gradient of the edited values."""
 
     @staticmethod
     def forward(ctx, spec, *tensors):
@@ -87,11 +158,18 @@ class _Mixer(torch.autograd.Function):
                              spec.chunk_size, False, A_log=arr["A_log"],
                              dt_bias=arr["dt_bias"], **spec.opts)
         ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
+        ctx.save_for_backward(*tensors)
         return torch.from_numpy(o), torch.from_numpy(ht)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, do, dht):
+        saved = ctx.saved_tensors  # raises if an input was modified in place
+        with torch.no_grad():
+            grads = _Mixer._grads(ctx, do, dht)
+        return (None,) + _once(ctx.spec.fname, grads, saved + (do, dht))
+
+    @staticmethod
+    def _grads(ctx, do, dht):
         spec, arr = ctx.spec, ctx.arr
         gr = ops._backward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
                            arr["beta"], ops.as_f64(do, "do"),
@@ -100,8 +178,8 @@ class _Mixer(torch.autograd.Function):
                            impl=spec.impl, A_log=arr["A_log"], dt_bias=arr["dt_bias"],
                            **spec.opts)
         grads = (gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dh0, gr.dA_log, gr.ddt_bias)
-        return (None,) + tuple(_grad(a, m) if need else None for a, m, need
-                               in zip(grads, ctx.meta, ctx.needs_input_grad[1:]))
+        return tuple(_grad(a, m, n) if need else None for a, m, n, need
+                     in zip(grads, ctx.meta, _NAMES, ctx.needs_input_grad[1:]))
 
 
 class _Attn(torch.autograd.Function):
@@ -112,15 +190,18 @@ class _Attn(torch.autograd.Function):
         arr = [ops.as_f64(t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"))]
         o = attention.parallel_attn(*arr, scale=scale, cu_seqlens=cu)
         ctx.scale, ctx.cu, ctx.arr, ctx.meta = scale, cu, arr, _meta((q, k, v))
+        ctx.save_for_backward(q, k, v)
         return torch.from_numpy(o)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, do):
-        gr = attention.parallel_attn_bwd(*ctx.arr, ops.as_f64(do, "do"), scale=ctx.scale,
-                                         cu_seqlens=ctx.cu)
-        return (None, None) + tuple(_grad(a, m) if need else None for a, m, need
-                                    in zip(gr, ctx.meta, ctx.needs_input_grad[2:]))
+        saved = ctx.saved_tensors  # raises if an input was modified in place
+        with torch.no_grad():
+            gr = attention.parallel_attn_bwd(*ctx.arr, ops.as_f64(do, "do"), scale=ctx.scale,
+                                             cu_seqlens=ctx.cu)
+            grads = tuple(_grad(a, m, n) if need else None for a, m, n, need
+                          in zip(gr, ctx.meta, "qkv", ctx.needs_input_grad[2:]))
+        return (None, None) + _once("parallel_attn", grads, saved + (do,))
 
 
 # ---- fla's arguments ------------------------------------------------------------
@@ -150,7 +231,7 @@ def _state_v_first(fname, state_v_first, kw):
                              "`transpose_state_layout`.")
         warnings.warn("`transpose_state_layout` is deprecated and renamed to `state_v_first`.",
                       DeprecationWarning, stacklevel=3)
-        return bool(kw.pop("transpose_state_layout"))
+        return ops.as_bool("%s: transpose_state_layout" % fname, kw.pop("transpose_state_layout"))
     return state_v_first
 
 
@@ -171,36 +252,47 @@ def _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel):
         raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
 
 
-def _out(t, out_dtype, like):
-    """A float64 CPU result in the dtype/device the caller chose."""
+def _out(t, out_dtype, like, name):
+    """A float64 CPU result in the dtype/device the caller chose; a value that
+    does not fit that dtype is a ValueError naming the output (name)."""
     if t is None:
         return None
+    if like is not None and not torch.is_tensor(like):
+        raise ValueError("like: a tensor whose dtype and device to take, not %s"
+                         % type(like).__name__)
     dtype = out_dtype if out_dtype is not None else (like.dtype if like is not None else None)
     device = like.device if like is not None else None
-    return t if dtype is None and device is None else t.to(device=device, dtype=dtype)
+    if dtype is not None:
+        t = _fits(name, t, dtype, "out_dtype" if out_dtype is not None else "like's dtype")
+    return t if device is None else t.to(device=device)
 
 
 def _flip(v_first, t):
     return t.transpose(-1, -2) if v_first and t is not None else t
 
 
-def _mixer(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state, cu,
-           state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
+def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
+           cu, state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
            like=None, states=False, impl="simd"):
     """The common body: (o, final_state[, intermediate states]). impl: the
     chunkwise backward's implementation, "simd" or "reference" (ops._bwd_form)."""
+    _switches(fname, output_final_state=output_final_state, state_v_first=state_v_first,
+              return_intermediate_states=states)
     ops._bwd_form(form, impl)  # a bad impl fails now, not in the backward
-    q, k, v, g, beta, h0, A_log, dt_bias = map(_tensor, (q, k, v, g, beta, initial_state,
-                                                         A_log, dt_bias))
+    q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    g, beta, h0, A_log, dt_bias = (_tensor(x, n) for x, n in (
+        (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (A_log, "A_log"),
+        (dt_bias, "dt_bias")))
     h0 = _flip(state_v_first, h0)
-    spec = _Spec(mech, form, scale, cu, chunk_size, opts, impl)
+    spec = _Spec(fname, mech, form, scale, cu, chunk_size, opts, impl)
     o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias)
-    res = (_out(o, out_dtype, like),
-           _out(_flip(state_v_first, ht), out_dtype, like) if output_final_state else None)
+    res = (_out(o, out_dtype, like, "o"),
+           _out(_flip(state_v_first, ht), out_dtype, like, "final_state")
+           if output_final_state else None)
     if states:
         h = ops.chunk_states(mech, q, k, v, g, beta, scale, h0, cu, chunk_size, A_log=A_log,
                              dt_bias=dt_bias, **opts)
-        res += (_out(_flip(state_v_first, torch.from_numpy(h)), out_dtype, like),)
+        res += (_out(_flip(state_v_first, torch.from_numpy(h)), out_dtype, like, "h"),)
     return res
 
 
@@ -238,9 +330,16 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     default: the SIMD path, as exact as the reference) or "reference"."""
     kw = _kwargs("chunk_kda", kwargs, ("A_log", "dt_bias", "chunk_size",
                                        "transpose_state_layout"), _CHUNK_KDA)
+    _switches("chunk_kda", safe_gate=safe_gate, disable_recompute=disable_recompute,
+              use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+              use_gate_in_kernel=use_gate_in_kernel,
+              use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+              allow_neg_eigval=allow_neg_eigval)
     state_v_first = _state_v_first("chunk_kda", state_v_first, kw)
     _no_cp("chunk_kda", cp_context)
     _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
+    if lower_bound is not None:
+        lower_bound = ops._real("lower_bound", lower_bound)
     if safe_gate and use_gate_in_kernel:
         if lower_bound is None:
             raise ValueError("`lower_bound` must be specified when `safe_gate=True` and "
@@ -248,7 +347,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         if not -5 <= lower_bound < 0:
             raise ValueError("`lower_bound` must be in the safe range [-5, 0), got %r."
                              % (lower_bound,))
-    return _mixer("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+    return _mixer("chunk_kda", "kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), state_v_first,
                   _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound,
                         use_beta_sigmoid_in_kernel, allow_neg_eigval),
@@ -271,8 +370,12 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
     """fla's fused_recurrent_kda: (o, final_state), by the recurrence."""
     kw = _kwargs("fused_recurrent_kda", kwargs, ("transpose_state_layout",), _FUSED_KDA)
     state_v_first = _state_v_first("fused_recurrent_kda", state_v_first, kw)
+    _switches("fused_recurrent_kda", use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+              use_gate_in_kernel=use_gate_in_kernel,
+              use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+              allow_neg_eigval=allow_neg_eigval)
     _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
-    return _mixer("kda", _lib.FORM_RECURRENT, q, k, v, g, beta, scale, initial_state,
+    return _mixer("fused_recurrent_kda", "kda", _lib.FORM_RECURRENT, q, k, v, g, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens), state_v_first,
                   _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound,
                         use_beta_sigmoid_in_kernel, allow_neg_eigval),
@@ -301,9 +404,12 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                   "transpose_state_layout"), _CHUNK_GDR)
     state_v_first = _state_v_first("chunk_gated_delta_rule", state_v_first, kw)
     _no_cp("chunk_gated_delta_rule", cp_context)
-    _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
     gate = kw.get("use_gate_in_kernel", False)
-    return _mixer("gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+    _switches("chunk_gated_delta_rule", use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+              use_gate_in_kernel=gate, use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+              allow_neg_eigval=allow_neg_eigval)
+    _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
+    return _mixer("chunk_gated_delta_rule", "gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), state_v_first,
                   _opts(use_qk_l2norm_in_kernel, gate, None, use_beta_sigmoid_in_kernel,
                         allow_neg_eigval),
@@ -330,6 +436,10 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     kw = _kwargs("fused_recurrent_gated_delta_rule", kwargs, ("transpose_state_layout",),
                  _FUSED_GDR)
     state_v_first = _state_v_first("fused_recurrent_gated_delta_rule", state_v_first, kw)
+    _switches("fused_recurrent_gated_delta_rule", use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+              use_gate_in_kernel=use_gate_in_kernel,
+              use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+              allow_neg_eigval=allow_neg_eigval)
     _neg_eigval(allow_neg_eigval, use_beta_sigmoid_in_kernel)
     if gv is not None:
         raise NotImplementedError("fused_recurrent_gated_delta_rule: gv (a decay per value "
@@ -343,18 +453,24 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
         if gk is not None:
             raise NotImplementedError("fused_recurrent_gated_delta_rule: gk together with "
                                       "use_gate_in_kernel is not emulated")
-    q, v, g, gk, beta = map(_tensor, (q, v, g, gk, beta))
+    v = _tensor(v, "v", required=True)
+    g, gk, beta = (_tensor(x, n) for x, n in ((g, "g"), (gk, "gk"), (beta, "beta")))
     if beta is None:
         beta = torch.ones(v.shape[:3], dtype=torch.float64)
     opts = _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, None, use_beta_sigmoid_in_kernel,
                  allow_neg_eigval)
+    if gk is not None and g is not None and tuple(g.shape) != tuple(v.shape[:3]):
+        raise ValueError("fused_recurrent_gated_delta_rule: g: shape %s, expected %s ([B, T, "
+                         "HV]: a log-decay per head, added to gk's per channel); g is never "
+                         "broadcast" % (tuple(g.shape), tuple(v.shape[:3])))
     if gk is not None:
         mech, gate = "kda", gk if g is None else gk.double().cpu() + g.double().cpu()[..., None]
     elif g is not None:
         mech, gate = "gated_deltanet", g
     else:
         mech, gate = "deltanet", None
-    return _mixer(mech, _lib.FORM_RECURRENT, q, k, v, gate, beta, scale, initial_state,
+    return _mixer("fused_recurrent_gated_delta_rule", mech, _lib.FORM_RECURRENT, q, k, v,
+                  gate, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens), state_v_first, opts,
                   A_log if use_gate_in_kernel else None,
                   dt_bias if use_gate_in_kernel else None, None, out_dtype, like)
@@ -371,7 +487,8 @@ def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final
                      out_dtype=None, like=None, impl="simd", **kwargs):
     """fla's chunk_delta_rule: (o, final_state); impl as chunk_kda's."""
     kw = _kwargs("chunk_delta_rule", kwargs, ("chunk_size",), _CHUNK_DR)
-    return _mixer("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
+    _switches("chunk_delta_rule", use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+    return _mixer("chunk_delta_rule", "deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), False,
                   _opts(use_qk_l2norm_in_kernel), None, None, kw.get("chunk_size", 64),
                   out_dtype, like, impl=impl)
@@ -381,12 +498,13 @@ def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=Non
                                output_final_state=False, use_qk_l2norm_in_kernel=False,
                                cu_seqlens=None, *, out_dtype=None, like=None):
     """fla's fused_recurrent_delta_rule: (o, final_state); beta None: ones."""
-    v = _tensor(v)
+    _switches("fused_recurrent_delta_rule", use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
+    v = _tensor(v, "v", required=True)
     if beta is None:
         beta = torch.ones(v.shape[:3], dtype=torch.float64)
     if scale is not None and not ops._real("scale", scale) > 0:
         raise ValueError("scale must be positive")
-    return _mixer("deltanet", _lib.FORM_RECURRENT, q, k, v, None, beta, scale, initial_state,
+    return _mixer("fused_recurrent_delta_rule", "deltanet", _lib.FORM_RECURRENT, q, k, v, None, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens), False, _opts(use_qk_l2norm_in_kernel),
                   None, None, None, out_dtype, like)
 
@@ -402,8 +520,8 @@ def _normalize(o, q, k, scale, z_init, cu):
     """fla's normalize_with_z_state in float64 by torch's autograd: o / (scale
     q . (z_init + cumsum k) + 1e-10) per sequence, and the final cumulative
     key z_state ([B, 1, H, K], or [N, 1, H, K] with cu_seqlens)."""
-    q, k = (_tensor(x).to(device="cpu", dtype=torch.float64) for x in (q, k))
-    z0 = None if z_init is None else _tensor(z_init).to(device="cpu", dtype=torch.float64)
+    q, k = (x.to(device="cpu", dtype=torch.float64) for x in (q, k))
+    z0 = None if z_init is None else z_init.to(device="cpu", dtype=torch.float64)
     parts, ends = [], []
     for n, (s, e) in enumerate(_segments(cu, k.shape[1])):
         kc = torch.cumsum(k[:, s:e], dim=1)
@@ -422,26 +540,52 @@ def _normalize(o, q, k, scale, z_init, cu):
     return o, torch.cat(ends, dim=0) if cu is not None else ends[0]
 
 
-def _linear(form, q, k, v, scale, initial_state, output_final_state, normalize, cu,
+def _z_init(fname, initial_state, normalize, q, cu):
+    """(kv_init, z_init) from initial_state: a (kv_init, z_init) pair only
+    with normalize; z_init [N, 1, H, K] (N = B, or the number of sequences
+    with cu_seqlens), finite, never broadcast."""
+    if not isinstance(initial_state, (tuple, list)):
+        return initial_state, None
+    if not normalize or len(initial_state) != 2:
+        raise ValueError("%s: initial_state: a %s of %d, expected one state [N, H, K, V]%s"
+                         % (fname, type(initial_state).__name__, len(initial_state),
+                            " or the pair (kv_init, z_init)" if normalize else
+                            " (the pair (kv_init, z_init) is for normalize=True)"))
+    kv_init, z_init = initial_state
+    z_init = _tensor(z_init, "z_init")
+    if z_init is not None:
+        N = q.shape[0] if cu is None else cu.size - 1
+        want = (N, 1, q.shape[2], q.shape[3])
+        if tuple(z_init.shape) != want:
+            raise ValueError("%s: z_init: shape %s, expected %s ([N, 1, H, K]: the cumulative "
+                             "key entering each sequence)" % (fname, tuple(z_init.shape), want))
+        ops._check_input("z_init", ops.as_f64(z_init, "z_init"))
+    return kv_init, z_init
+
+
+def _linear(fname, form, q, k, v, scale, initial_state, output_final_state, normalize, cu,
             out_dtype, like, reverse=False, impl="simd"):
-    kv_init, z_init = (initial_state if normalize and isinstance(initial_state, tuple)
-                       else (initial_state, None))
-    q, k, v = map(_tensor, (q, k, v))
+    _switches(fname, normalize=normalize, reverse=reverse,
+              output_final_state=output_final_state)
+    q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    kv_init, z_init = _z_init(fname, initial_state, normalize, q, cu)
+    if cu is not None and q.ndim == 4:
+        ops.check_cu(cu, q.shape[1])  # before reverse and normalize index by it
     if reverse:  # the recurrence from each sequence's end: flip time, run, flip back
         T = q.shape[1]
         idx = torch.cat([torch.arange(e - 1, s - 1, -1) for s, e in _segments(cu, T)]
                         or [torch.zeros(0, dtype=torch.long)]).to(q.device)
         q, k, v = (x.index_select(1, idx.to(x.device)) for x in (q, k, v))
-    o, ht = _mixer("linear_attention", form, q, k, v, None, None, scale, kv_init, True, cu,
-                   False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None, impl=impl)
+    o, ht = _mixer(fname, "linear_attention", form, q, k, v, None, None, scale, kv_init, True,
+                   cu, False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None, impl=impl)
     if normalize:
         s = ops._real("scale", scale) if scale is not None else q.shape[-1] ** -0.5
         o, z_state = _normalize(o, q, k, s, z_init, cu)
     if reverse:
         o = o.index_select(1, idx.to(o.device))
-    o = _out(o, out_dtype, like)
-    ht = _out(ht, out_dtype, like) if output_final_state else None
-    return (o, (ht, _out(z_state, out_dtype, like))) if normalize else (o, ht)
+    o = _out(o, out_dtype, like, "o")
+    ht = _out(ht, out_dtype, like, "final_state") if output_final_state else None
+    return (o, (ht, _out(z_state, out_dtype, like, "z_state"))) if normalize else (o, ht)
 
 
 def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False,
@@ -450,7 +594,7 @@ def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_stat
     """fla's chunk_linear_attn: (o, final_state), or with normalize (fla's
     default) (o, (final_state, z_state)); initial_state may be the tuple
     (kv_init, z_init) with normalize; impl as chunk_kda's."""
-    return _linear(_lib.FORM_CHUNK, q, k, v, scale, initial_state, output_final_state,
+    return _linear("chunk_linear_attn", _lib.FORM_CHUNK, q, k, v, scale, initial_state, output_final_state,
                    normalize, _cu(cu_seqlens), out_dtype, like, impl=impl)
 
 
@@ -458,7 +602,7 @@ def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
                                 output_final_state=False, reverse=False, normalize=False,
                                 cu_seqlens=None, *, out_dtype=None, like=None):
     """fla's fused_recurrent_linear_attn (reverse: each sequence from its end)."""
-    return _linear(_lib.FORM_RECURRENT, q, k, v, scale, initial_state, output_final_state,
+    return _linear("fused_recurrent_linear_attn", _lib.FORM_RECURRENT, q, k, v, scale, initial_state, output_final_state,
                    normalize, _cu(cu_seqlens), out_dtype, like, reverse)
 
 
@@ -479,5 +623,6 @@ def parallel_attn(q, k, v, g=None, scale=None, window_size=None, cu_seqlens=None
         if x is not None:
             raise NotImplementedError("parallel_attn: %s is not in kdalab (causal softmax "
                                       "attention only): pass %s=None" % (name, name))
-    o = _Attn.apply(scale, _cu(cu_seqlens), *map(_tensor, (q, k, v)))
-    return _out(o, out_dtype, like)
+    o = _Attn.apply(scale, _cu(cu_seqlens), *(_tensor(x, n, required=True)
+                                              for x, n in ((q, "q"), (k, "k"), (v, "v"))))
+    return _out(o, out_dtype, like, "o")

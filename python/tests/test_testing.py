@@ -38,6 +38,69 @@ def test_assert_close_checks_either_metric():
         assert_close("x", ref, out)
 
 
+@pytest.mark.parametrize("size", [1e-170, 1e-305, 1e-310, 1.0, 1e154, 1e300])
+def test_metrics_hold_at_every_magnitude(size):
+    """Neither metric squares a raw value: at |ref| of 1e-310 as of 1e300, a
+    negated, zero or halved candidate fails and a candidate within 1e-12
+    relative passes (the RMS once squared 1e-170 to 0 and 1e160 to inf)."""
+    ref = size * np.linspace(0.5, 1.0, 16)
+    close = ref * (1 + 1e-13 * np.cos(np.arange(16)))
+    assert_close("o", ref, close, rtol=1e-12, rms=1e-12)
+    for wrong in (-ref, np.zeros_like(ref), ref / 2):
+        with pytest.raises(AssertionError, match="relative RMS"):
+            assert_close("o", ref, wrong, rms=0.1)
+        with pytest.raises(AssertionError, match="max error"):
+            assert_close("o", ref, wrong, rtol=0.1)
+
+
+def test_metrics_of_zeros_and_non_finite_values():
+    z = np.zeros(4)
+    assert errors(z, z)[:2] == (0.0, 0.0)
+    assert errors(z, z + 1e-300)[:2] == (float("inf"), float("inf"))
+    assert errors(np.ones(4), np.array([1, 1, np.nan, 1]))[1:] == (float("inf"), (2,))
+    with pytest.raises(ValueError, match=r"ref\[1\] = inf"):
+        errors(np.array([1, np.inf]), np.ones(2))
+
+
+def test_tolerance_refuses_arguments_that_void_it():
+    """trials < 1 (a bound of 0 from no run), margins below 1, infinite or
+    NaN (an infinite bound passes a NaN candidate), and inputs outside the
+    storage format's range (named, never the emulation's own inf) are errors."""
+    p = problem(4, T=20)
+    args = (p["q"], p["k"], p["v"], p["g"], p["beta"])
+    for trials in (0, -1, True, 2.5, "8"):
+        with pytest.raises(ValueError, match="trials"):
+            tolerance("kda", *args, trials=trials)
+    for margin in (-1.0, 0.5, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="margin"):
+            tolerance("kda", *args, margin=margin)
+    with pytest.raises(TypeError, match="margin"):
+        tolerance("kda", *args, margin="2")
+    g = p["g"].copy()
+    g[0, 3, 1, 2] = -1e300
+    with pytest.raises(ValueError, match=r"g\[0, 3, 1, 2\] = -1e\+300 does not fit bf16"):
+        tolerance("kda", p["q"], p["k"], p["v"], g, p["beta"], precision="bf16")
+    v = p["v"] * 0
+    v[0, 5, 0, 0] = 7e4
+    with pytest.raises(ValueError, match=r"v\[0, 5, 0, 0\] = 70000 does not fit fp16"):
+        tolerance("kda", p["q"], p["k"], v, p["g"], p["beta"], precision="fp16")
+    assert tolerance("kda", p["q"], p["k"], v, p["g"], p["beta"], precision="bf16",
+                     trials=1).rtol["o"] >= 0
+
+
+def test_fixture_exists_whatever_was_imported_first(tmp_path):
+    """kdalab.testing imported before pytest (a script that calls
+    pytest.main) still gives the kdalab_ref fixture."""
+    (tmp_path / "test_x.py").write_text("def test_x(kdalab_ref):\n"
+                                        "    assert kdalab_ref.assert_close\n")
+    code = ("import sys, kdalab, kdalab.testing\nimport pytest\n"
+            "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'kdalab.testing', "
+            "%r]))" % str(tmp_path / "test_x.py"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]
+
+
 def problem(seed, B=1, T=100, H=2, K=16, V=16):
     r = np.random.default_rng(seed)
     unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
@@ -118,10 +181,13 @@ def test_pytest_plugin_gives_kdalab_ref(pytester):
 
 
 def test_kdalab_without_torch():
-    """import kdalab needs neither torch nor pytest; import kdalab.torch without
-    torch says what to install."""
-    code = ("import sys; sys.modules['torch'] = None; import kdalab, kdalab.testing\n"
+    """import kdalab needs neither torch nor pytest (nor imports pytest), and
+    kdalab.testing works without pytest; import kdalab.torch without torch
+    says what to install."""
+    code = ("import sys; sys.modules['torch'] = None; import kdalab\n"
             "assert 'pytest' not in sys.modules\n"
+            "sys.modules['pytest'] = None; import kdalab.testing\n"
+            "assert kdalab.testing.errors([1.0], [1.0])[0] == 0\n"
             "try:\n    import kdalab.torch\nexcept ImportError as e:\n    print(e)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
