@@ -50,22 +50,70 @@ typedef struct {
     size_t V; /* value dimension per head           >= 1 */
 } kdalab_dims;
 
-/* The recurrent mechanisms of the lineage (chapters 02, 03, 05, 06). */
+/* The linear mechanisms of the lineage: the 2 x 3 grid {no delta rule, delta
+ * rule} x {no decay, one log-decay per head, one per key channel}. Each is a
+ * row of lib/core/mechanisms.c; kernels branch on a row's properties
+ * (kdalab_mechanism_has_delta, kdalab_mechanism_g_shape), never on its id.
+ *
+ *                 no decay           g per head [B,T,H]    g per key [B,T,H,K]
+ *   no delta      linear attention   simple GLA            GLA
+ *   delta rule    DeltaNet           Gated DeltaNet        KDA
+ */
 typedef enum {
     KDALAB_LINEAR_ATTENTION = 0, /* no beta, no g                        */
     KDALAB_DELTANET,             /* beta [B,T,H], no g                   */
     KDALAB_GATED_DELTANET,       /* beta [B,T,H], g [B,T,H]              */
-    KDALAB_KDA                   /* beta [B,T,H], g [B,T,H,K]            */
+    KDALAB_KDA,                  /* beta [B,T,H], g [B,T,H,K]            */
+    KDALAB_SIMPLE_GLA,           /* no beta,      g [B,T,H]              */
+    KDALAB_GLA,                  /* no beta,      g [B,T,H,K]            */
+    KDALAB_N_MECHANISMS          /* the number of rows (not a mechanism) */
 } kdalab_mechanism;
 
-/* "linear_attention", "deltanet", "gated_deltanet", "kda". */
+/* The shape of a mechanism's log-decay g. */
+typedef enum {
+    KDALAB_G_NONE = 0,  /* no decay: S is carried as it is     */
+    KDALAB_G_PER_HEAD,  /* g [B,T,H]: one factor for the state  */
+    KDALAB_G_PER_KEY    /* g [B,T,H,K]: one per key channel     */
+} kdalab_g_shape;
+
+/* One row of the mechanism table. */
+typedef struct {
+    kdalab_mechanism id;
+    const char *name;          /* CLI, Python and checkpoints: "kda"             */
+    const char *title;         /* "Kimi Delta Attention"                         */
+    int delta;                 /* 1: the delta rule, beta [B,T,H] in [0, 2]     */
+    kdalab_g_shape g;          /* the log-decay's shape (g <= 0 where present)   */
+    const char *fla_chunk;     /* fla's chunkwise function: "chunk_kda"          */
+    const char *fla_recurrent; /* fla's recurrent one: "fused_recurrent_kda"     */
+    const char *source;        /* the paper (arXiv id) the row follows           */
+} kdalab_mechanism_info;
+
+/* The row of mechanism m, or NULL when m is not a mechanism (no error set:
+ * a lookup, not a check). kdalab_mechanism_row(KDALAB_N_MECHANISMS) is NULL,
+ * so `for (m = 0; kdalab_mechanism_row(m); m++)` visits every row. */
+const kdalab_mechanism_info *kdalab_mechanism_row(kdalab_mechanism m);
+
+/* The row's name ("linear_attention", "deltanet", "gated_deltanet", "kda",
+ * "simple_gla", "gla"), or "unknown". */
 const char *kdalab_mechanism_name(kdalab_mechanism m);
 
-/* Parse a mechanism name as above. KDALAB_EINVAL when unknown. */
+/* Parse a mechanism name of the table. KDALAB_EINVAL when unknown (the
+ * message lists the names), KDALAB_ENULL for NULL. */
 kdalab_status kdalab_mechanism_parse(const char *name, kdalab_mechanism *out);
 
-/* Does the mechanism take beta? take g? How many g values per (b,t,h): 0, 1 or K. */
+/* The names of every row, separated by sep ("kda|gla|..."), written into
+ * buf of n bytes (truncated, always terminated when n > 0); returns buf.
+ * For help texts and error messages. */
+const char *kdalab_mechanism_list(const char *sep, char *buf, size_t n);
+
+/* Does the mechanism have the delta rule (and so take beta)? (0 for an
+ * unknown m.) kdalab_mechanism_has_beta is the same question, by its input. */
+int kdalab_mechanism_has_delta(kdalab_mechanism m);
 int kdalab_mechanism_has_beta(kdalab_mechanism m);
+
+/* The shape of its g (KDALAB_G_NONE for an unknown m), and how many g values
+ * per (b,t,h): 0, 1 or K. */
+kdalab_g_shape kdalab_mechanism_g_shape(kdalab_mechanism m);
 size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K);
 
 /* The default query scale, K^-1/2. */

@@ -319,7 +319,7 @@ static kdalab_status setup(call *c, const kdalab_batch *batch, kdalab_form form,
     kdalab_status s = kdalab_batch_check(batch, dims);
     if (s != KDALAB_OK)
         return s;
-    if ((unsigned)mech > (unsigned)KDALAB_KDA)
+    if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     if ((unsigned)form > (unsigned)KDALAB_FORM_SIMD_CHUNK)
         return kdalab_fail(KDALAB_EINVAL, "unknown form %d", (int)form);

@@ -1,12 +1,10 @@
 /*
- * lib/core/names.c — names of mechanisms, decay modes and precisions (and
- * their parsers), what each mechanism takes, and the defaults every path
- * uses: the query scale and the chunk options.
+ * lib/core/names.c — names of decay modes and precisions (and their
+ * parsers), and the defaults every path uses: the query scale and the chunk
+ * options. (The mechanisms' names are rows of lib/core/mechanisms.c.)
  *
- * defines: kdalab_mechanism_name, kdalab_mechanism_parse, kdalab_decay_name,
- *          kdalab_decay_parse, kdalab_precision_name, kdalab_mechanism_has_beta,
- *          kdalab_mechanism_g_width, kdalab_default_scale,
- *          kdalab_chunk_opts_default
+ * defines: kdalab_decay_name, kdalab_decay_parse, kdalab_precision_name,
+ *          kdalab_default_scale, kdalab_chunk_opts_default
  */
 #include <math.h>
 #include <string.h>
@@ -15,8 +13,6 @@
 
 /* ---- names ---------------------------------------------------------------- */
 
-static const char *const mechanism_names[] = {"linear_attention", "deltanet",
-                                              "gated_deltanet", "kda"};
 static const char *const decay_names[] = {"safe", "pairwise", "rescaled", "anchored"};
 static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
 
@@ -40,20 +36,6 @@ static kdalab_status parse_name(const char *const *names, size_t n, const char *
     return kdalab_fail(KDALAB_EINVAL, "unknown %s '%s'", what, name);
 }
 
-const char *kdalab_mechanism_name(kdalab_mechanism m)
-{
-    return name_of(mechanism_names, COUNT(mechanism_names), (int)m);
-}
-
-kdalab_status kdalab_mechanism_parse(const char *name, kdalab_mechanism *out)
-{
-    int v = 0;
-    kdalab_status s = parse_name(mechanism_names, COUNT(mechanism_names), "mechanism", name, &v);
-    if (s == KDALAB_OK)
-        *out = (kdalab_mechanism)v;
-    return s;
-}
-
 const char *kdalab_decay_name(kdalab_decay_mode mode)
 {
     return name_of(decay_names, COUNT(decay_names), (int)mode);
@@ -71,13 +53,6 @@ kdalab_status kdalab_decay_parse(const char *name, kdalab_decay_mode *out)
 const char *kdalab_precision_name(kdalab_precision p)
 {
     return name_of(precision_names, COUNT(precision_names), (int)p);
-}
-
-int kdalab_mechanism_has_beta(kdalab_mechanism m) { return m != KDALAB_LINEAR_ATTENTION; }
-
-size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K)
-{
-    return m == KDALAB_KDA ? K : m == KDALAB_GATED_DELTANET ? 1 : 0;
 }
 
 double kdalab_default_scale(size_t K) { return K ? 1.0 / sqrt((double)K) : 0.0; }

@@ -192,7 +192,8 @@ kdalab_status kdalab_count_dims(const kdalab_dims *d, kdalab_mechanism mech, siz
     out->v = v;
     out->bth = bth;
     out->state = state;
-    out->g = mech == KDALAB_KDA ? qk : mech == KDALAB_GATED_DELTANET ? bth : 0;
+    kdalab_g_shape gs = kdalab_mechanism_g_shape(mech);
+    out->g = gs == KDALAB_G_PER_KEY ? qk : gs == KDALAB_G_PER_HEAD ? bth : 0;
     return KDALAB_OK;
 }
 
@@ -226,7 +227,7 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
 {
     kdalab_counts c;
     TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
-    if ((unsigned)mech > (unsigned)KDALAB_KDA)
+    if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     TRY(kdalab_check_scale(scale));
     int need_beta = kdalab_mechanism_has_beta(mech);
@@ -326,7 +327,7 @@ static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, 
     kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
     kdalab_counts c;
     TRY(kdalab_count_dims(&d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
-    if ((unsigned)mech > (unsigned)KDALAB_KDA)
+    if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     TRY(kdalab_check_scale(scale));
     if (!q || !k || !v || !S || !o)

@@ -36,10 +36,10 @@
  * are studied in experiment 03, and emulated bf16 / fp16 storage live in
  * lib/study/chunk_modes.c.
  *
- * All four mechanisms run the same code: KDA's g is per channel, Gated
- * DeltaNet's one g per position is used for every channel, and DeltaNet and
- * linear attention have g = 0 (every decay factor exactly 1). Linear
- * attention has no correction: A_kk = 0, beta = 1, W = 0 and U = V.
+ * Every mechanism of the table runs the same code: a per-key g is per channel, a
+ * per-head g (one per position) is used for every channel, and no decay is
+ * g = 0 (every decay factor exactly 1). Without the delta rule (linear
+ * attention, simple GLA, GLA) there is no correction: A_kk = 0, beta = 1, W = 0, U = V.
  */
 #include <math.h>
 #include <stdio.h>
@@ -74,7 +74,7 @@ kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1); /* no buffer larger than T */
     const size_t gw = kdalab_mechanism_g_width(mech, K);
-    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = mech != KDALAB_LINEAR_ATTENTION};
+    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech)};
     float *S = malloc(K * V * sizeof *S); /* one head's state (K, V) */
     if (!S)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
@@ -452,7 +452,7 @@ kdalab_status kdalab_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t gw = kdalab_mechanism_g_width(mech, K), n_chunks = (T + C - 1) / C;
-    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = mech != KDALAB_LINEAR_ATTENTION};
+    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech)};
     chunk_grads gr = {0};
     s = kdalab__chunk_alloc_f32(&ck, C, K, V);
     if (s != KDALAB_OK)

@@ -26,13 +26,14 @@ static void step_head(kdalab_mechanism mech, size_t K, size_t V, double scale, c
                       const double *k, const double *v, const double *g, double beta, double *S,
                       double *o)
 {
-    /* 1. decay: S' = alpha S (Gated DeltaNet) or Diag(a) S (KDA), a = exp(g) */
-    if (mech == KDALAB_GATED_DELTANET) {
+    /* 1. decay: S' = alpha S (g per head) or Diag(a) S (g per key channel), a = exp(g) */
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(mech);
+    if (gs == KDALAB_G_PER_HEAD) {
         double alpha = exp(g[0]);
         for (size_t c = 0; c < K; c++)
             for (size_t j = 0; j < V; j++)
                 S[c * V + j] *= alpha;
-    } else if (mech == KDALAB_KDA) {
+    } else if (gs == KDALAB_G_PER_KEY) {
         for (size_t c = 0; c < K; c++) {
             double a = exp(g[c]); /* row c = everything written through key channel c */
             for (size_t j = 0; j < V; j++)
@@ -41,12 +42,13 @@ static void step_head(kdalab_mechanism mech, size_t K, size_t V, double scale, c
     }
 
     /* 2. write, one value column j at a time:
-     *      linear attention  S[:,j] += k v_j
+     *      no delta rule     S[:,j] += k v_j
      *      delta rule        S[:,j] += beta k (v_j - S'[:,j] . k)   (uses the decayed S')
      * 3. read the same column of the new state: o_j = s S_t[:,j] . q */
+    const int delta = kdalab_mechanism_has_delta(mech);
     for (size_t j = 0; j < V; j++) {
         double write = v[j];
-        if (mech != KDALAB_LINEAR_ATTENTION) {
+        if (delta) {
             double predicted = 0; /* S'^T k: what the state already returns for key k */
             for (size_t c = 0; c < K; c++)
                 predicted += S[c * V + j] * k[c];
@@ -138,16 +140,16 @@ static void step_state(kdalab_mechanism mech, size_t K, size_t V, const double *
                        const double *v, const double *g, double beta, const double *S_prev,
                        double *S)
 {
+    const size_t gw = kdalab_mechanism_g_width(mech, K);
     for (size_t c = 0; c < K; c++) {
-        double a = mech == KDALAB_KDA              ? exp(g[c])
-                   : mech == KDALAB_GATED_DELTANET ? exp(g[0])
-                                                   : 1;
+        double a = gw == K ? exp(g[c]) : gw == 1 ? exp(g[0]) : 1;
         for (size_t j = 0; j < V; j++)
             S[c * V + j] = a * S_prev[c * V + j];
     }
+    const int delta = kdalab_mechanism_has_delta(mech);
     for (size_t j = 0; j < V; j++) {
         double u = v[j];
-        if (mech != KDALAB_LINEAR_ATTENTION) {
+        if (delta) {
             double pred = 0; /* S'^T k */
             for (size_t c = 0; c < K; c++)
                 pred += S[c * V + j] * k[c];
@@ -160,7 +162,7 @@ static void step_state(kdalab_mechanism mech, size_t K, size_t V, const double *
 
 /* Where one position of head (b, h) lives in the [B,T,H,*] arrays. */
 typedef struct {
-    size_t bth;                  /* index of (b, t, h) in [B, T, H]: beta, and GDN's g */
+    size_t bth;                  /* index of (b, t, h) in [B, T, H]: beta, and a per-head g */
     const double *q, *k, *v, *g; // q, k (K); v (V); g (gw)
     double beta;
 } position;
@@ -210,16 +212,17 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, doubl
                      const double *S, double *dq, double *dk, double *dv, double *dg,
                      double *dbeta)
 {
-    const int delta = mech != KDALAB_LINEAR_ATTENTION;
+    const int delta = kdalab_mechanism_has_delta(mech);
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(mech);
     double *dS = w->dS, *Sp = w->Sp, *e = w->e, *du = w->du;
 
-    /* the decay a (per channel; Gated DeltaNet's one value in every channel;
+    /* the decay a (per channel; a per-head g's one value in every channel;
      * 1 without decay), S' = Diag(a) S_prev and the error e = v - S'^T k */
     double *a = w->a;
     for (size_t c = 0; c < K; c++) {
-        a[c] = mech == KDALAB_KDA              ? exp(p->g[c])
-               : mech == KDALAB_GATED_DELTANET ? exp(p->g[0])
-                                               : 1;
+        a[c] = gs == KDALAB_G_PER_KEY    ? exp(p->g[c])
+               : gs == KDALAB_G_PER_HEAD ? exp(p->g[0])
+                                         : 1;
         for (size_t j = 0; j < V; j++)
             Sp[c * V + j] = a[c] * S_prev[c * V + j];
     }
@@ -278,7 +281,7 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, doubl
             dv[j] = delta ? p->beta * du[j] : du[j];
 
     /* S' = Diag(a) S_prev: dg[c] = a[c] sum_j dS'[c][j] S_prev[c][j]; dS <- Diag(a) dS' */
-    if (mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET) {
+    if (gs != KDALAB_G_NONE) {
         double total = 0;
         for (size_t c = 0; c < K; c++) {
             double acc = 0;
@@ -286,11 +289,11 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, doubl
                 acc += dS[c * V + j] * S_prev[c * V + j];
                 dS[c * V + j] *= a[c];
             }
-            if (mech == KDALAB_KDA && dg)
+            if (gs == KDALAB_G_PER_KEY && dg)
                 dg[c] = a[c] * acc;
             total += a[c] * acc;
         }
-        if (mech == KDALAB_GATED_DELTANET && dg)
+        if (gs == KDALAB_G_PER_HEAD && dg)
             dg[0] = total;
     }
 }
@@ -371,7 +374,7 @@ kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism
                              w.Sseg + (t - t0 + 1) * KV, dq ? dq + p.bth * K : NULL,
                              dk ? dk + p.bth * K : NULL, dv ? dv + p.bth * V : NULL,
                              dg && gw ? dg + p.bth * gw : NULL,
-                             dbeta && mech != KDALAB_LINEAR_ATTENTION ? dbeta + p.bth : NULL);
+                             dbeta && kdalab_mechanism_has_delta(mech) ? dbeta + p.bth : NULL);
                 }
             }
             if (dh0)

@@ -245,12 +245,13 @@ static void SIMD_FN(chunk_rows)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t t0, 
     f->q = a->q + t0 * a->ld_qk;
     f->k = a->k + t0 * a->ld_qk;
     f->v = a->v + t0 * a->ld_v;
-    if (a->mech == KDALAB_KDA) {
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(a->mech);
+    if (gs == KDALAB_G_PER_KEY) {
         f->gin = a->g + t0 * a->ld_g;
         f->ldg = a->ld_g;
     } else {
         for (size_t r = 0; r < n; r++) {
-            real gr = a->mech == KDALAB_GATED_DELTANET ? a->g[(t0 + r) * a->ld_g] : 0.0f;
+            real gr = gs == KDALAB_G_PER_HEAD ? a->g[(t0 + r) * a->ld_g] : 0.0f;
             for (size_t ch = 0; ch < K; ch++)
                 w->gx[r * K + ch] = gr;
         }
@@ -258,7 +259,7 @@ static void SIMD_FN(chunk_rows)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t t0, 
         f->ldg = K;
     }
     for (size_t r = 0; r < n; r++)
-        f->b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f : a->beta[(t0 + r) * a->ld_b];
+        f->b[r] = !kdalab_mechanism_has_delta(a->mech) ? 1.0f : a->beta[(t0 + r) * a->ld_b];
 }
 
 /* The forward (steps 1-4 and 7) of chunks nc0 .. nc0 + m - 1 from the state
@@ -269,8 +270,8 @@ static void SIMD_FN(bwd_sweep)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t nc0, 
 {
     SIMD_FN(ws) *f = &w->f;
     const size_t K = a->K, V = a->V, T = a->T, KV = K * V, C = f->C;
-    const int delta = a->mech != KDALAB_LINEAR_ATTENTION;
-    const int decays = a->mech == KDALAB_KDA || a->mech == KDALAB_GATED_DELTANET;
+    const int delta = kdalab_mechanism_has_delta(a->mech);
+    const int decays = kdalab_mechanism_g_shape(a->mech) != KDALAB_G_NONE;
     for (size_t j = 0; j < m; j++) {
         size_t t0 = (nc0 + j) * C, n = SIMD_FN(min_sz)(C, T - t0), ldvn;
         f->S = Sb + j * KV;
@@ -298,7 +299,7 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     const size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
     const size_t c = a->subchunk < C ? a->subchunk : C, nch = (T + C - 1) / C;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
-    const int delta = a->mech != KDALAB_LINEAR_ATTENTION;
+    const int delta = kdalab_mechanism_has_delta(a->mech);
     const size_t G = SIMD_FN(bwd_group)(nch), ngroups = (nch + G - 1) / G;
     SIMD_FN(bws) w;
     SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch);

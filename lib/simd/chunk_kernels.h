@@ -77,11 +77,12 @@ static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
 static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real s)
 {
     const size_t K = w->K, W = w->W, C = w->C;
-    int delta = mech != KDALAB_LINEAR_ATTENTION;
+    const int delta = kdalab_mechanism_has_delta(mech);
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(mech);
     const size_t pf = w->pf_rows;
 
     SIMD_FN(prefetch_rows)(w, pf);
-    if (mech == KDALAB_KDA) {
+    if (gs == KDALAB_G_PER_KEY) {
         SIMD_FN(kda_factors)(w, n, s);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < C; j++) {
@@ -91,7 +92,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
         SIMD_FN(prefetch_rows)(w, pf);
         SIMD_FN(kda_scores)(w, n, s);
     } else {
-        SIMD_FN(scalar_scores)(w, n, s, mech == KDALAB_GATED_DELTANET, delta);
+        SIMD_FN(scalar_scores)(w, n, s, gs == KDALAB_G_PER_HEAD, delta);
     }
 
     const real *Vnew = w->v;
@@ -117,7 +118,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
     SIMD_FN(prefetch_rows)(w, pf);
     /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new, the decay applied as the
      * product loads S (one pass over the state instead of two) */
-    int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
+    const int decays = gs != KDALAB_G_NONE;
     SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, Vnew, ldn, w->S, W, 1, 0, decays ? w->gl : NULL);
 }
 
@@ -193,8 +194,8 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
             w.gin = gw ? a->g + t0 * a->ld_g + h * gw : NULL;
             w.o = a->o + t0 * a->ld_v + h * V + a->v0;
             for (size_t r = 0; r < n; r++)
-                w.b[r] = a->mech == KDALAB_LINEAR_ATTENTION ? 1.0f
-                                                            : a->beta[(t0 + r) * a->ld_b + h];
+                w.b[r] = !kdalab_mechanism_has_delta(a->mech) ? 1.0f
+                                                              : a->beta[(t0 + r) * a->ld_b + h];
             SIMD_FN(chunk)(&w, a->mech, n, a->scale);
             for (size_t r = 0; r < n; r++)
                 *bad_o += SIMD_FN(nonfinite_canon)(w.o + r * w.ldv, W);

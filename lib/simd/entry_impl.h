@@ -28,7 +28,7 @@ static int E_FN(screen_chunk_call)(const E_TABLE *tab, const kdalab_dims *dims,
                                    const real *beta, const real *h0, const real *o)
 {
     kdalab_counts n;
-    if ((unsigned)mech > (unsigned)KDALAB_KDA || kdalab_check_scale(scale) != KDALAB_OK ||
+    if (!kdalab_mechanism_row(mech) || kdalab_check_scale(scale) != KDALAB_OK ||
         kdalab_count_dims(dims, mech, sizeof(real), &n) != KDALAB_OK)
         return 0;
     int need_beta = kdalab_mechanism_has_beta(mech);
@@ -114,7 +114,7 @@ static kdalab_status E_FN(entry_chunk)(const kdalab_dims *dims, kdalab_mechanism
                 .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
                 .v = v ? v + row0 * V : NULL,
                 .g = (gw && g) ? g + row0 * gw : NULL,
-                .beta = (mech != KDALAB_LINEAR_ATTENTION && beta) ? beta + row0 : NULL,
+                .beta = (kdalab_mechanism_has_delta(mech) && beta) ? beta + row0 : NULL,
                 .h0 = h0 ? h0 + bh * K * V : NULL,
                 .o = o ? o + row0 * V : NULL, .ht = ht ? ht + bh * K * V : NULL,
                 .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
@@ -140,7 +140,7 @@ static kdalab_status E_FN(entry_step)(kdalab_mechanism mech, size_t K, size_t V,
      * checks decide and word the error. */
     size_t gn = kdalab_mechanism_g_width(mech, K);
     int certain =
-        (unsigned)mech <= (unsigned)KDALAB_KDA && K && V && q && k && v && S && o &&
+        kdalab_mechanism_row(mech) && K && V && q && k && v && S && o &&
         (gn == 0 || g) && kdalab_check_scale(scale) == KDALAB_OK &&
         (!kdalab_mechanism_has_beta(mech) ||
          E_FN(kdalab_check_values)(KDALAB_RULE_BETA, "beta", &beta, 1, NULL) == KDALAB_OK) &&
@@ -223,7 +223,7 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
             .chunk = C, .subchunk = c, .scale = scale,
             .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
             .v = v ? v + row0 * V : NULL, .g = gw && g ? g + row0 * gw : NULL,
-            .beta = mech != KDALAB_LINEAR_ATTENTION && beta ? beta + row0 : NULL,
+            .beta = kdalab_mechanism_has_delta(mech) && beta ? beta + row0 : NULL,
             .h0 = h0 ? h0 + bh * K * V : NULL,
             .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
         };
@@ -231,7 +231,7 @@ static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mecha
             .d_o = d_o ? d_o + row0 * V : NULL, .dht = dht ? dht + bh * K * V : NULL,
             .dq = dq ? dq + row0 * K : NULL, .dk = dk ? dk + row0 * K : NULL,
             .dv = dv ? dv + row0 * V : NULL, .dg = dg && gw ? dg + row0 * gw : NULL,
-            .dbeta = dbeta && mech != KDALAB_LINEAR_ATTENTION ? dbeta + row0 : NULL,
+            .dbeta = dbeta && kdalab_mechanism_has_delta(mech) ? dbeta + row0 : NULL,
             .dh0 = dh0 ? dh0 + bh * K * V : NULL,
         };
         tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);

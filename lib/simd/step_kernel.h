@@ -256,7 +256,7 @@ static int SIMD_FN(step_write_wrap)(real *S, size_t K, size_t V, size_t h, const
  *     the new state;
  *   pass 2 (writes S): S = Diag(a) S + k delta^T, in pass 1's column strips
  *     taken in the opposite order (step_read, step_write).
- * Linear attention: a = 1 and delta = v.
+ * Without the delta rule delta = v; without a decay a = 1.
  */
 static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, real scale,
                                    const real *q, const real *k, const real *v,
@@ -274,15 +274,16 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
     real *a = buf, *ak = buf + K, *aq = buf + 2 * K;
     real *u = buf + 3 * K, *wq = u + V;
     const size_t Kv = K / VLEN * VLEN;
-    const int decays = mech == KDALAB_KDA || mech == KDALAB_GATED_DELTANET;
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(mech);
+    const int decays = gs != KDALAB_G_NONE, delta = kdalab_mechanism_has_delta(mech);
 
-    if (mech == KDALAB_KDA) {
+    if (gs == KDALAB_G_PER_KEY) {
         for (size_t ch = 0; ch < Kv; ch += VLEN)
             VSTORE(a + ch, VEXP(VLOAD(g + ch)));
         for (size_t ch = Kv; ch < K; ch++)
             a[ch] = REXP(g[ch]);
     } else {
-        real a0 = mech == KDALAB_GATED_DELTANET ? REXP(g[0]) : 1.0f;
+        real a0 = gs == KDALAB_G_PER_HEAD ? REXP(g[0]) : 1.0f;
         for (size_t ch = 0; ch < K; ch++)
             a[ch] = a0;
     }
@@ -355,7 +356,7 @@ static kdalab_status SIMD_FN(step)(kdalab_mechanism mech, size_t K, size_t V, re
     }
     /* delta (in u) and o */
     for (size_t j = 0; j < V; j++) {
-        real d = mech == KDALAB_LINEAR_ATTENTION ? v[j] : beta * (v[j] - u[j]);
+        real d = delta ? beta * (v[j] - u[j]) : v[j];
         u[j] = d;
         o[j] = scale * (wq[j] + d * kq);
     }

@@ -194,7 +194,7 @@ static void chunk_step_f64(chunk_ws_f64 *w, kdalab_mechanism mech, double *o, si
 {
     const size_t L = w->L, K = w->K, V = w->V, C = w->opts.chunk;
     double *S = w->S;
-    int delta = mech != KDALAB_LINEAR_ATTENTION;
+    int delta = kdalab_mechanism_has_delta(mech);
 
     /* 1. A_kk[i][j] = beta_i sum_c k_i k_j exp(G_i - G_j), j < i */
     if (delta) {
@@ -337,7 +337,7 @@ kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism m
                     }
                     for (size_t j = 0; j < V; j++)
                         w.Vc[r * V + j] = store_f64(&w, v[bth * V + j]);
-                    w.beta[r] = beta && mech != KDALAB_LINEAR_ATTENTION
+                    w.beta[r] = beta && kdalab_mechanism_has_delta(mech)
                                     ? store_f64(&w, beta[bth]) : 1;
                     /* the log-decay stays in full precision, as production
                      * kernels keep it in fp32; Gin = sum over 0..r */

@@ -197,7 +197,7 @@ static void chunk_step_f32(chunk_ws_f32 *w, kdalab_mechanism mech, float *o, siz
 {
     const size_t L = w->L, K = w->K, V = w->V, C = w->opts.chunk;
     float *S = w->S;
-    int delta = mech != KDALAB_LINEAR_ATTENTION;
+    int delta = kdalab_mechanism_has_delta(mech);
 
     /* 1. A_kk[i][j] = beta_i sum_c k_i k_j expf(G_i - G_j), j < i */
     if (delta) {
@@ -340,7 +340,7 @@ kdalab_status kdalab_study_chunk_f32(const kdalab_dims *dims, kdalab_mechanism m
                     }
                     for (size_t j = 0; j < V; j++)
                         w.Vc[r * V + j] = store_f32(&w, v[bth * V + j]);
-                    w.beta[r] = beta && mech != KDALAB_LINEAR_ATTENTION
+                    w.beta[r] = beta && kdalab_mechanism_has_delta(mech)
                                     ? store_f32(&w, beta[bth]) : 1;
                     /* the log-decay stays in full precision, as production
                      * kernels keep it in fp32; Gin = sum over 0..r */

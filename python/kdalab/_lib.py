@@ -31,7 +31,6 @@ lib = _load()
 
 # status codes (kdalab_status.h)
 OK, ERANGE = 0, 8
-MECHANISMS = {"linear_attention": 0, "deltanet": 1, "gated_deltanet": 2, "kda": 3}
 FORM_RECURRENT, FORM_CHUNK, FORM_SIMD_CHUNK = 0, 1, 3  # kdalab_form (kdalab_batch.h)
 
 
@@ -136,3 +135,34 @@ def check(status, what):
 
 def empty(shape):
     return np.zeros(shape, dtype=np.float64)
+
+
+class MechanismRow(ctypes.Structure):
+    """kdalab_mechanism_info: one row of the mechanism table (lib/core/mechanisms.c)."""
+    _fields_ = [("id", ctypes.c_int), ("name", ctypes.c_char_p), ("title", ctypes.c_char_p),
+                ("delta", ctypes.c_int), ("g", ctypes.c_int), ("fla_chunk", ctypes.c_char_p),
+                ("fla_recurrent", ctypes.c_char_p), ("source", ctypes.c_char_p)]
+
+
+lib.kdalab_mechanism_row.restype = ctypes.POINTER(MechanismRow)
+lib.kdalab_mechanism_row.argtypes = [ctypes.c_int]
+G_NONE, G_PER_HEAD, G_PER_KEY = 0, 1, 2  # kdalab_g_shape
+
+
+def _rows():
+    out, m = {}, 0
+    while True:
+        r = lib.kdalab_mechanism_row(m)
+        if not r:
+            return out
+        r = r.contents
+        out[r.name.decode()] = {"id": r.id, "delta": bool(r.delta), "g": r.g,
+                                "fla_chunk": r.fla_chunk.decode(),
+                                "fla_recurrent": r.fla_recurrent.decode(),
+                                "title": r.title.decode(), "source": r.source.decode()}
+        m += 1
+
+
+# the mechanism table, read from the library: name -> its row's properties
+TABLE = _rows()
+MECHANISMS = {name: row["id"] for name, row in TABLE.items()}

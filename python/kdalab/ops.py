@@ -166,14 +166,15 @@ class _Call:
                              % self.B)
         self.N = cu.size - 1 if cu is not None else self.B
         bt = (self.B, self.T, self.HV)
-        if mech == "kda":
+        row = _lib.TABLE[mech]
+        if row["g"] == _lib.G_PER_KEY:
             _expect("g", g, bt + (self.K,))
-        elif mech == "gated_deltanet":
+        elif row["g"] == _lib.G_PER_HEAD:
             _expect("g", g, bt)
-        if mech != "linear_attention":
+        if row["delta"]:
             _expect("beta", beta, bt)
         _expect("initial_state", h0, (self.N, self.HV, self.K, self.V))
-        self.GK = self.K if mech == "kda" else 1  # channels of g per value head
+        self.GK = self.K if row["g"] == _lib.G_PER_KEY else 1  # channels of g per value head
 
     def dims(self):
         return _lib.Dims(self.B, self.T, self.H, self.K, self.V)
@@ -395,8 +396,9 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
     q = as_f64(q, "q", 4)
     k = as_f64(k, "k", 4)
     v = as_f64(v, "v", 4)
-    g = as_f64(g, "g", required=mech in ("kda", "gated_deltanet"))
-    beta = as_f64(beta, "beta", required=mech != "linear_attention")
+    row = _lib.TABLE[mech]
+    g = as_f64(g, "g", required=row["g"] != _lib.G_NONE)
+    beta = as_f64(beta, "beta", required=row["delta"])
     h0 = as_f64(initial_state, "initial_state", 4, required=False)
     cu = _as_cu(cu_seqlens)
     call = _Call(mech, q, k, v, g, beta, h0, cu)
