@@ -7,7 +7,8 @@
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
 #   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/
-#   make test       the layout and docs checks (scripts/check_layout.sh, check_docs.sh), the cmocka suites and the
+#   make test       the layout, mechanism-table and docs checks (scripts/check_layout.sh, check_mechanisms.sh,
+#                   check_docs.sh), the cmocka suites and the
 #                   Python module's pytest suite
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
@@ -200,6 +201,7 @@ PYTEST_RUN ?= $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 test: deps-test all $(TEST_BIN)
 	@sh scripts/check_layout.sh $(LIB_SO)
+	@sh scripts/check_mechanisms.sh
 	@sh scripts/check_docs.sh
 	@KDALAB_BIN=$(BIN) KDALAB_LIBRARY=$(CURDIR)/$(LIB_SO) PYTHONPATH=$(CURDIR)/python \
 	  PYTEST="$(PYTEST_RUN)" sh tests/run.sh $(TEST_BIN)

@@ -16,7 +16,7 @@
 static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, double V,
                             int again)
 {
-    const int delta = m != KDALAB_LINEAR_ATTENTION;
+    const int delta = kdalab_mechanism_has_delta(m);
     /* steps 1-4 of the per-channel path (every mechanism runs KDA's) */
     double ns = ceil(n / c), pairs_off = ns * (ns - 1) / 2;
     double scores = pairs_off * (2 * c) * c * K * 2 + ns * (c * (c - 1) / 2) * K * 6 +
@@ -162,8 +162,8 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
         /* what this mechanism's backward writes: dg [B,T,H,K] (KDA), [B,T,H]
          * (Gated DeltaNet) or nothing; dbeta for the delta rules only. The
          * rest of each buffer is never compared. */
-        c.n[3] = c.m == KDALAB_KDA ? nqk : c.m == KDALAB_GATED_DELTANET ? nb : 0;
-        c.n[4] = c.m == KDALAB_LINEAR_ATTENTION ? 0 : nb;
+        c.n[3] = kdalab_mechanism_g_width(c.m, d->K) * nb;
+        c.n[4] = kdalab_mechanism_has_delta(c.m) ? nb : 0;
         double fl = bwd_flops(c.m, d, C, 16);
         /* the reference backward: the faster of two calls (one with --quick;
          * it is the slow one, and one call alone moved by 30 % between runs) */

@@ -139,7 +139,9 @@ static double fma_peak(int nth, int avx512)
 static double chunk_flops_one(kdalab_mechanism m, double n, double c, double K, double V)
 {
     double f = 0;
-    if (m == KDALAB_KDA) {
+    const int delta = kdalab_mechanism_has_delta(m);
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(m);
+    if (gs == KDALAB_G_PER_KEY) {
         double ns = ceil(n / c), pairs_off = ns * (ns - 1) / 2;
         f += pairs_off * (2 * c) * c * K * 2;       /* off-diagonal blocks [kf;qf] d kb^T */
         f += (pairs_off - (ns - 1)) * 2 * c * K;     /* [kf;qf] * d_IJ (not next to I)    */
@@ -147,16 +149,16 @@ static double chunk_flops_one(kdalab_mechanism m, double n, double c, double K, 
         f += n * K * 2;                              /* diagonal q.k                      */
         f += n * K * 12;                             /* decay products, rescaled rows     */
     } else {
-        f += n * n * K * 2 * (m == KDALAB_LINEAR_ATTENTION ? 1 : 2); /* full q k^T, k k^T */
+        f += n * n * K * 2 * (delta ? 2 : 1); /* full q k^T, k k^T */
     }
-    if (m != KDALAB_LINEAR_ATTENTION) {
+    if (delta) {
         f += n * n * n / 3;             /* UT transform (triangular inverse)       */
         f += n * n * (K + V);           /* W = T (gamma k), U = T V (triangular)   */
         f += 2 * n * K * V;             /* V_new = U - W S                         */
     }
     f += 2 * n * K * V + n * n * V;     /* O = s (gamma q) S + A_qk V_new           */
     f += 2 * n * K * V;                 /* S += (kdec k)^T V_new                    */
-    if (m == KDALAB_KDA || m == KDALAB_GATED_DELTANET)
+    if (gs != KDALAB_G_NONE)
         f += K * V;                     /* S *= gamma_n                             */
     return f;
 }
@@ -175,11 +177,8 @@ static double chunk_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, si
 /* The decode step's multiply-adds, as lib/simd/step_kernel.h does them. */
 static double step_flops(kdalab_mechanism m, double K, double V)
 {
-    switch (m) {
-    case KDALAB_LINEAR_ATTENTION: return 4 * K * V;          /* S += k v^T, o = S^T q  */
-    case KDALAB_DELTANET:         return 6 * K * V;          /* + u = S^T k             */
-    default:                      return 7 * K * V;          /* + the decay multiply    */
-    }
+    return (4 + 2 * kdalab_mechanism_has_delta(m) +                /* S += k v^T, o = S^T q; */
+            (kdalab_mechanism_g_shape(m) != KDALAB_G_NONE)) * K * V; /* + u = S^T k; + decay */
 }
 
 /* ---------------------------------------------------------------------------- */

@@ -227,7 +227,7 @@ static void test_varlen_is_each_sequence_alone(void **state)
     gsl_rng *r = test_rng(41);
     const int64_t cu[] = {0, 5, 6, 19, 33};
     kdalab_dims d = {.B = 1, .T = 33, .H = 2, .K = 6, .V = 4};
-    for (int m = KDALAB_LINEAR_ATTENTION; m <= KDALAB_KDA; m++)
+    for (int m = 0; m < KDALAB_N_MECHANISMS; m++) /* every row of the table */
         for (int form = KDALAB_FORM_RECURRENT; form <= KDALAB_FORM_CHUNK; form++) {
             batch_problem p;
             problem_make(&p, r, d, d.H, 4);
@@ -417,7 +417,7 @@ static void test_zero_value_heads(void **state)
     const kdalab_batch_bwd_args_f64 ga = {.q = p.q, .k = p.k, .v = p.v, .g = p.g,
                                           .beta = p.beta, .d_o = p.d_o, .dq = dq};
     for (size_t z = 0; z < 2; z++)
-        for (int m = KDALAB_LINEAR_ATTENTION; m <= KDALAB_KDA; m++) {
+        for (int m = 0; m < KDALAB_N_MECHANISMS; m++) /* every row of the table */ {
             for (int f = KDALAB_FORM_RECURRENT; f <= KDALAB_FORM_SIMD_CHUNK; f++) {
                 for (size_t i = 0; i < no; i++)
                     o[i] = 7, fo[i] = 7;

@@ -104,7 +104,7 @@ static void golden_bf16_runs(void **state)
     size_t n = golden_load_all(cases, 16);
     for (size_t i = 0; i < n; i++) {
         const golden_case *c = &cases[i];
-        if (c->mech == KDALAB_KDA || c->mech == KDALAB_GATED_DELTANET) {
+        if (kdalab_mechanism_g_shape(c->mech) != KDALAB_G_NONE) {
             const char *o = tcli_tmp("o.npy");
             int rc =
                 tcli_run("run %s --form chunk --precision bf16 --o %s", tcli_case_inputs(c), o);

@@ -695,3 +695,90 @@ def fused_recurrent_linear_attn_bwd(q, k, v, do, dht=None, scale=None, initial_s
                                     normalize=False, cu_seqlens=None):
     return _backward("linear_attention", _lib.FORM_RECURRENT, q, k, v, None, None, do, dht,
                      scale, initial_state, cu_seqlens, None, normalize)
+
+
+def _simple_gla_g(g, g_gamma, v):
+    """simple GLA's decay as (mechanism, g [B, T, HV]): g as given, or fla's
+    g_gamma [HV] (a constant per head, data-independent) broadcast over
+    (b, t); neither: no decay, which is linear attention. Both: ValueError
+    (fla: only one of g or g_gamma should be provided)."""
+    if g is not None and g_gamma is not None:
+        raise ValueError("g and g_gamma: give one of them (fla: only one of g or g_gamma "
+                         "should be provided)")
+    if g_gamma is None:
+        return ("simple_gla", g) if g is not None else ("linear_attention", None)
+    g_gamma = as_f64(g_gamma, "g_gamma", 1)
+    v = as_f64(v, "v", 4)
+    if g_gamma.shape != (v.shape[2],):
+        raise ValueError("g_gamma: shape %s, expected (%d,) (one log-decay per value head)"
+                         % (g_gamma.shape, v.shape[2]))
+    return "simple_gla", np.ascontiguousarray(np.broadcast_to(g_gamma, v.shape[:3]))
+
+
+def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False,
+              cu_seqlens=None, chunk_size=None):
+    """GLA (g [B, T, HV, K]: a log-decay per key channel, no delta rule),
+    chunkwise: S_t = Diag(exp g_t) S_{t-1} + k_t v_t^T, o_t = scale S_t^T q_t."""
+    return _forward("gla", _lib.FORM_CHUNK, q, k, v, g, None, scale, initial_state,
+                    output_final_state, cu_seqlens, chunk_size)
+
+
+def fused_recurrent_gla(q, k, v, gk, scale=None, initial_state=None, output_final_state=False,
+                        cu_seqlens=None):
+    """GLA, token by token (fla names the per-channel decay gk here)."""
+    return _forward("gla", _lib.FORM_RECURRENT, q, k, v, gk, None, scale, initial_state,
+                    output_final_state, cu_seqlens)
+
+
+def chunk_gla_bwd(q, k, v, g, do, dht=None, scale=None, initial_state=None, cu_seqlens=None,
+                  chunk_size=None, impl="simd"):
+    """As chunk_kda_bwd (impl likewise), for GLA: dq, dk, dv, dg, dh0."""
+    return _backward("gla", _lib.FORM_CHUNK, q, k, v, g, None, do, dht, scale, initial_state,
+                     cu_seqlens, chunk_size, impl=impl)
+
+
+def fused_recurrent_gla_bwd(q, k, v, gk, do, dht=None, scale=None, initial_state=None,
+                            cu_seqlens=None):
+    return _backward("gla", _lib.FORM_RECURRENT, q, k, v, gk, None, do, dht, scale,
+                     initial_state, cu_seqlens)
+
+
+def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
+                     output_final_state=False, cu_seqlens=None, chunk_size=None):
+    """simple GLA (g [B, T, HV]: one log-decay per head, no delta rule; or
+    g_gamma [HV], fla's constant per-head decay), chunkwise."""
+    mech, g = _simple_gla_g(g, g_gamma, v)
+    return _forward(mech, _lib.FORM_CHUNK, q, k, v, g, None, scale, initial_state,
+                    output_final_state, cu_seqlens, chunk_size)
+
+
+def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
+                               output_final_state=False, cu_seqlens=None):
+    """simple GLA, token by token."""
+    mech, g = _simple_gla_g(g, g_gamma, v)
+    return _forward(mech, _lib.FORM_RECURRENT, q, k, v, g, None, scale, initial_state,
+                    output_final_state, cu_seqlens)
+
+
+def _simple_gla_bwd(form, q, k, v, g, g_gamma, do, dht, scale, initial_state, cu_seqlens,
+                    chunk_size=None, impl="simd"):
+    mech, gg = _simple_gla_g(g, g_gamma, v)
+    gr = _backward(mech, form, q, k, v, gg, None, do, dht, scale, initial_state, cu_seqlens,
+                   chunk_size, impl=impl)
+    if g_gamma is not None:  # g = g_gamma broadcast over (b, t): its gradient sums them
+        gr = gr._replace(dg=gr.dg.sum(axis=(0, 1)))
+    return gr
+
+
+def chunk_simple_gla_bwd(q, k, v, g, do, dht=None, scale=None, initial_state=None,
+                         cu_seqlens=None, chunk_size=None, impl="simd", g_gamma=None):
+    """As chunk_kda_bwd (impl likewise), for simple GLA: dq, dk, dv, dg (the
+    gradient of g, or, with g None and g_gamma given, of g_gamma [HV]), dh0."""
+    return _simple_gla_bwd(_lib.FORM_CHUNK, q, k, v, g, g_gamma, do, dht, scale,
+                           initial_state, cu_seqlens, chunk_size, impl)
+
+
+def fused_recurrent_simple_gla_bwd(q, k, v, g, do, dht=None, scale=None, initial_state=None,
+                                   cu_seqlens=None, g_gamma=None):
+    return _simple_gla_bwd(_lib.FORM_RECURRENT, q, k, v, g, g_gamma, do, dht, scale,
+                           initial_state, cu_seqlens)

@@ -540,6 +540,14 @@ def _normalize(o, q, k, scale, z_init, cu):
     return o, torch.cat(ends, dim=0) if cu is not None else ends[0]
 
 
+def _reversal(cu, T):
+    """The time indices that reverse each sequence in place (cu_seqlens None:
+    the one sequence of length T): run the recurrence on x[:, idx] and read
+    its output at [:, idx] for fla's reverse=True."""
+    return torch.cat([torch.arange(e - 1, s - 1, -1) for s, e in _segments(cu, T)]
+                     or [torch.zeros(0, dtype=torch.long)])
+
+
 def _z_init(fname, initial_state, normalize, q, cu):
     """(kv_init, z_init) from initial_state: a (kv_init, z_init) pair only
     with normalize; z_init [N, 1, H, K] (N = B, or the number of sequences
@@ -572,9 +580,7 @@ def _linear(fname, form, q, k, v, scale, initial_state, output_final_state, norm
     if cu is not None and q.ndim == 4:
         ops.check_cu(cu, q.shape[1])  # before reverse and normalize index by it
     if reverse:  # the recurrence from each sequence's end: flip time, run, flip back
-        T = q.shape[1]
-        idx = torch.cat([torch.arange(e - 1, s - 1, -1) for s, e in _segments(cu, T)]
-                        or [torch.zeros(0, dtype=torch.long)]).to(q.device)
+        idx = _reversal(cu, q.shape[1])
         q, k, v = (x.index_select(1, idx.to(x.device)) for x in (q, k, v))
     o, ht = _mixer(fname, "linear_attention", form, q, k, v, None, None, scale, kv_init, True,
                    cu, False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None, impl=impl)
@@ -604,6 +610,112 @@ def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
     """fla's fused_recurrent_linear_attn (reverse: each sequence from its end)."""
     return _linear("fused_recurrent_linear_attn", _lib.FORM_RECURRENT, q, k, v, scale, initial_state, output_final_state,
                    normalize, _cu(cu_seqlens), out_dtype, like, reverse)
+
+
+# ---- GLA and simple GLA: a decay without the delta rule ----------------------------
+
+def _gated_linear(fname, mech, form, q, k, v, g, scale, initial_state, output_final_state,
+                  reverse, state_v_first, cu, chunk_size, out_dtype, like):
+    """The body of the four GLA functions: (o, final_state); reverse runs each
+    sequence from its end (time flipped in, the output flipped back)."""
+    _switches(fname, reverse=reverse)
+    q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    g = _tensor(g, "g")
+    if reverse:
+        if cu is not None and q.ndim == 4:
+            ops.check_cu(cu, q.shape[1])
+        idx = _reversal(cu, q.shape[1])
+        q, k, v, g = (None if x is None else x.index_select(1, idx.to(x.device))
+                      for x in (q, k, v, g))
+    o, ht = _mixer(fname, mech if g is not None else "linear_attention", form, q, k, v, g,
+                   None, scale, initial_state, output_final_state, cu, state_v_first, {},
+                   chunk_size=chunk_size, out_dtype=out_dtype, like=like)
+    if reverse:
+        o = o.index_select(1, idx.to(o.device))
+    return o, ht
+
+
+def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False,
+              state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, *, out_dtype=None,
+              like=None):
+    """fla's chunk_gla: GLA, g [B, T, HV, K] a log-decay per key channel, no
+    delta rule: (o, final_state), in chunks of 64 (fla's)."""
+    _tensor(g, "g", required=True)
+    return _gated_linear("chunk_gla", "gla", _lib.FORM_CHUNK, q, k, v, g, scale,
+                         initial_state, output_final_state, False, state_v_first,
+                         _cu(cu_seqlens, cu_seqlens_cpu), 64, out_dtype, like)
+
+
+_FUSED_GLA = ("q", "k", "v", "gk", "gv", "scale", "initial_state", "output_final_state",
+              "reverse", "state_v_first", "cu_seqlens")
+
+
+def fused_recurrent_gla(q, k, v, gk=None, gv=None, scale=None, initial_state=None,
+                        output_final_state=False, reverse=False, state_v_first=False,
+                        cu_seqlens=None, *, out_dtype=None, like=None, **kwargs):
+    """fla's fused_recurrent_gla: gk [B, T, HV, K] the per-channel decay (None:
+    no decay, linear attention); gv (a per-value decay) is not in kdalab:
+    NotImplementedError. reverse: each sequence from its end."""
+    kw = _kwargs("fused_recurrent_gla", kwargs, ("transpose_state_layout",), _FUSED_GLA)
+    state_v_first = _state_v_first("fused_recurrent_gla", state_v_first, kw)
+    if gv is not None:
+        raise NotImplementedError("fused_recurrent_gla: gv (a decay per value column) is not a "
+                                  "kdalab mechanism: pass gv=None")
+    return _gated_linear("fused_recurrent_gla", "gla", _lib.FORM_RECURRENT, q, k, v, gk, scale,
+                         initial_state, output_final_state, reverse, state_v_first,
+                         _cu(cu_seqlens), None, out_dtype, like)
+
+
+def _g_gamma(fname, g, g_gamma, v):
+    """simple GLA's g: as given, or g_gamma [HV] expanded over (b, t) inside
+    autograd (so g_gamma's gradient is the sum over them); one of the two."""
+    if g is not None and g_gamma is not None:
+        raise ValueError("%s: give g or g_gamma, not both (fla: only one of g or g_gamma "
+                         "should be provided)" % fname)
+    if g_gamma is None:
+        return g
+    g_gamma, v = _tensor(g_gamma, "g_gamma"), _tensor(v, "v", required=True)
+    if v.ndim != 4 or tuple(g_gamma.shape) != (v.shape[2],):
+        raise ValueError("%s: g_gamma: shape %s, expected (%s,) (one log-decay per value "
+                         "head)" % (fname, tuple(g_gamma.shape),
+                                    v.shape[2] if v.ndim == 4 else "HV"))
+    return g_gamma.expand(tuple(v.shape[:3]))
+
+
+_CHUNK_SIMPLE_GLA = ("q", "k", "v", "g", "g_gamma", "scale", "initial_state",
+                     "output_final_state", "state_v_first", "cu_seqlens", "cu_seqlens_cpu")
+
+
+def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
+                     output_final_state=False, state_v_first=False, cu_seqlens=None,
+                     cu_seqlens_cpu=None, *, out_dtype=None, like=None, **kwargs):
+    """fla's chunk_simple_gla: g [B, T, HV] one log-decay per head, or g_gamma
+    [HV] a constant one (differentiated as such), no delta rule; neither:
+    linear attention. (o, final_state). chunk_size by keyword (default 64)."""
+    kw = _kwargs("chunk_simple_gla", kwargs, ("chunk_size",), _CHUNK_SIMPLE_GLA)
+    return _gated_linear("chunk_simple_gla", "simple_gla", _lib.FORM_CHUNK, q, k, v,
+                         _g_gamma("chunk_simple_gla", _tensor(g, "g"), g_gamma, v), scale,
+                         initial_state, output_final_state, False, state_v_first,
+                         _cu(cu_seqlens, cu_seqlens_cpu), kw.get("chunk_size", 64), out_dtype,
+                         like)
+
+
+_FUSED_SIMPLE_GLA = ("q", "k", "v", "g", "g_gamma", "scale", "initial_state",
+                     "output_final_state", "reverse", "state_v_first", "cu_seqlens")
+
+
+def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
+                               output_final_state=False, reverse=False, state_v_first=False,
+                               cu_seqlens=None, *, out_dtype=None, like=None, **kwargs):
+    """fla's fused_recurrent_simple_gla: as chunk_simple_gla, token by token;
+    reverse: each sequence from its end."""
+    kw = _kwargs("fused_recurrent_simple_gla", kwargs, ("transpose_state_layout",),
+                 _FUSED_SIMPLE_GLA)
+    state_v_first = _state_v_first("fused_recurrent_simple_gla", state_v_first, kw)
+    return _gated_linear("fused_recurrent_simple_gla", "simple_gla", _lib.FORM_RECURRENT, q,
+                         k, v, _g_gamma("fused_recurrent_simple_gla", _tensor(g, "g"), g_gamma,
+                                        v), scale, initial_state, output_final_state, reverse,
+                         state_v_first, _cu(cu_seqlens), None, out_dtype, like)
 
 
 # ---- softmax attention ---------------------------------------------------------------

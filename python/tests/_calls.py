@@ -4,27 +4,33 @@ independent float64 recurrence (REFERENCE.md's table, in NumPy) to check it.
 Shared by the pytest files of this folder (not itself a test file).
 """
 
+import inspect
+
 import numpy as np
 
 import kdalab
 
-MECHS = ("kda", "gated_deltanet", "deltanet", "linear_attention")
+TABLE = kdalab._lib.TABLE  # the library's mechanism table: name -> delta, g shape, fla names
+MECHS = tuple(TABLE)
 
-# (mechanism, form): (forward, backward)
-FUNCS = {
-    ("kda", "chunk"): (kdalab.chunk_kda, kdalab.chunk_kda_bwd),
-    ("kda", "recurrent"): (kdalab.fused_recurrent_kda, kdalab.fused_recurrent_kda_bwd),
-    ("gated_deltanet", "chunk"): (kdalab.chunk_gated_delta_rule,
-                                  kdalab.chunk_gated_delta_rule_bwd),
-    ("gated_deltanet", "recurrent"): (kdalab.fused_recurrent_gated_delta_rule,
-                                      kdalab.fused_recurrent_gated_delta_rule_bwd),
-    ("deltanet", "chunk"): (kdalab.chunk_delta_rule, kdalab.chunk_delta_rule_bwd),
-    ("deltanet", "recurrent"): (kdalab.fused_recurrent_delta_rule,
-                                kdalab.fused_recurrent_delta_rule_bwd),
-    ("linear_attention", "chunk"): (kdalab.chunk_linear_attn, kdalab.chunk_linear_attn_bwd),
-    ("linear_attention", "recurrent"): (kdalab.fused_recurrent_linear_attn,
-                                        kdalab.fused_recurrent_linear_attn_bwd),
-}
+
+def has_g(mech):
+    return TABLE[mech]["g"] != kdalab._lib.G_NONE
+
+
+def g_per_key(mech):
+    return TABLE[mech]["g"] == kdalab._lib.G_PER_KEY
+
+
+# (mechanism, form): (forward, backward), by fla's names from the table
+FUNCS = {(m, form): (getattr(kdalab, TABLE[m][key]), getattr(kdalab, TABLE[m][key] + "_bwd"))
+         for m in MECHS for form, key in (("chunk", "fla_chunk"),
+                                          ("recurrent", "fla_recurrent"))}
+
+
+def takes(mech, form, arg):
+    """Does the forward function of (mech, form) take the keyword arg?"""
+    return arg in inspect.signature(FUNCS[(mech, form)][0]).parameters
 
 
 def make(mech, rng, B, T, H, HV, K, V, dtype=np.float64):
@@ -36,11 +42,9 @@ def make(mech, rng, B, T, H, HV, K, V, dtype=np.float64):
          "v": rnd((B, T, HV, V), -1, 1), "g": None, "beta": None,
          "do": rnd((B, T, HV, V), -1, 1), "h0": rnd((B, HV, K, V), -1, 1),
          "dht": rnd((B, HV, K, V), -1, 1)}
-    if mech == "kda":
-        a["g"] = rnd((B, T, HV, K), -2, 0)
-    elif mech == "gated_deltanet":
-        a["g"] = rnd((B, T, HV), -2, 0)
-    if mech != "linear_attention":
+    if has_g(mech):
+        a["g"] = rnd((B, T, HV, K) if g_per_key(mech) else (B, T, HV), -2, 0)
+    if TABLE[mech]["delta"]:
         a["beta"] = rnd((B, T, HV), 0, 1)
     return a
 
@@ -48,9 +52,9 @@ def make(mech, rng, B, T, H, HV, K, V, dtype=np.float64):
 def positional(mech, a):
     """The positional array arguments of mech's forward: q, k, v[, g][, beta]."""
     args = [a["q"], a["k"], a["v"]]
-    if mech in ("kda", "gated_deltanet"):
+    if has_g(mech):
         args.append(a["g"])
-    if mech != "linear_attention":
+    if TABLE[mech]["delta"]:
         args.append(a["beta"])
     return args
 
@@ -92,11 +96,11 @@ def recurrence(mech, a, scale=None, normalize=False, l2=False):
             kc = np.zeros(K)
             for t in range(T):
                 qt, kt, vt = q[b, t, j // G], k[b, t, j // G], v[b, t, j]
-                if mech == "kda":
+                if g_per_key(mech):
                     S = np.exp(np.asarray(a["g"][b, t, j], dtype=np.float64))[:, None] * S
-                elif mech == "gated_deltanet":
+                elif has_g(mech):
                     S = np.exp(np.float64(a["g"][b, t, j])) * S
-                if mech == "linear_attention":
+                if not TABLE[mech]["delta"]:
                     S = S + np.outer(kt, vt)
                 else:
                     S = S + np.float64(a["beta"][b, t, j]) * np.outer(kt, vt - S.T @ kt)

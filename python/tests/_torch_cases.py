@@ -21,6 +21,7 @@ itself was edited, a RuntimeError on differentiating twice. Anything else
 (another exception, an answer where an error was due) fails.
 """
 
+import inspect
 import json
 import re
 import sys
@@ -33,20 +34,20 @@ import _calls as C
 import kdalab
 import kdalab.torch as kt
 
-FUNCS = {  # (mechanism, form) -> kdalab.torch function
-    ("kda", "chunk"): kt.chunk_kda, ("kda", "recurrent"): kt.fused_recurrent_kda,
-    ("gated_deltanet", "chunk"): kt.chunk_gated_delta_rule,
-    ("gated_deltanet", "recurrent"): kt.fused_recurrent_gated_delta_rule,
-    ("deltanet", "chunk"): kt.chunk_delta_rule,
-    ("deltanet", "recurrent"): kt.fused_recurrent_delta_rule,
-    ("linear_attention", "chunk"): kt.chunk_linear_attn,
-    ("linear_attention", "recurrent"): kt.fused_recurrent_linear_attn,
-}
-SWITCHES = {"kda": ["output_final_state", "state_v_first", "use_qk_l2norm_in_kernel"],
-            "gated_deltanet": ["output_final_state", "state_v_first",
-                               "use_qk_l2norm_in_kernel"],
-            "deltanet": ["output_final_state", "use_qk_l2norm_in_kernel"],
-            "linear_attention": ["output_final_state", "normalize"]}
+FUNCS = {(m, form): getattr(kt, C.TABLE[m][key])  # (mechanism, form) -> kdalab.torch's
+         for m in C.MECHS for form, key in (("chunk", "fla_chunk"),
+                                            ("recurrent", "fla_recurrent"))}
+
+
+def takes(mech, form, arg):
+    """Does kdalab.torch's function for (mech, form) take the keyword arg?"""
+    return arg in inspect.signature(FUNCS[(mech, form)]).parameters
+
+
+def switches(mech, form):
+    """The bool arguments of the function that a case may set to a non-bool."""
+    return [n for n in ("output_final_state", "state_v_first", "use_qk_l2norm_in_kernel",
+                        "normalize", "reverse") if takes(mech, form, n)]
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int32": torch.int32, "bool": torch.bool}
 INPUTS = ("q", "k", "v", "g", "beta", "h0")
@@ -55,7 +56,7 @@ ARG = {"h0": "initial_state"}  # the argument's name where it differs
 
 def call(mech, form, x, kw):
     f = FUNCS[(mech, form)]
-    if mech == "gated_deltanet" and form == "recurrent":
+    if takes(mech, form, "gk") and C.TABLE[mech]["delta"]:  # g, gk, gv, beta: by keyword
         return f(x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"], initial_state=x["h0"], **kw)
     args = [x[n] for n in ("q", "k", "v", "g", "beta") if x[n] is not None]
     return f(*args, initial_state=x["h0"], **kw)
@@ -103,9 +104,9 @@ def run(case):
     values = {n: a[n] for n in INPUTS}
     leaves, x, where = leaves_and_inputs(case, values)
     kw = {"output_final_state": True}
-    if mech == "linear_attention":
+    if takes(mech, form, "normalize"):
         kw["normalize"] = case["normalize"]
-    elif case["l2"]:
+    elif case["l2"] and takes(mech, form, "use_qk_l2norm_in_kernel"):
         kw["use_qk_l2norm_in_kernel"] = True
     if case["switch"]:
         kw[case["switch"][0]] = case["switch"][1]
@@ -135,19 +136,19 @@ def run(case):
     if due is not None:
         return "fail", "accepted; expected %s naming %s" % (due[0].__name__, due[1])
     o = res[0]
-    ht = res[1][0] if mech == "linear_attention" and case["normalize"] else res[1]
-    linear = mech == "linear_attention"
-    want_o, want_ht = C.recurrence(mech, seen, normalize=case["normalize"] and linear,
-                                   l2=case["l2"] and not linear)
+    normalize = kw.get("normalize", False)
+    ht = res[1][0] if normalize else res[1]
+    want_o, want_ht = C.recurrence(mech, seen, normalize=normalize,
+                                   l2=kw.get("use_qk_l2norm_in_kernel", False))
     for name, got, want in (("o", o, want_o), ("ht", ht, want_ht)):
         got = got.detach().numpy()
         tol = 1e-10 * max(1.0, np.abs(want).max(initial=0))
         if got.shape != want.shape or np.abs(got - want).max(initial=0) > tol:
             return "fail", "%s differs from the recurrence" % name
-    return autograd(case, mech, form, leaves, x, where, seen, o, ht, rng)
+    return autograd(case, mech, form, leaves, x, where, seen, o, ht, rng, kw)
 
 
-def autograd(case, mech, form, leaves, x, where, seen, o, ht, rng):
+def autograd(case, mech, form, leaves, x, where, seen, o, ht, rng, kw):
     """The autograd path of the case, after a correct forward."""
     wanted = [n for n in INPUTS if leaves[n] is not None and leaves[n].requires_grad]
     if not wanted or o.numel() + ht.numel() == 0:
@@ -191,13 +192,13 @@ def autograd(case, mech, form, leaves, x, where, seen, o, ht, rng):
             if any(not torch.equal(leaves[n].grad, 2 * first[n]) for n in wanted):
                 return "fail", "a second backward (retain_graph) did not add the same grads"
         got = {n: leaves[n].grad for n in wanted}
-    return compare_grads(case, mech, form, leaves, where, seen, got, do, dht)
+    return compare_grads(case, mech, form, leaves, where, seen, got, do, dht, kw)
 
 
-def compare_grads(case, mech, form, leaves, where, seen, got, do, dht):
-    linear = mech == "linear_attention"
-    kw = {"normalize": case["normalize"]} if linear else {"use_qk_l2norm_in_kernel": case["l2"]}
-    ref = C.backward(mech, form, dict(seen, do=do.numpy(), dht=dht.numpy()), **kw)
+def compare_grads(case, mech, form, leaves, where, seen, got, do, dht, kw):
+    normalize = kw.get("normalize", False)
+    opts = {n: kw[n] for n in ("normalize", "use_qk_l2norm_in_kernel") if n in kw}
+    ref = C.backward(mech, form, dict(seen, do=do.numpy(), dht=dht.numpy()), **opts)
     fields = {"q": ref.dq, "k": ref.dk, "v": ref.dv, "g": ref.dg, "beta": ref.dbeta,
               "h0": ref.dh0}
     scale = 2 if case["path"] == "retain" else 1
@@ -206,7 +207,7 @@ def compare_grads(case, mech, form, leaves, where, seen, got, do, dht):
         want[where[n]] = torch.from_numpy(fields[n]).to(want.dtype) * scale
         if gr is None:
             return "fail", "no d%s" % n
-        if linear and case["normalize"]:
+        if normalize:
             # the normaliser's backward is torch's autograd here, NumPy's own in
             # kdalab.ops: the same derivative, other roundings (1e-12 of the
             # scale), then one rounding to the input's dtype

@@ -30,27 +30,20 @@ def load(folder, name, key):
     return np.load(path) if os.path.exists(path) else None
 
 
-FWD = {
-    "kda": (kdalab.chunk_kda, kdalab.fused_recurrent_kda),
-    "gated_deltanet": (kdalab.chunk_gated_delta_rule, kdalab.fused_recurrent_gated_delta_rule),
-    "deltanet": (kdalab.chunk_delta_rule, kdalab.fused_recurrent_delta_rule),
-    "linear_attention": (kdalab.chunk_linear_attn, kdalab.fused_recurrent_linear_attn),
-}
-BWD = {
-    "kda": (kdalab.chunk_kda_bwd, kdalab.fused_recurrent_kda_bwd),
-    "gated_deltanet": (kdalab.chunk_gated_delta_rule_bwd,
-                       kdalab.fused_recurrent_gated_delta_rule_bwd),
-    "deltanet": (kdalab.chunk_delta_rule_bwd, kdalab.fused_recurrent_delta_rule_bwd),
-    "linear_attention": (kdalab.chunk_linear_attn_bwd, kdalab.fused_recurrent_linear_attn_bwd),
-}
+# every row of the mechanism table, by fla's names (the table says which)
+TABLE = kdalab._lib.TABLE
+FWD = {m: (getattr(kdalab, r["fla_chunk"]), getattr(kdalab, r["fla_recurrent"]))
+       for m, r in TABLE.items()}
+BWD = {m: (getattr(kdalab, r["fla_chunk"] + "_bwd"), getattr(kdalab, r["fla_recurrent"] + "_bwd"))
+       for m, r in TABLE.items()}
 
 
 def inputs(folder, name, mech):
     """The positional array arguments of fla's function for mech."""
     args = [load(folder, name, "q"), load(folder, name, "k"), load(folder, name, "v")]
-    if mech in ("kda", "gated_deltanet"):
+    if TABLE[mech]["g"] != kdalab._lib.G_NONE:
         args.append(load(folder, name, "g"))
-    if mech != "linear_attention":
+    if TABLE[mech]["delta"]:
         args.append(load(folder, name, "beta"))
     return args
 

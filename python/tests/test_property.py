@@ -26,6 +26,7 @@ import sys
 import numpy as np
 
 import kdalab
+from _calls import MECHS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 20240
@@ -60,9 +61,9 @@ def run(case):
             v = v.copy(); v.flat[case["poison"][1] %% v.size] = case["poison"][2]
         a[n] = v.astype(case["dtype"]) if case["dtype"] != "float64" else v
     kw = {}
-    if mech == "linear_attention":
+    if C.takes(mech, form, "normalize"):
         kw["normalize"] = case["normalize"]
-    elif case["l2"]:
+    elif case["l2"] and C.takes(mech, form, "use_qk_l2norm_in_kernel"):
         kw["use_qk_l2norm_in_kernel"] = True
     try:
         res = (C.backward if bwd else C.forward)(mech, form, a, scale=case["s"], **kw)
@@ -72,11 +73,8 @@ def run(case):
     if not all(finite(x) for x in arrays):
         return "fail", "success with a non-finite output"
     a64 = {n: (None if v is None else np.asarray(v, dtype=np.float64)) for n, v in a.items()}
-    rkw = {"scale": case["s"]}
-    if mech == "linear_attention":
-        rkw["normalize"] = case["normalize"]
-    else:
-        rkw["l2"] = case["l2"]
+    rkw = {"scale": case["s"], "normalize": kw.get("normalize", False),
+           "l2": kw.get("use_qk_l2norm_in_kernel", False)}
     if bwd and not case["moderate"]:
         return "ok", "finite (not compared: extreme values)"
     if not bwd:
@@ -114,10 +112,10 @@ for line in sys.stdin:
 
 def cases():
     rng = np.random.default_rng(SEED)
-    mechs = ("kda", "gated_deltanet", "deltanet", "linear_attention")
+    mechs = MECHS  # every row of the mechanism table
     out = []
     for i in range(N_CASES):
-        mech = mechs[i % 4]
+        mech = mechs[i % len(mechs)]
         B, T, H, K, V = (int(rng.integers(lo, hi)) for lo, hi in
                          ((0, 3), (0, 6), (0, 3), (0, 4), (0, 4)))
         T = T if rng.random() < 0.9 else int(rng.integers(6, 65))

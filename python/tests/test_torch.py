@@ -106,6 +106,21 @@ def cases():
     c.append(("parallel_attn", a, lambda q, k, v: kt.parallel_attn(q, k, v)))
     c.append(("parallel_attn_varlen", a, lambda q, k, v: kt.parallel_attn(
         q, k, v, cu_seqlens=CU)))
+    a = {n: x for n, x in tensors("kda").items() if n != "beta"}  # GLA: g per key channel
+    c.append(("chunk_gla", a, lambda q, k, v, g, h0: both(
+        kt.chunk_gla, q, k, v, g, initial_state=h0)))
+    c.append(("fused_recurrent_gla_reverse", a, lambda q, k, v, g, h0: both(
+        kt.fused_recurrent_gla, q, k, v, g, initial_state=h0, reverse=True)))
+    a = {n: x for n, x in tensors("gdn").items() if n != "beta"}  # simple GLA: g per head
+    c.append(("chunk_simple_gla", a, lambda q, k, v, g, h0: both(
+        kt.chunk_simple_gla, q, k, v, g, initial_state=h0, chunk_size=2)))
+    c.append(("fused_recurrent_simple_gla", a, lambda q, k, v, g, h0: both(
+        kt.fused_recurrent_simple_gla, q, k, v, g, initial_state=h0)))
+    a = {"q": rnd(B, T, H, K), "k": rnd(B, T, H, K), "v": rnd(B, T, HV, V),
+         "g_gamma": rnd(HV, lo=-1.5, hi=-0.05), "h0": rnd(2, HV, K, V)}
+    c.append(("chunk_simple_gla_g_gamma_varlen", a, lambda q, k, v, gg, h0: both(
+        kt.chunk_simple_gla, q, k, v, g_gamma=gg, initial_state=h0, cu_seqlens=CU,
+        chunk_size=2)))
     a = tensors("kda")
     a["h0"] = rnd(2, HV, K, V)
     c.append(("chunk_kda_varlen", a, lambda q, k, v, g, beta, h0: both(

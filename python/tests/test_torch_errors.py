@@ -77,6 +77,7 @@ def test_double_backward_raises_instead_of_returning_constants(fn):
         penalty.backward()
 
 
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 def test_create_graph_without_differentiating_the_gradient_still_works():
     """create_graph=True alone is no error: only differentiating the
     gradients again is."""

@@ -19,16 +19,12 @@ import pytest
 pytest.importorskip("torch")
 
 import kdalab  # noqa: E402
+from _calls import MECHS  # noqa: E402
+from _torch_cases import switches  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 20261204
 N_CASES = 300
-MECHS = ("kda", "gated_deltanet", "deltanet", "linear_attention")
-SWITCHES = {"kda": ["output_final_state", "state_v_first", "use_qk_l2norm_in_kernel"],
-            "gated_deltanet": ["output_final_state", "state_v_first",
-                               "use_qk_l2norm_in_kernel"],
-            "deltanet": ["output_final_state", "use_qk_l2norm_in_kernel"],
-            "linear_attention": ["output_final_state", "normalize"]}
 NOT_BOOLS = ["False", "True", "no", "", 0, 1, None, 0.0]
 
 
@@ -36,7 +32,8 @@ def cases():
     rng = np.random.default_rng(SEED)
     out = []
     for i in range(N_CASES):
-        mech = MECHS[i % 4]
+        mech = MECHS[i % len(MECHS)]  # every row of the mechanism table
+        form = str(rng.choice(["chunk", "recurrent"]))
         B, T, H, K, V = (int(rng.integers(lo, hi)) for lo, hi in
                          ((1, 3), (0, 7), (1, 3), (1, 4), (1, 4)))
         if rng.random() < 0.1:  # now and then an empty dimension, which is refused
@@ -46,12 +43,12 @@ def cases():
         bad = rng.random() < 0.1
         switch = None
         if rng.random() < 0.15:
-            names = SWITCHES[mech]
+            names = switches(mech, form)
             switch = [names[int(rng.integers(len(names)))],
                       NOT_BOOLS[int(rng.integers(len(NOT_BOOLS)))]]
         out.append({
             "id": i, "seed": int(rng.integers(0, 2 ** 31)), "mech": mech,
-            "form": str(rng.choice(["chunk", "recurrent"])), "shape": [B, T, H, HV, K, V],
+            "form": form, "shape": [B, T, H, HV, K, V],
             "dtype": str(rng.choice(["float64"] * 4 + ["float32", "float16", "bfloat16"])),
             "bad_input": str(rng.choice(["q", "k", "v", "beta", "h0"])) if bad else None,
             "bad_dtype": str(rng.choice(["int32", "bool"])),

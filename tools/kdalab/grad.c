@@ -45,6 +45,7 @@ typedef struct {
 static void print_help(void)
 {
     kdalab_chunk_opts def = kdalab_chunk_opts_default();
+    char names[256];
     printf(
         "usage: kdalab grad --mechanism M --q Q.npy --k K.npy --v V.npy [--beta B.npy]\n"
         "                   [--g G.npy] [--h0 H0.npy] --do DO.npy [--dht DHT.npy]\n"
@@ -58,7 +59,7 @@ static void print_help(void)
         "Each output is float64 in the layout of its input (dg like g, dh0 like h0);\n"
         "give at least one. They are written all or none.\n"
         "\n"
-        "  --mechanism M     linear_attention | deltanet | gated_deltanet | kda |\n"
+        "  --mechanism M     %s |\n"
         "                    attention (causal softmax attention: q, k, v, do -> dq, dk, dv)\n"
         "  --form F          recurrent (default) | chunk (the chunkwise backward)\n"
         "  --impl I          reference (default) | simd: the SIMD path's chunkwise\n"
@@ -76,7 +77,8 @@ static void print_help(void)
         "\n"
         "Exit status: 0 ok; 1 a gradient overflowed or an output could not be\n"
         "written; 2 bad input.\n",
-        def.chunk, kdalab_simd_chunk_opts_default().chunk, def.subchunk);
+        kdalab_mechanism_list(" | ", names, sizeof names), def.chunk,
+        kdalab_simd_chunk_opts_default().chunk, def.subchunk);
 }
 
 enum {
@@ -145,16 +147,16 @@ static int parse_flags(int argc, char **argv, grad_flags *f)
 static int plan(const grad_flags *f, grad_job *job)
 {
     int rc;
+    char names[256];
+    kdalab_mechanism_list(", ", names, sizeof names);
     if (f->mechanism == NULL)
-        return cli_fail(EXIT_BAD, "--mechanism is required (linear_attention, deltanet, "
-                                  "gated_deltanet, kda, attention)");
+        return cli_fail(EXIT_BAD, "--mechanism is required (%s, attention)", names);
     job->attention = strcmp(f->mechanism, "attention") == 0;
     if (job->attention)
         job->fwd.mech = KDALAB_LINEAR_ATTENTION; /* the same inputs: q, k, v */
     else if (kdalab_mechanism_parse(f->mechanism, &job->fwd.mech) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--mechanism: unknown mechanism '%s' (linear_attention, "
-                                  "deltanet, gated_deltanet, kda, attention)",
-                        f->mechanism);
+        return cli_fail(EXIT_BAD, "--mechanism: unknown mechanism '%s' (%s, attention)",
+                        f->mechanism, names);
     job->fp32 = f->precision && strcmp(f->precision, "fp32") == 0;
     if (f->precision && !job->fp32 && strcmp(f->precision, "fp64") != 0)
         return cli_fail(EXIT_BAD, "--precision %s: the backward runs in fp64 or fp32",

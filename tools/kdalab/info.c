@@ -1,7 +1,8 @@
 /*
  * tools/kdalab/info.c — `kdalab info`: the library's version, the SIMD level
  * it chose for this machine (or KDALAB_SIMD forced), the CPU's model name,
- * family and model, the CPU features it saw and the number of CPUs online.
+ * family and model, the CPU features it saw and the number of CPUs online;
+ * `kdalab info --mechanisms`: the mechanism table, one line a row.
  *
  * defines: cmd_info (declared in cli.h)
  */
@@ -13,13 +14,19 @@
 #include "cli.h"
 
 static const char HELP[] =
-    "usage: kdalab info\n"
+    "usage: kdalab info [--mechanisms]\n"
     "\n"
     "Print the version, the SIMD level the library chose for this machine, the\n"
-    "CPU's model name, family and model, and the CPU features it saw.\n";
+    "CPU's model name, family and model, and the CPU features it saw.\n"
+    "\n"
+    "  --mechanisms   instead, the mechanism table: one line a mechanism, with its\n"
+    "                 name, whether it has the delta rule (and so beta), the shape\n"
+    "                 of its log-decay g, fla's chunkwise and recurrent functions,\n"
+    "                 the paper, and its title (tab-separated, a header line first)\n";
 
 static const struct option OPTIONS[] = {
     {"help", no_argument, NULL, 'h'},
+    {"mechanisms", no_argument, NULL, 'm'},
     {NULL, 0, NULL, 0},
 };
 
@@ -100,17 +107,30 @@ int cmd_info(int argc, char **argv)
     cli_who = "kdalab info";
     cli_parser p;
     cli_arg got;
-    int c, help = 0;
+    int c, help = 0, mechanisms = 0;
     cli_begin(&p, argc, argv, OPTIONS);
     while ((c = cli_next(&p, &got)) != CLI_END) {
         if (c == CLI_ERROR)
             return EXIT_BAD;
         if (c == CLI_ARG)
             return cli_fail(EXIT_BAD, "unexpected argument '%s' (see --help)", got.value);
-        help = 1; /* 'h', the only flag */
+        if (c == 'm')
+            mechanisms = 1;
+        else
+            help = 1;
     }
     if (help) {
         fputs(HELP, stdout);
+        return 0;
+    }
+    if (mechanisms) {
+        static const char *const G[] = {"none", "per_head [B,T,H]", "per_key [B,T,H,K]"};
+        printf("name\tdelta_rule\tg\tfla_chunk\tfla_recurrent\tsource\ttitle\n");
+        for (kdalab_mechanism m = 0; kdalab_mechanism_row(m); m++) {
+            const kdalab_mechanism_info *r = kdalab_mechanism_row(m);
+            printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r->name, r->delta ? "yes" : "no", G[r->g],
+                   r->fla_chunk, r->fla_recurrent, r->source, r->title);
+        }
         return 0;
     }
     printf("version=%s\n", KDALAB_VERSION);

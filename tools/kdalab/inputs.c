@@ -41,7 +41,8 @@ int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu
         return cli_fail(EXIT_BAD, "--beta is not used by %s", mech);
     if (need_g && path[IN_G] == NULL)
         return cli_fail(EXIT_BAD, "--g is required by %s (a .npy file, %s)", mech,
-                        fw->mech == KDALAB_KDA ? "[B, T, H, K]" : "[B, T, H]");
+                        kdalab_mechanism_g_shape(fw->mech) == KDALAB_G_PER_KEY ? "[B, T, H, K]"
+                                                                               : "[B, T, H]");
     if (!need_g && path[IN_G])
         return cli_fail(EXIT_BAD, "--g is not used by %s", mech);
     return 0;
@@ -125,13 +126,18 @@ static int check_shapes(cli_inputs *fw)
     if (kdalab_mechanism_has_beta(fw->mech) && !cli_shape_is(&in[IN_BETA].a, 3, bth))
         return cli_shape_mismatch(&in[IN_BETA], gva ? "(B, T, HV)" : "(B, T, H)", 3, bth,
                                   &in[IN_Q]);
-    if (fw->mech == KDALAB_GATED_DELTANET && !cli_shape_is(&in[IN_G].a, 3, bth))
-        return cli_shape_mismatch(&in[IN_G], gva ? "(B, T, HV) for gated_deltanet"
-                                                 : "(B, T, H) for gated_deltanet",
-                                  3, bth, &in[IN_Q]);
-    if (fw->mech == KDALAB_KDA && !cli_shape_is(&in[IN_G].a, 4, bthk))
-        return cli_shape_mismatch(&in[IN_G], gva ? "(B, T, HV, K) for kda" : "(B, T, H, K) for kda",
-                                  4, bthk, &in[IN_Q]);
+    const kdalab_g_shape gs = kdalab_mechanism_g_shape(fw->mech);
+    char want[96];
+    if (gs == KDALAB_G_PER_HEAD && !cli_shape_is(&in[IN_G].a, 3, bth)) {
+        snprintf(want, sizeof want, "(B, T, %s) for %s", gva ? "HV" : "H",
+                 kdalab_mechanism_name(fw->mech));
+        return cli_shape_mismatch(&in[IN_G], want, 3, bth, &in[IN_Q]);
+    }
+    if (gs == KDALAB_G_PER_KEY && !cli_shape_is(&in[IN_G].a, 4, bthk)) {
+        snprintf(want, sizeof want, "(B, T, %s, K) for %s", gva ? "HV" : "H",
+                 kdalab_mechanism_name(fw->mech));
+        return cli_shape_mismatch(&in[IN_G], want, 4, bthk, &in[IN_Q]);
+    }
     if (in[IN_H0].path && !cli_shape_is(&in[IN_H0].a, 4, state))
         return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (%s, %s, K, V) = (%zu, %zu, %zu, "
                                   "%zu) from --q %s shape %s and --v %s shape %s",

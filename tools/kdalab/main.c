@@ -32,7 +32,7 @@ static const char HELP[] =
     "mechanism on your own .npy tensors (fla layout) and compare your kernel's\n"
     "output with it.\n"
     "\n"
-    "  run       run linear_attention, deltanet, gated_deltanet or kda; write o, ht\n"
+    "  run       run a mechanism of the lineage (info --mechanisms lists them); write o, ht\n"
     "  grad      the backward of a mechanism: dq, dk, dv, dg, dbeta, dh0 for given do, dht\n"
     "  compare   compare two .npy arrays (errors, worst element, non-finite counts)\n"
     "  train     train a small model on multi-query associative recall (MQAR)\n"

@@ -59,6 +59,7 @@ typedef struct {
 static void print_help(void)
 {
     kdalab_chunk_opts def = kdalab_chunk_opts_default();
+    char names[256];
     printf(
         "usage: kdalab run --mechanism M --q Q.npy --k K.npy --v V.npy [--beta B.npy]\n"
         "                  [--g G.npy] [--h0 H0.npy] --o O.npy [--ht HT.npy] [options]\n"
@@ -68,12 +69,14 @@ static void print_help(void)
         "Inputs are .npy files (f8, f4 or f2, either byte order; C or Fortran order) in\n"
         "flash-linear-attention's layout:\n"
         "  q, k  [B, T, H, K]      v     [B, T, H, V]     beta  [B, T, H], each in [0, 2]\n"
-        "  g     [B, T, H] (gated_deltanet) or [B, T, H, K] (kda): log-decay, every g <= 0\n"
+        "  g     [B, T, H] (a decay per head) or [B, T, H, K] (per key channel):\n"
+        "        log-decay, every g <= 0 (kdalab info --mechanisms says which takes which)\n"
         "  h0    [B, H, K, V] initial state (default zero)\n"
         "  o     [B, T, H, V] output          ht    [B, H, K, V] final state\n"
         "T = 0 is legal (o is empty, ht = h0). Inputs must be finite.\n"
         "\n"
-        "  --mechanism M     linear_attention | deltanet | gated_deltanet | kda (required)\n"
+        "  --mechanism M     %s\n"
+        "                    (required)\n"
         "  --form F          recurrent (default) | chunk\n"
         "  --precision P     fp64 (default) | fp32 | bf16 | fp16 (bf16/fp16: emulated\n"
         "                    storage rounding, chunk form only)\n"
@@ -101,7 +104,7 @@ static void print_help(void)
         "\n"
         "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
         "values counted on stderr) or an output could not be written; 2 bad input.\n",
-        def.chunk, kdalab_simd_chunk_opts_default().chunk, def.subchunk,
+        kdalab_mechanism_list(" | ", names, sizeof names), def.chunk, kdalab_simd_chunk_opts_default().chunk, def.subchunk,
         kdalab_decay_name(def.decay));
 }
 
@@ -171,13 +174,13 @@ static int parse_flags(int argc, char **argv, run_flags *f)
 static int plan_options(const run_flags *f, run_job *job)
 {
     int rc;
+    char names[256];
+    kdalab_mechanism_list(", ", names, sizeof names);
     if (f->mechanism == NULL)
-        return cli_fail(EXIT_BAD, "--mechanism is required (linear_attention, deltanet, "
-                                  "gated_deltanet, kda)");
+        return cli_fail(EXIT_BAD, "--mechanism is required (%s)", names);
     if (kdalab_mechanism_parse(f->mechanism, &job->mech) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--mechanism: unknown mechanism '%s' (linear_attention, "
-                                  "deltanet, gated_deltanet, kda)",
-                        f->mechanism);
+        return cli_fail(EXIT_BAD, "--mechanism: unknown mechanism '%s' (%s)", f->mechanism,
+                        names);
     if (f->form && strcmp(f->form, "chunk") == 0)
         job->chunk_form = 1;
     else if (f->form && strcmp(f->form, "recurrent") != 0)
@@ -486,7 +489,8 @@ static int write_outputs(const run_job *job)
     /* counted here, so every form and path reports the same way */
     size_t bad_o = count_nonfinite(job->o, job->n_o);
     size_t bad_ht = count_nonfinite(job->ht, job->fwd.n_state);
-    if (job->chunk_form && job->mech == KDALAB_KDA && !job->simd && !CLI_IS_BATCH(&job->fwd))
+    if (job->chunk_form && kdalab_mechanism_g_shape(job->mech) == KDALAB_G_PER_KEY &&
+        !job->simd && !CLI_IS_BATCH(&job->fwd))
         return cli_fail(EXIT_FAIL,
                         "the computation overflowed (decay mode %s, largest exponent formed "
                         "%g): %zu non-finite values in o, %zu in ht; outputs written for study",
