@@ -153,7 +153,8 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     fresh uniform u in [-1, 1] (trial 0 unperturbed) so that every rounding
     decision varies, the largest error of each output, times `margin`.
 
-    mech is "kda", "gated_deltanet", "deltanet" or "linear_attention";
+    mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
+    "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla");
     inputs as the NumPy functions take them after any in-kernel step;
     cu_seqlens (B = 1, sequences packed along T, initial_state [N, HV, K, V])
     as in fla: each sequence is emulated on its own, the bound covers all of
