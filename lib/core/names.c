@@ -47,6 +47,7 @@ const char *kdalab_mechanism_name(kdalab_mechanism m)
 
 kdalab_status kdalab_mechanism_parse(const char *name, kdalab_mechanism *out)
 {
+    kdalab_clear_error();
     int v = 0;
     kdalab_status s = parse_name(mechanism_names, COUNT(mechanism_names), "mechanism", name, &v);
     if (s == KDALAB_OK)
@@ -61,6 +62,7 @@ const char *kdalab_decay_name(kdalab_decay_mode mode)
 
 kdalab_status kdalab_decay_parse(const char *name, kdalab_decay_mode *out)
 {
+    kdalab_clear_error();
     int v = 0;
     kdalab_status s = parse_name(decay_names, COUNT(decay_names), "decay mode", name, &v);
     if (s == KDALAB_OK)

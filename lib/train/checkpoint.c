@@ -115,6 +115,7 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
                                       const double *theta, const char *extra)
 {
     // theta [n_params] in the layout of kdalab_model_tensor_at
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = check_dir(dir, "checkpoint write");
     if (s == KDALAB_OK)
@@ -239,6 +240,7 @@ static int read_lines(FILE *f, char *text[K_N], size_t num[K_N], int seen[K_N], 
 
 kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config *cfg)
 {
+    kdalab_clear_error();
     kdalab_status s = check_dir(dir, "checkpoint");
     if (s == KDALAB_OK && !cfg)
         s = kdalab_fail(KDALAB_ENULL, "checkpoint: cfg is NULL");
@@ -310,6 +312,7 @@ kdalab_status kdalab_checkpoint_read_params(const char *dir, const kdalab_model_
                                             double *theta)
 {
     // theta [n_params] in the layout of kdalab_model_tensor_at
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = check_dir(dir, "checkpoint");
     if (s == KDALAB_OK)
