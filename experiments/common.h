@@ -72,6 +72,8 @@ typedef struct {
     const char *t_done;  /* the `what` whose final line was printed last  */
     lab_flag flags[LAB_MAX_FLAGS];
     size_t nflags;
+    unsigned char given[LAB_MAX_FLAGS + 2]; /* on the command line: --out, --seed, */
+                                            /* then each registered flag          */
 } lab_ctx;
 
 /* Start an experiment: name (e.g. "01_half_life") and a one-line description.
@@ -95,9 +97,10 @@ void lab_flag_jobs(lab_ctx *x);
 /* Parse argv with getopt_long: --name VALUE or --name=VALUE, flag names in
  * full (no abbreviations), a lone "--" ends the flags. --help / -h prints the
  * flag list (with defaults) to stdout and exits 0; an unknown flag, a missing
- * value, a malformed number or a stray argument prints one line naming the
- * problem to stderr and exits 2. Creates the --out directory (one level) if it
- * does not exist. */
+ * value, a malformed number, a flag other than --help given twice (which one
+ * would count is a guess the lab does not make) or a stray argument prints
+ * one line naming the problem to stderr and exits 2. Creates the --out
+ * directory (one level) if it does not exist. */
 void lab_parse(lab_ctx *x, int argc, char **argv);
 
 /* A GSL Mersenne-Twister generator seeded with x->seed (free with gsl_rng_free). */
