@@ -253,6 +253,23 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
     }
 }
 
+int lab_given(const lab_ctx *x, const char *name)
+{
+    if (strcmp(name, "out") == 0 || strcmp(name, "seed") == 0)
+        return x->given[name[0] == 's'];
+    for (size_t i = 0; i < x->nflags; i++)
+        if (strcmp(x->flags[i].name, name) == 0)
+            return x->given[2 + i];
+    fprintf(stderr, "%s: lab_given: no flag --%s\n", x->name, name);
+    exit(1);
+}
+
+void lab_refuse_unused(const lab_ctx *x, const char *name, int unused, const char *why)
+{
+    if (unused && lab_given(x, name))
+        bad_usage(x, "--%s does nothing %s", name, why);
+}
+
 gsl_rng *lab_rng(const lab_ctx *x)
 {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);

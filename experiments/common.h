@@ -103,6 +103,15 @@ void lab_flag_jobs(lab_ctx *x);
  * directory (one level) if it does not exist. */
 void lab_parse(lab_ctx *x, int argc, char **argv);
 
+/* Was --name ("out", "seed" or a registered flag) on the command line? */
+int lab_given(const lab_ctx *x, const char *name);
+
+/* Refuse (one line, exit 2) --name when it was given and does nothing here
+ * (unused != 0): "--name does nothing <why> (see --help)". Call after
+ * lab_parse, with why saying in which combination and why, e.g. "with
+ * --resets 0: there is no reset to give a log-decay". */
+void lab_refuse_unused(const lab_ctx *x, const char *name, int unused, const char *why);
+
 /* A GSL Mersenne-Twister generator seeded with x->seed (free with gsl_rng_free). */
 gsl_rng *lab_rng(const lab_ctx *x);
 

@@ -2,7 +2,9 @@
  * tests/test_experiment_usage.c — the numbered experiments' command lines
  * (experiments/common.c, lab_parse): a flag given twice is refused by every
  * program (one line naming the flag, exit 2, before any directory is made),
- * as `kdalab` refuses it, rather than the last one silently counting.
+ * as `kdalab` refuses it, rather than the last one silently counting; and
+ * a flag that would do nothing in the combination given is refused, naming
+ * it and why (lab_refuse_unused).
  *
  * Runs every $KDALAB_BIN/NN_name (bin by default) that a refusal stops
  * before it computes anything: a fraction of a second each.
@@ -86,6 +88,27 @@ static void every_experiment_refuses_a_flag_given_twice(void **state)
     assert_int_equal(run(err, sizeof err, "01_half_life", "--help --help"), 0);
 }
 
+/* A flag that does nothing with the others given: one line naming it and
+ * the flag that makes it idle, exit 2, before anything is computed. */
+static void a_flag_that_does_nothing_is_refused(void **state)
+{
+    (void)state;
+    char err[4096], out[300];
+    snprintf(out, sizeof out, "%s/r", tmpdir);
+    assert_int_equal(
+        run(err, sizeof err, "07_relative_position", "--out %s --resets 0 --reset-g -3", out), 2);
+    expect_line("07", err, "--reset-g does nothing", "--resets 0", NULL);
+    assert_int_equal(run(err, sizeof err, "06_scaling", "--out %s --reps 1 --long 2", out), 2);
+    expect_line("06", err, "--long does nothing", "--reps 1", NULL);
+    assert_int_equal(
+        run(err, sizeof err, "06_scaling", "--out %s --Tmin 256 --Tmax 512 --budget 2", out), 2);
+    expect_line("06", err, "--budget does nothing", "--Tmin", NULL);
+    assert_int_equal(run(err, sizeof err, "05_hybrid_cache",
+                         "--out %s --max-context 4096 --real-context 4096 --pool 8", out),
+                     2);
+    expect_line("05", err, "--pool does nothing", "--real-context", NULL);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -112,6 +135,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_experiment_refuses_a_flag_given_twice),
+        cmocka_unit_test(a_flag_that_does_nothing_is_refused),
     };
     return cmocka_run_group_tests_name("experiment_usage", tests, setup, teardown);
 }
