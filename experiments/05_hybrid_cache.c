@@ -563,7 +563,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "min-context", &p.min_ctx, "smallest context length c; c doubles up to the largest");
     lab_flag_size(&x, "decode-tokens", &p.decode, "tokens decoded and timed at each c (<= min-context)");
     lab_flag_size(&x, "real-context", &p.real_ctx, "contexts up to this are a real prefill; longer are cache fills");
-    lab_flag_size(&x, "pool", &p.pool, "k,v rows in the pool the cache fill cycles through");
+    lab_flag_size(&x, "pool", &p.pool, "k,v rows the cache fills (contexts > real-context) cycle through");
     lab_flag_size(&x, "recall-max", &p.recall_max, "largest recall distance for stacks with linear-time prefill");
     lab_flag_size(&x, "recall-max-all", &p.recall_max_all, "largest recall distance for the O(T^2) stacks");
     lab_flag_size(&x, "far", &p.far, "summary: recall over distances > far");
@@ -576,10 +576,11 @@ int main(int argc, char **argv)
         !(p.tau > 0) || !(p.exact > 0 && p.exact <= 1)) {
         fprintf(stderr, "%s: need layers, d-model, heads >= 1 with heads dividing d-model; "
                         "1 <= decode-tokens <= min-context <= max-context; pool >= 1; "
-                        "1 <= recall-max-all <= recall-max; tau > 0; 0 < exact <= 1\n",
-                x.name);
+                        "1 <= recall-max-all <= recall-max; tau > 0; 0 < exact <= 1\n", x.name);
         return 2;
     }
+    lab_refuse_unused(&x, "pool", p.real_ctx >= p.max_ctx, "with --real-context >= --max-context: "
+                      "every context is a real prefill, and only a cache fill draws from the pool");
     if (p.real_ctx > p.max_ctx)
         p.real_ctx = p.max_ctx;
     gsl_rng *rng = lab_rng(&x);

@@ -312,7 +312,8 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "reps", &p.reps, "rounds: runs per point (the minimum is kept)");
     lab_flag_size(&x, "fit-min", &p.fit_min, "smallest T used in the exponent fit");
     lab_flag_double(&x, "budget", &p.budget, "skip a point predicted to take longer (seconds)");
-    lab_flag_double(&x, "long", &p.long_run, "a run longer than this (seconds) is not repeated");
+    lab_flag_double(&x, "long", &p.long_run,
+                    "a run longer than this (seconds) is not repeated (needs --reps >= 2)");
     lab_parse(&x, argc, argv);
     if (p.Tmin < 1 || p.Tmax < p.Tmin || p.H < 1 || p.K < 1 || p.V < 1 || p.reps < 1 ||
         !(p.budget > 0.0)) {
@@ -323,6 +324,11 @@ int main(int argc, char **argv)
     timings tm = {0};
     for (size_t T = p.Tmin; T < p.Tmax && tm.nT < MAX_T - 1; T *= 2) tm.Ts[tm.nT++] = T;
     tm.Ts[tm.nT++] = p.Tmax;
+    lab_refuse_unused(&x, "long", p.reps == 1,
+                      "with --reps 1: no run is repeated, long or not");
+    lab_refuse_unused(&x, "budget", tm.nT < 3,
+                      "with fewer than three T from --Tmin to --Tmax: a point is predicted "
+                      "from the two before it, and none has two");
     tm.ns = make_series(tm.ser);
 
     gsl_rng *rng = lab_rng(&x);

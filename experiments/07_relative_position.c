@@ -377,7 +377,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "resets", &p.resets, "hard resets in the data-dependent gate");
     lab_flag_double(&x, "a", &p.a, "decay factor per token of the scalar gate, in (0,1]");
     lab_flag_double(&x, "sigma", &p.sigma, "log-normal spread of the data-dependent gate");
-    lab_flag_double(&x, "reset-g", &p.reset_g, "log-decay of a hard reset (<= 0)");
+    lab_flag_double(&x, "reset-g", &p.reset_g, "log-decay of a hard reset (<= 0; not with --resets 0)");
     lab_parse(&x, argc, argv);
     if (p.K < 1 || p.K > 64 || p.D < 2 || p.T < 2 * p.D + 2 || !(p.a > 0.0 && p.a <= 1.0) ||
         !(p.sigma >= 0.0) || !(p.reset_g <= 0.0)) {
@@ -385,6 +385,8 @@ int main(int argc, char **argv)
                         "reset-g <= 0\n", x.name);
         return 2;
     }
+    lab_refuse_unused(&x, "reset-g", p.resets == 0,
+                      "with --resets 0: there is no reset to give that log-decay");
     series_fit sf[MAX_FIT];
     size_t n = 0;
     fixed_gates(&x, &p, sf, &n);

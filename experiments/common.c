@@ -200,6 +200,7 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
                                     NULL, OPT_FLAG + (int)i};
     opts[n] = (struct option){NULL, 0, NULL, 0};
 
+    memset(x->given, 0, sizeof x->given);
     /* "+": stop at the first word that is not a flag (reported below) instead
      * of reordering argv; ":": report a missing value as ':', not '?'.
      * opterr = 0: the messages are ours, and name the experiment. */
@@ -214,6 +215,11 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
         if (c == ':') bad_usage(x, "%s needs a value", argv[word]);
         if (li >= 0 && !spelled_in_full(argv[word], opts[li].name))
             bad_usage(x, "unknown flag '%s'", argv[word]);
+        /* the flag's slot in given: --out 0, --seed 1, registered flag i 2 + i */
+        const int slot = c == OPT_OUT ? 0 : c == OPT_SEED ? 1 : c - OPT_FLAG + 2;
+        if (c != OPT_HELP && x->given[slot]++) /* which one would count is a guess */
+            bad_usage(x, "--%s is given twice", c == OPT_OUT ? "out" : c == OPT_SEED ? "seed"
+                                                  : x->flags[c - OPT_FLAG].name);
         if (c == OPT_HELP) {
             usage(x, stdout);
             exit(0);
@@ -245,6 +251,23 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
                 strerror(errno));
         exit(1);
     }
+}
+
+int lab_given(const lab_ctx *x, const char *name)
+{
+    if (strcmp(name, "out") == 0 || strcmp(name, "seed") == 0)
+        return x->given[name[0] == 's'];
+    for (size_t i = 0; i < x->nflags; i++)
+        if (strcmp(x->flags[i].name, name) == 0)
+            return x->given[2 + i];
+    fprintf(stderr, "%s: lab_given: no flag --%s\n", x->name, name);
+    exit(1);
+}
+
+void lab_refuse_unused(const lab_ctx *x, const char *name, int unused, const char *why)
+{
+    if (unused && lab_given(x, name))
+        bad_usage(x, "--%s does nothing %s", name, why);
 }
 
 gsl_rng *lab_rng(const lab_ctx *x)

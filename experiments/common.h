@@ -72,6 +72,8 @@ typedef struct {
     const char *t_done;  /* the `what` whose final line was printed last  */
     lab_flag flags[LAB_MAX_FLAGS];
     size_t nflags;
+    unsigned char given[LAB_MAX_FLAGS + 2]; /* on the command line: --out, --seed, */
+                                            /* then each registered flag          */
 } lab_ctx;
 
 /* Start an experiment: name (e.g. "01_half_life") and a one-line description.
@@ -95,10 +97,20 @@ void lab_flag_jobs(lab_ctx *x);
 /* Parse argv with getopt_long: --name VALUE or --name=VALUE, flag names in
  * full (no abbreviations), a lone "--" ends the flags. --help / -h prints the
  * flag list (with defaults) to stdout and exits 0; an unknown flag, a missing
- * value, a malformed number or a stray argument prints one line naming the
- * problem to stderr and exits 2. Creates the --out directory (one level) if it
- * does not exist. */
+ * value, a malformed number, a flag other than --help given twice (which one
+ * would count is a guess the lab does not make) or a stray argument prints
+ * one line naming the problem to stderr and exits 2. Creates the --out
+ * directory (one level) if it does not exist. */
 void lab_parse(lab_ctx *x, int argc, char **argv);
+
+/* Was --name ("out", "seed" or a registered flag) on the command line? */
+int lab_given(const lab_ctx *x, const char *name);
+
+/* Refuse (one line, exit 2) --name when it was given and does nothing here
+ * (unused != 0): "--name does nothing <why> (see --help)". Call after
+ * lab_parse, with why saying in which combination and why, e.g. "with
+ * --resets 0: there is no reset to give a log-decay". */
+void lab_refuse_unused(const lab_ctx *x, const char *name, int unused, const char *why);
 
 /* A GSL Mersenne-Twister generator seeded with x->seed (free with gsl_rng_free). */
 gsl_rng *lab_rng(const lab_ctx *x);

@@ -67,8 +67,10 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
  * KDALAB_EFORMAT (its first line is not KDALAB_CHECKPOINT_FORMAT; a line
  * too long, unterminated or holding a NUL byte; more than 64 lines; a model
  * key missing, repeated or malformed (an unknown output_gate or conv_init
- * name among them), or a model kdalab_model_size refuses); the message names
- * the file. A key it does not know is skipped.
+ * name among them; layers outside 1 .. KDALAB_MODEL_MAX_LAYERS, conv other
+ * than 0 or 1), or a model kdalab_model_size refuses); the message names the
+ * file and what is wrong ("layers=0: must be in [1, 64]"). A key it does not
+ * know is skipped.
  */
 kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config *cfg);
 

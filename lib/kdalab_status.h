@@ -54,10 +54,14 @@ const char *kdalab_strerror(kdalab_status status);
 
 /*
  * The detail of the last error raised on this thread, e.g.
- * "q.npy: dtype '|u1' is not supported (only <f8, >f8, <f4, >f4)".
- * Like errno, it is meaningful right after a call returned an error status;
- * a successful call may leave an older message in place (the computing
- * forms clear it). Never NULL.
+ * "q.npy: dtype '|u1' is not supported (only <f8, >f8, <f4, >f4)". Every
+ * public function that can fail (each that returns a kdalab_status, and
+ * kdalab_kv_cache_new) empties it first, so it never holds an earlier
+ * call's message: after such a call it is that call's error, or "" when
+ * the call succeeded. The functions that cannot fail (names, defaults,
+ * kdalab_strerror, this one) leave it as it is, so
+ * printf("%s: %s", kdalab_strerror(s), kdalab_last_error()) prints the
+ * error whatever order the arguments are evaluated in. Never NULL.
  */
 const char *kdalab_last_error(void);
 

@@ -7,7 +7,10 @@
 #   3. no .c or .h file in lib/, tools/, experiments/ or tests/ is longer than 600 lines;
 #   4. the generated float32 twins (scripts/make_f32.sh) are up to date;
 #   5. every global symbol of the static library carries the kdalab_ prefix
-#      (internal ones kdalab__), so a C program linking it cannot collide.
+#      (internal ones kdalab__), so a C program linking it cannot collide;
+#   6. every public function that can fail (one returning a kdalab_status, and
+#      kdalab_kv_cache_new) begins with kdalab_clear_error(), so that
+#      kdalab_last_error() never holds an earlier call's message.
 # usage: scripts/check_layout.sh [path/to/libkdalab.so]
 so=${1:-build/libkdalab.so}
 a=${so%.so}.a
@@ -30,6 +33,25 @@ while read -r name; do
         bad=1
     fi
 done < "$tmp/declared"
+
+# the functions that report through kdalab_last_error: their first statement
+# (after the '{' that starts a line, blank and // lines skipped) clears it
+{ $cc -E -P -Ilib lib/kdalab.h | tr '\n' ' ' | grep -o 'kdalab_status[ ]*kdalab_[a-z0-9_]*[ ]*(' \
+      | sed 's/^kdalab_status[ ]*//' | tr -d ' ('; echo kdalab_kv_cache_new; } | sort -u \
+    > "$tmp/can_fail"
+while read -r name; do
+    at=$(grep -n "^[a-z].*\b$name(" $lib_c | grep -v ';[[:space:]]*$' | head -n 1)
+    [ -n "$at" ] || continue # reported above
+    file=${at%%:*} rest=${at#*:}
+    first=$(awk -v from="${rest%%:*}" 'NR < from { next }
+        !open && /^\{/ { open = 1; next }
+        open && /^[ \t]*(\/\/.*)?$/ { next }
+        open { sub(/^[ \t]+/, ""); print; exit }' "$file")
+    if [ "$first" != "kdalab_clear_error();" ]; then
+        echo "layout: $name ($file) does not begin with kdalab_clear_error(); but with '$first'"
+        bad=1
+    fi
+done < "$tmp/can_fail"
 
 if [ -f "$so" ]; then
     nm -D --defined-only "$so" | awk '$2 ~ /^[TDBR]$/ {print $3}' | sort -u > "$tmp/exported"
@@ -69,6 +91,6 @@ for f in "$tmp"/f32/*/*; do
 done
 
 if [ "$bad" -eq 0 ]; then
-    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each; exports = declarations; every global symbol kdalab_-prefixed; no file over 600 lines; float32 twins up to date"
+    echo "layout: $(wc -l < "$tmp/declared") public functions, one definition each, the $(wc -l < "$tmp/can_fail") that can fail clearing kdalab_last_error first; exports = declarations; every global symbol kdalab_-prefixed; no file over 600 lines; float32 twins up to date"
 fi
 exit "$bad"

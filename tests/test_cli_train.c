@@ -179,7 +179,8 @@ static void train_command(void **state)
 /* --output-gate, --gate-rank, --conv-init: the checkpoint records them (and a
  * default model's config.txt does not mention them), holds the gate's
  * tensors, decodes the training forward's logits and can be replaced; bad
- * values are one line, exit 2. */
+ * values, and each of them where it would do nothing (a gate with no linear
+ * block, an initialisation with --no-conv), are one line, exit 2. */
 static void train_design_flags(void **state)
 {
     (void)state;
@@ -229,6 +230,34 @@ static void train_design_flags(void **state)
     tcli_expect_error(tcli_run("%s --output-gate none --gate-rank 2", tiny), 2, "--gate-rank 2",
                       "no", NULL);
     tcli_expect_error(tcli_run("%s --gate-rank 9", tiny), 2, "--gate-rank 9", "above", NULL);
+
+    /* an option that would do nothing is refused (before, it was ignored and
+     * written into config.txt): a gate where every block is attention, a
+     * convolution's initialisation with no convolution; nothing is made */
+    const char *attn = "train --task mqar --mixer attention --d-model 8 --heads 2 "
+                       "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
+                       "--test-size 4 --log-every 0";
+    tcli_expect_error(tcli_run("%s --output-gate swish --out %s", attn, tcli_tmp("idle")), 2,
+                      "--output-gate does nothing", "--mixer attention", "attention", NULL);
+    tcli_expect_error(tcli_run("%s --output-gate sigmoid", attn), 2,
+                      "--output-gate does nothing", NULL);
+    tcli_expect_error(tcli_run("%s --gate-rank 2 --out %s", attn, tcli_tmp("idle")), 2,
+                      "--gate-rank does nothing", "output gate", NULL);
+    tcli_expect_error(tcli_run("%s --no-conv --conv-init normal0.02 --out %s", tiny,
+                               tcli_tmp("idle")),
+                      2, "--conv-init does nothing", "--no-conv", NULL);
+    assert_false(tcli_exists(tcli_tmp("idle")));
+    /* where they act they are taken: attention's convolution has an
+     * initialisation, a hybrid's KDA blocks have a gate */
+    assert_int_equal(tcli_run("%s --conv-init normal0.02 --out %s", attn, tcli_tmp("idle")), 0);
+    cfg = test_read_text(tcli_tmp("idle/config.txt"));
+    assert_non_null(strstr(cfg, "\nconv_init=normal0.02\n"));
+    assert_null(strstr(cfg, "output_gate"));
+    free(cfg);
+    assert_int_equal(tcli_run("train --task mqar --mixer hybrid:1 --d-model 8 --heads 2 "
+                              "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
+                              "--test-size 4 --log-every 0 --output-gate none"),
+                     0);
 }
 
 /* --task: kdalab's MQAR (mqar, also named plain) and the Zoology layouts

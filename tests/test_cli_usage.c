@@ -57,6 +57,16 @@ static void usage_errors(void **state)
     tcli_expect_error(tcli_run("run %s --o %s --scale 0", in, o), 2, "--scale", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --scale inf", in, o), 2, "--scale", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --q x.npy", in, o), 2, "--q", "twice", NULL);
+    /* every subcommand with flags refuses one given twice, in either spelling
+     * (the parser they share, cli_next) */
+    tcli_expect_error(tcli_run("run %s --o %s --form chunk --form=recurrent", in, o), 2,
+                      "--form is given twice", NULL);
+    tcli_expect_error(tcli_run("grad %s --do x.npy --dq %s --scale 1 --scale 1", in, o), 2,
+                      "--scale is given twice", NULL);
+    tcli_expect_error(tcli_run("compare a.npy b.npy --rtol 1 --rtol=2"), 2,
+                      "--rtol is given twice", NULL);
+    tcli_expect_error(tcli_run("train --task mqar --mixer kda --seed 1 --seed 0"), 2,
+                      "--seed is given twice", NULL);
     tcli_expect_error(tcli_run("run %s --o", in), 2, "--o", "value", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --ht %s", in, o, o), 2, "same file", NULL);
     tcli_expect_error(tcli_run("run %s --o %s", tcli_kda_with("beta", NULL), o), 2, "--beta",

@@ -15,7 +15,9 @@
  *   - the checkpoint reader refuses a missing file, a wrong shape, a NaN, a
  *     config.txt without the format line or with a NUL byte, and the writer a
  *     malformed extra line; a rewrite that fails among the tensors leaves no
- *     config.txt
+ *     config.txt; layers=0, layers=65 and conv=2 are named with their rule,
+ *     in a fresh thread and after another checkpoint's failed load (whose
+ *     file the message must not name)
  *   - bad arguments: tokens out of range change nothing; each kind of stack
  *     refuses the other kind's calls
  *
@@ -31,6 +33,7 @@
  * ten orders of magnitude past TOL.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +286,65 @@ static void test_checkpoint_errors(void **state)
     free(theta);
 }
 
+/* A load in a thread of its own, whose error state is a fresh process's: the
+ * status and the message, copied. */
+typedef struct {
+    const char *dir;
+    kdalab_status s;
+    char msg[512];
+} fresh_load;
+
+static void *load_fresh(void *arg)
+{
+    fresh_load *f = arg;
+    kdalab_hybrid *h = NULL;
+    f->s = kdalab_hybrid_load(f->dir, &h);
+    snprintf(f->msg, sizeof f->msg, "%s", kdalab_last_error());
+    kdalab_hybrid_free(h);
+    return NULL;
+}
+
+/* layers=0 and layers=65 (KDALAB_MODEL_MAX_LAYERS is 64): the message names
+ * the key, its value and the rule, both where no error came before (a fresh
+ * thread) and after another checkpoint's failed load, whose file it must
+ * not name. And conv=2 likewise. */
+static void test_checkpoint_layers_out_of_range(void **state)
+{
+    (void)state;
+    char dir[256], path[600], text[512], want[64], other[600];
+    assert_int_equal(test_tmpdir_make("kdalab_ckpt_layers_", dir, sizeof dir), 0);
+    snprintf(path, sizeof path, "%s/config.txt", dir);
+    snprintf(other, sizeof other, "%s/other-checkpoint", dir);
+    const struct { const char *key; size_t value; const char *rule; } bad[] = {
+        {"layers", 0, "must be in [1, 64]"}, {"layers", 65, "must be in [1, 64]"},
+        {"conv", 2, "must be 0 or 1"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const int layers = strcmp(bad[i].key, "layers") == 0;
+        snprintf(text, sizeof text, "format=kdalab-checkpoint/1\nmixer=kda\nlayers=%zu\n"
+                 "d_model=8\nheads=2\nmlp_hidden=16\nconv=%zu\nvocab=12\n",
+                 layers ? bad[i].value : 2, layers ? 1 : bad[i].value);
+        test_write_text(path, text);
+        snprintf(want, sizeof want, "%s=%zu: %s", bad[i].key, bad[i].value, bad[i].rule);
+        fresh_load f = {.dir = dir};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, load_fresh, &f), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_int_equal(f.s, KDALAB_EFORMAT);
+        if (!strstr(f.msg, want))
+            fail_msg("fresh: '%s' lacks '%s'", f.msg, want);
+        /* after another load failed, naming its own file */
+        kdalab_hybrid *h = NULL;
+        assert_int_equal(kdalab_hybrid_load(other, &h), KDALAB_EIO);
+        assert_non_null(strstr(kdalab_last_error(), "other-checkpoint"));
+        assert_int_equal(kdalab_hybrid_load(dir, &h), KDALAB_EFORMAT);
+        assert_null(h);
+        if (!strstr(kdalab_last_error(), want) || strstr(kdalab_last_error(), "other-checkpoint"))
+            fail_msg("after another load: '%s' lacks '%s' or names the other file",
+                     kdalab_last_error(), want);
+    }
+    assert_int_equal(test_tmpdir_remove(dir), 0);
+}
+
 /* Bad arguments; each kind of stack refuses the other's calls. */
 static void test_bad_arguments(void **state)
 {
@@ -343,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_every_mixer),
         cmocka_unit_test(test_gate_designs),
         cmocka_unit_test(test_checkpoint_errors),
+        cmocka_unit_test(test_checkpoint_layers_out_of_range),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests_name("hybrid_trained", tests, NULL, NULL);

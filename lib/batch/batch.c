@@ -23,6 +23,7 @@
 
 kdalab_status kdalab_batch_check(const kdalab_batch *batch, const kdalab_dims *dims)
 {
+    kdalab_clear_error();
     if (!batch || !dims)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", !batch ? "batch" : "dims");
     if (dims->B == 0 || dims->H == 0 || dims->K == 0 || dims->V == 0)
@@ -382,6 +383,7 @@ kdalab_status kdalab_batch_f64(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, double scale,
                                const kdalab_batch_args_f64 *args, const kdalab_chunk_opts *opts)
 {
+    kdalab_clear_error();
     if (!args)
         return forward(batch, form, dims, mech, scale, sizeof(double), NULL, NULL, opts);
     const void *in[6] = {args->q, args->k, args->v, args->g, args->beta, args->h0};
@@ -393,6 +395,7 @@ kdalab_status kdalab_batch_f32(const kdalab_batch *batch, kdalab_form form,
                                const kdalab_dims *dims, kdalab_mechanism mech, float scale,
                                const kdalab_batch_args_f32 *args, const kdalab_chunk_opts *opts)
 {
+    kdalab_clear_error();
     if (!args)
         return forward(batch, form, dims, mech, scale, sizeof(float), NULL, NULL, opts);
     const void *in[6] = {args->q, args->k, args->v, args->g, args->beta, args->h0};
@@ -405,6 +408,7 @@ kdalab_status kdalab_batch_bwd_f64(const kdalab_batch *batch, kdalab_form form,
                                    double scale, const kdalab_batch_bwd_args_f64 *args,
                                    const kdalab_chunk_opts *opts)
 {
+    kdalab_clear_error();
     call c = {0};
     kdalab_status s = setup(&c, batch, form, dims, mech, scale, sizeof(double));
     if (s == KDALAB_OK && !args)

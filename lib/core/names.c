@@ -43,6 +43,7 @@ const char *kdalab_decay_name(kdalab_decay_mode mode)
 
 kdalab_status kdalab_decay_parse(const char *name, kdalab_decay_mode *out)
 {
+    kdalab_clear_error();
     int v = 0;
     kdalab_status s = parse_name(decay_names, COUNT(decay_names), "decay mode", name, &v);
     if (s == KDALAB_OK)

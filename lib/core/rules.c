@@ -134,6 +134,7 @@ kdalab_status kdalab_check_values_nd(kdalab_value_rule rule, const char *name, c
 kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, const double *x,
                                       size_t n, size_t *first_bad)
 {
+    kdalab_clear_error();
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
     kdalab_status s = kdalab_check_count(name, n, sizeof *x);
@@ -143,6 +144,7 @@ kdalab_status kdalab_check_values_f64(kdalab_value_rule rule, const char *name, 
 kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, const float *x,
                                       size_t n, size_t *first_bad)
 {
+    kdalab_clear_error();
     if (!name || (!x && n))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", name ? name : "name");
     kdalab_status s = kdalab_check_count(name, n, sizeof *x);
@@ -151,6 +153,7 @@ kdalab_status kdalab_check_values_f32(kdalab_value_rule rule, const char *name, 
 
 kdalab_status kdalab_check_scale(double scale)
 {
+    kdalab_clear_error();
     if (!isfinite(scale) || !(scale > 0))
         return kdalab_fail(KDALAB_EDOMAIN, "scale = %g; it must be finite and > 0", scale);
     return KDALAB_OK;

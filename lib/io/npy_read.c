@@ -226,6 +226,7 @@ static kdalab_status npy_parse_named(const unsigned char *buf, size_t len, const
 
 kdalab_status kdalab_npy_parse(const void *buf, size_t len, kdalab_array *out)
 {
+    kdalab_clear_error();
     if (out == NULL)
         return kdalab_fail(KDALAB_ENULL, "kdalab_npy_parse: out is NULL");
     memset(out, 0, sizeof *out);
@@ -302,6 +303,7 @@ static kdalab_status read_file(FILE *f, size_t len, const char *path, kdalab_arr
 
 kdalab_status kdalab_npy_read(const char *path, kdalab_array *out)
 {
+    kdalab_clear_error();
     if (out == NULL)
         return kdalab_fail(KDALAB_ENULL, "kdalab_npy_read: out is NULL");
     memset(out, 0, sizeof *out);

@@ -83,6 +83,7 @@ static size_t build_header(char *out, size_t cap, kdalab_dtype dtype, int ndim,
 kdalab_status kdalab_npy_write(const char *path, kdalab_dtype dtype, const double *data,
                                int ndim, const size_t *shape)
 {
+    kdalab_clear_error();
     if (path == NULL)
         return kdalab_fail(KDALAB_ENULL, "kdalab_npy_write: path is NULL");
     if (ndim < 0 || ndim > KDALAB_NPY_MAX_DIMS)

@@ -38,6 +38,7 @@ kdalab_hybrid_config kdalab_hybrid_config_default(void)
 
 kdalab_status kdalab_hybrid_config_check(const kdalab_hybrid_config *cfg)
 {
+    kdalab_clear_error();
     if (!cfg)
         return kdalab_fail(KDALAB_ENULL, "hybrid: config is NULL");
     if (cfg->n_layers == 0)
@@ -97,6 +98,7 @@ kdalab_hybrid_kind kdalab__hybrid_kind_by_ratio(const kdalab_hybrid_config *cfg,
 kdalab_status kdalab_hybrid_layer_kind(const kdalab_hybrid_config *cfg, size_t layer,
                                        kdalab_hybrid_kind *out)
 {
+    kdalab_clear_error();
     kdalab_status st = kdalab_hybrid_config_check(cfg);
     if (st != KDALAB_OK)
         return st;

@@ -72,6 +72,7 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *s, size_t layer, 
                                           const double *x, double *q, double *k, double *v,
                                           double *g, double *beta)
 {
+    kdalab_clear_error();
     kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_layer_project");
     if (st != KDALAB_OK)
         return st;
@@ -272,12 +273,14 @@ static kdalab_status forward(kdalab_hybrid *s, size_t T, const double *x, double
 kdalab_status kdalab_hybrid_prefill(kdalab_hybrid *s, size_t T, const double *x, double *y,
                                     double *layer_inputs)
 {
+    kdalab_clear_error();
     return forward(s, T, x, y, layer_inputs, 0, "hybrid_prefill");
 }
 
 kdalab_status kdalab_hybrid_decode(kdalab_hybrid *s, const double *x, double *y,
                                    double *layer_inputs)
 {
+    kdalab_clear_error();
     if (!y)
         return kdalab_fail(KDALAB_ENULL, "hybrid_decode: y is NULL");
     return forward(s, 1, x, y, layer_inputs, 1, "hybrid_decode");

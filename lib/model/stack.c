@@ -117,6 +117,7 @@ nomem:
 kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned long seed,
                                        kdalab_hybrid **out)
 {
+    kdalab_clear_error();
     if (!out)
         return kdalab_fail(KDALAB_ENULL, "hybrid_new_random: out is NULL");
     *out = NULL;
@@ -168,6 +169,7 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
 
 kdalab_status kdalab_hybrid_reset(kdalab_hybrid *s)
 {
+    kdalab_clear_error();
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_reset: stack is NULL");
     if (s->model)
@@ -207,6 +209,7 @@ kdalab_status kdalab__hybrid_check_layer(const kdalab_hybrid *s, size_t layer, c
 kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
                                           kdalab_hybrid_weights *out)
 {
+    kdalab_clear_error();
     kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_layer_weights");
     if (st != KDALAB_OK)
         return st;
@@ -230,6 +233,7 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
 
 kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *s, size_t layer, double **state)
 {
+    kdalab_clear_error();
     kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_kda_state");
     if (st != KDALAB_OK)
         return st;
@@ -250,6 +254,7 @@ kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *s, size_t layer, double **s
 
 kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *s, size_t layer, kdalab_kv_cache **cache)
 {
+    kdalab_clear_error();
     kdalab_status st = kdalab__hybrid_check_layer(s, layer, "hybrid_kv_cache");
     if (st != KDALAB_OK)
         return st;
@@ -272,6 +277,7 @@ kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *s, size_t layer, kdalab_kv_c
 
 kdalab_status kdalab_hybrid_cache_bytes(const kdalab_hybrid *s, size_t *per_layer, size_t *total)
 {
+    kdalab_clear_error();
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_cache_bytes: stack is NULL");
     size_t sum = 0;

@@ -77,6 +77,7 @@ kdalab_status kdalab_hybrid_new_model(const kdalab_model_config *cfg, const doub
                                       kdalab_hybrid **out)
 {
     // theta [n_params] in the layout of kdalab_model_tensor_at
+    kdalab_clear_error();
     if (!out)
         return kdalab_fail(KDALAB_ENULL, "hybrid_new_model: out is NULL");
     *out = NULL;
@@ -111,6 +112,7 @@ kdalab_status kdalab_hybrid_new_model(const kdalab_model_config *cfg, const doub
 
 kdalab_status kdalab_hybrid_load(const char *dir, kdalab_hybrid **out)
 {
+    kdalab_clear_error();
     if (!out)
         return kdalab_fail(KDALAB_ENULL, "hybrid_load: out is NULL");
     *out = NULL;
@@ -133,6 +135,7 @@ kdalab_status kdalab_hybrid_load(const char *dir, kdalab_hybrid **out)
 
 kdalab_status kdalab_hybrid_save(const kdalab_hybrid *s, const char *dir)
 {
+    kdalab_clear_error();
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_save: stack is NULL");
     if (!s->model)
@@ -145,6 +148,7 @@ kdalab_status kdalab_hybrid_save(const kdalab_hybrid *s, const char *dir)
 kdalab_status kdalab_hybrid_model(const kdalab_hybrid *s, kdalab_model_config *cfg,
                                   const double **theta)
 {
+    kdalab_clear_error();
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_model: stack is NULL");
     if (!s->model)

@@ -272,12 +272,14 @@ kdalab_status kdalab_hybrid_prefill_tokens(kdalab_hybrid *s, size_t T, const int
                                            double *logits)
 {
     // tokens [T]; logits [T, V] or NULL
+    kdalab_clear_error();
     return forward(s, T, tokens, logits, 0, "hybrid_prefill_tokens");
 }
 
 kdalab_status kdalab_hybrid_decode_token(kdalab_hybrid *s, int32_t token, double *logits)
 {
     // logits [V]
+    kdalab_clear_error();
     if (!logits)
         return kdalab_fail(KDALAB_ENULL, "hybrid_decode_token: logits is NULL");
     return forward(s, 1, &token, logits, 1, "hybrid_decode_token");

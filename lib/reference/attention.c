@@ -65,6 +65,7 @@ kdalab_status kdalab_attention_f64(const kdalab_dims *dims, double scale, const 
                                    const double *k, const double *v, double *o)
 {
     // q, k are (B, T, H, K); v, o are (B, T, H, V)
+    kdalab_clear_error();
     /* same validation as the linear mechanisms: no beta, no g */
     kdalab_status s = kdalab_check_f64(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
                                        NULL, NULL, o, NULL);
@@ -102,6 +103,7 @@ kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, co
                                        double *dq, double *dk, double *dv)
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V)
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_status s = kdalab_check_bwd_f64(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
                                            NULL, NULL, d_o, NULL, &n);

@@ -68,6 +68,7 @@ kdalab_status kdalab_attention_f32(const kdalab_dims *dims, float scale, const f
                                    const float *k, const float *v, float *o)
 {
     // q, k are (B, T, H, K); v, o are (B, T, H, V)
+    kdalab_clear_error();
     /* same validation as the linear mechanisms: no beta, no g */
     kdalab_status s = kdalab_check_f32(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
                                        NULL, NULL, o, NULL);
@@ -105,6 +106,7 @@ kdalab_status kdalab_attention_bwd_f32(const kdalab_dims *dims, float scale, con
                                        float *dq, float *dk, float *dv)
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V)
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_status s = kdalab_check_bwd_f32(dims, KDALAB_LINEAR_ATTENTION, scale, q, k, v, NULL,
                                            NULL, NULL, d_o, NULL, &n);

@@ -56,6 +56,7 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
 {
     // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
     // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_chunk_opts op = {0};
     kdalab_status s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
@@ -438,6 +439,7 @@ kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mec
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
     // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_chunk_opts op = {0};
     kdalab_status s =

@@ -63,6 +63,7 @@ kdalab_status kdalab_kda_gate_f64(size_t BT, size_t H, size_t K, const double *x
                                   const double *A_log, const double *dt_bias, double *g)
 {
     // x, g are (BT, H, K); A_log is (H); dt_bias is (H, K) or NULL
+    kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
     if (s == KDALAB_OK && n && !g)
@@ -85,6 +86,7 @@ kdalab_status kdalab_kda_gate_bwd_f64(size_t BT, size_t H, size_t K, const doubl
                                       double *ddt_bias)
 {
     // x, dg, dx are (BT, H, K); A_log, dA_log are (H); dt_bias, ddt_bias are (H, K)
+    kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
     if (s == KDALAB_OK && n && !dg)
@@ -139,6 +141,7 @@ static kdalab_status lower_bound_check(size_t n, double lb, const double *x)
 kdalab_status kdalab_lower_bound_gate_f64(size_t n, double lb, const double *x, double *g)
 {
     // x, g are (n)
+    kdalab_clear_error();
     kdalab_status s = lower_bound_check(n, lb, x);
     if (s == KDALAB_OK && n && !g)
         s = kdalab_fail(KDALAB_ENULL, "g is NULL");
@@ -154,6 +157,7 @@ kdalab_status kdalab_lower_bound_gate_bwd_f64(size_t n, double lb, const double 
                                               const double *dg, double *dx)
 {
     // x, dg, dx are (n)
+    kdalab_clear_error();
     kdalab_status s = lower_bound_check(n, lb, x);
     if (s == KDALAB_OK && n && (!dg || !dx))
         s = kdalab_fail(KDALAB_ENULL, "%s is NULL", !dg ? "dg" : "dx");

@@ -66,6 +66,7 @@ kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
                                   const float *A_log, const float *dt_bias, float *g)
 {
     // x, g are (BT, H, K); A_log is (H); dt_bias is (H, K) or NULL
+    kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
     if (s == KDALAB_OK && n && !g)
@@ -88,6 +89,7 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
                                       float *ddt_bias)
 {
     // x, dg, dx are (BT, H, K); A_log, dA_log are (H); dt_bias, ddt_bias are (H, K)
+    kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
     if (s == KDALAB_OK && n && !dg)
@@ -142,6 +144,7 @@ static kdalab_status lower_bound_check(size_t n, float lb, const float *x)
 kdalab_status kdalab_lower_bound_gate_f32(size_t n, float lb, const float *x, float *g)
 {
     // x, g are (n)
+    kdalab_clear_error();
     kdalab_status s = lower_bound_check(n, lb, x);
     if (s == KDALAB_OK && n && !g)
         s = kdalab_fail(KDALAB_ENULL, "g is NULL");
@@ -157,6 +160,7 @@ kdalab_status kdalab_lower_bound_gate_bwd_f32(size_t n, float lb, const float *x
                                               const float *dg, float *dx)
 {
     // x, dg, dx are (n)
+    kdalab_clear_error();
     kdalab_status s = lower_bound_check(n, lb, x);
     if (s == KDALAB_OK && n && (!dg || !dx))
         s = kdalab_fail(KDALAB_ENULL, "%s is NULL", !dg ? "dg" : "dx");

@@ -25,6 +25,7 @@ struct kdalab_kv_cache {
 
 kdalab_kv_cache *kdalab_kv_cache_new(size_t H, size_t K, size_t V)
 {
+    kdalab_clear_error();
     size_t hk, hv, bytes;
     if (!H || !K || !V || !kdalab_mul_size(H, K, &hk) || !kdalab_mul_size(H, V, &hv) ||
         !kdalab_mul_size(hk + hv < hk ? SIZE_MAX : hk + hv, sizeof(double), &bytes)) {
@@ -61,6 +62,7 @@ static kdalab_status check_row(const char *name, const double *x, size_t n)
 
 kdalab_status kdalab_kv_cache_append(kdalab_kv_cache *c, const double *k, const double *v)
 {
+    kdalab_clear_error();
     if (!c)
         return kdalab_fail(KDALAB_ENULL, "KV cache is NULL");
     kdalab_status s = check_row("k", k, c->H * c->K);
@@ -93,6 +95,7 @@ kdalab_status kdalab_kv_cache_append(kdalab_kv_cache *c, const double *k, const 
 kdalab_status kdalab_kv_cache_attend(const kdalab_kv_cache *c, double scale, const double *q,
                                      double *o)
 {
+    kdalab_clear_error();
     if (!c || !o)
         return kdalab_fail(KDALAB_ENULL, "KV cache attend: %s is NULL", !c ? "cache" : "o");
     kdalab_status s = check_row("q", q, c->H * c->K);

@@ -67,6 +67,7 @@ kdalab_status kdalab_step_f64(kdalab_mechanism mech, size_t K, size_t V, double 
                               const double *q, const double *k, const double *v,
                               const double *g, double beta, double *S, double *o)
 {
+    kdalab_clear_error();
     kdalab_status s = kdalab_check_step_f64(mech, K, V, scale, q, k, v, g, beta, S, o);
     if (s != KDALAB_OK)
         return s;
@@ -79,6 +80,7 @@ kdalab_status kdalab_recurrent_f64(const kdalab_dims *dims, kdalab_mechanism mec
                                    const double *g, const double *beta, const double *h0,
                                    double *o, double *ht)
 {
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_status s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
     if (s != KDALAB_OK)
@@ -307,6 +309,7 @@ kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
     // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_status s =
         kdalab_check_bwd_f64(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);

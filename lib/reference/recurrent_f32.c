@@ -70,6 +70,7 @@ kdalab_status kdalab_step_f32(kdalab_mechanism mech, size_t K, size_t V, float s
                               const float *q, const float *k, const float *v,
                               const float *g, float beta, float *S, float *o)
 {
+    kdalab_clear_error();
     kdalab_status s = kdalab_check_step_f32(mech, K, V, scale, q, k, v, g, beta, S, o);
     if (s != KDALAB_OK)
         return s;
@@ -82,6 +83,7 @@ kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mec
                                    const float *g, const float *beta, const float *h0,
                                    float *o, float *ht)
 {
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
     if (s != KDALAB_OK)
@@ -310,6 +312,7 @@ kdalab_status kdalab_recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
     // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
+    kdalab_clear_error();
     kdalab_counts n;
     kdalab_status s =
         kdalab_check_bwd_f32(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);

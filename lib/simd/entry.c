@@ -56,6 +56,7 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
                                     const float *h0, float *o, float *ht,
                                     const kdalab_chunk_opts *opts, kdalab_report *report)
 {
+    kdalab_clear_error();
     return entry_chunk_f32(dims, mech, scale, q, k, v, g, beta, h0, o, ht, opts, report);
 }
 
@@ -65,6 +66,7 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
                                     const double *h0, double *o, double *ht,
                                     const kdalab_chunk_opts *opts, kdalab_report *report)
 {
+    kdalab_clear_error();
     return entry_chunk_f64(dims, mech, scale, q, k, v, g, beta, h0, o, ht, opts, report);
 }
 
@@ -72,6 +74,7 @@ kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, fl
                                    const float *q, const float *k, const float *v,
                                    const float *g, float beta, float *S, float *o)
 {
+    kdalab_clear_error();
     return entry_step_f32(mech, K, V, scale, q, k, v, g, beta, S, o);
 }
 
@@ -79,6 +82,7 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
                                    const double *q, const double *k, const double *v,
                                    const double *g, double beta, double *S, double *o)
 {
+    kdalab_clear_error();
     return entry_step_f64(mech, K, V, scale, q, k, v, g, beta, S, o);
 }
 
@@ -89,6 +93,7 @@ kdalab_status kdalab_simd_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanis
                                         float *dq, float *dk, float *dv, float *dg,
                                         float *dbeta, float *dh0, const kdalab_chunk_opts *opts)
 {
+    kdalab_clear_error();
     return entry_chunk_bwd_f32(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, dq, dk, dv,
                                dg, dbeta, dh0, opts);
 }
@@ -101,6 +106,7 @@ kdalab_status kdalab_simd_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanis
                                         double *dbeta, double *dh0,
                                         const kdalab_chunk_opts *opts)
 {
+    kdalab_clear_error();
     return entry_chunk_bwd_f64(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, dq, dk, dv,
                                dg, dbeta, dh0, opts);
 }

@@ -31,6 +31,7 @@ const char *kdalab_simd_level_name(kdalab_simd_level level)
 
 kdalab_status kdalab_simd_level_parse(const char *name, kdalab_simd_level *out)
 {
+    kdalab_clear_error();
     if (!name || !out)
         return kdalab_fail(KDALAB_ENULL, "name or out is NULL");
     for (int l = 0; l <= KDALAB_SIMD_AUTO; l++)
@@ -133,6 +134,7 @@ kdalab_simd_level kdalab_simd_get_level(void)
 
 kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
 {
+    kdalab_clear_error();
     if ((unsigned)level > KDALAB_SIMD_AUTO)
         return kdalab_fail(KDALAB_EINVAL, "unknown SIMD level %d", (int)level);
     if (level == KDALAB_SIMD_AUTO)

@@ -19,6 +19,7 @@ kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanis
                                         const float *v, const float *g, const float *beta,
                                         const float *h0, float *o, float *ht)
 {
+    kdalab_clear_error();
     kdalab_counts n;
     const simd_table *tab = kdalab__simd_table_active();
     kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);

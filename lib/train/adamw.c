@@ -34,6 +34,7 @@ kdalab_status kdalab_adamw_step_f64(const kdalab_adamw_config *cfg, size_t step,
                                     const unsigned char *decay, double *grad_norm) /* f64-scalar */
 {
     // theta, grad, m, v, decay [n]
+    kdalab_clear_error();
     double lr; /* f64-scalar */
     kdalab_status s = kdalab_adamw_lr(cfg, step, &lr);
     if (s != KDALAB_OK)

@@ -37,6 +37,7 @@ kdalab_status kdalab_adamw_step_f32(const kdalab_adamw_config *cfg, size_t step,
                                     const unsigned char *decay, double *grad_norm) /* f64-scalar */
 {
     // theta, grad, m, v, decay [n]
+    kdalab_clear_error();
     double lr; /* f64-scalar */
     kdalab_status s = kdalab_adamw_lr(cfg, step, &lr);
     if (s != KDALAB_OK)

@@ -115,6 +115,7 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
                                       const double *theta, const char *extra)
 {
     // theta [n_params] in the layout of kdalab_model_tensor_at
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = check_dir(dir, "checkpoint write");
     if (s == KDALAB_OK)
@@ -239,6 +240,7 @@ static int read_lines(FILE *f, char *text[K_N], size_t num[K_N], int seen[K_N], 
 
 kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config *cfg)
 {
+    kdalab_clear_error();
     kdalab_status s = check_dir(dir, "checkpoint");
     if (s == KDALAB_OK && !cfg)
         s = kdalab_fail(KDALAB_ENULL, "checkpoint: cfg is NULL");
@@ -283,13 +285,20 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
         kdalab_conv_init_parse(text[K_CINIT], &m.conv_init) != KDALAB_OK)
         s = kdalab_fail(KDALAB_EFORMAT, "%s: conv_init=%.40s is not uniform or normal0.02", path,
                         text[K_CINIT]);
-    if (s == KDALAB_OK && (num[K_CONV] > 1 || m.L == 0 || m.L > KDALAB_MODEL_MAX_LAYERS ||
-                           kdalab_model_parse_mixers(mixers, &m.L, 1, m.mixer) != KDALAB_OK ||
-                           kdalab_model_size(&m, NULL, NULL) != KDALAB_OK))
+    /* why the keys describe no model: the reader's own checks first, each
+     * saying what is wrong, then the library's (which set their message) */
+    char bad[96] = "";
+    if (s == KDALAB_OK && num[K_CONV] > 1)
+        snprintf(bad, sizeof bad, "conv=%zu: must be 0 or 1", num[K_CONV]);
+    else if (s == KDALAB_OK && (m.L == 0 || m.L > KDALAB_MODEL_MAX_LAYERS))
+        snprintf(bad, sizeof bad, "layers=%zu: must be in [1, %d]", m.L,
+                 KDALAB_MODEL_MAX_LAYERS);
+    if (s == KDALAB_OK &&
+        (*bad || kdalab_model_parse_mixers(mixers, &m.L, 1, m.mixer) != KDALAB_OK ||
+         kdalab_model_size(&m, NULL, NULL) != KDALAB_OK))
         s = kdalab_fail(KDALAB_EFORMAT, "%s does not describe a model (conv=%zu, layers=%zu, "
                         "mixer=%.40s%s): %s", path, num[K_CONV], num[K_LAYERS], mixers,
-                        strlen(mixers) > 40 ? "..." : "",
-                        num[K_CONV] > 1 ? "conv is 0 or 1" : kdalab_last_error());
+                        strlen(mixers) > 40 ? "..." : "", *bad ? bad : kdalab_last_error());
     free(path);
     free(mixers);
     if (s != KDALAB_OK)
@@ -303,6 +312,7 @@ kdalab_status kdalab_checkpoint_read_params(const char *dir, const kdalab_model_
                                             double *theta)
 {
     // theta [n_params] in the layout of kdalab_model_tensor_at
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = check_dir(dir, "checkpoint");
     if (s == KDALAB_OK)

@@ -133,6 +133,7 @@ kdalab_status kdalab_rmsnorm_fwd_f64(size_t N, size_t D, double eps, const doubl
                                      const double *w, double *y)
 {
     // x, y are (N, D); w is (D)
+    kdalab_clear_error();
     size_t n;
     kdalab_status s = rmsnorm_check(N, D, eps, x, w, &n);
     if (s == KDALAB_OK)
@@ -179,6 +180,7 @@ kdalab_status kdalab_rmsnorm_bwd_f64(size_t N, size_t D, double eps, const doubl
                                      double *dw)
 {
     // x, dy, dx are (N, D); w, dw are (D)
+    kdalab_clear_error();
     size_t n;
     kdalab_status s = rmsnorm_check(N, D, eps, x, w, &n);
     if (s == KDALAB_OK)
@@ -269,6 +271,7 @@ void kdalab__train_silu_fwd_f64(size_t n, const double *x, double *y)
 kdalab_status kdalab_silu_fwd_f64(size_t n, const double *x, double *y)
 {
     // x, y are (n)
+    kdalab_clear_error();
     kdalab_status s = input("x", x, n);
     if (s == KDALAB_OK)
         s = output("y", y, n);
@@ -291,6 +294,7 @@ void kdalab__train_silu_bwd_f64(size_t n, const double *x, const double *dy, dou
 kdalab_status kdalab_silu_bwd_f64(size_t n, const double *x, const double *dy, double *dx)
 {
     // x, dy, dx are (n)
+    kdalab_clear_error();
     kdalab_status s = input("x", x, n);
     if (s == KDALAB_OK)
         s = input("dy", dy, n);
@@ -314,6 +318,7 @@ void kdalab__train_swiglu_fwd_f64(size_t n, const double *a, const double *b, do
 kdalab_status kdalab_swiglu_fwd_f64(size_t n, const double *a, const double *b, double *h)
 {
     // a, b, h are (n)
+    kdalab_clear_error();
     kdalab_status s = input("a", a, n);
     if (s == KDALAB_OK)
         s = input("b", b, n);
@@ -346,6 +351,7 @@ kdalab_status kdalab_swiglu_bwd_f64(size_t n, const double *a, const double *b,
                                     const double *dh, double *da, double *db)
 {
     // a, b, dh, da, db are (n)
+    kdalab_clear_error();
     kdalab_status s = input("a", a, n);
     if (s == KDALAB_OK)
         s = input("b", b, n);
@@ -406,6 +412,7 @@ kdalab_status kdalab_short_conv_fwd_f64(size_t B, size_t T, size_t C, size_t W,
                                         const double *x, const double *w, double *y)
 {
     // x, y are (B, T, C); w is (W, C), w[0] on the current token
+    kdalab_clear_error();
     size_t n, nw;
     kdalab_status s = conv_check(B, T, C, W, x, w, &n, &nw);
     if (s == KDALAB_OK)
@@ -456,6 +463,7 @@ kdalab_status kdalab_short_conv_bwd_f64(size_t B, size_t T, size_t C, size_t W,
                                         double *dx, double *dw)
 {
     // x, dy, dx are (B, T, C); w, dw are (W, C)
+    kdalab_clear_error();
     size_t n, nw;
     kdalab_status s = conv_check(B, T, C, W, x, w, &n, &nw);
     if (s == KDALAB_OK)

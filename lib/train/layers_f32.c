@@ -136,6 +136,7 @@ kdalab_status kdalab_rmsnorm_fwd_f32(size_t N, size_t D, float eps, const float 
                                      const float *w, float *y)
 {
     // x, y are (N, D); w is (D)
+    kdalab_clear_error();
     size_t n;
     kdalab_status s = rmsnorm_check(N, D, eps, x, w, &n);
     if (s == KDALAB_OK)
@@ -182,6 +183,7 @@ kdalab_status kdalab_rmsnorm_bwd_f32(size_t N, size_t D, float eps, const float 
                                      float *dw)
 {
     // x, dy, dx are (N, D); w, dw are (D)
+    kdalab_clear_error();
     size_t n;
     kdalab_status s = rmsnorm_check(N, D, eps, x, w, &n);
     if (s == KDALAB_OK)
@@ -272,6 +274,7 @@ void kdalab__train_silu_fwd_f32(size_t n, const float *x, float *y)
 kdalab_status kdalab_silu_fwd_f32(size_t n, const float *x, float *y)
 {
     // x, y are (n)
+    kdalab_clear_error();
     kdalab_status s = input("x", x, n);
     if (s == KDALAB_OK)
         s = output("y", y, n);
@@ -294,6 +297,7 @@ void kdalab__train_silu_bwd_f32(size_t n, const float *x, const float *dy, float
 kdalab_status kdalab_silu_bwd_f32(size_t n, const float *x, const float *dy, float *dx)
 {
     // x, dy, dx are (n)
+    kdalab_clear_error();
     kdalab_status s = input("x", x, n);
     if (s == KDALAB_OK)
         s = input("dy", dy, n);
@@ -317,6 +321,7 @@ void kdalab__train_swiglu_fwd_f32(size_t n, const float *a, const float *b, floa
 kdalab_status kdalab_swiglu_fwd_f32(size_t n, const float *a, const float *b, float *h)
 {
     // a, b, h are (n)
+    kdalab_clear_error();
     kdalab_status s = input("a", a, n);
     if (s == KDALAB_OK)
         s = input("b", b, n);
@@ -349,6 +354,7 @@ kdalab_status kdalab_swiglu_bwd_f32(size_t n, const float *a, const float *b,
                                     const float *dh, float *da, float *db)
 {
     // a, b, dh, da, db are (n)
+    kdalab_clear_error();
     kdalab_status s = input("a", a, n);
     if (s == KDALAB_OK)
         s = input("b", b, n);
@@ -409,6 +415,7 @@ kdalab_status kdalab_short_conv_fwd_f32(size_t B, size_t T, size_t C, size_t W,
                                         const float *x, const float *w, float *y)
 {
     // x, y are (B, T, C); w is (W, C), w[0] on the current token
+    kdalab_clear_error();
     size_t n, nw;
     kdalab_status s = conv_check(B, T, C, W, x, w, &n, &nw);
     if (s == KDALAB_OK)
@@ -459,6 +466,7 @@ kdalab_status kdalab_short_conv_bwd_f32(size_t B, size_t T, size_t C, size_t W,
                                         float *dx, float *dw)
 {
     // x, dy, dx are (B, T, C); w, dw are (W, C)
+    kdalab_clear_error();
     size_t n, nw;
     kdalab_status s = conv_check(B, T, C, W, x, w, &n, &nw);
     if (s == KDALAB_OK)

@@ -64,6 +64,7 @@ kdalab_status kdalab_cross_entropy_fwd_f64(size_t N, size_t V, const double *log
                                            double *accuracy, size_t *counted)
 {
     // logits is (N, V); targets is (N)
+    kdalab_clear_error();
     size_t n, cnt;
     kdalab_status s = ce_check(N, V, logits, targets, &n, &cnt);
     if (s == KDALAB_OK && !loss)
@@ -96,6 +97,7 @@ kdalab_status kdalab_cross_entropy_bwd_f64(size_t N, size_t V, const double *log
                                            double *dlogits)
 {
     // logits, dlogits are (N, V); targets is (N)
+    kdalab_clear_error();
     size_t n, cnt;
     kdalab_status s = ce_check(N, V, logits, targets, &n, &cnt);
     if (s == KDALAB_OK && !isfinite(dloss))

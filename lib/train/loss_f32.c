@@ -67,6 +67,7 @@ kdalab_status kdalab_cross_entropy_fwd_f32(size_t N, size_t V, const float *logi
                                            float *accuracy, size_t *counted)
 {
     // logits is (N, V); targets is (N)
+    kdalab_clear_error();
     size_t n, cnt;
     kdalab_status s = ce_check(N, V, logits, targets, &n, &cnt);
     if (s == KDALAB_OK && !loss)
@@ -99,6 +100,7 @@ kdalab_status kdalab_cross_entropy_bwd_f32(size_t N, size_t V, const float *logi
                                            float *dlogits)
 {
     // logits, dlogits are (N, V); targets is (N)
+    kdalab_clear_error();
     size_t n, cnt;
     kdalab_status s = ce_check(N, V, logits, targets, &n, &cnt);
     if (s == KDALAB_OK && !isfinite(dloss))

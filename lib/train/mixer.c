@@ -355,6 +355,7 @@ kdalab_status kdalab_mixer_fwd_f64(const kdalab_mixer_config *cfg, const kdalab_
                                    kdalab_mixer_cache **cache)
 {
     // x, y are (B, T, D); the weights as kdalab_mixer_params says
+    kdalab_clear_error();
     size_t N;
     kdalab_status s = check(cfg, p, B, T, x, &N);
     if (s == KDALAB_OK && !y)
@@ -544,6 +545,7 @@ kdalab_status kdalab_mixer_bwd_f64(const kdalab_mixer_config *cfg, const kdalab_
                                    double *dx, const kdalab_mixer_grads *g)
 {
     // x, dy, dx are (B, T, D); the gradients have their weights' shapes
+    kdalab_clear_error();
     size_t N;
     kdalab_status s = check(cfg, p, B, T, x, &N);
     if (s == KDALAB_OK && !cache)

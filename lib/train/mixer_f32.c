@@ -358,6 +358,7 @@ kdalab_status kdalab_mixer_fwd_f32(const kdalab_mixer_config *cfg, const kdalab_
                                    kdalab_mixer_cache_f32 **cache)
 {
     // x, y are (B, T, D); the weights as kdalab_mixer_params_f32 says
+    kdalab_clear_error();
     size_t N;
     kdalab_status s = check(cfg, p, B, T, x, &N);
     if (s == KDALAB_OK && !y)
@@ -547,6 +548,7 @@ kdalab_status kdalab_mixer_bwd_f32(const kdalab_mixer_config *cfg, const kdalab_
                                    float *dx, const kdalab_mixer_grads_f32 *g)
 {
     // x, dy, dx are (B, T, D); the gradients have their weights' shapes
+    kdalab_clear_error();
     size_t N;
     kdalab_status s = check(cfg, p, B, T, x, &N);
     if (s == KDALAB_OK && !cache)

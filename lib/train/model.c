@@ -158,6 +158,7 @@ kdalab_status kdalab__model_check_batch(const kdalab_model_config *cfg, size_t B
 kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
                                 size_t *n_tensors)
 {
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = kdalab__model_layout(cfg, &lay, NULL);
     if (s != KDALAB_OK)
@@ -173,6 +174,7 @@ kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params
 kdalab_status kdalab_train_cost(const kdalab_train_config *cfg, double *train_ops,
                                 double *test_ops, double *bytes)
 {
+    kdalab_clear_error();
     if (!cfg)
         return kdalab_fail(KDALAB_ENULL, "train_cost: cfg is NULL");
     size_t n_params;
@@ -218,6 +220,7 @@ static kdalab_model_tensor *tensor_list(const kdalab_model_config *cfg, model_la
 kdalab_status kdalab_model_tensor_at(const kdalab_model_config *cfg, size_t i,
                                      kdalab_model_tensor *t)
 {
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = kdalab__model_layout(cfg, &lay, NULL);
     if (s == KDALAB_OK && !t)
@@ -241,6 +244,7 @@ static double inv_softplus(double y) { return y + log(-expm1(-y)); }
 kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long seed,
                                 double *theta)
 {
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s;
     kdalab_model_tensor *list = tensor_list(cfg, &lay, &s);
@@ -320,6 +324,7 @@ static kdalab_status parse_name(const char *what, const char *name, const char *
 
 kdalab_status kdalab_output_gate_parse(const char *name, kdalab_output_gate *out)
 {
+    kdalab_clear_error();
     int i = 0;
     kdalab_status s = parse_name("output gate", name, GATE_NAMES, 3, "sigmoid, swish or none",
                                  out ? &i : NULL);
@@ -330,6 +335,7 @@ kdalab_status kdalab_output_gate_parse(const char *name, kdalab_output_gate *out
 
 kdalab_status kdalab_conv_init_parse(const char *name, kdalab_conv_init *out)
 {
+    kdalab_clear_error();
     int i = 0;
     kdalab_status s = parse_name("conv init", name, CONV_INIT_NAMES, 2, "uniform or normal0.02",
                                  out ? &i : NULL);
@@ -341,6 +347,7 @@ kdalab_status kdalab_conv_init_parse(const char *name, kdalab_conv_init *out)
 kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L,
                                         kdalab_mixer_kind *out)
 {
+    kdalab_clear_error();
     if (!spec || !L || !out)
         return kdalab_fail(KDALAB_ENULL, "mixers: spec, L or out is NULL");
     if (strncmp(spec, "hybrid:", 7) == 0) {

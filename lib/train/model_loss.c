@@ -267,6 +267,7 @@ kdalab_status kdalab_model_logits_f64(const kdalab_model_config *cfg, const doub
                                       size_t B, size_t T, const int32_t *tokens, double *logits)
 {
     // theta [n_params]; tokens [B, T]; logits [B, T, V]
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = check_inputs(cfg, theta, B, T, tokens, NULL, 0, &lay);
     if (s == KDALAB_OK && !logits)
@@ -317,6 +318,7 @@ kdalab_status kdalab_model_loss_f64(const kdalab_model_config *cfg, const double
                                     double *grad)
 {
     // theta, grad [n_params]; tokens, targets [B, T]
+    kdalab_clear_error();
     model_layout_t lay;
     kdalab_status s = check_inputs(cfg, theta, B, T, tokens, targets, 1, &lay);
     if (s != KDALAB_OK)

@@ -32,6 +32,7 @@ const char *kdalab_mqar_task_name(kdalab_mqar_task task)
 
 kdalab_status kdalab_mqar_parse_task(const char *name, kdalab_mqar_task *task)
 {
+    kdalab_clear_error();
     if (!name || !task)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", !name ? "the task name" : "task");
     for (size_t i = 0; i < N_TASKS; i++)
@@ -102,6 +103,7 @@ static kdalab_status zoology_rules(const kdalab_mqar_config *cfg, size_t *n_quer
 kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *vocab,
                                      size_t *n_queries)
 {
+    kdalab_clear_error();
     if (!cfg)
         return kdalab_fail(KDALAB_ENULL, "the MQAR config is NULL");
     size_t P = cfg->kv_pairs, T = cfg->T;
@@ -305,6 +307,7 @@ kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed
                                int32_t *targets)
 {
     // tokens, targets are (B, T)
+    kdalab_clear_error();
     size_t n_queries, n, bytes;
     kdalab_status s = kdalab_mqar_vocab_size(cfg, NULL, &n_queries);
     if (s != KDALAB_OK)

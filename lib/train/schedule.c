@@ -11,6 +11,7 @@
 
 kdalab_status kdalab_adamw_lr(const kdalab_adamw_config *cfg, size_t step, double *lr)
 {
+    kdalab_clear_error();
     if (!cfg || !lr)
         return kdalab_fail(KDALAB_ENULL, "adamw: %s is NULL", cfg ? "lr" : "config");
     if (!(cfg->lr > 0 && isfinite(cfg->lr)) || !(cfg->min_lr >= 0 && cfg->min_lr <= cfg->lr) ||

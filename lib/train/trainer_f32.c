@@ -109,6 +109,7 @@ kdalab_status kdalab_model_evaluate_f32(const kdalab_model_config *model, const 
                                     const kdalab_mqar_config *task, unsigned long seed,
                                     size_t n, size_t batch, float *loss, float *accuracy)
 {
+    kdalab_clear_error();
     if (!task)
         return kdalab_fail(KDALAB_ENULL, "evaluate: task is NULL");
     return evaluate(model, theta, mqar_batch, (void *)task, task->T, seed, n, batch, loss,
@@ -148,6 +149,7 @@ kdalab_status kdalab_train_f32(const kdalab_train_config *cfg, kdalab_batch_fn m
                            void *make_user, float *theta, kdalab_train_callback cb,
                            void *user, kdalab_train_result *result)
 {
+    kdalab_clear_error();
     if (!cfg || !make || !theta || !result)
         return kdalab_fail(KDALAB_ENULL, "train: %s is NULL",
                            !cfg ? "config" : !make ? "make" : !theta ? "theta" : "result");
@@ -235,6 +237,7 @@ kdalab_status kdalab_train_mqar_f32(const kdalab_train_config *cfg, float *theta
                                 kdalab_train_callback cb, void *user,
                                 kdalab_train_result *result)
 {
+    kdalab_clear_error();
     if (!cfg)
         return kdalab_fail(KDALAB_ENULL, "train: config is NULL");
     size_t vocab;

@@ -41,12 +41,13 @@ static const char HELP[] =
     "  --no-conv            no short convolution on q, k, v (on by default)\n"
     "  --conv-init I        the convolutions' initialisation: uniform (U(-1/2, 1/2),\n"
     "                       PyTorch's default; the default) or normal0.02 (N(0, 0.02^2),\n"
-    "                       fla's models)\n"
+    "                       fla's models); refused with --no-conv\n"
     "  --output-gate G      the linear mixers' output gate rmsnorm(o) * act(z): sigmoid\n"
     "                       (the default; fla's KDA layer), swish (z sigmoid(z), fla's\n"
     "                       Gated DeltaNet layer) or none (rmsnorm(o) alone)\n"
     "  --gate-rank R        the gate's input z: 0 (default) x Wog, full rank; R in\n"
-    "                       1 .. D: (x Wog) Wog2 + bog, rank R (fla's KDA layer: R = D/H)\n"
+    "                       1 .. D: (x Wog) Wog2 + bog, rank R (fla's KDA layer: R = D/H);\n"
+    "                       both refused when every block is attention\n"
     "  --seq-len T          tokens per sequence (default 64)\n"
     "  --kv-pairs P         key-value pairs per sequence (default 8)\n"
     "  --vocab W            vocabulary: 1 filler, (W-1)/2 keys, the rest values\n"
@@ -174,7 +175,7 @@ int cmd_train(int argc, char **argv)
     double lr = 1e-3, wd = 0.1;
     const char *task = NULL, *mixer = NULL, *out = NULL, *precision = NULL, *gate = NULL;
     const char *conv_init = NULL;
-    int conv = 1, layers_given = 0, rc = 0;
+    int conv = 1, layers_given = 0, rank_given = 0, rc = 0;
     c.batch = 32;
     c.test_sequences = 1024;
     cli_parser p;
@@ -193,7 +194,10 @@ int cmd_train(int argc, char **argv)
         case O_PREC: rc = cli_store(&got, &precision); break;
         case O_GATE: rc = cli_store(&got, &gate); break;
         case O_CINIT: rc = cli_store(&got, &conv_init); break;
-        case O_RANK: rc = cli_parse_size(got.name, got.value, 0, &c.model.gate_rank); break;
+        case O_RANK:
+            rc = cli_parse_size(got.name, got.value, 0, &c.model.gate_rank);
+            rank_given = 1;
+            break;
         case O_NOCONV: conv = 0; break;
         case O_LAYERS: rc = cli_parse_size(got.name, got.value, 1, &L); layers_given = 1; break;
         case O_D: rc = cli_parse_size(got.name, got.value, 1, &D); break;
@@ -243,6 +247,18 @@ int cmd_train(int argc, char **argv)
         return cli_fail(EXIT_BAD, "--layers %zu: at most %d", L, KDALAB_MODEL_MAX_LAYERS);
     if (kdalab_model_parse_mixers(mixer, &L, layers_given, c.model.mixer) != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--mixer %s: %s", mixer, kdalab_last_error());
+    /* an option that would change nothing is refused, not ignored and then
+     * written into config.txt as if it had */
+    int linear = 0;
+    for (size_t l = 0; l < L; l++)
+        linear |= c.model.mixer[l] != KDALAB_MIXER_ATTENTION;
+    if (!linear && (gate || rank_given))
+        return cli_fail(EXIT_BAD, "--%s does nothing with --mixer %s: every block is attention, "
+                        "and only the linear mixers have an output gate",
+                        gate ? "output-gate" : "gate-rank", mixer);
+    if (!conv && conv_init)
+        return cli_fail(EXIT_BAD, "--conv-init does nothing with --no-conv: there is no "
+                        "convolution to initialise");
     c.model.L = L;
     c.model.D = D;
     c.model.H = H;

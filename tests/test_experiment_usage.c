@@ -1,0 +1,141 @@
+/*
+ * tests/test_experiment_usage.c — the numbered experiments' command lines
+ * (experiments/common.c, lab_parse): a flag given twice is refused by every
+ * program (one line naming the flag, exit 2, before any directory is made),
+ * as `kdalab` refuses it, rather than the last one silently counting; and
+ * a flag that would do nothing in the combination given is refused, naming
+ * it and why (lab_refuse_unused).
+ *
+ * Runs every $KDALAB_BIN/NN_name (bin by default) that a refusal stops
+ * before it computes anything: a fraction of a second each.
+ */
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "common.h"
+
+static char tmpdir[256];
+static const char *bin = "bin";
+
+/* Run "$bin/<program> <args>" with its stderr into tmpdir/stderr; its exit
+ * status (-1: it did not exit) and, in err[cap], its stderr. */
+static int run(char *err, size_t cap, const char *program, const char *fmt, ...)
+{
+    char args[1024], cmd[2048], path[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(path, sizeof path, "%s/stderr", tmpdir);
+    snprintf(cmd, sizeof cmd, "env -u KDALAB_FULL -u KDALAB_RESUME %s/%s %s >/dev/null 2>%s",
+             bin, program, args, path);
+    int st = system(cmd);
+    char *text = test_read_text(path);
+    snprintf(err, cap, "%s", text);
+    free(text);
+    return st == -1 || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
+}
+
+/* err is one line holding every needle (a NULL-terminated list). */
+static void expect_line(const char *program, const char *err, ...)
+{
+    const char *nl = strchr(err, '\n');
+    if (!nl || nl[1] != '\0')
+        fail_msg("%s: not one line on stderr: '%s'", program, err);
+    va_list ap;
+    va_start(ap, err);
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        if (!strstr(err, needle))
+            fail_msg("%s: '%s' lacks '%s'", program, err, needle);
+    va_end(ap);
+}
+
+/* Every experiment: --seed, --out (every program has them) and one of its
+ * own flags given twice, each spelling of a flag counting as the flag. */
+static void every_experiment_refuses_a_flag_given_twice(void **state)
+{
+    (void)state;
+    DIR *d = opendir(bin);
+    assert_non_null(d);
+    char err[4096], out[300];
+    snprintf(out, sizeof out, "%s/never", tmpdir);
+    int programs = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (!(n[0] >= '0' && n[0] <= '9' && n[1] >= '0' && n[1] <= '9' && n[2] == '_'))
+            continue;
+        programs++;
+        assert_int_equal(run(err, sizeof err, n, "--seed 3 --out %s --seed=0", out), 2);
+        expect_line(n, err, n, "--seed is given twice", NULL);
+        assert_int_equal(run(err, sizeof err, n, "--out %s --out %s", out, out), 2);
+        expect_line(n, err, "--out is given twice", NULL);
+        assert_false(tcli_exists(out)); /* refused before --out is made */
+    }
+    closedir(d);
+    assert_int_equal(programs, 21);
+    /* the flags a program registers: the job of a sweep, a switch, a number */
+    assert_int_equal(run(err, sizeof err, "14_recall_by_mechanism", "--job 3 --job 0"), 2);
+    expect_line("14", err, "--job is given twice", NULL);
+    assert_int_equal(run(err, sizeof err, "19_gating_by_task", "--list-jobs --list-jobs"), 2);
+    expect_line("19", err, "--list-jobs is given twice", NULL);
+    assert_int_equal(run(err, sizeof err, "01_half_life", "--T 10 --T=20"), 2);
+    expect_line("01", err, "--T is given twice", NULL);
+    /* --help may come more than once */
+    assert_int_equal(run(err, sizeof err, "01_half_life", "--help --help"), 0);
+}
+
+/* A flag that does nothing with the others given: one line naming it and
+ * the flag that makes it idle, exit 2, before anything is computed. */
+static void a_flag_that_does_nothing_is_refused(void **state)
+{
+    (void)state;
+    char err[4096], out[300];
+    snprintf(out, sizeof out, "%s/r", tmpdir);
+    assert_int_equal(
+        run(err, sizeof err, "07_relative_position", "--out %s --resets 0 --reset-g -3", out), 2);
+    expect_line("07", err, "--reset-g does nothing", "--resets 0", NULL);
+    assert_int_equal(run(err, sizeof err, "06_scaling", "--out %s --reps 1 --long 2", out), 2);
+    expect_line("06", err, "--long does nothing", "--reps 1", NULL);
+    assert_int_equal(
+        run(err, sizeof err, "06_scaling", "--out %s --Tmin 256 --Tmax 512 --budget 2", out), 2);
+    expect_line("06", err, "--budget does nothing", "--Tmin", NULL);
+    assert_int_equal(run(err, sizeof err, "05_hybrid_cache",
+                         "--out %s --max-context 4096 --real-context 4096 --pool 8", out),
+                     2);
+    expect_line("05", err, "--pool does nothing", "--real-context", NULL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *b = getenv("KDALAB_BIN");
+    if (b && *b)
+        bin = b;
+    char probe[512];
+    snprintf(probe, sizeof probe, "%s/01_half_life", bin);
+    if (!tcli_exists(probe)) {
+        fprintf(stderr, "test_experiment_usage: %s not found: run `make` (or set KDALAB_BIN)\n",
+                probe);
+        return -1;
+    }
+    return test_tmpdir_make("kdalab_exp_usage_", tmpdir, sizeof tmpdir);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return test_tmpdir_remove(tmpdir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_experiment_refuses_a_flag_given_twice),
+        cmocka_unit_test(a_flag_that_does_nothing_is_refused),
+    };
+    return cmocka_run_group_tests_name("experiment_usage", tests, setup, teardown);
+}
