@@ -14,17 +14,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kdalab_forms.h"
 #include "kdalab_status.h"
 
 KDALAB_BEGIN_DECLS
 
-/* The five sequence mixers a layer can be. */
+/* The sequence mixers a layer can be: softmax attention, or one per row of
+ * the mechanism table (kind = 1 + the mechanism's id, named as the row is),
+ * whose properties decide its weights: Wb (beta) with the delta rule; Wa
+ * [D, H] for a decay per head; Wg [D, d], Wg2 [d, D] for one per key
+ * channel. */
 typedef enum {
-    KDALAB_MIXER_ATTENTION = 0,     /* causal softmax attention, NoPE            */
-    KDALAB_MIXER_LINEAR_ATTENTION,  /* no beta, no gate                          */
-    KDALAB_MIXER_DELTANET,          /* beta, no gate                             */
-    KDALAB_MIXER_GATED_DELTANET,    /* beta, one log-decay per head              */
-    KDALAB_MIXER_KDA                /* beta, one log-decay per key channel       */
+    KDALAB_MIXER_ATTENTION = 0,                             /* causal softmax, NoPE */
+    KDALAB_MIXER_LINEAR_ATTENTION = 1 + KDALAB_LINEAR_ATTENTION, /* no beta, no gate */
+    KDALAB_MIXER_DELTANET = 1 + KDALAB_DELTANET,            /* beta, no gate         */
+    KDALAB_MIXER_GATED_DELTANET = 1 + KDALAB_GATED_DELTANET, /* beta, g per head     */
+    KDALAB_MIXER_KDA = 1 + KDALAB_KDA,                      /* beta, g per channel   */
+    KDALAB_MIXER_SIMPLE_GLA = 1 + KDALAB_SIMPLE_GLA,        /* g per head            */
+    KDALAB_MIXER_GLA = 1 + KDALAB_GLA,                      /* g per key channel     */
+    KDALAB_N_MIXERS = 1 + KDALAB_N_MECHANISMS               /* (not a mixer)         */
 } kdalab_mixer_kind;
 
 /* The activation of the linear mixers' output gate, og = rmsnorm(o) * act(z)

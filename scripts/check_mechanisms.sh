@@ -6,11 +6,12 @@
 # _g_width; _lib.TABLE[name]["delta"], ["g"] in Python), never on its id:
 #   - C in lib/ and tools/: no ==, !=, <, <=, >, >= or `case` against
 #     KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET, KDALAB_GATED_DELTANET,
-#     KDALAB_KDA, KDALAB_SIMPLE_GLA or KDALAB_GLA, outside lib/core/mechanisms.c;
+#     KDALAB_KDA, KDALAB_SIMPLE_GLA or KDALAB_GLA (or the training mixer's
+#     KDALAB_MIXER_ kinds of them), outside lib/core/mechanisms.c;
 #   - python/kdalab: no == / != / `in` against a mechanism's name string.
 # Experiments, benchmarks and tests may choose a mechanism by name (run KDA,
 # compare with DeltaNet); they are not scanned.
-ids='KDALAB_(LINEAR_ATTENTION|DELTANET|GATED_DELTANET|KDA|SIMPLE_GLA|GLA)'
+ids='KDALAB_(MIXER_)?(LINEAR_ATTENTION|DELTANET|GATED_DELTANET|KDA|SIMPLE_GLA|GLA)'
 names='"(linear_attention|deltanet|gated_deltanet|kda|simple_gla|gla)"'
 bad=0
 c_hits=$(grep -nE "(==|!=|<=|>=|[^-]>|<)[[:space:]]*\(?(unsigned\)[[:space:]]*)?$ids\b|\b$ids[[:space:]]*(==|!=|<=|>=|<|>)|case[[:space:]]+$ids\b" \

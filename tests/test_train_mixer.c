@@ -34,9 +34,6 @@ enum { WQ, WK, WV, WO, CQ, CK, CV, WB, WA, WG, WG2, ALOG, DTB, WOG, ONORM, NW };
 static const char *wname[NW] = {"Wq", "Wk",    "Wv",      "Wo",  "cq",   "ck",
                                 "cv", "Wb",    "Wa",      "Wg",  "Wg2",  "A_log",
                                 "dt_bias", "Wog", "onorm"};
-static const char *kname[5] = {"attention", "linear_attention", "deltanet", "gated_deltanet",
-                               "kda"};
-
 typedef struct {
     kdalab_mixer_config cfg;
     size_t B, T, N;
@@ -74,13 +71,17 @@ static void problem_make(mixer_problem *p, gsl_rng *rng, kdalab_mixer_kind kind,
     p->n[WQ] = p->n[WK] = p->n[WV] = p->n[WO] = D * D;
     if (conv)
         p->n[CQ] = p->n[CK] = p->n[CV] = 4 * D;
-    if (kind >= KDALAB_MIXER_DELTANET)
+    /* the weights follow the mechanism's row: beta with the delta rule, Wa for
+     * a decay per head, Wg and Wg2 for one per key channel */
+    const kdalab_mechanism m = (kdalab_mechanism)((int)kind - 1);
+    const int linear = kind != KDALAB_MIXER_ATTENTION;
+    if (linear && kdalab_mechanism_has_delta(m))
         p->n[WB] = D * H;
-    if (kind == KDALAB_MIXER_GATED_DELTANET) {
+    if (linear && kdalab_mechanism_g_shape(m) == KDALAB_G_PER_HEAD) {
         p->n[WA] = D * H;
         p->n[ALOG] = p->n[DTB] = H;
     }
-    if (kind == KDALAB_MIXER_KDA) {
+    if (linear && kdalab_mechanism_g_shape(m) == KDALAB_G_PER_KEY) {
         p->n[WG] = p->n[WG2] = D * d;
         p->n[ALOG] = H;
         p->n[DTB] = D;
@@ -171,7 +172,7 @@ static double check_problem(mixer_problem *p)
             continue;
         double e = fd_error(p, p->w[i], p->n[i], gr[i]);
         if (e > FD_TOL)
-            printf("    %s conv=%d: d%s off by %.2e\n", kname[p->cfg.kind], p->cfg.conv,
+            printf("    %s conv=%d: d%s off by %.2e\n", kdalab_mixer_name(p->cfg.kind), p->cfg.conv,
                    wname[i], e);
         worst = fmax(worst, e);
     }
@@ -190,7 +191,7 @@ static void test_mixer_fd(void **state)
     gsl_rng *rng = test_rng(2024);
     /* (B, T, H, d): T below and above the conv width's reach, two head sizes */
     const size_t sizes[2][4] = {{2, 7, 2, 3}, {1, 9, 2, 4}};
-    for (int kind = 0; kind < 5; kind++)
+    for (int kind = 0; kind < KDALAB_N_MIXERS; kind++) /* attention and every table row */
         for (int conv = 1; conv >= 0; conv--) {
             double worst = 0;
             for (int s = 0; s < 2; s++) {
@@ -201,7 +202,8 @@ static void test_mixer_fd(void **state)
                 problem_free(&p);
             }
             printf("    %-16s conv %-3s x and every weight: FD error %.2e (tolerance %g)\n",
-                   kname[kind], conv ? "on" : "off", worst, FD_TOL);
+                   kdalab_mixer_name((kdalab_mixer_kind)kind), conv ? "on" : "off", worst,
+                   FD_TOL);
             assert_true(worst <= FD_TOL);
         }
     gsl_rng_free(rng);

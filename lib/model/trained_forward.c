@@ -139,7 +139,7 @@ static kdalab_status mechanism(const kdalab_hybrid *s, size_t l, size_t T, work 
     }
     kdalab_status st = KDALAB_OK;
     if (gw) {
-        if (kind == KDALAB_MIXER_GATED_DELTANET) {
+        if (kdalab_mechanism_g_shape(mech) == KDALAB_G_PER_HEAD) { /* x Wa; per key: x Wg Wg2 */
             kdalab__train_mm_f64(T, D, H, w->h, th + wb->mix[MIX_WA], w->zg, 0);
         } else {
             kdalab__train_mm_f64(T, D, d, w->h, th + wb->mix[MIX_WG], w->zf, 0);

@@ -79,20 +79,13 @@ static int has_outgate(const kdalab_mixer_config *cfg)
 {
     return is_linear(cfg->kind) && cfg->gate != KDALAB_OUTPUT_GATE_NONE;
 }
-static int has_beta(kdalab_mixer_kind kind)
-{
-    return kind == KDALAB_MIXER_DELTANET || kind == KDALAB_MIXER_GATED_DELTANET ||
-           kind == KDALAB_MIXER_KDA;
-}
+static int has_beta(kdalab_mixer_kind kind) { return train_has_beta(kind); }
 
-/* Gate width per head: 1 (Gated DeltaNet), d (KDA), 0 (no gate). */
+/* Gate width per head: 1 (a decay per head), d (per key channel), 0 (none). */
 static size_t gate_width(const kdalab_mixer_config *cfg)
 {
-    if (cfg->kind == KDALAB_MIXER_GATED_DELTANET)
-        return 1;
-    if (cfg->kind == KDALAB_MIXER_KDA)
-        return cfg->D / cfg->H;
-    return 0;
+    const kdalab_g_shape gs = train_g_shape_of(cfg->kind);
+    return gs == KDALAB_G_PER_HEAD ? 1 : gs == KDALAB_G_PER_KEY ? cfg->D / cfg->H : 0;
 }
 
 /* Remember the first KDALAB_ERANGE in *range; any other failure is returned. */
@@ -116,14 +109,15 @@ static const char *const tensor_name[MIX_N] = {"Wq", "Wk", "Wv", "Wo", "cq", "ck
 static void tensor_sizes(const kdalab_mixer_config *cfg, size_t n[MIX_N])
 {
     const size_t D = cfg->D, H = cfg->H, conv = cfg->conv ? TRAIN_CONV_W * D : 0;
-    const int kda = cfg->kind == KDALAB_MIXER_KDA, linear = is_linear(cfg->kind);
+    const kdalab_g_shape gs = train_g_shape_of(cfg->kind);
+    const int per_key = gs == KDALAB_G_PER_KEY, linear = is_linear(cfg->kind);
     size_t og[3];
     train_outgate_sizes(cfg, og);
     const size_t sizes[MIX_N] = {
         D * D, D * D, D * D, D * D, conv, conv, conv,
         has_beta(cfg->kind) ? D * H : 0,
-        cfg->kind == KDALAB_MIXER_GATED_DELTANET ? D * H : 0,
-        kda ? D * (D / H) : 0, kda ? D * (D / H) : 0,
+        gs == KDALAB_G_PER_HEAD ? D * H : 0,
+        per_key ? D * (D / H) : 0, per_key ? D * (D / H) : 0,
         gate_width(cfg) ? H : 0, H * gate_width(cfg),
         og[0], linear ? D / H : 0, og[1], og[2]};
     memcpy(n, sizes, sizeof sizes);
@@ -135,7 +129,7 @@ static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_pa
 {
     if (!cfg || !p)
         return kdalab_fail(KDALAB_ENULL, "mixer: %s is NULL", cfg ? "params" : "config");
-    if ((int)cfg->kind < 0 || cfg->kind > KDALAB_MIXER_KDA)
+    if ((int)cfg->kind < 0 || cfg->kind >= KDALAB_N_MIXERS)
         return kdalab_fail(KDALAB_EINVAL, "mixer: unknown kind %d", (int)cfg->kind);
     const size_t D = cfg->D, H = cfg->H;
     if (B == 0 || T == 0 || D == 0 || H == 0)
@@ -225,7 +219,7 @@ static kdalab_mixer_cache_f32 *cache_new(const kdalab_mixer_config *cfg, size_t 
         if (cfg->gate_rank)
             ok &= (c->zr = malloc(N * cfg->gate_rank * sizeof(float))) != NULL;
     }
-    if (cfg->kind == KDALAB_MIXER_KDA)
+    if (train_g_shape_of(cfg->kind) == KDALAB_G_PER_KEY)
         ok &= (c->zf = malloc(N * (cfg->D / cfg->H) * sizeof(float))) != NULL;
     if (has_beta(cfg->kind)) {
         ok &= (c->zb = malloc(NH * sizeof(float))) != NULL;
@@ -294,9 +288,10 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     }
     const size_t gw = gate_width(cfg);
     if (gw) {
-        /* Gated DeltaNet's gate is KDA's with one channel per head (by kind, not
-         * width: KDA with d = 1 also has one channel per head) */
-        if (cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
+        /* a per-head gate is a per-key one with one channel per head (by the
+         * row's g shape, not by width: a per-key gate with d = 1 also has one
+         * channel per head, through Wg, Wg2) */
+        if (train_g_shape_of(cfg->kind) == KDALAB_G_PER_HEAD) {
             kdalab__train_mm_f32(N, D, H, x, p->Wa, c->zg, 0);
         } else {
             kdalab__train_mm_f32(N, D, d, x, p->Wg, c->zf, 0);
@@ -515,7 +510,7 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
         s = keep_range(kdalab_kda_gate_bwd_f32(N, H, gw, c->zg, p->A_log, p->dt_bias, w.dg,
                                                w.dc, g->A_log, g->dt_bias),
                        &range);
-        if (s == KDALAB_OK && cfg->kind == KDALAB_MIXER_GATED_DELTANET) {
+        if (s == KDALAB_OK && train_g_shape_of(cfg->kind) == KDALAB_G_PER_HEAD) {
             kdalab__train_mm_bwd_f32(N, D, H, x, p->Wa, w.dc, g->Wa, dx, 1);
         } else if (s == KDALAB_OK) { /* zg = (x Wg) Wg2 */
             memset(w.dzf, 0, N * d * sizeof(float));

@@ -32,9 +32,10 @@ static int mixer_shape(const kdalab_model_config *cfg, kdalab_mixer_kind kind, i
                        size_t *rows, size_t *cols)
 {
     const size_t D = cfg->D, H = cfg->H, r = cfg->gate_rank;
-    const int conv = cfg->conv, beta = kind >= KDALAB_MIXER_DELTANET;
+    const int conv = cfg->conv, beta = train_has_beta(kind);
     const int ogate = kind != KDALAB_MIXER_ATTENTION && cfg->output_gate != KDALAB_OUTPUT_GATE_NONE;
-    const int gdn = kind == KDALAB_MIXER_GATED_DELTANET, kda = kind == KDALAB_MIXER_KDA;
+    const kdalab_g_shape gs = train_g_shape_of(kind);
+    const int gdn = gs == KDALAB_G_PER_HEAD, kda = gs == KDALAB_G_PER_KEY; /* the gate's shape */
     const int linear = kind != KDALAB_MIXER_ATTENTION;
     *rows = 1;
     *cols = 0;
@@ -96,7 +97,7 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
         return kdalab_fail(KDALAB_ESIZE, "model: L = %zu blocks; 1 .. %d allowed", L,
                            KDALAB_MODEL_MAX_LAYERS);
     for (size_t l = 0; l < L; l++)
-        if ((int)cfg->mixer[l] < 0 || cfg->mixer[l] > KDALAB_MIXER_KDA)
+        if ((int)cfg->mixer[l] < 0 || cfg->mixer[l] >= KDALAB_N_MIXERS)
             return kdalab_fail(KDALAB_EINVAL, "model: block %zu has unknown mixer kind %d", l,
                                (int)cfg->mixer[l]);
     if ((int)cfg->output_gate < 0 || cfg->output_gate > KDALAB_OUTPUT_GATE_NONE ||
@@ -286,12 +287,12 @@ kdalab_status kdalab_model_init(const kdalab_model_config *cfg, unsigned long se
     return KDALAB_OK;
 }
 
-static const char *const MIXER_NAMES[] = {"attention", "linear_attention", "deltanet",
-                                          "gated_deltanet", "kda"};
-
 const char *kdalab_mixer_name(kdalab_mixer_kind kind)
 {
-    return (int)kind >= 0 && kind <= KDALAB_MIXER_KDA ? MIXER_NAMES[kind] : "unknown";
+    if (kind == KDALAB_MIXER_ATTENTION)
+        return "attention";
+    return (int)kind > 0 && kind < KDALAB_N_MIXERS ? kdalab_mechanism_name(train_mechanism_of(kind))
+                                                   : "unknown";
 }
 
 static const char *const GATE_NAMES[] = {"sigmoid", "swish", "none"};
@@ -371,18 +372,20 @@ kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L
         const char *comma = strchr(p, ',');
         const size_t len = comma ? (size_t)(comma - p) : strlen(p);
         int found = 0;
-        for (int i = 0; i <= KDALAB_MIXER_KDA && !found; i++)
-            if (strlen(MIXER_NAMES[i]) == len && strncmp(p, MIXER_NAMES[i], len) == 0) {
+        for (int i = 0; i < KDALAB_N_MIXERS && !found; i++)
+            if (strlen(kdalab_mixer_name((kdalab_mixer_kind)i)) == len &&
+                strncmp(p, kdalab_mixer_name((kdalab_mixer_kind)i), len) == 0) {
                 if (n == KDALAB_MODEL_MAX_LAYERS)
                     return kdalab_fail(KDALAB_ESIZE, "mixers: more than %d blocks",
                                        KDALAB_MODEL_MAX_LAYERS);
                 kinds[n++] = (kdalab_mixer_kind)i;
                 found = 1;
             }
-        if (!found)
-            return kdalab_fail(KDALAB_EINVAL, "mixers: '%.*s' is not attention, "
-                               "linear_attention, deltanet, gated_deltanet, kda or hybrid:N",
-                               (int)len, p);
+        if (!found) {
+            char names[256];
+            return kdalab_fail(KDALAB_EINVAL, "mixers: '%.*s' is not attention, %s or hybrid:N",
+                               (int)len, p, kdalab_mechanism_list(", ", names, sizeof names));
+        }
         if (!comma)
             break;
         p = comma;

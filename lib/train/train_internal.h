@@ -23,16 +23,28 @@
 #define TRAIN_L2_EPS 1e-6    /* the linear mixers' L2 norm of q and k (fla's l2norm)    */
 #define TRAIN_ONORM_EPS 1e-5 /* the linear mixers' output norm (fla's KDA norm_eps)    */
 
-/* The mechanism a linear mixer runs (attention has none: linear attention's
- * is returned for it). */
+/* The mechanism a linear mixer runs: the table's row kind - 1 (attention
+ * has none: linear attention's is returned for it). */
 static inline kdalab_mechanism train_mechanism_of(kdalab_mixer_kind kind)
 {
-    switch (kind) {
-    case KDALAB_MIXER_DELTANET: return KDALAB_DELTANET;
-    case KDALAB_MIXER_GATED_DELTANET: return KDALAB_GATED_DELTANET;
-    case KDALAB_MIXER_KDA: return KDALAB_KDA;
-    default: return KDALAB_LINEAR_ATTENTION;
-    }
+    return kind == KDALAB_MIXER_ATTENTION ? KDALAB_LINEAR_ATTENTION
+                                          : (kdalab_mechanism)((int)kind - 1);
+}
+
+/* The shape of a mixer's log-decay (KDALAB_G_NONE for attention and the
+ * mechanisms without a decay): a per-head gate projects x Wa [D, H], a
+ * per-key one x Wg Wg2 [D, d] [d, D]. */
+static inline kdalab_g_shape train_g_shape_of(kdalab_mixer_kind kind)
+{
+    return kind == KDALAB_MIXER_ATTENTION ? KDALAB_G_NONE
+                                          : kdalab_mechanism_g_shape(train_mechanism_of(kind));
+}
+
+/* Does the mixer write with the delta rule (and so project beta, x Wb)? */
+static inline int train_has_beta(kdalab_mixer_kind kind)
+{
+    return kind != KDALAB_MIXER_ATTENTION &&
+           kdalab_mechanism_has_delta(train_mechanism_of(kind));
 }
 
 /* The mixer's tensors, in kdalab_mixer_params' order. */
