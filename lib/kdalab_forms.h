@@ -1,8 +1,8 @@
 /*
- * kdalab_forms.h — the recurrent and chunkwise forms of linear attention, DeltaNet,
- * Gated DeltaNet and KDA (lib/reference/; the decay modes and emulated
- * precisions of lib/study/), their decode step and
- * the validation rules every form shares.
+ * kdalab_forms.h — the recurrent and chunkwise forms of the linear mechanisms
+ * (the mechanism table: linear attention, DeltaNet, Gated DeltaNet, KDA,
+ * simple GLA, GLA; lib/reference/, with every decay mode and the emulated
+ * precisions), their decode step and the validation rules every form shares.
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  *
@@ -10,8 +10,8 @@
  *   q, k   [B, T, H, K]   row-major, last index fastest
  *   v, o   [B, T, H, V]
  *   beta   [B, T, H]      write strength, legal range [0, 2]
- *   g      [B, T, H]      Gated DeltaNet log-decay (one per head and position), g <= 0
- *          [B, T, H, K]   KDA log-decay (one per key channel), g <= 0
+ *   g      [B, T, H]      log-decay per head (Gated DeltaNet, simple GLA), g <= 0
+ *          [B, T, H, K]   log-decay per key channel (KDA, GLA), g <= 0
  *   h0, ht [B, H, K, V]   initial / final state S (row c = key channel c)
  *   scale  s > 0          default K^-1/2 (kdalab_default_scale)
  *
@@ -20,6 +20,8 @@
  *   DeltaNet          S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T
  *   Gated DeltaNet    S'  = exp(g_t) S_{t-1},        then the DeltaNet update on S'
  *   KDA               S'  = Diag(exp(g_t)) S_{t-1},  then the DeltaNet update on S'
+ *   simple GLA        S_t = exp(g_t) S_{t-1} + k_t v_t^T
+ *   GLA               S_t = Diag(exp(g_t)) S_{t-1} + k_t v_t^T
  *   o_t = s * S_t^T q_t          (the state after step t)
  *
  * Every function returns a kdalab_status. On any error other than

@@ -1,6 +1,6 @@
 /*
- * kdalab_precision.h — emulated low-precision storage (bf16, fp16) for the study forms
- * (lib/study/precision.c).
+ * kdalab_precision.h — emulated low-precision storage (bf16, fp16), what the float32
+ * chunkwise form stores through (lib/core/precision.c).
  *
  * Part of kdalab's public API; include "kdalab.h" for all of it.
  */

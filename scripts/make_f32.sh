@@ -49,7 +49,7 @@ twin() { # twin SOURCE DIR TARGET: write ROOT/DIR/TARGET
             -e 's/"attention_steps\.h"/"attention_steps_f32.h"/' \
             -e 's/KDALAB_REFERENCE_ATTENTION_STEPS_H/KDALAB_REFERENCE_ATTENTION_STEPS_F32_H/g' \
             -e 's/KDALAB_REFERENCE_CHUNK_STEPS_H/KDALAB_REFERENCE_CHUNK_STEPS_F32_H/g' \
-            -e 's#^ \* lib/\(reference\|train\|study\)/\([a-z_]*\)\.\([ch]\) — # * lib/'"$dir"'/\2_f32.\3 — float32: #' \
+            -e 's#^ \* lib/\(reference\|train\)/\([a-z_]*\)\.\([ch]\) — # * lib/'"$dir"'/\2_f32.\3 — float32: #' \
             "$src"
     } > "$dst.tmp"
     mv "$dst.tmp" "$dst"
@@ -62,7 +62,6 @@ twin lib/reference/chunk.c reference chunk_f32.c
 twin lib/reference/attention_steps.h reference attention_steps_f32.h
 twin lib/reference/attention.c reference attention_f32.c
 twin lib/reference/gates.c reference gates_f32.c
-twin lib/study/chunk_modes.c study chunk_modes_f32.c
 twin lib/train/matmul.c train matmul_f32.c
 twin lib/train/layers.c train layers_f32.c
 twin lib/train/loss.c train loss_f32.c

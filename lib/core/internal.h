@@ -148,24 +148,6 @@ kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, f
                                     const float *o);
 
 /*
- * The chunkwise form in float64 for every decay mode (lib/study/chunk_modes.c):
- * what kdalab_chunk_f64 (lib/reference/chunk.c, the safe mode only) hands the
- * study modes to. Arguments, checks and errors as kdalab_chunk_f64.
- */
-kdalab_status kdalab_study_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
-                                     double scale, const double *q, const double *k,
-                                     const double *v, const double *g, const double *beta,
-                                     const double *h0, double *o, double *ht,
-                                     const kdalab_chunk_opts *opts, kdalab_report *report);
-/* Its float32 twin (lib/study/chunk_modes_f32.c, generated), which also
- * emulates bf16 / fp16 storage: what kdalab_chunk_f32 hands them to. */
-kdalab_status kdalab_study_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
-                                     float scale, const float *q, const float *k,
-                                     const float *v, const float *g, const float *beta,
-                                     const float *h0, float *o, float *ht,
-                                     const kdalab_chunk_opts *opts, kdalab_report *report);
-
-/*
  * Causal softmax attention (NoPE) and its backward in matrix form, a tile of
  * queries at a time through CBLAS (lib/reference/attention.c, the float32
  * twin in attention_f32.c): the fast path of kdalab_attention_f64 and

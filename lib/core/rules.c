@@ -1,6 +1,6 @@
 /*
  * lib/core/rules.c — the domain rules of kdalab's inputs, each stated once,
- * and the one validation every form (reference, study, SIMD, hybrid, command
+ * and the one validation every form (reference, SIMD, hybrid, command
  * line) calls, so that all of them reject the same inputs with the same
  * status and message.
  *

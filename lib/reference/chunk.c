@@ -1,6 +1,7 @@
 /*
- * lib/reference/chunk.c — the chunkwise form in float64, in the safe
- * sub-chunk mode, and its backward: REFERENCE.md "Chunkwise form", steps 1-7,
+ * lib/reference/chunk.c — the chunkwise form in float64, in every decay
+ * mode (safe sub-chunks by default), and its backward (the safe mode's):
+ * REFERENCE.md "Chunkwise form", steps 1-7,
  * one function per step (chapters 04-06; fla's naive_chunk_kda is the same
  * algorithm), and REFERENCE.md "Gradients" as a chunkwise algorithm: steps 7
  * to 1 differentiated, chunk by chunk, last to first.
@@ -30,8 +31,9 @@
  * of overflowing. The decayed Gram matrices of steps 1 and 5 are where that
  * takes care: they use safe sub-chunks (kdalab__chunk_decayed_gram in
  * chunk_steps.c). The other decay modes, which form positive exponents and
- * are studied in experiment 03, and emulated bf16 / fp16 storage live in
- * lib/study/chunk_modes.c.
+ * are studied in experiment 03, are a parameter of the same step, and the
+ * float32 twin's emulated bf16 / fp16 storage a parameter of every step
+ * that stores a value: one algorithm, whatever the mode and precision.
  *
  * Every mechanism of the table runs the same code: a per-key g is per channel, a
  * per-head g (one per position) is used for every channel, and no decay is
@@ -64,15 +66,12 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
         s = kdalab_check_chunk_opts(opts, sizeof(double) == 8, &op); /* bf16/fp16: float32 only */
     if (s != KDALAB_OK)
         return s;
-    /* the modes studied in experiment 03, and emulated bf16 / fp16 storage */
-    if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
-        return kdalab_study_chunk_f64(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op,
-                                      report);
-
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1); /* no buffer larger than T */
     const size_t gw = kdalab_mechanism_g_width(mech, K);
-    chunk_work ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech)};
+    chunk_work ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech),
+                     .per_key = kdalab_mechanism_g_shape(mech) == KDALAB_G_PER_KEY,
+                     .decay = op.decay, .precision = op.precision};
     double *S = malloc(K * V * sizeof *S); /* one head's state (K, V) */
     if (!S)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
@@ -104,9 +103,12 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
     kdalab__chunk_free(&ck);
     free(S);
 
-    kdalab_report rep = {.max_exponent = 0}; /* the safe mode forms no positive exponent */
-    s = kdalab_check_outputs_f64("chunkwise form (decay mode 'safe', largest exponent 0)", o,
-                                 n.v, ht, n.state, &rep.nonfinite_o, &rep.nonfinite_ht);
+    kdalab_report rep = {.max_exponent = ck.max_exponent}; /* 0 in the safe and pairwise modes */
+    char what[96];
+    snprintf(what, sizeof what, "chunkwise form (decay mode '%s', largest exponent %g)",
+             kdalab_decay_name(op.decay), ck.max_exponent);
+    s = kdalab_check_outputs_f64(what, o, n.v, ht, n.state, &rep.nonfinite_o,
+                                 &rep.nonfinite_ht);
     if (report)
         *report = rep;
     return s;

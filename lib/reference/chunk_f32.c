@@ -2,8 +2,9 @@
  * file and run `make f32`. The float32 twin: the same algorithm with float
  * for double, to measure float32 against the float64 oracle. */
 /*
- * lib/reference/chunk_f32.c — float32: the chunkwise form in float32, in the safe
- * sub-chunk mode, and its backward: REFERENCE.md "Chunkwise form", steps 1-7,
+ * lib/reference/chunk_f32.c — float32: the chunkwise form in float32, in every decay
+ * mode (safe sub-chunks by default), and its backward (the safe mode's):
+ * REFERENCE.md "Chunkwise form", steps 1-7,
  * one function per step (chapters 04-06; fla's naive_chunk_kda is the same
  * algorithm), and REFERENCE.md "Gradients" as a chunkwise algorithm: steps 7
  * to 1 differentiated, chunk by chunk, last to first.
@@ -33,8 +34,9 @@
  * of overflowing. The decayed Gram matrices of steps 1 and 5 are where that
  * takes care: they use safe sub-chunks (kdalab__chunk_decayed_gram_f32 in
  * chunk_steps.c). The other decay modes, which form positive exponents and
- * are studied in experiment 03, and emulated bf16 / fp16 storage live in
- * lib/study/chunk_modes.c.
+ * are studied in experiment 03, are a parameter of the same step, and the
+ * float32 twin's emulated bf16 / fp16 storage a parameter of every step
+ * that stores a value: one algorithm, whatever the mode and precision.
  *
  * Every mechanism of the table runs the same code: a per-key g is per channel, a
  * per-head g (one per position) is used for every channel, and no decay is
@@ -67,15 +69,12 @@ kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
         s = kdalab_check_chunk_opts(opts, sizeof(float) == 8, &op); /* bf16/fp16: float32 only */
     if (s != KDALAB_OK)
         return s;
-    /* the modes studied in experiment 03, and emulated bf16 / fp16 storage */
-    if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
-        return kdalab_study_chunk_f32(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op,
-                                      report);
-
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1); /* no buffer larger than T */
     const size_t gw = kdalab_mechanism_g_width(mech, K);
-    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech)};
+    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech),
+                     .per_key = kdalab_mechanism_g_shape(mech) == KDALAB_G_PER_KEY,
+                     .decay = op.decay, .precision = op.precision};
     float *S = malloc(K * V * sizeof *S); /* one head's state (K, V) */
     if (!S)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
@@ -107,9 +106,12 @@ kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
     kdalab__chunk_free_f32(&ck);
     free(S);
 
-    kdalab_report rep = {.max_exponent = 0}; /* the safe mode forms no positive exponent */
-    s = kdalab_check_outputs_f32("chunkwise form (decay mode 'safe', largest exponent 0)", o,
-                                 n.v, ht, n.state, &rep.nonfinite_o, &rep.nonfinite_ht);
+    kdalab_report rep = {.max_exponent = ck.max_exponent}; /* 0 in the safe and pairwise modes */
+    char what[96];
+    snprintf(what, sizeof what, "chunkwise form (decay mode '%s', largest exponent %g)",
+             kdalab_decay_name(op.decay), ck.max_exponent);
+    s = kdalab_check_outputs_f32(what, o, n.v, ht, n.state, &rep.nonfinite_o,
+                                 &rep.nonfinite_ht);
     if (report)
         *report = rep;
     return s;

@@ -10,11 +10,16 @@
 #include "internal.h"
 
 /* One chunk of one head: its rows, their decay, and the step-by-step results.
- * Every buffer is sized for a full chunk of C positions. */
+ * Every buffer is sized for a full chunk of C positions. The decay mode and
+ * the emulated storage are parameters of the steps (zero: safe, plain). */
 typedef struct {
     size_t L, K, V; /* positions in this chunk (<= C), key and value dims   */
     size_t sub;     /* c, positions per sub-chunk of the decayed Gram matrices */
     int delta;      /* 1 for the delta rule (not linear attention)           */
+    int per_key;    /* 1: g is per key channel; 0: per head or none          */
+    kdalab_decay_mode decay;    /* how steps 1 and 5 form a per-key decay     */
+    kdalab_precision precision; /* the float32 twin's emulated storage        */
+    double max_exponent; /* f64-scalar: the largest exponent formed (>= 0) */
     double *q, *k;  // (L, K)  the chunk's queries and keys
     double *v;      // (L, V)  its values
     double *beta;   // (L)     write strengths (1 for linear attention)
@@ -28,6 +33,7 @@ typedef struct {
     double *U;      // (L, V)  step 3
     double *Vn;     // (L, V)  step 4: V_new
     double *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
+    double *E;       // (L, K) g summed from a sub-chunk's anchor through each row
     double *run;     // (K)    a running span sum of g
 } chunk_work;
 
@@ -48,7 +54,8 @@ void kdalab__chunk_load(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h
 void kdalab__chunk_decay_factors(chunk_work *ck);
 
 /* Steps 1 and 5: out (L, L) = the decayed Gram matrix of X, Y (L, K), j < i
- * (j <= i with with_diag), in safe sub-chunks. */
+ * (j <= i with with_diag), in the chunk's decay mode (safe sub-chunks by
+ * default). */
 void kdalab__chunk_decayed_gram(chunk_work *ck, const double *X, const double *Y, int with_diag,
                                 double *out);
 

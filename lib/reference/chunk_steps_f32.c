@@ -6,7 +6,11 @@
  * function each (REFERENCE.md "Chunkwise form", steps 1-7): what
  * lib/reference/chunk.c runs per chunk, and what its backward (the second
  * half of chunk.c) recomputes and differentiates. The algorithm
- * and the safe sub-chunks are described at the top of chunk.c.
+ * and the safe sub-chunks are described at the top of chunk.c; the other
+ * decay modes (pairwise, rescaled, anchored: REFERENCE.md "Where the
+ * floating-point range problem lives", experiment 03) are a parameter of
+ * steps 1 and 5, and the float32 twin's emulated bf16 / fp16 storage
+ * (store() below) a parameter of every step that stores a value.
  *
  * defines: kdalab__chunk_dot_f32, kdalab__chunk_decay_factors_f32, kdalab__chunk_decayed_gram_f32,
  *          kdalab__chunk_ut_transform_f32, kdalab__chunk_corrected_values_f32, kdalab__chunk_outputs_f32,
@@ -18,7 +22,27 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kdalab_precision.h"
 #include "chunk_steps_f32.h"
+
+/* Where a production kernel stores a value, the float32 twin rounds it to
+ * the emulated format (ck->precision); the float32 form is exact (the
+ * options check refuses it an emulated precision). */
+static inline float store(const chunk_work_f32 *ck, float x)
+{
+    if (sizeof(float) == sizeof(float))
+        return kdalab_round(ck->precision, x);
+    (void)ck;
+    return x;
+}
+
+/* expf(x), noting a positive exponent (the modes that rescale form them). */
+static float note_exp(chunk_work_f32 *ck, float x)
+{
+    if (x > ck->max_exponent)
+        ck->max_exponent = x;
+    return expf(x);
+}
 
 float kdalab__chunk_dot_f32(const float *x, const float *y, size_t n)
 {
@@ -56,8 +80,9 @@ void kdalab__chunk_decay_factors_f32(chunk_work_f32 *ck)
  * for j < i (and j == i when with_diag); X, Y are (L, K), out is (L, L).
  * Nothing above the diagonal is touched: o_i cannot see a later position.
  *
- * Safe sub-chunks: rows are cut into sub-chunks of c positions. For a row i
- * of the sub-chunk [i0, i1), anchored at the boundary before i0,
+ * Safe sub-chunks (the default): rows are cut into sub-chunks of c
+ * positions. For a row i of the sub-chunk [i0, i1), anchored at the
+ * boundary before i0,
  *   - a row j < i0 (an earlier sub-chunk): the decay splits into
  *       expf(g_{i0} + ... + g_i) * expf(g_{j+1} + ... + g_{i0-1}),
  *     both factors <= 1: one plain dot of the decayed rows xa_i and yb_j, so
@@ -65,23 +90,54 @@ void kdalab__chunk_decay_factors_f32(chunk_work_f32 *ck)
  *   - a row j in [i0, i] (the same sub-chunk): the decay is formed pairwise,
  *     exp of the running sum from j+1 up to i, again <= 1.
  * No exponent is ever positive.
+ *
+ * The other modes change two choices, for a decay per key channel:
+ *   pairwise   one sub-chunk of the whole chunk, pairwise: the C x C x K
+ *              yardstick, never overflows;
+ *   rescaled   one sub-chunk of the whole chunk, its diagonal block rescaled
+ *              about the anchor, as the chapter writes q~ = q * gamma,
+ *              k~ = k / gamma: yb_j = Y_j * expf(-(g_{i0} + ... + g_j)), a
+ *              POSITIVE exponent up to |sum g| over the chunk (the range
+ *              problem, noted in ck->max_exponent);
+ *   anchored   sub-chunks of c, each diagonal block rescaled about its own
+ *              anchor (the production kernels' way): positive exponents up
+ *              to |sum g| over one sub-chunk.
+ * A decay per head (or none) in those modes is the C x C mask a Gated
+ * DeltaNet kernel forms, expf(g_{j+1} + ... + g_i) per pair, never positive:
+ * the modes exist to study a per-channel decay.
  */
 void kdalab__chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, int with_diag,
                                 float *out)
 {
     const size_t L = ck->L, K = ck->K;
     const float *g = ck->g;
-    float *run = ck->run;
+    float *run = ck->run, *E = ck->E;
+    const kdalab_decay_mode mode = ck->decay;
 
-    for (size_t i0 = 0; i0 < L; i0 += ck->sub) {
-        size_t i1 = i0 + ck->sub < L ? i0 + ck->sub : L;
+    if (mode != KDALAB_DECAY_SAFE && !ck->per_key) { /* a scalar decay: the pairwise mask */
+        for (size_t i = 0; i < L; i++) {
+            float e = 0; /* g_{j+1} + ... + g_i (channel 0: one value per position) */
+            for (size_t j = i + 1; j-- > 0;) {
+                if (j < i || with_diag)
+                    out[i * L + j] = kdalab__chunk_dot_f32(X + i * K, Y + j * K, K) * expf(e);
+                e += g[j * K];
+            }
+        }
+        return;
+    }
+    const size_t sub = mode == KDALAB_DECAY_SAFE || mode == KDALAB_DECAY_ANCHORED ? ck->sub : L;
+    const int pairwise = mode == KDALAB_DECAY_SAFE || mode == KDALAB_DECAY_PAIRWISE;
 
-        /* xa_i = X_i * expf(g_{i0} + ... + g_i): X rows decayed down to the anchor */
+    for (size_t i0 = 0; i0 < L; i0 += sub) {
+        size_t i1 = i0 + sub < L ? i0 + sub : L;
+
+        /* xa_i = X_i * expf(E_i), E_i = g_{i0} + ... + g_i: X rows decayed down to the anchor */
         memset(run, 0, K * sizeof *run);
         for (size_t i = i0; i < i1; i++)
             for (size_t c = 0; c < K; c++) {
                 run[c] += g[i * K + c];
-                ck->xa[i * K + c] = X[i * K + c] * expf(run[c]);
+                E[i * K + c] = run[c];
+                ck->xa[i * K + c] = store(ck, X[i * K + c] * expf(run[c]));
             }
 
         /* earlier sub-chunks: yb_j = Y_j * expf(g_{j+1} + ... + g_{i0-1}),
@@ -89,25 +145,33 @@ void kdalab__chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const fl
         memset(run, 0, K * sizeof *run);
         for (size_t j = i0; j-- > 0;) {
             for (size_t c = 0; c < K; c++)
-                ck->yb[j * K + c] = Y[j * K + c] * expf(run[c]);
+                ck->yb[j * K + c] = store(ck, Y[j * K + c] * expf(run[c]));
             for (size_t i = i0; i < i1; i++)
                 out[i * L + j] = kdalab__chunk_dot_f32(ck->xa + i * K, ck->yb + j * K, K);
             for (size_t c = 0; c < K; c++)
                 run[c] += g[j * K + c];
         }
 
-        /* the same sub-chunk, pairwise: run = g_{j+1} + ... + g_i */
-        for (size_t i = i0; i < i1; i++) {
-            memset(run, 0, K * sizeof *run);
-            for (size_t j = i + 1; j-- > i0;) {
-                if (j < i || with_diag) {
-                    float acc = 0;
+        if (pairwise) { /* the same sub-chunk, pairwise: run = g_{j+1} + ... + g_i */
+            for (size_t i = i0; i < i1; i++) {
+                memset(run, 0, K * sizeof *run);
+                for (size_t j = i + 1; j-- > i0;) {
+                    if (j < i || with_diag) {
+                        float acc = 0;
+                        for (size_t c = 0; c < K; c++)
+                            acc += X[i * K + c] * Y[j * K + c] * expf(run[c]);
+                        out[i * L + j] = acc;
+                    }
                     for (size_t c = 0; c < K; c++)
-                        acc += X[i * K + c] * Y[j * K + c] * expf(run[c]);
-                    out[i * L + j] = acc;
+                        run[c] += g[j * K + c];
                 }
+            }
+        } else { /* rescaled about the anchor: yb_i = Y_i * expf(-E_i), exponent >= 0 */
+            for (size_t i = i0; i < i1; i++) {
                 for (size_t c = 0; c < K; c++)
-                    run[c] += g[j * K + c];
+                    ck->yb[i * K + c] = store(ck, Y[i * K + c] * note_exp(ck, -E[i * K + c]));
+                for (size_t j = i0; j < i + (with_diag ? 1 : 0); j++)
+                    out[i * L + j] = kdalab__chunk_dot_f32(ck->xa + i * K, ck->yb + j * K, K);
             }
         }
     }
@@ -184,7 +248,7 @@ void kdalab__chunk_outputs_f32(chunk_work_f32 *ck, const float *S, float scale, 
         for (size_t j = 0; j < V; j++)
             oi[j] = 0;
         for (size_t c = 0; c < K; c++) { /* what the state already held, decayed to i */
-            float qg = ck->q[i * K + c] * ck->gamma[i * K + c];
+            float qg = store(ck, ck->q[i * K + c] * ck->gamma[i * K + c]);
             for (size_t j = 0; j < V; j++)
                 oi[j] += qg * S[c * V + j];
         }
@@ -208,7 +272,7 @@ void kdalab__chunk_advance_state_f32(const chunk_work_f32 *ck, float *S)
         for (size_t j = 0; j < V; j++)
             S[c * V + j] *= decay;
         for (size_t r = 0; r < L; r++) {
-            float kd = ck->k[r * K + c] * ck->to_end[r * K + c];
+            float kd = store(ck, ck->k[r * K + c] * ck->to_end[r * K + c]);
             for (size_t j = 0; j < V; j++)
                 S[c * V + j] += kd * Vnew[r * V + j];
         }
@@ -227,10 +291,14 @@ void kdalab__chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, 
     const size_t K = d->K, V = d->V;
     for (size_t r = 0; r < ck->L; r++) {
         size_t bth = (b * d->T + t0 + r) * d->H + h; /* index of (b, t0 + r, h) */
-        memcpy(ck->q + r * K, q + bth * K, K * sizeof *ck->q);
-        memcpy(ck->k + r * K, k + bth * K, K * sizeof *ck->k);
-        memcpy(ck->v + r * V, v + bth * V, V * sizeof *ck->v);
-        ck->beta[r] = ck->delta ? beta[bth] : 1;
+        for (size_t c = 0; c < K; c++) { /* stored as the kernel would store them */
+            ck->q[r * K + c] = store(ck, q[bth * K + c]);
+            ck->k[r * K + c] = store(ck, k[bth * K + c]);
+        }
+        for (size_t j = 0; j < V; j++)
+            ck->v[r * V + j] = store(ck, v[bth * V + j]);
+        ck->beta[r] = ck->delta ? store(ck, beta[bth]) : 1;
+        /* the log-decay stays in full precision, as production kernels keep it */
         for (size_t c = 0; c < K; c++)
             ck->g[r * K + c] = gw == K ? g[bth * K + c] : gw == 1 ? g[bth] : 0;
     }
@@ -240,7 +308,8 @@ void kdalab__chunk_free_f32(chunk_work_f32 *ck)
 {
     free(ck->q); free(ck->k); free(ck->v); free(ck->beta); free(ck->g);
     free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
-    free(ck->W); free(ck->U); free(ck->Vn); free(ck->Gkk); free(ck->xa); free(ck->yb); free(ck->run);
+    free(ck->W); free(ck->U); free(ck->Vn); free(ck->Gkk); free(ck->xa); free(ck->yb);
+    free(ck->E); free(ck->run);
 }
 
 /* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
@@ -260,8 +329,10 @@ kdalab_status kdalab__chunk_alloc_f32(chunk_work_f32 *ck, size_t C, size_t K, si
     ck->W = malloc(CK * e);     ck->U = malloc(CV * e);     ck->Vn = malloc(CV * e);
     ck->Gkk = calloc(CC, e);
     ck->xa = malloc(CK * e);    ck->yb = malloc(CK * e);     ck->run = malloc(K * e);
+    ck->E = malloc(CK * e);
     if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
-        !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb || !ck->run) {
+        !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb ||
+        !ck->E || !ck->run) {
         kdalab__chunk_free_f32(ck);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
                            K, V);

@@ -13,11 +13,16 @@
 #include "internal.h"
 
 /* One chunk of one head: its rows, their decay, and the step-by-step results.
- * Every buffer is sized for a full chunk of C positions. */
+ * Every buffer is sized for a full chunk of C positions. The decay mode and
+ * the emulated storage are parameters of the steps (zero: safe, plain). */
 typedef struct {
     size_t L, K, V; /* positions in this chunk (<= C), key and value dims   */
     size_t sub;     /* c, positions per sub-chunk of the decayed Gram matrices */
     int delta;      /* 1 for the delta rule (not linear attention)           */
+    int per_key;    /* 1: g is per key channel; 0: per head or none          */
+    kdalab_decay_mode decay;    /* how steps 1 and 5 form a per-key decay     */
+    kdalab_precision precision; /* the float32 twin's emulated storage        */
+    double max_exponent; /* f64-scalar: the largest exponent formed (>= 0) */
     float *q, *k;  // (L, K)  the chunk's queries and keys
     float *v;      // (L, V)  its values
     float *beta;   // (L)     write strengths (1 for linear attention)
@@ -31,6 +36,7 @@ typedef struct {
     float *U;      // (L, V)  step 3
     float *Vn;     // (L, V)  step 4: V_new
     float *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
+    float *E;       // (L, K) g summed from a sub-chunk's anchor through each row
     float *run;     // (K)    a running span sum of g
 } chunk_work_f32;
 
@@ -51,7 +57,8 @@ void kdalab__chunk_load_f32(chunk_work_f32 *ck, const kdalab_dims *d, size_t b, 
 void kdalab__chunk_decay_factors_f32(chunk_work_f32 *ck);
 
 /* Steps 1 and 5: out (L, L) = the decayed Gram matrix of X, Y (L, K), j < i
- * (j <= i with with_diag), in safe sub-chunks. */
+ * (j <= i with with_diag), in the chunk's decay mode (safe sub-chunks by
+ * default). */
 void kdalab__chunk_decayed_gram_f32(chunk_work_f32 *ck, const float *X, const float *Y, int with_diag,
                                 float *out);
 

@@ -1,5 +1,5 @@
 /*
- * lib/study/precision.c — emulated low-precision storage (REFERENCE.md, "Low
+ * lib/core/precision.c — emulated low-precision storage (REFERENCE.md, "Low
  * precision, as production kernels use it").
  *
  * A production kernel stores its operands in bf16 or fp16 and accumulates in
