@@ -199,8 +199,8 @@ PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo pytho
 PYTEST_RUN ?= $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # The programs and test suites build in parallel, one job per CPU (TEST_JOBS), unless
-# make was given -j itself (then its jobs are used): `make test` builds in about half
-# the time on 2 cores than one file at a time.
+# make was given -j itself (then its jobs are used): on an otherwise idle machine the
+# build is CPU-bound, and one file at a time left a core unused.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps-test
 	@$(MAKE) --no-print-directory $(if $(findstring j,$(filter-out --%,$(MAKEFLAGS))),,-j$(TEST_JOBS)) all $(TEST_BIN)
