@@ -8,8 +8,8 @@
 #   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/
 #   make test       the layout, mechanism-table and docs checks (scripts/check_layout.sh, check_mechanisms.sh,
-#                   check_docs.sh), the cmocka suites and the
-#                   Python module's pytest suite
+#                   check_docs.sh), the cmocka suites and the Python module's pytest suite; builds
+#                   what they need in parallel (TEST_JOBS, default: the CPUs)
 #   make check-asan the test suite under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer on the .npy reader (FUZZ_SECONDS, default 60)
 #   make bench      the SIMD benchmark (not a test: prints speeds)
@@ -199,7 +199,12 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
 PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 PYTEST_RUN ?= $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
-test: deps-test all $(TEST_BIN)
+# The programs and test suites build in parallel, one job per CPU (TEST_JOBS), unless
+# make was given -j itself (then its jobs are used): on an otherwise idle machine the
+# build is CPU-bound, and one file at a time left a core unused.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test: deps-test
+	@$(MAKE) --no-print-directory $(if $(findstring j,$(filter-out --%,$(MAKEFLAGS))),,-j$(TEST_JOBS)) all $(TEST_BIN)
 	@sh scripts/check_layout.sh $(LIB_SO)
 	@sh scripts/check_mechanisms.sh
 	@sh scripts/check_docs.sh

@@ -10,17 +10,20 @@
  * length T_max is drawn once; a run at T uses its first T positions (B = 1).
  * The clock is the process CPU time (CLOCK_PROCESS_CPUTIME_ID): on a shared
  * machine a descheduled process loses wall time that is not its work, and the
- * exponent is about work. Wall time is recorded too. Each point is the
- * minimum over --reps rounds; a round times every point once, so the rounds
- * are spread over the run rather than bunched, and a slow spell on the
- * machine hits one round of every point instead of every round of a few.
- * A point whose first run takes longer than --long seconds is not repeated.
+ * exponent is about work. Wall time is recorded too. Every point is timed
+ * in each of --reps rounds (at least 5); a round times every point once, so
+ * the rounds are spread over the run rather than bunched, and a slow spell on
+ * the machine hits one round of every point instead of every round of a few.
  * A series stops growing T when its next point would take longer than
- * --budget seconds (predicted from its last two points).
+ * --budget seconds (predicted from its last two points in the first round):
+ * softmax attention stops at T = 4096 at the defaults.
  *
  * The exponent p of time ~ T^p is the least-squares slope of ln(time) on
  * ln(T) (gsl_fit_linear) over the points with T >= --fit-min: about 1 for the
- * linear mechanisms, about 2 for softmax attention.
+ * linear mechanisms, about 2 for softmax attention. It is fitted to each
+ * round's times, and printed as the median and range over the rounds; the
+ * ratios the verdict quotes (KDA against Gated DeltaNet, chunkwise against
+ * recurrent, at the largest T) are formed within each round the same way.
  *
  * Outputs (DIR = --out):
  *   06_scaling.tsv      one line per (series, T)
@@ -144,11 +147,12 @@ static double time_one(const lab_ctx *x, const series *s, const inputs *in, size
 /* The command-line parameters. */
 typedef struct {
     size_t Tmin, Tmax, H, K, V, reps, fit_min;
-    double budget, long_run;
+    double budget;
 } params;
 
 #define MAX_SERIES 18
 #define MAX_T 64
+#define MAX_REPS 32
 
 /* Every mechanism in both forms and precisions, then softmax attention in
  * both precisions. Returns the count. */
@@ -184,16 +188,19 @@ typedef struct {
     size_t Ts[MAX_T], nT;      /* Tmin, 2 Tmin, ... up to Tmax (always included) */
     series ser[MAX_SERIES];
     size_t ns;
-    double secs[MAX_SERIES][MAX_T], wall[MAX_SERIES][MAX_T];
+    double secs[MAX_SERIES][MAX_T], wall[MAX_SERIES][MAX_T]; /* medians over the rounds */
+    double round[MAX_REPS][MAX_SERIES][MAX_T];                /* CPU seconds per round */
     size_t runs[MAX_SERIES][MAX_T], npts[MAX_SERIES]; /* npts: points within the budget */
 } timings;
 
 /* Round 0 decides which points exist (the budget) and times each once;
- * rounds 1..reps-1 time every point once more, except the long ones. */
+ * rounds 1..reps-1 time every point once more. secs and wall end as the
+ * medians over the rounds. */
 static void measure(lab_ctx *x, const params *p, const inputs *in, timings *tm)
 {
     size_t total = tm->ns * tm->nT * p->reps, done = 0;
     const size_t *Ts = tm->Ts;
+    static double wall[MAX_REPS][MAX_SERIES][MAX_T];
     for (size_t si = 0; si < tm->ns; si++) {
         double *secs = tm->secs[si];
         tm->npts[si] = 0;
@@ -205,7 +212,7 @@ static void measure(lab_ctx *x, const params *p, const inputs *in, timings *tm)
                 if (!(e > 1.0)) e = 1.0;
                 if (secs[ti - 1] * pow((double)T / (double)Ts[ti - 1], e) > p->budget) break;
             }
-            secs[ti] = time_one(x, &tm->ser[si], in, T, &tm->wall[si][ti]);
+            secs[ti] = tm->round[0][si][ti] = time_one(x, &tm->ser[si], in, T, &wall[0][si][ti]);
             tm->runs[si][ti] = 1;
             tm->npts[si] = ti + 1;
             lab_progress(x, "runs", ++done, total);
@@ -214,14 +221,18 @@ static void measure(lab_ctx *x, const params *p, const inputs *in, timings *tm)
     for (size_t r = 1; r < p->reps; r++)
         for (size_t si = 0; si < tm->ns; si++)
             for (size_t ti = 0; ti < tm->npts[si]; ti++) {
-                if (tm->secs[si][ti] > p->long_run) continue;
-                double w, t = time_one(x, &tm->ser[si], in, Ts[ti], &w);
-                if (t < tm->secs[si][ti]) tm->secs[si][ti] = t;
-                if (w < tm->wall[si][ti]) tm->wall[si][ti] = w;
+                tm->round[r][si][ti] = time_one(x, &tm->ser[si], in, Ts[ti], &wall[r][si][ti]);
                 tm->runs[si][ti]++;
                 lab_progress(x, "runs", ++done, total);
             }
     lab_progress(x, "runs", total, total);
+    for (size_t si = 0; si < tm->ns; si++)
+        for (size_t ti = 0; ti < tm->npts[si]; ti++) {
+            double c[MAX_REPS], w[MAX_REPS];
+            for (size_t r = 0; r < p->reps; r++) c[r] = tm->round[r][si][ti], w[r] = wall[r][si][ti];
+            tm->secs[si][ti] = lab_spread_of(c, p->reps).median;
+            tm->wall[si][ti] = lab_spread_of(w, p->reps).median;
+        }
 }
 
 /* 06_scaling.tsv: one line per (series, T). */
@@ -233,32 +244,73 @@ static void write_times(lab_ctx *x, const params *p, const timings *tm)
         "form", "recurrent, chunkwise (C=64, safe sub-chunks of 16), attention",
         "precision", "f64 or f32",
         "T", "sequence length, positions",
-        "seconds", "minimum process CPU time over the runs, s",
-        "wall_seconds", "minimum wall time over the runs, s",
+        "seconds", "median process CPU time over the runs, s",
+        "wall_seconds", "median wall time over the runs, s",
         "runs", "timed runs at this point",
         "head_tokens_per_s", "B*H*T / seconds (CPU)",
         "ns_per_token_head", "seconds (CPU) / (B*H*T) in ns",
+        "seconds_min", "the fastest run (CPU), s",
+        "seconds_max", "the slowest run (CPU), s",
         NULL};
     FILE *f = lab_tsv_open(x, "06_scaling", cols,
                            "B=1 H=%zu K=%zu V=%zu, T = %zu..%zu doubling, reps=%zu, "
-                           "budget=%gs per point, long=%gs, unit-norm q,k, v~N(0,1), beta~U(0,1), "
+                           "budget=%gs per point, unit-norm q,k, v~N(0,1), beta~U(0,1), "
                            "g~U(-0.1,0); single thread",
-                           p->H, p->K, p->V, p->Tmin, p->Tmax, p->reps, p->budget, p->long_run);
+                           p->H, p->K, p->V, p->Tmin, p->Tmax, p->reps, p->budget);
     for (size_t si = 0; si < tm->ns; si++) {
         const series *s = &tm->ser[si];
         for (size_t ti = 0; ti < tm->npts[si]; ti++) {
-            double ht = (double)(p->H * tm->Ts[ti]);
-            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%.6e\t%zu\t%.6e\t%.4f\n", s->label,
-                    s->mech_name, form_name[s->form], s->f32 ? "f32" : "f64", tm->Ts[ti],
-                    tm->secs[si][ti], tm->wall[si][ti], tm->runs[si][ti], ht / tm->secs[si][ti],
-                    1e9 * tm->secs[si][ti] / ht);
+            double ht = (double)(p->H * tm->Ts[ti]), c[MAX_REPS];
+            for (size_t r = 0; r < p->reps; r++) c[r] = tm->round[r][si][ti];
+            lab_spread sp = lab_spread_of(c, p->reps);
+            fprintf(f, "%s\t%s\t%s\t%s\t%zu\t%.6e\t%.6e\t%zu\t%.6e\t%.4f\t%.6e\t%.6e\n",
+                    s->label, s->mech_name, form_name[s->form], s->f32 ? "f32" : "f64",
+                    tm->Ts[ti], tm->secs[si][ti], tm->wall[si][ti], tm->runs[si][ti],
+                    ht / tm->secs[si][ti], 1e9 * tm->secs[si][ti] / ht, sp.lo, sp.hi);
         }
     }
     lab_tsv_close(x, f);
 }
 
+/* The slope of ln(secs[ti]) on ln(T) over the points with T >= fit_min;
+ *se gets its standard error (NAN with fewer than 3 points), *n the points. */
+static double fit_one(const params *p, const timings *tm, size_t si, const double *secs,
+                      double *se, size_t *n)
+{
+    double lx[MAX_T], ly[MAX_T];
+    *n = 0;
+    for (size_t ti = 0; ti < tm->npts[si]; ti++)
+        if (tm->Ts[ti] >= p->fit_min) {
+            lx[*n] = log((double)tm->Ts[ti]);
+            ly[*n] = log(secs[ti]);
+            (*n)++;
+        }
+    double c0 = NAN, c1 = NAN, cov00, cov01, cov11 = NAN, sumsq;
+    if (*n >= 2) gsl_fit_linear(lx, 1, ly, 1, *n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    *se = *n >= 3 ? sqrt(cov11) : NAN;
+    return c1;
+}
+
+/* The series labelled label, or -1. */
+static int series_index(const timings *tm, const char *label)
+{
+    for (size_t si = 0; si < tm->ns; si++)
+        if (strcmp(tm->ser[si].label, label) == 0) return (int)si;
+    return -1;
+}
+
+/* Per round: series a's time / series b's time at the largest T both reached. */
+static lab_spread round_ratio(const params *p, const timings *tm, int a, int b, size_t *T)
+{
+    size_t ti = (tm->npts[a] < tm->npts[b] ? tm->npts[a] : tm->npts[b]) - 1;
+    double v[MAX_REPS];
+    for (size_t r = 0; r < p->reps; r++) v[r] = tm->round[r][a][ti] / tm->round[r][b][ti];
+    *T = tm->Ts[ti];
+    return lab_spread_of(v, p->reps);
+}
+
 /* The exponent of each series over T >= fit_min: 06_scaling_fit.tsv and
- * the printed table. */
+ * the printed table; then the spread lines of the verdict's numbers. */
 static void fit_exponents(lab_ctx *x, const params *p, const timings *tm)
 {
     static const char *const fcols[] = {
@@ -268,40 +320,69 @@ static void fit_exponents(lab_ctx *x, const params *p, const timings *tm)
         "points", "points in the fit (T >= fit-min)",
         "T_max_reached", "largest T timed (smaller than --Tmax when the budget cut it)",
         "expected", "1 for the recurrent mechanisms, 2 for softmax attention",
+        "exponent_median", "the median of the exponents fitted to each round's times",
+        "exponent_lo", "the smallest of them",
+        "exponent_hi", "the largest of them",
         NULL};
     FILE *ff = lab_tsv_open(x, "06_scaling_fit", fcols,
                             "B=1 H=%zu K=%zu V=%zu, fit over T >= %zu", p->H, p->K, p->V, p->fit_min);
-    printf("\n%-32s %9s %8s %6s %8s %14s %14s\n", "series", "exponent", "stderr", "points",
-           "T_max", "s at T_max", "head-tok/s");
+    printf("\nExponents: fitted to the median times (with its standard error), and the median and "
+           "range of the %zu exponents fitted to each round's times:\n", p->reps);
+    printf("%-32s %9s %8s %17s %6s %8s %14s %14s\n", "series", "exponent", "stderr",
+           "rounds: median", "range", "T_max", "s at T_max", "head-tok/s");
+    lab_spread ex[MAX_SERIES];
     for (size_t si = 0; si < tm->ns; si++) {
         const series *s = &tm->ser[si];
-        size_t npts = tm->npts[si];
-        double lx[MAX_T], ly[MAX_T];
-        size_t n = 0;
-        for (size_t ti = 0; ti < npts; ti++)
-            if (tm->Ts[ti] >= p->fit_min) {
-                lx[n] = log((double)tm->Ts[ti]);
-                ly[n] = log(tm->secs[si][ti]);
-                n++;
-            }
-        double c0 = NAN, c1 = NAN, cov00, cov01, cov11 = NAN, sumsq;
-        if (n >= 2) gsl_fit_linear(lx, 1, ly, 1, n, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-        double se = n >= 3 ? sqrt(cov11) : NAN;
+        size_t npts = tm->npts[si], n;
+        double se, c1 = fit_one(p, tm, si, tm->secs[si], &se, &n), e[MAX_REPS], se_r;
+        for (size_t r = 0; r < p->reps; r++) e[r] = fit_one(p, tm, si, tm->round[r][si], &se_r, &n);
+        ex[si] = lab_spread_of(e, p->reps);
         size_t tl = npts ? tm->Ts[npts - 1] : 0;
         double sl = npts ? tm->secs[si][npts - 1] : NAN;
         int expected = s->form == FORM_ATTENTION ? 2 : 1;
-        fprintf(ff, "%s\t%.4f\t%.4f\t%zu\t%zu\t%d\n", s->label, c1, se, n, tl, expected);
-        printf("%-32s %9.3f %8.3f %6zu %8zu %14.4g %14.4g\n", s->label, c1, se, n, tl, sl,
-               (double)(p->H * tl) / sl);
+        fprintf(ff, "%s\t%.4f\t%.4f\t%zu\t%zu\t%d\t%.4f\t%.4f\t%.4f\n", s->label, c1, se, n, tl,
+                expected, ex[si].median, ex[si].lo, ex[si].hi);
+        printf("%-32s %9.3f %8.3f %17.3f %.3f..%.3f %5zu %14.4g %14.4g\n", s->label, c1, se,
+               ex[si].median, ex[si].lo, ex[si].hi, tl, sl, (double)(p->H * tl) / sl);
     }
     lab_tsv_close(x, ff);
+
+    /* the verdict's numbers, each as its median and range over the rounds */
+    lab_spread lin = {INFINITY, INFINITY, -INFINITY, p->reps}, lin_med = lin;
+    for (size_t si = 0; si < tm->ns; si++)
+        if (tm->ser[si].form != FORM_ATTENTION) {
+            lin.lo = fmin(lin.lo, ex[si].lo), lin.hi = fmax(lin.hi, ex[si].hi);
+            lin_med.lo = fmin(lin_med.lo, ex[si].median), lin_med.hi = fmax(lin_med.hi, ex[si].median);
+        }
+    printf("\nlinear series: their median exponents span %.3f .. %.3f; every round's exponent lies in "
+           "%.3f .. %.3f\n", lin_med.lo, lin_med.hi, lin.lo, lin.hi);
+    char what[160];
+    static const char *const shown[] = {"softmax_attention_f64", "softmax_attention_f32",
+                                        "kda_chunkwise_f64", "gated_deltanet_chunkwise_f64"};
+    for (size_t i = 0; i < 4; i++) {
+        int si = series_index(tm, shown[i]);
+        snprintf(what, sizeof what, "exponent of %s", shown[i]);
+        lab_print_spread(what, ex[si], 1.0, 3, "");
+    }
+    size_t T;
+    static const char *const pairs[][2] = {
+        {"kda_chunkwise_f64", "gated_deltanet_chunkwise_f64"},
+        {"kda_chunkwise_f32", "gated_deltanet_chunkwise_f32"},
+        {"kda_chunkwise_f64", "kda_recurrent_f64"},
+        {"deltanet_chunkwise_f64", "deltanet_recurrent_f64"}};
+    for (size_t i = 0; i < 4; i++) {
+        lab_spread r = round_ratio(p, tm, series_index(tm, pairs[i][0]),
+                                   series_index(tm, pairs[i][1]), &T);
+        snprintf(what, sizeof what, "%s / %s at T = %zu", pairs[i][0], pairs[i][1], T);
+        lab_print_spread(what, r, 1.0, 2, "x");
+    }
 }
 
 int main(int argc, char **argv)
 {
     lab_ctx x;
     params p = {.Tmin = 256, .Tmax = 8192, .H = 1, .K = 64, .V = 64, .reps = 5, .fit_min = 512,
-                .budget = 10.0, .long_run = 0.4};
+                .budget = 2.0};
     lab_init(&x, "06_scaling",
              "time vs sequence length T for every mechanism and form; fitted exponents");
     lab_flag_size(&x, "Tmin", &p.Tmin, "smallest T (then doubled up to --Tmax)");
@@ -309,23 +390,20 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "H", &p.H, "heads");
     lab_flag_size(&x, "K", &p.K, "key dimension per head");
     lab_flag_size(&x, "V", &p.V, "value dimension per head");
-    lab_flag_size(&x, "reps", &p.reps, "rounds: runs per point (the minimum is kept)");
+    lab_flag_size(&x, "reps", &p.reps, "rounds, 5 to 32: runs per point (medians and ranges are printed)");
     lab_flag_size(&x, "fit-min", &p.fit_min, "smallest T used in the exponent fit");
     lab_flag_double(&x, "budget", &p.budget, "skip a point predicted to take longer (seconds)");
-    lab_flag_double(&x, "long", &p.long_run,
-                    "a run longer than this (seconds) is not repeated (needs --reps >= 2)");
     lab_parse(&x, argc, argv);
-    if (p.Tmin < 1 || p.Tmax < p.Tmin || p.H < 1 || p.K < 1 || p.V < 1 || p.reps < 1 ||
+    if (p.Tmin < 1 || p.Tmax < p.Tmin || p.H < 1 || p.K < 1 || p.V < 1 || p.reps < 5 || p.reps > MAX_REPS ||
         !(p.budget > 0.0)) {
-        fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V, reps >= 1, budget > 0\n", x.name);
+        fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V >= 1, 5 <= reps <= %d, budget > 0\n",
+                x.name, MAX_REPS);
         return 2;
     }
 
-    timings tm = {0};
+    static timings tm;
     for (size_t T = p.Tmin; T < p.Tmax && tm.nT < MAX_T - 1; T *= 2) tm.Ts[tm.nT++] = T;
     tm.Ts[tm.nT++] = p.Tmax;
-    lab_refuse_unused(&x, "long", p.reps == 1,
-                      "with --reps 1: no run is repeated, long or not");
     lab_refuse_unused(&x, "budget", tm.nT < 3,
                       "with fewer than three T from --Tmin to --Tmax: a point is predicted "
                       "from the two before it, and none has two");

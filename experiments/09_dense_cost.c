@@ -20,8 +20,11 @@
  * reported is dense recurrence / KDA chunkwise, per token, in flops and in
  * CPU time. Every series runs in one thread, in float64.
  *
- * Timing: process CPU time (CLOCK_PROCESS_CPUTIME_ID), minimum over --reps
- * rounds (each round times every point once). Each point runs enough tokens
+ * Timing: process CPU time (CLOCK_PROCESS_CPUTIME_ID) over --reps rounds
+ * (at least 5); each round times every point once, so a slow spell on the
+ * machine hits one round of every series rather than every round of one. A
+ * ratio is formed within each round, and the printout gives its median and
+ * range over the rounds ("spread:" lines); the tables are the medians. Each point runs enough tokens
  * for about --work flops (at least one chunk, at most --Tmax tokens), so a
  * point takes a similar time whatever its cost per token. The dense series
  * cycle through a pool of 4 random transitions, A = 0.5 G / sqrt(K) with G
@@ -44,6 +47,7 @@
 #include "kdalab.h"
 
 #define MAX_LIST 16
+#define MAX_REPS 32
 #define POOL 4
 
 static double cpu_now(void)
@@ -182,7 +186,8 @@ static double time_one(const lab_ctx *x, series_kind s, inputs *in, size_t T, si
 typedef struct {
     series_kind s;
     size_t K, V, C, T;
-    double flops, secs;
+    double flops, secs;      /* secs: the median over the rounds */
+    double round[MAX_REPS];  /* CPU seconds in each round */
 } point;
 
 #define MAX_POINTS (MAX_LIST * (MAX_LIST + 3))
@@ -212,19 +217,18 @@ static size_t measure(lab_ctx *x, const params *p, gsl_rng *rng, point *pts)
         for (size_t i = first; i < np; i++) {
             pts[i].flops = flops_per_token(pts[i].s, (double)K, (double)V, (double)pts[i].C);
             pts[i].T = tokens_for(p, pts[i].flops, pts[i].s == KDA_CHUNK ? pts[i].C : 0);
-            pts[i].secs = INFINITY;
             if (pts[i].T > Tneed) Tneed = pts[i].T;
         }
         inputs in = {.K = K, .V = V, .T = Tneed};
         inputs_make(x, &in, rng);
         for (size_t r = 0; r < p->reps; r++)
             for (size_t i = first; i < np; i++) {
-                double s = time_one(x, pts[i].s, &in, pts[i].T, pts[i].C);
-                if (s < pts[i].secs) pts[i].secs = s;
+                pts[i].round[r] = time_one(x, pts[i].s, &in, pts[i].T, pts[i].C);
                 lab_progress(x, "points", (ki * p->reps + r) * (np - first) + i - first + 1,
                              p->nK * p->reps * (np - first));
             }
         inputs_free(&in);
+        for (size_t i = first; i < np; i++) pts[i].secs = lab_spread_of(pts[i].round, p->reps).median;
     }
     return np;
 }
@@ -247,9 +251,11 @@ static void write_results(lab_ctx *x, const params *p, const point *pts, size_t 
         "C", "chunk size (kda_chunkwise; dense_products resets its product every C = 64; 0: none)",
         "tokens", "tokens run per timing",
         "flops_per_token", "counted from the algorithm (multiply-add = 2)",
-        "cpu_s", "minimum process CPU time over the rounds, s",
+        "cpu_s", "median process CPU time over the rounds, s",
         "ns_per_token", "cpu_s / tokens, ns",
         "gflops", "flops_per_token * tokens / cpu_s / 1e9 (achieved rate)",
+        "cpu_s_min", "the fastest round, s",
+        "cpu_s_max", "the slowest round, s",
         NULL};
     FILE *f = lab_tsv_open(x, "09_dense_cost", cols,
                            "float64, one thread, reps=%zu, work=%g flops per point, Tmax=%zu; "
@@ -261,9 +267,11 @@ static void write_results(lab_ctx *x, const params *p, const point *pts, size_t 
             for (size_t i = 0; i < np; i++) {
                 const point *q = &pts[i];
                 if ((int)q->s != s || (s == KDA_CHUNK && q->C != (size_t)p->Cs[ci])) continue;
-                fprintf(f, "%s\t%zu\t%zu\t%zu\t%zu\t%.6g\t%.6e\t%.2f\t%.4f\n", series_name[s],
-                        q->K, q->V, q->C, q->T, q->flops, q->secs, 1e9 * q->secs / (double)q->T,
-                        q->flops * (double)q->T / q->secs / 1e9);
+                lab_spread sp = lab_spread_of(q->round, p->reps);
+                fprintf(f, "%s\t%zu\t%zu\t%zu\t%zu\t%.6g\t%.6e\t%.2f\t%.4f\t%.6e\t%.6e\n",
+                        series_name[s], q->K, q->V, q->C, q->T, q->flops, q->secs,
+                        1e9 * q->secs / (double)q->T, q->flops * (double)q->T / q->secs / 1e9, sp.lo,
+                        sp.hi);
             }
             fprintf(f, "\n\n");
         }
@@ -273,13 +281,13 @@ static void write_results(lab_ctx *x, const params *p, const point *pts, size_t 
         "K", "key dimension (V = K)",
         "C", "chunk size of the KDA chunkwise form",
         "flops_ratio", "flops per token: dense recurrence / KDA chunkwise",
-        "time_ratio", "CPU time per token: dense recurrence / KDA chunkwise (this machine)",
+        "time_ratio", "CPU time per token: dense recurrence / KDA chunkwise (this machine; median of the rounds' medians)",
         "time_ratio_rec", "CPU time per token: dense recurrence / KDA recurrent",
         "prod_over_rec", "CPU time per token: dense products / dense recurrence",
         NULL};
     FILE *fr = lab_tsv_open(x, "09_dense_cost_ratio", rcols, "ratios of 09_dense_cost.tsv");
-    printf("\nCost per token, float64, one thread (CPU time measured on this machine; flops "
-           "counted):\n");
+    printf("\nCost per token, float64, one thread (CPU time measured on this machine, the median "
+           "of %zu rounds; flops counted):\n", p->reps);
     printf("%5s %5s %14s %14s %14s %14s %10s %10s\n", "K", "C", "dense ns/tok", "KDA-chunk ns",
            "dense flops", "KDA flops", "flops x", "time x");
     for (size_t ci = 0; ci < p->nC; ci++) {
@@ -299,24 +307,51 @@ static void write_results(lab_ctx *x, const params *p, const point *pts, size_t 
     lab_tsv_close(x, fr);
 }
 
+/* Per round: a / b, each per token. */
+static lab_spread round_ratio(const params *p, const point *a, const point *b)
+{
+    double v[MAX_REPS];
+    for (size_t r = 0; r < p->reps; r++)
+        v[r] = (a->round[r] / (double)a->T) / (b->round[r] / (double)b->T);
+    return lab_spread_of(v, p->reps);
+}
+
 static void print_verdict(const params *p, const point *pts, size_t np)
 {
     size_t Kmax = (size_t)p->Ks[p->nK - 1], Kmin = (size_t)p->Ks[0];
     const point *d1 = find(pts, np, DENSE_REC, Kmin, 0), *d2 = find(pts, np, DENSE_REC, Kmax, 0);
-    double growth_dense = (d2->secs / (double)d2->T) / (d1->secs / (double)d1->T);
+    lab_spread s_dense = round_ratio(p, d2, d1);
+    double growth_dense = s_dense.median;
     size_t C64 = 0;
     for (size_t ci = 0; ci < p->nC; ci++)
         if ((size_t)p->Cs[ci] == 64) C64 = 64;
     if (!C64) C64 = (size_t)p->Cs[0];
     const point *c1 = find(pts, np, KDA_CHUNK, Kmin, C64), *c2 = find(pts, np, KDA_CHUNK, Kmax, C64);
-    double growth_kda = (c2->secs / (double)c2->T) / (c1->secs / (double)c1->T);
-    double ratio_max = (d2->secs / (double)d2->T) / (c2->secs / (double)c2->T);
-    double ratio_min = (d1->secs / (double)d1->T) / (c1->secs / (double)c1->T);
+    lab_spread s_kda = round_ratio(p, c2, c1), s_max = round_ratio(p, d2, c2),
+               s_min = round_ratio(p, d1, c1);
     const point *pp = find(pts, np, DENSE_PROD, Kmax, 0);
-    double prod = (pp->secs / (double)pp->T) / (d2->secs / (double)d2->T);
+    lab_spread s_prod = round_ratio(p, pp, d2);
+    double growth_kda = s_kda.median, ratio_max = s_max.median, ratio_min = s_min.median,
+           prod = s_prod.median;
     double r = (double)Kmax / (double)Kmin;
-    printf("\nVerdict: from K = %zu to %zu (x%.0f, V = K) the dense recurrence's time per token "
-           "grows x%.0f (flops x%.0f = K^3), the KDA chunkwise form's (C = %zu) x%.1f (flops "
+    char what[160];
+    printf("\nEach ratio below is formed within a round (CPU time per token) and summarised over the "
+           "%zu rounds:\n", p->reps);
+    snprintf(what, sizeof what, "dense recurrence, time per token K = %zu -> %zu", Kmin, Kmax);
+    lab_print_spread(what, s_dense, 1.0, 0, "x");
+    snprintf(what, sizeof what, "KDA chunkwise (C = %zu), time per token K = %zu -> %zu", C64,
+             Kmin, Kmax);
+    lab_print_spread(what, s_kda, 1.0, 1, "x");
+    snprintf(what, sizeof what, "dense recurrence / KDA chunkwise (C = %zu) per token at K = %zu",
+             C64, Kmax);
+    lab_print_spread(what, s_max, 1.0, 1, "x");
+    snprintf(what, sizeof what, "dense recurrence / KDA chunkwise (C = %zu) per token at K = %zu",
+             C64, Kmin);
+    lab_print_spread(what, s_min, 1.0, 1, "x");
+    snprintf(what, sizeof what, "dense chunk products / dense recurrence at K = %zu", Kmax);
+    lab_print_spread(what, s_prod, 1.0, 2, "x");
+    printf("\nVerdict (medians of the rounds): from K = %zu to %zu (x%.0f, V = K) the dense "
+           "recurrence's time per token grows x%.0f (flops x%.0f = K^3), the KDA chunkwise form's (C = %zu) x%.1f (flops "
            "x%.1f). At K = %zu the dense recurrence costs %.1f x the KDA chunkwise form per "
            "token (%.1f x at K = %zu); forming the dense chunk products costs %.2f x the "
            "sequential dense recurrence (2K^3 vs 2K^2 V flops: no saving from chunking). A "
@@ -341,13 +376,13 @@ int main(int argc, char **argv)
              "chunkwise form, as K and C grow");
     lab_flag_string(&x, "Ks", &p.Ks_s, "key dimensions (V = K), ascending, comma-separated");
     lab_flag_string(&x, "Cs", &p.Cs_s, "chunk sizes of the KDA chunkwise form");
-    lab_flag_size(&x, "reps", &p.reps, "rounds (the minimum CPU time is kept)");
+    lab_flag_size(&x, "reps", &p.reps, "rounds, 5 to 32 (each times every point; medians and ranges are printed)");
     lab_flag_size(&x, "Tmax", &p.Tmax, "most tokens per timing");
     lab_flag_double(&x, "work", &p.work, "flops per timed run (sets the tokens per point)");
     lab_parse(&x, argc, argv);
     p.nK = lab_parse_list(p.Ks_s, p.Ks, MAX_LIST);
     p.nC = lab_parse_list(p.Cs_s, p.Cs, MAX_LIST);
-    int ok = p.nK > 0 && p.nC > 0 && p.reps >= 1 && p.Tmax >= 1 && p.work > 0.0;
+    int ok = p.nK > 0 && p.nC > 0 && p.reps >= 5 && p.reps <= MAX_REPS && p.Tmax >= 1 && p.work > 0.0;
     for (size_t i = 0; ok && i < p.nK; i++)
         ok = p.Ks[i] >= 1 && p.Ks[i] <= 1024 && p.Ks[i] == floor(p.Ks[i]) &&
              (i == 0 || p.Ks[i] > p.Ks[i - 1]);
@@ -355,7 +390,7 @@ int main(int argc, char **argv)
         ok = p.Cs[i] >= 1 && p.Cs[i] <= p.Tmax && p.Cs[i] == floor(p.Cs[i]);
     if (!ok) {
         fprintf(stderr, "%s: need ascending integer Ks in 1..1024, integer Cs in 1..Tmax, "
-                        "reps >= 1, work > 0\n", x.name);
+                        "5 <= reps <= %d, work > 0\n", x.name, MAX_REPS);
         return 2;
     }
     gsl_rng *rng = lab_rng(&x);

@@ -17,8 +17,10 @@
  * each in kdalab_chunk_f64 and kdalab_chunk_f32 (safe: lib/reference/chunk.c
  * and its float32 twin; the others: lib/study/chunk_modes.c and its twin).
  *
- * Measured: CPU time per token (process CPU time, minimum over --reps rounds,
- * each round timing every point once) for C = 16 ... 256, one KDA head,
+ * Measured: CPU time per token (process CPU time over --reps rounds, at
+ * least 5, each round timing every point once; the tables are the medians,
+ * and each ratio the verdict quotes is formed within a round and printed as
+ * its median and range over the rounds, a "spread:" line) for C = 16 ... 256, one KDA head,
  * K = V = 128 (the chapter's d_k), T = --T tokens, g ~ U(-0.1, 0) (so that the
  * rescaled mode stays finite at C = 256 in float32: |sum g| <= 25.6 < 88.7),
  * and the error max|o - o_ref| / max|o_ref| against kdalab_recurrent_f64, so
@@ -105,10 +107,13 @@ typedef struct {
     float *qf, *kf, *vf, *betaf, *gf, *of;
 } inputs;
 
+#define MAX_REPS 32
+
 typedef struct {
     int f32;
     size_t mi, C;
-    double secs, err, exps;
+    double secs, err, exps;  /* secs: the median over the rounds */
+    double round[MAX_REPS];  /* CPU seconds in each round */
     kdalab_status st;
 } point;
 
@@ -124,7 +129,7 @@ static double rel_err(const double *o, const float *of, const double *ref, size_
     return num / den;
 }
 
-static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt)
+static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt, size_t r)
 {
     kdalab_dims d = {.B = 1, .T = p->T, .H = 1, .K = p->K, .V = p->V};
     kdalab_chunk_opts op = kdalab_chunk_opts_default();
@@ -142,7 +147,7 @@ static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt)
     double s = cpu_now() - t0;
     if (st != KDALAB_ERANGE) lab_check(x, st, "chunkwise form");
     pt->st = st;
-    if (s < pt->secs) pt->secs = s;
+    pt->round[r] = s;
     pt->err = pt->f32 ? rel_err(NULL, in->of, in->oref, p->T * p->V)
                       : rel_err(in->o, NULL, in->oref, p->T * p->V);
 }
@@ -172,14 +177,15 @@ static size_t measure(lab_ctx *x, const params *p, gsl_rng *rng, point *pts, siz
     for (int f32 = 0; f32 <= 1; f32++)
         for (size_t mi = 0; mi < N_MODES; mi++)
             for (size_t ci = 0; ci < nC; ci++)
-                pts[np++] = (point){.f32 = f32, .mi = mi, .C = Cs[ci], .secs = INFINITY,
+                pts[np++] = (point){.f32 = f32, .mi = mi, .C = Cs[ci],
                                     .exps = gram_exps(modes[mi].mode, (double)Cs[ci], (double)K,
                                                       (double)(p->sub < Cs[ci] ? p->sub : Cs[ci]))};
     for (size_t r = 0; r < p->reps; r++)
         for (size_t i = 0; i < np; i++) {
-            run_point(x, p, &in, &pts[i]);
+            run_point(x, p, &in, &pts[i], r);
             lab_progress(x, "runs", r * np + i + 1, p->reps * np);
         }
+    for (size_t i = 0; i < np; i++) pts[i].secs = lab_spread_of(pts[i].round, p->reps).median;
     double *d64[] = {in.q, in.k, in.v, in.beta, in.g, in.o, in.oref};
     float *d32[] = {in.qf, in.kf, in.vf, in.betaf, in.gf, in.of};
     for (size_t i = 0; i < 7; i++) free(d64[i]);
@@ -202,7 +208,7 @@ static void write_times(lab_ctx *x, const params *p, const point *pts, size_t np
         "precision", "f64 (kdalab_chunk_f64) or f32 (kdalab_chunk_f32, fp32 storage)",
         "mode", "opts.decay: pairwise, rescaled, safe (sub-chunks of --sub)",
         "C", "chunk size",
-        "ns_per_token", "minimum process CPU time over the rounds / T, ns",
+        "ns_per_token", "median process CPU time over the rounds / T, ns",
         "exps_per_token", "decay factors exp() evaluated for the two Gram matrices, per token "
                           "(counted from the code, see gram_exps)",
         "err", "max|o - o_ref| / max|o_ref| against kdalab_recurrent_f64 (nan: non-finite)",
@@ -282,6 +288,14 @@ static void print_times(const params *p, const point *pts, size_t np, const size
     }
 }
 
+/* Per round: a / b. */
+static lab_spread round_ratio(const params *p, const point *a, const point *b)
+{
+    double v[MAX_REPS];
+    for (size_t r = 0; r < p->reps; r++) v[r] = a->round[r] / b->round[r];
+    return lab_spread_of(v, p->reps);
+}
+
 static void print_verdict(const params *p, const point *pts, size_t np, const size_t *Cs,
                           size_t nC)
 {
@@ -294,7 +308,23 @@ static void print_verdict(const params *p, const point *pts, size_t np, const si
                 *sf = find(pts, np, 0, 2, Cl), *pw0 = find(pts, np, 0, 0, Cs[0]),
                 *sf0 = find(pts, np, 0, 2, Cs[0]);
     const point *pw32 = find(pts, np, 1, 0, Cl), *sf32 = find(pts, np, 1, 2, Cl);
-    double grow_pw = pw->secs / pw0->secs, grow_sf = sf->secs / sf0->secs;
+    lab_spread s_gpw = round_ratio(p, pw, pw0), s_gsf = round_ratio(p, sf, sf0),
+               s_sf = round_ratio(p, pw, sf), s_sf32 = round_ratio(p, pw32, sf32),
+               s_rs = round_ratio(p, pw, rs);
+    double grow_pw = s_gpw.median, grow_sf = s_gsf.median;
+    char what[160];
+    printf("\nEach ratio below is formed within a round (CPU time) and summarised over the %zu "
+           "rounds:\n", p->reps);
+    snprintf(what, sizeof what, "pairwise mode, time per token C = %zu -> %zu (float64)", Cs[0], Cl);
+    lab_print_spread(what, s_gpw, 1.0, 1, "x");
+    snprintf(what, sizeof what, "safe mode, time per token C = %zu -> %zu (float64)", Cs[0], Cl);
+    lab_print_spread(what, s_gsf, 1.0, 1, "x");
+    snprintf(what, sizeof what, "pairwise / safe at C = %zu (float64)", Cl);
+    lab_print_spread(what, s_sf, 1.0, 1, "x");
+    snprintf(what, sizeof what, "pairwise / safe at C = %zu (float32)", Cl);
+    lab_print_spread(what, s_sf32, 1.0, 1, "x");
+    snprintf(what, sizeof what, "pairwise / rescaled at C = %zu (float64)", Cl);
+    lab_print_spread(what, s_rs, 1.0, 1, "x");
     double ws64 = workspace(0, (double)C64, K, V);
     int finite = 1;
     double worst[2] = {0, 0}; /* float64, float32 */
@@ -302,7 +332,7 @@ static void print_verdict(const params *p, const point *pts, size_t np, const si
         finite &= !isnan(pts[i].err) && pts[i].err < 1e-3;
         worst[pts[i].f32] = fmax(worst[pts[i].f32], pts[i].err);
     }
-    printf("\nVerdict: at C = %zu, K = %zu the C x C x K tensor has %.0f elements (the "
+    printf("\nVerdict (medians of the rounds): at C = %zu, K = %zu the C x C x K tensor has %.0f elements (the "
            "chapter: 500 000) = %.1f MiB in float32, %.0f x the C x C score matrix and %.0f x "
            "the whole workspace of a chunk (%.0f elements). kdalab never stores it: the "
            "pairwise mode evaluates each element instead, and pays in time: from C = %zu to "
@@ -311,9 +341,9 @@ static void print_verdict(const params *p, const point *pts, size_t np, const si
            "Every run agrees with the recurrent form (%s: max error %.1e in float64, %.1e in "
            "float32). %s\n",
            C64, p->K, t64, 4 * t64 / 1048576.0, K, t64 / ws64, ws64, Cs[0], Cl, grow_pw,
-           grow_sf, Cl, pw->secs / sf->secs, pw32->secs / sf32->secs, pw->secs / rs->secs,
+           grow_sf, Cl, s_sf.median, s_sf32.median, s_rs.median,
            finite ? "yes" : "NO, SOME RUN FAILED", worst[0], worst[1],
-           finite && pw->secs > sf->secs && grow_pw > grow_sf
+           finite && s_sf.median > 1.0 && grow_pw > grow_sf
                ? "The tensor is what chunking must avoid: CONFIRMED (times measured on this "
                  "machine, CPU time; sizes computed)."
                : "NOT CONFIRMED.");
@@ -322,7 +352,7 @@ static void print_verdict(const params *p, const point *pts, size_t np, const si
 int main(int argc, char **argv)
 {
     lab_ctx x;
-    params p = {.T = 1024, .K = 128, .V = 128, .sub = 16, .reps = 3, .Cmin = 16, .Cmax = 256,
+    params p = {.T = 1024, .K = 128, .V = 128, .sub = 16, .reps = 5, .Cmin = 16, .Cmax = 256,
                 .gmin = -0.1};
     lab_init(&x, "10_chunk_cost",
              "time and memory of the C x C x K decay tensor against the rescaled and safe "
@@ -331,15 +361,15 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "K", &p.K, "key dimension");
     lab_flag_size(&x, "V", &p.V, "value dimension");
     lab_flag_size(&x, "sub", &p.sub, "sub-chunk size c of the safe mode");
-    lab_flag_size(&x, "reps", &p.reps, "rounds (the minimum CPU time is kept)");
+    lab_flag_size(&x, "reps", &p.reps, "rounds, 5 to 32 (each times every point; medians and ranges are printed)");
     lab_flag_size(&x, "Cmin", &p.Cmin, "smallest chunk size (doubled up to --Cmax)");
     lab_flag_size(&x, "Cmax", &p.Cmax, "largest chunk size");
     lab_flag_double(&x, "gmin", &p.gmin, "log-decay drawn from U(gmin, 0)");
     lab_parse(&x, argc, argv);
-    if (p.T < 1 || p.K < 1 || p.V < 1 || p.sub < 1 || p.reps < 1 || p.Cmin < 1 ||
+    if (p.T < 1 || p.K < 1 || p.V < 1 || p.sub < 1 || p.reps < 5 || p.reps > MAX_REPS || p.Cmin < 1 ||
         p.Cmax < p.Cmin || p.Cmax > p.T || !(p.gmin <= 0.0)) {
-        fprintf(stderr, "%s: need T, K, V, sub, reps >= 1, 1 <= Cmin <= Cmax <= T, gmin <= 0\n",
-                x.name);
+        fprintf(stderr, "%s: need T, K, V, sub >= 1, 5 <= reps <= %d, 1 <= Cmin <= Cmax <= T, "
+                        "gmin <= 0\n", x.name, MAX_REPS);
         return 2;
     }
     size_t Cs[MAX_C], nC = 0;

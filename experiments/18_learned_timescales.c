@@ -13,8 +13,10 @@
  *                   is x_i; the keys come from 24 stream keys, so the stream
  *                   floods a slowly decaying state with writes it no longer
  *                   needs
- *   position T - 1  the query f: the answer v_f, T - 2 tokens after it was
- *                   written
+ *   position T - 1  the query f: the answer v_f, T - 2 positions after its
+ *                   value (position 1) was written
+ * so a stream value is asked 2-6 positions after it was written (a gap of
+ * 1-5 filler tokens), the fact 62 positions after at T = 64.
  * Embeddings are learned, so nothing aligns a fact with a channel in
  * advance (experiment 02's hand-built version had them axis-aligned).
  * The learned half-life of a channel is -ln 2 / mean g over every position
@@ -247,8 +249,8 @@ int main(int argc, char **argv)
     }
     static const char *const cols[] = {
         "mixer", "gated_deltanet or kda (one block)", "seed", "seed",
-        "fact_acc", "test accuracy on the fact, queried T - 2 tokens after it was written",
-        "stream_acc", "test accuracy on the stream's queries (1-5 tokens after)",
+        "fact_acc", "test accuracy on the fact, asked T - 2 positions after its value was written",
+        "stream_acc", "test accuracy on the stream's queries (2-6 positions after the value)",
         "hl_min", "shortest learned half-life (tokens)", "hl_median", "median half-life",
         "hl_max", "longest half-life", "train_s", "training wall time (s)", NULL};
     FILE *f = lab_tsv_open(&x, "18_learned_timescales", cols,

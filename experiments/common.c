@@ -393,6 +393,31 @@ void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total)
     fflush(stderr);
 }
 
+lab_spread lab_spread_of(const double *v, size_t n)
+{
+    double s[64];
+    lab_spread r = {NAN, NAN, NAN, n};
+    if (n == 0 || n > 64)
+        return r;
+    memcpy(s, v, n * sizeof *s);
+    for (size_t i = 1; i < n; i++) /* insertion sort: n is a handful of rounds */
+        for (size_t j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            double t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    r.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    r.lo = s[0];
+    r.hi = s[n - 1];
+    return r;
+}
+
+void lab_print_spread(const char *what, lab_spread s, double scale, int decimals, const char *unit)
+{
+    printf("spread: %s: median %.*f%s (range %.*f .. %.*f%s, %zu rounds)\n", what, decimals,
+           scale * s.median, unit, decimals, scale * s.lo, decimals, scale * s.hi, unit, s.n);
+}
+
 void lab_random_unit(gsl_rng *rng, double *v, size_t n)
 {
     double norm2;

@@ -7,7 +7,8 @@
  *             experiment, the command line, the seed, the parameters and what
  *             each column is (gnuplot skips '#' lines)
  *   progress  one line on stderr while a sweep runs
- *   timing    a monotonic clock (clock_gettime)
+ *   timing    a monotonic clock (clock_gettime); the median and range of
+ *             repeated timings, printed as one "spread:" line
  *   misc      a seeded GSL generator, random unit vectors and orthonormal sets,
  *             a status check, zeroed and float32 buffers
  *
@@ -148,6 +149,23 @@ double lab_now(void);
 
 /* Seconds since lab_init. */
 double lab_elapsed(const lab_ctx *x);
+
+/* The median and range of n >= 1 repeats of one measurement (a timing or a
+ * ratio of two timings measured in the same round). */
+typedef struct {
+    double median, lo, hi;
+    size_t n;
+} lab_spread;
+
+/* The spread of v[0..n-1] (v is not changed; n <= 64). */
+lab_spread lab_spread_of(const double *v, size_t n);
+
+/* Print one line to stdout,
+ *   spread: WHAT: median M UNIT (range LO .. HI UNIT, N rounds)
+ * with the numbers multiplied by scale and printed with `decimals` digits
+ * after the point. Every timed finding prints its number this way: a timing
+ * moves from run to run and machine to machine, and the range says how much. */
+void lab_print_spread(const char *what, lab_spread s, double scale, int decimals, const char *unit);
 
 /* Fill x[0..n-1] with a uniformly random unit vector (normalised Gaussian). */
 void lab_random_unit(gsl_rng *rng, double *v, size_t n);

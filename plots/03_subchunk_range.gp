@@ -147,11 +147,12 @@ set label 1 'a = 0.9' at 0.112, graph 0.04 font ',9' tc rgb '#555555'
 set arrow 2 from 5, graph 0 to 5, graph 1 nohead dt 3 lc rgb '#777777'
 set label 2 'production bound g = −5' at 4.6, graph 0.96 right font ',9' tc rgb '#555555'
 set arrow 3 from graph 0, first log(65504) to graph 1, first log(65504) nohead lw 1.5 dt 2 lc rgb '#9467bd'
-set label 3 'fp16 overflows: ln 65504 = 11.1' at 0.01, first log(65504) * 1.15 font ',9' tc rgb '#9467bd'
+set label 3 'fp16 overflows: ln 65504 = 11.1' at 0.01, first log(65504) offset 0,0.9 font ',9' tc rgb '#9467bd' front
 set arrow 4 from graph 0, first log(3.4028e38) to graph 1, first log(3.4028e38) nohead lw 1.5 dt 2 lc rgb '#ff7f0e'
-set label 4 'fp32 and bf16 overflow: ln 3.4e38 = 88.7' at 0.01, first log(3.4028e38) * 1.15 font ',9' tc rgb '#ff7f0e'
+set label 4 'fp32 and bf16 overflow: ln 3.4e38 = 88.7' at 0.01, first log(3.4028e38) offset 0,0.9 font ',9' tc rgb '#ff7f0e' front
 set arrow 5 from graph 0, first 709.78 to graph 1, first 709.78 nohead lw 1.5 dt 2 lc rgb '#555555'
-set label 5 'fp64 overflows: ln 1.8e308 = 709.8' at 0.01, first 709.78 * 1.15 font ',9' tc rgb '#555555'
+set label 5 'fp64 overflows: ln 1.8e308 = 709.8' at 0.01, first 709.78 offset 0,0.9 font ',9' tc rgb '#555555' front
+# (each limit's label sits above its dashed line, not on it)
 # The chapter's two numbers: a = 0.9 over a chunk of 64 and of 128 (rescaled, fp64).
 claims = dir.'/03_subchunk_range_claims.tsv'
 inv64 = real(system(sprintf("awk -F'\t' '$1 == 64 && $2 == \"fp64\" {print $4}' '%s'", claims)))

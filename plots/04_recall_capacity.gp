@@ -11,7 +11,7 @@
 if (!exists("dir")) dir = 'results'
 data = dir.'/04_recall_capacity.tsv'
 set datafile separator '\t'
-names = "'linear attention' 'DeltaNet' 'Gated DeltaNet' 'KDA' 'least squares (best K×K state)' 'softmax attention (cache grows)'"
+names = "'linear attention' 'DeltaNet' 'Gated DeltaNet' 'KDA' 'least squares (best K×V state)' 'softmax attention (cache grows)'"
 array col[6] = ['#999999', '#0072b2', '#009e73', '#d55e00', '#cc79a7', '#000000']
 array pts[6] = [4, 5, 7, 9, 11, 3]
 param(name) = real(system(sprintf("sed -n 's/^# parameters: .*%s=\\([0-9.]*\\).*/\\1/p' '%s' | head -1", name, data)))

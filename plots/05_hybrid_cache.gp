@@ -4,6 +4,8 @@
 #        dir/05_hybrid_cache_recall.tsv     (the same block order)
 #        dir/05_hybrid_cache_kimi.tsv       (the 3:1 fraction at documented sizes vs context)
 #        dir/05_hybrid_cache_kimi_fall.tsv  (per model: where the fall reaches 70 % and 74 %)
+#        dir/05_hybrid_cache_claim.tsv      (per ratio at the largest context: the timing rounds'
+#                                            median and range of time / the attention-only stack's)
 # Writes dir/05_hybrid_cache.png         (cache bytes and ms per decoded token vs context for the
 #                                         lab's stacks; the 3:1 fraction at Kimi Linear's sizes)
 #        dir/05_hybrid_cache_recall.png  (the construction check: recall of a planted token)
@@ -43,14 +45,23 @@ set format y '2^{%L}'
 plot for [i=1:5] data index (i-1) using 4:($5/1048576.0) with linespoints lw 2 pt 7 ps 0.8 \
      lc rgb C[i] title T[i]
 
-set title "time per decoded token (minimum over the decoded tokens):\nthe attention layers' time follows their cache"
+set title "time per decoded token (minimum over the decoded tokens; colours as on the left):\nthe attention layers' time follows their cache"
 set ylabel 'ms per decoded token'
 set format y '%g'
-# the legend's last two lines say what a filled and an open point are
+# the verdict's number: 3:1's time over attention-only's at the largest context, from the
+# alternating timing rounds (columns 12-14 of the claim TSV, the 3:1 row)
+claim = dir.'/05_hybrid_cache_claim.tsv'
+clv(c) = real(system(sprintf("awk -F'\t' '!/^#/ && $1 == 3 && $2 == 1 {print $%d}' '%s'", c, claim)))
+rounds = system(sprintf("sed -n 's/^# parameters:.* rounds=\\([0-9]*\\).*/\\1/p' '%s' | head -1", claim))
+cmax = real(system(sprintf("awk -F'\t' '!/^#/ && $1 == 3 && $2 == 1 {print $4}' '%s'", claim)))
+set label 7 sprintf("at %.0fK tokens, 3:1 takes %.1f %% of attention-only's time\nper token (the quarter of the chapter's \"¼ O(Nd)\"):\nmedian of %s alternating rounds, range %.1f-%.1f %%;\nthe milliseconds are this machine's", cmax / 1024, 100 * clv(12), rounds, 100 * clv(13), 100 * clv(14)) at graph 0.03, graph 0.95 left front font ',10' tc rgb '#0077bb'
+# the legend says only what a filled and an open point are, low on the right, off the curves
+set key bottom right box opaque
 plot for [i=1:5] data index (i-1) using 4:8:(strcol(9) eq 'real' ? 7 : 6) \
-     with linespoints lw 2 pt variable ps 1.3 lc rgb C[i] title T[i], \
+     with linespoints lw 2 pt variable ps 1.3 lc rgb C[i] notitle, \
      keyentry with points pt 7 ps 1.3 lc rgb 'black' title 'filled: a real prefill', \
      keyentry with points pt 6 ps 1.3 lc rgb 'black' title sprintf('open: past %s tokens, caches from a row pool', realc)
+unset label 7
 
 # ---- the 3:1 fraction at documented sizes -------------------------------------------
 c70 = fallv('kimi_mla_3to1', 8)

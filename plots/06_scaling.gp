@@ -44,7 +44,7 @@ set xrange [200:10000]
 set yrange [1e-4:300]
 set xtics (256, 512, 1024, 2048, 4096, 8192)
 set xlabel 'sequence length T (positions; log scale)'
-set ylabel 'process CPU time per call, s (min over rounds; log scale)'
+set ylabel 'process CPU time per call, s (median of the rounds; log scale)'
 set grid xtics ytics lc rgb '#dddddd'
 set key top left font ',11' spacing 1.0 opaque box
 

@@ -28,7 +28,7 @@ set xlabel 'key dimension K (= V)'
 set bmargin 10
 
 set title "time per token: the dense forms grow as K^3, KDA's as K^2 or less"
-set ylabel 'CPU time per token, ns (min over rounds)'
+set ylabel 'CPU time per token, ns (median of the rounds)'
 set format y '10^{%L}'
 set key below font ',10' box maxrows 4 width -3
 plot \

@@ -30,7 +30,7 @@ set xlabel 'chunk size C'
 set bmargin 9
 set key below font ',10' box maxrows 3
 
-set title "time: the pairwise mode pays for the tensor in exp() calls\n(CPU time per token, min over rounds, this machine)"
+set title "time: the pairwise mode pays for the tensor in exp() calls\n(CPU time per token, median of the rounds, this machine)"
 set ylabel 'CPU time per token, {/Symbol m}s'
 set yrange [0:*]
 plot \

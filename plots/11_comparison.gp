@@ -67,18 +67,23 @@ plot \
 set title sprintf("bulk clear: %d facts (key e_c), then ONE clearing step (GDN: {/Symbol a} = e^{-50};\nKDA: channels 1..%d only; DeltaNet / linear attn.: their best rank-one step)", K, K / 2)
 unset logscale y
 set format y '%g'
-set yrange [0:1.19]
+set yrange [0:1.32]
+set ytics 0, 0.2, 1
 set xrange [-0.6:3.6]
 set ylabel 'fraction of facts still recalled (cos > 0.99)'
 set bmargin 6
 set xtics font ',10'
-# a value label above every bar, so a bar of height 0 still reads "0"
+# a value label above every bar, so a bar of height 0 still reads "0"; above each pair, in its
+# own row, how many steps clearing everything takes (the table's "can bulk-clear")
+set key at first 2.0, first 0.6 center center box opaque
 plot \
-  fc u ($0 - 0.2):($3 / (K / 2.0)):xtic(sprintf("%s\n%d step%s\nto clear all", lbl[int($0) + 1], int($5), int($5) == 1 ? '' : 's')) w boxes lc rgb '#d62728' t sprintf('channels 1..%d', K / 2), \
+  fc u ($0 - 0.2):($3 / (K / 2.0)):xtic(lbl[int($0) + 1]) w boxes lc rgb '#d62728' t sprintf('channels 1..%d', K / 2), \
+  fc u ($0):(1.18):(sprintf("%d step%s\nto clear all", int($5), int($5) == 1 ? '' : 's')) w labels font ',11:Bold' notitle, \
   fc u ($0 + 0.2):($4 / (K / 2.0)) w boxes lc rgb '#1f77b4' t sprintf('channels %d..%d', K / 2 + 1, K), \
   fc u ($0 - 0.2):($3 / (K / 2.0)):(sprintf('%.2g', $3 / (K / 2.0))) w labels offset 0,0.7 font ',9' tc rgb '#d62728' notitle, \
   fc u ($0 + 0.2):($4 / (K / 2.0)):(sprintf('%.2g', $4 / (K / 2.0))) w labels offset 0,0.7 font ',9' tc rgb '#1f77b4' notitle
 set xtics font ''
+set ytics auto
 
 # ---- timescales ----------------------------------------------------------------------------------------------
 set title sprintf("timescales: the measured half-life of each of the %d key channels (no decay:\ndrawn at the top; softmax attn.: a planted token keeps its weight at any distance)", K)
@@ -91,6 +96,7 @@ set xrange [0:K + 1]
 set xtics auto
 set xlabel 'key channel c'
 set ylabel 'half-life, tokens'
+set key default
 set key bottom right font ',10' box opaque
 plot \
   ft u 3:(int($1) == 3 ? $4 : 1/0) w lp lw 2 pt 7 ps 0.5 lc rgb mcol[4] t 'KDA: one half-life per channel', \

@@ -4,7 +4,9 @@
 #        (bin/12_latent_cache)
 # Writes DIR/12_latent_cache.png, two panels:
 #   left   bytes cached per token, whole model, for the four models
-#   right  total decode-time memory against context N, with the KDA states' fixed part
+#   right  total decode-time memory against context N, with the KDA states' fixed part and
+#          the Kimi Linear layout's latent cache alone, whose crossing with the fixed part
+#          (N = fixed bytes / latent bytes per token) is marked
 if (!exists("dir")) dir = 'results'
 f  = dir.'/12_latent_cache.tsv'
 fm = dir.'/12_latent_cache_model.tsv'
@@ -58,10 +60,12 @@ set xlabel 'context length N (tokens)'
 set ylabel 'bytes (binary prefixes)'
 set key top left font ',10' box opaque
 set arrow 1 from CROSS, graph 0 to CROSS, graph 1 nohead dt 3 lc rgb '#1f77b4'
-set label 1 sprintf("N = %.0f: latent cache = KDA states", CROSS) at CROSS, 2**24.7 left offset 0.6,0 font ',9' tc rgb '#1f77b4'
+set label 1 sprintf("N = %.0f: the latent cache alone\nequals the KDA states", CROSS) at CROSS, FIXED / 2.2 left offset 0.8,0 font ',10' tc rgb '#1f77b4' front
 plot \
   for [i = 1:4] f u 2:(strcol(1) eq mname[i] ? $5 : 1/0) w lp lw 2.5 pt 7 ps 0.7 lc rgb mcol[i] t mtitle[i], \
-  FIXED w l lw 2 dt 2 lc rgb '#2ca02c' t 'the 20 KDA layers fixed states + conv windows'
+  f u 2:(strcol(1) eq 'hybrid_latent' ? $3 : 1/0) w l lw 2 dt 4 lc rgb '#1f77b4' t 'hybrid, latent: the cache alone (without the states)', \
+  FIXED w l lw 2 dt 2 lc rgb '#2ca02c' t 'the 20 KDA layers fixed states + conv windows', \
+  '+' u (CROSS):(FIXED) every ::0::0 w p pt 6 ps 2.5 lw 2.5 lc rgb '#1f77b4' notitle
 unset label 1
 unset arrow 1
 unset multiplot

@@ -4,7 +4,8 @@
 #        the second only for its header: which sweep)
 # Writes OUT/19_gating_by_task.png (OUT defaults to DIR): test accuracy (mean over seeds at
 #        the best learning rate; error bars one standard deviation, cut at 0 and 1, when there
-#        are several seeds) of each mixer, grouped by task; the title says which sweep.
+#        are several seeds) of each mixer, grouped by task, each labelled with its mean above its
+#        error bar; the title says which sweep.
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/19_gating_summary.tsv'
@@ -20,7 +21,7 @@ if (seeds > 1) {
 }
 set title sprintf("When does gating pay? Trained two-block models (d = 16) on three recall tasks\nzoology: nothing to forget;  overwrite: keys bound again, the latest value asked;\nrecent: more pairs than the state holds, only the recent ones asked\n(%s)\n%s", how, note) noenhanced
 set ylabel 'test accuracy on the answers'
-set yrange [0:1.1]
+set yrange [0:1.15]
 set grid ytics
 set key outside right top noenhanced box opaque
 tasks = "zoology overwrite recent"
@@ -43,5 +44,5 @@ plot for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(sel(word(names, int(w
          with boxes lc rgb color[int(word(present, j))] title label[int(word(present, j))], \
      for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(seeds > 1 ? sel(word(names, int(word(present, j)))) : 1/0) \
          :(clip($5 - $6)):(clip($5 + $6)) with yerrorbars lc rgb '#333333' pt 0 notitle, \
-     for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(sel(word(names, int(word(present, j))))):(sprintf('%.2f', $5)) \
+     for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(sel(word(names, int(word(present, j)))) + (seeds > 1 ? clip($5 + $6) - $5 : 0)):(sprintf('%.2f', $5)) \
          with labels offset 0,0.7 font ',9' notitle

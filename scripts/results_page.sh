@@ -14,7 +14,9 @@
 #
 # The page is plain HTML beside the PNGs (relative links, no scripts, no styles
 # from elsewhere): the machine and how long the run took, the findings table
-# (claim, experiment, verdict, where the verdict's numbers come from, the sweep),
+# (claim, experiment, verdict, where the verdict's numbers come from, the sweep,
+# the claim's figure as a thumbnail linking the full size; a timed claim's row
+# quotes its experiment's "spread:" lines, the median and range of its rounds),
 # then a section per experiment with its figures, the sweep they come from, and
 # the numbers the experiment printed. A figure or summary that is missing is
 # named as missing, never linked. Written to index.html.tmp, then renamed.
@@ -51,6 +53,10 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
     set -- "$full_dir/$n"*.tsv
     [ -f "$1" ] && full_note=$(awk -f "$note_awk" "$@")
     txt=0; [ -s "$res/$exp.txt" ] && txt=1
+    # a timed experiment's "spread:" lines (median and range of its rounds), for its claims' rows
+    [ $txt -eq 1 ] && sed -n 's/^spread: //p' "$res/$exp.txt" | while IFS= read -r sp; do
+        printf 'spread\t%s\t%s\n' "$exp" "$sp" >> "$man"
+    done
     printf 'exp\t%s\t%s\t%s\t%s\n' "$exp" "$run_note" "$full_note" "$txt" >> "$man"
 done
 
@@ -68,6 +74,7 @@ BEGIN {
         split(line, f, "\t")
         if (f[1] == "fig") { nf[f[2]]++; fig[f[2], nf[f[2]]] = f[3]; drawn[f[3]] = f[4]; fdrawn[f[3]] = f[5] }
         if (f[1] == "exp") { ne++; exps[ne] = f[2]; runnote[f[2]] = f[3]; fullnote[f[2]] = f[4]; hastxt[f[2]] = f[5] }
+        if (f[1] == "spread") spreads[f[2]] = spreads[f[2]] "<li>" esc(f[3]) "</li>"
     }
     close(man)
 }
@@ -86,7 +93,7 @@ END {
     print "<title>kdalab results</title>"
     print "<style>body{font-family:sans-serif;max-width:1500px;margin:1em auto;padding:0 1em;line-height:1.4}"
     print "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:3px 6px;vertical-align:top;text-align:left}"
-    print "th{background:#eee}img{max-width:100%;height:auto;border:1px solid #ddd}pre{background:#f6f6f6;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}"
+    print "th{background:#eee}img{max-width:100%;height:auto;border:1px solid #ddd}img.thumb{width:240px}ul.spread{margin:4px 0;padding-left:1.2em;font-size:12px}pre{background:#f6f6f6;padding:6px;white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px}"
     print ".reduced{color:#a40}.full{color:#060}.missing{color:#b00}section{border-top:2px solid #888;margin-top:2em}</style>"
     print "</head><body>"
     print "<h1>kdalab results</h1>"
@@ -97,18 +104,22 @@ END {
     print "Training experiments (14&ndash;21) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline and the direction); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown below this run&#39;s. Click a figure to open it at full size.</p>"
 
     print "<h2 id=\"findings\">Findings</h2>"
-    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>figure: this run&#39;s, and the full sweep&#39;s where the verdict rests on it</th></tr>"
+    print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>figure (click for full size): this run&#39;s, and the full sweep&#39;s where the verdict rests on it</th></tr>"
     for (i = 1; i <= nc; i++) {
         e = cexp[i]
         fn = fullnote[e]; sub(/^full sweep: /, "", fn)
         src = csrc[i] == "full-sweep" ? "<span class=\"full\">the full sweep (full-sweeps/; " esc(fn) ")</span>" : "this run"
+        # a timed claim: the medians and ranges its experiment printed, and what they are
+        if (csrc[i] == "timed") src = "this run, timed on this machine: the median and range of alternating rounds" \
+            (spreads[e] != "" ? "<ul class=\"spread\">" spreads[e] "</ul>" : " (<span class=\"missing\">no spread lines printed</span>)") \
+            "The milliseconds and ratios move from machine to machine and run to run; the verdict should not."
         sweep = runnote[e] == "" ? "" : "<br><span class=\"" (runnote[e] ~ /^reduced/ ? "reduced" : "full") "\">" esc(runnote[e]) "</span>"
         n = split(cfigs[i], fl, " ")
         figcell = ""
         for (j = 1; j <= n; j++) {
-            figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\">" esc(fl[j]) "</a>" : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
-            # a verdict from the full sweep links the figure it rests on too
-            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fdrawn[fl[j]] == 1 ? "<a class=\"full\" href=\"full-sweeps/" esc(fl[j]) "\">full-sweeps/" esc(fl[j]) "</a> (the verdict&#39;s)" : "<span class=\"missing\">full-sweeps/" esc(fl[j]) " (not drawn)</span>")
+            figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\"><img class=\"thumb\" src=\"" esc(fl[j]) "\" alt=\"" esc(fl[j]) "\"></a><br>" esc(fl[j]) : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
+            # a verdict from the full sweep shows the figure it rests on too
+            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fdrawn[fl[j]] == 1 ? "<a class=\"full\" href=\"full-sweeps/" esc(fl[j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(fl[j]) "\" alt=\"full-sweeps/" esc(fl[j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(fl[j]) " (the verdict&#39;s)</span>" : "<span class=\"missing\">full-sweeps/" esc(fl[j]) " (not drawn)</span>")
         }
         printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s%s</td></tr>\n", \
             esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell, sweep

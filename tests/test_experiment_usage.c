@@ -98,8 +98,6 @@ static void a_flag_that_does_nothing_is_refused(void **state)
     assert_int_equal(
         run(err, sizeof err, "07_relative_position", "--out %s --resets 0 --reset-g -3", out), 2);
     expect_line("07", err, "--reset-g does nothing", "--resets 0", NULL);
-    assert_int_equal(run(err, sizeof err, "06_scaling", "--out %s --reps 1 --long 2", out), 2);
-    expect_line("06", err, "--long does nothing", "--reps 1", NULL);
     assert_int_equal(
         run(err, sizeof err, "06_scaling", "--out %s --Tmin 256 --Tmax 512 --budget 2", out), 2);
     expect_line("06", err, "--budget does nothing", "--Tmin", NULL);

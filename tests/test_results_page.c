@@ -10,7 +10,10 @@
  * machine, the run's time and the sweep, link only files that exist (relative
  * links, nothing from elsewhere), and escape what it quotes. A claim whose
  * verdict rests on the full sweep links the full sweep's figure in its row,
- * and printouts wrap their long lines. A results folder
+ * every row shows its drawn figures as thumbnails that link the full size, a
+ * timed claim's row quotes its experiment's "spread:" lines (median and range
+ * of its rounds) and says they move from machine to machine, and printouts
+ * wrap their long lines. A results folder
  * that does not exist is one error and no page.
  *
  * Runs from the repository root, where `make test` runs the tests.
@@ -128,6 +131,9 @@ static void page_names_every_figure_and_claim(void **state)
     write_text(res, "machine.txt", "cpu=Fixture CPU 9000\nsimd_level=avx2\ncpus_online=2\n");
     write_text(res, "run_time.txt", "seconds=125\n");
     write_text(res, "02_two_timescales.txt", "err <0.1 & \"cos\" > 0.9\n");
+    write_text(res, "06_scaling.txt",
+               "a table\nspread: exponent of softmax_attention_f64: median 1.999 (range 1.963 .. 2.029, 5 rounds)\n"
+               "spread: kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)\n");
     write_text(res, "14_recall_by_mechanism.tsv",
                "# 14_recall_by_mechanism: fixture\n"
                "# parameters: reduced sweep (fp32): D=32 H=2 T=40 vocab=65 steps=600 batch=16 seeds=1 test=512\n"
@@ -156,6 +162,37 @@ static void page_names_every_figure_and_claim(void **state)
         const char *full_link = strstr(row, "href=\"full-sweeps/14_recall_by_mechanism.png\"");
         if (!full_link || full_link > row_end)
             fail_msg("the findings row of mqar-ordering does not link full-sweeps/14_recall_by_mechanism.png");
+    }
+    /* a claim's figure is a thumbnail in its row, linking the full size */
+    {
+        const char *row = strstr(html, "<tr id=\"claim-dplr\">");
+        assert_non_null(row);
+        const char *row_end = strstr(row, "</tr>");
+        const char *thumb = strstr(row, "<a href=\"08_dplr.png\"><img class=\"thumb\" src=\"08_dplr.png\"");
+        if (!thumb || thumb > row_end)
+            fail_msg("the findings row of dplr does not show 08_dplr.png as a linked thumbnail");
+        row = strstr(html, "<tr id=\"claim-mqar-ordering\">");
+        row_end = strstr(row, "</tr>");
+        thumb = strstr(row, "<img class=\"thumb\" src=\"full-sweeps/14_recall_by_mechanism.png\"");
+        if (!thumb || thumb > row_end)
+            fail_msg("the findings row of mqar-ordering does not show the full sweep's figure as a thumbnail");
+    }
+    /* a timed claim quotes the spread lines of its experiment, and what they are */
+    {
+        const char *row = strstr(html, "<tr id=\"claim-no-extra-cost\">");
+        assert_non_null(row);
+        const char *row_end = strstr(row, "</tr>");
+        const char *a = strstr(row, "kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)");
+        const char *b = strstr(row, "move from machine to machine");
+        if (!a || a > row_end || !b || b > row_end)
+            fail_msg("the findings row of no-extra-cost does not quote 06's spread lines and say they move");
+        /* a timed claim whose experiment printed nothing says so */
+        row = strstr(html, "<tr id=\"claim-dense-no-collapse\">");
+        assert_non_null(row);
+        row_end = strstr(row, "</tr>");
+        a = strstr(row, "no spread lines printed");
+        if (!a || a > row_end)
+            fail_msg("the findings row of dense-no-collapse does not say its experiment printed no spread lines");
     }
     /* printouts wrap their long lines instead of scrolling sideways */
     assert_non_null(strstr(html, "white-space:pre-wrap"));
