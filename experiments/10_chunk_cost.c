@@ -14,8 +14,8 @@
  *             exponentials
  *   safe      sub-chunks of c = 16: off-diagonal blocks through an anchor,
  *             only the c x c diagonal blocks pairwise (kdalab's default)
- * each in kdalab_chunk_f64 and kdalab_chunk_f32 (safe: lib/reference/chunk.c
- * and its float32 twin; the others: lib/study/chunk_modes.c and its twin).
+ * each in kdalab_chunk_f64 and kdalab_chunk_f32 (lib/reference/chunk.c and
+ * its float32 twin: one algorithm, the mode a parameter of its Gram step).
  *
  * Measured: CPU time per token (process CPU time over --reps rounds, at
  * least 5, each round timing every point once; the tables are the medians,
@@ -27,9 +27,9 @@
  * every timed run is known to compute the same thing.
  * Computed (from the code's buffers, not measured): the elements of the
  * C x C x K tensor the chapter warns about, the C x C score matrices, the
- * workspace each implementation allocates per head (malloc sizes in
- * lib/reference/chunk_steps.c kdalab__chunk_alloc + the state, and
- * lib/study/chunk_modes.c chunk_ws_alloc_f64), and the decay factors exp()
+ * workspace the chunkwise form allocates per head, every mode (malloc sizes
+ * in lib/reference/chunk_steps.c kdalab__chunk_alloc + the state), and the
+ * decay factors exp()
  * each mode evaluates per chunk for its two Gram matrices.
  *
  * Outputs (DIR = --out):
@@ -74,8 +74,8 @@ static const mode_case modes[] = {
 /* ---- the analytic counts -------------------------------------------------------------- */
 
 /* exp() evaluations of the two decayed Gram matrices of one full chunk of C
- * (KDA, K channels), as lib/study/chunk_modes.c decayed_gram_f64 and
- * lib/reference/chunk_steps.c kdalab__chunk_decayed_gram form them: per Gram matrix,
+ * (KDA, K channels), as lib/reference/chunk_steps.c kdalab__chunk_decayed_gram
+ * forms them: per Gram matrix,
  * the rows decayed to their sub-chunk anchor (C K), the earlier rows decayed
  * up to each anchor (K c n(n-1)/2 for n = C/c sub-chunks), and the diagonal
  * blocks: pairwise (K c(c+1)/2 each) or rescaled (C K). */
@@ -91,13 +91,11 @@ static double gram_exps(kdalab_decay_mode m, double C, double K, double c)
     return 2 * per;
 }
 
-/* Workspace per head, in elements: reference safe (kdalab__chunk_alloc: 8 CK, 3 CV,
- * 3 CC, C, K, + the state KV in chunk.c) and the study forms (chunk_ws_alloc:
- * 9 CK, 2 CV, 2 CC, C, K, KV). */
-static double workspace(int reference, double C, double K, double V)
+/* Workspace per head, in elements, every mode and precision (kdalab__chunk_alloc:
+ * 9 CK, 3 CV, 3 CC, C, K, + the state KV in chunk.c). */
+static double workspace(double C, double K, double V)
 {
-    if (reference) return 8 * C * K + 3 * C * V + 3 * C * C + C + K + K * V;
-    return 9 * C * K + 2 * C * V + 2 * C * C + C + K + K * V;
+    return 9 * C * K + 3 * C * V + 3 * C * C + C + K + K * V;
 }
 
 /* ---- the measurement ------------------------------------------------------------------ */
@@ -236,14 +234,12 @@ static void write_memory(lab_ctx *x, const params *p, const size_t *Cs, size_t n
                         "Gram matrix)",
         "scores_elems", "C x C: one score matrix (A_kk or A_qk)",
         "rows_elems", "C (2K + V): the chunk's own q, k, v",
-        "ws_ref_elems", "workspace per head of the safe mode, either precision (lib/reference): "
-                        "8CK + 3CV + 3C^2 + C + K + KV",
-        "ws_study_elems", "workspace per head of the study forms (pairwise, rescaled, "
-                          "anchored; lib/study): 9CK + 2CV + 2C^2 + C + K + KV",
+        "ws_elems", "workspace per head of the chunkwise form, every mode and precision "
+                    "(lib/reference): 9CK + 3CV + 3C^2 + C + K + KV",
         "tensor_bytes_f32", "tensor_elems * 4",
         "tensor_bytes_f64", "tensor_elems * 8",
-        "ws_study_bytes_f32", "ws_study_elems * 4",
-        "ws_ref_bytes_f64", "ws_ref_elems * 8",
+        "ws_bytes_f32", "ws_elems * 4",
+        "ws_bytes_f64", "ws_elems * 8",
         "tensor_over_rows", "tensor_elems / rows_elems = CK / (2K + V)",
         NULL};
     FILE *f = lab_tsv_open(x, "10_chunk_cost_memory", cols,
@@ -255,11 +251,9 @@ static void write_memory(lab_ctx *x, const params *p, const size_t *Cs, size_t n
     printf("%5s %14s %12s %14s %14s %16s %16s %10s\n", "C", "CxCxK elems", "CxC elems",
            "chunk q,k,v", "workspace", "tensor f32 B", "workspace f32 B", "tensor/qkv");
     for (size_t i = 0; i < nC; i++) {
-        double C = (double)Cs[i], t = C * C * K, ws = workspace(0, C, K, V),
-               wr = workspace(1, C, K, V), rows = C * (2 * K + V);
-        fprintf(f, "%zu\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.4g\n",
-                Cs[i], t, C * (C + 1) / 2 * K, C * C, rows, wr, ws, 4 * t, 8 * t, 4 * ws, 8 * wr,
-                t / rows);
+        double C = (double)Cs[i], t = C * C * K, ws = workspace(C, K, V), rows = C * (2 * K + V);
+        fprintf(f, "%zu\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.4g\n", Cs[i], t,
+                C * (C + 1) / 2 * K, C * C, rows, ws, 4 * t, 8 * t, 4 * ws, 8 * ws, t / rows);
         printf("%5zu %14.0f %12.0f %14.0f %14.0f %16.0f %16.0f %10.1f\n", Cs[i], t, C * C, rows,
                ws, 4 * t, 4 * ws, t / rows);
     }
@@ -325,7 +319,7 @@ static void print_verdict(const params *p, const point *pts, size_t np, const si
     lab_print_spread(what, s_sf32, 1.0, 1, "x");
     snprintf(what, sizeof what, "pairwise / rescaled at C = %zu (float64)", Cl);
     lab_print_spread(what, s_rs, 1.0, 1, "x");
-    double ws64 = workspace(0, (double)C64, K, V);
+    double ws64 = workspace((double)C64, K, V);
     int finite = 1;
     double worst[2] = {0, 0}; /* float64, float32 */
     for (size_t i = 0; i < np; i++) {

@@ -44,7 +44,7 @@ set format y '10^{%L}'
 set yrange [*:*]
 plot for [m = 1:3] f u 3:(sel('f64', word(mname, m), 5)) w lp lw 2.5 pt mpt[m] ps 1 lc rgb mcol[m] t mtitle[m]
 
-# 10_chunk_cost_memory.tsv: 1 C, 2 tensor, 3 lower, 4 scores, 5 rows, 6 ws_ref, 7 ws_study, 8 tensor_f32_B, ...
+# 10_chunk_cost_memory.tsv: 1 C, 2 tensor, 3 lower, 4 scores, 5 rows, 6 ws, 7 tensor_f32_B, ...
 set title "memory per chunk per head, float32 bytes (computed):\nthe tensor outgrows everything the chunk holds"
 set ylabel 'bytes (float32)'
 # binary prefixes (KiB, MiB), as the experiment's printout gives them
@@ -57,7 +57,7 @@ set arrow 1 from 40, 2**22 to 60, 2**21.3 lw 1 lc rgb '#000000' size char 0.6, 2
 set object 1 circle at 64, 2097152 size char 0.6 fs empty border lc rgb '#000000' lw 2 front
 plot \
   fm u 1:($2 * 4) w lp lw 3 pt 7 ps 1 lc rgb '#d62728' t 'C x C x K decay tensor, if stored', \
-  fm u 1:($7 * 4) w lp lw 2 pt 5 ps 0.8 lc rgb '#1f77b4' t "the study forms' whole workspace (pairwise, rescaled)", \
+  fm u 1:($6 * 4) w lp lw 2 pt 5 ps 0.8 lc rgb '#1f77b4' t "the chunkwise form's whole workspace (every mode)", \
   fm u 1:($5 * 4) w lp lw 2 pt 9 ps 0.8 lc rgb '#9467bd' t "the chunk's own q, k, v", \
   fm u 1:($4 * 4) w lp lw 2 pt 13 ps 0.8 lc rgb '#2ca02c' t 'one C x C score matrix', \
   fm u 1:(128 * 128 * 4) w l lw 1.5 dt 2 lc rgb '#777777' t 'the K x V state'
