@@ -7,7 +7,7 @@
  *          lab_ledger_append
  */
 #include <errno.h>
-#include <glob.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,15 +69,18 @@ char *lab_ledger_path(const lab_ctx *x)
 /* The ledger, if there is one, must be a regular file (stat follows a
  * symbolic link, so a link to one is fine): a device, a FIFO or a directory
  * would block, never end, or swallow the appends; and one this process can
- * append to. Exits (status 1) with one line otherwise; returns 0 if there is
- * no ledger yet, 1 if there is. */
+ * append to. Exits (status 1) with one line otherwise (a symbolic link to
+ * nothing among them: a ledger that is not there is not the same as none);
+ * returns 0 if there is no ledger yet, 1 if there is. */
 int lab_ledger_usable(const lab_ctx *x, const char *path, int for_append)
 {
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        if (errno == ENOENT)
+        const int err = errno;
+        if (err == ENOENT && lstat(path, &sb) != 0)
             return 0;
-        fprintf(stderr, "%s: the model ledger '%s': %s\n", x->name, path, strerror(errno));
+        fprintf(stderr, "%s: the model ledger '%s': %s\n", x->name, path,
+                err == ENOENT ? "a symbolic link to nothing" : strerror(err));
         exit(1);
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -246,11 +249,91 @@ static int ledger_find(const lab_ctx *x, const char *path, const char *key,
     return found;
 }
 
+/* DIR/mqar_jobs cannot be read: one line, exit 1. */
+static _Noreturn void jobs_dir_error(const lab_ctx *x, const char *dir, const char *why)
+{
+    fprintf(stderr, "%s: the jobs' ledgers '%s': %s (a resuming run reads every ledger there, "
+                    "so it stops rather than train their models again)\n",
+            x->name, dir, why);
+    exit(1);
+}
+
+static int name_order(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The jobs' ledgers a resuming run reads: DIR/mqar_jobs/\*.tsv (names not
+ * starting with '.', as a shell's glob), in name order, into a malloc'd array
+ * of malloc'd paths (*n of them). No DIR/mqar_jobs is no jobs' ledgers; one
+ * that is not a directory, or cannot be listed, stops the run (exit 1) with
+ * its path and the reason: passing over it would train again every model its
+ * ledgers hold. */
+static char **jobs_ledgers(const lab_ctx *x, size_t *n)
+{
+    *n = 0;
+    const size_t dn = strlen(x->out) + 16;
+    char *dir = malloc(dn);
+    if (!dir) {
+        fprintf(stderr, "%s: out of memory\n", x->name);
+        exit(1);
+    }
+    snprintf(dir, dn, "%s/mqar_jobs", x->out);
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        const int err = errno;
+        if (err == ENOENT && lstat(dir, &sb) != 0) {
+            free(dir); /* none */
+            return NULL;
+        }
+        jobs_dir_error(x, dir, err == ENOENT ? "a symbolic link to nothing" : strerror(err));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        jobs_dir_error(x, dir, "not a directory");
+    DIR *d = opendir(dir);
+    if (!d)
+        jobs_dir_error(x, dir, strerror(errno));
+    char **names = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
+        const size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 4 || strcmp(e->d_name + len - 4, ".tsv") != 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **more = realloc(names, cap * sizeof *names);
+            if (!more) {
+                fprintf(stderr, "%s: out of memory\n", x->name);
+                exit(1);
+            }
+            names = more;
+        }
+        char *p = malloc(dn + len + 1);
+        if (!p) {
+            fprintf(stderr, "%s: out of memory\n", x->name);
+            exit(1);
+        }
+        snprintf(p, dn + len + 1, "%s/%s", dir, e->d_name);
+        names[(*n)++] = p;
+    }
+    if (errno) {
+        fprintf(stderr, "%s: listing the jobs' ledgers '%s' failed: %s\n", x->name, dir,
+                strerror(errno));
+        exit(1);
+    }
+    closedir(d);
+    free(dir);
+    if (*n)
+        qsort(names, *n, sizeof *names, name_order);
+    return names;
+}
+
 /* The model with this key in any ledger a resuming run reads (ledger_path):
  * DIR/mqar_models.tsv first, then DIR/mqar_jobs/\*.tsv in name order. */
 int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec)
 {
-    size_t n = 2 * strlen(x->out) + 64;
+    size_t n = strlen(x->out) + 64;
     char *p = malloc(n);
     if (!p) {
         fprintf(stderr, "%s: out of memory\n", x->name);
@@ -258,22 +341,14 @@ int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *re
     }
     snprintf(p, n, "%s/mqar_models.tsv", x->out);
     int found = lab_ledger_usable(x, p, 0) && ledger_find(x, p, key, rec);
-    /* DIR is matched as it is spelled: its '*', '?', '[' and '\\' escaped */
-    char *e = p;
-    for (const char *c = x->out; *c; c++) {
-        if (strchr("*?[\\", *c))
-            *e++ = '\\';
-        *e++ = *c;
-    }
-    snprintf(e, n - (size_t)(e - p), "/mqar_jobs/*.tsv");
-    glob_t g;
-    if (!found && glob(p, 0, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc && !found; i++)
-            found = lab_ledger_usable(x, g.gl_pathv[i], 0) &&
-                    ledger_find(x, g.gl_pathv[i], key, rec);
-        globfree(&g);
-    }
     free(p);
+    size_t nj;
+    char **jobs = jobs_ledgers(x, &nj);
+    for (size_t i = 0; i < nj; i++) {
+        found = found || (lab_ledger_usable(x, jobs[i], 0) && ledger_find(x, jobs[i], key, rec));
+        free(jobs[i]);
+    }
+    free(jobs);
     return found;
 }
 

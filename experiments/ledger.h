@@ -48,7 +48,8 @@ int lab_ledger_usable(const lab_ctx *x, const char *path, int for_append);
 
 /* The model with this key in DIR/mqar_models.tsv or DIR/mqar_jobs/\*.tsv into
  * *rec; 1 if found. A line with the key whose fields are not a model's is
- * named on stderr (file:line, the rule) and passed over. */
+ * named on stderr (file:line, the rule) and passed over. A DIR/mqar_jobs that
+ * is not a directory or cannot be listed exits (status 1) naming it. */
 int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec);
 
 /* Append the model's line to the ledger at path; exits (status 1) on failure. */

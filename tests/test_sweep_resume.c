@@ -24,13 +24,18 @@
  *   - reads of the ledger end (ledger_bounded_reads, each run under
  *     `timeout -s KILL`, so a hang fails): a link to /dev/full, a FIFO, a
  *     directory, a line longer than any ledger line are refused with one
- *     clear error; a line of the longest length is passed over.
+ *     clear error; a line of the longest length is passed over;
+ *   - DIR/mqar_jobs that is not a directory (a file, a link loop, a link to
+ *     nothing) or cannot be listed (mode 0) stops a resuming run with one
+ *     error naming it and why, before anything trains (jobs_dir_unreadable).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "sweep_runs.h"
@@ -358,6 +363,53 @@ static void ledger_bounded_reads(void **state)
     free(good);
 }
 
+/* DIR/mqar_jobs, where a resuming run reads the jobs' ledgers, is there but
+ * cannot be read as a directory: one error naming it and the reason, nothing
+ * trained (passing over it would train every model its ledgers hold again). */
+static void jobs_dir_unreadable(void **state)
+{
+    (void)state;
+    char dir[300], jobs[320], cmd[1400], want[800];
+    snprintf(dir, sizeof dir, "%s/jobsdir", tmpdir);
+    snprintf(jobs, sizeof jobs, "%s/mqar_jobs", dir);
+    static const struct {
+        const char *make, *why;
+    } bad[] = {
+        {"echo not a directory > '%s'", "not a directory"},
+        {"ln -s mqar_jobs '%s'", "Too many levels of symbolic links"},
+        {"ln -s nowhere '%s'", "a symbolic link to nothing"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && ", dir, dir);
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), bad[i].make, jobs);
+        assert_int_equal(system(cmd), 0);
+        snprintf(want, sizeof want, "the jobs' ledgers '%s': %s", jobs, bad[i].why);
+        assert_refused(dir, "KDALAB_RESUME=1", want);
+        snprintf(cmd, sizeof cmd, "%s/mqar_models.tsv", dir);
+        assert_false(tcli_exists(cmd)); /* nothing trained */
+    }
+    /* a directory this process may not list: mode 0 (as root, which may
+     * list anything, the run is made as uid 1000 through setpriv) */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && chmod 777 '%s' && chmod 0 '%s'",
+             dir, jobs, dir, jobs);
+    assert_int_equal(system(cmd), 0);
+    const char *as = "";
+    if (geteuid() == 0) {
+        as = "setpriv --reuid=1000 --regid=1000 --clear-groups";
+        snprintf(cmd, sizeof cmd, "%s %s --help >/dev/null 2>&1", as, exe);
+        if (chmod(tmpdir, 0711) != 0 || system(cmd) != 0) {
+            printf("    root, and %s cannot be run as uid 1000 here: the mode-0 case skipped\n",
+                   exe);
+            chmod(tmpdir, 0700);
+            return;
+        }
+    }
+    snprintf(want, sizeof want, "the jobs' ledgers '%s': Permission denied", jobs);
+    snprintf(cmd, sizeof cmd, "KDALAB_RESUME=1 %s", as);
+    assert_refused(dir, cmd, want);
+    assert_int_equal(chmod(tmpdir, 0700), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -375,6 +427,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(ledger_resume),
                                        cmocka_unit_test(ledger_bad_values),
-                                       cmocka_unit_test(ledger_bounded_reads)};
+                                       cmocka_unit_test(ledger_bounded_reads),
+                                       cmocka_unit_test(jobs_dir_unreadable)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
