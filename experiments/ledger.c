@@ -149,6 +149,25 @@ static int ledger_number(const char *p, const char *end, double *out)
     return stop == end;
 }
 
+/* The length of a ledger line's key (lab_ledger_key): its 14 fields and the
+ * task= and gate= fields after them where there are such; 0 if no field
+ * follows. A key is matched whole: the default design's key is the start of
+ * every other design's (its fields, then gate=...), and a plain task's of
+ * every other task's. */
+static size_t ledger_key_len(const char *line, size_t len)
+{
+    size_t i = 0;
+    for (int tabs = 0; i < len; i++)
+        if (line[i] == '\t' && ++tabs == 14)
+            break;
+    while (i < len && (strncmp(line + i + 1, "task=", 5) == 0 ||
+                       strncmp(line + i + 1, "gate=", 5) == 0)) {
+        const char *tab = memchr(line + i + 1, '\t', len - i - 1);
+        i = tab ? (size_t)(tab - line) : len;
+    }
+    return i < len ? i : 0;
+}
+
 /* The rule a ledger line's numbers break, or NULL if they are a model's:
  * accuracy in [0, 1], test loss, training time and tokens/s finite and
  * >= 0; or exactly the record of a diverged run (lab_mqar_train writes
@@ -193,7 +212,7 @@ static int ledger_find(const lab_ctx *x, const char *path, const char *key,
     const char *bad_rule = NULL;
     int found = 0;
     while (ledger_line(x, path, ++lineno, f, line, &len)) {
-        if (len <= kn || memcmp(line, key, kn) != 0 || line[kn] != '\t')
+        if (ledger_key_len(line, len) != kn || memcmp(line, key, kn) != 0)
             continue;
         const char *rule = NULL;
         if (memchr(line, '\0', len))
