@@ -28,6 +28,11 @@
 #define LAB_S95_WINDOW 50
 #define LAB_S95_UNKNOWN (-2L)
 
+/* The longest line lab_ledger_append can write, '\n' included: a longer line
+ * was not written by it, and a file of such lines (a device that never ends,
+ * say) is not a ledger. */
+#define LAB_LEDGER_LINE_MAX 1023
+
 /* What the ledger keeps of one model. */
 typedef struct {
     kdalab_train_result tr; /* test accuracy and loss, training time, tokens/s       */
@@ -47,10 +52,18 @@ char *lab_ledger_path(const lab_ctx *x);
 int lab_ledger_usable(const lab_ctx *x, const char *path, int for_append);
 
 /* The model with this key in DIR/mqar_models.tsv or DIR/mqar_jobs/\*.tsv into
- * *rec; 1 if found. A line with the key whose fields are not a model's is
- * named on stderr (file:line, the rule) and passed over. A DIR/mqar_jobs that
- * is not a directory or cannot be listed exits (status 1) naming it. */
+ * *rec; 1 if found. The ledgers are read on the first call (ledger_read.c),
+ * DIR/mqar_models.tsv first, then DIR/mqar_jobs/\*.tsv in name order. A line
+ * with the key whose fields are not a model's is named on stderr (file:line,
+ * the rule) and passed over; two lines that record the model differently
+ * exit (status 1) naming both. A DIR/mqar_jobs that is not a directory or
+ * cannot be listed exits (status 1) naming it. */
 int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec);
+
+/* Tell the reader (ledger_read.c) that line (ending with '\n') was appended to
+ * the ledger at path, so that a later lab_ledger_find_any of this run finds
+ * it; nothing if the ledgers have not been read. */
+void lab_ledger_note_appended(const lab_ctx *x, const char *path, const char *line);
 
 /* Append the model's line to the ledger at path; exits (status 1) on failure. */
 void lab_ledger_append(const lab_ctx *x, const char *path, const char *key,

@@ -18,6 +18,9 @@
  *     with a line break in a word: one line, exit 2; a job run again under
  *     KDALAB_RESUME trains nothing, also with --out "r[1]" (a name glob would
  *     read as a pattern);
+ *   - two ledgers (or two lines of one) that record one model differently
+ *     are an error naming both lines, and no table is written; an identical
+ *     copy of a job's ledger is read as one (conflicting_ledgers);
  *   - the Slurm array script is valid bash (`bash -n`; it is not run).
  */
 #define _XOPEN_SOURCE 700 /* realpath */
@@ -182,6 +185,45 @@ static void resume_in_a_dir_named_like_a_pattern(void **state)
     free(ledger);
 }
 
+/* Two ledgers that record one model differently (a copy of a job's ledger
+ * edited, or from another build): an error naming both lines, no table;
+ * an identical copy is read as one. */
+static void conflicting_ledgers(void **state)
+{
+    (void)state;
+    assert_int_equal(run_in("conflict", "%s --out results " TINY " --list-jobs >jobs.txt && "
+                                        "sh jobs.txt", exe), 0);
+    const char *j3 = "results/mqar_jobs/14_recall_by_mechanism.3.tsv";
+    const char *copy = "results/mqar_jobs/14_recall_by_mechanism.3.copy.tsv";
+    assert_int_equal(run_in("conflict", "cp %s %s && KDALAB_RESUME=1 %s --out results " TINY,
+                            j3, copy, exe), 0);
+    char *table = text_in("conflict", "results/14_recall_by_mechanism.tsv");
+    /* the copy (read first: its name sorts first) says another accuracy */
+    const char *edit = "awk -F \"\\t\" -v OFS=\"\\t\" \"{ \\$15 = 0.25 } 1\"";
+    assert_int_equal(run_in("conflict", "%s %s > e && mv e %s && KDALAB_RESUME=1 %s --out "
+                                        "results " TINY, edit, j3, copy, exe), 1);
+    char *err = text_in("conflict", "stderr");
+    char want[512];
+    snprintf(want, sizeof want, "record one model differently: %s:1 (accuracy 0.25, ", copy);
+    if (!strstr(err, want) || !strstr(err, j3))
+        fail_msg("stderr lacks \"%s\" and %s:\n%s", want, j3, err);
+    free(err);
+    char *now = text_in("conflict", "results/14_recall_by_mechanism.tsv");
+    assert_string_equal(now, table); /* no table written */
+    free(now);
+    /* the same in one file: its first line and a later one */
+    assert_int_equal(run_in("conflict", "rm %s && %s %s >> %s && KDALAB_RESUME=1 %s --out "
+                                        "results " TINY, copy, edit, j3, j3, exe), 1);
+    err = text_in("conflict", "stderr");
+    snprintf(want, sizeof want, "%s:1 (accuracy ", j3);
+    char want2[512];
+    snprintf(want2, sizeof want2, "%s:2 (accuracy 0.25, ", j3);
+    if (!strstr(err, want) || !strstr(err, want2))
+        fail_msg("stderr lacks \"%s\" and \"%s\":\n%s", want, want2, err);
+    free(err);
+    free(table);
+}
+
 static void slurm_script_parses(void **state)
 {
     (void)state;
@@ -211,6 +253,7 @@ int main(void)
         cmocka_unit_test(jobs_listed),
         cmocka_unit_test(jobs_in_parallel_give_the_sequential_tables),
         cmocka_unit_test(job_errors), cmocka_unit_test(resume_in_a_dir_named_like_a_pattern),
+        cmocka_unit_test(conflicting_ledgers),
         cmocka_unit_test(slurm_script_parses)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

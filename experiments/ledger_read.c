@@ -1,0 +1,398 @@
+/*
+ * experiments/ledger_read.c — reading the model ledgers back (ledger.h): a
+ * resuming run reads DIR/mqar_models.tsv and every DIR/mqar_jobs/\*.tsv once,
+ * into a table of lines, and looks each model up there.
+ *
+ * defines: lab_ledger_find_any, lab_ledger_note_appended
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ledger.h"
+
+/* One line of a ledger, as read. */
+typedef struct {
+    char *text;     /* the line without its '\n', NUL-terminated (it may hold a NUL) */
+    size_t len;     /* its bytes                                                      */
+    size_t key_len; /* ledger_key_len: 0 if the line holds no key                      */
+    size_t file;    /* its ledger: table.files[file]                                  */
+    size_t lineno;  /* 1-based; 0 for a line this run appended                        */
+    int ended;      /* it ends with '\n' (a line cut short by a killed run does not)    */
+} ledger_row;
+
+/* Every ledger a resuming run reads, read once (ledger_load). */
+static struct {
+    int loaded;
+    char **files;
+    size_t nfiles;
+    ledger_row *rows;
+    size_t nrows, cap;
+} table;
+
+static void out_of_memory(const lab_ctx *x)
+{
+    fprintf(stderr, "%s: out of memory\n", x->name);
+    exit(1);
+}
+
+/* One line of f into line[LAB_LEDGER_LINE_MAX + 1], NUL-terminated, its
+ * length (the '\n' included if it has one) in *len: 1 for a line, 0 at the
+ * end of the file. Exits (status 1) on a read error or a line longer than
+ * LAB_LEDGER_LINE_MAX, so that no file makes the read go on for ever. */
+static int ledger_line(const lab_ctx *x, const char *path, size_t lineno, FILE *f, char *line,
+                       size_t *len)
+{
+    size_t n = 0;
+    int c = EOF;
+    while (n < LAB_LEDGER_LINE_MAX && (c = getc(f)) != EOF) {
+        line[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    line[n] = '\0';
+    *len = n;
+    if (ferror(f)) {
+        fprintf(stderr, "%s: reading the model ledger '%s' failed at line %zu: %s\n", x->name,
+                path, lineno, strerror(errno));
+        exit(1);
+    }
+    if (n == LAB_LEDGER_LINE_MAX && c != '\n' && (c = getc(f)) != EOF) {
+        fprintf(stderr, "%s: %s:%zu: a line longer than %d bytes, more than any ledger line "
+                        "can be: not a model ledger (move it away, or choose another --out)\n",
+                x->name, path, lineno, LAB_LEDGER_LINE_MAX);
+        exit(1);
+    }
+    return n > 0;
+}
+
+/* The length of a ledger line's key (lab_ledger_key): its 14 fields and the
+ * task= and gate= fields after them where there are such; 0 if no field
+ * follows. A key is matched whole: the default design's key is the start of
+ * every other design's (its fields, then gate=...), and a plain task's of
+ * every other task's. */
+static size_t ledger_key_len(const char *line, size_t len)
+{
+    size_t i = 0;
+    for (int tabs = 0; i < len; i++)
+        if (line[i] == '\t' && ++tabs == 14)
+            break;
+    while (i < len && (strncmp(line + i + 1, "task=", 5) == 0 ||
+                       strncmp(line + i + 1, "gate=", 5) == 0)) {
+        const char *tab = memchr(line + i + 1, '\t', len - i - 1);
+        i = tab ? (size_t)(tab - line) : len;
+    }
+    return i < len ? i : 0;
+}
+
+/* Add a line to the table. */
+static void add_row(const lab_ctx *x, size_t file, size_t lineno, const char *line, size_t len)
+{
+    if (table.nrows == table.cap) {
+        table.cap = table.cap ? 2 * table.cap : 256;
+        ledger_row *more = realloc(table.rows, table.cap * sizeof *more);
+        if (!more)
+            out_of_memory(x);
+        table.rows = more;
+    }
+    ledger_row *r = &table.rows[table.nrows++];
+    r->ended = len > 0 && line[len - 1] == '\n';
+    r->len = len - (size_t)r->ended;
+    r->text = malloc(r->len + 1);
+    if (!r->text)
+        out_of_memory(x);
+    memcpy(r->text, line, r->len);
+    r->text[r->len] = '\0';
+    r->key_len = ledger_key_len(r->text, r->len);
+    r->file = file;
+    r->lineno = lineno;
+}
+
+/* The index of path in table.files, added if new. */
+static size_t file_index(const lab_ctx *x, const char *path)
+{
+    for (size_t i = 0; i < table.nfiles; i++)
+        if (strcmp(table.files[i], path) == 0)
+            return i;
+    char **more = realloc(table.files, (table.nfiles + 1) * sizeof *more);
+    char *copy = malloc(strlen(path) + 1);
+    if (!more || !copy)
+        out_of_memory(x);
+    table.files = more;
+    table.files[table.nfiles] = strcpy(copy, path);
+    return table.nfiles++;
+}
+
+/* Read the ledger at path (if there is one: lab_ledger_usable) into the table. */
+static void load_file(const lab_ctx *x, const char *path)
+{
+    if (!lab_ledger_usable(x, path, 0))
+        return;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot read the model ledger '%s': %s\n", x->name, path,
+                strerror(errno));
+        exit(1);
+    }
+    const size_t file = file_index(x, path);
+    char line[LAB_LEDGER_LINE_MAX + 1];
+    size_t len, lineno = 0;
+    while (ledger_line(x, path, ++lineno, f, line, &len))
+        add_row(x, file, lineno, line, len);
+    fclose(f);
+}
+
+/* DIR/mqar_jobs cannot be read: one line, exit 1. */
+static _Noreturn void jobs_dir_error(const lab_ctx *x, const char *dir, const char *why)
+{
+    fprintf(stderr, "%s: the jobs' ledgers '%s': %s (a resuming run reads every ledger there, "
+                    "so it stops rather than train their models again)\n",
+            x->name, dir, why);
+    exit(1);
+}
+
+static int name_order(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The jobs' ledgers a resuming run reads: DIR/mqar_jobs/\*.tsv (names not
+ * starting with '.', as a shell's glob), in name order, into a malloc'd array
+ * of malloc'd paths (*n of them). No DIR/mqar_jobs is no jobs' ledgers; one
+ * that is not a directory, or cannot be listed, stops the run (exit 1) with
+ * its path and the reason: passing over it would train again every model its
+ * ledgers hold. */
+static char **jobs_ledgers(const lab_ctx *x, size_t *n)
+{
+    *n = 0;
+    const size_t dn = strlen(x->out) + 16;
+    char *dir = malloc(dn);
+    if (!dir)
+        out_of_memory(x);
+    snprintf(dir, dn, "%s/mqar_jobs", x->out);
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        const int err = errno;
+        if (err == ENOENT && lstat(dir, &sb) != 0) {
+            free(dir); /* none */
+            return NULL;
+        }
+        jobs_dir_error(x, dir, err == ENOENT ? "a symbolic link to nothing" : strerror(err));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        jobs_dir_error(x, dir, "not a directory");
+    DIR *d = opendir(dir);
+    if (!d)
+        jobs_dir_error(x, dir, strerror(errno));
+    char **names = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    for (errno = 0; (e = readdir(d)) != NULL; errno = 0) {
+        const size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 4 || strcmp(e->d_name + len - 4, ".tsv") != 0)
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **more = realloc(names, cap * sizeof *names);
+            if (!more)
+                out_of_memory(x);
+            names = more;
+        }
+        char *p = malloc(dn + len + 1);
+        if (!p)
+            out_of_memory(x);
+        snprintf(p, dn + len + 1, "%s/%s", dir, e->d_name);
+        names[(*n)++] = p;
+    }
+    if (errno) {
+        fprintf(stderr, "%s: listing the jobs' ledgers '%s' failed: %s\n", x->name, dir,
+                strerror(errno));
+        exit(1);
+    }
+    closedir(d);
+    free(dir);
+    if (*n)
+        qsort(names, *n, sizeof *names, name_order);
+    return names;
+}
+
+/* Read every ledger a resuming run reads, once: DIR/mqar_models.tsv, then
+ * DIR/mqar_jobs/\*.tsv in name order. */
+static void ledger_load(const lab_ctx *x)
+{
+    if (table.loaded)
+        return;
+    table.loaded = 1;
+    char *p = malloc(strlen(x->out) + 32);
+    if (!p)
+        out_of_memory(x);
+    sprintf(p, "%s/mqar_models.tsv", x->out);
+    load_file(x, p);
+    free(p);
+    size_t nj;
+    char **jobs = jobs_ledgers(x, &nj);
+    for (size_t i = 0; i < nj; i++) {
+        load_file(x, jobs[i]);
+        free(jobs[i]);
+    }
+    free(jobs);
+}
+
+/* One number field of a ledger line, starting at p and ending at a tab or at
+ * end: exactly what "%.17g" prints (digits, sign, point, exponent, "inf";
+ * no blanks, no hex, never empty). 1 and *out if it is one, else 0. */
+static int ledger_number(const char *p, const char *end, double *out)
+{
+    if (p == end)
+        return 0;
+    for (const char *c = p; c < end; c++)
+        if (!strchr("0123456789+-.eEinf", *c))
+            return 0;
+    char *stop;
+    errno = 0;
+    *out = strtod(p, &stop);
+    return stop == end;
+}
+
+/* The rule a ledger line's numbers break, or NULL if they are a model's:
+ * accuracy in [0, 1], test loss, training time and tokens/s finite and
+ * >= 0; or exactly the record of a diverged run (lab_mqar_train writes
+ * accuracy 0, loss inf, time 0, tokens/s 0). */
+static const char *ledger_rule_broken(const double *v)
+{
+    if (v[0] == 0 && isinf(v[1]) && v[1] > 0 && v[2] == 0 && v[3] == 0)
+        return NULL; /* a diverged run */
+    if (!(v[0] >= 0 && v[0] <= 1))
+        return "the accuracy must be in [0, 1]";
+    if (!isfinite(v[1]) || v[1] < 0)
+        return "the test loss must be finite and >= 0 (or inf with accuracy, time and "
+               "tokens/s 0: a diverged run)";
+    if (!isfinite(v[2]) || v[2] < 0)
+        return "the training time must be finite and >= 0";
+    if (!isfinite(v[3]) || v[3] < 0)
+        return "tokens/s must be finite and >= 0";
+    return NULL;
+}
+
+/* The record a line with the model's key holds, into *rec: NULL if it is
+ * one, else the rule it breaks. A line is valid if it is complete (ends
+ * with '\n'; a CR before it is allowed) and its four numbers are a model's
+ * (ledger_rule_broken). */
+static const char *row_record(const ledger_row *r, lab_ledger_record *rec)
+{
+    const char *line = r->text;
+    if (memchr(line, '\0', r->len))
+        return "it holds a NUL byte";
+    if (!r->ended)
+        return "it does not end (cut short)";
+    const char *rule = NULL;
+    double v[4];
+    const char *p = line + r->key_len + 1;
+    for (int i = 0; i < 4 && !rule; i++) {
+        const char *end = p + strcspn(p, "\t\r");
+        if (*end == '\r' && end[1] != '\0')
+            rule = "a carriage return inside it";
+        else if (!ledger_number(p, end, &v[i]))
+            rule = i == 0   ? "the accuracy is not a number"
+                   : i == 1 ? "the test loss is not a number"
+                   : i == 2 ? "the training time is not a number"
+                            : "tokens/s is not a number";
+        else if (i < 3 && *end != '\t')
+            rule = "it has fewer than the four numbers after the key";
+        p = *end ? end + 1 : end;
+    }
+    /* after tokens/s: steps_to_95=N (a line of an older build has none),
+     * then made_with (or the end of an older line) */
+    long s95 = LAB_S95_UNKNOWN;
+    if (!rule && strncmp(p, "steps_to_95=", 12) == 0) {
+        char *stop;
+        errno = 0;
+        s95 = strtol(p + 12, &stop, 10);
+        if (errno || stop == p + 12 || (*stop != '\t' && *stop != '\0' && *stop != '\r') ||
+            s95 < -1)
+            rule = "steps_to_95 is not a step count (or -1)";
+    }
+    if (!rule)
+        rule = ledger_rule_broken(v);
+    if (rule)
+        return rule;
+    memset(rec, 0, sizeof *rec);
+    rec->tr.test_accuracy = v[0];
+    rec->tr.test_loss = v[1];
+    rec->tr.seconds = v[2];
+    rec->tr.tokens_per_s = v[3];
+    rec->steps_to_95 = s95;
+    return NULL;
+}
+
+/* "accuracy A, test loss L, steps_to_95 S" of a record, into buf[n]. */
+static const char *record_text(const lab_ledger_record *rec, char *buf, size_t n)
+{
+    int k = snprintf(buf, n, "accuracy %.17g, test loss %.17g", rec->tr.test_accuracy,
+                     rec->tr.test_loss);
+    if (rec->steps_to_95 != LAB_S95_UNKNOWN && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ", steps_to_95 %ld", rec->steps_to_95);
+    return buf;
+}
+
+/* Do two records of one key disagree on what training gave? The training
+ * time and tokens/s are the machine's, not the model's, and a line of an
+ * older build has no steps_to_95. */
+static int records_differ(const lab_ledger_record *a, const lab_ledger_record *b)
+{
+    return a->tr.test_accuracy != b->tr.test_accuracy || a->tr.test_loss != b->tr.test_loss ||
+           (a->steps_to_95 != LAB_S95_UNKNOWN && b->steps_to_95 != LAB_S95_UNKNOWN &&
+            a->steps_to_95 != b->steps_to_95);
+}
+
+/* The model with this key in the ledgers (ledger_load). Every line with the
+ * key is checked: the first valid one in reading order is the record; a
+ * later valid one that records the model differently is a conflict, an
+ * error naming both lines (exit 1); identical duplicates (a ledger copied
+ * twice into mqar_jobs/, a job run twice) are fine. If lines with the key
+ * exist and none is valid, one warning names the last of them (file:line)
+ * and the rule it breaks, and 0 is returned: the model is trained again. */
+int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec)
+{
+    ledger_load(x);
+    const size_t kn = strlen(key);
+    const ledger_row *first = NULL, *bad = NULL;
+    const char *bad_rule = NULL;
+    for (size_t i = 0; i < table.nrows; i++) {
+        const ledger_row *r = &table.rows[i];
+        if (r->key_len != kn || memcmp(r->text, key, kn) != 0)
+            continue;
+        lab_ledger_record got;
+        const char *rule = row_record(r, &got);
+        if (rule) {
+            bad = r;
+            bad_rule = rule;
+        } else if (!first) {
+            first = r;
+            *rec = got;
+        } else if (records_differ(rec, &got)) {
+            char a[160], b[160];
+            fprintf(stderr,
+                    "%s: two ledger lines record one model differently: %s:%zu (%s) and "
+                    "%s:%zu (%s); training is deterministic, so one is from another build or "
+                    "another machine's kernels, or was edited: move the wrong one away\n",
+                    x->name, table.files[first->file], first->lineno,
+                    record_text(rec, a, sizeof a), table.files[r->file], r->lineno,
+                    record_text(&got, b, sizeof b));
+            exit(1);
+        }
+    }
+    if (!first && bad)
+        fprintf(stderr, "%s: %s:%zu: not read back: %s; this model is trained again\n", x->name,
+                table.files[bad->file], bad->lineno, bad_rule);
+    return first != NULL;
+}
+
+void lab_ledger_note_appended(const lab_ctx *x, const char *path, const char *line)
+{
+    if (table.loaded)
+        add_row(x, file_index(x, path), 0, line, strlen(line));
+}
