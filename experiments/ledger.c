@@ -104,7 +104,8 @@ void lab_ledger_append(const lab_ctx *x, const char *path, const char *key,
         fprintf(stderr, "%s: cannot append to '%s': %s\n", x->name, path, strerror(errno));
         exit(1);
     }
-    /* a line cut short by a killed run is ended first, so this one starts a line */
+    /* a line cut short by a killed run is ended first, marked as such
+     * (LAB_LEDGER_CUT), so this one starts a line and the reader passes it over */
     int cut = fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n';
     fseek(f, 0, SEEK_END); /* a read, then a write: a positioning call between (C11 7.21.5.3) */
     char line[LAB_LEDGER_LINE_MAX + 1];
@@ -112,7 +113,7 @@ void lab_ledger_append(const lab_ctx *x, const char *path, const char *key,
     int n = snprintf(line, sizeof line,
                      "%s%s\t%.17g\t%.17g\t%.17g\t%.17g\tsteps_to_95=%ld\tkdalab %s blas=%s "
                      "simd=%s\n",
-                     cut ? "\n" : "", key, rec->tr.test_accuracy, rec->tr.test_loss,
+                     cut ? LAB_LEDGER_CUT "\n" : "", key, rec->tr.test_accuracy, rec->tr.test_loss,
                      rec->tr.seconds, rec->tr.tokens_per_s, rec->steps_to_95, KDALAB_VERSION,
                      blas ? blas : "not-openblas",
                      kdalab_simd_level_name(kdalab_simd_get_level()));
@@ -121,6 +122,6 @@ void lab_ledger_append(const lab_ctx *x, const char *path, const char *key,
         fprintf(stderr, "%s: appending to '%s' failed\n", x->name, path);
         exit(1);
     }
-    lab_ledger_note_appended(x, path, line + cut);
+    lab_ledger_note_appended(x, path, line + (cut ? strlen(LAB_LEDGER_CUT) + 1 : 0));
 }
 

@@ -1,6 +1,7 @@
 /*
  * experiments/ledger.h — the training experiments' model ledger
- * (experiments/ledger.c), used by lab_mqar_train (mqar_train.c).
+ * (experiments/ledger.c; read back by ledger_read.c), used by lab_mqar_train
+ * (mqar_train.c).
  *
  * The ledger, DIR/mqar_models.tsv (or a job's own, DIR/mqar_jobs/NAME.I.tsv:
  * lab_ledger_path): one line per trained model,
@@ -8,8 +9,9 @@
  *       <TAB> steps_to_95=N <TAB> made_with
  * the numbers %.17g, so a model read back prints as it did when trained;
  * steps_to_95 the first optimiser step at which the mean training-batch
- * accuracy over the last LAB_S95_WINDOW steps reached 0.95 (-1: never; lines
- * of an older build have no such field and read as LAB_S95_UNKNOWN); made_with
+ * accuracy over the last LAB_S95_WINDOW steps reached 0.95, so LAB_S95_WINDOW
+ * to the model's steps (-1: never; lines of an older build have no such field
+ * and read as LAB_S95_UNKNOWN); made_with
  * names what sets the last bits besides the key: kdalab's version, OpenBLAS's
  * kernels and the SIMD level, e.g. "kdalab 0.1.0 blas=SkylakeX simd=avx512" (a
  * record, not part of the key). Lines are appended (one write, then a flush) as
@@ -33,6 +35,11 @@
  * say) is not a ledger. */
 #define LAB_LEDGER_LINE_MAX 1023
 
+/* What lab_ledger_append writes at the end of a line a killed run left cut
+ * short (the ledger's last line without its end) before its own line: the
+ * reader passes such a line over instead of reading a shortened number. */
+#define LAB_LEDGER_CUT "\tcut-short"
+
 /* What the ledger keeps of one model. */
 typedef struct {
     kdalab_train_result tr; /* test accuracy and loss, training time, tokens/s       */
@@ -51,14 +58,19 @@ char *lab_ledger_path(const lab_ctx *x);
  * one line if it cannot be used. */
 int lab_ledger_usable(const lab_ctx *x, const char *path, int for_append);
 
-/* The model with this key in DIR/mqar_models.tsv or DIR/mqar_jobs/\*.tsv into
- * *rec; 1 if found. The ledgers are read on the first call (ledger_read.c),
- * DIR/mqar_models.tsv first, then DIR/mqar_jobs/\*.tsv in name order. A line
- * with the key whose fields are not a model's is named on stderr (file:line,
- * the rule) and passed over; two lines that record the model differently
- * exit (status 1) naming both. A DIR/mqar_jobs that is not a directory or
- * cannot be listed exits (status 1) naming it. */
-int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec);
+/* The model with this key (of spec s) in DIR/mqar_models.tsv or
+ * DIR/mqar_jobs/\*.tsv into *rec; 1 if found. The ledgers are read on the
+ * first call (ledger_read.c), DIR/mqar_models.tsv first, then
+ * DIR/mqar_jobs/\*.tsv in name order. Every line with the key must be a record
+ * this model can have (each field in its range, steps_to_95 within the
+ * model's steps: see ledger_read.c), and all of them the same record:
+ * otherwise one error names the file, the line, the field and its value (or
+ * both lines of a conflict), exit 1. A line cut short by a killed run (no
+ * line end, or ended by a later append: LAB_LEDGER_CUT) is passed over, named
+ * once on stderr. A DIR/mqar_jobs that is not a directory or cannot be listed
+ * exits (status 1) naming it. */
+int lab_ledger_find_any(const lab_ctx *x, const lab_mqar_spec *s, const char *key,
+                        lab_ledger_record *rec);
 
 /* Tell the reader (ledger_read.c) that line (ending with '\n') was appended to
  * the ledger at path, so that a later lab_ledger_find_any of this run finds

@@ -88,6 +88,14 @@ static size_t ledger_key_len(const char *line, size_t len)
     return i < len ? i : 0;
 }
 
+/* Is this line cut short: the file's last line without its end (a run was
+ * killed while writing it), or one a later append ended with LAB_LEDGER_CUT? */
+static int row_cut(const ledger_row *r)
+{
+    const size_t m = strlen(LAB_LEDGER_CUT);
+    return !r->ended || (r->len >= m && memcmp(r->text + r->len - m, LAB_LEDGER_CUT, m) == 0);
+}
+
 /* Add a line to the table. */
 static void add_row(const lab_ctx *x, size_t file, size_t lineno, const char *line, size_t len)
 {
@@ -143,6 +151,11 @@ static void load_file(const lab_ctx *x, const char *path)
     while (ledger_line(x, path, ++lineno, f, line, &len))
         add_row(x, file, lineno, line, len);
     fclose(f);
+    const ledger_row *last = table.nrows ? &table.rows[table.nrows - 1] : NULL;
+    if (last && last->file == file && !last->ended && last->key_len)
+        fprintf(stderr, "%s: %s:%zu: cut short (no line end: a run was killed while writing "
+                        "it): not read; the next append ends it\n",
+                x->name, path, last->lineno);
 }
 
 /* DIR/mqar_jobs cannot be read: one line, exit 1. */
@@ -241,91 +254,145 @@ static void ledger_load(const lab_ctx *x)
     free(jobs);
 }
 
-/* One number field of a ledger line, starting at p and ending at a tab or at
- * end: exactly what "%.17g" prints (digits, sign, point, exponent, "inf";
- * no blanks, no hex, never empty). 1 and *out if it is one, else 0. */
-static int ledger_number(const char *p, const char *end, double *out)
+/* One number field of a ledger line, p[0 .. n-1]: exactly what "%.17g"
+ * prints (digits, sign, point, exponent, "inf"; no blanks, no hex, never
+ * empty). 1 and *out if it is one, else 0. */
+static int ledger_number(const char *p, size_t n, double *out)
 {
-    if (p == end)
+    char buf[64];
+    if (n == 0 || n >= sizeof buf || strspn(p, "0123456789+-.eEinf") < n)
         return 0;
-    for (const char *c = p; c < end; c++)
-        if (!strchr("0123456789+-.eEinf", *c))
-            return 0;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
     char *stop;
-    errno = 0;
-    *out = strtod(p, &stop);
-    return stop == end;
+    *out = strtod(buf, &stop);
+    return stop == buf + n;
 }
 
-/* The rule a ledger line's numbers break, or NULL if they are a model's:
- * accuracy in [0, 1], test loss, training time and tokens/s finite and
- * >= 0; or exactly the record of a diverged run (lab_mqar_train writes
- * accuracy 0, loss inf, time 0, tokens/s 0). */
-static const char *ledger_rule_broken(const double *v)
+/* A field of a line with the model's key that is not what the model could
+ * have recorded: one line naming the file, the line, the field and its value
+ * (at most 60 bytes of it, a byte that does not print as '?'), exit 1. */
+static _Noreturn void bad_field(const lab_ctx *x, const ledger_row *r, const char *field,
+                                const char *value, size_t n, const char *rule)
 {
-    if (v[0] == 0 && isinf(v[1]) && v[1] > 0 && v[2] == 0 && v[3] == 0)
-        return NULL; /* a diverged run */
-    if (!(v[0] >= 0 && v[0] <= 1))
-        return "the accuracy must be in [0, 1]";
-    if (!isfinite(v[1]) || v[1] < 0)
-        return "the test loss must be finite and >= 0 (or inf with accuracy, time and "
-               "tokens/s 0: a diverged run)";
-    if (!isfinite(v[2]) || v[2] < 0)
-        return "the training time must be finite and >= 0";
-    if (!isfinite(v[3]) || v[3] < 0)
-        return "tokens/s must be finite and >= 0";
-    return NULL;
+    char shown[64];
+    size_t k = 0;
+    for (; k < n && k < 60; k++)
+        shown[k] = value[k] >= 0x20 && value[k] < 0x7f ? value[k] : '?';
+    shown[k] = '\0';
+    fprintf(stderr, "%s: %s:%zu: %s '%s%s' %s: not what this model can have recorded; a "
+                    "resuming run reads no ledger it cannot trust (correct or remove the line)\n",
+            x->name, table.files[r->file], r->lineno, field, shown, n > 60 ? "..." : "", rule);
+    exit(1);
 }
 
-/* The record a line with the model's key holds, into *rec: NULL if it is
- * one, else the rule it breaks. A line is valid if it is complete (ends
- * with '\n'; a CR before it is allowed) and its four numbers are a model's
- * (ledger_rule_broken). */
-static const char *row_record(const ledger_row *r, lab_ledger_record *rec)
+/* Is made_with[0 .. n-1] what lab_ledger_append writes: "kdalab VERSION
+ * blas=KERNELS simd=LEVEL", each word non-empty, no other blank? */
+static int made_with_ok(const char *p, size_t n)
 {
+    static const char *const part[] = {"kdalab ", " blas=", " simd="};
+    const char *end = p + n;
+    for (int i = 0; i < 3; i++) {
+        const size_t m = strlen(part[i]);
+        if ((size_t)(end - p) <= m || memcmp(p, part[i], m) != 0)
+            return 0;
+        p += m;
+        const size_t word = strcspn(p, " \t");
+        if (word == 0 || p + word > end)
+            return 0;
+        p += word;
+    }
+    return p == end;
+}
+
+/* The record of a complete line with the model's key (s: its steps), into
+ * *rec, every field checked against what lab_mqar_train can write for that
+ * model (ledger.h):
+ *   accuracy      a number in [0, 1]
+ *   test_loss     a finite number >= 0, or inf in a diverged run's record
+ *                 (accuracy 0, train_s 0, tokens_per_s 0)
+ *   train_s, tokens_per_s   finite numbers >= 0
+ *   steps_to_95   -1 (never), or a step from LAB_S95_WINDOW (the first at
+ *                 which the window is full) to the model's steps; a line of an
+ *                 older build has no such field
+ *   made_with     "kdalab VERSION blas=KERNELS simd=LEVEL"; absent in the
+ *                 oldest lines
+ * and nothing after them; a CR before the line end is allowed. Anything else
+ * is an error naming the file, the line, the field and its value (bad_field). */
+static void row_record(const lab_ctx *x, const ledger_row *r, const lab_mqar_spec *s,
+                       lab_ledger_record *rec)
+{
+    static const char *const name[] = {"accuracy", "test_loss", "train_s", "tokens_per_s"};
     const char *line = r->text;
-    if (memchr(line, '\0', r->len))
-        return "it holds a NUL byte";
-    if (!r->ended)
-        return "it does not end (cut short)";
-    const char *rule = NULL;
+    size_t len = r->len;
+    if (memchr(line, '\0', len))
+        bad_field(x, r, "the line", "", 0, "holds a NUL byte");
+    if (len && line[len - 1] == '\r')
+        len--; /* a CRLF line end */
+    /* the fields after the key: f[i], fn[i] bytes each */
+    const char *f[8], *end = line + len;
+    size_t fn[8], nf = 0;
+    for (const char *p = line + r->key_len + 1; p <= end && nf < 8; nf++) {
+        const char *tab = memchr(p, '\t', (size_t)(end - p));
+        f[nf] = p;
+        fn[nf] = (size_t)((tab ? tab : end) - p);
+        p += fn[nf] + 1;
+    }
     double v[4];
-    const char *p = line + r->key_len + 1;
-    for (int i = 0; i < 4 && !rule; i++) {
-        const char *end = p + strcspn(p, "\t\r");
-        if (*end == '\r' && end[1] != '\0')
-            rule = "a carriage return inside it";
-        else if (!ledger_number(p, end, &v[i]))
-            rule = i == 0   ? "the accuracy is not a number"
-                   : i == 1 ? "the test loss is not a number"
-                   : i == 2 ? "the training time is not a number"
-                            : "tokens/s is not a number";
-        else if (i < 3 && *end != '\t')
-            rule = "it has fewer than the four numbers after the key";
-        p = *end ? end + 1 : end;
+    for (size_t i = 0; i < 4; i++) {
+        if (i >= nf)
+            bad_field(x, r, name[i], "", 0, "is missing (the line ends before it)");
+        if (!ledger_number(f[i], fn[i], &v[i]))
+            bad_field(x, r, name[i], f[i], fn[i], "is not a number");
+        if (i == 0 && !(v[0] >= 0 && v[0] <= 1))
+            bad_field(x, r, name[i], f[i], fn[i], "is not in [0, 1]");
+        if (i == 1 && !(v[1] >= 0))
+            bad_field(x, r, name[i], f[i], fn[i], "is not >= 0");
+        if (i > 1 && !(isfinite(v[i]) && v[i] >= 0))
+            bad_field(x, r, name[i], f[i], fn[i], "is not a finite number >= 0");
     }
-    /* after tokens/s: steps_to_95=N (a line of an older build has none),
-     * then made_with (or the end of an older line) */
+    if (isinf(v[1]) && !(v[0] == 0 && v[2] == 0 && v[3] == 0))
+        bad_field(x, r, name[1], f[1], fn[1],
+                  "(a diverged run's loss) with accuracy, train_s or tokens_per_s not 0, as "
+                  "a diverged run's record has them");
+    size_t i = 4;
     long s95 = LAB_S95_UNKNOWN;
-    if (!rule && strncmp(p, "steps_to_95=", 12) == 0) {
-        char *stop;
-        errno = 0;
-        s95 = strtol(p + 12, &stop, 10);
-        if (errno || stop == p + 12 || (*stop != '\t' && *stop != '\0' && *stop != '\r') ||
-            s95 < -1)
-            rule = "steps_to_95 is not a step count (or -1)";
+    if (i < nf && fn[i] >= 12 && memcmp(f[i], "steps_to_95=", 12) == 0) {
+        const char *d = f[i] + 12;
+        const size_t dn = fn[i] - 12;
+        char buf[24], *stop = buf;
+        if (dn > 0 && dn < sizeof buf && strspn(d, "-0123456789") >= dn) {
+            memcpy(buf, d, dn);
+            buf[dn] = '\0';
+            errno = 0;
+            s95 = strtol(buf, &stop, 10);
+        }
+        if (stop != buf + dn || dn == 0 || errno ||
+            !(s95 == -1 || (s95 >= LAB_S95_WINDOW && (size_t)s95 <= s->steps))) {
+            char rule[160];
+            if (s->steps >= LAB_S95_WINDOW)
+                snprintf(rule, sizeof rule, "is not -1 (never) or a step from %d (the first "
+                         "with a full window) to %zu (this model's steps)", LAB_S95_WINDOW,
+                         s->steps);
+            else
+                snprintf(rule, sizeof rule, "is not -1: this model's %zu steps are fewer than "
+                         "the %d-step window", s->steps, LAB_S95_WINDOW);
+            bad_field(x, r, "steps_to_95", d, dn, rule);
+        }
+        i++;
     }
-    if (!rule)
-        rule = ledger_rule_broken(v);
-    if (rule)
-        return rule;
+    if (i < nf && !made_with_ok(f[i], fn[i]))
+        bad_field(x, r, "made_with", f[i], fn[i],
+                  "is not 'kdalab VERSION blas=KERNELS simd=LEVEL'");
+    if (++i < nf)
+        bad_field(x, r, "a field after made_with", f[i], (size_t)(end - f[i]),
+                  "is not a ledger field");
     memset(rec, 0, sizeof *rec);
     rec->tr.test_accuracy = v[0];
     rec->tr.test_loss = v[1];
     rec->tr.seconds = v[2];
     rec->tr.tokens_per_s = v[3];
     rec->steps_to_95 = s95;
-    return NULL;
 }
 
 /* "accuracy A, test loss L, steps_to_95 S" of a record, into buf[n]. */
@@ -348,29 +415,25 @@ static int records_differ(const lab_ledger_record *a, const lab_ledger_record *b
             a->steps_to_95 != b->steps_to_95);
 }
 
-/* The model with this key in the ledgers (ledger_load). Every line with the
- * key is checked: the first valid one in reading order is the record; a
- * later valid one that records the model differently is a conflict, an
- * error naming both lines (exit 1); identical duplicates (a ledger copied
- * twice into mqar_jobs/, a job run twice) are fine. If lines with the key
- * exist and none is valid, one warning names the last of them (file:line)
- * and the rule it breaks, and 0 is returned: the model is trained again. */
-int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *rec)
+/* The model with this key in the ledgers (ledger_load). Every complete line
+ * with the key is checked (row_record: a bad one is an error); the first in
+ * reading order is the record; a later one that records the model
+ * differently is a conflict, an error naming both lines (exit 1); identical
+ * duplicates (a ledger copied twice into mqar_jobs/, a job run twice) are
+ * fine. A line cut short (ledger_load named it) is passed over. */
+int lab_ledger_find_any(const lab_ctx *x, const lab_mqar_spec *s, const char *key,
+                        lab_ledger_record *rec)
 {
     ledger_load(x);
     const size_t kn = strlen(key);
-    const ledger_row *first = NULL, *bad = NULL;
-    const char *bad_rule = NULL;
+    const ledger_row *first = NULL;
     for (size_t i = 0; i < table.nrows; i++) {
         const ledger_row *r = &table.rows[i];
-        if (r->key_len != kn || memcmp(r->text, key, kn) != 0)
+        if (r->key_len != kn || memcmp(r->text, key, kn) != 0 || row_cut(r))
             continue;
         lab_ledger_record got;
-        const char *rule = row_record(r, &got);
-        if (rule) {
-            bad = r;
-            bad_rule = rule;
-        } else if (!first) {
+        row_record(x, r, s, &got);
+        if (!first) {
             first = r;
             *rec = got;
         } else if (records_differ(rec, &got)) {
@@ -385,9 +448,6 @@ int lab_ledger_find_any(const lab_ctx *x, const char *key, lab_ledger_record *re
             exit(1);
         }
     }
-    if (!first && bad)
-        fprintf(stderr, "%s: %s:%zu: not read back: %s; this model is trained again\n", x->name,
-                table.files[bad->file], bad->lineno, bad_rule);
     return first != NULL;
 }
 

@@ -234,7 +234,7 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     /* the ledger this model will be appended to is checked before it is trained */
     char *path = lab_ledger_path(x);
     lab_ledger_usable(x, path, 1);
-    if (!keep && lab_resume() && lab_ledger_find_any(x, key, &rec)) {
+    if (!keep && lab_resume() && lab_ledger_find_any(x, s, key, &rec)) {
         free(path);
         fill_result(&c, s, &rec, r);
         if (x->job >= 0) {

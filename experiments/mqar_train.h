@@ -58,11 +58,11 @@ int lab_full(void);
  * set, learning rate, seed, output gate and conv init). When resuming, a
  * model whose key is in the ledger is not trained again: its accuracy, loss
  * and training time are read back (training is deterministic, so they are
- * the bits it would give), if
- * the line's numbers are a model's; a bad line is named on stderr and the
- * model trained again; a ledger that is not a regular file, or holds a line
- * longer than any ledger line, is an error (exit 1). Off by default: a
- * ledger written by an older build would hide a change. */
+ * the bits it would give); a line with the model's key that is not a record
+ * the model can have (a field out of its range), two lines that record it
+ * differently, a ledger that is not a regular file, or holds a line longer
+ * than any ledger line, are errors (exit 1: lab_ledger_find_any). Off by
+ * default: a ledger written by an older build would hide a change. */
 int lab_resume(void);
 
 /* Register --precision fp32|fp64 (default fp32: the float32 twins, 1.5-2x
