@@ -139,17 +139,9 @@ run: all
 	@mkdir -p $(RESULTS)
 	@date +%s > $(RESULTS)/run_started
 	@sh scripts/machine.sh $(BIN) $(RESULTS)
-	@# without RESUME the ledger starts empty, so every model read back from it was
-	@# trained by this run and this build: a model two experiments share (15's d = 16
-	@# points are 14's models) is trained once
-	@if [ -z "$(RESUME)" ] || [ "$(RESUME)" = 0 ]; then rm -f $(RESULTS)/mqar_models.tsv; fi
-	@# each experiment's printed summary is kept beside its TSVs (NN_name.txt) for the results page
-	@for e in $(EXP_BIN); do \
-	  echo "== $$e" >&2; \
-	  n=$$(basename $$e); \
-	  KDALAB_FULL=$(FULL) KDALAB_RESUME=1 ./$$e --out $(RESULTS) > $(RESULTS)/$$n.txt; rc=$$?; \
-	  cat $(RESULTS)/$$n.txt; [ $$rc -eq 0 ] || exit 1; \
-	done
+	@# the ledgers and each experiment's printed summary (NN_name.txt): the script's header
+	@sh scripts/run_experiments.sh $(if $(filter-out 0,$(FULL)),--full) \
+	  $(if $(filter-out 0,$(RESUME)),--resume) $(RESULTS) $(EXP_BIN)
 	@for p in $(wildcard plots/*.gp); do \
 	  echo "== gnuplot $$p" >&2; \
 	  gnuplot -e "dir='$(RESULTS)'" $$p || exit 1; \
