@@ -3,7 +3,8 @@
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
 #                   FULL=1 runs the training experiments' (14-19) published sweeps (hours)
-#                   RESUME=1 reuses the models of 14-17 and 19 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep);
+#                   RESUME=1 reuses the models of 14-17 and 19-21 already in the ledgers, $(RESULTS)/mqar_models.tsv and
+#                   $(RESULTS)/mqar_jobs/*.tsv (an interrupted sweep, a sweep run as jobs); without it both are removed first;
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
 #   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/

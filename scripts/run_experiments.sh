@@ -5,13 +5,17 @@
 #
 # usage: scripts/run_experiments.sh [--full] [--resume] DIR PROGRAM... [-- FLAGS...]
 #   --full      the training experiments' full sweeps (KDALAB_FULL=1; make run FULL=1)
-#   --resume    keep the ledger of trained models, DIR/mqar_models.tsv, and
-#               read its models back (make run RESUME=1)
+#   --resume    keep the ledgers of trained models, DIR/mqar_models.tsv and
+#               the jobs' DIR/mqar_jobs/*.tsv, and read their models back
+#               (make run RESUME=1)
 #   FLAGS       given to every program (the tests run a tiny sweep this way)
 #
-# Without --resume the ledger starts empty, so every model read back from it
-# was trained by this run and this build: a model two experiments share (15's
-# d = 16 points are 14's models) is trained once.
+# Without --resume this is a fresh run: the ledgers of earlier runs, of any
+# kind, are removed first (a model from an older build would hide a change),
+# and the line saying so names them. Every experiment still runs with
+# KDALAB_RESUME=1, over ledgers that hold only what this run trained, so that a
+# model two experiments share (15's d = 16 points are 14's models) is trained
+# once.
 full=; resume=
 while :; do
     case "${1:-}" in
@@ -32,7 +36,18 @@ done
 [ "${1:-}" = -- ] && shift
 
 if [ -z "$resume" ]; then
-    rm -f "$dir/mqar_models.tsv" || exit 1
+    old=
+    [ -e "$dir/mqar_models.tsv" ] && old=" $dir/mqar_models.tsv"
+    jobs=0
+    for f in "$dir"/mqar_jobs/*.tsv; do
+        [ -e "$f" ] && jobs=$((jobs + 1))
+    done
+    [ $jobs -gt 0 ] && old="$old${old:+ and} the $jobs job ledgers in $dir/mqar_jobs/"
+    rm -f "$dir/mqar_models.tsv" "$dir"/mqar_jobs/*.tsv || exit 1
+    [ -d "$dir/mqar_jobs" ] && rmdir "$dir/mqar_jobs" 2>/dev/null
+    echo "make run: a fresh run (no RESUME=1): ${old:+removed the ledgers of an earlier run,$old; }every model read back is one this run trained" >&2
+else
+    echo "make run: resuming (RESUME=1): each training experiment reads back the models in $dir/mqar_models.tsv and $dir/mqar_jobs/*.tsv and says what it trains" >&2
 fi
 for e in $progs; do
     echo "== $e" >&2

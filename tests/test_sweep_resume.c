@@ -32,7 +32,10 @@
  *     clear error; a line of the longest length is passed over;
  *   - DIR/mqar_jobs that is not a directory (a file, a link loop, a link to
  *     nothing) or cannot be listed (mode 0) stops a resuming run with one
- *     error naming it and why, before anything trains (jobs_dir_unreadable).
+ *     error naming it and why, before anything trains (jobs_dir_unreadable);
+ *   - make run without RESUME (scripts/run_experiments.sh, 14 then 15) reads
+ *     no ledger of an earlier run, the jobs' ones included: it removes them
+ *     and says so (fresh_run_reads_no_old_ledger).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -453,6 +456,56 @@ static void jobs_dir_unreadable(void **state)
     assert_int_equal(chmod(tmpdir, 0700), 0);
 }
 
+/* make run without RESUME (scripts/run_experiments.sh without --resume) is a
+ * fresh run: no ledger of an earlier run is read, neither DIR/mqar_models.tsv
+ * nor a job's DIR/mqar_jobs/NAME.I.tsv (each experiment still reads back what
+ * an earlier one of the same run trained, so 14 then 15 run as make run runs
+ * them). */
+static void fresh_run_reads_no_old_ledger(void **state)
+{
+    (void)state;
+#define STEPS2 "--steps 2" /* 15 has no --test */
+    char dir[300], cmd[4096];
+    snprintf(dir, sizeof dir, "%s/fresh", tmpdir);
+    /* an earlier run's ledgers: a job's and the sequential one, each with an
+     * accuracy no fresh run gives */
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s && env -u KDALAB_RESUME %s --out %s " STEPS2 " --job 3 2>/dev/null && "
+             "env -u KDALAB_RESUME %s --out %s " STEPS2 " --job 4 2>/dev/null && "
+             "cd %s && awk -F '\t' -v OFS='\t' '{ $15 = 0.5 } 1' "
+             "mqar_jobs/14_recall_by_mechanism.3.tsv > j && mv j "
+             "mqar_jobs/14_recall_by_mechanism.3.tsv && awk -F '\t' -v OFS='\t' "
+             "'{ $15 = 0.5 } 1' mqar_jobs/14_recall_by_mechanism.4.tsv > mqar_models.tsv && "
+             "rm mqar_jobs/14_recall_by_mechanism.4.tsv",
+             dir, exe, dir, exe, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    char exe15[600];
+    snprintf(exe15, sizeof exe15, "%.*s15_recall_by_state", (int)(strrchr(exe, '/') + 1 - exe),
+             exe);
+    snprintf(cmd, sizeof cmd,
+             "env -u KDALAB_RESUME -u KDALAB_FULL sh scripts/run_experiments.sh %s %s %s -- "
+             STEPS2 " >%s/stdout 2>%s/stderr",
+             dir, exe, exe15, tmpdir, tmpdir);
+    int st = system(cmd);
+    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
+    if (st != 0)
+        fail_msg("%s: status %d, stderr:\n%s", cmd, st, err);
+    char p[400];
+    snprintf(p, sizeof p, "%s/14_recall_by_mechanism.tsv", dir);
+    char *table = test_read_text(p);
+    if (strstr(table, "\t0.5000\t"))
+        fail_msg("a fresh run read an earlier run's ledger:\n%s", table);
+    snprintf(p, sizeof p, "%s/mqar_jobs/14_recall_by_mechanism.3.tsv", dir);
+    assert_false(tcli_exists(p)); /* the earlier run's job ledger is gone */
+    snprintf(p, sizeof p, "%s/mqar_models.tsv", dir);
+    char *ledger = test_read_text(p);
+    assert_int_equal(lines(ledger), N_MODELS + 8); /* 14's ten, 15's eight */
+    assert_non_null(strstr(err, "a fresh run"));
+    free(ledger);
+    free(table);
+    free(err);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -471,6 +524,7 @@ int main(void)
     const struct CMUnitTest tests[] = {cmocka_unit_test(ledger_resume),
                                        cmocka_unit_test(ledger_bad_values),
                                        cmocka_unit_test(ledger_bounded_reads),
-                                       cmocka_unit_test(jobs_dir_unreadable)};
+                                       cmocka_unit_test(jobs_dir_unreadable),
+                                       cmocka_unit_test(fresh_run_reads_no_old_ledger)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
