@@ -2,9 +2,10 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
-#                   FULL=1 runs the training experiments' (14-19) published sweeps (hours)
+#                   FULL=1 runs the training experiments' (14-21) published sweeps (hours)
 #                   RESUME=1 reuses the models of 14-17 and 19-21 already in the ledgers, $(RESULTS)/mqar_models.tsv and
 #                   $(RESULTS)/mqar_jobs/*.tsv (an interrupted sweep, a sweep run as jobs); without it both are removed first;
+#                   TRAIN_MISSING=1 with it trains what an assembling run of jobs would refuse to (experiments/README.md);
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
 #   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/
@@ -142,7 +143,8 @@ run: all
 	@sh scripts/machine.sh $(BIN) $(RESULTS)
 	@# the ledgers and each experiment's printed summary (NN_name.txt): the script's header
 	@sh scripts/run_experiments.sh $(if $(filter-out 0,$(FULL)),--full) \
-	  $(if $(filter-out 0,$(RESUME)),--resume) $(RESULTS) $(EXP_BIN)
+	  $(if $(filter-out 0,$(RESUME)),--resume) $(if $(filter-out 0,$(TRAIN_MISSING)),--train-missing) \
+	  $(RESULTS) $(EXP_BIN)
 	@for p in $(wildcard plots/*.gp); do \
 	  echo "== gnuplot $$p" >&2; \
 	  gnuplot -e "dir='$(RESULTS)'" $$p || exit 1; \

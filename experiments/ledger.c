@@ -112,11 +112,11 @@ void lab_ledger_append(const lab_ctx *x, const char *path, const char *key,
     const char *blas = kdalab_blas_kernels();
     int n = snprintf(line, sizeof line,
                      "%s%s\t%.17g\t%.17g\t%.17g\t%.17g\tsteps_to_95=%ld\tkdalab %s blas=%s "
-                     "simd=%s\n",
+                     "simd=%s\texperiment=%s\n",
                      cut ? LAB_LEDGER_CUT "\n" : "", key, rec->tr.test_accuracy, rec->tr.test_loss,
                      rec->tr.seconds, rec->tr.tokens_per_s, rec->steps_to_95, KDALAB_VERSION,
                      blas ? blas : "not-openblas",
-                     kdalab_simd_level_name(kdalab_simd_get_level()));
+                     kdalab_simd_level_name(kdalab_simd_get_level()), x->name);
     if (n < 0 || (size_t)n >= sizeof line || fwrite(line, 1, (size_t)n, f) != (size_t)n ||
         fclose(f) != 0) {
         fprintf(stderr, "%s: appending to '%s' failed\n", x->name, path);

@@ -6,7 +6,7 @@
  * The ledger, DIR/mqar_models.tsv (or a job's own, DIR/mqar_jobs/NAME.I.tsv:
  * lab_ledger_path): one line per trained model,
  *   key <TAB> accuracy <TAB> test_loss <TAB> train_s <TAB> tokens_per_s
- *       <TAB> steps_to_95=N <TAB> made_with
+ *       <TAB> steps_to_95=N <TAB> made_with <TAB> experiment=NAME
  * the numbers %.17g, so a model read back prints as it did when trained;
  * steps_to_95 the first optimiser step at which the mean training-batch
  * accuracy over the last LAB_S95_WINDOW steps reached 0.95, so LAB_S95_WINDOW
@@ -14,7 +14,9 @@
  * and read as LAB_S95_UNKNOWN); made_with
  * names what sets the last bits besides the key: kdalab's version, OpenBLAS's
  * kernels and the SIMD level, e.g. "kdalab 0.1.0 blas=SkylakeX simd=avx512" (a
- * record, not part of the key). Lines are appended (one write, then a flush) as
+ * record, not part of the key); experiment= names the program that trained it
+ * (a record, so 15 reads 14's models, but a run can tell its own experiment's
+ * lines at other settings: census.c; older lines have none). Lines are appended (one write, then a flush) as
  * each model finishes, so an interrupted sweep keeps what it finished and two
  * experiments may share a directory. The key is every input of the run,
  * printed exactly (%.17g for the learning rate): training is deterministic, so
@@ -71,6 +73,23 @@ int lab_ledger_usable(const lab_ctx *x, const char *path, int for_append);
  * exits (status 1) naming it. */
 int lab_ledger_find_any(const lab_ctx *x, const lab_mqar_spec *s, const char *key,
                         lab_ledger_record *rec);
+
+/* Read every ledger a resuming run reads, once (later calls do nothing):
+ * DIR/mqar_models.tsv, then DIR/mqar_jobs/\*.tsv in name order; a line cut
+ * short by a killed run is named on stderr here. Exits (status 1) on a ledger
+ * or a DIR/mqar_jobs that cannot be read (lab_ledger_usable). */
+void lab_ledger_load(const lab_ctx *x);
+
+/* Does DIR/mqar_jobs hold a ledger of this experiment's jobs (NAME.\*.tsv)? */
+int lab_ledger_has_jobs(const lab_ctx *x);
+
+/* Call fn for every whole line of the ledgers that this experiment wrote: a
+ * line of DIR/mqar_jobs/NAME.\*.tsv, or one whose experiment= field names it
+ * (lines of an older build have none), with its key (key_len bytes of line),
+ * its file and line number. */
+typedef void lab_ledger_line_fn(const char *line, size_t key_len, const char *file,
+                                size_t lineno, void *user);
+void lab_ledger_each_own(const lab_ctx *x, lab_ledger_line_fn *fn, void *user);
 
 /* Tell the reader (ledger_read.c) that line (ending with '\n') was appended to
  * the ledger at path, so that a later lab_ledger_find_any of this run finds

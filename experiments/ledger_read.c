@@ -3,7 +3,8 @@
  * resuming run reads DIR/mqar_models.tsv and every DIR/mqar_jobs/\*.tsv once,
  * into a table of lines, and looks each model up there.
  *
- * defines: lab_ledger_find_any, lab_ledger_note_appended
+ * defines: lab_ledger_load, lab_ledger_find_any, lab_ledger_note_appended,
+ *          lab_ledger_has_jobs, lab_ledger_each_own
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,7 +25,7 @@ typedef struct {
     int ended;      /* it ends with '\n' (a line cut short by a killed run does not)    */
 } ledger_row;
 
-/* Every ledger a resuming run reads, read once (ledger_load). */
+/* Every ledger a resuming run reads, read once (lab_ledger_load). */
 static struct {
     int loaded;
     char **files;
@@ -234,7 +235,7 @@ static char **jobs_ledgers(const lab_ctx *x, size_t *n)
 
 /* Read every ledger a resuming run reads, once: DIR/mqar_models.tsv, then
  * DIR/mqar_jobs/\*.tsv in name order. */
-static void ledger_load(const lab_ctx *x)
+void lab_ledger_load(const lab_ctx *x)
 {
     if (table.loaded)
         return;
@@ -305,6 +306,15 @@ static int made_with_ok(const char *p, size_t n)
     return p == end;
 }
 
+/* Is field[0 .. n-1] "experiment=NAME", NAME a program's name (letters,
+ * digits, '_', '-', '.')? */
+static int experiment_ok(const char *p, size_t n)
+{
+    return n > 11 && memcmp(p, "experiment=", 11) == 0 &&
+           strspn(p + 11, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") >=
+               n - 11;
+}
+
 /* The record of a complete line with the model's key (s: its steps), into
  * *rec, every field checked against what lab_mqar_train can write for that
  * model (ledger.h):
@@ -317,6 +327,8 @@ static int made_with_ok(const char *p, size_t n)
  *                 older build has no such field
  *   made_with     "kdalab VERSION blas=KERNELS simd=LEVEL"; absent in the
  *                 oldest lines
+ *   experiment    "experiment=NAME", the program that trained it; absent in
+ *                 lines of an older build
  * and nothing after them; a CR before the line end is allowed. Anything else
  * is an error naming the file, the line, the field and its value (bad_field). */
 static void row_record(const lab_ctx *x, const ledger_row *r, const lab_mqar_spec *s,
@@ -384,8 +396,10 @@ static void row_record(const lab_ctx *x, const ledger_row *r, const lab_mqar_spe
     if (i < nf && !made_with_ok(f[i], fn[i]))
         bad_field(x, r, "made_with", f[i], fn[i],
                   "is not 'kdalab VERSION blas=KERNELS simd=LEVEL'");
+    if (++i < nf && !experiment_ok(f[i], fn[i]))
+        bad_field(x, r, "experiment", f[i], fn[i], "is not 'experiment=NAME'");
     if (++i < nf)
-        bad_field(x, r, "a field after made_with", f[i], (size_t)(end - f[i]),
+        bad_field(x, r, "a field after experiment", f[i], (size_t)(end - f[i]),
                   "is not a ledger field");
     memset(rec, 0, sizeof *rec);
     rec->tr.test_accuracy = v[0];
@@ -415,16 +429,16 @@ static int records_differ(const lab_ledger_record *a, const lab_ledger_record *b
             a->steps_to_95 != b->steps_to_95);
 }
 
-/* The model with this key in the ledgers (ledger_load). Every complete line
+/* The model with this key in the ledgers (lab_ledger_load). Every complete line
  * with the key is checked (row_record: a bad one is an error); the first in
  * reading order is the record; a later one that records the model
  * differently is a conflict, an error naming both lines (exit 1); identical
  * duplicates (a ledger copied twice into mqar_jobs/, a job run twice) are
- * fine. A line cut short (ledger_load named it) is passed over. */
+ * fine. A line cut short (lab_ledger_load named it) is passed over. */
 int lab_ledger_find_any(const lab_ctx *x, const lab_mqar_spec *s, const char *key,
                         lab_ledger_record *rec)
 {
-    ledger_load(x);
+    lab_ledger_load(x);
     const size_t kn = strlen(key);
     const ledger_row *first = NULL;
     for (size_t i = 0; i < table.nrows; i++) {
@@ -455,4 +469,39 @@ void lab_ledger_note_appended(const lab_ctx *x, const char *path, const char *li
 {
     if (table.loaded)
         add_row(x, file_index(x, path), 0, line, strlen(line));
+}
+
+/* Is file (a path lab_ledger_load read) DIR/mqar_jobs/NAME.*.tsv, NAME this
+ * experiment's? */
+static int own_job_file(const lab_ctx *x, const char *file)
+{
+    const size_t dn = strlen(x->out), sn = strlen("/mqar_jobs/"), nn = strlen(x->name);
+    return strncmp(file, x->out, dn) == 0 && strncmp(file + dn, "/mqar_jobs/", sn) == 0 &&
+           strncmp(file + dn + sn, x->name, nn) == 0 && file[dn + sn + nn] == '.';
+}
+
+int lab_ledger_has_jobs(const lab_ctx *x)
+{
+    lab_ledger_load(x);
+    for (size_t i = 0; i < table.nfiles; i++)
+        if (own_job_file(x, table.files[i]))
+            return 1;
+    return 0;
+}
+
+void lab_ledger_each_own(const lab_ctx *x, lab_ledger_line_fn *fn, void *user)
+{
+    lab_ledger_load(x);
+    char tag[128];
+    const int tn = snprintf(tag, sizeof tag, "\texperiment=%s", x->name);
+    for (size_t i = 0; i < table.nrows; i++) {
+        const ledger_row *r = &table.rows[i];
+        size_t len = r->len;
+        if (len && r->text[len - 1] == '\r')
+            len--;
+        const int tagged = tn > 0 && (size_t)tn < sizeof tag && len >= (size_t)tn &&
+                           memcmp(r->text + len - (size_t)tn, tag, (size_t)tn) == 0;
+        if (r->key_len && !row_cut(r) && (tagged || own_job_file(x, table.files[r->file])))
+            fn(r->text, r->key_len, table.files[r->file], r->lineno, user);
+    }
 }

@@ -21,7 +21,8 @@
  *     or empty, a negative loss, time or tokens/s, a loss of inf outside a
  *     diverged run's record, a steps_to_95 that is not -1 or a step from the
  *     50-step window to the model's steps (1, 999999999; 49 and 61 for a
- *     60-step model), a made_with not as written, a field more: the run stops
+ *     60-step model), a made_with or experiment not as written, a field more:
+ *     the run stops
  *     before training with one line naming file:line, the field and its
  *     value, no ledger or table changed; a diverged run's record (accuracy 0,
  *     loss inf) is read back as it was written, and so are steps_to_95 50 and
@@ -32,10 +33,8 @@
  *     clear error; a line of the longest length is passed over;
  *   - DIR/mqar_jobs that is not a directory (a file, a link loop, a link to
  *     nothing) or cannot be listed (mode 0) stops a resuming run with one
- *     error naming it and why, before anything trains (jobs_dir_unreadable);
- *   - make run without RESUME (scripts/run_experiments.sh, 14 then 15) reads
- *     no ledger of an earlier run, the jobs' ones included: it removes them
- *     and says so (fresh_run_reads_no_old_ledger).
+ *     error naming it and why, before anything trains (jobs_dir_unreadable).
+ * What a run reads and trains before it starts: test_sweep_census.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,20 +53,10 @@ static char exe[512];
 #define N_MODELS 10 /* 5 mixers x 2 pair counts, one seed, one lr */
 
 
-/* Run the experiment with env and flags into dir, killed after a minute (a
- * read that never ends fails instead of hanging); its exit status (-1:
- * killed), its stderr in tmpdir/stderr. */
+/* The experiment with env and flags into dir (sweep_run_status). */
 static int run_flags(const char *dir, const char *env, const char *flags)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env -u KDALAB_FULL -u KDALAB_RESUME -u KDALAB_TRAIN_MISSING %s timeout -s KILL 60 "
-             "%s --out %s %s >%s/stdout 2>%s/stderr",
-             env, exe, dir, flags, tmpdir, tmpdir);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st))
-        return -1;
-    return WEXITSTATUS(st) == 137 ? -1 : WEXITSTATUS(st);
+    return sweep_run_status(exe, tmpdir, dir, env, flags);
 }
 
 /* The tiny sweep (sweep_run_tiny's), and one whose models can reach the
@@ -77,14 +66,7 @@ static int run_flags(const char *dir, const char *env, const char *flags)
 
 static int run_status(const char *dir, const char *env) { return run_flags(dir, env, TINY); }
 
-static size_t lines(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
-
+static size_t lines(const char *s) { return sweep_lines(s); }
 /* Replace the accuracy (field 15) of the ledger's first line by 0.5. */
 static char *edit_first_accuracy(const char *ledger)
 {
@@ -252,8 +234,9 @@ static void ledger_bad_values(void **state)
     char *ledger = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
     char *table = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
-    /* one fault at a time, on line i % N_MODELS + 1 (1-based): fields 14-19
-     * are accuracy, test_loss, train_s, tokens_per_s, steps_to_95, made_with */
+    /* one fault at a time, on line i % N_MODELS + 1 (1-based): fields 14-20
+     * are accuracy, test_loss, train_s, tokens_per_s, steps_to_95, made_with,
+     * experiment */
     static const struct {
         int field;
         const char *text, *want;
@@ -275,8 +258,9 @@ static void ledger_bad_values(void **state)
         {18, "steps_to_95=-2", "steps_to_95 '-2' is not -1"},
         {19, "kdalab 0.1.0", "made_with 'kdalab 0.1.0' is not 'kdalab VERSION blas=KERNELS "
                              "simd=LEVEL'"},
-        {19, "kdalab 0.1.0 blas=Zen simd=avx2\tmore", "a field after made_with 'more' is not "
-                                                      "a ledger field"},
+        {20, "experiment=", "experiment 'experiment=' is not 'experiment=NAME'"},
+        {20, "experiment=14_recall_by_mechanism\tmore", "a field after experiment 'more' is "
+                                                       "not a ledger field"},
     };
     for (size_t i = 0; i < sizeof fault / sizeof fault[0]; i++) {
         const int line = (int)(i % N_MODELS);
@@ -456,56 +440,6 @@ static void jobs_dir_unreadable(void **state)
     assert_int_equal(chmod(tmpdir, 0700), 0);
 }
 
-/* make run without RESUME (scripts/run_experiments.sh without --resume) is a
- * fresh run: no ledger of an earlier run is read, neither DIR/mqar_models.tsv
- * nor a job's DIR/mqar_jobs/NAME.I.tsv (each experiment still reads back what
- * an earlier one of the same run trained, so 14 then 15 run as make run runs
- * them). */
-static void fresh_run_reads_no_old_ledger(void **state)
-{
-    (void)state;
-#define STEPS2 "--steps 2" /* 15 has no --test */
-    char dir[300], cmd[4096];
-    snprintf(dir, sizeof dir, "%s/fresh", tmpdir);
-    /* an earlier run's ledgers: a job's and the sequential one, each with an
-     * accuracy no fresh run gives */
-    snprintf(cmd, sizeof cmd,
-             "rm -rf %s && env -u KDALAB_RESUME %s --out %s " STEPS2 " --job 3 2>/dev/null && "
-             "env -u KDALAB_RESUME %s --out %s " STEPS2 " --job 4 2>/dev/null && "
-             "cd %s && awk -F '\t' -v OFS='\t' '{ $15 = 0.5 } 1' "
-             "mqar_jobs/14_recall_by_mechanism.3.tsv > j && mv j "
-             "mqar_jobs/14_recall_by_mechanism.3.tsv && awk -F '\t' -v OFS='\t' "
-             "'{ $15 = 0.5 } 1' mqar_jobs/14_recall_by_mechanism.4.tsv > mqar_models.tsv && "
-             "rm mqar_jobs/14_recall_by_mechanism.4.tsv",
-             dir, exe, dir, exe, dir, dir);
-    assert_int_equal(system(cmd), 0);
-    char exe15[600];
-    snprintf(exe15, sizeof exe15, "%.*s15_recall_by_state", (int)(strrchr(exe, '/') + 1 - exe),
-             exe);
-    snprintf(cmd, sizeof cmd,
-             "env -u KDALAB_RESUME -u KDALAB_FULL sh scripts/run_experiments.sh %s %s %s -- "
-             STEPS2 " >%s/stdout 2>%s/stderr",
-             dir, exe, exe15, tmpdir, tmpdir);
-    int st = system(cmd);
-    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
-    if (st != 0)
-        fail_msg("%s: status %d, stderr:\n%s", cmd, st, err);
-    char p[400];
-    snprintf(p, sizeof p, "%s/14_recall_by_mechanism.tsv", dir);
-    char *table = test_read_text(p);
-    if (strstr(table, "\t0.5000\t"))
-        fail_msg("a fresh run read an earlier run's ledger:\n%s", table);
-    snprintf(p, sizeof p, "%s/mqar_jobs/14_recall_by_mechanism.3.tsv", dir);
-    assert_false(tcli_exists(p)); /* the earlier run's job ledger is gone */
-    snprintf(p, sizeof p, "%s/mqar_models.tsv", dir);
-    char *ledger = test_read_text(p);
-    assert_int_equal(lines(ledger), N_MODELS + 8); /* 14's ten, 15's eight */
-    assert_non_null(strstr(err, "a fresh run"));
-    free(ledger);
-    free(table);
-    free(err);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -524,7 +458,6 @@ int main(void)
     const struct CMUnitTest tests[] = {cmocka_unit_test(ledger_resume),
                                        cmocka_unit_test(ledger_bad_values),
                                        cmocka_unit_test(ledger_bounded_reads),
-                                       cmocka_unit_test(jobs_dir_unreadable),
-                                       cmocka_unit_test(fresh_run_reads_no_old_ledger)};
+                                       cmocka_unit_test(jobs_dir_unreadable)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
