@@ -251,6 +251,7 @@ _Noreturn void lab_census_report(const lab_ctx *x)
             fprintf(stderr, "%s: %zu of %zu models of this sweep are in the ledgers under %s/; "
                             "training the other %zu (job%s %s)\n",
                     x->name, found, n_jobs, x->out, missing, s, list);
+        free(list);
         exit(0);
     }
     fprintf(stderr, "%s: %zu of %zu models of this sweep are in the ledgers under %s/; %zu %s in "
@@ -277,6 +278,7 @@ _Noreturn void lab_census_report(const lab_ctx *x)
     if (asked) {
         fprintf(stderr, "%s: KDALAB_TRAIN_MISSING is set: training the %zu missing model%s "
                         "here\n", x->name, missing, s);
+        free(list);
         exit(0);
     }
     if (o.n_other)
@@ -298,5 +300,6 @@ _Noreturn void lab_census_report(const lab_ctx *x)
         fprintf(stderr, "%s: or set KDALAB_TRAIN_MISSING=1 to train them in this run\n",
                 x->name);
     }
+    free(list);
     exit(1);
 }
