@@ -2,8 +2,10 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
-#                   FULL=1 runs the training experiments' (14-19) published sweeps (hours)
-#                   RESUME=1 reuses the models of 14-17 and 19 already in $(RESULTS)/mqar_models.tsv (an interrupted sweep);
+#                   FULL=1 runs the training experiments' (14-21) published sweeps (hours)
+#                   RESUME=1 reuses the models of 14-17 and 19-21 already in the ledgers, $(RESULTS)/mqar_models.tsv and
+#                   $(RESULTS)/mqar_jobs/*.tsv (an interrupted sweep, a sweep run as jobs); without it both are removed first;
+#                   TRAIN_MISSING=1 with it trains what an assembling run of jobs would refuse to (experiments/README.md);
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
 #   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/
@@ -140,17 +142,10 @@ run: all
 	@mkdir -p $(RESULTS)
 	@date +%s > $(RESULTS)/run_started
 	@sh scripts/machine.sh $(BIN) $(RESULTS)
-	@# without RESUME the ledger starts empty, so every model read back from it was
-	@# trained by this run and this build: a model two experiments share (15's d = 16
-	@# points are 14's models) is trained once
-	@if [ -z "$(RESUME)" ] || [ "$(RESUME)" = 0 ]; then rm -f $(RESULTS)/mqar_models.tsv; fi
-	@# each experiment's printed summary is kept beside its TSVs (NN_name.txt) for the results page
-	@for e in $(EXP_BIN); do \
-	  echo "== $$e" >&2; \
-	  n=$$(basename $$e); \
-	  KDALAB_FULL=$(FULL) KDALAB_RESUME=1 ./$$e --out $(RESULTS) > $(RESULTS)/$$n.txt; rc=$$?; \
-	  cat $(RESULTS)/$$n.txt; [ $$rc -eq 0 ] || exit 1; \
-	done
+	@# the ledgers and each experiment's printed summary (NN_name.txt): the script's header
+	@sh scripts/run_experiments.sh $(if $(filter-out 0,$(FULL)),--full) \
+	  $(if $(filter-out 0,$(RESUME)),--resume) $(if $(filter-out 0,$(TRAIN_MISSING)),--train-missing) \
+	  $(RESULTS) $(EXP_BIN)
 	@for p in $(wildcard plots/*.gp); do \
 	  echo "== gnuplot $$p" >&2; \
 	  gnuplot -e "dir='$(RESULTS)'" $$p || exit 1; \

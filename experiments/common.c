@@ -5,6 +5,7 @@
 #include "common.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -76,8 +77,9 @@ void lab_flag_jobs(lab_ctx *x)
              "run job I of --list-jobs only (-1: the whole sweep)");
 }
 
-/* Is this run one job of a sweep, or the listing of its jobs? */
-static int jobs_mode(const lab_ctx *x) { return x->list_jobs || x->job >= 0; }
+/* Is this run one job of a sweep, the listing of its jobs, or a look at them
+ * (census.c)? */
+static int jobs_mode(const lab_ctx *x) { return x->list_jobs || x->job >= 0 || x->census; }
 
 static void print_default(FILE *f, const lab_flag *fl)
 {
@@ -352,6 +354,24 @@ FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *column
         fprintf(f, "%s%s", i ? "\t" : " ", columns[i]);
     fprintf(f, "\n");
     return f;
+}
+
+void lab_tsv_discard(const lab_ctx *x)
+{
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot open /dev/null: %s\n", x->name, strerror(errno));
+        exit(1);
+    }
+    for (int i = 0; i < LAB_MAX_TSV; i++)
+        if (open_tsv[i].f) {
+            if (dup2(fd, fileno(open_tsv[i].f)) < 0) {
+                fprintf(stderr, "%s: dup2: %s\n", x->name, strerror(errno));
+                exit(1);
+            }
+            open_tsv[i].f = NULL;
+        }
+    close(fd);
 }
 
 void lab_tsv_close(const lab_ctx *x, FILE *f)

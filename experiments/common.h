@@ -68,6 +68,8 @@ typedef struct {
     char **argv;
     long list_jobs;      /* --list-jobs (lab_flag_jobs): print the jobs, run none */
     long job;            /* --job I (lab_flag_jobs): run job I only; -1: all      */
+    int census;          /* this process only looks at its sweep's jobs (census.c):  */
+                         /* like --list-jobs, it writes no table and prints no progress */
     double t_start;      /* lab_now() at lab_init                         */
     double t_progress;   /* last progress print                           */
     const char *t_done;  /* the `what` whose final line was printed last  */
@@ -94,6 +96,14 @@ void lab_flag_string(lab_ctx *x, const char *name, const char **target, const ch
  * lab_progress prints nothing: the tables are made by a later run that
  * assembles the jobs' results. */
 void lab_flag_jobs(lab_ctx *x);
+
+/* In a process forked to run the experiment only to look at its sweep
+ * (census.c, with x->census set): every TSV stream lab_tsv_open has opened
+ * writes to /dev/null from now on, in this process only (the parent's files
+ * are untouched), and is forgotten, so that no exit of this process removes
+ * the parent's unfinished files. Exits (status 1) if /dev/null cannot be
+ * opened. */
+void lab_tsv_discard(const lab_ctx *x);
 
 /* Parse argv with getopt_long: --name VALUE or --name=VALUE, flag names in
  * full (no abbreviations), a lone "--" ends the flags. --help / -h prints the

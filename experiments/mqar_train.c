@@ -2,14 +2,16 @@
  * experiments/mqar_train.c — one model trained on MQAR for an experiment,
  * the shared TSV row (mqar_train.h).
  *
- * defines: lab_full, lab_resume, lab_mqar_flags, lab_mqar_parse, lab_mqar_precision,
- *          lab_mqar_check, lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
+ * defines: lab_full, lab_resume, lab_train_missing, lab_mqar_flags, lab_mqar_parse,
+ *          lab_mqar_precision, lab_mqar_check, lab_mqar_print_job, lab_mqar_train,
+ *          lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_statistics_double.h>
 
+#include "census.h"
 #include "ledger.h"
 #include "mqar_train.h"
 
@@ -22,6 +24,12 @@ int lab_full(void)
 int lab_resume(void)
 {
     const char *v = getenv("KDALAB_RESUME");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int lab_train_missing(void)
+{
+    const char *v = getenv("KDALAB_TRAIN_MISSING");
     return v && *v && strcmp(v, "0") != 0;
 }
 
@@ -160,38 +168,40 @@ static int s95_step(const kdalab_train_progress *p, void *user)
 static size_t n_jobs = 0;
 
 /* One word of a command line, quoted for a POSIX shell where it needs to be. */
-static void print_word(const char *w)
+static void print_word(FILE *f, const char *w)
 {
     if (*w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
                         "_-./:=,+@%") == strlen(w)) {
-        fputs(w, stdout);
+        fputs(w, f);
         return;
     }
-    putchar('\'');
+    putc('\'', f);
     for (; *w; w++)
-        *w == '\'' ? fputs("'\\''", stdout) : putchar(*w);
-    putchar('\'');
+        *w == '\'' ? fputs("'\\''", f) : putc(*w, f);
+    putc('\'', f);
 }
 
-/* --list-jobs: job `index` as one shell command line: this run's command
- * line without --list-jobs, with --job index, KDALAB_FULL=1 in front of a
- * full sweep's (lab_parse refused a word with a line break). */
-static void print_job(const lab_ctx *x, size_t index)
+/* Job `index` as one shell command line: this run's command line without
+ * --list-jobs, with --job index, KDALAB_FULL=1 in front of a full sweep's
+ * (lab_parse refused a word with a line break). */
+void lab_mqar_print_job(FILE *f, const lab_ctx *x, size_t index)
 {
     if (lab_full())
-        fputs("KDALAB_FULL=1 ", stdout);
+        fputs("KDALAB_FULL=1 ", f);
     for (int i = 0; i < x->argc; i++) {
         if (strcmp(x->argv[i], "--list-jobs") == 0)
             continue;
         if (i)
-            putchar(' ');
-        print_word(x->argv[i]);
+            putc(' ', f);
+        print_word(f, x->argv[i]);
     }
-    printf(" --job %zu\n", index);
+    fprintf(f, " --job %zu\n", index);
 }
 
 void lab_mqar_jobs_done(const lab_ctx *x)
 {
+    if (x->census)
+        lab_census_report(x);
     if (x->list_jobs) {
         if (fflush(stdout) != 0 || ferror(stdout)) {
             fprintf(stderr, "%s: writing the job list failed\n", x->name);
@@ -218,8 +228,21 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
                         "it runs as one job\n", x->name);
         exit(2);
     }
+    /* a resuming run looks at its whole sweep before it trains (census.h) */
+    static int looked;
+    if (!x->list_jobs && x->job < 0 && lab_resume() && !looked++)
+        lab_census_run(x);
+    if (x->census) {
+        char key[512];
+        lab_ledger_key(x, s, key, sizeof key);
+        lab_ledger_record rec;
+        if (!keep)
+            lab_census_note(x, index, s, key, lab_ledger_find_any(x, s, key, &rec));
+        r->model = c.model;
+        return;
+    }
     if (x->list_jobs) {
-        print_job(x, index);
+        lab_mqar_print_job(stdout, x, index);
         r->model = c.model;
         return;
     }
@@ -234,7 +257,7 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
     /* the ledger this model will be appended to is checked before it is trained */
     char *path = lab_ledger_path(x);
     lab_ledger_usable(x, path, 1);
-    if (!keep && lab_resume() && lab_ledger_find_any(x, key, &rec)) {
+    if (!keep && lab_resume() && lab_ledger_find_any(x, s, key, &rec)) {
         free(path);
         fill_result(&c, s, &rec, r);
         if (x->job >= 0) {

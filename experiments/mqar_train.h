@@ -58,12 +58,19 @@ int lab_full(void);
  * set, learning rate, seed, output gate and conv init). When resuming, a
  * model whose key is in the ledger is not trained again: its accuracy, loss
  * and training time are read back (training is deterministic, so they are
- * the bits it would give), if
- * the line's numbers are a model's; a bad line is named on stderr and the
- * model trained again; a ledger that is not a regular file, or holds a line
- * longer than any ledger line, is an error (exit 1). Off by default: a
- * ledger written by an older build would hide a change. */
+ * the bits it would give); a line with the model's key that is not a record
+ * the model can have (a field out of its range), two lines that record it
+ * differently, a ledger that is not a regular file, or holds a line longer
+ * than any ledger line, are errors (exit 1: lab_ledger_find_any). Off by
+ * default: a ledger written by an older build would hide a change. */
 int lab_resume(void);
+
+/* Train the models a resuming run finds in no ledger even where it would
+ * refuse to (KDALAB_TRAIN_MISSING set to anything but "" or "0"; `make run
+ * RESUME=1 TRAIN_MISSING=1`): an assembling run whose jobs did not all
+ * finish, or a run whose flags differ from those of the ledgers' models of
+ * this experiment (census.h). */
+int lab_train_missing(void);
 
 /* Register --precision fp32|fp64 (default fp32: the float32 twins, 1.5-2x
  * faster; fp64: the float64 model the gradient checks verify) and the jobs
@@ -100,12 +107,23 @@ void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s);
  * already in a ledger is not trained again) and the program exits 0; the
  * other calls return accuracy 0 without training. Either way no table is
  * written (lab_flag_jobs). A run without these flags and with KDALAB_RESUME=1
- * then reads every model back from the ledgers and writes the tables. */
+ * then reads every model back from the ledgers and writes the tables; before
+ * it trains anything it looks at the whole sweep (census.h): it says how many
+ * models the ledgers hold and which it trains, or refuses (exit 1) to train
+ * the missing models of an assembling run, or of one whose flags differ
+ * from the ledgers' models'. */
 void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_result *r);
+
+/* Job `index` of the sweep as one shell command line into f: this run's
+ * command line without --list-jobs, with --job index, KDALAB_FULL=1 in front
+ * of a full sweep's. */
+void lab_mqar_print_job(FILE *f, const lab_ctx *x, size_t index);
 
 /* Call after the last lab_mqar_train of the sweep, before the results are
  * used: with --list-jobs, exits 0 (every job printed); with --job I, I was
- * past the last job: one line, exit 2. Otherwise returns. */
+ * past the last job: one line, exit 2; in the copy of a resuming run that
+ * looks at the sweep first (census.h), says what the run will train and
+ * exits. Otherwise returns. */
 void lab_mqar_jobs_done(const lab_ctx *x);
 
 /* The columns every training experiment's TSV starts with (name,

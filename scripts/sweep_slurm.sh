@@ -10,9 +10,12 @@
 #   KDALAB_FULL=1 KDALAB_RESUME=1 bin/14_recall_by_mechanism --out DIR
 #
 # Extra flags after DIR go to every job (and must go to the listing and the
-# assembling run as well: they are part of each model's key). A task that
-# fails can be run again alone (sbatch --array=I); KDALAB_RESUME=1 below makes
-# a task whose model is in a ledger already exit at once.
+# assembling run as well: they are part of each model's key; the assembling
+# run refuses other ones, naming the setting). A task that fails, or is killed
+# at its time limit, can be run again alone (sbatch --array=I): the assembling
+# run refuses while a task's model is missing, and lists the missing tasks as
+# --array takes them (jobs 3,7-9); KDALAB_RESUME=1 below makes a task whose
+# model is in a ledger already exit at once.
 #SBATCH --job-name=kdalab-sweep
 #SBATCH --cpus-per-task=1
 #SBATCH --time=02:00:00

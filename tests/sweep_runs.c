@@ -63,7 +63,7 @@ void sweep_run_tiny(const char *exe, const char *tmpdir, const char *env)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "env -u KDALAB_FULL -u KDALAB_RESUME %s %s --out %s --steps 2 --test 4 "
+             "env -u KDALAB_FULL -u KDALAB_RESUME -u KDALAB_TRAIN_MISSING %s %s --out %s --steps 2 --test 4 "
              ">%s/stdout 2>%s/stderr", env, exe, tmpdir, tmpdir, tmpdir);
     int st = system(cmd);
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
@@ -77,4 +77,26 @@ char *sweep_path(const char *tmpdir, const char *file)
     i = (i + 1) % 4;
     snprintf(p[i], sizeof p[i], "%s/%s", tmpdir, file);
     return p[i];
+}
+
+int sweep_run_status(const char *exe, const char *tmpdir, const char *dir, const char *env,
+                     const char *flags)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "env -u KDALAB_FULL -u KDALAB_RESUME -u KDALAB_TRAIN_MISSING %s timeout -s KILL 60 "
+             "%s --out %s %s >%s/stdout 2>%s/stderr",
+             env, exe, dir, flags, tmpdir, tmpdir);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st) == 137 ? -1 : WEXITSTATUS(st);
+}
+
+size_t sweep_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
 }

@@ -17,10 +17,22 @@ int sweep_setup(const char *suite, const char *experiment, char *exe, size_t exe
 
 /* Run exe (an experiment) in its reduced sweep cut to 2 optimiser steps and a
  * 4-sequence test set, with --out tmpdir and env in front (e.g.
- * "KDALAB_RESUME=1"; KDALAB_FULL and KDALAB_RESUME unset otherwise), its
+ * "KDALAB_RESUME=1"; KDALAB_FULL, KDALAB_RESUME and KDALAB_TRAIN_MISSING unset
+ * otherwise), its
  * stdout and stderr into tmpdir/stdout, tmpdir/stderr; fails the test unless
  * it exits 0. */
 void sweep_run_tiny(const char *exe, const char *tmpdir, const char *env);
+
+/* Run exe with env (e.g. "KDALAB_RESUME=1"; KDALAB_FULL, KDALAB_RESUME and
+ * KDALAB_TRAIN_MISSING unset otherwise) and flags, with --out dir, killed
+ * after a minute (a read that never ends fails instead of hanging); its
+ * stdout and stderr into tmpdir/stdout, tmpdir/stderr. Its exit status, -1
+ * if it was killed. */
+int sweep_run_status(const char *exe, const char *tmpdir, const char *dir, const char *env,
+                     const char *flags);
+
+/* The number of '\n' in s. */
+size_t sweep_lines(const char *s);
 
 /* tmpdir/file (one of 4 rotating static buffers). */
 char *sweep_path(const char *tmpdir, const char *file);

@@ -12,7 +12,10 @@
  *   - the default design's key is the one written before designs existed
  *     (no gate= field: the published ledgers still read), the others end
  *     in gate=NAME/RANK/INIT;
- *   - a resuming run trains nothing and gives the same tables.
+ *   - a resuming run trains nothing and gives the same tables;
+ *   - with a default-design line gone, a resuming run trains that model
+ *     again and calls no other line bad: the other designs' lines, which
+ *     start with its key, are not taken for its line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +69,32 @@ static void ledger_keys_by_design(void **state)
     char *s_again = test_read_text(sweep_path(tmpdir, "20_output_gate_summary.tsv"));
     assert_string_equal(l_again, ledger);
     assert_string_equal(s_again, summary);
+
+    /* a default-design model missing from the ledger: its key is the start of
+     * the other designs' lines (which go on with gate=), and none of them is
+     * taken for its line: it is trained again, and no line is called bad */
+    char *without = strdup(ledger);
+    assert_non_null(without);
+    char *line = without;
+    while (strstr(line, "\tgate=") && strstr(line, "\tgate=") < strchr(line, '\n'))
+        line = strchr(line, '\n') + 1;
+    memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), without);
+    sweep_run_tiny(exe, tmpdir, "KDALAB_RESUME=1");
+    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
+    if (strstr(err, "not read back") || strstr(err, "is not"))
+        fail_msg("another design's line was read as the default design's:\n%s", err);
+    free(l_again);
+    l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    /* the ledger as it was, and one line more: the model trained again */
+    assert_int_equal(strncmp(l_again, without, strlen(without)), 0);
+    const char *added = l_again + strlen(without);
+    assert_true(*added && strchr(added, '\n') == added + strlen(added) - 1);
+    free(s_again);
+    s_again = test_read_text(sweep_path(tmpdir, "20_output_gate_summary.tsv"));
+    assert_string_equal(s_again, summary);
+    free(err);
+    free(without);
     free(ledger);
     free(summary);
     free(l_again);

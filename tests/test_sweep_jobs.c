@@ -18,7 +18,21 @@
  *     with a line break in a word: one line, exit 2; a job run again under
  *     KDALAB_RESUME trains nothing, also with --out "r[1]" (a name glob would
  *     read as a pattern);
+ *   - two ledgers (or two lines of one) that record one model differently
+ *     are an error naming both lines, and no table is written; an identical
+ *     copy of a job's ledger is read as one (conflicting_ledgers);
+ *   - a job killed under GNU parallel (killed_job_rerun_by_resume_failed):
+ *     parallel --resume with the job log counts it as done and runs nothing;
+ *     the assembling run names the missing job (its number, its model, its
+ *     command line, --resume-failed) and refuses, training nothing and
+ *     writing no table; parallel --resume-failed runs it again, and the
+ *     assembling run then trains nothing and gives the sequential tables;
+ *   - without parallel (assembling_refuses_to_train): a missing job's
+ *     ledger, or flags that are not the listing's (--steps 3 for 2: the
+ *     setting named, with a line of a ledger that holds it), make the
+ *     assembling run refuse; KDALAB_TRAIN_MISSING=1 trains the missing model;
  *   - the Slurm array script is valid bash (`bash -n`; it is not run).
+ * The tests that run GNU parallel are skipped where it is not installed.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include <limits.h>
@@ -47,7 +61,7 @@ static int run_in(const char *dir, const char *fmt, ...)
     vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
     snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s/%s' && cd '%s/%s' && env -u KDALAB_FULL -u KDALAB_RESUME sh -c '%s' "
+             "mkdir -p '%s/%s' && cd '%s/%s' && env -u KDALAB_FULL -u KDALAB_RESUME -u KDALAB_TRAIN_MISSING sh -c '%s' "
              ">stdout 2>stderr",
              tmpdir, dir, tmpdir, dir, body);
     int st = system(cmd);
@@ -96,9 +110,14 @@ static void jobs_listed(void **state)
     free(list);
 }
 
+/* Is GNU parallel installed (setup)? The tests that run it skip without it. */
+static int have_parallel;
+
 static void jobs_in_parallel_give_the_sequential_tables(void **state)
 {
     (void)state;
+    if (!have_parallel)
+        skip();
     /* the sweep as jobs: listed, run two at a time, assembled */
     assert_int_equal(run_in("jobs", "%s --out results " TINY " --list-jobs >jobs.txt", exe), 0);
     const char *parallel = "OMP_NUM_THREADS=1 parallel --will-cite -j2 --joblog jobs.log <jobs.txt";
@@ -182,6 +201,159 @@ static void resume_in_a_dir_named_like_a_pattern(void **state)
     free(ledger);
 }
 
+/* Two ledgers that record one model differently (a copy of a job's ledger
+ * edited, or from another build): an error naming both lines, no table;
+ * an identical copy is read as one. */
+static void conflicting_ledgers(void **state)
+{
+    (void)state;
+    assert_int_equal(run_in("conflict", "%s --out results " TINY " --list-jobs >jobs.txt && "
+                                        "sh jobs.txt", exe), 0);
+    const char *j3 = "results/mqar_jobs/14_recall_by_mechanism.3.tsv";
+    const char *copy = "results/mqar_jobs/14_recall_by_mechanism.3.copy.tsv";
+    assert_int_equal(run_in("conflict", "cp %s %s && KDALAB_RESUME=1 %s --out results " TINY,
+                            j3, copy, exe), 0);
+    char *table = text_in("conflict", "results/14_recall_by_mechanism.tsv");
+    /* the copy (read first: its name sorts first) says another accuracy */
+    const char *edit = "awk -F \"\\t\" -v OFS=\"\\t\" \"{ \\$15 = 0.25 } 1\"";
+    assert_int_equal(run_in("conflict", "%s %s > e && mv e %s && KDALAB_RESUME=1 %s --out "
+                                        "results " TINY, edit, j3, copy, exe), 1);
+    char *err = text_in("conflict", "stderr");
+    char want[512];
+    snprintf(want, sizeof want, "record one model differently: %s:1 (accuracy 0.25, ", copy);
+    if (!strstr(err, want) || !strstr(err, j3))
+        fail_msg("stderr lacks \"%s\" and %s:\n%s", want, j3, err);
+    free(err);
+    char *now = text_in("conflict", "results/14_recall_by_mechanism.tsv");
+    assert_string_equal(now, table); /* no table written */
+    free(now);
+    /* the same in one file: its first line and a later one */
+    assert_int_equal(run_in("conflict", "rm %s && %s %s >> %s && KDALAB_RESUME=1 %s --out "
+                                        "results " TINY, copy, edit, j3, j3, exe), 1);
+    err = text_in("conflict", "stderr");
+    snprintf(want, sizeof want, "%s:1 (accuracy ", j3);
+    char want2[512];
+    snprintf(want2, sizeof want2, "%s:2 (accuracy 0.25, ", j3);
+    if (!strstr(err, want) || !strstr(err, want2))
+        fail_msg("stderr lacks \"%s\" and \"%s\":\n%s", want, want2, err);
+    free(err);
+    free(table);
+}
+
+/* Fail unless text holds want. */
+static void assert_holds(const char *text, const char *want)
+{
+    if (!strstr(text, want))
+        fail_msg("lacks \"%s\":\n%s", want, text);
+}
+
+/* A job killed (GNU parallel's --resume would count it as done), the
+ * documented way on: the assembling run names the missing job and refuses,
+ * parallel --resume-failed with the job log runs it again, and the
+ * assembling run then gives the sequential run's tables. */
+static void killed_job_rerun_by_resume_failed(void **state)
+{
+    (void)state;
+    if (!have_parallel)
+        skip();
+    assert_int_equal(run_in("killed", "%s --out results " TINY " --list-jobs >jobs.txt", exe), 0);
+    /* the fourth job (--job 3) killed before it trains, as by a reboot or a
+     * time limit: the job log records signal 9 */
+    const char *par = "OMP_NUM_THREADS=1 parallel --will-cite -j2 --joblog jobs.log";
+    assert_int_equal(run_in("killed", "%s \"[ {#} = 4 ] && kill -KILL \\$\\$; sh -c {}\" "
+                                      "<jobs.txt", par), 1);
+    char p[1024];
+    snprintf(p, sizeof p, "%s/killed/results/mqar_jobs/14_recall_by_mechanism.3.tsv", tmpdir);
+    assert_false(tcli_exists(p));
+    /* --resume counts the killed job as done: nothing runs */
+    assert_int_equal(run_in("killed", "%s --resume <jobs.txt", par), 0);
+    assert_false(tcli_exists(p));
+
+    /* the assembling run names what is missing and how to run it, trains nothing */
+    assert_int_equal(run_in("killed", "KDALAB_RESUME=1 %s --out results " TINY, exe), 1);
+    char *err = text_in("killed", "stderr");
+    assert_holds(err, "14_recall_by_mechanism: 9 of 10 models of this sweep are in the ledgers "
+                      "under results/; 1 is in none (job 3):\n  job 3: linear_attention "
+                      "(L = 2, d = 16), 16 pairs, lr 0.003, seed 1, 2 steps\n");
+    assert_holds(err, "--resume-failed");
+    char want[PATH_MAX + 128];
+    snprintf(want, sizeof want, "\n  %s --out results " TINY " --job 3\n", exe);
+    assert_holds(err, want);
+    assert_holds(err, "KDALAB_TRAIN_MISSING=1");
+    free(err);
+    char q[1024];
+    snprintf(q, sizeof q, "%s/killed/results/mqar_models.tsv", tmpdir);
+    assert_false(tcli_exists(q)); /* nothing trained */
+    snprintf(q, sizeof q, "%s/killed/results/14_recall_by_mechanism.tsv", tmpdir);
+    assert_false(tcli_exists(q)); /* no table */
+
+    /* --resume-failed runs the killed job again, then the assembly goes through */
+    assert_int_equal(run_in("killed", "%s --resume-failed <jobs.txt", par), 0);
+    assert_true(tcli_exists(p));
+    assert_int_equal(run_in("killed", "KDALAB_RESUME=1 %s --out results " TINY, exe), 0);
+    err = text_in("killed", "stderr");
+    assert_holds(err, "14_recall_by_mechanism: all 10 models of this sweep are in the ledgers "
+                      "under results/: training none\n");
+    free(err);
+    snprintf(q, sizeof q, "%s/killed/results/mqar_models.tsv", tmpdir);
+    assert_false(tcli_exists(q)); /* nothing trained */
+    assert_int_equal(run_in("killed-seq", "%s --out results " TINY, exe), 0);
+    char *a = text_in("killed", "results/14_recall_by_mechanism.tsv");
+    char *b = text_in("killed-seq", "results/14_recall_by_mechanism.tsv");
+    sweep_assert_same_but_times(a, b);
+    free(a);
+    free(b);
+    a = text_in("killed", "results/14_recall_summary.tsv");
+    b = text_in("killed-seq", "results/14_recall_summary.tsv");
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+}
+
+/* The assembling run refuses to train (without GNU parallel: the jobs run one
+ * after another): a job whose ledger is missing, and every model when its
+ * flags are not the listing's (--steps 3 for 2), naming the setting;
+ * KDALAB_TRAIN_MISSING=1 trains them. */
+static void assembling_refuses_to_train(void **state)
+{
+    (void)state;
+    assert_int_equal(run_in("refuse", "%s --out results " TINY " --list-jobs >jobs.txt && "
+                                      "sh jobs.txt && rm "
+                                      "results/mqar_jobs/14_recall_by_mechanism.7.tsv", exe), 0);
+    assert_int_equal(run_in("refuse", "KDALAB_RESUME=1 %s --out results " TINY, exe), 1);
+    char *err = text_in("refuse", "stderr");
+    assert_holds(err, "9 of 10 models of this sweep are in the ledgers under results/; 1 is in "
+                      "none (job 7):\n  job 7: gated_deltanet (L = 2, d = 16), 16 pairs");
+    free(err);
+    char q[1024];
+    snprintf(q, sizeof q, "%s/refuse/results/mqar_models.tsv", tmpdir);
+    assert_false(tcli_exists(q));
+
+    /* flags that are not the listing's: every model missing, the setting named */
+    assert_int_equal(run_in("refuse", "KDALAB_RESUME=1 %s --out results --steps 3 --test 4",
+                            exe), 1);
+    err = text_in("refuse", "stderr");
+    assert_holds(err, "0 of 10 models of this sweep are in the ledgers under results/; 10 are "
+                      "in none (jobs 0-9):\n");
+    assert_holds(err, "the ledgers hold 9 models of this experiment at other settings than "
+                      "this run's:\n  steps 2 (this run: 3): 9 models, e.g. "
+                      "results/mqar_jobs/14_recall_by_mechanism.0.tsv:1\n");
+    assert_holds(err, "give the flags the ledgers' models were made with");
+    free(err);
+    assert_false(tcli_exists(q));
+
+    /* KDALAB_TRAIN_MISSING=1: the missing job's model is trained here */
+    assert_int_equal(run_in("refuse", "KDALAB_TRAIN_MISSING=1 KDALAB_RESUME=1 %s --out results "
+                                      TINY, exe), 0);
+    err = text_in("refuse", "stderr");
+    assert_holds(err, "KDALAB_TRAIN_MISSING is set: training the 1 missing model here\n");
+    free(err);
+    char *ledger = text_in("refuse", "results/mqar_models.tsv");
+    assert_int_equal(count_lines(ledger), 1);
+    assert_holds(ledger, "\tgated_deltanet\t");
+    free(ledger);
+}
+
 static void slurm_script_parses(void **state)
 {
     (void)state;
@@ -191,10 +363,10 @@ static void slurm_script_parses(void **state)
 static int setup(void **state)
 {
     (void)state;
-    if (system("command -v parallel >/dev/null") != 0) {
-        fprintf(stderr, "test_sweep_jobs: GNU parallel not found: apt-get install parallel\n");
-        return -1;
-    }
+    have_parallel = system("command -v parallel >/dev/null") == 0;
+    if (!have_parallel)
+        fprintf(stderr, "test_sweep_jobs: GNU parallel not found (apt-get install parallel): "
+                        "its tests are skipped\n");
     return sweep_setup("test_sweep_jobs", "14_recall_by_mechanism", exe, sizeof exe,
                        "kdalab_jobs", tmpdir, sizeof tmpdir);
 }
@@ -211,6 +383,9 @@ int main(void)
         cmocka_unit_test(jobs_listed),
         cmocka_unit_test(jobs_in_parallel_give_the_sequential_tables),
         cmocka_unit_test(job_errors), cmocka_unit_test(resume_in_a_dir_named_like_a_pattern),
+        cmocka_unit_test(conflicting_ledgers),
+        cmocka_unit_test(killed_job_rerun_by_resume_failed),
+        cmocka_unit_test(assembling_refuses_to_train),
         cmocka_unit_test(slurm_script_parses)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,24 +13,36 @@
  *     edited in the ledger is the one the table prints);
  *   - a line cut short (a run killed while writing it) is not trusted: that
  *     model is trained again and appended on a line of its own, with the
- *     bits of the first run;
+ *     bits of the first run; the cut line is ended with a mark, and the next
+ *     resuming run passes it over (trains nothing, no error);
  *   - without KDALAB_RESUME the ledger is not read (the edit is ignored);
- *   - every number read back is checked (ledger_bad_values): a line whose
- *     accuracy is NaN, 7.5, -inf or empty, whose loss or time is negative, or
- *     whose steps_to_95 is not a step count,
- *     is not read back: one warning names file:line and the rule, and that
- *     model is trained again (same bits); a diverged run's record (accuracy
- *     0, loss inf) is read back as it was written;
+ *   - every field of a line with the model's key is checked against what the
+ *     model can have recorded (ledger_bad_values): an accuracy NaN, 7.5, -inf
+ *     or empty, a negative loss, time or tokens/s, a loss of inf outside a
+ *     diverged run's record, a steps_to_95 that is not -1 or a step from the
+ *     50-step window to the model's steps (1, 999999999; 49 and 61 for a
+ *     60-step model), a made_with or experiment not as written, a field more:
+ *     the run stops
+ *     before training with one line naming file:line, the field and its
+ *     value, no ledger or table changed; a diverged run's record (accuracy 0,
+ *     loss inf) is read back as it was written, and so are steps_to_95 50 and
+ *     60 for a 60-step model;
  *   - reads of the ledger end (ledger_bounded_reads, each run under
  *     `timeout -s KILL`, so a hang fails): a link to /dev/full, a FIFO, a
  *     directory, a line longer than any ledger line are refused with one
- *     clear error; a line of the longest length is passed over.
+ *     clear error; a line of the longest length is passed over;
+ *   - DIR/mqar_jobs that is not a directory (a file, a link loop, a link to
+ *     nothing) or cannot be listed (mode 0) stops a resuming run with one
+ *     error naming it and why, before anything trains (jobs_dir_unreadable).
+ * What a run reads and trains before it starts: test_sweep_census.c.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "sweep_runs.h"
@@ -41,31 +53,20 @@ static char exe[512];
 #define N_MODELS 10 /* 5 mixers x 2 pair counts, one seed, one lr */
 
 
-/* Run the experiment with env into dir, killed after a minute (a read that
- * never ends fails instead of hanging); its exit status (-1: killed), its
- * stderr in dir/stderr. */
-static int run_status(const char *dir, const char *env)
+/* The experiment with env and flags into dir (sweep_run_status). */
+static int run_flags(const char *dir, const char *env, const char *flags)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env -u KDALAB_FULL -u KDALAB_RESUME %s timeout -s KILL 60 %s --out %s --steps 2 "
-             "--test 4 >%s/stdout 2>%s/stderr",
-             env, exe, dir, tmpdir, tmpdir);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st))
-        return -1;
-    return WEXITSTATUS(st) == 137 ? -1 : WEXITSTATUS(st);
+    return sweep_run_status(exe, tmpdir, dir, env, flags);
 }
 
+/* The tiny sweep (sweep_run_tiny's), and one whose models can reach the
+ * 50-step window (one sequence a step keeps it quick). */
+#define TINY "--steps 2 --test 4"
+#define STEPS60 "--steps 60 --batch 1 --test 4"
 
-static size_t lines(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
+static int run_status(const char *dir, const char *env) { return run_flags(dir, env, TINY); }
 
+static size_t lines(const char *s) { return sweep_lines(s); }
 /* Replace the accuracy (field 15) of the ledger's first line by 0.5. */
 static char *edit_first_accuracy(const char *ledger)
 {
@@ -171,6 +172,13 @@ static void ledger_resume(void **state)
     char key_acc[512];
     snprintf(key_acc, sizeof key_acc, "\n%.*s", (int)(acc_end - tail), tail);
     assert_non_null(strstr(l_again, key_acc));
+    /* the cut line was ended as one (LAB_LEDGER_CUT), and the next resuming
+     * run passes it over: nothing trained, no error */
+    assert_non_null(strstr(l_again, "\tcut-short\n"));
+    assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
+    char *l_third = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    assert_string_equal(l_third, l_again);
+    free(l_third);
     free(again);
     free(l_again);
     free(cut);
@@ -197,17 +205,25 @@ static char *edit_field(const char *ledger, int line, int field, const char *tex
     return out;
 }
 
-/* Line i (0-based) of s up to and including field `fields` - 1, into buf. */
-static void line_prefix(const char *s, int i, int fields, char *buf, size_t n)
+/* One bad field: the resuming run stops before training (status 1) with one
+ * line naming the file, the line, the field and its value (want), and
+ * changes no ledger and no table. */
+static void assert_bad_field(const char *flags, const char *ledger, const char *table,
+                             const char *want)
 {
-    for (int l = 0; l < i; s++)
-        if (*s == '\n')
-            l++;
-    const char *e = s;
-    for (int tabs = 0; tabs < fields; e++)
-        if (*e == '\t')
-            tabs++;
-    snprintf(buf, n, "%.*s", (int)(e - s), s);
+    char full[1024];
+    snprintf(full, sizeof full, "%s:%s", sweep_path(tmpdir, "mqar_models.tsv"), want);
+    int st = run_flags(tmpdir, "KDALAB_RESUME=1", flags);
+    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
+    if (st != 1 || !strstr(err, full))
+        fail_msg("status %d (want 1), stderr:\n%s\nwant \"%s\"", st, err, full);
+    char *l_now = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    char *t_now = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
+    assert_string_equal(l_now, ledger);
+    assert_string_equal(t_now, table);
+    free(err);
+    free(l_now);
+    free(t_now);
 }
 
 static void ledger_bad_values(void **state)
@@ -216,31 +232,49 @@ static void ledger_bad_values(void **state)
     remove(sweep_path(tmpdir, "mqar_models.tsv"));
     sweep_run_tiny(exe, tmpdir, "");
     char *ledger = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    char *table = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
     assert_int_equal(lines(ledger), N_MODELS);
-    /* one fault per line: line i + 1 (1-based) breaks rule[i] */
+    /* one fault at a time, on line i % N_MODELS + 1 (1-based): fields 14-20
+     * are accuracy, test_loss, train_s, tokens_per_s, steps_to_95, made_with,
+     * experiment */
     static const struct {
         int field;
-        const char *text, *rule;
+        const char *text, *want;
     } fault[] = {
-        {14, "nan", "the accuracy is not a number"},
-        {14, "7.5", "the accuracy must be in [0, 1]"},
-        {14, "-inf", "the accuracy must be in [0, 1]"},
-        {15, "-1", "the test loss must be finite and >= 0"},
-        {16, "-0.5", "the training time must be finite and >= 0"},
-        {14, "", "the accuracy is not a number"},
-        {15, "inf", "the test loss must be finite and >= 0"}, /* accuracy not 0 */
-        {17, "-3", "tokens/s must be finite and >= 0"},
-        {18, "steps_to_95=x", "steps_to_95 is not a step count (or -1)"},
+        {14, "nan", "accuracy 'nan' is not a number"},
+        {14, "7.5", "accuracy '7.5' is not in [0, 1]"},
+        {14, "-inf", "accuracy '-inf' is not in [0, 1]"},
+        {15, "-1", "test_loss '-1' is not >= 0"},
+        {16, "-0.5", "train_s '-0.5' is not a finite number >= 0"},
+        {14, "", "accuracy '' is not a number"},
+        {15, "inf", "test_loss 'inf' (a diverged run's loss) with accuracy, train_s or "
+                    "tokens_per_s not 0"},
+        {17, "-3", "tokens_per_s '-3' is not a finite number >= 0"},
+        {18, "steps_to_95=x", "steps_to_95 'x' is not -1: this model's 2 steps are fewer "
+                              "than the 50-step window"},
+        /* a step inside the window, or past the model's steps: no run records it */
+        {18, "steps_to_95=1", "steps_to_95 '1' is not -1"},
+        {18, "steps_to_95=999999999", "steps_to_95 '999999999' is not -1"},
+        {18, "steps_to_95=-2", "steps_to_95 '-2' is not -1"},
+        {19, "kdalab 0.1.0", "made_with 'kdalab 0.1.0' is not 'kdalab VERSION blas=KERNELS "
+                             "simd=LEVEL'"},
+        {20, "experiment=", "experiment 'experiment=' is not 'experiment=NAME'"},
+        {20, "experiment=14_recall_by_mechanism\tmore", "a field after experiment 'more' is "
+                                                       "not a ledger field"},
     };
-    const int nf = (int)(sizeof fault / sizeof fault[0]);
+    for (size_t i = 0; i < sizeof fault / sizeof fault[0]; i++) {
+        const int line = (int)(i % N_MODELS);
+        char *bad = edit_field(ledger, line, fault[i].field, fault[i].text);
+        test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), bad);
+        char want[512];
+        snprintf(want, sizeof want, "%d: %s", line + 1, fault[i].want);
+        assert_bad_field(TINY, bad, table, want);
+        free(bad);
+    }
+    /* a diverged run's record (accuracy 0, loss inf, time and tokens/s 0, as
+     * lab_mqar_train writes it) is read back as it was written */
     char *bad = strdup(ledger);
     assert_non_null(bad);
-    for (int i = 0; i < nf; i++) {
-        char *next = edit_field(bad, i, fault[i].field, fault[i].text);
-        free(bad);
-        bad = next;
-    }
-    /* the last line: a diverged run, as lab_mqar_train records it */
     const char *diverged[] = {"0", "inf", "0", "0"};
     for (int f = 0; f < 4; f++) {
         char *next = edit_field(bad, N_MODELS - 1, 14 + f, diverged[f]);
@@ -249,43 +283,44 @@ static void ledger_bad_values(void **state)
     }
     test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), bad);
     assert_int_equal(run_status(tmpdir, "KDALAB_RESUME=1"), 0);
-    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
-    char *table = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
-    char *summary = test_read_text(sweep_path(tmpdir, "14_recall_summary.tsv"));
+    char *div = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
+    assert_non_null(strstr(div, "\t0.0000\tinf\t"));
     char *after = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
-    for (int i = 0; i < nf; i++) {
-        char want[1024];
-        snprintf(want, sizeof want, "%s:%d: not read back: %s",
-                 sweep_path(tmpdir, "mqar_models.tsv"),
-                 i + 1, fault[i].rule);
-        if (!strstr(err, want))
-            fail_msg("stderr lacks \"%s\":\n%s", want, err);
-    }
-    char no[1024];
-    snprintf(no, sizeof no, "%s:%d:", sweep_path(tmpdir, "mqar_models.tsv"), N_MODELS);
-    assert_null(strstr(err, no));
-    /* the faulty models were trained again: same key and accuracy as first written */
-    assert_int_equal(lines(after), N_MODELS + nf);
-    for (int i = 0; i < nf; i++) {
-        char was[1024], now[1024];
-        line_prefix(ledger, i, 15, was, sizeof was);
-        line_prefix(after, N_MODELS + i, 15, now, sizeof now);
-        assert_string_equal(now, was);
-    }
-    /* no bad value reached a table; the diverged run did, as accuracy 0 */
-    for (const char *t = table; t; t = t == table ? summary : NULL) {
-        assert_null(strstr(t, "7.5"));
-        assert_null(strstr(t, "nan"));
-        assert_null(strstr(t, "-inf"));
-        assert_null(strstr(t, "\t-"));
-    }
-    assert_non_null(strstr(table, "\t0.0000\tinf\t"));
-    free(err);
-    free(table);
-    free(summary);
+    assert_string_equal(after, bad); /* nothing trained */
     free(after);
+    free(div);
     free(bad);
     free(ledger);
+    free(table);
+
+    /* a model of 60 steps records steps_to_95 -1 or 50 (the first step with a
+     * full window) to 60 */
+    remove(sweep_path(tmpdir, "mqar_models.tsv"));
+    assert_int_equal(run_flags(tmpdir, "", STEPS60), 0);
+    ledger = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    table = test_read_text(sweep_path(tmpdir, "14_recall_by_mechanism.tsv"));
+    static const char *const past[] = {"steps_to_95=49", "steps_to_95=61",
+                                       "steps_to_95=999999999"};
+    for (int i = 0; i < 3; i++) {
+        bad = edit_field(ledger, 2, 18, past[i]);
+        test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), bad);
+        char want[512];
+        snprintf(want, sizeof want, "3: steps_to_95 '%s' is not -1 (never) or a step from 50 "
+                 "(the first with a full window) to 60 (this model's steps)", past[i] + 12);
+        assert_bad_field(STEPS60, bad, table, want);
+        free(bad);
+    }
+    for (int i = 0; i < 2; i++) {
+        bad = edit_field(ledger, 2, 18, i ? "steps_to_95=60" : "steps_to_95=50");
+        test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), bad);
+        assert_int_equal(run_flags(tmpdir, "KDALAB_RESUME=1", STEPS60), 0);
+        after = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+        assert_string_equal(after, bad); /* read back, nothing trained */
+        free(after);
+        free(bad);
+    }
+    free(ledger);
+    free(table);
 }
 
 /* A run refused with one clear line (status 1, stderr holding want). */
@@ -358,6 +393,53 @@ static void ledger_bounded_reads(void **state)
     free(good);
 }
 
+/* DIR/mqar_jobs, where a resuming run reads the jobs' ledgers, is there but
+ * cannot be read as a directory: one error naming it and the reason, nothing
+ * trained (passing over it would train every model its ledgers hold again). */
+static void jobs_dir_unreadable(void **state)
+{
+    (void)state;
+    char dir[300], jobs[320], cmd[1400], want[800];
+    snprintf(dir, sizeof dir, "%s/jobsdir", tmpdir);
+    snprintf(jobs, sizeof jobs, "%s/mqar_jobs", dir);
+    static const struct {
+        const char *make, *why;
+    } bad[] = {
+        {"echo not a directory > '%s'", "not a directory"},
+        {"ln -s mqar_jobs '%s'", "Too many levels of symbolic links"},
+        {"ln -s nowhere '%s'", "a symbolic link to nothing"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && ", dir, dir);
+        snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), bad[i].make, jobs);
+        assert_int_equal(system(cmd), 0);
+        snprintf(want, sizeof want, "the jobs' ledgers '%s': %s", jobs, bad[i].why);
+        assert_refused(dir, "KDALAB_RESUME=1", want);
+        snprintf(cmd, sizeof cmd, "%s/mqar_models.tsv", dir);
+        assert_false(tcli_exists(cmd)); /* nothing trained */
+    }
+    /* a directory this process may not list: mode 0 (as root, which may
+     * list anything, the run is made as uid 1000 through setpriv) */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && chmod 777 '%s' && chmod 0 '%s'",
+             dir, jobs, dir, jobs);
+    assert_int_equal(system(cmd), 0);
+    const char *as = "";
+    if (geteuid() == 0) {
+        as = "setpriv --reuid=1000 --regid=1000 --clear-groups";
+        snprintf(cmd, sizeof cmd, "%s %s --help >/dev/null 2>&1", as, exe);
+        if (chmod(tmpdir, 0711) != 0 || system(cmd) != 0) {
+            printf("    root, and %s cannot be run as uid 1000 here: the mode-0 case skipped\n",
+                   exe);
+            chmod(tmpdir, 0700);
+            return;
+        }
+    }
+    snprintf(want, sizeof want, "the jobs' ledgers '%s': Permission denied", jobs);
+    snprintf(cmd, sizeof cmd, "KDALAB_RESUME=1 %s", as);
+    assert_refused(dir, cmd, want);
+    assert_int_equal(chmod(tmpdir, 0700), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -375,6 +457,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(ledger_resume),
                                        cmocka_unit_test(ledger_bad_values),
-                                       cmocka_unit_test(ledger_bounded_reads)};
+                                       cmocka_unit_test(ledger_bounded_reads),
+                                       cmocka_unit_test(jobs_dir_unreadable)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
