@@ -8,7 +8,10 @@
  * reads with q = k0, so o_t = s a^t v0 and the retained fraction is
  *   r(t) = <o_t, v0> / <o_0, v0>,    t = tokens since the write.
  * Run with kdalab_recurrent_f64 as Gated DeltaNet (g = ln a, one per token)
- * and as KDA (g = ln a on every channel): the two must agree. The half-life is
+ * and as KDA (g = ln a on every channel), and as the grid's two cells
+ * without the delta rule, simple GLA and GLA (the write is k0 v0^T, later
+ * tokens write v = 0): all four must agree, since the horizon is the
+ * decay's alone, whatever the write rule. The half-life is
  * fitted by least squares on ln r(t) = c1 t over the points with r >= r-min
  * (gsl_fit_linear: ln r = c0 + c1 t, half-life -ln 2 / c1) and compared with
  * ln(1/2) / ln(a). The chapter: a = 0.9 gives "under seven" tokens, a = 0.9999
@@ -28,7 +31,7 @@
  * to effectively permanent".
  *
  * Outputs (DIR = --out):
- *   01_half_life.tsv            r(t) per a, both mechanisms, and a^t
+ *   01_half_life.tsv            r(t) per a, the four mechanisms, and a^t
  *   01_half_life_fit.tsv        fitted vs exact half-life per a
  *   01_half_life_gate.tsv       one line per sampled gate channel
  *   01_half_life_gate_hist.tsv  histogram of log10 effective half-life
@@ -50,14 +53,15 @@
 #define MAX_A 16
 
 /* The retained fraction r(t), t = 0..T, of one association under a constant
- * decay a, for Gated DeltaNet (kda == 0) or KDA (kda == 1). */
+ * decay a, for a mechanism with a decay (Gated DeltaNet, KDA, simple GLA,
+ * GLA): with the delta rule token 0 writes with beta = 1 and later tokens
+ * with beta = 0; without it token 0 writes k0 v0^T and later tokens v = 0. */
 static void retained(const lab_ctx *x, gsl_rng *rng, size_t K, size_t V, size_t T, double a,
-                     int kda, double *r)
+                     kdalab_mechanism mech, double *r)
 {
     size_t n = T + 1;
     kdalab_dims d = {1, n, 1, K, V};
-    kdalab_mechanism mech = kda ? KDALAB_KDA : KDALAB_GATED_DELTANET;
-    size_t gw = kda ? K : 1;
+    size_t gw = kdalab_mechanism_g_width(mech, K);
     double *k0 = lab_zeros(x, K), *v0 = lab_zeros(x, V);
     lab_random_unit(rng, k0, K);
     lab_random_unit(rng, v0, V);
@@ -70,7 +74,9 @@ static void retained(const lab_ctx *x, gsl_rng *rng, size_t K, size_t V, size_t 
     }
     memcpy(v, v0, V * sizeof *v0); /* token 0 writes v0; later tokens write nothing */
     beta[0] = 1.0;
-    lab_check(x, kdalab_recurrent_f64(&d, mech, kdalab_default_scale(K), q, k, v, g, beta, NULL, o, NULL),
+    lab_check(x, kdalab_recurrent_f64(&d, mech, kdalab_default_scale(K), q, k, v, g,
+                                      kdalab_mechanism_has_delta(mech) ? beta : NULL, NULL, o,
+                                      NULL),
               "kdalab_recurrent_f64");
     double o0 = 0.0;
     for (size_t j = 0; j < V; j++) o0 += o[j] * v0[j];
@@ -98,6 +104,7 @@ typedef struct {
 /* The half-life of one decay factor a, exact and fitted. */
 typedef struct {
     double hl_exact, hl_fit, rel, dmax; /* dmax: max_t |r_gdn - r_kda| */
+    double dgrid;                       /* max_t |r_gdn - r| over KDA, simple GLA, GLA */
     size_t nfit;                        /* points in the fit            */
 } decay_fit;
 
@@ -111,7 +118,9 @@ static void constant_decays(lab_ctx *x, const params *p, gsl_rng *rng, decay_fit
         "t", "tokens since the write",
         "r_gdn", "retained fraction <o_t,v0>/<o_0,v0>, Gated DeltaNet, g = ln a (1)",
         "r_kda", "the same, KDA with g = ln a on every channel (1)",
-        "r_exact", "a^t (1)", NULL};
+        "r_exact", "a^t (1)",
+        "r_sgla", "the same, simple GLA with g = ln a (no delta rule: later tokens write v = 0) (1)",
+        "r_gla", "the same, GLA with g = ln a on every channel (1)", NULL};
     FILE *f = lab_tsv_open(x, "01_half_life", cols, "K=%zu V=%zu T=%zu a=%s beta_write=1 scale=K^-1/2",
                            K, V, T, p->decays);
     static const char *const fcols[] = {
@@ -122,29 +131,37 @@ static void constant_decays(lab_ctx *x, const params *p, gsl_rng *rng, decay_fit
         "c0", "fitted intercept of ln r (0 for a pure exponential) (1)",
         "c1_se", "standard error of the fitted slope c1 (1/token)",
         "n_fit", "points in the fit (r >= r-min)",
-        "max_gdn_kda", "max_t |r_gdn - r_kda| (1)", NULL};
+        "max_gdn_kda", "max_t |r_gdn - r_kda| (1)",
+        "max_grid", "max_t |r_gdn - r| over KDA, simple GLA and GLA (1)", NULL};
     FILE *ff = lab_tsv_open(x, "01_half_life_fit", fcols, "K=%zu V=%zu T=%zu r_min=%g", K, V, T, p->r_min);
     double *rg = lab_zeros(x, T + 1), *rk = lab_zeros(x, T + 1);
+    double *rs = lab_zeros(x, T + 1), *rl = lab_zeros(x, T + 1); /* simple GLA, GLA */
     double *ft = lab_zeros(x, T + 1), *fy = lab_zeros(x, T + 1);
     for (size_t i = 0; i < p->na; i++) {
         double a = p->a[i];
         decay_fit *fi = &fit[i];
         lab_progress(x, "decays", i, p->na);
-        retained(x, rng, K, V, T, a, 0, rg);
-        retained(x, rng, K, V, T, a, 1, rk);
+        retained(x, rng, K, V, T, a, KDALAB_GATED_DELTANET, rg);
+        retained(x, rng, K, V, T, a, KDALAB_KDA, rk);
+        retained(x, rng, K, V, T, a, KDALAB_SIMPLE_GLA, rs);
+        retained(x, rng, K, V, T, a, KDALAB_GLA, rl);
         /* every t up to 100, then about 100 points per decade */
         size_t next = 0;
         for (size_t t = 0; t <= T; t++) {
             if (t < next) continue;
-            fprintf(f, "%g\t%zu\t%.17g\t%.17g\t%.17g\n", a, t, rg[t], rk[t], pow(a, (double)t));
+            fprintf(f, "%g\t%zu\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\n", a, t, rg[t], rk[t],
+                    pow(a, (double)t), rs[t], rl[t]);
             next = t < 100 ? t + 1 : (size_t)ceil((double)t * pow(10.0, 0.01));
         }
         fprintf(f, "\n\n"); /* one gnuplot data block per a */
         size_t n = 0;
         fi->dmax = 0.0;
+        fi->dgrid = 0.0;
         for (size_t t = 1; t <= T; t++) {
             double dd = fabs(rg[t] - rk[t]);
             if (dd > fi->dmax || isnan(dd)) fi->dmax = dd;
+            double dg = fmax(dd, fmax(fabs(rg[t] - rs[t]), fabs(rg[t] - rl[t])));
+            if (dg > fi->dgrid || isnan(dg)) fi->dgrid = dg;
             if (rg[t] >= p->r_min) {
                 ft[n] = (double)t;
                 fy[n] = log(rg[t]);
@@ -157,24 +174,26 @@ static void constant_decays(lab_ctx *x, const params *p, gsl_rng *rng, decay_fit
         fi->hl_exact = log(0.5) / log(a);
         fi->hl_fit = -log(2.0) / c1;
         fi->rel = (fi->hl_fit - fi->hl_exact) / fi->hl_exact;
-        fprintf(ff, "%g\t%.10g\t%.10g\t%.3e\t%.3e\t%.3e\t%zu\t%.3e\n", a, fi->hl_exact, fi->hl_fit,
-                fi->rel, c0, sqrt(cov), n, fi->dmax);
+        fprintf(ff, "%g\t%.10g\t%.10g\t%.3e\t%.3e\t%.3e\t%zu\t%.3e\t%.3e\n", a, fi->hl_exact,
+                fi->hl_fit, fi->rel, c0, sqrt(cov), n, fi->dmax, fi->dgrid);
     }
     lab_progress(x, "decays", p->na, p->na);
     lab_tsv_close(x, f);
     lab_tsv_close(x, ff);
-    free(rg), free(rk), free(ft), free(fy);
+    free(rg), free(rk), free(rs), free(rl), free(ft), free(fy);
 }
 
 static void print_decay_summary(const lab_ctx *x, const params *p, const decay_fit *fit)
 {
     printf("01_half_life — one association under a constant decay a (K=%zu, V=%zu, T=%zu, seed %lu)\n\n",
            p->K, p->V, p->T, x->seed);
-    printf("  %-8s %14s %14s %10s %7s %12s\n", "a", "ln(1/2)/ln a", "fitted", "rel diff", "points",
-           "|GDN-KDA|");
+    printf("  %-8s %14s %14s %10s %7s %12s %12s\n", "a", "ln(1/2)/ln a", "fitted", "rel diff",
+           "points", "|GDN-KDA|", "|GDN-grid|");
     for (size_t i = 0; i < p->na; i++)
-        printf("  %-8g %14.4f %14.4f %10.1e %7zu %12.1e\n", p->a[i], fit[i].hl_exact, fit[i].hl_fit,
-               fit[i].rel, fit[i].nfit, fit[i].dmax);
+        printf("  %-8g %14.4f %14.4f %10.1e %7zu %12.1e %12.1e\n", p->a[i], fit[i].hl_exact,
+               fit[i].hl_fit, fit[i].rel, fit[i].nfit, fit[i].dmax, fit[i].dgrid);
+    printf("  (|GDN-grid|: the largest difference of KDA, simple GLA or GLA from Gated DeltaNet:\n"
+           "   the horizon is the decay's, with or without the delta rule)\n");
     printf("\nchapter claims (half-life in tokens):\n");
     for (size_t i = 0; i < p->na; i++) {
         if (p->a[i] == 0.9)
