@@ -21,6 +21,10 @@
  *   Gated DeltaNet     beta as DeltaNet, scalar decay alpha = --gdn-alpha per write
  *   KDA                beta as DeltaNet, per-channel decay: channel c keeps a
  *                      half-life drawn log-uniform in [--hl-min, --hl-max]
+ *   simple GLA, GLA    the grid's cells without the delta rule: Gated
+ *                      DeltaNet's and KDA's decays with linear attention's
+ *                      write S += k v^T (what the delta rule buys, beside
+ *                      what the decay buys)
  *   least squares      the K x V state S that minimises sum_i |S^T k_i - v_i|^2
  *                      (minimum norm), solved directly (gsl_linalg QR for
  *                      N >= K, Cholesky of the Gram matrix for N < K): the
@@ -44,7 +48,7 @@
  *                            (separated by two blank lines) in the order
  *                            keys = random, orthonormal; mechanism = linear
  *                            attention, DeltaNet, Gated DeltaNet, KDA, least
- *                            squares, softmax
+ *                            squares, softmax, simple GLA, GLA
  */
 #include <math.h>
 #include <stddef.h>
@@ -60,9 +64,10 @@
 #include "common.h"
 #include "kdalab.h"
 
-enum { M_LINEAR = 0, M_DELTANET, M_GDN, M_KDA, M_LSQ, M_SOFTMAX, N_MECH };
+enum { M_LINEAR = 0, M_DELTANET, M_GDN, M_KDA, M_LSQ, M_SOFTMAX, M_SGLA, M_GLA, N_MECH };
 static const char *const mech_name[N_MECH] = {"linear_attention", "deltanet", "gated_deltanet", "kda",
-                                              "least_squares", "softmax_attention"};
+                                              "least_squares", "softmax_attention", "simple_gla",
+                                              "gla"};
 enum { KEYS_RANDOM = 0, KEYS_ORTHO, N_KEYS };
 static const char *const keys_name[N_KEYS] = {"random", "orthonormal"};
 
@@ -202,14 +207,21 @@ static void recall_once(const lab_ctx *x, const params *p, gsl_rng *rng, workspa
     }
     kdalab_dims d = {1, T, 1, K, V};
     double scale = kdalab_default_scale(K);
-    static const kdalab_mechanism lib_mech[4] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
-                                                 KDALAB_GATED_DELTANET, KDALAB_KDA};
-    for (int m = M_LINEAR; m <= M_KDA; m++) {
-        const double *g = m == M_GDN ? w->g1 : m == M_KDA ? w->gk : NULL;
-        lab_check(x, kdalab_recurrent_f64(&d, lib_mech[m], scale, w->q, w->k, w->v, g,
-                                          m == M_LINEAR ? NULL : w->bt, NULL, w->o, NULL),
+    /* the recurrent mechanisms: a decay per head takes g1 (--gdn-alpha), one
+     * per key channel gk (the drawn half-lives); beta only with the delta rule */
+    static const struct { int m; kdalab_mechanism lib; } rec[] = {
+        {M_LINEAR, KDALAB_LINEAR_ATTENTION}, {M_DELTANET, KDALAB_DELTANET},
+        {M_GDN, KDALAB_GATED_DELTANET},      {M_KDA, KDALAB_KDA},
+        {M_SGLA, KDALAB_SIMPLE_GLA},         {M_GLA, KDALAB_GLA}};
+    for (size_t j = 0; j < sizeof rec / sizeof rec[0]; j++) {
+        kdalab_g_shape gs = kdalab_mechanism_g_shape(rec[j].lib);
+        const double *g = gs == KDALAB_G_PER_HEAD ? w->g1 : gs == KDALAB_G_PER_KEY ? w->gk : NULL;
+        lab_check(x, kdalab_recurrent_f64(&d, rec[j].lib, scale, w->q, w->k, w->v, g,
+                                          kdalab_mechanism_has_delta(rec[j].lib) ? w->bt : NULL,
+                                          NULL, w->o, NULL),
                   "kdalab_recurrent_f64");
-        r->d[at(r, kt, m, i, s)] = decode(w->o + N * V, w->vals, N, V, p->cos_rec, p->cos_exact);
+        r->d[at(r, kt, rec[j].m, i, s)] =
+            decode(w->o + N * V, w->vals, N, V, p->cos_rec, p->cos_exact);
     }
     least_squares(x, w->keys, w->vals, N, K, V, w->S, w->o);
     r->d[at(r, kt, M_LSQ, i, s)] = decode(w->o, w->vals, N, V, p->cos_rec, p->cos_exact);
@@ -288,7 +300,8 @@ static void write_results(lab_ctx *x, const params *p, const results *r,
     double *a = lab_zeros(x, seeds), *cs = lab_zeros(x, seeds), *t = lab_zeros(x, seeds);
     static const char *const cols[] = {
         "keys", "random | orthonormal",
-        "mechanism", "linear_attention | deltanet | gated_deltanet | kda | least_squares | softmax_attention",
+        "mechanism", "linear_attention | deltanet | gated_deltanet | kda | least_squares | softmax_attention | "
+                     "simple_gla | gla",
         "N", "associations written",
         "N_over_K", "N / K (1)",
         "acc", "fraction of keys whose recall is nearest (cosine) to the right value, mean over seeds (1)",
