@@ -10,7 +10,8 @@
  * or with no gate at all (use_gate=False). kdalab's models use the full-rank
  * sigmoid for both. The short convolution starts U(-1/2, 1/2) in kdalab
  * (PyTorch's Conv1d default) and N(0, 0.02^2) in fla's models. Each design
- * below is trained with both mixers, two blocks, on the plain MQAR task:
+ * below is trained with both mixers, two blocks, on 14's task (kdalab's dense
+ * recall layout, lib/kdalab_mqar.h):
  *   gate            sigmoid (kdalab's), swish (fla's Gated DeltaNet), none,
  *                   sigmoid at rank d (fla's KDA layer)
  *   conv init       uniform (kdalab's), normal0.02 (fla's models)

@@ -1,8 +1,8 @@
 /*
  * 21_training_budget — trained models: does KDA catch up with more training,
  * and where? Test accuracy against the training budget for DeltaNet, Gated
- * DeltaNet and KDA, at two head dimensions, on plain MQAR and on a task that
- * needs forgetting.
+ * DeltaNet and KDA, at two head dimensions, on kdalab's dense recall layout
+ * and on a task that needs forgetting.
  *
  * Experiments 14 and 15 train every model for 1,000 steps, and KDA trails
  * there while still improving (15's probe: 3,000 steps lift it from 0.29 d to
@@ -12,12 +12,12 @@
  * mean training-batch accuracy over the last 50 steps reached 0.95 (a batch
  * is fresh data, so that is the test accuracy before the step's update).
  *
- * Tasks (lib/kdalab_mqar.h): plain (14's: vocabulary 129, T = 64, 24 pairs,
+ * Tasks (lib/kdalab_mqar.h): dense (14's: vocabulary 129, T = 64, 24 pairs,
  * 16 of them asked) and overwrite (Zoology's forgetting MQAR at T = 64: 12
  * pairs, 6 keys bound again). Models: two blocks, D = 32, d = 16 (H = 2) and
  * d = 32 (H = 1), lr 3e-3 (14's best rate for every mixer), batches of 32.
  *
- * Reduced (make run): plain task only at vocabulary 65, T = 40, 4 pairs,
+ * Reduced (make run): dense task only at vocabulary 65, T = 40, 4 pairs,
  * DeltaNet and KDA at d = 16, budgets 200 and 600 steps of 16, one seed: the
  * pipeline, not a verdict. Full (KDALAB_FULL=1): budgets 1,000, 3,000 and
  * 10,000 steps, seeds 1-3: 108 models, most of the time in the 36 of 10,000
@@ -62,9 +62,9 @@ int main(int argc, char **argv)
     const size_t *ds = full ? ds_full : ds_reduced, n_d = full ? 2 : 1;
     const size_t budgets_full[] = {1000, 3000, 10000}, budgets_reduced[] = {200, 600};
     const size_t *budgets = full ? budgets_full : budgets_reduced, n_b = full ? 3 : 2;
-    const budget_task tasks_full[] = {{KDALAB_MQAR_PLAIN, 64, 24, 0, 129},
+    const budget_task tasks_full[] = {{KDALAB_MQAR_DENSE, 64, 24, 0, 129},
                                       {KDALAB_MQAR_OVERWRITE, 64, 12, 6, 129}},
-                      tasks_reduced[] = {{KDALAB_MQAR_PLAIN, 40, 4, 0, 65}};
+                      tasks_reduced[] = {{KDALAB_MQAR_DENSE, 40, 4, 0, 65}};
     const budget_task *tasks = full ? tasks_full : tasks_reduced;
     const size_t n_t = full ? 2 : 1, batch = full ? 32 : 16;
     const double lr = 3e-3;

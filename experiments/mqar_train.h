@@ -29,7 +29,7 @@ typedef struct {
     size_t batch, steps, test;
     double lr;
     unsigned long seed;
-    kdalab_mqar_task task;  /* the layout (lib/kdalab_mqar.h); 0: plain             */
+    kdalab_mqar_task task;  /* the layout (lib/kdalab_mqar.h); 0: dense             */
     size_t updates, recent; /* overwrite's U, recent's W (0 for the other tasks)     */
     kdalab_output_gate gate; /* the linear mixers' output gate; 0: sigmoid           */
     size_t gate_rank;        /* its rank; 0: full                                    */
