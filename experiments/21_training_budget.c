@@ -35,8 +35,9 @@
 
 #include "common.h"
 #include "mqar_train.h"
+#include "verdict.h"
 
-#define MAX_SEEDS 8
+#define MAX_SEEDS 16
 
 /* One task of the sweep: its layout and sizes. */
 typedef struct {
@@ -95,7 +96,8 @@ int main(int argc, char **argv)
     FILE *fs = lab_tsv_open(&x, "21_budget_summary", scols, "%s sweep: D=32 seeds=%zu",
                             full ? "full" : "reduced", seeds);
     /* acc and steps to 95 % of (task, d, mixer, budget, seed) */
-    static double acc[2][2][3][3][MAX_SEEDS], s95[2][2][3][3][MAX_SEEDS];
+    static double acc[2][2][3][3][MAX_SEEDS], s95[2][2][3][3][MAX_SEEDS],
+        loss[2][2][3][3][MAX_SEEDS];
     const size_t total = n_t * n_d * n_mix * n_b * seeds;
     size_t done = 0;
     /* seeds outermost: a sweep cut short still has whole tables for its first seeds */
@@ -112,6 +114,7 @@ int main(int argc, char **argv)
                                  kdalab_mqar_task_name(tasks[it].task), r.steps_to_95);
                         lab_mqar_row_extra(f, mixers[m], &s, &r, extra);
                         acc[it][id][m][ib][sd] = r.accuracy;
+                        loss[it][id][m][ib][sd] = r.loss;
                         s95[it][id][m][ib][sd] = (double)r.steps_to_95;
                         lab_progress(&x, "models", ++done, total);
                     }
@@ -145,6 +148,28 @@ int main(int argc, char **argv)
             }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
+    /* KDA against DeltaNet and against Gated DeltaNet (the full sweep's) at
+     * each (task, d, budget), by the verdict rule (verdict.h) */
+    static const char *const names_full[] = {"DeltaNet", "Gated DeltaNet", "KDA"},
+                             *const names_reduced[] = {"DeltaNet", "KDA"};
+    const char *const *names = full ? names_full : names_reduced;
+    const size_t kda = n_mix - 1;
+    for (size_t it = 0; it < n_t; it++)
+        for (size_t id = 0; id < n_d; id++)
+            for (size_t ib = 0; ib < n_b; ib++) {
+                const lab_mqar_spec at = SPEC(it, id, kda, ib, 0);
+                const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
+                char what[96];
+                snprintf(what, sizeof what, "%s, d = %zu, %zu steps",
+                         kdalab_mqar_task_name(tasks[it].task), ds[id], budgets[ib]);
+                for (size_t m = 0; m < kda; m++) {
+                    const lab_side A = {names[kda], acc[it][id][kda][ib], loss[it][id][kda][ib]},
+                                   B = {names[m], acc[it][id][m][ib], loss[it][id][m][ib]};
+                    lab_verdict v;
+                    lab_verdict_apply(&A, &B, seeds, x.seed, no_recall, &v);
+                    lab_verdict_print(stdout, what, &A, &B, &v);
+                }
+            }
     if (!full)
         printf("  reduced sweep: the pipeline and the direction only; see make run FULL=1\n");
     return 0;
