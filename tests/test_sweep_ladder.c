@@ -1,15 +1,18 @@
 /*
- * tests/test_sweep_ladder.c — experiment 22's sweep (where Gated DeltaNet
- * and KDA train: a ladder of scales).
+ * tests/test_sweep_ladder.c — the two sweeps after the verdict rule:
+ * experiment 22 (where Gated DeltaNet and KDA train: a ladder of scales)
+ * and 23 (the report's palindrome, stack and MQAR for the lineage).
  *
- * Runs $KDALAB_BIN/22_trainable_regime (bin by default) cut to 2 optimiser
- * steps and a 4-sequence test set. Checked:
+ * Runs $KDALAB_BIN/22_trainable_regime and 23_report_tasks (bin by default)
+ * cut to 2 optimiser steps and a 4-sequence test set. Checked:
  *   - 22's full sweep is 168 jobs, its most expensive point (64:128, D = 128)
  *     first: job 0 trains a model of width 128 at T = 128 on Zoology's split;
  *     a resuming run of the reduced sweep trains nothing and writes the same
  *     summary, one row per (point, task, mixer), and prints its verdict;
  *   - a malformed --points (a missing field, a zero, a trailing comma, a
- *     letter), a T not below the vocabulary, a bad --lrs: one line, exit 2.
+ *     letter), a T not below the vocabulary, a bad --lrs: one line, exit 2;
+ *   - 23's reduced sweep: a row per (task, mixer) in its summary, and the
+ *     verdict rule's line for each task; its full sweep is 240 jobs.
  */
 #define _XOPEN_SOURCE 700
 #include <limits.h>
@@ -23,7 +26,7 @@
 #include "sweep_runs.h"
 
 static char tmpdir[256];
-static char exe22[PATH_MAX];
+static char exe22[PATH_MAX], exe23[PATH_MAX];
 
 /* Run a shell command (KDALAB_FULL, KDALAB_RESUME unset unless it sets
  * them) with stdout and stderr to tmpdir/out and tmpdir/err; its exit
@@ -94,11 +97,42 @@ static void regime_bad_flags(void **state)
     }
 }
 
+static void report_tasks(void **state)
+{
+    (void)state;
+    assert_int_equal(sh("KDALAB_FULL=1 %s --list-jobs", exe23), 0);
+    char *list = test_read_text(sweep_path(tmpdir, "out"));
+    assert_int_equal(data_lines(list), 240);
+    free(list);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/r23", tmpdir);
+    assert_int_equal(sh("mkdir -p %s", dir), 0);
+    sweep_run_tiny(exe23, dir, "");
+    char *sum = test_read_text(sweep_path(dir, "23_report_summary.tsv"));
+    char *out = test_read_text(sweep_path(dir, "stdout"));
+    assert_int_equal(data_lines(sum), 6); /* 3 tasks x DeltaNet, KDA */
+    for (const char *t = "palindrome\0stack\0mqar\0"; *t; t += strlen(t) + 1) {
+        char want[64];
+        snprintf(want, sizeof want, "verdict (%s): KDA ", t);
+        assert_non_null(strstr(out, want));
+    }
+    free(sum), free(out);
+}
+
 static int setup(void **state)
 {
     (void)state;
-    return sweep_setup("test_sweep_ladder", "22_trainable_regime", exe22, sizeof exe22,
-                       "kdalab_ladder", tmpdir, sizeof tmpdir);
+    if (sweep_setup("test_sweep_ladder", "22_trainable_regime", exe22, sizeof exe22,
+                    "kdalab_ladder", tmpdir, sizeof tmpdir) != 0)
+        return -1;
+    char rel[PATH_MAX];
+    const char *bin = getenv("KDALAB_BIN");
+    snprintf(rel, sizeof rel, "%s/23_report_tasks", bin && *bin ? bin : "bin");
+    if (!realpath(rel, exe23)) {
+        fprintf(stderr, "test_sweep_ladder: %s not found: run `make` (or set KDALAB_BIN)\n", rel);
+        return -1;
+    }
+    return 0;
 }
 
 static int teardown(void **state)
@@ -112,6 +146,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(regime_jobs_and_resume),
         cmocka_unit_test(regime_bad_flags),
+        cmocka_unit_test(report_tasks),
     };
     return cmocka_run_group_tests_name("sweep_ladder", tests, setup, teardown);
 }
