@@ -103,7 +103,9 @@ KDALAB_BEGIN_DECLS
  * set of N sequences, as Zoology trains on a fixed set (100,000 sequences):
  * row r of batch i is the sequence drawn at position i * B + r of the
  * stream, which visits the N sequences in a new random order in each pass
- * (position p: pass p / N, place p mod N of that pass's permutation).
+ * (position p: pass p / N, place p mod N of that pass's permutation). The
+ * trainer's test stream is another seed's, so with a fixed set its test set
+ * is N sequences of that stream too: at most N distinct ones.
  */
 typedef enum {
     KDALAB_MQAR_DENSE = 0,
@@ -186,8 +188,8 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
  * probability 2^-32, so a training run should draw its test set from its
  * own seed (e.g. seed + 1) rather than rely on disjoint indices.
  * B = 0 writes nothing. Errors: those of kdalab_mqar_vocab_size,
- * KDALAB_EOVERFLOW (B * T elements), KDALAB_ENULL (tokens or targets),
- * KDALAB_ENOMEM.
+ * KDALAB_EOVERFLOW (B * T elements; with a fixed set, batch_index * B + B),
+ * KDALAB_ENULL (tokens or targets), KDALAB_ENOMEM.
  */
 kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed,
                                size_t batch_index, size_t B, int32_t *tokens,

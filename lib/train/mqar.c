@@ -379,16 +379,17 @@ kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed
                                int32_t *targets)
 {
     // tokens, targets are (B, T)
-    size_t n_queries, n, bytes, first_row;
+    size_t n_queries, n, bytes, first_row = 0;
     kdalab_status s = kdalab_mqar_vocab_size(cfg, NULL, &n_queries);
     if (s != KDALAB_OK)
         return s;
     size_t T = cfg->T, P = cfg->kv_pairs;
     if (!kdalab_mul_size(B, T, &n) || !kdalab_mul_size(n, sizeof(int32_t), &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "B = %zu, T = %zu: B * T tokens overflow", B, T);
-    if (!kdalab_mul_size(batch_index, B, &first_row) || first_row > SIZE_MAX - B)
-        return kdalab_fail(KDALAB_EOVERFLOW, "batch_index = %zu, B = %zu: the rows' numbers "
-                           "in the stream overflow", batch_index, B);
+    if (cfg->train_set && (!kdalab_mul_size(batch_index, B, &first_row) ||
+                           first_row > SIZE_MAX - B))
+        return kdalab_fail(KDALAB_EOVERFLOW, "batch_index = %zu, B = %zu: the rows' places "
+                           "in a pass over the fixed set overflow", batch_index, B);
     if (n && (!tokens || !targets))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", !tokens ? "tokens" : "targets");
     if (n == 0) {
