@@ -188,6 +188,9 @@ $(BUILD)/tests/%.o: tests/%.c $(wildcard tests/*.h) $(HEADERS) | deps-test
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_COMMON) $(LIB_A)
 	$(CC) -fopenmp $(CFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
+# the verdict rule's suite tests the experiments' code it names
+$(BUILD)/tests/test_verdict: $(BUILD)/experiments/verdict.o
+
 # Tests that drive the command-line tool need it built first.
 # The Python module's tests (pytest) run with the Debian interpreter, where
 # python3-numpy and python3-pytest are installed (a pyenv python3 may lack them).

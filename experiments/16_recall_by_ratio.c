@@ -27,8 +27,9 @@
 #include "cache_model.h"
 #include "common.h"
 #include "mqar_train.h"
+#include "verdict.h"
 
-#define MAX_SEEDS 8
+#define MAX_SEEDS 16
 
 int main(int argc, char **argv)
 {
@@ -74,7 +75,7 @@ int main(int argc, char **argv)
     FILE *fs = lab_tsv_open(&x, "16_recall_by_ratio_summary", scols, "%s sweep: L=%zu",
                             full ? "full" : "reduced", L);
     /* seeds outermost: a sweep stopped early has whole curves, not whole stacks */
-    double mean[20], share[20], frac[20], acc[20][MAX_SEEDS];
+    double mean[20], share[20], frac[20], acc[20][MAX_SEEDS], loss[20][MAX_SEEDS];
     size_t done = 0;
     for (size_t sd = 0; sd < seeds; sd++)
         for (size_t i = 0; i < ns; i++) {
@@ -85,6 +86,7 @@ int main(int argc, char **argv)
             lab_mqar_train(&x, &s, 0, &r);
             lab_mqar_row(f, specs[i], &s, &r);
             acc[i][sd] = r.accuracy;
+            loss[i][sd] = r.loss;
             lab_progress(&x, "models", ++done, ns * seeds);
             size_t n_attn = 0;
             for (size_t l = 0; l < L; l++)
@@ -117,6 +119,17 @@ int main(int argc, char **argv)
                top > bottom ? 100 * (mean[i31] - bottom) / (top - bottom) : 0.0, bottom, top,
                100 * frac[i31], 100 * (1 - frac[i31]),
                bottom < 0.5 ? "" : " — but pure KDA does not fail here; raise --pairs");
+    /* the shape of the curve by the verdict rule (verdict.h): each stack
+     * against the next one with more attention */
+    const lab_mqar_spec any = {.mixers = "kda", .L = L, .D = D, .H = H, .conv = 1, .T = T,
+                               .P = P, .vocab = 65};
+    const double no_recall = lab_no_recall_loss(lab_mqar_answers(&any));
+    for (size_t i = 0; i + 1 < ns; i++) {
+        const lab_side A = {specs[i + 1], acc[i + 1], loss[i + 1]}, B = {specs[i], acc[i], loss[i]};
+        lab_verdict v;
+        lab_verdict_apply(&A, &B, seeds, x.seed, no_recall, &v);
+        lab_verdict_print(stdout, "the next stack", &A, &B, &v);
+    }
     if (!full)
         printf("  (reduced sweep: one seed, short training; see make run FULL=1)\n");
     return 0;

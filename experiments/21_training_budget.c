@@ -1,8 +1,8 @@
 /*
  * 21_training_budget — trained models: does KDA catch up with more training,
  * and where? Test accuracy against the training budget for DeltaNet, Gated
- * DeltaNet and KDA, at two head dimensions, on plain MQAR and on a task that
- * needs forgetting.
+ * DeltaNet and KDA, at two head dimensions, on kdalab's dense recall layout
+ * and on a task that needs forgetting.
  *
  * Experiments 14 and 15 train every model for 1,000 steps, and KDA trails
  * there while still improving (15's probe: 3,000 steps lift it from 0.29 d to
@@ -12,12 +12,12 @@
  * mean training-batch accuracy over the last 50 steps reached 0.95 (a batch
  * is fresh data, so that is the test accuracy before the step's update).
  *
- * Tasks (lib/kdalab_mqar.h): plain (14's: vocabulary 129, T = 64, 24 pairs,
+ * Tasks (lib/kdalab_mqar.h): dense (14's: vocabulary 129, T = 64, 24 pairs,
  * 16 of them asked) and overwrite (Zoology's forgetting MQAR at T = 64: 12
  * pairs, 6 keys bound again). Models: two blocks, D = 32, d = 16 (H = 2) and
  * d = 32 (H = 1), lr 3e-3 (14's best rate for every mixer), batches of 32.
  *
- * Reduced (make run): plain task only at vocabulary 65, T = 40, 4 pairs,
+ * Reduced (make run): dense task only at vocabulary 65, T = 40, 4 pairs,
  * DeltaNet and KDA at d = 16, budgets 200 and 600 steps of 16, one seed: the
  * pipeline, not a verdict. Full (KDALAB_FULL=1): budgets 1,000, 3,000 and
  * 10,000 steps, seeds 1-3: 108 models, most of the time in the 36 of 10,000
@@ -35,8 +35,9 @@
 
 #include "common.h"
 #include "mqar_train.h"
+#include "verdict.h"
 
-#define MAX_SEEDS 8
+#define MAX_SEEDS 16
 
 /* One task of the sweep: its layout and sizes. */
 typedef struct {
@@ -62,9 +63,9 @@ int main(int argc, char **argv)
     const size_t *ds = full ? ds_full : ds_reduced, n_d = full ? 2 : 1;
     const size_t budgets_full[] = {1000, 3000, 10000}, budgets_reduced[] = {200, 600};
     const size_t *budgets = full ? budgets_full : budgets_reduced, n_b = full ? 3 : 2;
-    const budget_task tasks_full[] = {{KDALAB_MQAR_PLAIN, 64, 24, 0, 129},
+    const budget_task tasks_full[] = {{KDALAB_MQAR_DENSE, 64, 24, 0, 129},
                                       {KDALAB_MQAR_OVERWRITE, 64, 12, 6, 129}},
-                      tasks_reduced[] = {{KDALAB_MQAR_PLAIN, 40, 4, 0, 65}};
+                      tasks_reduced[] = {{KDALAB_MQAR_DENSE, 40, 4, 0, 65}};
     const budget_task *tasks = full ? tasks_full : tasks_reduced;
     const size_t n_t = full ? 2 : 1, batch = full ? 32 : 16;
     const double lr = 3e-3;
@@ -95,7 +96,8 @@ int main(int argc, char **argv)
     FILE *fs = lab_tsv_open(&x, "21_budget_summary", scols, "%s sweep: D=32 seeds=%zu",
                             full ? "full" : "reduced", seeds);
     /* acc and steps to 95 % of (task, d, mixer, budget, seed) */
-    static double acc[2][2][3][3][MAX_SEEDS], s95[2][2][3][3][MAX_SEEDS];
+    static double acc[2][2][3][3][MAX_SEEDS], s95[2][2][3][3][MAX_SEEDS],
+        loss[2][2][3][3][MAX_SEEDS];
     const size_t total = n_t * n_d * n_mix * n_b * seeds;
     size_t done = 0;
     /* seeds outermost: a sweep cut short still has whole tables for its first seeds */
@@ -112,6 +114,7 @@ int main(int argc, char **argv)
                                  kdalab_mqar_task_name(tasks[it].task), r.steps_to_95);
                         lab_mqar_row_extra(f, mixers[m], &s, &r, extra);
                         acc[it][id][m][ib][sd] = r.accuracy;
+                        loss[it][id][m][ib][sd] = r.loss;
                         s95[it][id][m][ib][sd] = (double)r.steps_to_95;
                         lab_progress(&x, "models", ++done, total);
                     }
@@ -145,6 +148,28 @@ int main(int argc, char **argv)
             }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
+    /* KDA against DeltaNet and against Gated DeltaNet (the full sweep's) at
+     * each (task, d, budget), by the verdict rule (verdict.h) */
+    static const char *const names_full[] = {"DeltaNet", "Gated DeltaNet", "KDA"},
+                             *const names_reduced[] = {"DeltaNet", "KDA"};
+    const char *const *names = full ? names_full : names_reduced;
+    const size_t kda = n_mix - 1;
+    for (size_t it = 0; it < n_t; it++)
+        for (size_t id = 0; id < n_d; id++)
+            for (size_t ib = 0; ib < n_b; ib++) {
+                const lab_mqar_spec at = SPEC(it, id, kda, ib, 0);
+                const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
+                char what[96];
+                snprintf(what, sizeof what, "%s, d = %zu, %zu steps",
+                         kdalab_mqar_task_name(tasks[it].task), ds[id], budgets[ib]);
+                for (size_t m = 0; m < kda; m++) {
+                    const lab_side A = {names[kda], acc[it][id][kda][ib], loss[it][id][kda][ib]},
+                                   B = {names[m], acc[it][id][m][ib], loss[it][id][m][ib]};
+                    lab_verdict v;
+                    lab_verdict_apply(&A, &B, seeds, x.seed, no_recall, &v);
+                    lab_verdict_print(stdout, what, &A, &B, &v);
+                }
+            }
     if (!full)
         printf("  reduced sweep: the pipeline and the direction only; see make run FULL=1\n");
     return 0;

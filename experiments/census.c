@@ -121,20 +121,22 @@ static char *missing_list(const lab_ctx *x)
     return out;
 }
 
-/* The 16 settings a ledger key holds (lab_ledger_key): the 14 fields, then
- * the task and the output-gate design (their defaults where the key has no
- * such field). */
-#define N_SETTINGS 16
+/* The 17 settings a ledger key holds (lab_ledger_key): the 14 fields, then
+ * the task, the output-gate design and the data (vocabulary split, stacks,
+ * fixed training set; their defaults where the key has no such field). */
+#define N_SETTINGS 17
 static const char *const setting[N_SETTINGS] = {
     "precision", "mixers", "layers", "d_model", "heads", "conv", "seq_len", "pairs",
-    "vocab",     "batch",  "steps",  "test",    "lr",    "seed", "task",    "gate"};
+    "vocab",     "batch",  "steps",  "test",    "lr",    "seed", "task",    "gate", "data"};
 
 static void key_settings(const char *key, size_t len, const char **v, size_t *vn)
 {
-    v[14] = "plain/0/0";
+    v[14] = "dense/0/0";
     v[15] = "sigmoid/0/uniform";
+    v[16] = "even/0/0";
     vn[14] = strlen(v[14]);
     vn[15] = strlen(v[15]);
+    vn[16] = strlen(v[16]);
     size_t i = 0;
     for (const char *p = key, *end = key + len; p <= end;) {
         const char *tab = memchr(p, '\t', (size_t)(end - p));
@@ -145,6 +147,8 @@ static void key_settings(const char *key, size_t len, const char **v, size_t *vn
             v[14] = p + 5, vn[14] = n - 5;
         else if (n > 5 && memcmp(p, "gate=", 5) == 0)
             v[15] = p + 5, vn[15] = n - 5;
+        else if (n > 5 && memcmp(p, "data=", 5) == 0)
+            v[16] = p + 5, vn[16] = n - 5;
         if (!tab)
             break;
         p = tab + 1;

@@ -17,10 +17,10 @@
 /* The format of a line is in ledger.h. */
 void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t n)
 {
-    /* the plain task's key has no task field: the ledgers written before the
+    /* the dense task's key has no task field: the ledgers written before the
      * other tasks existed read as they did */
-    char task[96] = "", design[96] = "";
-    if (s->task != KDALAB_MQAR_PLAIN)
+    char task[96] = "", design[96] = "", data[96] = "";
+    if (s->task != KDALAB_MQAR_DENSE)
         snprintf(task, sizeof task, "\ttask=%s/%zu/%zu", kdalab_mqar_task_name(s->task),
                  s->updates, s->recent);
     /* likewise the default output gate (sigmoid, full rank) and conv init (uniform) */
@@ -28,9 +28,13 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
         s->conv_init != KDALAB_CONV_INIT_UNIFORM)
         snprintf(design, sizeof design, "\tgate=%s/%zu/%s", kdalab_output_gate_name(s->gate),
                  s->gate_rank, kdalab_conv_init_name(s->conv_init));
-    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s",
+    /* likewise the even split, no stacks and fresh batches */
+    if (s->split != LAB_SPLIT_EVEN || s->stacks || s->train_set)
+        snprintf(data, sizeof data, "\tdata=%s/%zu/%zu",
+                 s->split == LAB_SPLIT_ZOOLOGY ? "zoology" : "even", s->stacks, s->train_set);
+    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s%s",
              lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
-             s->batch, s->steps, s->test, s->lr, s->seed, task, design);
+             s->batch, s->steps, s->test, s->lr, s->seed, task, design, data);
 }
 
 /* The ledger this run appends to: DIR/mqar_models.tsv, or for job I of a

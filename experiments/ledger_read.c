@@ -71,9 +71,9 @@ static int ledger_line(const lab_ctx *x, const char *path, size_t lineno, FILE *
 }
 
 /* The length of a ledger line's key (lab_ledger_key): its 14 fields and the
- * task= and gate= fields after them where there are such; 0 if no field
- * follows. A key is matched whole: the default design's key is the start of
- * every other design's (its fields, then gate=...), and a plain task's of
+ * task=, gate= and data= fields after them where there are such; 0 if no
+ * field follows. A key is matched whole: the default design's key is the start of
+ * every other design's (its fields, then gate=...), and a dense task's of
  * every other task's. */
 static size_t ledger_key_len(const char *line, size_t len)
 {
@@ -82,7 +82,8 @@ static size_t ledger_key_len(const char *line, size_t len)
         if (line[i] == '\t' && ++tabs == 14)
             break;
     while (i < len && (strncmp(line + i + 1, "task=", 5) == 0 ||
-                       strncmp(line + i + 1, "gate=", 5) == 0)) {
+                       strncmp(line + i + 1, "gate=", 5) == 0 ||
+                       strncmp(line + i + 1, "data=", 5) == 0)) {
         const char *tab = memchr(line + i + 1, '\t', len - i - 1);
         i = tab ? (size_t)(tab - line) : len;
     }

@@ -3,8 +3,8 @@
  * the shared TSV row (mqar_train.h).
  *
  * defines: lab_full, lab_resume, lab_train_missing, lab_mqar_flags, lab_mqar_parse,
- *          lab_mqar_precision, lab_mqar_check, lab_mqar_print_job, lab_mqar_train,
- *          lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
+ *          lab_mqar_precision, lab_mqar_check, lab_mqar_answers, lab_mqar_print_job,
+ *          lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +114,20 @@ static void config_of(const lab_ctx *x, const lab_mqar_spec *s, kdalab_train_con
         .value_vocab = s->vocab > 0 ? s->vocab - 1 - (s->vocab - 1) / 2 : 0,
         .task = s->task,
         .updates = s->updates,
-        .recent = s->recent};
+        .recent = s->recent,
+        .train_set = s->train_set};
+    if (s->task == KDALAB_MQAR_STACK) { /* 2 S operation tokens, the rest values */
+        c->task.key_vocab = 2 * s->stacks;
+        c->task.value_vocab = s->vocab > 1 + 2 * s->stacks ? s->vocab - 1 - 2 * s->stacks : 0;
+    } else if (s->split == LAB_SPLIT_ZOOLOGY &&
+               kdalab_mqar_zoology_split(s->vocab, &c->task) != KDALAB_OK) {
+        refuse(x, s);
+    }
+    if ((s->task == KDALAB_MQAR_STACK) != (s->stacks > 0)) {
+        fprintf(stderr, "%s: %s with %zu stacks: the stack task, and only it, has stacks\n",
+                x->name, kdalab_mqar_task_name(s->task), s->stacks);
+        exit(2);
+    }
     c->opt = (kdalab_adamw_config){s->lr, s->lr / 10, 0.9, 0.999, 1e-8, 0.1, 1.0,
                                    s->steps / 10, s->steps};
     c->batch = s->batch;
@@ -143,6 +156,15 @@ void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s)
     kdalab_train_config c;
     size_t P;
     config_of(x, s, &c, &P);
+}
+
+size_t lab_mqar_answers(const lab_mqar_spec *s)
+{
+    if (s->task == KDALAB_MQAR_PALINDROME)
+        return s->vocab - 1;
+    if (s->task == KDALAB_MQAR_STACK)
+        return s->vocab - 1 - 2 * s->stacks;
+    return s->split == LAB_SPLIT_ZOOLOGY ? s->vocab - s->vocab / 2 : s->vocab - 1 - (s->vocab - 1) / 2;
 }
 
 /* Steps to 95 %: the training batches' accuracies of the last LAB_S95_WINDOW

@@ -19,22 +19,39 @@
 
 #include "common.h"
 
+/* How a spec's vocabulary splits into keys and values (the recall tasks and
+ * the palindrome; the stack's keys are its 2 * stacks operation tokens). */
+typedef enum {
+    LAB_SPLIT_EVEN = 0, /* 1 filler, (vocab - 1) / 2 keys, the rest values: the   */
+                        /* published sweeps of 14-17 and 19-21                    */
+    LAB_SPLIT_ZOOLOGY   /* Zoology's: keys [1, vocab/2), values [vocab/2, vocab)   */
+} lab_split;
+
 /* One model to train. */
 typedef struct {
     const char *mixers; /* kdalab_model_parse_mixers' spec: "kda", "hybrid:3", ... */
     size_t L, D, H;     /* blocks, width, heads (d = D / H)                       */
     int conv;           /* the short convolution on q, k, v                       */
-    size_t T, P, vocab; /* sequence length, key-value pairs, vocabulary (1 filler, */
-                        /* (vocab - 1) / 2 keys, the rest values)                 */
+    size_t T, P, vocab; /* sequence length, key-value pairs, vocabulary (split    */
+                        /* as `split` says)                                       */
     size_t batch, steps, test;
     double lr;
     unsigned long seed;
-    kdalab_mqar_task task;  /* the layout (lib/kdalab_mqar.h); 0: plain             */
+    kdalab_mqar_task task;  /* the layout (lib/kdalab_mqar.h); 0: dense             */
     size_t updates, recent; /* overwrite's U, recent's W (0 for the other tasks)     */
     kdalab_output_gate gate; /* the linear mixers' output gate; 0: sigmoid           */
     size_t gate_rank;        /* its rank; 0: full                                    */
     kdalab_conv_init conv_init; /* 0: U(-1/2, 1/2)                                   */
+    lab_split split;         /* the vocabulary's split; 0: even                       */
+    size_t stacks;           /* the stack task's S (0 for the other tasks)            */
+    size_t train_set;        /* 0: a fresh batch each step; N: a fixed set of N       */
 } lab_mqar_spec;
+
+/* The number of tokens an answer of the spec's task can be: its value
+ * tokens (the recall tasks, the stack), every token but the separator (the
+ * palindrome). lab_no_recall_loss (verdict.h) of it is the loss of a model
+ * that learned nothing but that. The spec must be one lab_mqar_check passes. */
+size_t lab_mqar_answers(const lab_mqar_spec *s);
 
 /* What one run gave. theta is kept only when asked (lab_mqar_train's keep). */
 typedef struct {

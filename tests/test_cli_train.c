@@ -260,9 +260,10 @@ static void train_design_flags(void **state)
                      0);
 }
 
-/* --task: kdalab's MQAR (mqar, also named plain) and the Zoology layouts
- * zoology, overwrite (--updates) and recent (--recent) train, the task named
- * in the progress line and the checkpoint; a variant's count without its
+/* --task: kdalab's dense layout (dense, or its older names mqar and plain),
+ * the Zoology layouts zoology, overwrite (--updates) and recent (--recent),
+ * the palindrome and the stack (--stacks) train, with --train-set too, the
+ * task named in the progress line and the checkpoint; a variant's count without its
  * task, or its task without the count, and a sequence too short for the
  * layout are one line, exit 2. */
 static void train_task_variants(void **state)
@@ -275,6 +276,24 @@ static void train_task_variants(void **state)
     memcpy(mqar, tcli_out, sizeof mqar);
     assert_int_equal(tcli_run("%s --task plain --seq-len 16", tiny), 0);
     assert_string_equal(tcli_out, mqar); /* the same task, the same run */
+    assert_int_equal(tcli_run("%s --task dense --seq-len 16", tiny), 0);
+    assert_string_equal(tcli_out, mqar); /* dense is its name now */
+
+    /* the report's other tasks, and a fixed training set */
+    assert_int_equal(tcli_run("%s --task palindrome --seq-len 8", tiny), 0);
+    assert_int_equal(count_in(tcli_out, "accuracy="), 1);
+    assert_int_equal(tcli_run("%s --task stack --stacks 2 --seq-len 12 --train-set 40 --out %s",
+                              tiny, tcli_tmp("stack")), 0);
+    char *st = test_read_text(tcli_tmp("stack/config.txt"));
+    assert_non_null(strstr(st, "\ntask=stack\nstacks=2\ntrain_set=40\nseq_len=12\n"));
+    free(st);
+    tcli_expect_error(tcli_run("%s --task stack --seq-len 12", tiny), 2, "--stacks", NULL);
+    tcli_expect_error(tcli_run("%s --task zoology --stacks 2 --seq-len 16", tiny), 2,
+                      "--stacks: only with --task stack", NULL);
+    tcli_expect_error(tcli_run("%s --task stack --stacks 8 --seq-len 12", tiny), 2,
+                      "--stacks 8, --vocab 17", NULL);
+    tcli_expect_error(tcli_run("%s --task palindrome --seq-len 10", tiny), 2, "--task palindrome",
+                      "T must be 8", NULL);
 
     assert_int_equal(tcli_run("%s --task overwrite --updates 2 --seq-len 20 --out %s", tiny,
                               tcli_tmp("over")), 0);

@@ -1,6 +1,7 @@
 /*
- * tests/test_train_mqar.c — the MQAR generator's promises (lib/train/mqar.c):
- * determinism, pairs before queries, distinct keys, every query answered by
+ * tests/test_train_mqar.c — the recall layouts' promises (lib/train/mqar.c;
+ * the other tasks and the names are tests/test_train_tasks.c's): for the
+ * dense layout determinism, pairs before queries, distinct keys, every query answered by
  * its pair, targets only at queries, bad configs; the Zoology layouts
  * (zoology, overwrite, recent): distinct values, the latest binding as the
  * answer, queries at even offsets with power-law gaps, random filler.
@@ -258,22 +259,6 @@ static void test_mqar_zoology_layouts(void **state)
     assert_true(nonzero > 40);
 }
 
-static void test_mqar_task_names(void **state)
-{
-    (void)state;
-    const char *names[] = {"plain", "zoology", "overwrite", "recent"};
-    for (int i = 0; i < 4; i++) {
-        kdalab_mqar_task t;
-        assert_int_equal(kdalab_mqar_parse_task(names[i], &t), KDALAB_OK);
-        assert_int_equal(t, i);
-        assert_string_equal(kdalab_mqar_task_name(t), names[i]);
-    }
-    kdalab_mqar_task t;
-    expect_status(kdalab_mqar_parse_task("forgetting", &t), KDALAB_EINVAL, "unknown MQAR task");
-    expect_status(kdalab_mqar_parse_task(NULL, &t), KDALAB_ENULL, NULL);
-    assert_string_equal(kdalab_mqar_task_name((kdalab_mqar_task)9), "unknown");
-}
-
 static void test_mqar_zoology_bad_input(void **state)
 {
     (void)state;
@@ -304,8 +289,8 @@ static void test_mqar_zoology_bad_input(void **state)
     expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "recent = 9");
     c = z, c.task = (kdalab_mqar_task)7;
     expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_EINVAL, "task = 7");
-    c = z, c.task = KDALAB_MQAR_PLAIN, c.recent = 1;
-    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "plain task has");
+    c = z, c.task = KDALAB_MQAR_DENSE, c.recent = 1;
+    expect_status(kdalab_mqar_make(&c, 1, 0, 1, tok, tgt), KDALAB_ESIZE, "dense task has");
     for (size_t i = 0; i < 64; i++)
         assert_true(tok[i] == 777 && tgt[i] == 777);
 }
@@ -316,7 +301,6 @@ int main(void)
         cmocka_unit_test(test_mqar_properties),
         cmocka_unit_test(test_mqar_bad_input),
         cmocka_unit_test(test_mqar_zoology_layouts),
-        cmocka_unit_test(test_mqar_task_names),
         cmocka_unit_test(test_mqar_zoology_bad_input),
     };
     return cmocka_run_group_tests_name("train_mqar", tests, NULL, NULL);

@@ -1,17 +1,17 @@
 /*
- * lib/train/mqar.c — the multi-query associative recall (MQAR) task: batches
- * of key-value pairs followed by queries of earlier keys, as in the Zoology
- * paper (the layout of a sequence is in kdalab_train.h).
+ * lib/train/mqar.c — the synthetic tasks' batches: the multi-query
+ * associative recall (MQAR) layouts — Zoology's multiquery_ar,
+ * forgetting_mqar and a recency variant of it, and kdalab's dense layout —
+ * written here, the palindrome and the stack in lib/train/tasks.c. Every
+ * layout is in lib/kdalab_mqar.h.
  *
- * defines: kdalab_mqar_task_name, kdalab_mqar_parse_task, kdalab_mqar_vocab_size,
- *          kdalab_mqar_make, kdalab_mqar_test_seed
- *
- * The four layouts (plain, and Zoology's multiquery_ar, forgetting_mqar and
- * a recency variant of it) are in lib/kdalab_mqar.h.
+ * defines: kdalab_mqar_task_name, kdalab_mqar_parse_task, kdalab_mqar_zoology_split,
+ *          kdalab_mqar_vocab_size, kdalab_mqar_make, kdalab_mqar_test_seed
  *
  * Every batch is a function of (config, seed, batch index, B): it draws from
- * its own gsl_rng_mt19937, seeded from a hash of (seed, batch index), so a
- * training loop may make its batches in any order, or twice.
+ * its own gsl_rng_mt19937, seeded from a hash of (seed, batch index) — or,
+ * from a fixed training set, each row from a generator of its own sequence —
+ * so a training loop may make its batches in any order, or twice.
  */
 #include <math.h>
 #include <stdint.h>
@@ -21,9 +21,15 @@
 #include <gsl/gsl_rng.h>
 
 #include "internal.h"
+#include "train_internal.h"
 
-static const char *const task_names[] = {"plain", "zoology", "overwrite", "recent"};
+static const char *const task_names[] = {"dense",  "zoology",    "overwrite",
+                                         "recent", "palindrome", "stack"};
 #define N_TASKS (sizeof task_names / sizeof task_names[0])
+
+/* The largest fixed training set (kdalab_mqar_config.train_set): its
+ * permutation works on at most 2^40 places. */
+#define MAX_SET ((size_t)1 << 40)
 
 const char *kdalab_mqar_task_name(kdalab_mqar_task task)
 {
@@ -41,17 +47,51 @@ kdalab_status kdalab_mqar_parse_task(const char *name, kdalab_mqar_task *task)
             kdalab_clear_error();
             return KDALAB_OK;
         }
-    return kdalab_fail(KDALAB_EINVAL, "unknown MQAR task '%s': plain, zoology, overwrite or recent",
-                       name);
+    if (strcmp(name, "plain") == 0 || strcmp(name, "mqar") == 0)
+        return kdalab_fail(KDALAB_EINVAL, "unknown task '%s': kdalab's own recall layout is "
+                           "'dense', Zoology's MQAR is 'zoology'", name);
+    return kdalab_fail(KDALAB_EINVAL, "unknown task '%s': dense, zoology, overwrite, recent, "
+                       "palindrome or stack", name);
 }
 
-/* The plain layout's rules, after the common ones: *n_queries the number of
+kdalab_status kdalab_mqar_zoology_split(size_t W, kdalab_mqar_config *cfg)
+{
+    kdalab_clear_error();
+    if (!cfg)
+        return kdalab_fail(KDALAB_ENULL, "the task config is NULL");
+    if (W < 4)
+        return kdalab_fail(KDALAB_ESIZE, "W = %zu: Zoology's split of W tokens has keys [1, W/2) "
+                           "and values [W/2, W): W must be >= 4 for one of each", W);
+    cfg->key_vocab = W / 2 - 1;
+    cfg->value_vocab = W - W / 2;
+    kdalab_clear_error();
+    return KDALAB_OK;
+}
+
+/* The recall tasks' rules, after the common ones: P distinct keys, and room
+ * for a query after the pairs. */
+static kdalab_status recall_rules(const kdalab_mqar_config *cfg)
+{
+    const size_t P = cfg->kv_pairs, T = cfg->T;
+    if (cfg->key_vocab < P)
+        return kdalab_fail(KDALAB_ESIZE,
+                           "key_vocab = %zu is too small for kv_pairs = %zu distinct keys",
+                           cfg->key_vocab, P);
+    if (T < 2 * P + 1)
+        return kdalab_fail(KDALAB_ESIZE,
+                           "T = %zu < 2 * kv_pairs + 1 = %zu: no room for a query after "
+                           "the %zu pairs",
+                           T, 2 * P + 1, P);
+    return KDALAB_OK;
+}
+
+/* The dense layout's rules, after the recall ones: *n_queries the number of
  * queries. */
-static kdalab_status plain_rules(const kdalab_mqar_config *cfg, size_t *n_queries)
+static kdalab_status dense_rules(const kdalab_mqar_config *cfg, size_t *n_queries)
 {
     const size_t P = cfg->kv_pairs, room = cfg->T - 2 * P, most = P < room ? P : room;
     if (cfg->updates != 0 || cfg->recent != 0)
-        return kdalab_fail(KDALAB_ESIZE, "updates = %zu, recent = %zu: the plain task has "
+        return kdalab_fail(KDALAB_ESIZE, "updates = %zu, recent = %zu: the dense task has "
                            "neither; leave them 0", cfg->updates, cfg->recent);
     if (cfg->n_queries > most)
         return kdalab_fail(KDALAB_ESIZE,
@@ -62,7 +102,7 @@ static kdalab_status plain_rules(const kdalab_mqar_config *cfg, size_t *n_querie
     return KDALAB_OK;
 }
 
-/* The Zoology layouts' rules (lib/kdalab_mqar.h), after the common ones:
+/* The Zoology layouts' rules (lib/kdalab_mqar.h), after the recall ones:
  * *n_queries the number of queries. */
 static kdalab_status zoology_rules(const kdalab_mqar_config *cfg, size_t *n_queries)
 {
@@ -105,10 +145,10 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
 {
     kdalab_clear_error();
     if (!cfg)
-        return kdalab_fail(KDALAB_ENULL, "the MQAR config is NULL");
+        return kdalab_fail(KDALAB_ENULL, "the task config is NULL");
     size_t P = cfg->kv_pairs, T = cfg->T;
     if (P == 0)
-        return kdalab_fail(KDALAB_ESIZE, "kv_pairs = 0: MQAR needs at least one pair");
+        return kdalab_fail(KDALAB_ESIZE, "kv_pairs = 0: every task needs at least one pair (or token, or push)");
     if (cfg->key_vocab == 0 || cfg->value_vocab == 0)
         return kdalab_fail(KDALAB_ESIZE, "key_vocab = %zu, value_vocab = %zu: both must be >= 1",
                            cfg->key_vocab, cfg->value_vocab);
@@ -118,25 +158,21 @@ kdalab_status kdalab_mqar_vocab_size(const kdalab_mqar_config *cfg, size_t *voca
                            "key_vocab = %zu, value_vocab = %zu: the largest token must fit "
                            "an int32_t (1 + key_vocab + value_vocab <= %d)",
                            cfg->key_vocab, cfg->value_vocab, INT32_MAX);
-    if (cfg->key_vocab < P)
-        return kdalab_fail(KDALAB_ESIZE,
-                           "key_vocab = %zu is too small for kv_pairs = %zu distinct keys",
-                           cfg->key_vocab, P);
     if (P > (SIZE_MAX - 1) / 2)
         return kdalab_fail(KDALAB_EOVERFLOW, "kv_pairs = %zu: 2 * kv_pairs + 1 overflows", P);
     if (T > UINT32_MAX)
         return kdalab_fail(KDALAB_ESIZE, "T = %zu: at most %lu (GSL draws positions as 32-bit "
                            "integers)", T, (unsigned long)UINT32_MAX);
-    if (T < 2 * P + 1)
-        return kdalab_fail(KDALAB_ESIZE,
-                           "T = %zu < 2 * kv_pairs + 1 = %zu: no room for a query after "
-                           "the %zu pairs",
-                           T, 2 * P + 1, P);
     if ((unsigned)cfg->task >= N_TASKS)
         return kdalab_fail(KDALAB_EINVAL, "task = %d: not a kdalab_mqar_task", (int)cfg->task);
+    if (cfg->train_set > MAX_SET)
+        return kdalab_fail(KDALAB_ESIZE, "train_set = %zu: a fixed set holds at most 2^40 "
+                           "sequences", cfg->train_set);
     size_t nq = 0;
-    kdalab_status s = cfg->task == KDALAB_MQAR_PLAIN ? plain_rules(cfg, &nq)
-                                                     : zoology_rules(cfg, &nq);
+    const int recall = cfg->task <= KDALAB_MQAR_RECENT;
+    kdalab_status s = recall ? recall_rules(cfg) : kdalab__task_rules(cfg, &nq);
+    if (s == KDALAB_OK && recall)
+        s = cfg->task == KDALAB_MQAR_DENSE ? dense_rules(cfg, &nq) : zoology_rules(cfg, &nq);
     if (s != KDALAB_OK)
         return s;
     if (vocab)
@@ -177,7 +213,7 @@ static void partial_shuffle(gsl_rng *rng, size_t *a, size_t n, size_t k)
 
 /* One sequence: tokens, targets [T]. keys [key_vocab] and slots [T - 2P]
  * are scratch, refilled here; pair_value [P]. */
-static void mqar_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t n_queries,
+static void dense_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t n_queries,
                           size_t *keys, size_t *slots, int32_t *pair_value, int32_t *tokens,
                           int32_t *targets)
 {
@@ -302,30 +338,74 @@ static void zoology_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t
             tokens[t] = (int32_t)gsl_rng_uniform_int(rng, (unsigned long)vocab);
 }
 
+/* One sequence of cfg's task into tokens, targets [T], drawn from rng. */
+static void one_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t n_queries,
+                         scratch *w, int32_t *tokens, int32_t *targets)
+{
+    switch (cfg->task) {
+    case KDALAB_MQAR_DENSE:
+        dense_sequence(rng, cfg, n_queries, w->idx, w->idx + cfg->key_vocab, w->value, tokens,
+                       targets);
+        break;
+    case KDALAB_MQAR_PALINDROME: kdalab__palindrome_sequence(rng, cfg, tokens, targets); break;
+    case KDALAB_MQAR_STACK: kdalab__stack_sequence(rng, cfg, w->idx, tokens, targets); break;
+    default: zoology_sequence(rng, cfg, n_queries, w, tokens, targets); break;
+    }
+}
+
+/* The place of position x (< n <= MAX_SET) of a pass over a fixed set of n:
+ * a permutation of [0, n) keyed by key. A four-round Feistel network on the
+ * smallest power of 4 that holds n, walked until it lands inside [0, n)
+ * (cycle walking: the walk returns there, as the network permutes the
+ * larger range; fewer than 4 steps on average). */
+static uint64_t set_place(uint64_t x, uint64_t n, uint64_t key)
+{
+    unsigned half = 1;
+    while (((uint64_t)1 << (2 * half)) < n)
+        half++;
+    const uint64_t mask = ((uint64_t)1 << half) - 1;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (uint64_t round = 0; round < 4; round++) {
+            const uint64_t f = mix64(r ^ key ^ (round * 0x9e3779b97f4a7c15ULL)) & mask;
+            const uint64_t next = l ^ f;
+            l = r;
+            r = next;
+        }
+        x = (l << half) | r;
+    } while (x >= n);
+    return x;
+}
+
 kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed,
                                size_t batch_index, size_t B, int32_t *tokens,
                                int32_t *targets)
 {
     // tokens, targets are (B, T)
     kdalab_clear_error();
-    size_t n_queries, n, bytes;
+    size_t n_queries, n, bytes, first_row = 0;
     kdalab_status s = kdalab_mqar_vocab_size(cfg, NULL, &n_queries);
     if (s != KDALAB_OK)
         return s;
     size_t T = cfg->T, P = cfg->kv_pairs;
     if (!kdalab_mul_size(B, T, &n) || !kdalab_mul_size(n, sizeof(int32_t), &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "B = %zu, T = %zu: B * T tokens overflow", B, T);
+    if (cfg->train_set && (!kdalab_mul_size(batch_index, B, &first_row) ||
+                           first_row > SIZE_MAX - B))
+        return kdalab_fail(KDALAB_EOVERFLOW, "batch_index = %zu, B = %zu: the rows' places "
+                           "in a pass over the fixed set overflow", batch_index, B);
     if (n && (!tokens || !targets))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL", !tokens ? "tokens" : "targets");
     if (n == 0) {
         kdalab_clear_error();
         return KDALAB_OK;
     }
-    /* plain: keys [key_vocab] then slots [T - 2P]; Zoology: one of key_vocab,
-     * value_vocab or T at a time (bounded by kdalab_mqar_vocab_size: no overflow) */
-    const size_t n_idx = cfg->key_vocab + cfg->value_vocab + T;
-    scratch w = {malloc(n_idx * sizeof *w.idx), malloc((T / 2 + 1) * sizeof *w.weight),
-                 malloc(P * sizeof *w.value)};
+    /* dense: keys [key_vocab] then slots [T - 2P]; Zoology: one of key_vocab,
+     * value_vocab or T at a time; stack: its own (bounded by
+     * kdalab_mqar_vocab_size: no overflow) */
+    const size_t work = kdalab__task_work(cfg), n_idx = cfg->key_vocab + cfg->value_vocab + T;
+    scratch w = {malloc((work > n_idx ? work : n_idx) * sizeof *w.idx),
+                 malloc((T / 2 + 1) * sizeof *w.weight), malloc(P * sizeof *w.value)};
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!w.idx || !w.weight || !w.value || !rng) {
         free(w.idx);
@@ -333,15 +413,20 @@ kdalab_status kdalab_mqar_make(const kdalab_mqar_config *cfg, unsigned long seed
         free(w.value);
         if (rng)
             gsl_rng_free(rng);
-        return kdalab_fail(KDALAB_ENOMEM, "no memory for an MQAR batch");
+        return kdalab_fail(KDALAB_ENOMEM, "no memory for a batch of the %s task",
+                           kdalab_mqar_task_name(cfg->task));
     }
-    gsl_rng_set(rng, batch_seed(seed, batch_index));
+    const uint64_t N = cfg->train_set;
+    if (!N)
+        gsl_rng_set(rng, batch_seed(seed, batch_index));
     for (size_t b = 0; b < B; b++) {
-        if (cfg->task == KDALAB_MQAR_PLAIN)
-            mqar_sequence(rng, cfg, n_queries, w.idx, w.idx + cfg->key_vocab, w.value,
-                          tokens + b * T, targets + b * T);
-        else
-            zoology_sequence(rng, cfg, n_queries, &w, tokens + b * T, targets + b * T);
+        if (N) { /* row b is the sequence at place (first_row + b) mod N of its pass */
+            const uint64_t p = (uint64_t)(first_row + b), pass = p / N;
+            const uint64_t key = mix64(mix64((uint64_t)seed ^ 0x5e75e75e75e75e75ULL) + pass);
+            const uint64_t which = set_place(p % N, N, key);
+            gsl_rng_set(rng, batch_seed(seed ^ 0xf12ed5e7f12ed5e7ULL, (size_t)which));
+        }
+        one_sequence(rng, cfg, n_queries, &w, tokens + b * T, targets + b * T);
     }
     free(w.idx);
     free(w.weight);

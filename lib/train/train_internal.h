@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <gsl/gsl_rng.h>
+
 #include "kdalab.h"
 #include "vectorise.h" /* TRAIN_CLONES, train_expf */
 
@@ -222,5 +224,19 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
  * F, V) elements in one array, indexed by a CBLAS int: KDALAB_EOVERFLOW
  * past 2^31 - 1 (lib/train/model.c), else KDALAB_OK. cfg already checked. */
 kdalab_status kdalab__model_check_batch(const kdalab_model_config *cfg, size_t B, size_t T);
+
+/* The palindrome and stack tasks (lib/train/tasks.c; layouts in
+ * lib/kdalab_mqar.h), for lib/train/mqar.c. kdalab__task_rules: the task's
+ * own rules for cfg (its task PALINDROME or STACK, the common rules already
+ * checked), *n_scored the scored positions per sequence.
+ * kdalab__task_work: the size_t scratch a sequence of cfg's task needs.
+ * The sequence makers write one sequence, tokens and targets [T], drawing
+ * from rng; cfg checked, work [kdalab__task_work(cfg)]. */
+kdalab_status kdalab__task_rules(const kdalab_mqar_config *cfg, size_t *n_scored);
+size_t kdalab__task_work(const kdalab_mqar_config *cfg);
+void kdalab__palindrome_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, int32_t *tokens,
+                                 int32_t *targets);
+void kdalab__stack_sequence(gsl_rng *rng, const kdalab_mqar_config *cfg, size_t *work,
+                            int32_t *tokens, int32_t *targets);
 
 #endif /* KDALAB_TRAIN_INTERNAL_H */

@@ -239,11 +239,16 @@ static int write_files(const char *dir, const kdalab_train_config *c, const doub
         snprintf(variant, sizeof variant, "updates=%zu\n", c->task.updates);
     else if (c->task.task == KDALAB_MQAR_RECENT)
         snprintf(variant, sizeof variant, "recent=%zu\n", c->task.recent);
+    else if (c->task.task == KDALAB_MQAR_STACK)
+        snprintf(variant, sizeof variant, "stacks=%zu\n", c->task.key_vocab / 2);
+    if (c->task.train_set)
+        snprintf(variant + strlen(variant), sizeof variant - strlen(variant), "train_set=%zu\n",
+                 c->task.train_set);
     snprintf(extra, sizeof extra,
              "task=%s\n%sseq_len=%zu\nkv_pairs=%zu\nbatch=%zu\nsteps=%zu\nlr=%g\n"
              "weight_decay=%g\nseed=%lu\ntest_size=%zu\ntest_accuracy=%.6f\n"
              "test_loss=%.6f\nseconds=%.2f\nprecision=%s\n",
-             c->task.task == KDALAB_MQAR_PLAIN ? "mqar" : kdalab_mqar_task_name(c->task.task),
+             kdalab_mqar_task_name(c->task.task),
              variant, c->task.T, c->task.kv_pairs, c->batch, c->opt.steps, c->opt.lr,
              c->opt.weight_decay, c->seed, c->test_sequences, r->test_accuracy, r->test_loss,
              r->seconds, precision);

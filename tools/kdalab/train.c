@@ -15,6 +15,10 @@
 
 #include "cli.h"
 
+/* The tasks --task names (the library's names; mqar and plain are dense's
+ * older names on this command line). */
+#define TASKS "zoology, overwrite, recent, dense, palindrome, stack"
+
 static const char HELP[] =
     "usage: kdalab train --task TASK --mixer M [options]\n"
     "\n"
@@ -23,14 +27,20 @@ static const char HELP[] =
     "associative recall with AdamW; then print its accuracy on a\n"
     "fresh test set as `accuracy=<a>` on its own line of standard output.\n"
     "\n"
-    "  --task TASK          the recall task (layouts in REFERENCE.md): mqar (kdalab's\n"
-    "                       MQAR; also named plain), zoology (Zoology's exact MQAR:\n"
-    "                       T even, T >= 4P), overwrite (zoology with --updates U of\n"
-    "                       the P keys bound again, the latest value asked;\n"
-    "                       T >= 2(P + U) + 2P) or recent (zoology asking only the\n"
-    "                       last --recent W pairs; T >= 2P + 2W)\n"
+    "  --task TASK          the task (layouts in REFERENCE.md): zoology (Zoology's\n"
+    "                       MQAR, multiquery_ar: T even, T >= 4P), overwrite (zoology\n"
+    "                       with --updates U of the P keys bound again, the latest\n"
+    "                       value asked; T >= 2(P + U) + 2P), recent (zoology asking\n"
+    "                       only the last --recent W pairs; T >= 2P + 2W), dense\n"
+    "                       (kdalab's own recall layout; mqar and plain are its older\n"
+    "                       names), palindrome (--kv-pairs N tokens, then the same\n"
+    "                       backwards; T = 2N) or stack (--stacks S stacks, --kv-pairs\n"
+    "                       P pushes and T/2 - P pops, each pop's value predicted)\n"
     "  --updates U          overwrite: keys bound again, 1 .. P\n"
     "  --recent W           recent: the last pairs asked, 1 .. P\n"
+    "  --stacks S           stack: the stacks, a push and a pop token each\n"
+    "  --train-set N        train on a fixed set of N sequences, each pass over it in a\n"
+    "                       new order (Zoology's: 100000); default: every batch fresh\n"
     "  --mixer M            attention | linear_attention | deltanet | gated_deltanet |\n"
     "                       kda | simple_gla | gla (a row of kdalab info\n"
     "                       --mechanisms): every block; hybrid:N: N KDA blocks then one\n"
@@ -51,8 +61,11 @@ static const char HELP[] =
     "                       both refused when every block is attention\n"
     "  --seq-len T          tokens per sequence (default 64)\n"
     "  --kv-pairs P         key-value pairs per sequence (default 8)\n"
-    "  --vocab W            vocabulary: 1 filler, (W-1)/2 keys, the rest values\n"
-    "                       (default 64)\n"
+    "  --vocab W            vocabulary (default 64): zoology, overwrite and recent split\n"
+    "                       it as Zoology does, keys [1, W/2) and values [W/2, W);\n"
+    "                       dense as 1 filler, (W-1)/2 keys, the rest values; the\n"
+    "                       palindrome's string is drawn from [1, W); stack has 2S\n"
+    "                       operation tokens and W - 1 - 2S values\n"
     "  --batch B            sequences per step (default 32)\n"
     "  --steps S            optimiser steps (default 1500)\n"
     "  --lr X               peak learning rate (default 1e-3); warm-up over the first\n"
@@ -73,7 +86,7 @@ static const char HELP[] =
 
 enum { O_TASK = 256, O_MIXER, O_LAYERS, O_D, O_HEADS, O_F, O_NOCONV, O_T, O_P, O_VOCAB,
        O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG, O_PREC, O_GATE, O_RANK,
-       O_CINIT, O_UPDATES, O_RECENT };
+       O_CINIT, O_UPDATES, O_RECENT, O_STACKS, O_SET };
 
 static const struct option OPTIONS[] = {
     {"task", required_argument, NULL, O_TASK},     {"mixer", required_argument, NULL, O_MIXER},
@@ -91,6 +104,8 @@ static const struct option OPTIONS[] = {
     {"conv-init", required_argument, NULL, O_CINIT},
     {"updates", required_argument, NULL, O_UPDATES},
     {"recent", required_argument, NULL, O_RECENT},
+    {"stacks", required_argument, NULL, O_STACKS},
+    {"train-set", required_argument, NULL, O_SET},
     {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
 };
 
@@ -173,6 +188,7 @@ int cmd_train(int argc, char **argv)
     kdalab_train_config c;
     memset(&c, 0, sizeof c);
     size_t L = 2, D = 64, H = 2, F = 0, T = 64, P = 8, W = 64, steps = 1500, log_every = SIZE_MAX;
+    size_t stacks = 0;
     double lr = 1e-3, wd = 0.1;
     const char *task = NULL, *mixer = NULL, *out = NULL, *precision = NULL, *gate = NULL;
     const char *conv_init = NULL;
@@ -215,18 +231,23 @@ int cmd_train(int argc, char **argv)
         case O_LR: rc = parse_positive(got.name, got.value, 0, &lr); break;
         case O_UPDATES: rc = cli_parse_size(got.name, got.value, 1, &c.task.updates); break;
         case O_RECENT: rc = cli_parse_size(got.name, got.value, 1, &c.task.recent); break;
+        case O_STACKS: rc = cli_parse_size(got.name, got.value, 1, &stacks); break;
+        case O_SET: rc = cli_parse_size(got.name, got.value, 1, &c.task.train_set); break;
         case O_WD: rc = parse_positive(got.name, got.value, 1, &wd); break;
         }
     }
     if (rc != 0)
         return rc;
     if (!task)
-        return cli_fail(EXIT_BAD, "--task: missing (mqar, zoology, overwrite, recent)");
-    if (strcmp(task, "mqar") == 0)
-        c.task.task = KDALAB_MQAR_PLAIN;
+        return cli_fail(EXIT_BAD, "--task: missing (%s)", TASKS);
+    if (strcmp(task, "mqar") == 0 || strcmp(task, "plain") == 0) /* dense's older names */
+        c.task.task = KDALAB_MQAR_DENSE;
     else if (kdalab_mqar_parse_task(task, &c.task.task) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--task: unknown task '%s' (mqar, zoology, overwrite, recent)",
-                        task);
+        return cli_fail(EXIT_BAD, "--task: unknown task '%s' (%s)", task, TASKS);
+    if (stacks && c.task.task != KDALAB_MQAR_STACK)
+        return cli_fail(EXIT_BAD, "--stacks: only with --task stack");
+    if (c.task.task == KDALAB_MQAR_STACK && !stacks)
+        return cli_fail(EXIT_BAD, "--task stack: needs --stacks S");
     if (c.task.updates && c.task.task != KDALAB_MQAR_OVERWRITE)
         return cli_fail(EXIT_BAD, "--updates: only with --task overwrite");
     if (c.task.recent && c.task.task != KDALAB_MQAR_RECENT)
@@ -267,8 +288,19 @@ int cmd_train(int argc, char **argv)
     c.model.conv = conv;
     c.task.T = T;
     c.task.kv_pairs = P;
-    c.task.key_vocab = (W - 1) / 2;
-    c.task.value_vocab = W - 1 - c.task.key_vocab;
+    if (c.task.task == KDALAB_MQAR_DENSE) {
+        c.task.key_vocab = (W - 1) / 2;
+        c.task.value_vocab = W - 1 - c.task.key_vocab;
+    } else if (c.task.task == KDALAB_MQAR_STACK) {
+        if (stacks > (W - 1) / 2 || W - 1 - 2 * stacks == 0)
+            return cli_fail(EXIT_BAD, "--stacks %zu, --vocab %zu: the stack task needs 2 * "
+                            "stacks operation tokens and at least one value below W - 1",
+                            stacks, W);
+        c.task.key_vocab = 2 * stacks;
+        c.task.value_vocab = W - 1 - 2 * stacks;
+    } else if (kdalab_mqar_zoology_split(W, &c.task) != KDALAB_OK) {
+        return cli_fail(EXIT_BAD, "--task %s, --vocab %zu: %s", task, W, kdalab_last_error());
+    }
     c.model.vocab = W;
     c.opt = (kdalab_adamw_config){lr, lr / 10, 0.9, 0.999, 1e-8, wd, 1.0, steps / 10, steps};
     /* the library names its own fields (T, key_vocab, D, ...): say which flags set them */

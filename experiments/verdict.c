@@ -1,0 +1,96 @@
+/*
+ * experiments/verdict.c — the verdict rule of the trained experiments
+ * (verdict.h): a paired comparison over seeds, its 95 % t interval, and the
+ * seeds each model was stuck at.
+ *
+ * defines: lab_verdict_apply, lab_outcome_words, lab_verdict_print, lab_no_recall_loss
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include <gsl/gsl_cdf.h>
+
+#include "verdict.h"
+
+void lab_verdict_apply(const lab_side *a, const lab_side *b, size_t n,
+                       unsigned long first_seed, double no_recall_loss, lab_verdict *v)
+{
+    if (n < 1 || n > LAB_VERDICT_MAX_SEEDS || !(no_recall_loss > 0)) {
+        fprintf(stderr, "verdict: %zu seeds and a no-recall loss of %g: the rule takes 1 .. %d "
+                        "seeds and a loss > 0\n", n, no_recall_loss, LAB_VERDICT_MAX_SEEDS);
+        exit(2);
+    }
+    const lab_side *side[2] = {a, b};
+    *v = (lab_verdict){.n = n, .enough = n >= LAB_VERDICT_SEEDS};
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a->acc[i]) || !isfinite(b->acc[i])) {
+            fprintf(stderr, "verdict: %s against %s: seed %lu has accuracy %g and %g\n",
+                    a->name, b->name, first_seed + i, a->acc[i], b->acc[i]);
+            exit(2);
+        }
+        sum += a->acc[i] - b->acc[i];
+        for (int k = 0; k < 2; k++) /* a NaN loss is no evidence of learning either */
+            if (!(side[k]->loss[i] < LAB_STUCK_FRACTION * no_recall_loss))
+                v->stuck_seed[k][v->stuck[k]++] = first_seed + i;
+    }
+    v->mean = sum / (double)n;
+    v->lo = v->hi = v->mean;
+    if (n > 1) {
+        double ss = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double e = a->acc[i] - b->acc[i] - v->mean;
+            ss += e * e;
+        }
+        const double half = gsl_cdf_tdist_Pinv(0.975, (double)(n - 1)) * sqrt(ss / (double)(n - 1)) /
+                            sqrt((double)n);
+        v->lo = v->mean - half;
+        v->hi = v->mean + half;
+    }
+    v->outcome = !v->enough                         ? LAB_NOT_RESOLVED
+                 : v->lo > 0                        ? LAB_AHEAD
+                 : v->hi < 0                        ? LAB_BEHIND
+                 : v->lo >= -LAB_VERDICT_MARGIN && v->hi <= LAB_VERDICT_MARGIN ? LAB_LEVEL
+                                                    : LAB_NOT_RESOLVED;
+}
+
+const char *lab_outcome_words(lab_outcome o)
+{
+    switch (o) {
+    case LAB_AHEAD: return "ahead of";
+    case LAB_BEHIND: return "behind";
+    case LAB_LEVEL: return "level with";
+    default: return "not resolved against";
+    }
+}
+
+void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_side *b,
+                       const lab_verdict *v)
+{
+    fprintf(f, "  verdict (%s): %s %s %s", what, a->name, lab_outcome_words(v->outcome), b->name);
+    if (v->outcome == LAB_LEVEL)
+        fprintf(f, " (within +-%.2f)", LAB_VERDICT_MARGIN);
+    fprintf(f, ": mean difference %+.3f", v->mean);
+    if (v->n > 1)
+        fprintf(f, " [%+.3f, %+.3f]", v->lo, v->hi);
+    fprintf(f, " over %zu paired seed%s%s", v->n, v->n == 1 ? "" : "s",
+            v->n > 1 ? " (95 % t interval)" : "");
+    if (!v->enough)
+        fprintf(f, "; fewer than %d seeds: the rule names no order", LAB_VERDICT_SEEDS);
+    const lab_side *side[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        if (!v->stuck[k])
+            continue;
+        fprintf(f, "; %s stuck at the no-recall loss in %zu of %zu (seed%s", side[k]->name,
+                v->stuck[k], v->n, v->stuck[k] == 1 ? "" : "s");
+        for (size_t i = 0; i < v->stuck[k]; i++)
+            fprintf(f, "%s %lu", i ? "," : "", v->stuck_seed[k][i]);
+        fputc(')', f);
+    }
+    fputc('\n', f);
+}
+
+double lab_no_recall_loss(size_t answers)
+{
+    return log((double)(answers > 1 ? answers : 1));
+}
