@@ -5,6 +5,10 @@ Shared by the pytest files of this folder (not itself a test file).
 """
 
 import inspect
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -110,3 +114,34 @@ def recurrence(mech, a, scale=None, normalize=False, l2=False):
                     o[b, t, j] /= s * (qt @ kc) + 1e-10
             ht[b, j] = S
     return o, ht
+
+
+def run_cases(argv, todo, extra_path=()):
+    """Run the property cases todo (dicts with an "id") through a child
+    interpreter (argv: its command line after the interpreter), which prints
+    `start ID` before a case and one JSON result {"id", "status", "msg"}
+    after it, so that a crash fails the test naming its case instead of
+    killing pytest. Returns {id: result}; every case that failed its
+    property is an AssertionError with the first ten."""
+    env = dict(os.environ)
+    # the child imports the module this interpreter imported
+    env["PYTHONPATH"] = os.pathsep.join(list(extra_path) + [
+        os.path.dirname(os.path.dirname(kdalab.__file__)), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable] + list(argv),
+                          input="".join(json.dumps(c) + "\n" for c in todo),
+                          capture_output=True, text=True, env=env, timeout=600)
+    results, started = {}, None
+    for line in proc.stdout.splitlines():
+        if line.startswith("start "):
+            started = int(line.split()[1])
+        else:
+            r = json.loads(line)
+            results[r["id"]] = r
+    if proc.returncode != 0:
+        case = todo[started] if started is not None else None
+        raise AssertionError("the child interpreter died (exit %d) on case %s\n%s"
+                             % (proc.returncode, json.dumps(case), proc.stderr[-2000:]))
+    assert len(results) == len(todo)
+    bad = [(todo[i], r["msg"]) for i, r in sorted(results.items()) if r["status"] == "fail"]
+    assert not bad, "\n".join("%s: %s" % (json.dumps(c), m) for c, m in bad[:10])
+    return results

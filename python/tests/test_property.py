@@ -18,15 +18,11 @@ the case that caused it) instead of killing pytest. Seeded: the same cases
 on every run, a few seconds in all.
 """
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 
-import kdalab
-from _calls import MECHS
+from _calls import MECHS, run_cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 20240
@@ -142,28 +138,7 @@ def cases():
 
 
 def test_every_function_is_right_or_refuses():
-    todo = cases()
-    env = dict(os.environ)
-    # the child imports the module this interpreter imported
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(kdalab.__file__)),
-                                         env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", CHILD % {"here": HERE}],
-                          input="".join(json.dumps(c) + "\n" for c in todo),
-                          capture_output=True, text=True, env=env, timeout=600)
-    results, started = {}, None
-    for line in proc.stdout.splitlines():
-        if line.startswith("start "):
-            started = int(line.split()[1])
-        else:
-            r = json.loads(line)
-            results[r["id"]] = r
-    if proc.returncode != 0:
-        case = todo[started] if started is not None else None
-        raise AssertionError("the child interpreter died (exit %d) on case %s\n%s"
-                             % (proc.returncode, json.dumps(case), proc.stderr[-2000:]))
-    assert len(results) == len(todo)
-    bad = [(todo[i], r["msg"]) for i, r in sorted(results.items()) if r["status"] == "fail"]
-    assert not bad, "\n".join("%s: %s" % (json.dumps(c), m) for c, m in bad[:10])
+    results = run_cases(["-c", CHILD % {"here": HERE}], cases())
     kinds = [r["status"] for r in results.values()]
     # the property is not vacuous: both outcomes occur, and most valid cases are compared
     assert kinds.count("ok") >= N_CASES // 4 and kinds.count("error") >= N_CASES // 10

@@ -8,18 +8,14 @@ The cases run in a child interpreter, so that a crash fails this test with
 the case that caused it. Seeded: the same cases every run, a few seconds.
 """
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 pytest.importorskip("torch")
 
-import kdalab  # noqa: E402
-from _calls import MECHS  # noqa: E402
+from _calls import MECHS, run_cases  # noqa: E402
 from _torch_cases import switches  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,27 +56,7 @@ def cases():
 
 
 def test_every_torch_function_is_right_or_names_the_error():
-    todo = cases()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([HERE, os.path.dirname(os.path.dirname(kdalab.__file__)),
-                                         env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "_torch_cases.py")],
-                          input="".join(json.dumps(c) + "\n" for c in todo),
-                          capture_output=True, text=True, env=env, timeout=600)
-    results, started = {}, None
-    for line in proc.stdout.splitlines():
-        if line.startswith("start "):
-            started = int(line.split()[1])
-        else:
-            r = json.loads(line)
-            results[r["id"]] = r
-    if proc.returncode != 0:
-        case = todo[started] if started is not None else None
-        raise AssertionError("the child interpreter died (exit %d) on case %s\n%s"
-                             % (proc.returncode, json.dumps(case), proc.stderr[-2000:]))
-    assert len(results) == len(todo)
-    bad = [(todo[i], r["msg"]) for i, r in sorted(results.items()) if r["status"] == "fail"]
-    assert not bad, "\n".join("%s: %s" % (json.dumps(c), m) for c, m in bad[:10])
+    results = run_cases([os.path.join(HERE, "_torch_cases.py")], cases(), extra_path=[HERE])
     # not vacuous: right answers on every autograd path, and refusals of each kind
     msgs = [r["msg"] for r in results.values()]
     for path in ("backward", "retain", "create_graph", "inplace"):
