@@ -2,7 +2,7 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
-#                   FULL=1 runs the training experiments' (14-21) published sweeps (hours)
+#                   FULL=1 runs the training experiments' (14-23) full sweeps (hours)
 #                   RESUME=1 reuses the models of 14-17 and 19-21 already in the ledgers, $(RESULTS)/mqar_models.tsv and
 #                   $(RESULTS)/mqar_jobs/*.tsv (an interrupted sweep, a sweep run as jobs); without it both are removed first;
 #                   TRAIN_MISSING=1 with it trains what an assembling run of jobs would refuse to (experiments/README.md);

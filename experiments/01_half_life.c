@@ -141,10 +141,14 @@ static void constant_decays(lab_ctx *x, const params *p, gsl_rng *rng, decay_fit
         double a = p->a[i];
         decay_fit *fi = &fit[i];
         lab_progress(x, "decays", i, p->na);
+        /* the grid's two cells draw their key and value from a copy of the
+         * generator, so part 2's draws (and its numbers) are as without them */
+        gsl_rng *side = gsl_rng_clone(rng);
+        retained(x, side, K, V, T, a, KDALAB_SIMPLE_GLA, rs);
+        retained(x, side, K, V, T, a, KDALAB_GLA, rl);
+        gsl_rng_free(side);
         retained(x, rng, K, V, T, a, KDALAB_GATED_DELTANET, rg);
         retained(x, rng, K, V, T, a, KDALAB_KDA, rk);
-        retained(x, rng, K, V, T, a, KDALAB_SIMPLE_GLA, rs);
-        retained(x, rng, K, V, T, a, KDALAB_GLA, rl);
         /* every t up to 100, then about 100 points per decade */
         size_t next = 0;
         for (size_t t = 0; t <= T; t++) {

@@ -397,8 +397,13 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
     k = as_f64(k, "k", 4)
     v = as_f64(v, "v", 4)
     row = _lib.TABLE[mech]
-    g = as_f64(g, "g", required=row["g"] != _lib.G_NONE)
-    beta = as_f64(beta, "beta", required=row["delta"])
+    if g is None and row["g"] != _lib.G_NONE:
+        raise ValueError("g is required: %s has a log-decay (g %s)" % (
+            mech, "[B, T, HV, K]" if row["g"] == _lib.G_PER_KEY else "[B, T, HV]"))
+    if beta is None and row["delta"]:
+        raise ValueError("beta is required: %s has the delta rule (beta [B, T, HV])" % mech)
+    g = as_f64(g, "g", required=False)
+    beta = as_f64(beta, "beta", required=False)
     h0 = as_f64(initial_state, "initial_state", 4, required=False)
     cu = _as_cu(cu_seqlens)
     call = _Call(mech, q, k, v, g, beta, h0, cu)

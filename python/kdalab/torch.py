@@ -216,7 +216,11 @@ def _kwargs(fname, kwargs, allowed, params):
                          "for each head-first tensor" % fname)
     for name in kw:
         if name not in allowed:
-            near = difflib.get_close_matches(name, list(params) + list(allowed), 1)
+            # fla names a per-key decay g in chunk_kda but gk in the recurrent
+            # forms: suggest the decay's name here before any look-alike
+            alias = {"gk": "g", "g": "gk"}.get(name)
+            near = [alias] if alias in params else \
+                difflib.get_close_matches(name, list(params) + list(allowed), 1)
             raise TypeError("%s() got an unexpected keyword argument %r%s; fla's %s takes %s%s"
                             % (fname, name, " (fla spells it %r)" % near[0] if near else "",
                                fname, ", ".join(params),
@@ -675,6 +679,13 @@ def _g_gamma(fname, g, g_gamma, v):
     if g_gamma is None:
         return g
     g_gamma, v = _tensor(g_gamma, "g_gamma"), _tensor(v, "v", required=True)
+    if g_gamma.is_floating_point():  # its values by its own name (expanded, g's index lies)
+        ops._check_input("g_gamma", ops.as_f64(g_gamma, "g_gamma"))
+        bad = (g_gamma > 0).nonzero()
+        if len(bad):
+            h = int(bad[0][0])
+            raise ValueError("%s: g_gamma[%d] = %r > 0: a log-decay must be <= 0"
+                             % (fname, h, float(g_gamma[h])))
     if v.ndim != 4 or tuple(g_gamma.shape) != (v.shape[2],):
         raise ValueError("%s: g_gamma: shape %s, expected (%s,) (one log-decay per value "
                          "head)" % (fname, tuple(g_gamma.shape),

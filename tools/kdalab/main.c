@@ -36,7 +36,7 @@ static const char HELP[] =
     "  grad      the backward of a mechanism: dq, dk, dv, dg, dbeta, dh0 for given do, dht\n"
     "  compare   compare two .npy arrays (errors, worst element, non-finite counts)\n"
     "  train     train a small model on multi-query associative recall (MQAR)\n"
-    "  info      version, SIMD level, CPU features\n"
+    "  info      version, SIMD level, CPU features; --mechanisms: the mechanism table\n"
     "\n"
     "Exit status: 0 ok, 1 failed / outside tolerance, 2 bad command line or input.\n";
 

@@ -383,8 +383,10 @@ static int compute_f32(run_job *job)
         (job->opts.precision != KDALAB_FP32 || job->opts.decay != KDALAB_DECAY_SAFE))
         /* kdalab_simd_chunk_f32 hands these to the reference: say so, or
          * --time would pass the reference's speed off as the SIMD path's */
-        fprintf(stderr, "kdalab run: note: the SIMD path has kernels for fp32 with the "
-                        "safe decay mode only; the float32 reference computed this run\n");
+        fprintf(stderr, "kdalab run: note: the SIMD path's kernels store in plain fp32 (or fp64) "
+                        "with the safe decay mode; for %s storage and the %s mode the float32 "
+                        "reference computed this run\n",
+                kdalab_precision_name(job->opts.precision), kdalab_decay_name(job->opts.decay));
     kdalab_status s = timed(job, call_f32);
     job->computed = s;
     if (s == KDALAB_OK || s == KDALAB_ERANGE) {
