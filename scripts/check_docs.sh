@@ -2,7 +2,8 @@
 # scripts/check_docs.sh — the documentation's promises, checked (run by
 # `make test`; exits 1 with one line per broken promise):
 #   1. every relative link in every tracked Markdown file, [text](path) or
-#      [text](path#anchor), names a tracked file or a folder holding one;
+#      [text](path#anchor), names a tracked file or a folder holding one, and
+#      an anchor into a Markdown file names one of its headings (or <a id>);
 #   2. README.md is at most 250 lines (it is a guide; details live in the
 #      folder pages it links to);
 #   3. README.md's layout table (under "## Layout": rows | `path` | what |)
@@ -53,6 +54,34 @@ grep '\.md$' "$tmp/files" | while read -r md; do
         exists "$norm" || echo "docs: $md links to $target, which is not a tracked file or folder"
     done
 done > "$tmp/links"
+# an anchor into a Markdown file (its own, or [text](page.md#anchor)) names a
+# heading of it, as GitHub makes a heading's anchor (lower case, the text's
+# letters, digits, spaces as -, _ and -), or an <a id="..."> in it
+python3 - "$tmp/files" >> "$tmp/links" <<'PY'
+import os, re, sys
+files = set(open(sys.argv[1]).read().split())
+anchors = {}
+def of(md):
+    if md not in anchors:
+        text = open(md, encoding="utf-8").read()
+        text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+        a = set(re.findall(r'<a id="([^"]+)"', text))
+        for h in re.findall(r"^#{1,6}[ \t]+(.+?)[ \t]*#*$", text, flags=re.M):
+            h = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", h).lower()
+            a.add(re.sub(r"[^\w\- ]", "", h).replace(" ", "-"))
+        anchors[md] = a
+    return anchors[md]
+for md in sorted(f for f in files if f.endswith(".md")):
+    text = re.sub(r"`[^`]*`", "", open(md, encoding="utf-8").read())
+    for target in re.findall(r"\]\(([^) ]*)\)", text):
+        if "#" not in target or re.match(r"(https?|mailto):", target):
+            continue
+        path, anchor = target.split("#", 1)
+        dest = os.path.normpath(os.path.join(os.path.dirname(md), path)) if path else md
+        if dest.endswith(".md") and dest in files and anchor not in of(dest):
+            print("docs: %s links to %s: %s has no heading or <a id> '%s'"
+                  % (md, target, dest, anchor))
+PY
 [ -s "$tmp/links" ] && { cat "$tmp/links"; bad=1; }
 
 # ---- 2. README length ----------------------------------------------------------
