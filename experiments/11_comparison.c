@@ -55,11 +55,12 @@ typedef struct {
     double clear_g, hmin, hmax;
 } params;
 
-#define N_MECH 4
-static const kdalab_mechanism mechs[N_MECH] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
-                                               KDALAB_GATED_DELTANET, KDALAB_KDA};
-static const char *const mech_title[N_MECH] = {"linear attention", "DeltaNet", "Gated DeltaNet",
-                                               "KDA"};
+/* every row of the mechanism table, in its order (lib/core/mechanisms.c): what
+ * each column finds follows from the row's two properties, the delta rule
+ * and the shape of the decay */
+#define N_MECH KDALAB_N_MECHANISMS
+#define MECH(m) ((kdalab_mechanism)(m))
+#define G_SHAPE(m) kdalab_mechanism_g_shape(MECH(m))
 
 /* ---- operations on one K x K state ---------------------------------------------------- */
 
@@ -111,8 +112,8 @@ static void bytes_table(lab_ctx *x, const params *p)
     static const char *const cols[] = {
         "N", "context length, tokens",
         "softmax", "softmax attention: KV cache = read per token = 2 H d N * bytes",
-        "recurrent", "linear attention, DeltaNet, Gated DeltaNet, KDA: state = read per token "
-                     "= H d^2 * bytes (the same for all four)",
+        "recurrent", "every linear mechanism (linear attention .. KDA, simple GLA, GLA): state = "
+                     "read per token = H d^2 * bytes (the same for all)",
         "hybrid", "KDA + attention 3:1, per layer: (3 H d^2 + 2 H d N) / 4 * bytes",
         "lib_kv_bytes", "kdalab_kv_cache_bytes after N appends (float64, H = 1, d = 16)",
         "formula_kv_bytes", "N * 1 * (16 + 16) * 8, the formula at that size",
@@ -127,7 +128,7 @@ static void bytes_table(lab_ctx *x, const params *p)
     size_t n = 0, bad = 0;
     printf("Columns 1-2: state per layer and bytes read per token (H = %zu, d = %zu, %zu bytes "
            "per number)\n%8s %16s %16s %16s\n", p->H, p->d, p->bytes, "N", "softmax",
-           "linear..KDA", "3:1 hybrid");
+           "linear (all)", "3:1 hybrid");
     for (size_t N = p->Nmin; N <= p->Nmax; N *= 2) {
         for (; n < N; n++) {
             lab_random_unit(rng, kvec, 16);
@@ -179,12 +180,12 @@ static fact_result one_fact(lab_ctx *x, const params *p, gsl_rng *rng, int ortho
     fact_result r;
     for (int m = 0; m < N_MECH; m++) {
         memset(S, 0, K * K * sizeof *S);
-        step(x, mechs[m], K, S, k1, v1, NULL, 1.0);
-        step(x, mechs[m], K, S, k2, v2, NULL, 1.0);
-        step(x, mechs[m], K, S, k1, v1n, NULL, 1.0); /* overwrite k1 */
-        readout(x, mechs[m], K, S, k1, o);
+        step(x, MECH(m), K, S, k1, v1, NULL, 1.0);
+        step(x, MECH(m), K, S, k2, v2, NULL, 1.0);
+        step(x, MECH(m), K, S, k1, v1n, NULL, 1.0); /* overwrite k1 */
+        readout(x, MECH(m), K, S, k1, o);
         r.err_target[m] = dist(o, v1n, K);
-        readout(x, mechs[m], K, S, k2, o);
+        readout(x, MECH(m), K, S, k2, o);
         r.err_other[m] = dist(o, v2, K);
     }
     kdalab_kv_cache *kv = kdalab_kv_cache_new(1, K, K); /* softmax: append, never overwrite */
@@ -211,8 +212,8 @@ typedef struct {
     size_t steps_to_clear;     /* steps until every fact is gone (|S| < 1e-6 |S0|) */
 } clear_result;
 
-/* selective (KDA only): the first step clears channels 1..K/2 and keeps the
- * rest; otherwise every step clears every channel it can. */
+/* selective (a decay per key channel only): the first step clears channels
+ * 1..K/2 and keeps the rest; otherwise every step clears every channel it can. */
 static clear_result bulk_clear(lab_ctx *x, const params *p, gsl_rng *rng, int m, int selective)
 {
     size_t K = p->K, half = K / 2;
@@ -222,7 +223,7 @@ static clear_result bulk_clear(lab_ctx *x, const params *p, gsl_rng *rng, int m,
         lab_random_unit(rng, vals + c * K, K);
         memset(e, 0, K * sizeof *e);
         e[c] = 1.0;
-        step(x, mechs[m], K, S, e, vals + c * K, NULL, 1.0);
+        step(x, MECH(m), K, S, e, vals + c * K, NULL, 1.0);
     }
     double n0 = norm(S, K * K);
     clear_result r = {0};
@@ -232,24 +233,24 @@ static clear_result bulk_clear(lab_ctx *x, const params *p, gsl_rng *rng, int m,
         memset(v, 0, K * sizeof *v);
         size_t target = s % K; /* the rank-one steps erase one fact each */
         e[target] = 1.0;
-        if (mechs[m] == KDALAB_GATED_DELTANET) {
+        if (G_SHAPE(m) == KDALAB_G_PER_HEAD) { /* the decay alone: beta = 0, or v = 0 */
             g[0] = p->clear_g;
-            step(x, mechs[m], K, S, e, v, g, 0.0);
-        } else if (mechs[m] == KDALAB_KDA) {
+            step(x, MECH(m), K, S, e, v, g, 0.0);
+        } else if (G_SHAPE(m) == KDALAB_G_PER_KEY) {
             for (size_t c = 0; c < K; c++) g[c] = c < half || !selective ? p->clear_g : 0.0;
-            step(x, mechs[m], K, S, e, v, g, 0.0);
-        } else if (mechs[m] == KDALAB_DELTANET) {
-            step(x, mechs[m], K, S, e, v, NULL, 1.0); /* erase: v = 0, beta = 1 */
+            step(x, MECH(m), K, S, e, v, g, 0.0);
+        } else if (kdalab_mechanism_has_delta(MECH(m))) {
+            step(x, MECH(m), K, S, e, v, NULL, 1.0); /* erase: v = 0, beta = 1 */
         } else {
             for (size_t i = 0; i < K; i++) v[i] = -vals[target * K + i]; /* knows v */
-            step(x, mechs[m], K, S, e, v, NULL, 1.0);
+            step(x, MECH(m), K, S, e, v, NULL, 1.0);
         }
         if (s == 0) { /* what one step left */
             r.norm_left = norm(S, K * K) / n0;
             for (size_t c = 0; c < K; c++) {
                 memset(e, 0, K * sizeof *e);
                 e[c] = 1.0;
-                readout(x, mechs[m], K, S, e, o);
+                readout(x, MECH(m), K, S, e, o);
                 int kept = cosine(o, vals + c * K, K) > 0.99 && norm(o, K) > 0.5;
                 if (c < half) r.kept_cleared += kept;
                 else r.kept_other += kept;
@@ -284,18 +285,18 @@ static ts_result timescales(lab_ctx *x, const params *p, gsl_rng *rng, int m, FI
     for (size_t c = 0; c < K; c++) S[c * K + c] = 1.0, ones[c] = 1.0;
     double lr = log(p->hmax / p->hmin);
     for (size_t t = 0; t < p->steps; t++) {
-        if (mechs[m] == KDALAB_KDA)
+        if (G_SHAPE(m) == KDALAB_G_PER_KEY)
             for (size_t c = 0; c < K; c++)
                 g[c] = -log(2.0) / (p->hmin * exp(lr * (double)c / (double)(K > 1 ? K - 1 : 1)));
-        else if (mechs[m] == KDALAB_GATED_DELTANET) /* one scalar, varying per step */
+        else if (G_SHAPE(m) == KDALAB_G_PER_HEAD) /* one scalar, varying per step */
             g[0] = -log(2.0) / (p->hmin * exp(lr * gsl_rng_uniform(rng)));
-        lab_check(x, kdalab_step_f64(mechs[m], K, K, 1.0, ones, z, z, g, 0.0, S, o), "step");
+        lab_check(x, kdalab_step_f64(MECH(m), K, K, 1.0, ones, z, z, g, 0.0, S, o), "step");
     }
     ts_result r = {0, 0, INFINITY, 0};
     for (size_t c = 0; c < K; c++) {
         double lw = log(o[c]); /* o[c] = 0 (underflow) leaves no half-life to measure */
         hl[c] = o[c] > 0 ? (lw < 0 ? log(2.0) * (double)p->steps / -lw : INFINITY) : NAN;
-        fprintf(f, "%d\t%s\t%zu\t%.6g\n", m, kdalab_mechanism_name(mechs[m]), c + 1, hl[c]);
+        fprintf(f, "%d\t%s\t%zu\t%.6g\n", m, kdalab_mechanism_name(MECH(m)), c + 1, hl[c]);
         if (isinf(hl[c])) r.infinite++;
         else if (isfinite(hl[c])) r.hmin = fmin(r.hmin, hl[c]), r.hmax = fmax(r.hmax, hl[c]);
     }
@@ -356,7 +357,7 @@ int main(int argc, char **argv)
     bytes_table(&x, &p);
 
     static const char *const fcols[] = {
-        "mechanism", "linear_attention, deltanet, gated_deltanet, kda, softmax_attention",
+        "mechanism", "each row of the mechanism table, then softmax_attention",
         "keys", "orthonormal k1, k2 or random unit",
         "err_target", "|read(k1) - v1'| after the overwrite (softmax: query 30 k1)",
         "err_other", "|read(k2) - v2| after the overwrite",
@@ -368,7 +369,7 @@ int main(int argc, char **argv)
         fr[ortho] = one_fact(&x, &p, rng, ortho);
         for (int m = 0; m <= N_MECH; m++)
             fprintf(ff, "%s\t%s\t%.3e\t%.3e\n",
-                    m < N_MECH ? kdalab_mechanism_name(mechs[m]) : "softmax_attention",
+                    m < N_MECH ? kdalab_mechanism_name(MECH(m)) : "softmax_attention",
                     ortho ? "orthonormal" : "random", fr[ortho].err_target[m],
                     fr[ortho].err_other[m]);
         fprintf(ff, "\n\n");
@@ -376,7 +377,7 @@ int main(int argc, char **argv)
     lab_tsv_close(&x, ff);
 
     static const char *const ccols[] = {
-        "mechanism", "linear_attention, deltanet, gated_deltanet, kda",
+        "mechanism", "each row of the mechanism table (kdalab info --mechanisms)",
         "norm_left", "|S| after ONE clearing step / |S| before",
         "kept_cleared", "facts of channels 1..K/2 still recalled (cos > 0.99) after one step",
         "kept_other", "facts of channels K/2+1..K still recalled after one step",
@@ -384,19 +385,20 @@ int main(int argc, char **argv)
                           "channel cleared at once",
         NULL};
     FILE *fc = lab_tsv_open(&x, "11_comparison_clear", ccols, "K=V=%zu facts e_c -> v_c; clear "
-                            "g=%g; KDA clears channels 1..K/2 in the first step", p.K, p.clear_g);
+                            "g=%g; a decay per key channel clears channels 1..K/2 in the first "
+                            "step", p.K, p.clear_g);
     clear_result cr[N_MECH];
     for (int m = 0; m < N_MECH; m++) {
         cr[m] = bulk_clear(&x, &p, rng, m, 1);
-        if (mechs[m] == KDALAB_KDA) /* KDA's steps to clear all: every channel at once */
+        if (G_SHAPE(m) == KDALAB_G_PER_KEY) /* steps to clear all: every channel at once */
             cr[m].steps_to_clear = bulk_clear(&x, &p, rng, m, 0).steps_to_clear;
-        fprintf(fc, "%s\t%.3e\t%zu\t%zu\t%zu\n", kdalab_mechanism_name(mechs[m]), cr[m].norm_left,
+        fprintf(fc, "%s\t%.3e\t%zu\t%zu\t%zu\n", kdalab_mechanism_name(MECH(m)), cr[m].norm_left,
                 cr[m].kept_cleared, cr[m].kept_other, cr[m].steps_to_clear);
     }
     lab_tsv_close(&x, fc);
 
     static const char *const tcols[] = {
-        "m", "mechanism index (0 linear attention .. 3 KDA)",
+        "m", "mechanism index (the mechanism table's order: 0 linear attention .. 5 GLA)",
         "mechanism", "name",
         "channel", "key channel, 1-based",
         "half_life", "measured ln 2 * steps / (-ln w), tokens (inf: no decay)",
@@ -428,7 +430,7 @@ int main(int argc, char **argv)
     double H = (double)p.H, d = (double)p.d, b = (double)p.bytes, Nm = (double)p.Nmax;
     printf("\nThe chapter's table, measured (bytes at N = %zu; one-fact test with orthonormal "
            "keys, K = %zu):\n", p.Nmax, p.K);
-    printf("%-18s %14s %14s %22s %26s %14s\n", "mechanism", "state B", "read/token B",
+    printf("%-22s %14s %14s %22s %26s %14s\n", "mechanism", "state B", "read/token B",
            "target one fact?", "bulk-clear?", "timescales");
     int ok = 1;
     for (int m = 0; m <= N_MECH; m++) {
@@ -440,28 +442,31 @@ int main(int argc, char **argv)
         if (sm) snprintf(fact, sizeof fact, "n/a, appends (err %.2f)", et);
         else snprintf(fact, sizeof fact, "%s (err %.0e)", target ? "yes" : "no", fmax(et, eo));
         if (sm) snprintf(clr, sizeof clr, "no (entries never removed)");
-        else if (mechs[m] == KDALAB_KDA)
+        else if (G_SHAPE(m) == KDALAB_G_PER_KEY)
             snprintf(clr, sizeof clr, "per channel (%zu/%zu kept)", cr[m].kept_other, p.K / 2);
         else if (cr[m].steps_to_clear == 1) snprintf(clr, sizeof clr, "yes, 1 step");
         else snprintf(clr, sizeof clr, "no, %zu steps", cr[m].steps_to_clear);
         if (sm) snprintf(ts, sizeof ts, "none (w>=%.8f)", wmin);
         else if (tr[m].distinct == 0) snprintf(ts, sizeof ts, "none (no decay)");
         else snprintf(ts, sizeof ts, "%zu of %zu", tr[m].distinct, p.K);
-        const char *name = sm ? "softmax attention" : mech_title[m];
-        printf("%-18s %14.4g %14.4g %22s %26s %14s\n", name, st, st, fact, clr, ts);
+        const char *name = sm ? "softmax attention" : kdalab_mechanism_row(MECH(m))->title;
+        printf("%-22s %14.4g %14.4g %22s %26s %14s\n", name, st, st, fact, clr, ts);
         fprintf(fm, "%s\t%.0f\t%.0f\t%.3e\t%.3e\t%s\t%.3e\t%s\t%zu\n",
-                sm ? "softmax_attention" : kdalab_mechanism_name(mechs[m]), st, st, et, eo,
+                sm ? "softmax_attention" : kdalab_mechanism_name(MECH(m)), st, st, et, eo,
                 sm ? "n/a" : target ? "yes" : "no", sm ? 1.0 : cr[m].norm_left,
-                sm ? "no" : mechs[m] == KDALAB_KDA ? "per_channel"
+                sm ? "no" : G_SHAPE(m) == KDALAB_G_PER_KEY ? "per_channel"
                           : cr[m].steps_to_clear == 1 ? "yes" : "no",
                 sm ? 0 : tr[m].distinct);
         /* the chapter's entries */
         if (!sm) {
-            int want_target = mechs[m] != KDALAB_LINEAR_ATTENTION;
-            int want_clear = mechs[m] == KDALAB_GATED_DELTANET || mechs[m] == KDALAB_KDA;
-            size_t want_ts = mechs[m] == KDALAB_KDA ? p.K
-                             : mechs[m] == KDALAB_GATED_DELTANET ? 1 : 0;
-            int clears = mechs[m] == KDALAB_KDA
+            /* the chapter's entries, by the row's properties: one fact with the
+             * delta rule; a bulk clear with a decay (per channel with one per key);
+             * as many timescales as the decay has values per head */
+            int want_target = kdalab_mechanism_has_delta(MECH(m));
+            int want_clear = G_SHAPE(m) != KDALAB_G_NONE;
+            size_t want_ts = G_SHAPE(m) == KDALAB_G_PER_KEY ? p.K
+                             : G_SHAPE(m) == KDALAB_G_PER_HEAD ? 1 : 0;
+            int clears = G_SHAPE(m) == KDALAB_G_PER_KEY
                              ? cr[m].kept_cleared == 0 && cr[m].kept_other == p.K - p.K / 2
                              : cr[m].steps_to_clear == 1;
             ok &= target == want_target && clears == want_clear && tr[m].distinct == want_ts;
@@ -480,7 +485,9 @@ int main(int argc, char **argv)
     printf("\nVerdict: every measured entry matches the chapter's table (state and read per "
            "token: O(N) for softmax attention, d_k x d_v for the rest; one fact: not linear "
            "attention; bulk clear: Gated DeltaNet in one step, KDA per channel, not DeltaNet "
-           "or linear attention; timescales: none, none, one, d_k): %s\n",
+           "or linear attention; timescales: none, none, one, d_k; and the grid's cells "
+           "without the delta rule, simple GLA and GLA, clear and keep timescales as Gated "
+           "DeltaNet and KDA do but target no fact, as linear attention): %s\n",
            ok ? "CONFIRMED." : "NOT CONFIRMED (see the rows above).");
     printf("\n%s: %.1f s; results in %s/11_comparison*.tsv\n", x.name, lab_elapsed(&x), x.out);
     gsl_rng_free(rng);

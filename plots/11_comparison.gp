@@ -20,8 +20,9 @@ NMAX = STATS_max
 stats ft u 3 nooutput
 K = int(STATS_max)
 stats fc u ($5) nooutput
-array lbl[5] = ['linear attention', 'DeltaNet', 'Gated DeltaNet', 'KDA', 'softmax attention']
-array mcol[5] = ['#999999', '#0072b2', '#009e73', '#d55e00', '#000000']
+# the rows of the mechanism table in its order, then softmax attention (the TSVs' order)
+array lbl[7] = ["linear\nattention", "DeltaNet", "Gated\nDeltaNet", "KDA", "simple\nGLA", "GLA", "softmax\nattention"]
+array mcol[7] = ['#999999', '#0072b2', '#009e73', '#d55e00', '#56b4e9', '#e69f00', '#000000']
 
 set terminal pngcairo size 1600,1150 enhanced font 'Sans,11'
 set output dir.'/11_comparison.png'
@@ -41,7 +42,7 @@ set key top left font ',10' box opaque
 plot \
   fb u 1:2 w lp lw 3 pt 7 lc rgb '#000000' t 'softmax attention: 2 H d N', \
   fb u 1:4 w lp lw 2 pt 5 lc rgb '#cc79a7' t 'KDA + attention 3:1, per layer: (3 H d^2 + 2 H d N) / 4', \
-  fb u 1:3 w lp lw 3 pt 9 lc rgb '#d55e00' t 'linear attention = DeltaNet = Gated DeltaNet = KDA: H d^2'
+  fb u 1:3 w lp lw 3 pt 9 lc rgb '#d55e00' t 'every linear mechanism (linear attention … KDA, simple GLA, GLA): H d^2'
 unset logscale
 set format y '%g'
 set xtics auto
@@ -55,7 +56,7 @@ set boxwidth 0.38
 set logscale y
 set format y '10^{%L}'
 set yrange [1e-17:10]
-set xrange [-0.75:4.75]
+set xrange [-0.75:6.75]
 set xlabel ''
 set ylabel 'distance of the read from the wanted value'
 set key top center font ',10' box opaque
@@ -64,12 +65,12 @@ plot \
   ff index 0 u ($0 + 0.2):($4 > 1e-17 ? $4 : 1.1e-17) w boxes lc rgb '#1f77b4' t 'k_2 still reads v_2? (|read - v_2|)'
 
 # ---- bulk clear ------------------------------------------------------------------------------------------
-set title sprintf("bulk clear: %d facts (key e_c), then ONE clearing step (GDN: {/Symbol a} = e^{-50};\nKDA: channels 1..%d only; DeltaNet / linear attn.: their best rank-one step)", K, K / 2)
+set title sprintf("bulk clear: %d facts (key e_c), then ONE clearing step (GDN, simple GLA: {/Symbol a} = e^{-50};\nKDA, GLA: channels 1..%d only; DeltaNet / linear attn.: their best rank-one step)", K, K / 2)
 unset logscale y
 set format y '%g'
 set yrange [0:1.32]
 set ytics 0, 0.2, 1
-set xrange [-0.6:3.6]
+set xrange [-0.6:5.6]
 set ylabel 'fraction of facts still recalled (cos > 0.99)'
 set bmargin 6
 set xtics font ',10'
@@ -100,6 +101,8 @@ set key default
 set key bottom right font ',10' box opaque
 plot \
   ft u 3:(int($1) == 3 ? $4 : 1/0) w lp lw 2 pt 7 ps 0.5 lc rgb mcol[4] t 'KDA: one half-life per channel', \
+  ft u 3:(int($1) == 5 ? $4 * 1.15 : 1/0) w l lw 2 dt 2 lc rgb mcol[6] t 'GLA: the same (drawn ×1.15 to show it)', \
+  ft u 3:(int($1) == 4 ? $4 * 1.15 : 1/0) w l lw 2 dt 2 lc rgb mcol[5] t 'simple GLA: one, shared (×1.15)', \
   ft u 3:(int($1) == 2 ? $4 : 1/0) w l lw 3 lc rgb mcol[3] t 'Gated DeltaNet: one, shared (its gate varies per step)', \
   ft u 3:(int($1) == 1 && $4 > 1e300 ? 1.5e5 : 1/0) w l lw 3 dt 2 lc rgb mcol[2] t 'DeltaNet: none (no decay)', \
   ft u 3:(int($1) == 0 && $4 > 1e300 ? 1.1e5 : 1/0) w l lw 3 dt 3 lc rgb mcol[1] t 'linear attention: none (no decay)'

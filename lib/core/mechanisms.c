@@ -36,7 +36,7 @@ static const kdalab_mechanism_info rows[KDALAB_N_MECHANISMS] = {
      "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "arXiv:2412.06464"},
     {KDALAB_KDA, "kda", "Kimi Delta Attention", 1, KDALAB_G_PER_KEY, "chunk_kda",
      "fused_recurrent_kda", "arXiv:2510.26692"},
-    {KDALAB_SIMPLE_GLA, "simple_gla", "simple GLA (a decay per head)", 0, KDALAB_G_PER_HEAD,
+    {KDALAB_SIMPLE_GLA, "simple_gla", "simple GLA", 0, KDALAB_G_PER_HEAD,
      "chunk_simple_gla", "fused_recurrent_simple_gla", "arXiv:2405.21060"},
     {KDALAB_GLA, "gla", "Gated Linear Attention", 0, KDALAB_G_PER_KEY, "chunk_gla",
      "fused_recurrent_gla", "arXiv:2312.06635"},
