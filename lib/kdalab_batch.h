@@ -14,7 +14,7 @@
  *           fla's repeat_interleave).
  * Shapes, with N the number of sequences (B without cu_seqlens):
  *   q, k [B, T, H, K]; v, o [B, T, HV, V]; beta [B, T, HV];
- *   g [B, T, HV] (Gated DeltaNet) or [B, T, HV, K] (KDA); h0, ht [N, HV, K, V].
+ *   g [B, T, HV] (a decay per head) or [B, T, HV, K] (per key channel); h0, ht [N, HV, K, V].
  * dims->H is the query/key head count H; dims->V the value dimension.
  *
  * Each (sequence, value head) is run through the chosen form on its own, so
@@ -67,8 +67,8 @@ size_t kdalab_batch_n_seqs(const kdalab_batch *batch, const kdalab_dims *dims);
  * fla's names, except d_o for fla's `do` (a C keyword). Set the ones the call
  * has and leave the others NULL (a designated initializer does it):
  *   required  q, k, v, and o (forward) or d_o (backward), unless T = 0;
- *             g for Gated DeltaNet and KDA; beta for every mechanism but
- *             linear attention. A required array that is NULL is
+ *             g for a mechanism with a decay; beta for one with the delta
+ *             rule (kdalab_mechanism_g_shape, _has_delta). A required array that is NULL is
  *             KDALAB_ENULL naming it ("k is NULL").
  *   optional  h0, dht (NULL: zero); ht and every gradient (NULL: not
  *             wanted).

@@ -165,9 +165,10 @@ kdalab_status kdalab_check_scale(double scale);
  *   mech   which update rule
  *   scale  query scale s, finite and > 0
  *   q, k   [B,T,H,K]; v [B,T,H,V]
- *   g      log-decay, [B,T,H] (gated_deltanet) or [B,T,H,K] (kda); NULL otherwise
+ *   g      log-decay, [B,T,H] (a decay per head: gated_deltanet, simple_gla) or
+ *          [B,T,H,K] (per key channel: kda, gla); NULL without a decay
  *          (ignored when the mechanism has none); every g <= 0
- *   beta   [B,T,H], each in [0, 2]; NULL for linear attention (ignored)
+ *   beta   [B,T,H], each in [0, 2], with the delta rule; NULL without it (ignored)
  *   h0     [B,H,K,V] initial state, or NULL for a zero state
  *   o      [B,T,H,V] output (written)
  *   ht     [B,H,K,V] final state (written), or NULL when not wanted
@@ -198,7 +199,8 @@ kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mec
  *
  *   K, V   head dims (>= 1)
  *   q, k   [K]; v [V]
- *   g      [1] (gated_deltanet), [K] (kda), ignored otherwise (may be NULL)
+ *   g      [1] (a decay per head), [K] (per key channel); required with a
+ *          decay, ignored (may be NULL) without one
  *   beta   write strength in [0,2] (ignored for linear attention)
  *   S      [K,V] state, updated in place (S_{t-1} -> S_t)
  *   o      [V] output s * S_t^T q
@@ -219,9 +221,10 @@ kdalab_status kdalab_step_f32(kdalab_mechanism mech, size_t K, size_t V, float s
 
 /*
  * How decay is applied inside a chunk (REFERENCE.md, "Where the
- * floating-point range problem lives"). Only KDA distinguishes them; Gated
- * DeltaNet always uses the C x C matrix exp(Gamma_i - Gamma_j) (no positive
- * exponent) and DeltaNet / linear attention have no decay.
+ * floating-point range problem lives"). Only a per-key decay (KDA, GLA)
+ * distinguishes them; a per-head one (Gated DeltaNet, simple GLA) uses the
+ * C x C matrix exp(Gamma_i - Gamma_j) in every mode but the safe one (no
+ * positive exponent), and DeltaNet / linear attention have no decay.
  */
 typedef enum {
     KDALAB_DECAY_SAFE = 0,   /* sub-chunks: off-diagonal blocks through a boundary  */

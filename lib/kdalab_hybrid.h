@@ -255,8 +255,9 @@ kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *stack, size_t layer,
 /*
  * The model kdalab_train_* trains (kdalab_model.h: embedding, L blocks of
  * RMSNorm -> mixer -> residual and RMSNorm -> SwiGLU MLP -> residual, final
- * RMSNorm, LM head; mixers attention, linear attention, DeltaNet, Gated
- * DeltaNet, KDA, any stack of them, such as `kdalab train --mixer hybrid:N`)
+ * RMSNorm, LM head; mixers attention or any row of the mechanism table —
+ * linear attention, DeltaNet, Gated DeltaNet, KDA, simple GLA, GLA — and any
+ * stack of them, such as `kdalab train --mixer hybrid:N`)
  * run as a decoder: prefill a prompt, then decode token by token. Each block
  * keeps what decoding needs: a linear mixer its [H, d, d] state (d = D / H),
  * an attention mixer its KV cache (q, k, v after the convolution and SiLU),

@@ -65,12 +65,15 @@ typedef struct {
  * does not use one (d = D / H, the head dimension):
  *   Wq, Wk, Wv, Wo       [D, D]   every kind
  *   cq, ck, cv           [4, D]   conv on (kdalab_short_conv_fwd_f64's w)
- *   Wb                   [D, H]   DeltaNet, Gated DeltaNet, KDA: beta = sigmoid(x Wb)
- *   Wa                   [D, H]   Gated DeltaNet: g = -exp(A_log) softplus(x Wa + dt_bias)
- *   Wg, Wg2              [D, d], [d, D]   KDA: g = kdalab_kda_gate_f64((x Wg) Wg2,
- *                                 A_log, dt_bias), fla's low-rank f_proj (rank d)
- *   A_log                [H]      Gated DeltaNet, KDA
- *   dt_bias              [H] (Gated DeltaNet), [D] = [H, d] (KDA)
+ *   Wb                   [D, H]   the delta rule (DeltaNet, Gated DeltaNet, KDA):
+ *                                 beta = sigmoid(x Wb)
+ *   Wa                   [D, H]   a decay per head (Gated DeltaNet, simple GLA):
+ *                                 g = -exp(A_log) softplus(x Wa + dt_bias)
+ *   Wg, Wg2              [D, d], [d, D]   a decay per key channel (KDA, GLA):
+ *                                 g = kdalab_kda_gate_f64((x Wg) Wg2, A_log, dt_bias),
+ *                                 fla's low-rank f_proj (rank d)
+ *   A_log                [H]      every mixer with a decay
+ *   dt_bias              [H] (a decay per head), [D] = [H, d] (per key channel)
  *   Wog                  [D, D]   the linear mixers with a gate: its input z = x Wog;
  *                        [D, r]   with gate_rank r >= 1: z = (x Wog) Wog2 + bog
  *   onorm                [d]      the linear mixers: the output RMSNorm's gain,

@@ -169,7 +169,7 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
  * DBL_MIN exactly 0), as in kdalab_simd_chunk_f64: any g <= 0 is exact.
  * Agrees with kdalab_chunk_bwd_f64 within ~1e-14 relative to each
  * gradient's max (tests/test_simd_bwd.c holds it to 1e-12 at every level
- * the CPU runs). All four linear mechanisms run KDA's per-channel code.
+ * the CPU runs). Every linear mechanism runs KDA's per-channel code.
  * Through kdalab_batch_bwd_f64 with cu_seqlens or grouped value heads
  * (HV > H) each (sequence, value head) is one call of B = H = 1: one thread;
  * without either, the batch is one call.

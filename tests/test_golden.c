@@ -93,7 +93,7 @@ static void check_case(const golden_case *c, const kdalab_chunk_opts *opts, int 
 {
     kdalab_status s;
     double e = case_error(c, opts, f32, &s);
-    if (f32 && opts && c->mech == KDALAB_KDA &&
+    if (f32 && opts && kdalab_mechanism_g_shape(c->mech) == KDALAB_G_PER_KEY &&
         (opts->decay == KDALAB_DECAY_RESCALED || opts->decay == KDALAB_DECAY_ANCHORED)) {
         size_t span = opts->decay == KDALAB_DECAY_RESCALED ? opts->chunk : opts->subchunk;
         if (max_span_decay(c, opts->chunk, span) > log(FLT_MAX)) {
@@ -134,8 +134,8 @@ static void chunk_sweep(int f32, double tol)
     for (size_t i = 0; i < n_cases; i++)
         for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++)
             for (size_t mi = 0; mi < 4; mi++) {
-                if (cases[i].mech != KDALAB_KDA && mi > 0)
-                    continue; /* only KDA has decay modes */
+                if (kdalab_mechanism_g_shape(cases[i].mech) != KDALAB_G_PER_KEY && mi > 0)
+                    continue; /* the modes are ways of forming a per-key decay */
                 kdalab_chunk_opts o = kdalab_chunk_opts_default();
                 o.chunk = chunks[ci];
                 o.decay = modes[mi];
@@ -156,7 +156,7 @@ static void test_chunk_bf16_kda(void **state)
     kdalab_chunk_opts o = kdalab_chunk_opts_default();
     o.precision = KDALAB_BF16;
     for (size_t i = 0; i < n_cases; i++) {
-        if (cases[i].mech != KDALAB_KDA && cases[i].mech != KDALAB_GATED_DELTANET)
+        if (kdalab_mechanism_g_shape(cases[i].mech) == KDALAB_G_NONE) /* the gated rows */
             continue;
         kdalab_status s;
         double e = case_error(&cases[i], &o, 1, &s);

@@ -99,6 +99,34 @@ static void test_list(void **state)
     assert_int_equal(small[0], 'x');
 }
 
+/* Messages follow the row, not the sizes: a per-head g is named with three
+ * indices even where K = 1 makes it as long as a per-key one; and a
+ * backward asked for emulated storage says it has none. */
+static void test_messages_follow_the_row(void **state)
+{
+    (void)state;
+    kdalab_dims d = {1, 2, 2, 1, 1};
+    double x[4] = {0.5, 0.5, 0.5, 0.5}, o[4], g[4] = {-1, -1, -1, 0.5};
+    const kdalab_mechanism per_head[] = {KDALAB_SIMPLE_GLA, KDALAB_GATED_DELTANET};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(kdalab_chunk_f64(&d, per_head[i], 1.0, x, x, x, g, x, NULL, o, NULL,
+                                          NULL, NULL),
+                         KDALAB_EDOMAIN);
+        assert_non_null(strstr(kdalab_last_error(), "g[0, 1, 1] = 0.5"));
+    }
+    assert_int_equal(kdalab_chunk_f64(&d, KDALAB_GLA, 1.0, x, x, x, g, NULL, NULL, o, NULL,
+                                      NULL, NULL),
+                     KDALAB_EDOMAIN);
+    assert_non_null(strstr(kdalab_last_error(), "g[0, 1, 1, 0] = 0.5"));
+    float xf[4] = {0.5f, 0.5f, 0.5f, 0.5f}, gf[4] = {-1, -1, -1, -1}, df[4];
+    kdalab_chunk_opts op = kdalab_chunk_opts_default();
+    op.precision = KDALAB_BF16;
+    assert_int_equal(kdalab_chunk_bwd_f32(&d, KDALAB_GLA, 1.0f, xf, xf, xf, gf, NULL, NULL, xf,
+                                          NULL, df, df, df, df, NULL, NULL, &op),
+                     KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "no emulated storage (precision bf16"));
+}
+
 static void test_info_prints_the_table(void **state)
 {
     (void)state;
@@ -127,6 +155,7 @@ int main(void)
         cmocka_unit_test(test_names_parse_back),
         cmocka_unit_test(test_unknown_ids),
         cmocka_unit_test(test_list),
+        cmocka_unit_test(test_messages_follow_the_row),
         cmocka_unit_test(test_info_prints_the_table),
     };
     return cmocka_run_group_tests_name("mechanisms", tests, setup, teardown);

@@ -253,7 +253,8 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
         TRY(check_values_nd(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, 4, sh.v, NULL));
         if (c.g > 0)
             TRY(check_values_nd(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g,
-                                c.g == c.qk ? 4 : 3, sh.qk, NULL));
+                                kdalab_mechanism_g_shape(mech) == KDALAB_G_PER_KEY ? 4 : 3,
+                                sh.qk, NULL));
         if (need_beta)
             TRY(check_values_nd(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, 3, sh.qk, NULL));
     }
@@ -503,6 +504,11 @@ kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp
 kdalab_status kdalab_check_bwd_chunk_opts(const kdalab_chunk_opts *opts,
                                           kdalab_chunk_opts *out)
 {
+    if (opts && opts->precision != KDALAB_FP32 && (unsigned)opts->precision <= (unsigned)KDALAB_FP16)
+        return kdalab_fail(KDALAB_EINVAL, "the chunkwise backward has no emulated storage "
+                                          "(precision %s asked): it runs in plain float32 or "
+                                          "float64",
+                           kdalab_precision_name(opts->precision));
     kdalab_status s = kdalab_check_chunk_opts(opts, 1, out);
     if (s == KDALAB_OK && out->decay != KDALAB_DECAY_SAFE)
         s = kdalab_fail(KDALAB_EINVAL, "the chunkwise backward runs the safe decay mode only "

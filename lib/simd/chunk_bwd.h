@@ -23,10 +23,10 @@
  * forward of each chunk outside the last group; the rest is
  * O(C (C + K + V) + K V).
  *
- * All four mechanisms run KDA's per-channel code: Gated DeltaNet's one g per
- * position is copied to every channel, DeltaNet's and linear attention's g is
- * 0 (every decay factor exactly 1), and dg is summed over the channels for
- * Gated DeltaNet. Linear attention has no steps 1-4 (V_new = V).
+ * Every mechanism runs KDA's per-channel code: a per-head g (one per
+ * position) is copied to every channel and its dg summed over them; without
+ * a decay g is 0 (every decay factor exactly 1). Without the delta rule there
+ * are no steps 1-4 (V_new = V).
  *
  * Notation (one chunk of n positions, S [K, V] the state entering it):
  *   a_r = exp(g_r) per channel; gamma_r = prod a over 0..r; te_r = prod a

@@ -717,6 +717,10 @@ def _simple_gla_g(g, g_gamma, v):
     if g_gamma.shape != (v.shape[2],):
         raise ValueError("g_gamma: shape %s, expected (%d,) (one log-decay per value head)"
                          % (g_gamma.shape, v.shape[2]))
+    _check_input("g_gamma", g_gamma)  # by its own name and index, not the broadcast g's
+    if (g_gamma > 0).any():
+        h = int(np.argmax(g_gamma > 0))
+        raise ValueError("g_gamma[%d] = %r > 0: a log-decay must be <= 0" % (h, g_gamma[h]))
     return "simple_gla", np.ascontiguousarray(np.broadcast_to(g_gamma, v.shape[:3]))
 
 

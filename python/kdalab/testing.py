@@ -97,18 +97,19 @@ _MAX = {"bf16": float.fromhex("0x1.fep127"), "fp16": 65504.0,
 
 
 def _check_range(arrays, precision):
-    """Every input must fit the storage format once perturbed by one unit
-    roundoff: a value the emulation would round to inf is a ValueError naming
-    the input, its index and value (never the emulation's inf)."""
-    top = _MAX[precision] / (1 + _UNIT[precision])
+    """Every input stored in the format must fit it once perturbed by one unit
+    roundoff (the largest perturbation a trial applies: 2^-8 for every input
+    in bf16, and so on): a value the emulation would round to inf is a
+    ValueError naming the input, its index and value (never the emulation's
+    inf)."""
+    top = _MAX[precision] / (1 + max(_UNIT.values()))
     for name, a in arrays:
         if a is not None and a.size and np.abs(a).max() > top:
             from .ops import _first_index
             idx = _first_index(np.abs(a) > top)
-            raise ValueError("tolerance: %s%s = %.6g does not fit %s storage (largest finite "
-                             "%.6g): a kernel that stores it in %s holds inf there, which "
-                             "kdalab cannot emulate" % (name, list(idx), a[idx], precision,
-                                                        _MAX[precision], precision))
+            raise ValueError("tolerance: %s%s = %.6g does not fit %s (largest finite %.6g): "
+                             "a kernel that stores it so holds inf there, which kdalab cannot "
+                             "emulate" % (name, list(idx), a[idx], precision, _MAX[precision]))
 
 
 def _emulate(mech, q, k, v, g, beta, h0, scale, precision, chunk_size):
@@ -181,8 +182,10 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
                    for x, n in ((g, "g"), (beta, "beta"), (initial_state, "initial_state")))
     cu = ops._as_cu(cu_seqlens)
     call = ops._Call(mech, q, k, v, g, beta, h0, cu)
-    _check_range((("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta),
-                  ("initial_state", h0)), precision)
+    # q, k, v, beta are stored in the format; the log-decay and the state stay
+    # in float32 (kdalab_chunk_f32's emulation, as production kernels keep them)
+    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta)), precision)
+    _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
     rng = np.random.default_rng(seed)
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}

@@ -619,23 +619,35 @@ def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
 # ---- GLA and simple GLA: a decay without the delta rule ----------------------------
 
 def _gated_linear(fname, mech, form, q, k, v, g, scale, initial_state, output_final_state,
-                  reverse, state_v_first, cu, chunk_size, out_dtype, like):
+                  reverse, state_v_first, cu, chunk_size, out_dtype, like, g_name="g"):
     """The body of the four GLA functions: (o, final_state); reverse runs each
-    sequence from its end (time flipped in, the output flipped back)."""
+    sequence from its end (time flipped in, the output flipped back). With
+    reverse the inputs are checked first, so that a bad value is named by the
+    caller's argument (g_name) and index, not the flipped copy's; the output
+    is converted to out_dtype after it is flipped back, for the same reason."""
     _switches(fname, reverse=reverse)
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
-    g = _tensor(g, "g")
+    g = _tensor(g, g_name)
     if reverse:
         if cu is not None and q.ndim == 4:
             ops.check_cu(cu, q.shape[1])
+        for x, n in ((q, "q"), (k, "k"), (v, "v"), (g, g_name)):
+            if x is not None:
+                ops._check_input(n, ops.as_f64(x, n))
+        if g is not None and bool((g > 0).any()):
+            idx = tuple(int(i) for i in (g > 0).nonzero()[0])
+            raise ValueError("%s%s = %r > 0: a log-decay must be <= 0"
+                             % (g_name, list(idx), float(g[idx])))
         idx = _reversal(cu, q.shape[1])
         q, k, v, g = (None if x is None else x.index_select(1, idx.to(x.device))
                       for x in (q, k, v, g))
     o, ht = _mixer(fname, mech if g is not None else "linear_attention", form, q, k, v, g,
                    None, scale, initial_state, output_final_state, cu, state_v_first, {},
-                   chunk_size=chunk_size, out_dtype=out_dtype, like=like)
+                   chunk_size=chunk_size, out_dtype=None if reverse else out_dtype,
+                   like=None if reverse else like)
     if reverse:
-        o = o.index_select(1, idx.to(o.device))
+        o = _out(o.index_select(1, idx.to(o.device)), out_dtype, like, "o")
+        ht = _out(ht, out_dtype, like, "final_state")
     return o, ht
 
 
@@ -667,7 +679,7 @@ def fused_recurrent_gla(q, k, v, gk=None, gv=None, scale=None, initial_state=Non
                                   "kdalab mechanism: pass gv=None")
     return _gated_linear("fused_recurrent_gla", "gla", _lib.FORM_RECURRENT, q, k, v, gk, scale,
                          initial_state, output_final_state, reverse, state_v_first,
-                         _cu(cu_seqlens), None, out_dtype, like)
+                         _cu(cu_seqlens), None, out_dtype, like, g_name="gk")
 
 
 def _g_gamma(fname, g, g_gamma, v):
@@ -679,17 +691,17 @@ def _g_gamma(fname, g, g_gamma, v):
     if g_gamma is None:
         return g
     g_gamma, v = _tensor(g_gamma, "g_gamma"), _tensor(v, "v", required=True)
-    if g_gamma.is_floating_point():  # its values by its own name (expanded, g's index lies)
-        ops._check_input("g_gamma", ops.as_f64(g_gamma, "g_gamma"))
-        bad = (g_gamma > 0).nonzero()
-        if len(bad):
-            h = int(bad[0][0])
-            raise ValueError("%s: g_gamma[%d] = %r > 0: a log-decay must be <= 0"
-                             % (fname, h, float(g_gamma[h])))
     if v.ndim != 4 or tuple(g_gamma.shape) != (v.shape[2],):
         raise ValueError("%s: g_gamma: shape %s, expected (%s,) (one log-decay per value "
                          "head)" % (fname, tuple(g_gamma.shape),
                                     v.shape[2] if v.ndim == 4 else "HV"))
+    # its values by its own name and index (once expanded, g's index would mislead)
+    gg = ops.as_f64(g_gamma, "g_gamma")
+    ops._check_input("g_gamma", gg)
+    if (gg > 0).any():
+        h = int(np.argmax(gg > 0))
+        raise ValueError("%s: g_gamma[%d] = %r > 0: a log-decay must be <= 0"
+                         % (fname, h, float(gg[h])))
     return g_gamma.expand(tuple(v.shape[:3]))
 
 
