@@ -64,23 +64,64 @@ def errors(ref, out):
     return float(rms), float(rel_max), tuple(int(i) for i in worst)
 
 
-def assert_close(name, ref, out, rtol=None, rms=None):
+# the axes of fla's arrays, by the array's name (assert_close's messages)
+_AXES = {4: {"o": "bthv", "v": "bthv", "do": "bthv", "dv": "bthv",
+             "q": "bthk", "k": "bthk", "dq": "bthk", "dk": "bthk", "g": "bthk", "dg": "bthk",
+             "ht": "nhkv", "h0": "nhkv", "dh0": "nhkv", "dht": "nhkv"},
+         3: {"beta": "bth", "dbeta": "bth", "g": "bth", "dg": "bth"}}
+
+
+def _axes(name, ndim):
+    """Axis names for an array called name: fla's letters (b, t, h, k, v; n
+    for a state's sequence), else i0, i1, ..."""
+    letters = _AXES.get(ndim, {}).get(name)
+    return list(letters) if letters else ["i%d" % d for d in range(ndim)]
+
+
+def _where(idx, axes, cu):
+    """An index as "(b=0, t=17, h=1, v=3)", and with cu_seqlens where t is in
+    its packed sequence: "; sequence 1, position 2 (it starts at t = 15)"."""
+    at = "(%s)" % ", ".join("%s=%d" % (a, i) for a, i in zip(axes, idx))
+    if cu is not None and "t" in axes:
+        t = idx[axes.index("t")]
+        n = int(np.searchsorted(cu, t, side="right")) - 1
+        if 0 <= n < len(cu) - 1:
+            at += "; sequence %d, position %d (it starts at t = %d)" % (n, t - cu[n], cu[n])
+    return at
+
+
+def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None):
     """Fail unless max |out - ref| / max |ref| <= rtol (kdalab's metric) and,
     when rms is given, the relative RMS <= rms (fla's metric, its
-    assert_close's ratio); the message gives both metrics and where the worst
-    element is. Returns (relative RMS, max relative error)."""
-    from .ops import as_f64
+    assert_close's ratio). The message gives both metrics, the worst element
+    and, with rtol, the first element (row-major: the earliest b, then t)
+    over rtol * max |ref|, each by its axes' names (fla's letters for the
+    usual names: o (b, t, h, v), q, k (b, t, h, k), ht (n, h, k, v), ...),
+    and with cu_seqlens (fla's packed sequences) the sequence and the
+    position in it. pytest shows the caller's line, not this function's.
+    Returns (relative RMS, max relative error)."""
+    __tracebackhide__ = True  # pytest: the failure is the caller's
+    from .ops import _as_cu, as_f64
     if rtol is None and rms is None:
         raise TypeError("assert_close: give rtol (max error / max |ref|), rms (fla's relative "
                         "RMS) or both")
     ref = as_f64(ref, "ref")  # torch tensors (bf16, requiring grad) as NumPy float64
     out = as_f64(out, "out")
+    cu = _as_cu(cu_seqlens)
     r, rel_max, worst = errors(ref, out)
     bad = ["%s = %.3g > %s %.3g" % (what, got, arg, tol) for what, got, arg, tol in
            (("max error / max |ref|", rel_max, "rtol", rtol), ("relative RMS", r, "rms", rms))
            if tol is not None and not got <= tol]
     if bad:
-        at = "worst at %s: ref %r, out %r" % (worst, float(ref[worst]), float(out[worst]))
+        axes = _axes(name, ref.ndim)
+        at = "worst at %s: ref %r, out %r" % (_where(worst, axes, cu), float(ref[worst]),
+                                              float(out[worst]))
+        if rtol is not None and rel_max > rtol:
+            with np.errstate(invalid="ignore", over="ignore"):
+                over = ~(np.abs(out - ref) <= rtol * np.abs(ref).max())
+            first = tuple(int(i) for i in np.argwhere(over)[0])
+            at = "first over rtol at %s: ref %r, out %r; %s" % (
+                _where(first, axes, cu), float(ref[first]), float(out[first]), at)
         raise AssertionError("%s: %s (max error / max |ref| %.3g, relative RMS %.3g); %s" % (
             name, ", ".join(bad), rel_max, r, at))
     return r, rel_max

@@ -276,7 +276,7 @@ def test_assert_close_reports_both_metrics_and_the_worst_element():
     ref[1, 2] = 4.0
     out = ref.copy()
     out[0, 1] = 1.0
-    with pytest.raises(AssertionError, match=r"0.25 > rtol.*relative RMS.*\(0, 1\)"):
+    with pytest.raises(AssertionError, match=r"0.25 > rtol.*relative RMS.*\(i0=0, i1=1\)"):
         assert_close("o", ref, out, 1e-3)
     rms, rel = assert_close("o", ref, ref, 0)
     assert rms == 0 and rel == 0

@@ -30,7 +30,7 @@ def test_assert_close_checks_either_metric():
     out = ref.copy()
     out[2, 3] = 1.5  # max error 0.5, relative RMS 0.5 / 4 = 0.125
     assert assert_close("x", ref, out, rtol=0.5) == pytest.approx((0.125, 0.5))
-    with pytest.raises(AssertionError, match=r"relative RMS = 0.125 > rms 0.1 .*\(2, 3\)"):
+    with pytest.raises(AssertionError, match=r"relative RMS = 0.125 > rms 0.1 .*\(i0=2, i1=3\)"):
         assert_close("x", ref, out, rms=0.1)
     with pytest.raises(AssertionError, match=r"max error / max \|ref\| = 0.5 > rtol 0.4"):
         assert_close("x", ref, out, rtol=0.4, rms=0.2)
@@ -103,6 +103,31 @@ def test_fixture_exists_whatever_was_imported_first(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]
+
+
+def test_failures_name_axes_first_position_and_sequence():
+    """A planted gate bug from t = 0 on is reported first at t = 0 (the
+    worst element is later), by fla's axis letters; with cu_seqlens the
+    first error past a sequence boundary is placed in its sequence."""
+    p = problem(5, T=40)
+    ref, _ = kdalab.chunk_kda(**p)
+    g = p["g"].copy()
+    g[..., 0, :] *= 1.5  # head 0's decay wrong at every t
+    bad, _ = kdalab.chunk_kda(**dict(p, g=g))
+    with pytest.raises(AssertionError, match=r"first over rtol at \(b=0, t=[0-9], h=0, v=\d+\): "
+                                             r"ref .*; worst at \(b=0, t=\d+, h=0"):
+        assert_close("o", ref, bad, rtol=1e-3)
+    cu = np.array([0, 15, 40])
+    ref, _ = kdalab.chunk_kda(**p, cu_seqlens=cu)
+    leaky, _ = kdalab.chunk_kda(**p)  # carries the state across t = 15
+    with pytest.raises(AssertionError, match=r"first over rtol at \(b=0, t=15, h=\d, v=\d+\); "
+                                             r"sequence 1, position 0 \(it starts at t = 15\)"):
+        assert_close("o", ref, leaky, rtol=1e-6, cu_seqlens=cu)
+    with pytest.raises(AssertionError, match=r"\(n=0, h=\d, k=\d+, v=\d+\)"):
+        assert_close("ht", np.ones((1, 2, 3, 3)), np.zeros((1, 2, 3, 3)), rtol=0.1)
+    assert assert_close.__code__.co_varnames[0] == "name"  # the signature kept
+    src = open(kdalab.testing.__file__).read()
+    assert "__tracebackhide__ = True" in src
 
 
 def problem(seed, B=1, T=100, H=2, K=16, V=16):
