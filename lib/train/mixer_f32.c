@@ -79,7 +79,6 @@ static int has_outgate(const kdalab_mixer_config *cfg)
 {
     return is_linear(cfg->kind) && cfg->gate != KDALAB_OUTPUT_GATE_NONE;
 }
-static int has_beta(kdalab_mixer_kind kind) { return train_has_beta(kind); }
 
 /* Gate width per head: 1 (a decay per head), d (per key channel), 0 (none). */
 static size_t gate_width(const kdalab_mixer_config *cfg)
@@ -115,7 +114,7 @@ static void tensor_sizes(const kdalab_mixer_config *cfg, size_t n[MIX_N])
     train_outgate_sizes(cfg, og);
     const size_t sizes[MIX_N] = {
         D * D, D * D, D * D, D * D, conv, conv, conv,
-        has_beta(cfg->kind) ? D * H : 0,
+        train_has_beta(cfg->kind) ? D * H : 0,
         gs == KDALAB_G_PER_HEAD ? D * H : 0,
         per_key ? D * (D / H) : 0, per_key ? D * (D / H) : 0,
         gate_width(cfg) ? H : 0, H * gate_width(cfg),
@@ -221,7 +220,7 @@ static kdalab_mixer_cache_f32 *cache_new(const kdalab_mixer_config *cfg, size_t 
     }
     if (train_g_shape_of(cfg->kind) == KDALAB_G_PER_KEY)
         ok &= (c->zf = malloc(N * (cfg->D / cfg->H) * sizeof(float))) != NULL;
-    if (has_beta(cfg->kind)) {
+    if (train_has_beta(cfg->kind)) {
         ok &= (c->zb = malloc(NH * sizeof(float))) != NULL;
         ok &= (c->beta = malloc(NH * sizeof(float))) != NULL;
     }
@@ -281,7 +280,7 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
     // the linear mixers: qn, kn [N, H, d]; beta [N, H]; g [N, H] or [N, H, d]
     kdalab__train_l2norm_fwd_f32(N * H, d, TRAIN_L2_EPS, c->s[0], c->qn);
     kdalab__train_l2norm_fwd_f32(N * H, d, TRAIN_L2_EPS, c->s[1], c->kn);
-    if (has_beta(cfg->kind)) {
+    if (train_has_beta(cfg->kind)) {
         kdalab__train_mm_f32(N, D, H, x, p->Wb, c->zb, 0);
         for (size_t r = 0; r < N * H; r++)
             c->beta[r] = train_sigmoid_f32(c->zb[r]);
@@ -500,7 +499,7 @@ kdalab_status kdalab__train_mixer_bwd_f32(const kdalab_mixer_config *cfg,
                                       w.dzo, w.dzr, g->Wog, g->Wog2, g->bog, dx);
 
     // beta = sigmoid(zb): dzb = dbeta beta (1 - beta) [N, H], reusing dbeta
-    if (has_beta(cfg->kind)) {
+    if (train_has_beta(cfg->kind)) {
         for (size_t r = 0; r < N * H; r++)
             w.dbeta[r] *= c->beta[r] * (1 - c->beta[r]);
         kdalab__train_mm_bwd_f32(N, D, H, x, p->Wb, w.dbeta, g->Wb, dx, 1);
