@@ -714,14 +714,22 @@ def _simple_gla_g(g, g_gamma, v):
         return ("simple_gla", g) if g is not None else ("linear_attention", None)
     g_gamma = as_f64(g_gamma, "g_gamma", 1)
     v = as_f64(v, "v", 4)
-    if g_gamma.shape != (v.shape[2],):
-        raise ValueError("g_gamma: shape %s, expected (%d,) (one log-decay per value head)"
-                         % (g_gamma.shape, v.shape[2]))
-    _check_input("g_gamma", g_gamma)  # by its own name and index, not the broadcast g's
+    _check_g_gamma(g_gamma, v.shape[2])
+    return "simple_gla", np.ascontiguousarray(np.broadcast_to(g_gamma, v.shape[:3]))
+
+
+def _check_g_gamma(g_gamma, HV, who=""):
+    """fla's g_gamma (float64, as the caller passed it, before it is broadcast
+    over (b, t)): shape (HV,), finite, <= 0. ValueError naming g_gamma's own
+    index, not the broadcast g's; who prefixes the message (a function name)."""
+    if g_gamma.shape != (HV,):
+        raise ValueError("%sg_gamma: shape %s, expected (%s,) (one log-decay per value head)"
+                         % (who, g_gamma.shape, HV))
+    _check_input(who + "g_gamma", g_gamma)
     if (g_gamma > 0).any():
         h = int(np.argmax(g_gamma > 0))
-        raise ValueError("g_gamma[%d] = %r > 0: a log-decay must be <= 0" % (h, g_gamma[h]))
-    return "simple_gla", np.ascontiguousarray(np.broadcast_to(g_gamma, v.shape[:3]))
+        raise ValueError("%sg_gamma[%d] = %r > 0: a log-decay must be <= 0"
+                         % (who, h, float(g_gamma[h])))
 
 
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False,

@@ -691,17 +691,8 @@ def _g_gamma(fname, g, g_gamma, v):
     if g_gamma is None:
         return g
     g_gamma, v = _tensor(g_gamma, "g_gamma"), _tensor(v, "v", required=True)
-    if v.ndim != 4 or tuple(g_gamma.shape) != (v.shape[2],):
-        raise ValueError("%s: g_gamma: shape %s, expected (%s,) (one log-decay per value "
-                         "head)" % (fname, tuple(g_gamma.shape),
-                                    v.shape[2] if v.ndim == 4 else "HV"))
-    # its values by its own name and index (once expanded, g's index would mislead)
-    gg = ops.as_f64(g_gamma, "g_gamma")
-    ops._check_input("g_gamma", gg)
-    if (gg > 0).any():
-        h = int(np.argmax(gg > 0))
-        raise ValueError("%s: g_gamma[%d] = %r > 0: a log-decay must be <= 0"
-                         % (fname, h, float(gg[h])))
+    ops._check_g_gamma(ops.as_f64(g_gamma, "g_gamma"), v.shape[2] if v.ndim == 4 else "HV",
+                       fname + ": ")
     return g_gamma.expand(tuple(v.shape[:3]))
 
 
