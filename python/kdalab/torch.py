@@ -552,6 +552,24 @@ def _reversal(cu, T):
                      or [torch.zeros(0, dtype=torch.long)])
 
 
+def _time_reversed(cu, named, g_name=None):
+    """fla's reverse=True: each sequence run from its end. named: (name, x)
+    pairs, q first, x None where absent; cu_seqlens already checked. Each x
+    is checked before it is flipped (finite; g_name's, a log-decay, <= 0) so
+    that a bad value is named by the caller's argument and index, not the
+    flipped copy's. Returns (idx, the flipped tensors); the output read at
+    [:, idx] is in the caller's time order again."""
+    for n, x in named:
+        if x is None:
+            continue
+        ops._check_input(n, ops.as_f64(x, n))
+        if n == g_name and bool((x > 0).any()):
+            i = tuple(int(j) for j in (x > 0).nonzero()[0])
+            raise ValueError("%s%s = %r > 0: a log-decay must be <= 0" % (n, list(i), float(x[i])))
+    idx = _reversal(cu, named[0][1].shape[1])
+    return idx, [None if x is None else x.index_select(1, idx.to(x.device)) for _, x in named]
+
+
 def _z_init(fname, initial_state, normalize, q, cu):
     """(kv_init, z_init) from initial_state: a (kv_init, z_init) pair only
     with normalize; z_init [N, 1, H, K] (N = B, or the number of sequences
@@ -584,8 +602,7 @@ def _linear(fname, form, q, k, v, scale, initial_state, output_final_state, norm
     if cu is not None and q.ndim == 4:
         ops.check_cu(cu, q.shape[1])  # before reverse and normalize index by it
     if reverse:  # the recurrence from each sequence's end: flip time, run, flip back
-        idx = _reversal(cu, q.shape[1])
-        q, k, v = (x.index_select(1, idx.to(x.device)) for x in (q, k, v))
+        idx, (q, k, v) = _time_reversed(cu, (("q", q), ("k", k), ("v", v)))
     o, ht = _mixer(fname, "linear_attention", form, q, k, v, None, None, scale, kv_init, True,
                    cu, False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None, impl=impl)
     if normalize:
@@ -621,26 +638,17 @@ def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
 def _gated_linear(fname, mech, form, q, k, v, g, scale, initial_state, output_final_state,
                   reverse, state_v_first, cu, chunk_size, out_dtype, like, g_name="g"):
     """The body of the four GLA functions: (o, final_state); reverse runs each
-    sequence from its end (time flipped in, the output flipped back). With
-    reverse the inputs are checked first, so that a bad value is named by the
-    caller's argument (g_name) and index, not the flipped copy's; the output
-    is converted to out_dtype after it is flipped back, for the same reason."""
+    sequence from its end (_time_reversed: time flipped in, the output flipped
+    back). With reverse the output is converted to out_dtype after it is
+    flipped back, so that an overflow is named at the caller's index."""
     _switches(fname, reverse=reverse)
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     g = _tensor(g, g_name)
     if reverse:
         if cu is not None and q.ndim == 4:
             ops.check_cu(cu, q.shape[1])
-        for x, n in ((q, "q"), (k, "k"), (v, "v"), (g, g_name)):
-            if x is not None:
-                ops._check_input(n, ops.as_f64(x, n))
-        if g is not None and bool((g > 0).any()):
-            idx = tuple(int(i) for i in (g > 0).nonzero()[0])
-            raise ValueError("%s%s = %r > 0: a log-decay must be <= 0"
-                             % (g_name, list(idx), float(g[idx])))
-        idx = _reversal(cu, q.shape[1])
-        q, k, v, g = (None if x is None else x.index_select(1, idx.to(x.device))
-                      for x in (q, k, v, g))
+        idx, (q, k, v, g) = _time_reversed(cu, (("q", q), ("k", k), ("v", v), (g_name, g)),
+                                           g_name)
     o, ht = _mixer(fname, mech if g is not None else "linear_attention", form, q, k, v, g,
                    None, scale, initial_state, output_final_state, cu, state_v_first, {},
                    chunk_size=chunk_size, out_dtype=None if reverse else out_dtype,

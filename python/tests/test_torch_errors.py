@@ -143,6 +143,16 @@ def test_linear_attn_cu_seqlens_must_cover_t(cu, why, reverse):
                                        cu_seqlens=torch.tensor(cu))
 
 
+@pytest.mark.parametrize("fn", ["fused_recurrent_linear_attn", "fused_recurrent_gla"])
+def test_reverse_names_the_callers_index_not_the_flipped_copys(fn):
+    q, k, v = rnd(1, T, H, K), rnd(1, T, H, K), rnd(1, T, H, V)
+    extra = {"gk": rnd(1, T, H, K, lo=-1, hi=-0.1)} if fn == "fused_recurrent_gla" else {}
+    with torch.no_grad():
+        q[0, 1, 0, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"q\[0, 1, 0, 2\] = nan"):
+        getattr(kt, fn)(q, k, v, reverse=True, **extra)
+
+
 @pytest.mark.parametrize("z_shape", [(2, 1, H, K), (1, H, K), (1, 1, H, K + 1)])
 def test_z_init_is_shape_checked_never_broadcast(z_shape):
     q, k, v = rnd(1, T, H, K, lo=0.5), rnd(1, T, H, K, lo=0.5), rnd(1, T, H, V)
