@@ -331,8 +331,9 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     return_intermediate_states (h [B, NT, HV, K, V]: the state entering each
     chunk of chunk_size, a keyword, default 64; B = 1 and NT over all
     sequences with cu_seqlens; not differentiated). A_log, dt_bias by keyword
-    with use_gate_in_kernel. impl: the backward's implementation, "simd" (the
-    default: the SIMD path, as exact as the reference) or "reference"."""
+    with use_gate_in_kernel. impl: the implementation of the forward and the
+    backward, "simd" (the default: the SIMD path, within ~1e-15 of the
+    reference) or "reference" (the oracle of record)."""
     kw = _kwargs("chunk_kda", kwargs, ("A_log", "dt_bias", "chunk_size",
                                        "transpose_state_layout"), _CHUNK_KDA)
     _switches("chunk_kda", safe_gate=safe_gate, disable_recompute=disable_recompute,
