@@ -4,7 +4,7 @@
  * as a call that maps its own (forward and backward, every mechanism, both
  * precisions) and stops growing once it holds the largest call; the float32
  * backward over varlen + GVA (the reference and the SIMD path) against the
- * float64 reference.
+ * float64 reference; an overflowing backward names the gradient.
  *
  * Tolerance: float32 against float64, relative to each gradient's max,
  * 1e-5, test_simd_bwd's float32 bound (a 24-bit mantissa through at most 17
@@ -189,11 +189,39 @@ static void test_f32_backward_layouts(void **state)
     gsl_rng_free(r);
 }
 
+/* A backward over varlen + GVA that overflows: KDALAB_ERANGE in both
+ * implementations, the message naming a gradient (not the forward's o, ht). */
+static void test_backward_overflow_names_a_gradient(void **state)
+{
+    (void)state;
+    gsl_rng *r = test_rng(79);
+    problem p = make(r, KDALAB_KDA);
+    for (size_t i = 0; i < D.T * HV * D.V; i++)
+        p.v[i] *= 1e300;
+    for (size_t i = 0; i < D.T * D.H * D.K; i++)
+        p.k[i] *= 1e10;
+    double *dq = calloc(grad_size(KDALAB_KDA, 0), 8), *dv = calloc(grad_size(KDALAB_KDA, 2), 8);
+    for (int impl = KDALAB_IMPL_REFERENCE; impl <= KDALAB_IMPL_SIMD; impl++) {
+        const kdalab_call c = call(KDALAB_KDA, (kdalab_impl)impl, NULL);
+        kdalab_tensors_f64 b = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                .d_o = p.d_o, .dq = dq, .dv = dv};
+        assert_int_equal(kdalab_run_bwd_f64(&c, &b), KDALAB_ERANGE);
+        if (!strstr(kdalab_last_error(), "non-finite values in d"))
+            fail_msg("%s: '%s' names no gradient", impl ? "simd" : "reference",
+                     kdalab_last_error());
+    }
+    free(dq);
+    free(dv);
+    unmake(&p);
+    gsl_rng_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workspace_same_bits),
         cmocka_unit_test(test_f32_backward_layouts),
+        cmocka_unit_test(test_backward_overflow_names_a_gradient),
     };
     return cmocka_run_group_tests_name("call_work", tests, NULL, NULL);
 }

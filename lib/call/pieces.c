@@ -14,6 +14,7 @@
  * cost nothing that matters; the SIMD chunkwise path reads every layout in
  * place instead (lib/simd/entry_impl.h).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,6 +200,17 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
         if (worst != KDALAB_OK && worst != KDALAB_ERANGE)
             break;
     }
+    /* an overflow: the first output holding non-finite values, and how many */
+    static const char *const names[N_OUTS] = {"o", "ht", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    int bad_out = -1;
+    size_t bad_n = 0;
+    for (int i = 0; worst == KDALAB_ERANGE && bad_out < 0 && i < N_OUTS; i++) {
+        for (size_t e = 0; all[i] && e < total[i]; e++)
+            bad_n += a->es == 8 ? !isfinite(((const double *)all[i])[e])
+                                : !isfinite(((const float *)all[i])[e]);
+        if (bad_n)
+            bad_out = i;
+    }
     if (worst == KDALAB_OK || worst == KDALAB_ERANGE)
         for (int i = 0; i < N_OUTS; i++)
             if (dest[i] && total[i])
@@ -210,9 +222,11 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
     if (report && (worst == KDALAB_OK || worst == KDALAB_ERANGE))
         *report = rep;
     if (worst == KDALAB_ERANGE)
-        return kdalab_fail(KDALAB_ERANGE, "%s: a sequence overflowed (%zu non-finite values "
-                                          "in o, %zu in ht; outputs written)",
-                           a->bwd ? "backward" : "forward", rep.nonfinite_o, rep.nonfinite_ht);
+        return kdalab_fail(KDALAB_ERANGE,
+                           "%s: the computation overflowed from finite inputs: %zu non-finite "
+                           "values in %s (outputs written)",
+                           a->bwd ? "backward" : "forward", bad_n,
+                           bad_out >= 0 ? names[bad_out] : "an output not asked for");
     if (worst == KDALAB_OK)
         kdalab_clear_error();
     return worst;
