@@ -21,7 +21,8 @@
  *   kdalab_hybrid.h     the KDA + attention hybrid stack
  *   kdalab_simd.h       the optimized path (float32 and float64)
  *   kdalab_grad.h       gradients: the backward of every form, and the gates
- *   kdalab_batch.h      fla's varlen (cu_seqlens) and GVA layouts for every form
+ *   kdalab_call.h       the one call: every form, implementation, direction and
+ *                       layout (plain, varlen cu_seqlens, GVA) of the linear mechanisms
  *   kdalab_train.h      training, what its modules share; includes:
  *     kdalab_mqar.h       the MQAR task
  *     kdalab_layers.h     RMSNorm, SiLU, SwiGLU, the short convolution
@@ -41,7 +42,7 @@
 #include "kdalab_hybrid.h"
 #include "kdalab_simd.h"
 #include "kdalab_grad.h"
-#include "kdalab_batch.h"
+#include "kdalab_call.h"
 #include "kdalab_train.h"
 #include "kdalab_blas.h"
 

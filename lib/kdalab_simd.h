@@ -170,9 +170,9 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
  * Agrees with kdalab_chunk_bwd_f64 within ~1e-14 relative to each
  * gradient's max (tests/test_simd_bwd.c holds it to 1e-12 at every level
  * the CPU runs). Every linear mechanism runs KDA's per-channel code.
- * Through kdalab_batch_bwd_f64 with cu_seqlens or grouped value heads
- * (HV > H) each (sequence, value head) is one call of B = H = 1: one thread;
- * without either, the batch is one call.
+ * Through kdalab_run_bwd_f64 (kdalab_call.h) it takes varlen and grouped
+ * value heads in place, one (sequence, value head) per task; it is a plain
+ * batch of that call.
  */
 kdalab_status kdalab_simd_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                         double scale, const double *q, const double *k,

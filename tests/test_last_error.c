@@ -109,7 +109,7 @@ static kdalab_status call(int which, int good)
     case 14: return kdalab_recurrent_bwd_f64(d, KDALAB_KDA, 0.5, Q, K, V, G, BETA, NULL, V, NULL,
                                              DQ, NULL, NULL, NULL, NULL, NULL);
     case 15: return kdalab_lower_bound_gate_f64(2, good ? -5.0 : 1.0, Q, y);
-    case 16: return kdalab_batch_check(&(kdalab_batch){.HV = good ? 1 : 0}, &DIMS);
+    case 16: return kdalab_call_check(&(kdalab_call){.dims = DIMS, .HV = good ? 1 : 0, .scale = 1}, 0, 0);
     case 17: return kdalab_silu_fwd_f64(2, good ? Q : NULL, y);
     case 18: return kdalab_rmsnorm_fwd_f64(1, 4, good ? 1e-6 : -1.0, w, w, y);
     case 19: return kdalab_cross_entropy_fwd_f64(2, 2, good ? w : bad_logits, targets, &loss,

@@ -3,7 +3,7 @@
  * and _f32) against the float64 reference backward (kdalab_chunk_bwd_f64) at
  * every dispatch level this CPU runs (scalar always): the golden gradient
  * cases, random shapes of every mechanism, extreme decay, varlen + GVA
- * through kdalab_batch_bwd_f64, the same bits for any thread count, and bad
+ * through kdalab_run_bwd_f64, the same bits for any thread count, and bad
  * input refused with the reference's status and no output touched.
  *
  * Tolerances, relative to the max magnitude of each reference gradient (the
@@ -274,8 +274,9 @@ static void test_simd_bwd_thread_count(void **state)
     gsl_rng_free(rng);
 }
 
-/* varlen + GVA through kdalab_batch_bwd_f64: the SIMD form against the
- * reference chunkwise form on the same batch. */
+/* varlen + GVA through kdalab_run_bwd_f64: the SIMD path (in place) against
+ * the reference chunkwise form (one gathered piece at a time) on the same
+ * batch. */
 static void test_simd_bwd_varlen_gva(void **state)
 {
     (void)state;
@@ -283,7 +284,10 @@ static void test_simd_bwd_varlen_gva(void **state)
     const int64_t cu[] = {0, 7, 30, 31, 52};
     kdalab_dims d = {1, 52, 2, 16, 12}; /* H = 2 query/key heads */
     const size_t HV = 4;                /* 4 value heads: GVA groups of 2 */
-    kdalab_batch batch = {.cu_seqlens = cu, .n_seqs = 4, .HV = HV};
+    kdalab_call ref = {.dims = d, .HV = HV, .cu_seqlens = cu, .n_seqs = 4, .scale = 0.3,
+                       .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_REFERENCE};
+    kdalab_call simd = ref;
+    simd.impl = KDALAB_IMPL_SIMD;
     for (size_t mi = 0; mi < 4; mi++) {
         kdalab_mechanism m = mechs[mi];
         size_t gw = kdalab_mechanism_g_width(m, d.K), T = d.T;
@@ -309,14 +313,14 @@ static void test_simd_bwd_varlen_gva(void **state)
         dv.H = HV; /* the gradient buffers: dq, dk have H heads, the rest HV */
         grads_alloc(&want, &dv, m, 0);
         grads_alloc(&got, &dv, m, 0);
-        kdalab_batch_bwd_args_f64 a = {.q = q, .k = k, .v = v, .g = g, .beta = beta,
-                                       .d_o = d_o};
-        kdalab_batch_bwd_args_f64 b = a;
+        kdalab_tensors_f64 a = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .d_o = d_o};
+        kdalab_tensors_f64 b = a;
+        ref.mech = simd.mech = m;
         a.dq = want.a[0], a.dk = want.a[1], a.dv = want.a[2], a.dg = want.a[3];
         a.dbeta = want.a[4];
         b.dq = got.a[0], b.dk = got.a[1], b.dv = got.a[2], b.dg = got.a[3];
         b.dbeta = got.a[4];
-        kdalab_status s = kdalab_batch_bwd_f64(&batch, KDALAB_FORM_CHUNK, &d, m, 0.3, &a, NULL);
+        kdalab_status s = kdalab_run_bwd_f64(&ref, &a);
         if (s != KDALAB_OK)
             fail_msg("reference %s: %s", kdalab_last_error(), kdalab_mechanism_name(m));
         want.n[0] = want.n[1] = T * d.H * d.K; /* dq, dk: H heads */
@@ -325,7 +329,7 @@ static void test_simd_bwd_varlen_gva(void **state)
         for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
             if (!simdt_use_level(simdt_levels[li]))
                 continue;
-            s = kdalab_batch_bwd_f64(&batch, KDALAB_FORM_SIMD_CHUNK, &d, m, 0.3, &b, NULL);
+            s = kdalab_run_bwd_f64(&simd, &b);
             if (s != KDALAB_OK)
                 fail_msg("simd %s: %s", kdalab_last_error(), kdalab_mechanism_name(m));
             const char *which = "";

@@ -6,6 +6,7 @@
 #define KDALAB_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "kdalab.h"
 
 /* Record the detail of an error for kdalab_last_error() and return status.
@@ -170,5 +171,136 @@ kdalab_status kdalab__attention_tiled_bwd_f64(const kdalab_dims *dims, double sc
 kdalab_status kdalab__attention_tiled_bwd_f32(const kdalab_dims *dims, float scale, const float *q,
                                               const float *k, const float *v, const float *o,
                                               const float *d_o, float *dq, float *dk, float *dv);
+
+/*
+ * A call kdalab_call_check and the value checks have passed (lib/call/call.c),
+ * resolved for the implementations: the sizes, the layout and the options
+ * with their defaults applied. Sequence n is batch entry b = cu ? 0 : n,
+ * positions t0 = cu ? cu[n] : 0 .. t0 + L - 1 (kdalab__call_seq).
+ */
+typedef struct {
+    kdalab_mechanism mech;
+    size_t B, T, H, K, V; /* the call's dims                                    */
+    size_t HV, G;         /* value heads; G = HV / H value heads per q/k head   */
+    size_t N;             /* sequences                                          */
+    const int64_t *cu;    /* [N + 1] boundaries, or NULL: B sequences of T      */
+    size_t gw;            /* g values per (position, value head): 0, 1 or K     */
+    int delta;            /* the mechanism has the delta rule (and beta)        */
+    kdalab_form form;
+    kdalab_impl impl;
+    kdalab_chunk_opts op; /* validated, the implementation's default if none    */
+    kdalab_workspace *work;
+} kdalab__call;
+
+/* Sequence n of a resolved call: its batch entry, first position, length. */
+static inline void kdalab__call_seq(const kdalab__call *c, size_t n, size_t *b, size_t *t0,
+                                    size_t *L)
+{
+    *b = c->cu ? 0 : n;
+    *t0 = c->cu ? (size_t)c->cu[n] : 0;
+    *L = c->cu ? (size_t)(c->cu[n + 1] - c->cu[n]) : c->T;
+}
+
+/*
+ * The forms on a validated plain batch (lib/reference/, lib/simd/recurrent.c):
+ * the public functions' arguments and shapes (kdalab_forms.h, kdalab_grad.h),
+ * opts validated and not NULL. They check their results (a non-finite output
+ * is KDALAB_ERANGE), never their inputs.
+ */
+kdalab_status kdalab__recurrent_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    double scale, const double *q, const double *k,
+                                    const double *v, const double *g, const double *beta,
+                                    const double *h0, double *o, double *ht);
+kdalab_status kdalab__recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    float scale, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta,
+                                    const float *h0, float *o, float *ht);
+kdalab_status kdalab__chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                                const double *q, const double *k, const double *v,
+                                const double *g, const double *beta, const double *h0,
+                                double *o, double *ht, const kdalab_chunk_opts *opts,
+                                kdalab_report *report);
+kdalab_status kdalab__chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
+                                const float *q, const float *k, const float *v,
+                                const float *g, const float *beta, const float *h0,
+                                float *o, float *ht, const kdalab_chunk_opts *opts,
+                                kdalab_report *report);
+kdalab_status kdalab__recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        double scale, const double *q, const double *k,
+                                        const double *v, const double *g, const double *beta,
+                                        const double *h0, const double *d_o, const double *dht,
+                                        double *dq, double *dk, double *dv, double *dg,
+                                        double *dbeta, double *dh0);
+kdalab_status kdalab__recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        float scale, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, const float *d_o, const float *dht,
+                                        float *dq, float *dk, float *dv, float *dg,
+                                        float *dbeta, float *dh0);
+kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    double scale, const double *q, const double *k,
+                                    const double *v, const double *g, const double *beta,
+                                    const double *h0, const double *d_o, const double *dht,
+                                    double *dq, double *dk, double *dv, double *dg,
+                                    double *dbeta, double *dh0, const kdalab_chunk_opts *opts);
+kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    float scale, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta,
+                                    const float *h0, const float *d_o, const float *dht,
+                                    float *dq, float *dk, float *dv, float *dg, float *dbeta,
+                                    float *dh0, const kdalab_chunk_opts *opts);
+kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                         float scale, const float *q, const float *k,
+                                         const float *v, const float *g, const float *beta,
+                                         const float *h0, float *o, float *ht);
+
+/*
+ * The SIMD path's chunkwise forward and backward on a validated call, every
+ * layout in place (lib/simd/entry_impl.h): OpenMP over the (sequence, value
+ * head) pairs; grouped value heads read their query/key head by index. The
+ * safe decay mode in plain float32 / float64 only (the dispatcher sends the
+ * others to the reference). The backward's dq, dk sum the G value heads.
+ */
+kdalab_status kdalab__simd_chunk_f64(const kdalab__call *c, double scale,
+                                     const kdalab_tensors_f64 *x, kdalab_report *report);
+kdalab_status kdalab__simd_chunk_f32(const kdalab__call *c, float scale,
+                                     const kdalab_tensors_f32 *x, kdalab_report *report);
+kdalab_status kdalab__simd_chunk_bwd_f64(const kdalab__call *c, double scale,
+                                         const kdalab_tensors_f64 *x);
+kdalab_status kdalab__simd_chunk_bwd_f32(const kdalab__call *c, float scale,
+                                         const kdalab_tensors_f32 *x);
+
+/* The arrays of one call, untyped, in kdalab_tensors_f64's order (o: the
+ * forward's output, whose presence is checked). */
+typedef struct {
+    const void *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
+    const void *o;
+} kdalab__arrays;
+
+/*
+ * The arrays of a resolved call against the rules (lib/core/rules.c): in a
+ * backward d_o first, then q, k, v, o (forward) present, g and beta present
+ * where the row has them, then every input's values — q, k, v, g, beta, h0,
+ * d_o, dht — each named by its index in its own shape ("g[0, 17, 2, 5]").
+ * KDALAB_ENULL, KDALAB_ENONFINITE, KDALAB_EDOMAIN.
+ */
+kdalab_status kdalab__check_call_arrays(const kdalab__call *c, const kdalab__arrays *a,
+                                        int is_f32, int bwd);
+
+/* 1 when every x[0..n) (float32 when is_f32, else float64) is certainly
+ * legal under rule: the active level's vector screen (lib/simd/screen.h)
+ * over segments of 128 KB in parallel (lib/simd/levels.c). 0 is "not sure":
+ * the exact check (kdalab_check_values_nd) then decides and words the error. */
+int kdalab__simd_screen(const void *x, size_t n, kdalab_value_rule rule, int is_f32);
+
+/*
+ * The reference forms (and the float32 SIMD recurrence) over a varlen / GVA
+ * layout (lib/call/pieces.c): each (sequence, value head) gathered into a
+ * plain one-head call, its results scattered back; the outputs assembled in
+ * scratch and copied out at the end (on KDALAB_OK and KDALAB_ERANGE only).
+ * es: 8 (x is a kdalab_tensors_f64) or 4 (kdalab_tensors_f32).
+ */
+kdalab_status kdalab__run_pieces(const kdalab__call *c, size_t es, double scale, const void *x,
+                                 int bwd, kdalab_report *report);
 
 #endif

@@ -10,7 +10,8 @@
  *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
  *          kdalab_check_bwd_f64/_f32, kdalab_check_grads_f64/_f32,
  *          kdalab_check_chunk_opts, kdalab_check_bwd_chunk_opts,
- *          kdalab_check_values_nd,
+ *          kdalab_check_values_nd, kdalab__check_call_arrays (the arrays of
+ *          a call: lib/call/call.c's one check, and attention's),
  *          kdalab_check_result_f64/_f32 (internal.h)
  *
  * The float64 and float32 entry points share one body: each array is read
@@ -210,19 +211,69 @@ kdalab_status kdalab_count_dims(const kdalab_dims *d, kdalab_mechanism mech, siz
 /* ---- one call of a form ----------------------------------------------------- */
 
 
-/* The shapes a form's arrays have, by which a message names an element:
- * q, k (and KDA's g) [B, T, H, K], the first three of them for beta and
- * Gated DeltaNet's g; v, o, d_o [B, T, H, V]; h0, ht, dht [B, H, K, V]. */
-typedef struct {
-    size_t qk[4], v[4], state[4];
-} form_shapes;
-
-static form_shapes shapes_of(const kdalab_dims *d)
+/* The arrays of one call against the rules, each named by its index in its
+ * own shape (kdalab__check_call_arrays, internal.h): the one check of every
+ * linear-mechanism call (lib/call/call.c) and of attention's. */
+kdalab_status kdalab__check_call_arrays(const kdalab__call *c, const kdalab__arrays *a,
+                                        int is_f32, int bwd)
 {
-    return (form_shapes){{d->B, d->T, d->H, d->K}, {d->B, d->T, d->H, d->V},
-                         {d->B, d->H, d->K, d->V}};
+    const size_t rows = c->B * c->T;
+    if (bwd && rows && !a->d_o)
+        return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
+    if (rows) { /* T > 0: every per-position array must be there */
+        if (!a->q || !a->k || !a->v || (!bwd && !a->o))
+            return kdalab_fail(KDALAB_ENULL, "%s is NULL",
+                               !a->q   ? "q"
+                               : !a->k ? "k"
+                               : !a->v ? "v"
+                                       : "o");
+        if (c->gw && !a->g)
+            return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
+                               kdalab_mechanism_name(c->mech));
+        if (c->delta && !a->beta)
+            return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
+                               kdalab_mechanism_name(c->mech));
+    }
+    /* each array with its shape, so that a message names the caller's index
+     * (g[0, 17, 2, 5]; the row's shape, also where K = 1); ndim 0: not in
+     * this call */
+    const int per_key = kdalab_mechanism_g_shape(c->mech) == KDALAB_G_PER_KEY;
+    const struct {
+        const char *name;
+        const void *x;
+        int ndim;
+        size_t shape[4];
+        kdalab_value_rule rule;
+    } arr[] = {{"q", a->q, rows ? 4 : 0, {c->B, c->T, c->H, c->K}, KDALAB_RULE_FINITE},
+               {"k", a->k, rows ? 4 : 0, {c->B, c->T, c->H, c->K}, KDALAB_RULE_FINITE},
+               {"v", a->v, rows ? 4 : 0, {c->B, c->T, c->HV, c->V}, KDALAB_RULE_FINITE},
+               {"g", a->g, !rows || !c->gw ? 0 : per_key ? 4 : 3, {c->B, c->T, c->HV, c->gw},
+                KDALAB_RULE_LOG_DECAY},
+               {"beta", a->beta, rows && c->delta ? 3 : 0, {c->B, c->T, c->HV},
+                KDALAB_RULE_BETA},
+               {"h0", a->h0, a->h0 ? 4 : 0, {c->N, c->HV, c->K, c->V}, KDALAB_RULE_FINITE},
+               {"d_o", a->d_o, bwd && rows ? 4 : 0, {c->B, c->T, c->HV, c->V},
+                KDALAB_RULE_FINITE},
+               {"dht", a->dht, bwd && a->dht ? 4 : 0, {c->N, c->HV, c->K, c->V},
+                KDALAB_RULE_FINITE}};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) {
+        if (!arr[i].ndim)
+            continue;
+        size_t n = 1;
+        for (int d = 0; d < arr[i].ndim; d++)
+            n *= arr[i].shape[d]; /* fits: check_layout counted the widest */
+        if (kdalab__simd_screen(arr[i].x, n, arr[i].rule, is_f32))
+            continue;
+        kdalab_status s = check_values_nd(arr[i].rule, arr[i].name, arr[i].x, is_f32, n,
+                                          arr[i].ndim, arr[i].shape, NULL);
+        if (s != KDALAB_OK)
+            return s;
+    }
+    return KDALAB_OK;
 }
-/* kdalab_check_f64 / _f32 (internal.h), for arrays of either precision. */
+
+/* kdalab_check_f64 / _f32 (internal.h), for arrays of either precision: a
+ * plain batch (HV = H, N = B) through the call's array check. */
 static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
                                 const void *q, const void *k, const void *v, const void *g,
                                 const void *beta, const void *h0, const void *o, int is_f32,
@@ -233,33 +284,12 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
     if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     TRY(kdalab_check_scale(scale));
-    int need_beta = kdalab_mechanism_has_beta(mech);
-    const form_shapes sh = shapes_of(dims); /* each array's index named in its own shape */
-    if (c.qk > 0) { /* T > 0: every per-position array must be there */
-        if (!q || !k || !v || !o)
-            return kdalab_fail(KDALAB_ENULL, "%s is NULL",
-                               !q   ? "q"
-                               : !k ? "k"
-                               : !v ? "v"
-                                    : "o");
-        if (c.g > 0 && !g)
-            return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
-                               kdalab_mechanism_name(mech));
-        if (need_beta && !beta)
-            return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
-                               kdalab_mechanism_name(mech));
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "q", q, is_f32, c.qk, 4, sh.qk, NULL));
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "k", k, is_f32, c.qk, 4, sh.qk, NULL));
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "v", v, is_f32, c.v, 4, sh.v, NULL));
-        if (c.g > 0)
-            TRY(check_values_nd(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g,
-                                kdalab_mechanism_g_shape(mech) == KDALAB_G_PER_KEY ? 4 : 3,
-                                sh.qk, NULL));
-        if (need_beta)
-            TRY(check_values_nd(KDALAB_RULE_BETA, "beta", beta, is_f32, c.bth, 3, sh.qk, NULL));
-    }
-    if (h0)
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "h0", h0, is_f32, c.state, 4, sh.state, NULL));
+    const kdalab__call pc = {.mech = mech, .B = dims->B, .T = dims->T, .H = dims->H,
+                             .K = dims->K, .V = dims->V, .HV = dims->H, .G = 1, .N = dims->B,
+                             .gw = kdalab_mechanism_g_width(mech, dims->K),
+                             .delta = kdalab_mechanism_has_delta(mech)};
+    const kdalab__arrays a = {q, k, v, g, beta, h0, NULL, NULL, o};
+    TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 0));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -293,13 +323,15 @@ static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism me
 {
     kdalab_counts c;
     TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
-    if (c.v > 0 && !d_o)
-        return kdalab_fail(KDALAB_ENULL, "d_o is NULL");
-    TRY(check_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, is_f32, &c));
-    const form_shapes sh = shapes_of(dims);
-    TRY(check_values_nd(KDALAB_RULE_FINITE, "d_o", d_o, is_f32, c.v, 4, sh.v, NULL));
-    if (dht)
-        TRY(check_values_nd(KDALAB_RULE_FINITE, "dht", dht, is_f32, c.state, 4, sh.state, NULL));
+    if (!kdalab_mechanism_row(mech))
+        return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
+    TRY(kdalab_check_scale(scale));
+    const kdalab__call pc = {.mech = mech, .B = dims->B, .T = dims->T, .H = dims->H,
+                             .K = dims->K, .V = dims->V, .HV = dims->H, .G = 1, .N = dims->B,
+                             .gw = kdalab_mechanism_g_width(mech, dims->K),
+                             .delta = kdalab_mechanism_has_delta(mech)};
+    const kdalab__arrays a = {q, k, v, g, beta, h0, d_o, dht, NULL};
+    TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 1));
     if (counts)
         *counts = c;
     return KDALAB_OK;

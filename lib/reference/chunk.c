@@ -6,8 +6,10 @@
  * algorithm), and REFERENCE.md "Gradients" as a chunkwise algorithm: steps 7
  * to 1 differentiated, chunk by chunk, last to first.
  *
- * defines: kdalab_chunk_f64 (forward), kdalab_chunk_bwd_f64 (backward); the
- *          forward steps, which the backward recomputes, are in chunk_steps.c
+ * defines: kdalab__chunk_f64 (forward), kdalab__chunk_bwd_f64 (backward), on a
+ *          call kdalab_run_f64 has validated (lib/call/call.c; the public
+ *          kdalab_chunk_f64 reaches them through it); the forward steps,
+ *          which the backward recomputes, are in chunk_steps.c
  *
  * Per head, the sequence is cut into chunks of C positions (the last may be
  * shorter). Inside a chunk of L positions r = 0..L-1, with S the state
@@ -50,22 +52,18 @@
 
 /* ---- the forward --------------------------------------------------------- */
 
-kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
-                               const double *q, const double *k, const double *v,
-                               const double *g, const double *beta, const double *h0,
-                               double *o, double *ht, const kdalab_chunk_opts *opts,
-                               kdalab_report *report)
+kdalab_status kdalab__chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
+                                const double *q, const double *k, const double *v,
+                                const double *g, const double *beta, const double *h0,
+                                double *o, double *ht, const kdalab_chunk_opts *opts,
+                                kdalab_report *report)
 {
     // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
     // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
-    kdalab_clear_error();
     kdalab_counts n;
-    kdalab_chunk_opts op = {0};
-    kdalab_status s = kdalab_check_f64(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
-    if (s == KDALAB_OK)
-        s = kdalab_check_chunk_opts(opts, sizeof(double) == 8, &op); /* bf16/fp16: float32 only */
-    if (s != KDALAB_OK)
-        return s;
+    kdalab_count_dims(dims, mech, sizeof(double), &n); /* validated: cannot fail */
+    const kdalab_chunk_opts op = *opts;
+    kdalab_status s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1); /* no buffer larger than T */
     const size_t gw = kdalab_mechanism_g_width(mech, K);
@@ -432,24 +430,17 @@ static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
     return KDALAB_OK;
 }
 
-kdalab_status kdalab_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
-                                   double scale, const double *q, const double *k,
-                                   const double *v, const double *g, const double *beta,
-                                   const double *h0, const double *d_o, const double *dht,
-                                   double *dq, double *dk, double *dv, double *dg,
-                                   double *dbeta, double *dh0, const kdalab_chunk_opts *opts)
+kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    double scale, const double *q, const double *k,
+                                    const double *v, const double *g, const double *beta,
+                                    const double *h0, const double *d_o, const double *dht,
+                                    double *dq, double *dk, double *dv, double *dg,
+                                    double *dbeta, double *dh0, const kdalab_chunk_opts *opts)
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
     // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
-    kdalab_clear_error();
-    kdalab_counts n;
-    kdalab_chunk_opts op = {0};
-    kdalab_status s =
-        kdalab_check_bwd_f64(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);
-    if (s == KDALAB_OK)
-        s = kdalab_check_bwd_chunk_opts(opts, &op);
-    if (s != KDALAB_OK)
-        return s;
+    const kdalab_chunk_opts op = *opts;
+    kdalab_status s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t gw = kdalab_mechanism_g_width(mech, K), n_chunks = (T + C - 1) / C;

@@ -3,14 +3,18 @@
  * for double, to measure float32 against the float64 oracle. */
 /*
  * lib/reference/recurrent_f32.c — float32: the recurrent form and the decode step of
- * linear attention, DeltaNet, Gated DeltaNet and KDA in float32, and their
- * backward: the oracle every other form is checked against. The forward
+ * every linear mechanism of the table in float32, and their backward:
+ * the oracle every other form is checked against. The forward
  * reads like the update table of REFERENCE.md (chapters 02, 03, 05, 06) and
  * like fla's fla/ops/<mechanism>/naive.py recurrences; the backward is
  * REFERENCE.md "Gradients", the same recurrence run backwards in time.
  *
- * defines: kdalab_step_f32, kdalab_recurrent_f32 (forward);
- *          kdalab_recurrent_bwd_f32 (backward)
+ * defines: kdalab_step_f32, kdalab__recurrent_f32 (forward);
+ *          kdalab__recurrent_bwd_f32 (backward)
+ *
+ * kdalab__recurrent_f32 and _bwd run on a call kdalab_run_f32 has validated
+ * (lib/call/call.c); the public kdalab_recurrent_f32 reaches them through it
+ * (lib/call/flat.c). The decode step checks its own arguments.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -78,16 +82,15 @@ kdalab_status kdalab_step_f32(kdalab_mechanism mech, size_t K, size_t V, float s
     return kdalab_check_outputs_f32("decode step", o, V, S, K * V, NULL, NULL);
 }
 
-kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
-                                   const float *q, const float *k, const float *v,
-                                   const float *g, const float *beta, const float *h0,
-                                   float *o, float *ht)
+kdalab_status kdalab__recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                    float scale, const float *q, const float *k,
+                                    const float *v, const float *g, const float *beta,
+                                    const float *h0, float *o, float *ht)
 {
-    kdalab_clear_error();
+    // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
+    // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
     kdalab_counts n;
-    kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
-    if (s != KDALAB_OK)
-        return s;
+    kdalab_count_dims(dims, mech, sizeof(float), &n); /* validated: cannot fail */
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t gw = kdalab_mechanism_g_width(mech, K); /* g values per (b,t,h) */
 
@@ -303,21 +306,15 @@ static void step_bwd(bwd_ws *w, kdalab_mechanism mech, size_t K, size_t V, float
     }
 }
 
-kdalab_status kdalab_recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
-                                       float scale, const float *q, const float *k,
-                                       const float *v, const float *g, const float *beta,
-                                       const float *h0, const float *d_o, const float *dht,
-                                       float *dq, float *dk, float *dv, float *dg,
-                                       float *dbeta, float *dh0)
+kdalab_status kdalab__recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                        float scale, const float *q, const float *k,
+                                        const float *v, const float *g, const float *beta,
+                                        const float *h0, const float *d_o, const float *dht,
+                                        float *dq, float *dk, float *dv, float *dg,
+                                        float *dbeta, float *dh0)
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
     // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
-    kdalab_clear_error();
-    kdalab_counts n;
-    kdalab_status s =
-        kdalab_check_bwd_f32(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &n);
-    if (s != KDALAB_OK)
-        return s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
     const size_t gw = kdalab_mechanism_g_width(mech, K);
     const size_t nseg = (T + SEGMENT - 1) / SEGMENT;

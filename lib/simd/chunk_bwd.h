@@ -336,9 +336,9 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
         for (size_t r = 0; r < n; r++) {
             size_t t = t0 + r;
             if (bo->dq)
-                memcpy(bo->dq + t * a->ld_qk, w.dq + r * K, K * sizeof(real));
+                memcpy(bo->dq + t * bo->ld_dqk, w.dq + r * K, K * sizeof(real));
             if (bo->dk)
-                memcpy(bo->dk + t * a->ld_qk, w.dk + r * K, K * sizeof(real));
+                memcpy(bo->dk + t * bo->ld_dqk, w.dk + r * K, K * sizeof(real));
             if (bo->dv)
                 memcpy(bo->dv + t * a->ld_v, w.dv + r * V, V * sizeof(real));
             if (bo->dbeta && delta)

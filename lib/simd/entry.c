@@ -1,13 +1,15 @@
 /*
- * lib/simd/entry.c — the public entry points of the optimized path in both
- * precisions: the chunkwise form and the decode step, written once over
- * `real` in lib/simd/entry_impl.h and instantiated here for float and double
- * (each public function below is a one-line call into its instance).
+ * lib/simd/entry.c — the entry points of the optimized path in both
+ * precisions: the chunkwise forward and backward on a checked call, and the
+ * decode step, written once over `real` in lib/simd/entry_impl.h and
+ * instantiated here for float and double (each function below is a one-line
+ * call into its instance). The public kdalab_simd_chunk_f32 and friends
+ * reach the chunkwise ones through kdalab_run_f32 (lib/call/flat.c).
  *
- * defines: kdalab_simd_chunk_opts_default, kdalab_simd_chunk_f32,
- *          kdalab_simd_step_f32, kdalab_simd_chunk_f64, kdalab_simd_step_f64,
- *          kdalab_simd_chunk_bwd_f32, kdalab_simd_chunk_bwd_f64
- *          (lib/kdalab_simd.h)
+ * defines: kdalab_simd_chunk_opts_default, kdalab_simd_step_f32,
+ *          kdalab_simd_step_f64 (lib/kdalab_simd.h); kdalab__simd_chunk_f32,
+ *          kdalab__simd_chunk_f64, kdalab__simd_chunk_bwd_f32,
+ *          kdalab__simd_chunk_bwd_f64 (internal.h)
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #define E_TABLE simd_table
 #define E_ARGS simd_head_args
 #define E_BWD_OUT simd_bwd_out
+#define E_TENSORS kdalab_tensors_f32
 #define E_TABLE_ACTIVE kdalab__simd_table_active
 #include "entry_impl.h"
 #undef real
@@ -27,6 +30,7 @@
 #undef E_TABLE
 #undef E_ARGS
 #undef E_BWD_OUT
+#undef E_TENSORS
 #undef E_TABLE_ACTIVE
 
 #define real double
@@ -34,6 +38,7 @@
 #define E_TABLE simd_table_f64
 #define E_ARGS simd_head_args_f64
 #define E_BWD_OUT simd_bwd_out_f64
+#define E_TENSORS kdalab_tensors_f64
 #define E_TABLE_ACTIVE kdalab__simd_table_active_f64
 #include "entry_impl.h"
 #undef real
@@ -41,6 +46,7 @@
 #undef E_TABLE
 #undef E_ARGS
 #undef E_BWD_OUT
+#undef E_TENSORS
 #undef E_TABLE_ACTIVE
 
 kdalab_chunk_opts kdalab_simd_chunk_opts_default(void)
@@ -50,25 +56,7 @@ kdalab_chunk_opts kdalab_simd_chunk_opts_default(void)
     return o;
 }
 
-kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
-                                    float scale, const float *q, const float *k,
-                                    const float *v, const float *g, const float *beta,
-                                    const float *h0, float *o, float *ht,
-                                    const kdalab_chunk_opts *opts, kdalab_report *report)
-{
-    kdalab_clear_error();
-    return entry_chunk_f32(dims, mech, scale, q, k, v, g, beta, h0, o, ht, opts, report);
-}
 
-kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
-                                    double scale, const double *q, const double *k,
-                                    const double *v, const double *g, const double *beta,
-                                    const double *h0, double *o, double *ht,
-                                    const kdalab_chunk_opts *opts, kdalab_report *report)
-{
-    kdalab_clear_error();
-    return entry_chunk_f64(dims, mech, scale, q, k, v, g, beta, h0, o, ht, opts, report);
-}
 
 kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
                                    const float *q, const float *k, const float *v,
@@ -86,27 +74,26 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
     return entry_step_f64(mech, K, V, scale, q, k, v, g, beta, S, o);
 }
 
-kdalab_status kdalab_simd_chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
-                                        float scale, const float *q, const float *k,
-                                        const float *v, const float *g, const float *beta,
-                                        const float *h0, const float *d_o, const float *dht,
-                                        float *dq, float *dk, float *dv, float *dg,
-                                        float *dbeta, float *dh0, const kdalab_chunk_opts *opts)
+kdalab_status kdalab__simd_chunk_f32(const kdalab__call *c, float scale,
+                                     const kdalab_tensors_f32 *x, kdalab_report *report)
 {
-    kdalab_clear_error();
-    return entry_chunk_bwd_f32(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, dq, dk, dv,
-                               dg, dbeta, dh0, opts);
+    return run_chunk_f32(c, scale, x, report);
 }
 
-kdalab_status kdalab_simd_chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
-                                        double scale, const double *q, const double *k,
-                                        const double *v, const double *g, const double *beta,
-                                        const double *h0, const double *d_o, const double *dht,
-                                        double *dq, double *dk, double *dv, double *dg,
-                                        double *dbeta, double *dh0,
-                                        const kdalab_chunk_opts *opts)
+kdalab_status kdalab__simd_chunk_f64(const kdalab__call *c, double scale,
+                                     const kdalab_tensors_f64 *x, kdalab_report *report)
 {
-    kdalab_clear_error();
-    return entry_chunk_bwd_f64(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, dq, dk, dv,
-                               dg, dbeta, dh0, opts);
+    return run_chunk_f64(c, scale, x, report);
+}
+
+kdalab_status kdalab__simd_chunk_bwd_f32(const kdalab__call *c, float scale,
+                                         const kdalab_tensors_f32 *x)
+{
+    return run_chunk_bwd_f32(c, scale, x);
+}
+
+kdalab_status kdalab__simd_chunk_bwd_f64(const kdalab__call *c, double scale,
+                                         const kdalab_tensors_f64 *x)
+{
+    return run_chunk_bwd_f64(c, scale, x);
 }

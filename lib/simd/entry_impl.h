@@ -3,121 +3,66 @@
  * optimized path, written once over `real` (float or double) and included
  * twice by lib/simd/entry.c, the way the kernel headers are included once per
  * instruction set. Around the kernel table of the level in use
- * (lib/simd/levels.c) they validate the call with the library's checks
- * (lib/core/rules.c) and spread the tasks over OpenMP threads
- * (lib/simd/plan.c).
+ * (lib/simd/levels.c) they spread the tasks over OpenMP threads
+ * (lib/simd/plan.c). The chunkwise ones run on a call kdalab_run_f32 / _f64
+ * checked (lib/call/call.c); the decode step checks its own arguments with
+ * the library's checks (lib/core/rules.c).
  *
  * The including file defines: real; E_FN(name), the precision suffix
  * (name##_f32 or name##_f64, which also names the library's checks); E_TABLE,
- * E_ARGS, the kernel table and task types of simd_internal.h; E_TABLE_ACTIVE,
+ * E_ARGS, E_BWD_OUT, the kernel table and task types of simd_internal.h;
+ * E_TENSORS, the call's arrays (kdalab_tensors_f32 / _f64); E_TABLE_ACTIVE,
  * the function returning the active table.
  */
 
-/*
- * A fast screen of one chunkwise call, not a check: 1 when the call is
- * certainly valid, 0 when not sure. On 0 the caller runs kdalab_check_f32 or
- * _f64 (lib/core/rules.c), which decides and words the error, so the statuses
- * and messages are the library's whatever the screen says. The sizes and
- * scale go through the library's own tests; the arrays, which the library's
- * check reads one element at a time, through the level's vector screen
- * (lib/simd/screen.h), in parallel segments of 128 KB.
- */
-static int E_FN(screen_chunk_call)(const E_TABLE *tab, const kdalab_dims *dims,
-                                   kdalab_mechanism mech, real scale, const real *q,
-                                   const real *k, const real *v, const real *g,
-                                   const real *beta, const real *h0, const real *o)
+/* The float64 / float32 chunkwise forward on a validated call
+ * (kdalab__simd_chunk_f32 / _f64, internal.h): tasks over the (sequence,
+ * value head) pairs, every array read and written in place. Row r of
+ * sequence n of value head j is at ((b T + t0 + r) HV + j) of v, o, g,
+ * beta, and the query/key head j / G at ((b T + t0 + r) H + j / G) of q, k. */
+static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_TENSORS *x,
+                                     kdalab_report *report)
 {
-    kdalab_counts n;
-    if (!kdalab_mechanism_row(mech) || kdalab_check_scale(scale) != KDALAB_OK ||
-        kdalab_count_dims(dims, mech, sizeof(real), &n) != KDALAB_OK)
-        return 0;
-    int need_beta = kdalab_mechanism_has_beta(mech);
-    if (n.qk > 0 && (!q || !k || !v || !o || (n.g > 0 && !g) || (need_beta && !beta)))
-        return 0;
-    enum { SEG = (1 << 17) / sizeof(real) };
-    struct {
-        const real *x;
-        size_t n;
-        kdalab_value_rule rule;
-    } arr[6] = {{q, n.qk, KDALAB_RULE_FINITE},
-                {k, n.qk, KDALAB_RULE_FINITE},
-                {v, n.v, KDALAB_RULE_FINITE},
-                {g, n.qk ? n.g : 0, KDALAB_RULE_LOG_DECAY},
-                {beta, need_beta && n.qk ? n.bth : 0, KDALAB_RULE_BETA},
-                {h0, h0 ? n.state : 0, KDALAB_RULE_FINITE}};
-    size_t nseg = 0;
-    for (int a = 0; a < 6; a++)
-        nseg += (arr[a].n + SEG - 1) / SEG;
-    int doubt = 0;
-#pragma omp parallel for schedule(static) reduction(| : doubt)
-    for (size_t sgi = 0; sgi < nseg; sgi++) {
-        size_t idx = sgi;
-        for (int a = 0; a < 6; a++) {
-            size_t na = (arr[a].n + SEG - 1) / SEG;
-            if (idx < na) {
-                size_t off = idx * SEG, len = arr[a].n - off < SEG ? arr[a].n - off : SEG;
-                doubt |= !tab->screen(arr[a].x + off, len, arr[a].rule);
-                break;
-            }
-            idx -= na;
-        }
-    }
-    return !doubt;
-}
-
-/* kdalab_simd_chunk_f32 / _f64 (lib/kdalab_simd.h documents them). */
-static kdalab_status E_FN(entry_chunk)(const kdalab_dims *dims, kdalab_mechanism mech,
-                                       real scale, const real *q, const real *k,
-                                       const real *v, const real *g, const real *beta,
-                                       const real *h0, real *o, real *ht,
-                                       const kdalab_chunk_opts *opts, kdalab_report *report)
-{
-    kdalab_chunk_opts op;
     const E_TABLE *tab = E_TABLE_ACTIVE();
-    kdalab_status s = KDALAB_OK;
-    if (!E_FN(screen_chunk_call)(tab, dims, mech, scale, q, k, v, g, beta, h0, o))
-        s = E_FN(kdalab_check)(dims, mech, scale, q, k, v, g, beta, h0, o, NULL);
-    if (s != KDALAB_OK)
-        return s;
-    const kdalab_chunk_opts dflt = kdalab_simd_chunk_opts_default();
-    /* float64 takes no emulated storage precision: it is exact */
-    s = kdalab_check_chunk_opts(opts ? opts : &dflt, sizeof(real) == sizeof(double), &op);
-    if (s != KDALAB_OK)
-        return s;
-    /* the study's decay modes and emulated precisions: the reference's forms */
-    if (op.decay != KDALAB_DECAY_SAFE || op.precision != KDALAB_FP32)
-        return E_FN(kdalab_chunk)(dims, mech, scale, q, k, v, g, beta, h0, o, ht, &op, report);
-
-    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
-    const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
-    const size_t c = op.subchunk < C ? op.subchunk : C;
+    const size_t T = c->T, H = c->H, HV = c->HV, G = c->G, K = c->K, V = c->V, gw = c->gw;
+    size_t Lmax = 0;
+    for (size_t n = 0; n < c->N; n++) {
+        size_t b, t0, L;
+        kdalab__call_seq(c, n, &b, &t0, &L);
+        Lmax = L > Lmax ? L : Lmax;
+    }
+    const size_t C = c->op.chunk < Lmax ? c->op.chunk : (Lmax ? Lmax : 1);
+    const size_t sc = c->op.subchunk < C ? c->op.subchunk : C;
 
     simd_plan pl;
-    s = kdalab__simd_plan_make(&pl, B, H, C, c, K, V, sizeof(real), tab->work_floats);
+    /* grouped value heads: one head per task (its q/k head is found by index) */
+    kdalab_status s = kdalab__simd_plan_make(&pl, c->N, HV, G == 1, C, sc, K, V, sizeof(real),
+                                             tab->work_floats, c->work);
     if (s != KDALAB_OK)
         return s;
     const int nth = pl.nth;
     const size_t ntasks = pl.ntasks;
-    const size_t gw = kdalab_mechanism_g_width(mech, K);
     size_t bad_o = 0, bad_ht = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
     {
         real *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
-            size_t b, h, v0, v1;
-            kdalab__simd_plan_task(&pl, V, task, &b, &h, &v0, &v1);
-            size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
+            size_t n, j, v0, v1, b, t0, L;
+            kdalab__simd_plan_task(&pl, V, task, &n, &j, &v0, &v1);
+            kdalab__call_seq(c, n, &b, &t0, &L);
+            size_t rqk = (b * T + t0) * H + j / G, rv = (b * T + t0) * HV + j; /* t = t0 */
+            size_t nj = n * HV + j;                                             /* state */
             E_ARGS a = {
-                .mech = mech, .T = T, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = pl.nh,
-                .chunk = C, .subchunk = c, .scale = scale,
-                .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
-                .v = v ? v + row0 * V : NULL,
-                .g = (gw && g) ? g + row0 * gw : NULL,
-                .beta = (kdalab_mechanism_has_delta(mech) && beta) ? beta + row0 : NULL,
-                .h0 = h0 ? h0 + bh * K * V : NULL,
-                .o = o ? o + row0 * V : NULL, .ht = ht ? ht + bh * K * V : NULL,
-                .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
+                .mech = c->mech, .T = L, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = pl.nh,
+                .chunk = C, .subchunk = sc, .scale = scale,
+                .q = x->q ? x->q + rqk * K : NULL, .k = x->k ? x->k + rqk * K : NULL,
+                .v = x->v ? x->v + rv * V : NULL,
+                .g = gw && x->g ? x->g + rv * gw : NULL,
+                .beta = c->delta && x->beta ? x->beta + rv : NULL,
+                .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
+                .o = x->o ? x->o + rv * V : NULL, .ht = x->ht ? x->ht + nj * K * V : NULL,
+                .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
             };
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
         }
@@ -173,70 +118,109 @@ static kdalab_status E_FN(entry_step)(kdalab_mechanism mech, size_t K, size_t V,
     return E_FN(kdalab_check_outputs)("SIMD decode step", o, V, NULL, 0, NULL, NULL);
 }
 
-/* kdalab_simd_chunk_bwd_f32 / _f64 (lib/kdalab_simd.h documents them). */
-static kdalab_status E_FN(entry_chunk_bwd)(const kdalab_dims *dims, kdalab_mechanism mech,
-                                           real scale, const real *q, const real *k,
-                                           const real *v, const real *g, const real *beta,
-                                           const real *h0, const real *d_o, const real *dht,
-                                           real *dq, real *dk, real *dv, real *dg,
-                                           real *dbeta, real *dh0,
-                                           const kdalab_chunk_opts *opts)
+/* The chunkwise backward on a validated call (kdalab__simd_chunk_bwd_f32 /
+ * _f64, internal.h): one task per (sequence, value head), one head per
+ * thread at a time, so the result has the same bits for any thread count.
+ * With grouped value heads (G > 1) each value head's dq, dk go to scratch
+ * [B, T, HV, K] and are summed over the G heads of a query/key head, in
+ * head order, at the end. */
+static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, const E_TENSORS *x)
 {
     const E_TABLE *tab = E_TABLE_ACTIVE();
-    kdalab_counts cnt;
-    kdalab_chunk_opts op;
-    kdalab_status s =
-        E_FN(kdalab_check_bwd)(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, &cnt);
-    const kdalab_chunk_opts dflt = kdalab_simd_chunk_opts_default();
-    if (s == KDALAB_OK)
-        s = kdalab_check_bwd_chunk_opts(opts ? opts : &dflt, &op);
-    if (s != KDALAB_OK)
-        return s;
-    const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
-    const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
-    const size_t c = op.subchunk < C ? op.subchunk : C, nch = (T + C - 1) / C;
-    const size_t gw = kdalab_mechanism_g_width(mech, K), ntasks = B * H;
+    const size_t T = c->T, H = c->H, HV = c->HV, G = c->G, K = c->K, V = c->V, gw = c->gw;
+    size_t Lmax = 0;
+    for (size_t n = 0; n < c->N; n++) {
+        size_t b, t0, L;
+        kdalab__call_seq(c, n, &b, &t0, &L);
+        Lmax = L > Lmax ? L : Lmax;
+    }
+    const size_t C = c->op.chunk < Lmax ? c->op.chunk : (Lmax ? Lmax : 1);
+    const size_t sc = c->op.subchunk < C ? c->op.subchunk : C, nch = (Lmax + C - 1) / C;
+    const size_t ntasks = c->N * HV;
     /* one workspace per thread, the chunk states included, before anything is written */
     /* bwd_work_floats <= (nch + 3) K V + 64 (C (C + K + V) + K + 64), every step checked
      * (K V and K + V fit: kdalab_count_dims; C <= max(T, 1)) */
-    size_t states, rest, elems, bytes; /* bytes: the bound, checked; elems: the size */
+    size_t states, rest, bytes;
     if (!kdalab_mul_size(nch + 3, K * V, &states) || !kdalab_mul_size(C, C + K + V, &rest) ||
         rest > SIZE_MAX - K - 64 || !kdalab_mul_size(rest + K + 64, 64, &rest) ||
         states > SIZE_MAX - rest || !kdalab_mul_size(states + rest, sizeof(real), &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
                            V);
-    elems = tab->bwd_work_floats(C, c, K, V, nch);
+    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch);
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */
+    /* grouped value heads: dq and dk per value head, summed at the end */
+    const int grouped = G > 1 && (x->dq || x->dk);
+    const size_t nqk = c->B * T * HV * K; /* fits: check_layout counted [B, T, HV, K] */
     void **work;
-    s = kdalab__simd_work_alloc(nth, elems * sizeof(real), &work);
+    real *gdq = NULL;
+    kdalab_status s = kdalab__simd_work_get(c->work, nth, elems * sizeof(real),
+                                            grouped ? 2 * nqk * sizeof(real) : 0, &work,
+                                            (void **)&gdq);
     if (s != KDALAB_OK)
         return s;
+    real *gdk = gdq ? gdq + nqk : NULL;
+    const size_t ld_dqk = grouped ? HV * K : H * K;
 #pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
     for (size_t task = 0; task < ntasks; task++) {
-        size_t b = task / H, h = task % H;
-        size_t row0 = b * T * H + h, bh = b * H + h; /* (b, t = 0, h) */
+        size_t n = task / HV, j = task % HV, b, t0, L;
+        kdalab__call_seq(c, n, &b, &t0, &L);
+        size_t rqk = (b * T + t0) * H + j / G, rv = (b * T + t0) * HV + j; /* t = t0 */
+        size_t nj = n * HV + j, rdqk = grouped ? rv : rqk;
+        real *dq = grouped ? (x->dq ? gdq : NULL) : x->dq;
+        real *dk = grouped ? (x->dk ? gdk : NULL) : x->dk;
         E_ARGS a = {
-            .mech = mech, .T = T, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
-            .chunk = C, .subchunk = c, .scale = scale,
-            .q = q ? q + row0 * K : NULL, .k = k ? k + row0 * K : NULL,
-            .v = v ? v + row0 * V : NULL, .g = gw && g ? g + row0 * gw : NULL,
-            .beta = kdalab_mechanism_has_delta(mech) && beta ? beta + row0 : NULL,
-            .h0 = h0 ? h0 + bh * K * V : NULL,
-            .ld_qk = H * K, .ld_v = H * V, .ld_g = H * gw, .ld_b = H,
+            .mech = c->mech, .T = L, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
+            .chunk = C, .subchunk = sc, .scale = scale,
+            .q = x->q ? x->q + rqk * K : NULL, .k = x->k ? x->k + rqk * K : NULL,
+            .v = x->v ? x->v + rv * V : NULL, .g = gw && x->g ? x->g + rv * gw : NULL,
+            .beta = c->delta && x->beta ? x->beta + rv : NULL,
+            .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
+            .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
         };
         E_BWD_OUT bo = {
-            .d_o = d_o ? d_o + row0 * V : NULL, .dht = dht ? dht + bh * K * V : NULL,
-            .dq = dq ? dq + row0 * K : NULL, .dk = dk ? dk + row0 * K : NULL,
-            .dv = dv ? dv + row0 * V : NULL, .dg = dg && gw ? dg + row0 * gw : NULL,
-            .dbeta = dbeta && kdalab_mechanism_has_delta(mech) ? dbeta + row0 : NULL,
-            .dh0 = dh0 ? dh0 + bh * K * V : NULL,
+            .d_o = x->d_o ? x->d_o + rv * V : NULL, .dht = x->dht ? x->dht + nj * K * V : NULL,
+            .dq = dq ? dq + rdqk * K : NULL, .dk = dk ? dk + rdqk * K : NULL, .ld_dqk = ld_dqk,
+            .dv = x->dv ? x->dv + rv * V : NULL, .dg = x->dg && gw ? x->dg + rv * gw : NULL,
+            .dbeta = x->dbeta && c->delta ? x->dbeta + rv : NULL,
+            .dh0 = x->dh0 ? x->dh0 + nj * K * V : NULL,
         };
         tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);
     }
-    kdalab__simd_work_free(nth, work);
-    return E_FN(kdalab_check_grads)("SIMD chunkwise backward", dims, mech, dq, dk, dv, dg,
-                                    dbeta, dh0);
+    if (grouped) { /* dq[b, t, h] = sum over i < G of dq_v[b, t, h G + i], in head order */
+        const size_t rows = c->B * T * H;
+#pragma omp parallel for num_threads(nth > 0 ? nth : 1) schedule(static)
+        for (size_t r = 0; r < rows; r++)
+            for (int which = 0; which < 2; which++) {
+                real *dst = which ? x->dk : x->dq;
+                const real *src = which ? gdk : gdq;
+                if (!dst)
+                    continue;
+                real *d = dst + r * K;
+                const real *s0 = src + r * G * K; /* row (b, t, h G) of [B, T, HV, K] */
+                for (size_t ch = 0; ch < K; ch++)
+                    d[ch] = s0[ch];
+                for (size_t i = 1; i < G; i++)
+                    for (size_t ch = 0; ch < K; ch++)
+                        d[ch] += s0[i * K + ch];
+            }
+    }
+    kdalab__simd_work_put(c->work, nth, work, gdq);
+    kdalab_dims dq_dims = {.B = c->B, .T = T, .H = H, .K = K, .V = V};
+    kdalab_dims dv_dims = {.B = c->B, .T = T, .H = HV, .K = K, .V = V};
+    kdalab_dims st_dims = {.B = c->N, .T = T, .H = HV, .K = K, .V = V};
+    /* the gradients in their own shapes: dq, dk [B, T, H, K]; dv, dg, dbeta over
+     * HV heads; dh0 [N, HV, K, V] */
+    s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &dq_dims, c->mech, x->dq, x->dk,
+                                 NULL, NULL, NULL, NULL);
+    if (s == KDALAB_OK)
+        s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &dv_dims, c->mech, NULL, NULL,
+                                     x->dv, gw ? x->dg : NULL, c->delta ? x->dbeta : NULL,
+                                     NULL);
+    if (s == KDALAB_OK)
+        s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &st_dims, c->mech, NULL, NULL,
+                                     NULL, NULL, NULL, x->dh0);
+    return s;
 }

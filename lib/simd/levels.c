@@ -8,7 +8,8 @@
  * defines: kdalab_simd_level_name, kdalab_simd_level_parse,
  *          kdalab_simd_level_available, kdalab_simd_get_level,
  *          kdalab_simd_set_level (lib/kdalab_simd.h);
- *          kdalab__simd_table_active, kdalab__simd_table_active_f64 (simd_internal.h)
+ *          kdalab__simd_table_active, kdalab__simd_table_active_f64 (simd_internal.h);
+ *          kdalab__simd_screen (internal.h): the active level's value screen
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -144,4 +145,23 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level)
                            level_names[level]);
     atomic_store(&active_level, (int)level);
     return KDALAB_OK;
+}
+
+/* 1 when every x[0..n) is certainly legal under rule: the level's vector
+ * screen (lib/simd/screen.h) over segments of 128 KB in parallel. 0 is "not
+ * sure": the exact check then decides and words the error. */
+int kdalab__simd_screen(const void *x, size_t n, kdalab_value_rule rule, int is_f32)
+{
+    const size_t es = is_f32 ? sizeof(float) : sizeof(double), seg = (1 << 17) / es;
+    const size_t nseg = (n + seg - 1) / seg;
+    const simd_table *t32 = kdalab__simd_table_active();
+    const simd_table_f64 *t64 = kdalab__simd_table_active_f64();
+    int doubt = 0;
+#pragma omp parallel for schedule(static) reduction(| : doubt) if (nseg > 1)
+    for (size_t i = 0; i < nseg; i++) {
+        size_t off = i * seg, len = n - off < seg ? n - off : seg;
+        doubt |= is_f32 ? !t32->screen((const float *)x + off, len, rule)
+                        : !t64->screen((const double *)x + off, len, rule);
+    }
+    return !doubt;
 }

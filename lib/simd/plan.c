@@ -1,12 +1,13 @@
 /*
  * lib/simd/plan.c — what the chunkwise entry points of both precisions
- * share: cutting a call of B x H heads into tasks for the OpenMP threads,
- * one aligned workspace per thread (all allocated before anything is
- * written), and turning the kernels' non-finite counts into the report and
- * the status.
+ * share: cutting a call of N sequences x HV heads into tasks for the OpenMP
+ * threads, one aligned workspace per thread (all allocated before anything
+ * is written; kept between calls in a caller's kdalab_workspace), and
+ * turning the kernels' non-finite counts into the report and the status.
  *
- * defines: kdalab__simd_plan_make, kdalab__simd_plan_task, kdalab__simd_plan_free,
- *          kdalab__simd_work_alloc, kdalab__simd_work_free,
+ * defines: kdalab_workspace_new, kdalab_workspace_free, kdalab_workspace_bytes
+ *          (kdalab_call.h); kdalab__simd_plan_make, kdalab__simd_plan_task,
+ *          kdalab__simd_plan_free, kdalab__simd_work_get, kdalab__simd_work_put,
  *          kdalab__simd_chunk_finish (simd_internal.h)
  */
 #include <omp.h>
@@ -15,9 +16,10 @@
 #include "internal.h"
 #include "simd_internal.h"
 
-kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c,
-                                     size_t K, size_t V, size_t elem,
-                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t))
+kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int groups, size_t C,
+                                     size_t c, size_t K, size_t V, size_t elem,
+                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t),
+                                     kdalab_workspace *ws)
 {
     /* Tasks: groups of nh consecutive heads of one batch entry, nh the
      * largest of 4, 3, 2 that divides H and leaves the threads equal shares (a
@@ -36,7 +38,7 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C
         width = (width + 15) / 16 * 16;
         nsplit = (V + width - 1) / width;
     } else {
-        for (nh = 4; nh > 1; nh--) {
+        for (nh = groups ? 4 : 1; nh > 1; nh--) {
             size_t tasks = B * (H / nh);
             if (H % nh == 0 && (tasks % (size_t)nth == 0 || tasks >= 4 * (size_t)nth))
                 break;
@@ -55,11 +57,11 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C
                            C, K, V);
     bytes = (work_elems(C, c, K, width, nh) * elem + 63) / 64 * 64;
     void **work;
-    kdalab_status s = kdalab__simd_work_alloc(nth, bytes, &work);
+    kdalab_status s = kdalab__simd_work_get(ws, nth, bytes, 0, &work, NULL);
     if (s != KDALAB_OK)
         return s;
     *pl = (simd_plan){.nth = nth, .nh = nh, .ngroups = ngroups, .nsplit = nsplit,
-                      .width = width, .ntasks = ntasks, .work = work};
+                      .width = width, .ntasks = ntasks, .work = work, .ws = ws};
     return KDALAB_OK;
 }
 
@@ -73,29 +75,102 @@ void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *
     *v1 = *v0 + pl->width < V ? *v0 + pl->width : V;
 }
 
-void kdalab__simd_plan_free(simd_plan *pl) { kdalab__simd_work_free(pl->nth, pl->work); }
+void kdalab__simd_plan_free(simd_plan *pl) { kdalab__simd_work_put(pl->ws, pl->nth, pl->work, NULL); }
 
-kdalab_status kdalab__simd_work_alloc(int nth, size_t bytes, void ***out)
+/* ---- workspaces ------------------------------------------------------------ */
+
+/* A caller's workspace: nth per-thread blocks of bytes each, and scratch. */
+struct kdalab_workspace {
+    int nth;
+    size_t bytes;
+    void **work;
+    void *extra;
+    size_t extra_bytes;
+};
+
+static void free_blocks(int nth, void **work)
 {
-    bytes = (bytes + 63) / 64 * 64; /* aligned_alloc wants a multiple of the alignment */
+    for (int t = 0; work && t < nth; t++)
+        free(work[t]);
+    free(work);
+}
+
+/* nth blocks of bytes (a multiple of 64), 64-byte aligned: all or none. */
+static void **alloc_blocks(int nth, size_t bytes)
+{
     void **work = calloc(nth > 0 ? (size_t)nth : 1, sizeof *work); /* nth = 0: none */
     int ok = work != NULL;
     for (int t = 0; ok && t < nth; t++)
         ok = (work[t] = aligned_alloc(64, bytes)) != NULL;
     if (!ok) {
-        kdalab__simd_work_free(work ? nth : 0, work);
-        return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
-                           bytes);
+        free_blocks(work ? nth : 0, work);
+        return NULL;
     }
-    *out = work;
+    return work;
+}
+
+kdalab_workspace *kdalab_workspace_new(void) { return calloc(1, sizeof(kdalab_workspace)); }
+
+void kdalab_workspace_free(kdalab_workspace *w)
+{
+    if (!w)
+        return;
+    free_blocks(w->nth, w->work);
+    free(w->extra);
+    free(w);
+}
+
+size_t kdalab_workspace_bytes(const kdalab_workspace *w)
+{
+    return w ? (size_t)w->nth * w->bytes + w->extra_bytes : 0;
+}
+
+kdalab_status kdalab__simd_work_get(kdalab_workspace *ws, int nth, size_t bytes,
+                                    size_t extra_bytes, void ***work, void **extra)
+{
+    bytes = (bytes + 63) / 64 * 64; /* aligned_alloc wants a multiple of the alignment */
+    if (!ws) {
+        void **w = alloc_blocks(nth, bytes);
+        void *e = extra_bytes ? malloc(extra_bytes) : NULL;
+        if (!w || (extra_bytes && !e)) {
+            free_blocks(w ? nth : 0, w);
+            free(e);
+            return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", nth,
+                               bytes);
+        }
+        *work = w;
+        if (extra)
+            *extra = e;
+        return KDALAB_OK;
+    }
+    if (ws->nth < nth || ws->bytes < bytes || !ws->work) { /* grow: the new set, then the old goes */
+        int n = ws->nth > nth ? ws->nth : nth;
+        size_t b = ws->bytes > bytes ? ws->bytes : bytes;
+        void **w = alloc_blocks(n, b);
+        if (!w)
+            return kdalab_fail(KDALAB_ENOMEM, "no memory for %d workspaces of %zu bytes", n, b);
+        free_blocks(ws->nth, ws->work);
+        ws->work = w, ws->nth = n, ws->bytes = b;
+    }
+    if (ws->extra_bytes < extra_bytes) {
+        void *e = malloc(extra_bytes);
+        if (!e)
+            return kdalab_fail(KDALAB_ENOMEM, "no memory for %zu bytes of scratch", extra_bytes);
+        free(ws->extra);
+        ws->extra = e, ws->extra_bytes = extra_bytes;
+    }
+    *work = ws->work;
+    if (extra)
+        *extra = extra_bytes ? ws->extra : NULL;
     return KDALAB_OK;
 }
 
-void kdalab__simd_work_free(int nth, void **work)
+void kdalab__simd_work_put(kdalab_workspace *ws, int nth, void **work, void *extra)
 {
-    for (int t = 0; work && t < nth; t++)
-        free(work[t]);
-    free(work);
+    if (ws)
+        return; /* the caller's: kept for the next call */
+    free_blocks(nth, work);
+    free(extra);
 }
 
 kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)
@@ -106,8 +181,10 @@ kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_repo
         report->max_exponent = 0;
     }
     if (bad_o || bad_ht)
-        return kdalab_fail(KDALAB_ERANGE, "%zu non-finite values in o and %zu in ht", bad_o,
-                           bad_ht);
+        return kdalab_fail(KDALAB_ERANGE,
+                           "SIMD chunkwise form: the computation overflowed from finite inputs: "
+                           "%zu non-finite values in o and %zu in ht (outputs written)",
+                           bad_o, bad_ht);
     kdalab_clear_error();
     return KDALAB_OK;
 }

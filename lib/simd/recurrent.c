@@ -3,7 +3,8 @@
  * decode step of the level in use (lib/simd/levels.c) token by token, the
  * heads spread over OpenMP threads.
  *
- * defines: kdalab_simd_recurrent_f32 (lib/kdalab_simd.h)
+ * defines: kdalab__simd_recurrent_f32, on a call kdalab_run_f32 has validated
+ * (lib/call/call.c; the public kdalab_simd_recurrent_f32 reaches it through it)
  */
 #include <math.h>
 #include <omp.h>
@@ -14,17 +15,16 @@
 #include "simd_internal.h"
 
 
-kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
-                                        float scale, const float *q, const float *k,
-                                        const float *v, const float *g, const float *beta,
-                                        const float *h0, float *o, float *ht)
+kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
+                                         float scale, const float *q, const float *k,
+                                         const float *v, const float *g, const float *beta,
+                                         const float *h0, float *o, float *ht)
 {
-    kdalab_clear_error();
+    // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
+    // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
     kdalab_counts n;
+    kdalab_count_dims(dims, mech, sizeof(float), &n); /* validated: cannot fail */
     const simd_table *tab = kdalab__simd_table_active();
-    kdalab_status s = kdalab_check_f32(dims, mech, scale, q, k, v, g, beta, h0, o, &n);
-    if (s != KDALAB_OK)
-        return s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t gw = kdalab_mechanism_g_width(mech, K), KV = K * V;
     size_t bytes = (KV * sizeof(float) + 63) / 64 * 64; /* a state on its own cache lines */

@@ -57,17 +57,21 @@ typedef struct {
  * The arrays of one backward task beyond its forward's inputs (which come in
  * the task's simd_head_args, with nh = 1 and all value columns): d_o like o,
  * dht like h0 (NULL: zero), and the gradients at the same offsets and
- * strides as the inputs they belong to (NULL: not wanted).
+ * strides as the inputs they belong to (NULL: not wanted), except dq and dk,
+ * whose rows are ld_dqk apart (ld_qk, or HV K when grouped value heads write
+ * one row each, summed later).
  */
 typedef struct {
     const float *d_o, *dht;
     float *dq, *dk, *dv, *dg, *dbeta, *dh0;
+    size_t ld_dqk;
 } simd_bwd_out;
 
 /* The same for the float64 path. */
 typedef struct {
     const double *d_o, *dht;
     double *dq, *dk, *dv, *dg, *dbeta, *dh0;
+    size_t ld_dqk;
 } simd_bwd_out_f64;
 
 /*
@@ -146,10 +150,11 @@ const simd_table_f64 *kdalab__simd_table_active_f64(void);
 
 /*
  * What the chunkwise entry points of both precisions share (plan.c):
- * cutting a call of B x H heads into tasks (groups of nh consecutive heads of
- * one batch entry, or blocks of value columns of one head when there are
- * fewer heads than threads) and one aligned workspace per thread (work_elems
- * elements of elem bytes), all allocated before anything is written; and
+ * cutting a call of N sequences x HV heads into tasks (groups of nh
+ * consecutive heads of one sequence, or blocks of value columns of one head
+ * when there are fewer heads than threads) and one aligned workspace per
+ * thread (work_elems elements of elem bytes), all allocated before anything
+ * is written, from the caller's kdalab_workspace when there is one; and
  * turning the non-finite counts into the report and status.
  */
 typedef struct {
@@ -158,21 +163,30 @@ typedef struct {
     size_t nsplit, width;        /* column blocks per head, columns per block */
     size_t ntasks;               /* B * ngroups * nsplit                      */
     void **work;                 /* [nth] workspaces, 64-byte aligned         */
+    kdalab_workspace *ws;        /* where work came from, or NULL             */
 } simd_plan;
 
-kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, size_t C, size_t c,
-                                     size_t K, size_t V, size_t elem,
-                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t));
-/* The task's first head (b, h) and its value columns [v0, v1); its head
- * count is pl->nh. */
+/* groups: 0 keeps one head per task (grouped value heads, whose query/key
+ * heads are not consecutive). ws: the caller's workspace, or NULL. */
+kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int groups, size_t C,
+                                     size_t c, size_t K, size_t V, size_t elem,
+                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t),
+                                     kdalab_workspace *ws);
+/* The task's sequence b, first head h and its value columns [v0, v1); its
+ * head count is pl->nh. */
 void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,
                             size_t *v0, size_t *v1);
 void kdalab__simd_plan_free(simd_plan *pl);
-/* nth workspaces of bytes each (rounded up to 64), 64-byte aligned, into
- * *out: all or none (KDALAB_ENOMEM). The chunkwise forward's plan and the
- * backward both take theirs here; kdalab__simd_work_free frees them. */
-kdalab_status kdalab__simd_work_alloc(int nth, size_t bytes, void ***out);
-void kdalab__simd_work_free(int nth, void **work);
+/*
+ * nth workspaces of bytes each (rounded up to 64), 64-byte aligned, into
+ * *work, and extra_bytes of scratch into *extra (NULL when 0): all or none
+ * (KDALAB_ENOMEM). From ws when it is not NULL (grown when too small, kept
+ * after), else allocated for this call. kdalab__simd_work_put gives them
+ * back (frees them without ws).
+ */
+kdalab_status kdalab__simd_work_get(kdalab_workspace *ws, int nth, size_t bytes,
+                                    size_t extra_bytes, void ***work, void **extra);
+void kdalab__simd_work_put(kdalab_workspace *ws, int nth, void **work, void *extra);
 kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
 
 #endif

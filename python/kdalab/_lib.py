@@ -7,6 +7,7 @@ directory (run `make lib` first).
 
 import ctypes
 import os
+import threading
 
 import numpy as np
 
@@ -31,44 +32,38 @@ lib = _load()
 
 # status codes (kdalab_status.h)
 OK, ERANGE = 0, 8
-FORM_RECURRENT, FORM_CHUNK, FORM_SIMD_CHUNK = 0, 1, 3  # kdalab_form (kdalab_batch.h)
+FORM_RECURRENT, FORM_CHUNK = 0, 1  # kdalab_form (kdalab_call.h)
+IMPLS = {"reference": 0, "simd": 1}  # kdalab_impl (kdalab_call.h)
 
 
 class Dims(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("B", "T", "H", "K", "V")]
 
 
-class Batch(ctypes.Structure):
-    _fields_ = [("cu_seqlens", ctypes.POINTER(ctypes.c_int64)), ("n_seqs", ctypes.c_size_t),
-                ("HV", ctypes.c_size_t)]
+class ChunkOpts(ctypes.Structure):
+    _fields_ = [("chunk", ctypes.c_size_t), ("subchunk", ctypes.c_size_t),
+                ("decay", ctypes.c_int), ("precision", ctypes.c_int)]
+
+
+class Call(ctypes.Structure):
+    """kdalab_call: what one call is, everything but its arrays."""
+    _fields_ = [("dims", Dims), ("HV", ctypes.c_size_t),
+                ("cu_seqlens", ctypes.POINTER(ctypes.c_int64)), ("n_seqs", ctypes.c_size_t),
+                ("mech", ctypes.c_int), ("scale", ctypes.c_double), ("form", ctypes.c_int),
+                ("impl", ctypes.c_int), ("opts", ctypes.POINTER(ChunkOpts)),
+                ("work", ctypes.c_void_p)]
 
 
 _D = ctypes.POINTER(ctypes.c_double)
 
 
-class _Named(ctypes.Structure):
-    """A struct of named arrays (kdalab_batch.h): a field name it lacks is an
-    AttributeError, not a Python attribute beside the struct that leaves the
-    C field NULL."""
+class Tensors(ctypes.Structure):
+    """kdalab_tensors_f64: the arrays of one call, by name. A field name it
+    lacks is an AttributeError, not a Python attribute beside the struct that
+    leaves the C field NULL."""
     __slots__ = ()
-
-
-class BatchArgs(_Named):
-    """kdalab_batch_args_f64: the arrays of kdalab_batch_f64."""
-    __slots__ = ()
-    _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "o", "ht")]
-
-
-class BatchBwdArgs(_Named):
-    """kdalab_batch_bwd_args_f64: the arrays of kdalab_batch_bwd_f64."""
-    __slots__ = ()
-    _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "d_o", "dht",
+    _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "o", "ht", "d_o", "dht",
                                   "dq", "dk", "dv", "dg", "dbeta", "dh0")]
-
-
-class ChunkOpts(ctypes.Structure):
-    _fields_ = [("chunk", ctypes.c_size_t), ("subchunk", ctypes.c_size_t),
-                ("decay", ctypes.c_int), ("precision", ctypes.c_int)]
 
 
 _status = ctypes.c_int
@@ -77,14 +72,45 @@ lib.kdalab_last_error.restype = ctypes.c_char_p
 lib.kdalab_strerror.restype = ctypes.c_char_p
 lib.kdalab_strerror.argtypes = [_status]
 lib.kdalab_chunk_opts_default.restype = ChunkOpts
-lib.kdalab_batch_f64.restype = _status
-lib.kdalab_batch_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int, ctypes.POINTER(Dims),
-                                 ctypes.c_int, ctypes.c_double, ctypes.POINTER(BatchArgs),
-                                 ctypes.POINTER(ChunkOpts)]
-lib.kdalab_batch_bwd_f64.restype = _status
-lib.kdalab_batch_bwd_f64.argtypes = [ctypes.POINTER(Batch), ctypes.c_int,
-                                     ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_double,
-                                     ctypes.POINTER(BatchBwdArgs), ctypes.POINTER(ChunkOpts)]
+lib.kdalab_run_f64.restype = _status
+lib.kdalab_run_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors), ctypes.c_void_p]
+lib.kdalab_run_bwd_f64.restype = _status
+lib.kdalab_run_bwd_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors)]
+lib.kdalab_workspace_new.restype = ctypes.c_void_p
+lib.kdalab_workspace_new.argtypes = []
+lib.kdalab_workspace_free.restype = None
+lib.kdalab_workspace_free.argtypes = [ctypes.c_void_p]
+lib.kdalab_workspace_bytes.restype = ctypes.c_size_t
+lib.kdalab_workspace_bytes.argtypes = [ctypes.c_void_p]
+
+
+class _Workspace:
+    """One kdalab_workspace, freed with this object."""
+
+    def __init__(self):
+        self.ptr = lib.kdalab_workspace_new()
+        if not self.ptr:
+            raise MemoryError("kdalab_workspace_new: out of memory")
+
+    def __del__(self, free=lib.kdalab_workspace_free):
+        if getattr(self, "ptr", None):
+            free(self.ptr)
+            self.ptr = None
+
+
+_local = threading.local()
+
+
+def workspace():
+    """This thread's kdalab_workspace: the SIMD path's scratch, kept between
+    calls so that a repeated call maps no fresh pages (one call at a time
+    uses a workspace, so each thread has its own)."""
+    w = getattr(_local, "work", None)
+    if w is None:
+        w = _local.work = _Workspace()
+    return w.ptr
+
+
 _F = ctypes.POINTER(ctypes.c_float)
 PRECISIONS = {"fp32": 0, "bf16": 1, "fp16": 2}
 lib.kdalab_chunk_f32.restype = _status
@@ -120,8 +146,8 @@ def ptr(a):
 
 
 def named(struct, **arrays):
-    """A struct of named arrays (BatchArgs, BatchBwdArgs) from float64 arrays
-    or None (NULL), by field name."""
+    """A struct of named arrays (Tensors) from float64 arrays or None (NULL),
+    by field name."""
     return struct(**{name: ptr(a) for name, a in arrays.items()})
 
 

@@ -84,7 +84,7 @@ def _as_cu(cu_seqlens):
 
 def check_cu(cu, T):
     """cu_seqlens [N + 1] (int64, from _as_cu) against T, as the library checks
-    it (kdalab_batch_*): starts at 0, strictly increases, ends at T; a
+    it (kdalab_call_check): starts at 0, strictly increases, ends at T; a
     ValueError with the library's words. For the steps done in Python before
     the library sees cu_seqlens (reverse, normalize)."""
     if cu is None:
@@ -179,25 +179,46 @@ class _Call:
     def dims(self):
         return _lib.Dims(self.B, self.T, self.H, self.K, self.V)
 
-    def batch(self):
-        b = _lib.Batch(None, 0, self.HV)
+    def call(self, form, impl, scale, opts):
+        """The library's call (kdalab_call) of this layout: form, implementation
+        (_impl's number), scale, chunk options (NULL: the implementation's
+        default), and this thread's workspace. Keep the returned opts alive
+        with it."""
+        c = _lib.Call(self.dims(), self.HV, None, 0, _lib.MECHANISMS[self.mech], scale, form,
+                      impl, None, _lib.workspace())
         if self.cu is not None:
-            b.cu_seqlens = self.cu.ctypes.data_as(_lib.ctypes.POINTER(_lib.ctypes.c_int64))
-            b.n_seqs = self.N
-        return b
+            c.cu_seqlens = self.cu.ctypes.data_as(_lib.ctypes.POINTER(_lib.ctypes.c_int64))
+            c.n_seqs = self.N
+        if opts is not None:
+            c.opts = _lib.ctypes.pointer(opts)
+        return c
 
     def state_shape(self):
         return (self.N, self.HV, self.K, self.V)
 
 
 def _opts(chunk_size):
+    """The chunk options of chunk_size, or None (the implementation's default:
+    C = 64 for the reference, 16 for the SIMD path)."""
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or not 1 <= chunk_size < 2 ** 63:
+        raise ValueError("chunk_size: %r is not a positive integer" % (chunk_size,))
     o = _lib.lib.kdalab_chunk_opts_default()
-    if chunk_size is not None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
-                or not 1 <= chunk_size < 2 ** 63:
-            raise ValueError("chunk_size: %r is not a positive integer" % (chunk_size,))
-        o.chunk = int(chunk_size)
+    o.chunk = int(chunk_size)
     return o
+
+
+def _impl(form, impl):
+    """The implementation that runs a form: the chunkwise one on the SIMD path
+    (impl="simd", the default: every layout in place, the (sequence, head)
+    pairs over the threads) or the reference ("reference", the oracle of
+    record); both agree to ~1e-15 relative. The recurrent form is the
+    reference's."""
+    if impl not in _lib.IMPLS:
+        raise ValueError("impl: %r is not 'simd' or 'reference'" % (impl,))
+    return _lib.IMPLS[impl if form == _lib.FORM_CHUNK else "reference"]
 
 
 # ---- the in-kernel steps, forward and backward --------------------------------
@@ -432,17 +453,17 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
 
 
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
-             cu_seqlens, chunk_size=None, normalize=False, **opt):
+             cu_seqlens, chunk_size=None, normalize=False, impl="simd", **opt):
     output_final_state = as_bool("output_final_state", output_final_state)
+    impl = _impl(form, impl)
     normalize = as_bool("normalize", normalize)
     call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                      initial_state, cu_seqlens, opt)
     o = _lib.empty((call.B, call.T, call.HV, call.V))
     ht = _lib.empty(call.state_shape())
-    b, d, op = call.batch(), call.dims(), _opts(chunk_size)
-    arrays = _lib.named(_lib.BatchArgs, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht)
-    _lib.check(_lib.lib.kdalab_batch_f64(b, form, d, _lib.MECHANISMS[mech], scale, arrays, op),
-               mech)
+    op = _opts(chunk_size)
+    arrays = _lib.named(_lib.Tensors, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht)
+    _lib.check(_lib.lib.kdalab_run_f64(call.call(form, impl, scale, op), arrays, None), mech)
     if normalize:
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
         _check_normalizer(z, o, call.HV // call.H, mech)
@@ -451,18 +472,10 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     return o, (ht if output_final_state else None)
 
 
-def _bwd_form(form, impl):
-    """The backward's form: the chunkwise one runs the SIMD path (impl="simd",
-    kdalab_simd_chunk_bwd_f64: the reference's algorithm and its results to
-    ~1e-14 relative, several times faster) or the reference ("reference")."""
-    if impl not in ("simd", "reference"):
-        raise ValueError("impl: %r is not 'simd' or 'reference'" % (impl,))
-    return _lib.FORM_SIMD_CHUNK if form == _lib.FORM_CHUNK and impl == "simd" else form
-
-
 def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
               chunk_size=None, normalize=False, impl="simd", **opt):
     normalize = as_bool("normalize", normalize)
+    impl_id = _impl(form, impl)
     call, scale, qe, ke, v, ge, be, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                       initial_state, cu_seqlens, opt)
     do = as_f64(do, "do", 4)
@@ -472,7 +485,7 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     dq_extra = dk_extra = 0
     if normalize:  # o_n = o / z: do -> do / z, and z's own gradient into q, k
         o, _ = _forward(mech, form, q, k, v, g, beta, scale, initial_state, False, cu_seqlens,
-                        chunk_size, False, **opt)
+                        chunk_size, False, impl, **opt)
         G = call.HV // call.H
         z, kc = _normalizer(qe, ke, scale, call.cu, call.T)
         _check_normalizer(z, o, G, mech + " backward")
@@ -495,11 +508,10 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     out = {n: _lib.empty(s) for n, s in shapes.items()}
     out["dg"] = _lib.empty(ge.shape) if ge is not None else None
     out["dbeta"] = _lib.empty(be.shape) if be is not None else None
-    b, d, op = call.batch(), call.dims(), _opts(chunk_size)
-    arrays = _lib.named(_lib.BatchBwdArgs, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do,
-                        dht=dht, **out)
-    _lib.check(_lib.lib.kdalab_batch_bwd_f64(b, _bwd_form(form, impl), d,
-                                             _lib.MECHANISMS[mech], scale, arrays, op),
+    op = _opts(chunk_size)
+    arrays = _lib.named(_lib.Tensors, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do, dht=dht,
+                        **out)
+    _lib.check(_lib.lib.kdalab_run_bwd_f64(call.call(form, impl_id, scale, op), arrays),
                mech + " backward")
     dq, dk = out["dq"] + dq_extra, out["dk"] + dk_extra
     if opt.get("use_qk_l2norm_in_kernel"):
@@ -524,14 +536,15 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
 
 def chunk_states(mech, q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None,
                  chunk_size=64, **opt):
-    """The state entering every chunk of chunk_size positions, as fla's
+    """The state entering every chunk of chunk_size positions (None: 64, fla's),
+    as fla's
     return_intermediate_states gives it: [B, NT, HV, K, V] with NT = ceil(T /
     chunk_size) (chunk 0's is the initial state, zero without one), or with
     cu_seqlens [1, NT, HV, K, V], NT counting every sequence's chunks in order.
     The library has no entry for it: computed here by running the chunkwise
     form chunk by chunk, each from the previous chunk's final state (in-kernel
     options, opt, as for the forward: pointwise in time)."""
-    C = _opts(chunk_size).chunk
+    C = _opts(64 if chunk_size is None else chunk_size).chunk
     call, _, _, _, _, _, _, h0, _ = _prepare(mech, q, k, v, g, beta, scale, initial_state,
                                              cu_seqlens, opt)
     arrays = [as_f64(x, n, required=False) for x, n in ((q, "q"), (k, "k"), (v, "v"),
@@ -561,11 +574,16 @@ _KDA_OPTS = ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "A_log", "dt_bias"
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
               dt_bias=None, lower_bound=None, use_beta_sigmoid_in_kernel=False,
-              allow_neg_eigval=False, cu_seqlens=None, chunk_size=None):
-    """KDA, chunkwise (safe sub-chunks; chunk_size None: the library's default, 64).
-    Returns (o [B, T, HV, V], final_state [N, HV, K, V] or None)."""
+              allow_neg_eigval=False, cu_seqlens=None, chunk_size=None, impl="simd"):
+    """KDA, chunkwise (safe sub-chunks; chunk_size None: the implementation's
+    default, 16 for impl="simd", 64 for "reference"). impl="simd" (the default)
+    runs the SIMD path, "reference" the reference chunkwise form: they agree to
+    ~1e-15 relative; the reference (with fused_recurrent_kda, the recurrence)
+    is the oracle of record. Returns (o [B, T, HV, V], final_state
+    [N, HV, K, V] or None)."""
     return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size, **_kda_kwargs(locals()))
+                    output_final_state, cu_seqlens, chunk_size,
+                    impl=impl, **_kda_kwargs(locals()))
 
 
 def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None,
@@ -607,10 +625,10 @@ def _kda_kwargs(local):
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            output_final_state=False, cu_seqlens=None,
-                           use_qk_l2norm_in_kernel=False, chunk_size=None):
+                           use_qk_l2norm_in_kernel=False, chunk_size=None, impl="simd"):
     """Gated DeltaNet (g [B, T, HV]: one log-decay per head), chunkwise."""
     return _forward("gated_deltanet", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size,
+                    output_final_state, cu_seqlens, chunk_size, impl=impl,
                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
 
 
@@ -641,10 +659,11 @@ def fused_recurrent_gated_delta_rule_bwd(q, k, v, g, beta, do, dht=None, scale=N
 
 
 def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
-                     cu_seqlens=None, use_qk_l2norm_in_kernel=False, chunk_size=None):
+                     cu_seqlens=None, use_qk_l2norm_in_kernel=False, chunk_size=None,
+                     impl="simd"):
     """DeltaNet, chunkwise."""
     return _forward("deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size,
+                    output_final_state, cu_seqlens, chunk_size, impl=impl,
                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
 
 
@@ -675,11 +694,11 @@ def fused_recurrent_delta_rule_bwd(q, k, v, beta, do, dht=None, scale=None,
 
 
 def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_state=False,
-                      normalize=True, cu_seqlens=None, chunk_size=None):
+                      normalize=True, cu_seqlens=None, chunk_size=None, impl="simd"):
     """Linear attention, chunkwise. normalize defaults to True, as in fla (the golden
     cases are unnormalised: pass normalize=False)."""
     return _forward("linear_attention", _lib.FORM_CHUNK, q, k, v, None, None, scale,
-                    initial_state, output_final_state, cu_seqlens, chunk_size, normalize)
+                    initial_state, output_final_state, cu_seqlens, chunk_size, normalize, impl)
 
 
 def fused_recurrent_linear_attn(q, k, v, scale=None, initial_state=None,
@@ -733,11 +752,11 @@ def _check_g_gamma(g_gamma, HV, who=""):
 
 
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False,
-              cu_seqlens=None, chunk_size=None):
+              cu_seqlens=None, chunk_size=None, impl="simd"):
     """GLA (g [B, T, HV, K]: a log-decay per key channel, no delta rule),
     chunkwise: S_t = Diag(exp g_t) S_{t-1} + k_t v_t^T, o_t = scale S_t^T q_t."""
     return _forward("gla", _lib.FORM_CHUNK, q, k, v, g, None, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size)
+                    output_final_state, cu_seqlens, chunk_size, impl=impl)
 
 
 def fused_recurrent_gla(q, k, v, gk, scale=None, initial_state=None, output_final_state=False,
@@ -761,12 +780,12 @@ def fused_recurrent_gla_bwd(q, k, v, gk, do, dht=None, scale=None, initial_state
 
 
 def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,
-                     output_final_state=False, cu_seqlens=None, chunk_size=None):
+                     output_final_state=False, cu_seqlens=None, chunk_size=None, impl="simd"):
     """simple GLA (g [B, T, HV]: one log-decay per head, no delta rule; or
     g_gamma [HV], fla's constant per-head decay), chunkwise."""
     mech, g = _simple_gla_g(g, g_gamma, v)
     return _forward(mech, _lib.FORM_CHUNK, q, k, v, g, None, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size)
+                    output_final_state, cu_seqlens, chunk_size, impl=impl)
 
 
 def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None,

@@ -155,7 +155,7 @@ class _Mixer(torch.autograd.Function):
         arr = {n: None if t is None else ops.as_f64(t, n) for n, t in zip(_NAMES, tensors)}
         o, ht = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
                              arr["beta"], spec.scale, arr["initial_state"], True, spec.cu,
-                             spec.chunk_size, False, A_log=arr["A_log"],
+                             spec.chunk_size, False, spec.impl, A_log=arr["A_log"],
                              dt_bias=arr["dt_bias"], **spec.opts)
         ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
         ctx.save_for_backward(*tensors)
@@ -279,10 +279,11 @@ def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_fin
            cu, state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
            like=None, states=False, impl="simd"):
     """The common body: (o, final_state[, intermediate states]). impl: the
-    chunkwise backward's implementation, "simd" or "reference" (ops._bwd_form)."""
+    chunkwise form's implementation, forward and backward, "simd" or
+    "reference" (ops._impl)."""
     _switches(fname, output_final_state=output_final_state, state_v_first=state_v_first,
               return_intermediate_states=states)
-    ops._bwd_form(form, impl)  # a bad impl fails now, not in the backward
+    ops._impl(form, impl)  # a bad impl fails now, not in the backward
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     g, beta, h0, A_log, dt_bias = (_tensor(x, n) for x, n in (
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (A_log, "A_log"),
@@ -330,8 +331,9 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     return_intermediate_states (h [B, NT, HV, K, V]: the state entering each
     chunk of chunk_size, a keyword, default 64; B = 1 and NT over all
     sequences with cu_seqlens; not differentiated). A_log, dt_bias by keyword
-    with use_gate_in_kernel. impl: the backward's implementation, "simd" (the
-    default: the SIMD path, as exact as the reference) or "reference"."""
+    with use_gate_in_kernel. impl: the implementation of the forward and the
+    backward, "simd" (the default: the SIMD path, within ~1e-15 of the
+    reference) or "reference" (the oracle of record)."""
     kw = _kwargs("chunk_kda", kwargs, ("A_log", "dt_bias", "chunk_size",
                                        "transpose_state_layout"), _CHUNK_KDA)
     _switches("chunk_kda", safe_gate=safe_gate, disable_recompute=disable_recompute,
@@ -355,7 +357,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                   output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), state_v_first,
                   _opts(use_qk_l2norm_in_kernel, use_gate_in_kernel, lower_bound,
                         use_beta_sigmoid_in_kernel, allow_neg_eigval),
-                  kw.get("A_log"), kw.get("dt_bias"), kw.get("chunk_size", 64), out_dtype,
+                  kw.get("A_log"), kw.get("dt_bias"), kw.get("chunk_size"), out_dtype,
                   like, states=return_intermediate_states, impl=impl)
 
 
@@ -418,7 +420,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                   _opts(use_qk_l2norm_in_kernel, gate, None, use_beta_sigmoid_in_kernel,
                         allow_neg_eigval),
                   kw.get("A_log") if gate else None, kw.get("dt_bias") if gate else None,
-                  kw.get("chunk_size", 64), out_dtype, like, impl=impl)
+                  kw.get("chunk_size"), out_dtype, like, impl=impl)
 
 
 _FUSED_GDR = ("q", "k", "v", "g", "gk", "gv", "beta", "scale", "initial_state",
@@ -494,7 +496,7 @@ def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final
     _switches("chunk_delta_rule", use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel)
     return _mixer("chunk_delta_rule", "deltanet", _lib.FORM_CHUNK, q, k, v, None, beta, scale, initial_state,
                   output_final_state, _cu(cu_seqlens, cu_seqlens_cpu), False,
-                  _opts(use_qk_l2norm_in_kernel), None, None, kw.get("chunk_size", 64),
+                  _opts(use_qk_l2norm_in_kernel), None, None, kw.get("chunk_size"),
                   out_dtype, like, impl=impl)
 
 
@@ -604,7 +606,7 @@ def _linear(fname, form, q, k, v, scale, initial_state, output_final_state, norm
     if reverse:  # the recurrence from each sequence's end: flip time, run, flip back
         idx, (q, k, v) = _time_reversed(cu, (("q", q), ("k", k), ("v", v)))
     o, ht = _mixer(fname, "linear_attention", form, q, k, v, None, None, scale, kv_init, True,
-                   cu, False, {}, chunk_size=64 if form == _lib.FORM_CHUNK else None, impl=impl)
+                   cu, False, {}, chunk_size=None, impl=impl)
     if normalize:
         s = ops._real("scale", scale) if scale is not None else q.shape[-1] ** -0.5
         o, z_state = _normalize(o, q, k, s, z_init, cu)
@@ -718,7 +720,7 @@ def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=No
     return _gated_linear("chunk_simple_gla", "simple_gla", _lib.FORM_CHUNK, q, k, v,
                          _g_gamma("chunk_simple_gla", _tensor(g, "g"), g_gamma, v), scale,
                          initial_state, output_final_state, False, state_v_first,
-                         _cu(cu_seqlens, cu_seqlens_cpu), kw.get("chunk_size", 64), out_dtype,
+                         _cu(cu_seqlens, cu_seqlens_cpu), kw.get("chunk_size"), out_dtype,
                          like)
 
 

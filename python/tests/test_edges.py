@@ -166,29 +166,31 @@ def test_argument_types_are_checked():
 
 
 def test_named_arrays_match_the_c_structs():
-    """The ctypes structs of the batch calls' arrays have the C structs'
-    fields in the C order: leaving out each required array in turn is the
-    library's error naming that array, and a name the struct lacks (`do` for
-    `d_o`) is an AttributeError, not a Python attribute that leaves the C
-    field NULL."""
+    """The ctypes structs of the one call (kdalab_call, kdalab_tensors_f64) have
+    the C structs' fields in the C order: leaving out each required array in
+    turn is the library's error naming that array, in both directions and both
+    implementations, and a name the struct lacks (`do` for `d_o`) is an
+    AttributeError, not a Python attribute that leaves the C field NULL."""
     from kdalab import _lib
     r = np.random.default_rng(5)
     x = r.normal(size=(1, 3, 1, 2))
     fwd = dict(q=x, k=x, v=x, g=-np.abs(x), beta=np.full((1, 3, 1), 0.5), o=np.zeros_like(x))
     bwd = dict(fwd, d_o=x, dq=np.zeros_like(x))
     del bwd["o"]
-    calls = ((_lib.BatchArgs, fwd, _lib.lib.kdalab_batch_f64),
-             (_lib.BatchBwdArgs, bwd, _lib.lib.kdalab_batch_bwd_f64))
-    for struct, arrays, fn in calls:
-        for left_out in arrays:
-            if left_out == "dq":  # optional
-                continue
-            named = _lib.named(struct, **{n: a for n, a in arrays.items() if n != left_out})
-            with pytest.raises(_lib.KdalabError, match=r"\(%s is NULL\)$" % left_out):
-                _lib.check(fn(_lib.Batch(None, 0, 1), _lib.FORM_RECURRENT,
-                              _lib.Dims(1, 3, 1, 2, 2), _lib.MECHANISMS["kda"], 0.5, named,
-                              None), "kda")
+    calls = ((fwd, lambda c, t: _lib.lib.kdalab_run_f64(c, t, None)),
+             (bwd, _lib.lib.kdalab_run_bwd_f64))
+    for impl in _lib.IMPLS.values():
+        call = _lib.Call(_lib.Dims(1, 3, 1, 2, 2), 1, None, 0, _lib.MECHANISMS["kda"], 0.5,
+                         _lib.FORM_CHUNK, impl, None, None)
+        for arrays, fn in calls:
+            for left_out in arrays:
+                if left_out == "dq":  # optional
+                    continue
+                named = _lib.named(_lib.Tensors,
+                                   **{n: a for n, a in arrays.items() if n != left_out})
+                with pytest.raises(_lib.KdalabError, match=r"\(%s is NULL" % left_out):
+                    _lib.check(fn(call, named), "kda")
     with pytest.raises(AttributeError):
-        _lib.named(_lib.BatchBwdArgs, do=x)
+        _lib.named(_lib.Tensors, do=x)
     with pytest.raises(AttributeError):
-        _lib.BatchArgs().h_0 = None
+        _lib.Tensors().h_0 = None

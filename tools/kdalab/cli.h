@@ -190,8 +190,13 @@ typedef struct {
     size_t HV, N;         /* value heads (v's), sequences (cu_seqlens's, or B)  */
     size_t n_state;       /* N * HV * K * V, the elements of h0/ht, checked      */
     int64_t *cu_seqlens;  /* the boundaries, or NULL                           */
-    kdalab_batch batch;   /* the layout for kdalab_batch_*                      */
+    size_t n_seqs;        /* cu_seqlens's N, or 0 without                      */
 } cli_inputs;
+
+/* The library call of these inputs (kdalab_call.h): their dims, value heads
+ * and cu_seqlens, with the rest as given. */
+kdalab_call cli_call(const cli_inputs *fw, double scale, int chunk_form, int simd,
+                     const kdalab_chunk_opts *opts, kdalab_workspace *work);
 
 /* Does the call need the batch path (varlen or grouped value heads)? */
 #define CLI_IS_BATCH(fw) ((fw)->cu_seqlens != NULL || (fw)->HV != (fw)->dims.H)

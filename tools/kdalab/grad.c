@@ -62,17 +62,17 @@ static void print_help(void)
         "  --mechanism M     %s |\n"
         "                    attention (causal softmax attention: q, k, v, do -> dq, dk, dv)\n"
         "  --form F          recurrent (default) | chunk (the chunkwise backward)\n"
-        "  --impl I          reference (default) | simd: the SIMD path's chunkwise\n"
-        "                    backward (needs --form chunk; agrees with the reference\n"
-        "                    to ~1e-14 relative in fp64; on 2 cores 14-21x the\n"
-        "                    reference's speed at K = V = 128: bench/README.md)\n"
+        "  --impl I          reference | simd: the SIMD path's chunkwise backward\n"
+        "                    (default: simd for --form chunk, reference otherwise).\n"
+        "                    simd agrees with the reference to ~1e-14 relative in fp64;\n"
+        "                    the reference is the oracle of record (bench/README.md has\n"
+        "                    the speeds)\n"
         "  --chunk C         chunk size >= 1 (default %zu, with --impl simd %zu; chunk form)\n"
         "  --subchunk c      sub-chunk size >= 1 (default %zu; chunk form)\n"
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
         "  --cu-seqlens F    int64/int32 [N + 1]: packed sequences, as for run (grouped\n"
         "                    value heads are inferred from v's head count)\n"
         "  --precision P     fp64 (default) | fp32: the same backward computed in float32\n"
-        "                    (recurrent and chunk forms; varlen/GVA run in fp64 only)\n"
         "  --help            this text\n"
         "\n"
         "Exit status: 0 ok; 1 a gradient overflowed or an output could not be\n"
@@ -170,10 +170,11 @@ static int plan(const grad_flags *f, grad_job *job)
     if (!job->chunk_form && (f->chunk || f->subchunk))
         return cli_fail(EXIT_BAD, "--%s applies to --form chunk only",
                         f->chunk ? "chunk" : "subchunk");
-    job->simd = f->impl && strcmp(f->impl, "simd") == 0;
-    if (f->impl && !job->simd && strcmp(f->impl, "reference") != 0)
+    if (f->impl && strcmp(f->impl, "simd") != 0 && strcmp(f->impl, "reference") != 0)
         return cli_fail(EXIT_BAD, "--impl: unknown implementation '%s' (reference, simd)",
                         f->impl);
+    /* no --impl: the SIMD backward for the chunkwise form, the reference otherwise */
+    job->simd = f->impl ? strcmp(f->impl, "simd") == 0 : job->chunk_form && !job->attention;
     if (job->simd && !job->chunk_form)
         return cli_fail(EXIT_BAD, "--impl simd needs --form chunk (the SIMD backward is "
                                   "chunkwise)");
@@ -273,9 +274,6 @@ static int read_all(grad_job *job)
 static int compute_f32(grad_job *job, const size_t nout[N_OUT])
 {
     const kdalab_dims *d = &job->fwd.dims;
-    if (CLI_IS_BATCH(&job->fwd))
-        return cli_fail(EXIT_BAD, "--precision fp32: the varlen / grouped-head backward runs "
-                                  "in fp64 only");
     float *f[N_IN + 2] = {0}, *gf[N_OUT] = {0}; /* the inputs, then d_o and dht */
     int rc = 0;
     for (int i = 0; i < N_IN && rc == 0; i++)
@@ -291,21 +289,16 @@ static int compute_f32(grad_job *job, const size_t nout[N_OUT])
     if (rc == 0 && job->attention)
         s = kdalab_attention_bwd_f32(d, (float)job->scale, f[IN_Q], f[IN_K], f[IN_V], f[N_IN],
                                      gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV]);
-    else if (rc == 0)
-        s = job->simd
-                ? kdalab_simd_chunk_bwd_f32(d, job->fwd.mech, (float)job->scale, f[IN_Q], f[IN_K],
-                                            f[IN_V], f[IN_G], f[IN_BETA], f[IN_H0], f[N_IN],
-                                            f[N_IN + 1], gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV],
-                                            gf[OUT_DG], gf[OUT_DBETA], gf[OUT_DH0], &job->opts)
-            : job->chunk_form
-                ? kdalab_chunk_bwd_f32(d, job->fwd.mech, (float)job->scale, f[IN_Q], f[IN_K],
-                                       f[IN_V], f[IN_G], f[IN_BETA], f[IN_H0], f[N_IN],
-                                       f[N_IN + 1], gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV],
-                                       gf[OUT_DG], gf[OUT_DBETA], gf[OUT_DH0], &job->opts)
-                : kdalab_recurrent_bwd_f32(d, job->fwd.mech, (float)job->scale, f[IN_Q], f[IN_K],
-                                           f[IN_V], f[IN_G], f[IN_BETA], f[IN_H0], f[N_IN],
-                                           f[N_IN + 1], gf[OUT_DQ], gf[OUT_DK], gf[OUT_DV],
-                                           gf[OUT_DG], gf[OUT_DBETA], gf[OUT_DH0]);
+    else if (rc == 0) {
+        const kdalab_call c = cli_call(&job->fwd, job->scale, job->chunk_form, job->simd,
+                                       &job->opts, NULL);
+        const kdalab_tensors_f32 t = {
+            .q = f[IN_Q], .k = f[IN_K], .v = f[IN_V], .g = f[IN_G], .beta = f[IN_BETA],
+            .h0 = f[IN_H0], .d_o = f[N_IN], .dht = f[N_IN + 1], .dq = gf[OUT_DQ],
+            .dk = gf[OUT_DK], .dv = gf[OUT_DV], .dg = gf[OUT_DG], .dbeta = gf[OUT_DBETA],
+            .dh0 = gf[OUT_DH0]};
+        s = kdalab_run_bwd_f32(&c, &t);
+    }
     if (rc == 0 && s == KDALAB_ERANGE)
         rc = cli_fail(EXIT_FAIL, "a gradient overflowed in float32 (%s); nothing written",
                       kdalab_last_error());
@@ -342,33 +335,16 @@ static int compute(grad_job *job)
     if (job->attention)
         s = kdalab_attention_bwd_f64(d, job->scale, x[IN_Q], x[IN_K], x[IN_V], job->d_o.a.data,
                                      gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV]);
-    else if (CLI_IS_BATCH(&job->fwd)) { /* varlen or grouped value heads */
-        const kdalab_batch_bwd_args_f64 a = {
+    else {
+        const kdalab_call c = cli_call(&job->fwd, job->scale, job->chunk_form, job->simd,
+                                       &job->opts, NULL);
+        const kdalab_tensors_f64 t = {
             .q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G], .beta = x[IN_BETA],
             .h0 = x[IN_H0], .d_o = job->d_o.a.data, .dht = dht, .dq = gr[OUT_DQ],
             .dk = gr[OUT_DK], .dv = gr[OUT_DV], .dg = gr[OUT_DG], .dbeta = gr[OUT_DBETA],
             .dh0 = gr[OUT_DH0]};
-        s = kdalab_batch_bwd_f64(&job->fwd.batch,
-                                 job->simd         ? KDALAB_FORM_SIMD_CHUNK
-                                 : job->chunk_form ? KDALAB_FORM_CHUNK
-                                                   : KDALAB_FORM_RECURRENT,
-                                 d,
-                                 job->fwd.mech, job->scale, &a, &job->opts);
-    } else if (job->simd)
-        s = kdalab_simd_chunk_bwd_f64(d, job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
-                                      x[IN_G], x[IN_BETA], x[IN_H0], job->d_o.a.data, dht,
-                                      gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV], gr[OUT_DG],
-                                      gr[OUT_DBETA], gr[OUT_DH0], &job->opts);
-    else if (job->chunk_form)
-        s = kdalab_chunk_bwd_f64(d, job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
-                                 x[IN_G], x[IN_BETA], x[IN_H0], job->d_o.a.data, dht,
-                                 gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV], gr[OUT_DG], gr[OUT_DBETA],
-                                 gr[OUT_DH0], &job->opts);
-    else
-        s = kdalab_recurrent_bwd_f64(d, job->fwd.mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
-                                     x[IN_G], x[IN_BETA], x[IN_H0], job->d_o.a.data, dht,
-                                     gr[OUT_DQ], gr[OUT_DK], gr[OUT_DV], gr[OUT_DG],
-                                     gr[OUT_DBETA], gr[OUT_DH0]);
+        s = kdalab_run_bwd_f64(&c, &t);
+    }
     if (s == KDALAB_ERANGE)
         return cli_fail(EXIT_FAIL, "a gradient overflowed (%s); nothing written",
                         kdalab_last_error());

@@ -49,12 +49,12 @@ int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu
 }
 
 /* --cu-seqlens: a 1-D integer array [N+1] (int64 or int32, as torch and
- * NumPy write them), checked by the library's rule (kdalab_batch_check),
+ * NumPy write them), checked by the library's rule (kdalab_call_check),
  * which names the first bad index. */
 static int read_cu_seqlens(cli_inputs *fw)
 {
     cli_input *cu = &fw->cu;
-    fw->batch = (kdalab_batch){.HV = fw->HV};
+    fw->n_seqs = 0;
     if (cu->path == NULL)
         return 0;
     kdalab_status s = kdalab_npy_read(cu->path, &cu->a);
@@ -78,12 +78,22 @@ static int read_cu_seqlens(cli_inputs *fw)
                             cu->flag, cu->path, i, x);
         fw->cu_seqlens[i] = (int64_t)x;
     }
-    fw->batch.cu_seqlens = fw->cu_seqlens;
-    fw->batch.n_seqs = cu->a.size - 1;
-    s = kdalab_batch_check(&fw->batch, &fw->dims);
+    fw->n_seqs = cu->a.size - 1;
+    const kdalab_call layout = cli_call(fw, 1.0, 0, 0, NULL, NULL); /* the layout's checks */
+    s = kdalab_call_check(&layout, 0, 0);
     if (s != KDALAB_OK)
         return cli_fail(EXIT_BAD, "%s %s: %s", cu->flag, cu->path, kdalab_last_error());
     return 0;
+}
+
+kdalab_call cli_call(const cli_inputs *fw, double scale, int chunk_form, int simd,
+                     const kdalab_chunk_opts *opts, kdalab_workspace *work)
+{
+    return (kdalab_call){.dims = fw->dims, .HV = fw->HV, .cu_seqlens = fw->cu_seqlens,
+                         .n_seqs = fw->n_seqs, .mech = fw->mech, .scale = scale,
+                         .form = chunk_form ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT,
+                         .impl = simd ? KDALAB_IMPL_SIMD : KDALAB_IMPL_REFERENCE,
+                         .opts = opts, .work = work};
 }
 
 /* q fixes B, T, H, K; v fixes V; every other input must fit them. */
@@ -118,7 +128,7 @@ static int check_shapes(cli_inputs *fw)
     int rc = read_cu_seqlens(fw);
     if (rc)
         return rc;
-    fw->N = fw->cu_seqlens ? fw->batch.n_seqs : d.B;
+    fw->N = fw->cu_seqlens ? fw->n_seqs : d.B;
 
     const int gva = HV != d.H;
     const size_t bth[3] = {d.B, d.T, HV}, bthk[4] = {d.B, d.T, HV, d.K};

@@ -38,7 +38,7 @@ typedef struct {
     kdalab_mechanism mech;
     int chunk_form;         /* --form chunk, else recurrent                    */
     int fp64;               /* --precision fp64, else float32 (opts.precision) */
-    int simd;               /* --impl simd                                     */
+    int simd;               /* the SIMD path runs it (--impl, or its default)  */
     kdalab_chunk_opts opts; /* kdalab_chunk_opts_default(), then the flags     */
     int have_scale;         /* --scale given; else K^-1/2 once K is known      */
     double scale;
@@ -51,6 +51,7 @@ typedef struct {
     float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
     kdalab_status computed;      /* KDALAB_OK or KDALAB_ERANGE            */
     kdalab_report report;        /* filled by the chunkwise forms         */
+    kdalab_workspace *work;      /* the SIMD path's scratch, kept between --time's calls */
     double seconds;              /* --time: the best call, in seconds     */
     double median_seconds;       /* --time: the median call               */
     size_t repeat;               /* --repeat: timed calls after a warm-up */
@@ -80,10 +81,13 @@ static void print_help(void)
         "  --form F          recurrent (default) | chunk\n"
         "  --precision P     fp64 (default) | fp32 | bf16 | fp16 (bf16/fp16: emulated\n"
         "                    storage rounding, chunk form only)\n"
-        "  --impl I          reference (default) | simd: the fast path; in float32 the\n"
-        "                    recurrent form repeats its decode step; fp64 needs --form\n"
-        "                    chunk; kernels exist for fp32/fp64 + safe decay, anything\n"
-        "                    else runs the reference, with a note on stderr)\n"
+        "  --impl I          reference | simd (default: simd for --form chunk with the\n"
+        "                    safe decay and fp64/fp32 storage, reference otherwise). Both\n"
+        "                    agree to ~1e-15 in fp64; the reference is the oracle of\n"
+        "                    record, simd the fast path (in float32 the recurrent form\n"
+        "                    repeats its decode step; fp64 simd needs --form chunk;\n"
+        "                    asked for other storage or decay modes it runs the\n"
+        "                    reference, with a note on stderr)\n"
         "  --chunk C         chunk size, >= 1 (default %zu, with --impl simd %zu; chunk\n"
         "                    form)\n"
         "  --subchunk c      sub-chunk size >= 1, or 'none' for one sub-chunk per chunk\n"
@@ -201,10 +205,7 @@ static int plan_options(const run_flags *f, run_job *job)
                                       "fp16)",
                             f->precision);
     }
-    if (f->impl && strcmp(f->impl, "simd") == 0) {
-        job->simd = 1;
-        job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
-    } else if (f->impl && strcmp(f->impl, "reference") != 0)
+    if (f->impl && strcmp(f->impl, "simd") != 0 && strcmp(f->impl, "reference") != 0)
         return cli_fail(EXIT_BAD, "--impl: unknown implementation '%s' (reference, simd)",
                         f->impl);
     if (!job->fp64 && job->opts.precision != KDALAB_FP32 && !job->chunk_form)
@@ -224,6 +225,13 @@ static int plan_options(const run_flags *f, run_job *job)
         return cli_fail(EXIT_BAD, "--decay: unknown decay mode '%s' (safe, pairwise, rescaled, "
                                   "anchored)",
                         f->decay);
+    /* no --impl: the SIMD path wherever its kernels run the call (the chunkwise
+     * form, safe decay, plain storage), the reference otherwise */
+    job->simd = f->impl ? strcmp(f->impl, "simd") == 0
+                        : job->chunk_form && job->opts.decay == KDALAB_DECAY_SAFE &&
+                              job->opts.precision == KDALAB_FP32;
+    if (job->simd && !f->chunk)
+        job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
     if (f->scale) { /* any scale the library accepts, subnormals included */
         if ((rc = cli_parse_scale(f->scale, &job->scale)))
             return rc;
@@ -334,35 +342,13 @@ static kdalab_status timed(run_job *job, kdalab_status (*call)(run_job *))
 /* One call of the chosen float32 form on the float32 copies. */
 static kdalab_status call_f32(run_job *job)
 {
-    const kdalab_dims *d = &job->fwd.dims;
-    float scale = (float)job->scale;
     float *const *x = job->fin;
-    kdalab_status s;
-    if (CLI_IS_BATCH(&job->fwd)) { /* varlen or grouped value heads */
-        const kdalab_batch_args_f32 a = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V],
-                                         .g = x[IN_G], .beta = x[IN_BETA], .h0 = x[IN_H0],
-                                         .o = job->fo, .ht = job->fht};
-        s = kdalab_batch_f32(&job->fwd.batch,
-                             job->simd ? (job->chunk_form ? KDALAB_FORM_SIMD_CHUNK
-                                                          : KDALAB_FORM_SIMD_RECURRENT)
-                                       : (job->chunk_form ? KDALAB_FORM_CHUNK
-                                                          : KDALAB_FORM_RECURRENT),
-                             d, job->mech, scale, &a, &job->opts);
-    }
-    else if (job->simd && job->chunk_form)
-        s = kdalab_simd_chunk_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
-                                  x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts,
-                                  &job->report);
-    else if (job->simd)
-        s = kdalab_simd_recurrent_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
-                                      x[IN_BETA], x[IN_H0], job->fo, job->fht);
-    else if (job->chunk_form)
-        s = kdalab_chunk_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
-                             x[IN_BETA], x[IN_H0], job->fo, job->fht, &job->opts, &job->report);
-    else
-        s = kdalab_recurrent_f32(d, job->mech, scale, x[IN_Q], x[IN_K], x[IN_V], x[IN_G],
-                                 x[IN_BETA], x[IN_H0], job->fo, job->fht);
-    return s;
+    const kdalab_call c =
+        cli_call(&job->fwd, job->scale, job->chunk_form, job->simd, &job->opts, job->work);
+    const kdalab_tensors_f32 t = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G],
+                                  .beta = x[IN_BETA], .h0 = x[IN_H0], .o = job->fo,
+                                  .ht = job->fht};
+    return kdalab_run_f32(&c, &t, &job->report);
 }
 
 /* The float32 family: convert, run the chosen form, widen the results. */
@@ -401,34 +387,15 @@ static int compute_f32(run_job *job)
 /* One call of the chosen float64 form. */
 static kdalab_status call_f64(run_job *job)
 {
-    const kdalab_dims *d = &job->fwd.dims;
-    kdalab_status s;
     const double *x[N_IN];
     for (int i = 0; i < N_IN; i++)
         x[i] = job->fwd.in[i].path ? job->fwd.in[i].a.data : NULL;
-    if (CLI_IS_BATCH(&job->fwd)) { /* varlen or grouped value heads */
-        const kdalab_batch_args_f64 a = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V],
-                                         .g = x[IN_G], .beta = x[IN_BETA], .h0 = x[IN_H0],
-                                         .o = job->o, .ht = job->ht};
-        s = kdalab_batch_f64(&job->fwd.batch,
-                             job->simd ? KDALAB_FORM_SIMD_CHUNK
-                                       : job->chunk_form ? KDALAB_FORM_CHUNK
-                                                         : KDALAB_FORM_RECURRENT,
-                             d, job->mech, job->scale, &a, &job->opts);
-    }
-    else if (job->simd)
-        s = kdalab_simd_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K], x[IN_V],
-                                  x[IN_G], x[IN_BETA], x[IN_H0], job->o, job->ht, &job->opts,
-                                  &job->report);
-    else if (job->chunk_form)
-        s = kdalab_chunk_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
-                                         x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0], job->o,
-                                         job->ht, &job->opts, &job->report);
-    else
-        s = kdalab_recurrent_f64(d, job->mech, job->scale, x[IN_Q], x[IN_K],
-                                             x[IN_V], x[IN_G], x[IN_BETA], x[IN_H0],
-                                             job->o, job->ht);
-    return s;
+    const kdalab_call c =
+        cli_call(&job->fwd, job->scale, job->chunk_form, job->simd, &job->opts, job->work);
+    const kdalab_tensors_f64 t = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G],
+                                  .beta = x[IN_BETA], .h0 = x[IN_H0], .o = job->o,
+                                  .ht = job->ht};
+    return kdalab_run_f64(&c, &t, &job->report);
 }
 
 static int compute(run_job *job)
@@ -440,6 +407,8 @@ static int compute(run_job *job)
     if (job->o == NULL || job->ht == NULL)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
 
+    if (job->simd && (job->work = kdalab_workspace_new()) == NULL)
+        return cli_fail(EXIT_FAIL, "out of memory for the SIMD path's workspace");
     if (job->fp64) {
         if (job->simd && job->opts.decay != KDALAB_DECAY_SAFE)
             fprintf(stderr, "kdalab run: note: the float64 SIMD path has kernels for the safe "
@@ -492,7 +461,7 @@ static int write_outputs(const run_job *job)
     size_t bad_o = count_nonfinite(job->o, job->n_o);
     size_t bad_ht = count_nonfinite(job->ht, job->fwd.n_state);
     if (job->chunk_form && kdalab_mechanism_g_shape(job->mech) == KDALAB_G_PER_KEY &&
-        !job->simd && !CLI_IS_BATCH(&job->fwd))
+        !job->simd)
         return cli_fail(EXIT_FAIL,
                         "the computation overflowed (decay mode %s, largest exponent formed "
                         "%g): %zu non-finite values in o, %zu in ht; outputs written for study",
@@ -515,6 +484,7 @@ static void free_job(run_job *job)
     free(job->ht);
     free(job->fo);
     free(job->fht);
+    kdalab_workspace_free(job->work);
 }
 
 int cmd_run(int argc, char **argv)

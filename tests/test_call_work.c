@@ -1,0 +1,227 @@
+/*
+ * tests/test_call_work.c — the one call's SIMD path over a varlen + GVA
+ * batch, read and written in place: a caller's workspace gives the same bits
+ * as a call that maps its own (forward and backward, every mechanism, both
+ * precisions) and stops growing once it holds the largest call; the float32
+ * backward over varlen + GVA (the reference and the SIMD path) against the
+ * float64 reference; an overflowing backward names the gradient.
+ *
+ * Tolerance: float32 against float64, relative to each gradient's max,
+ * 1e-5, test_simd_bwd's float32 bound (a 24-bit mantissa through at most 17
+ * steps of one sequence, |g| <= a few units, unit-norm keys; measured 3e-7).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "common.h"
+
+#define F32_TOL 1e-5
+
+/* A packed batch of 3 sequences, H = 2 query/key heads, HV = 6 value heads. */
+static const int64_t CU[] = {0, 5, 6, 23};
+static const kdalab_dims D = {.B = 1, .T = 23, .H = 2, .K = 16, .V = 12};
+enum { HV = 6, N = 3 };
+
+typedef struct {
+    double *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
+} problem;
+
+static problem make(gsl_rng *r, kdalab_mechanism m)
+{
+    const size_t T = D.T, gw = kdalab_mechanism_g_width(m, D.K);
+    problem p = {.q = test_random_array(r, T * D.H * D.K), .k = test_random_array(r, T * D.H * D.K),
+                 .v = test_random_array(r, T * HV * D.V),
+                 .g = test_random_array(r, T * HV * (gw ? gw : 1)),
+                 .beta = test_random_array(r, T * HV),
+                 .h0 = test_random_array(r, N * HV * D.K * D.V),
+                 .d_o = test_random_array(r, T * HV * D.V),
+                 .dht = test_random_array(r, N * HV * D.K * D.V)};
+    for (size_t row = 0; row < T * D.H; row++) { /* unit-norm keys */
+        double nn = 0;
+        for (size_t c = 0; c < D.K; c++)
+            nn += p.k[row * D.K + c] * p.k[row * D.K + c];
+        for (size_t c = 0; c < D.K; c++)
+            p.k[row * D.K + c] /= sqrt(nn);
+    }
+    for (size_t i = 0; i < T * HV * (gw ? gw : 1); i++)
+        p.g[i] = -fabs(p.g[i]);
+    for (size_t i = 0; i < T * HV; i++)
+        p.beta[i] = fabs(p.beta[i]) < 2 ? fabs(p.beta[i]) : 1;
+    return p;
+}
+
+static void unmake(problem *p)
+{
+    free(p->q); free(p->k); free(p->v); free(p->g); free(p->beta); free(p->h0);
+    free(p->d_o); free(p->dht);
+}
+
+static kdalab_call call(kdalab_mechanism m, kdalab_impl impl, kdalab_workspace *w)
+{
+    return (kdalab_call){.dims = D, .HV = HV, .cu_seqlens = CU, .n_seqs = N, .mech = m,
+                         .scale = 0.3, .form = KDALAB_FORM_CHUNK, .impl = impl, .work = w};
+}
+
+/* The gradients of one backward: dq, dk [T, H, K]; dv [T, HV, V]; dg like g;
+ * dbeta [T, HV]; dh0 [N, HV, K, V]. */
+enum { NG = 6 };
+static size_t grad_size(kdalab_mechanism m, int i)
+{
+    const size_t T = D.T, gw = kdalab_mechanism_g_width(m, D.K);
+    const size_t n[NG] = {T * D.H * D.K, T * D.H * D.K, T * HV * D.V, T * HV * (gw ? gw : 1),
+                          T * HV, N * HV * D.K * D.V};
+    return n[i];
+}
+
+/* A workspace kept across calls gives the bits of calls without one; it
+ * grows to the largest call and then stays. */
+static void test_workspace_same_bits(void **state)
+{
+    (void)state;
+    gsl_rng *r = test_rng(71);
+    kdalab_workspace *w = kdalab_workspace_new();
+    assert_non_null(w);
+    assert_int_equal(kdalab_workspace_bytes(w), 0);
+    const size_t no = D.T * HV * D.V, ns = N * HV * D.K * D.V;
+    for (int m = 0; m < KDALAB_N_MECHANISMS; m++) {
+        problem p = make(r, (kdalab_mechanism)m);
+        double *o1 = malloc(no * 8), *o2 = malloc(no * 8), *h1 = malloc(ns * 8),
+               *h2 = malloc(ns * 8);
+        const kdalab_call fresh = call((kdalab_mechanism)m, KDALAB_IMPL_SIMD, NULL);
+        const kdalab_call kept = call((kdalab_mechanism)m, KDALAB_IMPL_SIMD, w);
+        kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                .h0 = p.h0, .o = o1, .ht = h1};
+        assert_int_equal(kdalab_run_f64(&fresh, &x, NULL), KDALAB_OK);
+        x.o = o2, x.ht = h2;
+        for (int rep = 0; rep < 2; rep++) {
+            assert_int_equal(kdalab_run_f64(&kept, &x, NULL), KDALAB_OK);
+            assert_memory_equal(o1, o2, no * 8);
+            assert_memory_equal(h1, h2, ns * 8);
+        }
+        double *g1[NG], *g2[NG];
+        for (int i = 0; i < NG; i++)
+            g1[i] = calloc(grad_size((kdalab_mechanism)m, i), 8),
+            g2[i] = calloc(grad_size((kdalab_mechanism)m, i), 8);
+        kdalab_tensors_f64 b = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                .h0 = p.h0, .d_o = p.d_o, .dht = p.dht, .dq = g1[0],
+                                .dk = g1[1], .dv = g1[2], .dg = g1[3], .dbeta = g1[4],
+                                .dh0 = g1[5]};
+        assert_int_equal(kdalab_run_bwd_f64(&fresh, &b), KDALAB_OK);
+        b.dq = g2[0], b.dk = g2[1], b.dv = g2[2], b.dg = g2[3], b.dbeta = g2[4], b.dh0 = g2[5];
+        size_t bytes = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            assert_int_equal(kdalab_run_bwd_f64(&kept, &b), KDALAB_OK);
+            for (int i = 0; i < NG; i++)
+                assert_memory_equal(g1[i], g2[i], grad_size((kdalab_mechanism)m, i) * 8);
+            if (rep == 0)
+                bytes = kdalab_workspace_bytes(w);
+            else /* the same call again: nothing new mapped */
+                assert_int_equal(kdalab_workspace_bytes(w), bytes);
+        }
+        assert_true(bytes > 0);
+        for (int i = 0; i < NG; i++)
+            free(g1[i]), free(g2[i]);
+        free(o1); free(o2); free(h1); free(h2);
+        unmake(&p);
+    }
+    kdalab_workspace_free(w);
+    kdalab_workspace_free(NULL);
+    assert_int_equal(kdalab_workspace_bytes(NULL), 0);
+    gsl_rng_free(r);
+}
+
+/* The float32 backward over varlen + GVA, reference and SIMD path, against
+ * the float64 reference: every gradient within F32_TOL of its max. */
+static void test_f32_backward_layouts(void **state)
+{
+    (void)state;
+    gsl_rng *r = test_rng(73);
+    double worst = 0;
+    for (int m = 0; m < KDALAB_N_MECHANISMS; m++) {
+        kdalab_mechanism mech = (kdalab_mechanism)m;
+        problem p = make(r, mech);
+        double *want[NG];
+        for (int i = 0; i < NG; i++)
+            want[i] = calloc(grad_size(mech, i), 8);
+        const kdalab_call ref = call(mech, KDALAB_IMPL_REFERENCE, NULL);
+        kdalab_tensors_f64 b = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                .h0 = p.h0, .d_o = p.d_o, .dht = p.dht, .dq = want[0],
+                                .dk = want[1], .dv = want[2], .dg = want[3], .dbeta = want[4],
+                                .dh0 = want[5]};
+        assert_int_equal(kdalab_run_bwd_f64(&ref, &b), KDALAB_OK);
+        const double *in[8] = {p.q, p.k, p.v, p.g, p.beta, p.h0, p.d_o, p.dht};
+        const size_t gw = kdalab_mechanism_g_width(mech, D.K), T = D.T;
+        const size_t nin[8] = {T * D.H * D.K, T * D.H * D.K, T * HV * D.V,
+                               T * HV * (gw ? gw : 1), T * HV, N * HV * D.K * D.V,
+                               T * HV * D.V, N * HV * D.K * D.V};
+        float *f[8], *got[NG];
+        for (int i = 0; i < 8; i++)
+            f[i] = to_f32(in[i], nin[i]);
+        for (int i = 0; i < NG; i++)
+            got[i] = calloc(grad_size(mech, i), 4);
+        for (int impl = KDALAB_IMPL_REFERENCE; impl <= KDALAB_IMPL_SIMD; impl++) {
+            const kdalab_call c = call(mech, (kdalab_impl)impl, NULL);
+            const kdalab_tensors_f32 x = {.q = f[0], .k = f[1], .v = f[2], .g = f[3],
+                                          .beta = f[4], .h0 = f[5], .d_o = f[6], .dht = f[7],
+                                          .dq = got[0], .dk = got[1], .dv = got[2],
+                                          .dg = got[3], .dbeta = got[4], .dh0 = got[5]};
+            assert_int_equal(kdalab_run_bwd_f32(&c, &x), KDALAB_OK);
+            for (int i = 0; i < NG; i++) {
+                if ((i == 3 && !gw) || (i == 4 && !kdalab_mechanism_has_delta(mech)))
+                    continue;
+                double e = rel_err_f32(got[i], want[i], grad_size(mech, i));
+                if (!(e <= F32_TOL))
+                    fail_msg("%s %s gradient %d: %.3g > %g", kdalab_mechanism_name(mech),
+                             impl ? "simd" : "reference", i, e, F32_TOL);
+                worst = e > worst ? e : worst;
+            }
+        }
+        for (int i = 0; i < 8; i++)
+            free(f[i]);
+        for (int i = 0; i < NG; i++)
+            free(got[i]), free(want[i]);
+        unmake(&p);
+    }
+    printf("    float32 backward over varlen + GVA: worst %.2e (tolerance %g)\n", worst, F32_TOL);
+    gsl_rng_free(r);
+}
+
+/* A backward over varlen + GVA that overflows: KDALAB_ERANGE in both
+ * implementations, the message naming a gradient (not the forward's o, ht). */
+static void test_backward_overflow_names_a_gradient(void **state)
+{
+    (void)state;
+    gsl_rng *r = test_rng(79);
+    problem p = make(r, KDALAB_KDA);
+    for (size_t i = 0; i < D.T * HV * D.V; i++)
+        p.v[i] *= 1e300;
+    for (size_t i = 0; i < D.T * D.H * D.K; i++)
+        p.k[i] *= 1e10;
+    double *dq = calloc(grad_size(KDALAB_KDA, 0), 8), *dv = calloc(grad_size(KDALAB_KDA, 2), 8);
+    for (int impl = KDALAB_IMPL_REFERENCE; impl <= KDALAB_IMPL_SIMD; impl++) {
+        const kdalab_call c = call(KDALAB_KDA, (kdalab_impl)impl, NULL);
+        kdalab_tensors_f64 b = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                                .d_o = p.d_o, .dq = dq, .dv = dv};
+        assert_int_equal(kdalab_run_bwd_f64(&c, &b), KDALAB_ERANGE);
+        if (!strstr(kdalab_last_error(), "non-finite values in d"))
+            fail_msg("%s: '%s' names no gradient", impl ? "simd" : "reference",
+                     kdalab_last_error());
+    }
+    free(dq);
+    free(dv);
+    unmake(&p);
+    gsl_rng_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_workspace_same_bits),
+        cmocka_unit_test(test_f32_backward_layouts),
+        cmocka_unit_test(test_backward_overflow_names_a_gradient),
+    };
+    return cmocka_run_group_tests_name("call_work", tests, NULL, NULL);
+}
