@@ -36,7 +36,10 @@
  * Output (DIR = --out): 22_trainable_regime.tsv, one row per model, and
  * 22_regime_summary.tsv, one row per (point, task, mixer) at its best rate:
  * mean and sd, the seeds that reached 0.9 and the seeds stuck at the
- * no-recall loss.
+ * no-recall loss. Per (point, task) it prints KDA against Gated DeltaNet by
+ * the verdict rule (verdict.h: paired by seed, each at its best rate; 8
+ * seeds or more for a word): with --points 32:64:3000 --seeds 8 it is the
+ * comparison at the regime the full sweep found.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,9 +237,11 @@ int main(int argc, char **argv)
             const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
             printf("  %zu:%zu:%-6zu %-9s", pts[i].d, pts[i].T, at.steps,
                    kdalab_mqar_task_name(TASKS[t]));
+            size_t best[2];
             for (size_t m = 0; m < 2; m++) {
                 double mean;
                 const size_t il = lab_best_lr(acc[i][t][m][0], MAX_SEEDS, n_lr, seeds, &mean);
+                best[m] = il;
                 const double *a = acc[i][t][m][il], *l = loss[i][t][m][il];
                 size_t good = 0, stuck = 0;
                 for (size_t sd = 0; sd < seeds; sd++) {
@@ -253,6 +258,16 @@ int main(int argc, char **argv)
                        sdv, lrs[il], good, seeds, TRAINED, stuck);
             }
             printf("\n");
+            /* KDA against Gated DeltaNet by the verdict rule: paired by seed, each
+             * at its best rate */
+            const lab_side A = {NAMES[1], acc[i][t][1][best[1]], loss[i][t][1][best[1]]},
+                           B = {NAMES[0], acc[i][t][0][best[0]], loss[i][t][0][best[0]]};
+            lab_verdict v;
+            lab_verdict_apply(&A, &B, seeds, x.seed, no_recall, &v);
+            char what[64];
+            snprintf(what, sizeof what, "%zu:%zu:%zu %s", pts[i].d, pts[i].T, at.steps,
+                     kdalab_mqar_task_name(TASKS[t]));
+            lab_verdict_print(stdout, what, &A, &B, &v);
         }
     }
     lab_tsv_close(&x, f);
