@@ -66,6 +66,12 @@ class Tensors(ctypes.Structure):
                                   "dq", "dk", "dv", "dg", "dbeta", "dh0")]
 
 
+class Tensors32(ctypes.Structure):
+    """kdalab_tensors_f32: the same arrays in float32."""
+    __slots__ = ()
+    _fields_ = [(n, ctypes.POINTER(ctypes.c_float)) for n, _ in Tensors._fields_]
+
+
 _status = ctypes.c_int
 
 lib.kdalab_last_error.restype = ctypes.c_char_p
@@ -76,6 +82,8 @@ lib.kdalab_run_f64.restype = _status
 lib.kdalab_run_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors), ctypes.c_void_p]
 lib.kdalab_run_bwd_f64.restype = _status
 lib.kdalab_run_bwd_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors)]
+lib.kdalab_run_bwd_f32.restype = _status
+lib.kdalab_run_bwd_f32.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors32)]
 lib.kdalab_workspace_new.restype = ctypes.c_void_p
 lib.kdalab_workspace_new.argtypes = []
 lib.kdalab_workspace_free.restype = None
@@ -146,8 +154,8 @@ def ptr(a):
 
 
 def named(struct, **arrays):
-    """A struct of named arrays (Tensors) from float64 arrays or None (NULL),
-    by field name."""
+    """A struct of named arrays (Tensors, Tensors32) from arrays of its
+    precision or None (NULL), by field name."""
     return struct(**{name: ptr(a) for name, a in arrays.items()})
 
 

@@ -8,12 +8,13 @@ errors() and assert_close() report both metrics: fla's (relative RMS,
 ||out - ref|| / ||ref||) and kdalab's (max |out - ref| / max |ref|), and
 the index of the worst element. tolerance() derives a bound from the
 arithmetic instead of a guess: the error kdalab's own emulation of the
-storage precision makes at the caller's inputs (below).
+storage precision makes at the caller's inputs (below); grad_tolerance()
+does the same for every gradient of the chunkwise backward.
 
 As a pytest plugin (`pytest -p kdalab.testing`, or `pytest_plugins =
 ["kdalab.testing"]` in a conftest.py) this module gives the fixture
 `kdalab_ref`: kdalab.torch's functions by fla's names (kdalab_ref.chunk_kda(...)),
-with assert_close, errors and tolerance beside them.
+with assert_close, errors, tolerance and grad_tolerance beside them.
 """
 
 import collections
@@ -247,15 +248,126 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
                      {n: margin * w[1] for n, w in worst.items()}, per_trial)
 
 
+def _store(a, precision):
+    """a as a kernel storing it in `precision` holds it (round to nearest
+    even), as contiguous float32."""
+    f = np.ascontiguousarray(a, dtype=np.float32)
+    if precision == "fp16":
+        return f.astype(np.float16).astype(np.float32)
+    if precision == "bf16":
+        u = f.view(np.uint32).astype(np.uint64)
+        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+        return u.astype(np.uint32).view(np.float32)
+    return f
+
+
+def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
+    """The float32 chunkwise backward (kdalab_run_bwd_f32, the reference's
+    algorithm) on x = (q, k, v, g, beta, h0, do, dht) with q, k, v, beta and do
+    stored in `precision` and g, h0, dht in float32: the gradients as float64,
+    by name."""
+    from . import _lib, ops
+    q, k, v, g, beta, h0, do, dht = x
+    st = [None if a is None else _store(a, precision if i in (0, 1, 2, 4, 6) else "fp32")
+          for i, a in enumerate(x)]
+    out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}
+    if g is not None:
+        out["dg"] = g.shape
+    if beta is not None:
+        out["dbeta"] = beta.shape
+    grads = {n: np.zeros(shape, dtype=np.float32) for n, shape in out.items()}
+    arrays = _lib.named(_lib.Tensors32, q=st[0], k=st[1], v=st[2], g=st[3], beta=st[4],
+                        h0=st[5], d_o=st[6], dht=st[7], **grads)
+    c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["reference"], scale, ops._opts(chunk_size))
+    _lib.check(_lib.lib.kdalab_run_bwd_f32(c, arrays),
+               "grad_tolerance: the %s emulation" % precision)
+    return {n: a.astype(np.float64) for n, a in grads.items()}
+
+
+def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_state=None,
+                   scale=None, precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
+                   cu_seqlens=None):
+    """Tolerances for every gradient of a chunkwise backward that stores in
+    `precision` ("bf16", "fp16", "fp32"), derived as tolerance() derives the
+    forward's: in `trials` runs at the caller's inputs (each, and do, dht,
+    multiplied by 1 + u * unit roundoff, fresh uniform u in [-1, 1]; trial 0
+    unperturbed), the float32 backward (kdalab_run_bwd_f32, the reference's
+    chunkwise algorithm in chunks of chunk_size) with q, k, v, beta and do
+    stored in the format — g, initial_state and dht in float32, as the
+    forward's emulation keeps them — against the float64 backward at the same
+    inputs; the largest error of each gradient, times `margin`.
+
+    What it covers: storage of the inputs and of the output's gradient, and
+    float32 arithmetic. What it does not: a kernel that also stores the
+    backward's intermediates (the chunk states, the rescaled q, k) in the
+    format rounds more often than this emulation; raise margin for it.
+
+    Arguments as tolerance()'s, plus do [B, T, HV, V] (required) and dht
+    [N, HV, K, V] (None: zero). Returns Tolerance(rtol={name: bound},
+    rms={name: bound}, trials=[{name: (rtol, rms)} per trial]) over the
+    gradients the mechanism has: dq, dk, dv, dh0, and dg, dbeta where it has
+    g, beta; for assert_close(name, ref, out, rtol=tol.rtol[name],
+    rms=tol.rms[name])."""
+    from . import ops
+    from . import _lib
+    if mech not in _lib.MECHANISMS:
+        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
+    if precision not in _UNIT:
+        raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
+    if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
+            or trials < 1:
+        raise ValueError("trials: %r, expected an integer >= 1 (trial 0 is the unperturbed "
+                         "run)" % (trials,))
+    margin = ops._real("margin", margin)
+    if not 1 <= margin < float("inf"):
+        raise ValueError("margin: %r, expected a finite factor >= 1 (the bound is the "
+                         "emulation's largest error times margin)" % (margin,))
+    if do is None:
+        raise ValueError("do is required: the gradient of the output [B, T, HV, V]")
+    q, k, v, do = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v"), (do, "do")))
+    g, beta, h0, dht = (ops.as_f64(x, n, required=False) for x, n in (
+        (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (dht, "dht")))
+    cu = ops._as_cu(cu_seqlens)
+    call = ops._Call(mech, q, k, v, g, beta, h0, cu)
+    ops._expect("do", do, (call.B, call.T, call.HV, call.V))
+    ops._expect("dht", dht, call.state_shape())
+    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("do", do)), precision)
+    _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32")
+    s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
+    rng = np.random.default_rng(seed)
+    worst, per_trial = {}, []
+    for trial in range(trials):
+        x = [None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
+                                              if trial else 0))
+             for a in (q, k, v, g, beta, h0, do, dht)]
+        ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, x[5], cu,
+                            chunk_size, impl="reference")._asdict()
+        if h0 is None:
+            ref["dh0"] = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s,
+                                       np.zeros(call.state_shape()), cu, chunk_size,
+                                       impl="reference").dh0
+        got = _emulate_bwd(call, mech, x, s, precision, chunk_size)
+        this = {}
+        for name, o in got.items():
+            rms, rel, _ = errors(ref[name], o)
+            this[name] = (rel, rms)
+            w = worst.setdefault(name, [0.0, 0.0])
+            worst[name] = [max(w[0], rel), max(w[1], rms)]
+        per_trial.append(this)
+    return Tolerance({n: margin * w[0] for n, w in worst.items()},
+                     {n: margin * w[1] for n, w in worst.items()}, per_trial)
+
+
 # ---- the pytest plugin ------------------------------------------------------------
 
 class Reference:
     """The kdalab_ref fixture: kdalab.torch's functions by fla's names, and
-    assert_close, errors, tolerance."""
+    assert_close, errors, tolerance, grad_tolerance."""
 
     assert_close = staticmethod(assert_close)
     errors = staticmethod(errors)
     tolerance = staticmethod(tolerance)
+    grad_tolerance = staticmethod(grad_tolerance)
 
     def __getattr__(self, name):
         from . import torch as kt
@@ -271,5 +383,5 @@ if _pytest is not None:
     @_pytest.fixture
     def kdalab_ref():
         """kdalab's float64 oracle with fla's signatures (kdalab.torch), and
-        kdalab.testing's assert_close, errors and tolerance."""
+        kdalab.testing's assert_close, errors, tolerance and grad_tolerance."""
         return Reference()

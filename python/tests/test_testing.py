@@ -1,6 +1,7 @@
 """kdalab.testing: assert_close's two metrics, a tolerance derived from
-kdalab's own storage emulation (passes rounding, fails a bug), and the
-pytest plugin's kdalab_ref fixture."""
+kdalab's own storage emulation (passes rounding, fails a bug), its
+gradients' twin (passes faithful low-precision backwards, fails planted
+backward bugs), and the pytest plugin's kdalab_ref fixture."""
 
 import os
 import subprocess
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import kdalab
-from kdalab.testing import assert_close, errors, tolerance
+from kdalab.testing import assert_close, errors, grad_tolerance, tolerance
 
 pytest_plugins = ["pytester"]
 
@@ -187,6 +188,72 @@ def test_tolerance_with_cu_seqlens():
     with pytest.raises(Exception, match="cu_seqlens"):
         tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=h0,
                   cu_seqlens=np.array([0, 37, 99]))
+
+
+GRADS = ("dq", "dk", "dv", "dg", "dbeta")
+
+
+def _naive_kda_bwd_f32(p, do, scale):
+    """A faithful low-precision backward written from REFERENCE.md's update
+    table: the KDA recurrence in torch float32 on bf16-stored inputs,
+    differentiated by autograd: the gradients by name, float64."""
+    torch = pytest.importorskip("torch")
+    t = {n: torch.tensor(bf16(x), dtype=torch.float32, requires_grad=True)
+         for n, x in p.items()}
+    B, T, H, K = p["q"].shape
+    V = p["v"].shape[3]
+    out = []
+    for b in range(B):
+        for h in range(H):
+            S = torch.zeros(K, V)
+            for i in range(T):
+                S = torch.exp(t["g"][b, i, h])[:, None] * S
+                k_i = t["k"][b, i, h]
+                e = t["v"][b, i, h] - S.T @ k_i
+                S = S + t["beta"][b, i, h] * torch.outer(k_i, e)
+                out.append((b, i, h, scale * (S.T @ t["q"][b, i, h])))
+    o = torch.zeros(B, T, H, V)
+    o = o.index_put((torch.tensor([x[0] for x in out]), torch.tensor([x[1] for x in out]),
+                     torch.tensor([x[2] for x in out])), torch.stack([x[3] for x in out]))
+    (o * torch.tensor(bf16(do), dtype=torch.float32)).sum().backward()
+    return {"d" + n: t[n].grad.double().numpy() for n in ("q", "k", "v", "g", "beta")}
+
+
+def test_grad_tolerance_passes_faithful_backwards_and_fails_planted_bugs():
+    """At these inputs the bf16 gradient bounds admit two faithful
+    low-precision backwards — the exact backward of bf16-rounded inputs, and
+    a naive float32 torch recurrence on bf16 inputs differentiated by
+    autograd — and refuse four planted bugs of a backward, each in the
+    gradient it plants: dk one position late, one key channel of dg with
+    its sign flipped, dbeta dropped after the first chunk, dq 10 % large in
+    one head. fp32 < fp16 < bf16, and do is required."""
+    p = problem(4)
+    r = np.random.default_rng(5)
+    do = r.normal(size=p["v"].shape)
+    scale = 16 ** -0.5
+    tol = grad_tolerance("kda", **p, do=do, precision="bf16")
+    tf = grad_tolerance("kda", **p, do=do, precision="fp16")
+    t32 = grad_tolerance("kda", **p, do=do, precision="fp32")
+    for n in GRADS + ("dh0",):
+        assert t32.rtol[n] < 1e-5 < tf.rtol[n] < tol.rtol[n] < 0.1, n
+    assert len(tol.trials) == 8 and set(tol.trials[0]) == set(GRADS) | {"dh0"}
+    ref = kdalab.chunk_kda_bwd(**p, do=do)._asdict()
+    exact_rounded = kdalab.chunk_kda_bwd(**{n: bf16(x) for n, x in p.items()},
+                                         do=bf16(do))._asdict()
+    naive = _naive_kda_bwd_f32(p, do, scale)
+    for got in (exact_rounded, naive):
+        for n in GRADS:
+            assert_close(n, ref[n], got[n], rtol=tol.rtol[n], rms=tol.rms[n])
+    planted = {n: a.copy() for n, a in naive.items()}
+    planted["dk"] = np.roll(planted["dk"], 1, axis=1)
+    planted["dg"][..., 3] *= -1
+    planted["dbeta"][:, 64:] = 0
+    planted["dq"][:, :, 1] *= 1.1
+    for n in ("dk", "dg", "dbeta", "dq"):
+        with pytest.raises(AssertionError, match=n):
+            assert_close(n, ref[n], planted[n], rtol=tol.rtol[n], rms=tol.rms[n])
+    with pytest.raises(ValueError, match="do is required"):
+        grad_tolerance("kda", **p)
 
 
 def test_pytest_plugin_gives_kdalab_ref(pytester):
