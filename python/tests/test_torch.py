@@ -160,6 +160,22 @@ def test_backward_fills_every_grad_as_the_numpy_bwd():
         assert np.array_equal(a[n].grad.numpy(), ref), n
 
 
+def test_float64_cpu_tensors_are_not_copied():
+    """A contiguous float64 CPU tensor reaches C as a view of its memory (no
+    copy), also when it requires grad; a float32 or a strided one is copied
+    once, as the README says."""
+    from kdalab import ops
+    x = torch.randn(1, 5, 2, 4, dtype=torch.float64)
+    assert np.shares_memory(ops.as_f64(x, "x"), x.numpy())
+    xg = x.clone().requires_grad_()
+    assert np.shares_memory(ops.as_f64(xg, "x"), xg.detach().numpy())
+    assert not np.shares_memory(ops.as_f64(x.float(), "x"), x.numpy())
+    xt = x.transpose(1, 2)  # a strided view: copied into a contiguous array
+    assert not np.shares_memory(ops.as_f64(xt, "x"), x.numpy())
+    o, _ = kt.chunk_kda(*(tensors("kda")[n].detach() for n in ("q", "k", "v", "g", "beta")))
+    assert o.dtype == torch.float64 and o.is_contiguous()
+
+
 def test_dtypes_and_devices_round_trip():
     """float64 CPU out by default; out_dtype= and like= choose; gradients in
     each input's own dtype (bfloat16 here) and device."""
