@@ -186,6 +186,50 @@ static int spelled_in_full(const char *arg, const char *name)
  * OPT_FLAG + i for the registered flag x->flags[i]. */
 enum { OPT_HELP = 'h', OPT_OUT = 256, OPT_SEED, OPT_FLAG };
 
+/* --out can be used: an existing directory this process may write into, or
+ * a name whose parent directory it may create it in. Checked while the flags
+ * are parsed, so a run that could not write its results stops before it
+ * computes; made only when something is written (lab_out_dir), so a run
+ * refused for a flag's value leaves no directory behind. Exits (status 1)
+ * with one line otherwise. */
+static void check_out(const lab_ctx *x)
+{
+    struct stat st;
+    const char *why = NULL;
+    if (stat(x->out, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            why = "it exists and is not a directory";
+        else if (access(x->out, W_OK | X_OK) != 0)
+            why = strerror(errno);
+    } else if (errno == ENOENT) {
+        size_t n = strlen(x->out);
+        char *parent = malloc(n + 2);
+        if (!parent) {
+            fprintf(stderr, "%s: out of memory\n", x->name);
+            exit(1);
+        }
+        memcpy(parent, x->out, n + 1);
+        while (n > 1 && parent[n - 1] == '/') /* "dir/" is "dir" */
+            parent[--n] = '\0';
+        char *slash = strrchr(parent, '/');
+        if (!slash)
+            strcpy(parent, ".");
+        else if (slash == parent)
+            parent[1] = '\0';
+        else
+            *slash = '\0';
+        if (access(parent, W_OK | X_OK) != 0)
+            why = strerror(errno);
+        free(parent);
+    } else {
+        why = strerror(errno);
+    }
+    if (why) {
+        fprintf(stderr, "%s: --out %s: cannot write results there: %s\n", x->name, x->out, why);
+        exit(1);
+    }
+}
+
 void lab_parse(lab_ctx *x, int argc, char **argv)
 {
     x->argc = argc;
@@ -248,6 +292,11 @@ void lab_parse(lab_ctx *x, int argc, char **argv)
             bad_usage(x, "--list-jobs: argument %d holds a line break, which a list of one "
                       "line per job cannot hold", i);
     if (x->out[0] == '\0') bad_usage(x, "empty --out directory");
+    check_out(x);
+}
+
+void lab_out_dir(const lab_ctx *x)
+{
     if (mkdir(x->out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create directory '%s': %s\n", x->name, x->out,
                 strerror(errno));
@@ -328,6 +377,7 @@ FILE *lab_tsv_open(const lab_ctx *x, const char *file, const char *const *column
     }
     snprintf(path, n, "%s/%s.tsv", x->out, file);
     snprintf(tmp, n, "%s/%s.tsv.tmp", x->out, file);
+    lab_out_dir(x);
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "%s: cannot open '%s': %s\n", x->name, tmp, strerror(errno));

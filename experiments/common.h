@@ -114,6 +114,12 @@ void lab_tsv_discard(const lab_ctx *x);
  * directory (one level) if it does not exist. */
 void lab_parse(lab_ctx *x, int argc, char **argv);
 
+/* Make the --out directory if it is not there (lab_parse checked it can be):
+ * called by whatever writes into it first (lab_tsv_open, the ledger), so a
+ * run refused for a flag's value leaves no directory behind. Exits (status
+ * 1) with one line if it cannot. */
+void lab_out_dir(const lab_ctx *x);
+
 /* Was --name ("out", "seed" or a registered flag) on the command line? */
 int lab_given(const lab_ctx *x, const char *name);
 

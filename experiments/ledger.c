@@ -50,6 +50,7 @@ char *lab_ledger_path(const lab_ctx *x)
         fprintf(stderr, "%s: out of memory\n", x->name);
         exit(1);
     }
+    lab_out_dir(x);
     if (x->job < 0) {
         snprintf(p, n, "%s/mqar_models.tsv", x->out);
         return p;

@@ -4,7 +4,8 @@
  * program (one line naming the flag, exit 2, before any directory is made),
  * as `kdalab` refuses it, rather than the last one silently counting; and
  * a flag that would do nothing in the combination given is refused, naming
- * it and why (lab_refuse_unused).
+ * it and why (lab_refuse_unused); --out is made only when a result is
+ * written, and one that cannot hold results is refused at once.
  *
  * Runs every $KDALAB_BIN/NN_name (bin by default) that a refusal stops
  * before it computes anything: a fraction of a second each.
@@ -105,6 +106,29 @@ static void a_flag_that_does_nothing_is_refused(void **state)
                          "--out %s --max-context 4096 --real-context 4096 --pool 8", out),
                      2);
     expect_line("05", err, "--pool does nothing", "--real-context", NULL);
+    assert_false(tcli_exists(out)); /* refused before --out is made */
+}
+
+/* --out: a value a program refuses after parsing leaves no directory behind
+ * (it is made when the first result is written); one that cannot hold
+ * results (a file, a missing parent) is refused at once, naming it. */
+static void out_is_made_only_to_write_into(void **state)
+{
+    (void)state;
+    char err[4096], out[300], file[300];
+    snprintf(out, sizeof out, "%s/never2", tmpdir);
+    assert_int_equal(run(err, sizeof err, "22_trainable_regime", "--out %s --points 1:2", out),
+                     2);
+    expect_line("22", err, "--points 1:2", NULL);
+    assert_false(tcli_exists(out));
+    snprintf(file, sizeof file, "%s/a_file", tmpdir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(run(err, sizeof err, "01_half_life", "--out %s", file), 1);
+    expect_line("01", err, "--out", "not a directory", NULL);
+    assert_int_equal(run(err, sizeof err, "01_half_life", "--out %s/no/such", tmpdir), 1);
+    expect_line("01", err, "cannot write results there", NULL);
 }
 
 static int setup(void **state)
@@ -134,6 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_experiment_refuses_a_flag_given_twice),
         cmocka_unit_test(a_flag_that_does_nothing_is_refused),
+        cmocka_unit_test(out_is_made_only_to_write_into),
     };
     return cmocka_run_group_tests_name("experiment_usage", tests, setup, teardown);
 }
