@@ -223,6 +223,16 @@ static void test_names_and_layout(void **state)
     m.gate_rank = 0;
     m.conv_init = (kdalab_conv_init)2;
     assert_int_equal(kdalab_model_size(&m, &P, &n), KDALAB_EINVAL);
+    /* a gate set on a model of attention blocks only would do nothing: refused,
+     * so that no checkpoint records it (kdalab_checkpoint_write sizes the
+     * model first) */
+    kdalab_model_config a = m;
+    a.mixer[0] = KDALAB_MIXER_ATTENTION;
+    a.conv_init = KDALAB_CONV_INIT_UNIFORM, a.output_gate = KDALAB_OUTPUT_GATE_SWISH;
+    assert_int_equal(kdalab_model_size(&a, &P, &n), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "every block is attention"));
+    a.output_gate = KDALAB_OUTPUT_GATE_SIGMOID, a.gate_rank = 0;
+    assert_int_equal(kdalab_model_size(&a, &P, &n), KDALAB_OK);
 }
 
 /* The conv init's two distributions; bog starts at 0. */

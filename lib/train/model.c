@@ -109,6 +109,14 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
                            cfg->gate_rank);
     if (cfg->gate_rank > D)
         return kdalab_fail(KDALAB_ESIZE, "model: gate_rank %zu above D = %zu", cfg->gate_rank, D);
+    int linear = 0; /* the output gate is a linear mixer's: set on none, it would do nothing */
+    for (size_t l = 0; l < L; l++)
+        linear |= cfg->mixer[l] != KDALAB_MIXER_ATTENTION;
+    if (!linear && (cfg->output_gate != KDALAB_OUTPUT_GATE_SIGMOID || cfg->gate_rank))
+        return kdalab_fail(KDALAB_EINVAL, "model: output gate %s%s set, but every block is "
+                           "attention: the output gate is a linear mixer's (leave it at its "
+                           "default)", kdalab_output_gate_name(cfg->output_gate),
+                           cfg->gate_rank ? " with a gate_rank" : "");
     memset(lay, 0, sizeof *lay);
     char nm[40];
     lay->embed = add(lay, list, V, D, 1, "embed");
