@@ -29,7 +29,7 @@
 #include "kdalab.h"
 
 /* A tiny model: trains in well under a second. */
-#define TINY "train --task mqar --mixer attention --d-model 8 --heads 2 --seq-len 16 " \
+#define TINY "train --task dense --mixer attention --d-model 8 --heads 2 --seq-len 16 " \
              "--kv-pairs 2 --vocab 9 --batch 2 --test-size 4 --log-every 0"
 
 /* A real .npy file of n float64 values i + seed. */
@@ -424,17 +424,17 @@ static int bounded_run(const char *args)
 static void train_sizes_bounded(void **state)
 {
     (void)state;
-    tcli_expect_error(bounded_run("train --task mqar --mixer kda --test-size 4611686018427387904"),
+    tcli_expect_error(bounded_run("train --task dense --mixer kda --test-size 4611686018427387904"),
                       2, "--test-size", "1e+16", "at most", NULL);
-    tcli_expect_error(bounded_run("train --task mqar --mixer kda --steps 18446744073709551615"),
+    tcli_expect_error(bounded_run("train --task dense --mixer kda --steps 18446744073709551615"),
                       2, "--steps", "1e+16", NULL);
-    tcli_expect_error(bounded_run("train --task mqar --mixer attention --seq-len 20000000 "
+    tcli_expect_error(bounded_run("train --task dense --mixer attention --seq-len 20000000 "
                                   "--steps 1 --test-size 1"),
                       2, "--seq-len 20000000", "1e+16", NULL);
-    tcli_expect_error(bounded_run("train --task mqar --mixer kda --batch 10000000 --steps 1 "
+    tcli_expect_error(bounded_run("train --task dense --mixer kda --batch 10000000 --steps 1 "
                                   "--test-size 1"),
                       2, "--batch 10000000", "GB of memory", "this machine has", NULL);
-    tcli_expect_error(bounded_run("train --task mqar --mixer kda --d-model 20000 --heads 1 "
+    tcli_expect_error(bounded_run("train --task dense --mixer kda --d-model 20000 --heads 1 "
                                   "--steps 1 --test-size 1"),
                       2, "--d-model 20000", "GB of memory", NULL);
 }

@@ -44,7 +44,7 @@ static int count_in(const char *hay, const char *needle)
 static void train_chooses_blas_kernels(void **state)
 {
     (void)state;
-    const char *tiny = "train --task mqar --mixer attention --d-model 8 --heads 2 "
+    const char *tiny = "train --task dense --mixer attention --d-model 8 --heads 2 "
                        "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
                        "--test-size 4 --log-every 0";
     const char *keep = getenv("OPENBLAS_CORETYPE");
@@ -83,7 +83,7 @@ static void train_chooses_blas_kernels(void **state)
 static void train_command(void **state)
 {
     (void)state;
-    const char *tiny = "train --task mqar --mixer kda,attention --d-model 8 --heads 2 "
+    const char *tiny = "train --task dense --mixer kda,attention --d-model 8 --heads 2 "
                        "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 4 "
                        "--test-size 4 --log-every 2";
     assert_int_equal(tcli_run("%s --out %s", tiny, tcli_tmp("ckpt")), 0);
@@ -125,32 +125,32 @@ static void train_command(void **state)
     assert_int_equal(tcli_run("%s", tiny), 0);
     assert_string_equal(tcli_out, first);
 
-    tcli_expect_error(tcli_run("train --task mqar --mixer foo"), 2, "--mixer", "foo", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer hybrid:3 --layers 2"), 2, "hybrid:3",
+    tcli_expect_error(tcli_run("train --task dense --mixer foo"), 2, "--mixer", "foo", NULL);
+    tcli_expect_error(tcli_run("train --task dense --mixer hybrid:3 --layers 2"), 2, "hybrid:3",
                  "no attention block", NULL);
     tcli_expect_error(tcli_run("train --task copy --mixer kda"), 2, "--task", NULL);
-    tcli_expect_error(tcli_run("train --task mqar"), 2, "--mixer", "missing", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --d-model 10 --heads 3"), 2,
+    tcli_expect_error(tcli_run("train --task dense"), 2, "--mixer", "missing", NULL);
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --d-model 10 --heads 3"), 2,
                  "not a multiple", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --seq-len 16 --kv-pairs 8"), 2,
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --seq-len 16 --kv-pairs 8"), 2,
                       "--seq-len 16", "--kv-pairs 8", NULL);
     /* the library's field names (T, key_vocab, D) come with the flags that set them */
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --vocab 18446744073709551615"), 2,
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --vocab 18446744073709551615"), 2,
                       "--vocab 18446744073709551615", "key_vocab", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --d-model 10 --heads 3"), 2,
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --d-model 10 --heads 3"), 2,
                       "--d-model 10", "--heads 3", "not a multiple", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --lr -1"), 2, "--lr", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --lr nan"), 2, "--lr", NULL);
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --lr -1"), 2, "--lr", NULL);
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --lr nan"), 2, "--lr", NULL);
     /* a number given twice: which one would count is a guess, so neither does */
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --steps 3 --steps=4"), 2, "--steps",
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --steps 3 --steps=4"), 2, "--steps",
                  "given twice", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --no-conv --no-conv"), 2, "--no-conv",
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --no-conv --no-conv"), 2, "--no-conv",
                  "given twice", NULL);
     assert_int_equal(tcli_run("info --help --help"), 0); /* help wins, however often asked */
     assert_non_null(strstr(tcli_out, "usage"));
     /* a second run into the same checkpoint replaces it whole: a one-block model
      * leaves no block-1 tensor of the two-block one behind */
-    assert_int_equal(tcli_run("train --task mqar --mixer kda --layers 1 --d-model 8 --heads 2 "
+    assert_int_equal(tcli_run("train --task dense --mixer kda --layers 1 --d-model 8 --heads 2 "
                             "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
                             "--test-size 4 --out %s", tcli_tmp("ckpt")), 0);
     assert_false(tcli_exists(tcli_tmp("ckpt/blocks.1.norm1.npy")));
@@ -184,7 +184,7 @@ static void train_command(void **state)
 static void train_design_flags(void **state)
 {
     (void)state;
-    const char *tiny = "train --task mqar --mixer gated_deltanet,kda --d-model 8 --heads 2 "
+    const char *tiny = "train --task dense --mixer gated_deltanet,kda --d-model 8 --heads 2 "
                        "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 4 "
                        "--test-size 4 --log-every 0";
     const char *design = "--output-gate swish --gate-rank 4 --conv-init normal0.02";
@@ -234,7 +234,7 @@ static void train_design_flags(void **state)
     /* an option that would do nothing is refused (before, it was ignored and
      * written into config.txt): a gate where every block is attention, a
      * convolution's initialisation with no convolution; nothing is made */
-    const char *attn = "train --task mqar --mixer attention --d-model 8 --heads 2 "
+    const char *attn = "train --task dense --mixer attention --d-model 8 --heads 2 "
                        "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
                        "--test-size 4 --log-every 0";
     tcli_expect_error(tcli_run("%s --output-gate swish --out %s", attn, tcli_tmp("idle")), 2,
@@ -254,7 +254,7 @@ static void train_design_flags(void **state)
     assert_non_null(strstr(cfg, "\nconv_init=normal0.02\n"));
     assert_null(strstr(cfg, "output_gate"));
     free(cfg);
-    assert_int_equal(tcli_run("train --task mqar --mixer hybrid:1 --d-model 8 --heads 2 "
+    assert_int_equal(tcli_run("train --task dense --mixer hybrid:1 --d-model 8 --heads 2 "
                               "--seq-len 16 --kv-pairs 2 --vocab 9 --batch 2 --steps 2 "
                               "--test-size 4 --log-every 0 --output-gate none"),
                      0);
@@ -274,8 +274,12 @@ static void train_task_variants(void **state)
     assert_int_equal(tcli_run("%s --task mqar --seq-len 16", tiny), 0);
     char mqar[sizeof tcli_out];
     memcpy(mqar, tcli_out, sizeof mqar);
+    /* the older names run dense, and say which task that is */
+    assert_non_null(strstr(tcli_err, "--task mqar is kdalab's dense recall layout"));
+    assert_non_null(strstr(tcli_err, "Zoology's MQAR is --task zoology"));
     assert_int_equal(tcli_run("%s --task plain --seq-len 16", tiny), 0);
     assert_string_equal(tcli_out, mqar); /* the same task, the same run */
+    assert_non_null(strstr(tcli_err, "--task plain is kdalab's dense"));
     assert_int_equal(tcli_run("%s --task dense --seq-len 16", tiny), 0);
     assert_string_equal(tcli_out, mqar); /* dense is its name now */
 

@@ -65,7 +65,7 @@ static void usage_errors(void **state)
                       "--scale is given twice", NULL);
     tcli_expect_error(tcli_run("compare a.npy b.npy --rtol 1 --rtol=2"), 2,
                       "--rtol is given twice", NULL);
-    tcli_expect_error(tcli_run("train --task mqar --mixer kda --seed 1 --seed 0"), 2,
+    tcli_expect_error(tcli_run("train --task dense --mixer kda --seed 1 --seed 0"), 2,
                       "--seed is given twice", NULL);
     tcli_expect_error(tcli_run("run %s --o", in), 2, "--o", "value", NULL);
     tcli_expect_error(tcli_run("run %s --o %s --ht %s", in, o, o), 2, "same file", NULL);

@@ -240,7 +240,8 @@ int cmd_train(int argc, char **argv)
         return rc;
     if (!task)
         return cli_fail(EXIT_BAD, "--task: missing (%s)", TASKS);
-    if (strcmp(task, "mqar") == 0 || strcmp(task, "plain") == 0) /* dense's older names */
+    const int older = strcmp(task, "mqar") == 0 || strcmp(task, "plain") == 0;
+    if (older) /* dense's older names: noted once the command line is good */
         c.task.task = KDALAB_MQAR_DENSE;
     else if (kdalab_mqar_parse_task(task, &c.task.task) != KDALAB_OK)
         return cli_fail(EXIT_BAD, "--task: unknown task '%s' (%s)", task, TASKS);
@@ -321,6 +322,10 @@ int cmd_train(int argc, char **argv)
     /* the command line is good: now (not before its errors) the CBLAS's
      * kernels, which may restart the program once */
     kdalab_blas_choose_kernels(argv);
+    if (older)
+        fprintf(stderr, "kdalab train: note: --task %s is kdalab's dense recall layout (--task "
+                        "dense); Zoology's MQAR is --task zoology\n",
+                task);
     kdalab_train_keep_memory(); /* each step reuses the last one's pages */
     size_t n_params;
     kdalab_model_size(&c.model, &n_params, NULL);
@@ -337,7 +342,8 @@ int cmd_train(int argc, char **argv)
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
             "task %s, T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, "
             "%s%s\n",
-            n_params, L, mixer, D, H, task, T, P, W, c.batch, steps, lr, c.seed,
+            n_params, L, mixer, D, H, kdalab_mqar_task_name(c.task.task), T, P, W, c.batch,
+            steps, lr, c.seed,
             f64 ? "fp64" : "fp32", design);
     kdalab_train_result r;
     s = f64 ? kdalab_train_mqar_f64(&c, theta, progress, &ctx, &r)
