@@ -18,6 +18,10 @@ with assert_close, errors, tolerance and grad_tolerance beside them.
 """
 
 import collections
+import concurrent.futures
+import os
+import sys
+import time
 
 import numpy as np
 
@@ -185,6 +189,33 @@ def _emulate_varlen(mech, q, k, v, g, beta, h0, scale, precision, chunk_size, cu
     return o, ht
 
 
+def _run_trials(what, run_one, arrays, trials, rng, precision):
+    """run_one(x) for each trial's inputs x (each array of `arrays` times
+    1 + u * unit roundoff, u fresh uniform in [-1, 1]; trial 0 unperturbed),
+    drawn in trial order so that the seed decides them, then run on a thread
+    per CPU (the C library releases the GIL): the results in trial order.
+    When the trials will take more than a few seconds it says so on stderr,
+    with their cost and progress."""
+    xs = [[None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
+                                            if trial else 0))
+           for a in arrays] for trial in range(trials)]
+    workers = min(trials, os.cpu_count() or 1)
+    t0, out, done = time.perf_counter(), [None] * trials, 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
+        futures = {ex.submit(run_one, x): i for i, x in enumerate(xs)}
+        for f in concurrent.futures.as_completed(futures):
+            out[futures[f]] = f.result()
+            done += 1
+            spent = time.perf_counter() - t0
+            left = spent / done * (trials - done)
+            if spent + left > 5 and done < trials:
+                sys.stderr.write("kdalab.testing.%s: %d of %d trials in %.1f s on %d threads, "
+                                 "about %.0f s left (each runs kdalab's float32 reference "
+                                 "emulation, one head at a time)\n"
+                                 % (what, done, trials, spent, workers, left))
+    return out
+
+
 def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
               precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
               cu_seqlens=None):
@@ -229,21 +260,21 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     _check_range((("q", q), ("k", k), ("v", v), ("beta", beta)), precision)
     _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
-    rng = np.random.default_rng(seed)
-    worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
-    per_trial = []
-    for trial in range(trials):
-        x = [None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
-                                              if trial else 0))
-             for a in (q, k, v, g, beta, h0)]
-        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size)  # checks cu
+    ops.check_cu(cu, call.T)
+
+    def one(x):
+        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size)
         got = (_emulate(mech, *x, s, precision, chunk_size) if cu is None else
                _emulate_varlen(mech, *x, s, precision, chunk_size, cu))
-        for name, r, o in zip(("o", "ht"), ref, got):
-            rms, rel, _ = errors(r, o)
+        return [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
+
+    worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
+    per_trial = []
+    for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0), trials,
+                           np.random.default_rng(seed), precision):
+        for name, (rms, rel) in zip(("o", "ht"), res):
             worst[name] = [max(worst[name][0], rel), max(worst[name][1], rms)]
-            if name == "o":
-                per_trial.append((rel, rms))
+        per_trial.append((res[0][1], res[0][0]))
     return Tolerance({n: margin * w[0] for n, w in worst.items()},
                      {n: margin * w[1] for n, w in worst.items()}, per_trial)
 
@@ -334,23 +365,22 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("do", do)), precision)
     _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
-    rng = np.random.default_rng(seed)
-    worst, per_trial = {}, []
-    for trial in range(trials):
-        x = [None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
-                                              if trial else 0))
-             for a in (q, k, v, g, beta, h0, do, dht)]
-        ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, x[5], cu,
-                            chunk_size, impl="reference")._asdict()
-        if h0 is None:
-            ref["dh0"] = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s,
-                                       np.zeros(call.state_shape()), cu, chunk_size,
-                                       impl="reference").dh0
+    ops.check_cu(cu, call.T)
+
+    def one(x):
+        # the float64 backward (the SIMD path: the reference's gradients to ~1e-14,
+        # far inside any bound here); a zero initial state stands for none, so
+        # that dh0 comes back too
+        h0z = x[5] if x[5] is not None else np.zeros(call.state_shape())
+        ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, h0z, cu,
+                            chunk_size)._asdict()
         got = _emulate_bwd(call, mech, x, s, precision, chunk_size)
-        this = {}
-        for name, o in got.items():
-            rms, rel, _ = errors(ref[name], o)
-            this[name] = (rel, rms)
+        return {name: errors(ref[name], o)[1::-1] for name, o in got.items()}  # (rel, rms)
+
+    worst, per_trial = {}, []
+    for this in _run_trials("grad_tolerance", one, (q, k, v, g, beta, h0, do, dht), trials,
+                            np.random.default_rng(seed), precision):
+        for name, (rel, rms) in this.items():
             w = worst.setdefault(name, [0.0, 0.0])
             worst[name] = [max(w[0], rel), max(w[1], rms)]
         per_trial.append(this)
