@@ -168,7 +168,15 @@ def check(status, what):
 
 
 def empty(shape):
+    """A float64 array of zeros."""
     return np.zeros(shape, dtype=np.float64)
+
+
+def output(shape):
+    """A float64 array for an output the library writes in full (uninitialised:
+    np.empty, which NumPy backs with huge pages when it is large, so a call
+    takes a few page faults where zeroed memory takes one per 4 KB page)."""
+    return np.empty(shape, dtype=np.float64)
 
 
 class MechanismRow(ctypes.Structure):

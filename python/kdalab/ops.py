@@ -459,8 +459,8 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     normalize = as_bool("normalize", normalize)
     call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                      initial_state, cu_seqlens, opt)
-    o = _lib.empty((call.B, call.T, call.HV, call.V))
-    ht = _lib.empty(call.state_shape())
+    o = _lib.output((call.B, call.T, call.HV, call.V))
+    ht = _lib.output(call.state_shape())
     op = _opts(chunk_size)
     arrays = _lib.named(_lib.Tensors, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht)
     _lib.check(_lib.lib.kdalab_run_f64(call.call(form, impl, scale, op), arrays, None), mech)
@@ -505,15 +505,17 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
             s, e = int(bounds[n]), int(bounds[n + 1])
             dk_extra[:, s:e] = np.flip(np.cumsum(np.flip(dkc[:, s:e], 1), 1), 1)
     shapes = {"dq": qe.shape, "dk": ke.shape, "dv": v.shape, "dh0": call.state_shape()}
-    out = {n: _lib.empty(s) for n, s in shapes.items()}
-    out["dg"] = _lib.empty(ge.shape) if ge is not None else None
-    out["dbeta"] = _lib.empty(be.shape) if be is not None else None
+    out = {n: _lib.output(s) for n, s in shapes.items()}
+    out["dg"] = _lib.output(ge.shape) if ge is not None else None
+    out["dbeta"] = _lib.output(be.shape) if be is not None else None
     op = _opts(chunk_size)
     arrays = _lib.named(_lib.Tensors, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do, dht=dht,
                         **out)
     _lib.check(_lib.lib.kdalab_run_bwd_f64(call.call(form, impl_id, scale, op), arrays),
                mech + " backward")
-    dq, dk = out["dq"] + dq_extra, out["dk"] + dk_extra
+    dq, dk = out["dq"], out["dk"]
+    if normalize:  # the normaliser's share (no copy of dq, dk without it)
+        dq, dk = dq + dq_extra, dk + dk_extra
     if opt.get("use_qk_l2norm_in_kernel"):
         dq = _l2norm_bwd(qe, st["qn"], dq)
         dk = _l2norm_bwd(ke, st["kn"], dk)

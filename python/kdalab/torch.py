@@ -78,6 +78,8 @@ def _fits(name, t, dtype, whose):
         raise ValueError("%s: %s %r is not a floating torch dtype (kdalab's results are real: "
                          "an int or bool dtype would round them)" % (name, whose, dtype))
     r = t.to(dtype=dtype)
+    if dtype == t.dtype:  # nothing converted: the library's values are finite
+        return r
     if r.numel() and not bool(torch.isfinite(r).all()):
         bad = (~torch.isfinite(r)) & torch.isfinite(t.to(r.device))
         if bool(bad.any()):
