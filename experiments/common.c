@@ -201,6 +201,8 @@ static void check_out(const lab_ctx *x)
             why = "it exists and is not a directory";
         else if (access(x->out, W_OK | X_OK) != 0)
             why = strerror(errno);
+    } else if (errno == ENOENT && lstat(x->out, &st) == 0) {
+        why = "a symbolic link to nothing";
     } else if (errno == ENOENT) {
         size_t n = strlen(x->out);
         char *parent = malloc(n + 2);

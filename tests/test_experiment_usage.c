@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -129,6 +130,11 @@ static void out_is_made_only_to_write_into(void **state)
     expect_line("01", err, "--out", "not a directory", NULL);
     assert_int_equal(run(err, sizeof err, "01_half_life", "--out %s/no/such", tmpdir), 1);
     expect_line("01", err, "cannot write results there", NULL);
+    char link[300];
+    snprintf(link, sizeof link, "%s/dangling", tmpdir);
+    assert_int_equal(symlink("no_such_dir", link), 0);
+    assert_int_equal(run(err, sizeof err, "01_half_life", "--out %s", link), 1);
+    expect_line("01", err, "a symbolic link to nothing", NULL);
 }
 
 static int setup(void **state)

@@ -145,6 +145,11 @@ class _Call:
 
     def __init__(self, mech, q, k, v, g, beta, h0, cu):
         self.mech = mech
+        row = _lib.TABLE[mech]
+        if g is not None and row["g"] == _lib.G_NONE:
+            raise ValueError("g: %s has no log-decay; pass g=None" % mech)
+        if beta is not None and not row["delta"]:
+            raise ValueError("beta: %s has no delta rule; pass beta=None" % mech)
         _layout_guard(q, (("beta", beta), ("g", g), ("v", v)))
         self.B, self.T, self.H, self.K = q.shape
         if self.B == 0 or self.H == 0 or self.K == 0:

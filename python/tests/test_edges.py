@@ -194,3 +194,22 @@ def test_named_arrays_match_the_c_structs():
         _lib.named(_lib.Tensors, do=x)
     with pytest.raises(AttributeError):
         _lib.Tensors().h_0 = None
+
+
+def test_arrays_a_mechanism_does_not_have_are_refused():
+    """A g given to a mechanism without a decay, or a beta to one without the
+    delta rule, is a ValueError naming it (it was ignored, and its gradient
+    came back as whatever memory held)."""
+    from kdalab import ops
+    r = np.random.default_rng(9)
+    q = r.normal(size=(1, 5, 1, 4))
+    v = r.normal(size=(1, 5, 1, 3))
+    g = -np.abs(r.normal(size=(1, 5, 1, 4)))
+    beta = np.full((1, 5, 1), 0.5)
+    with pytest.raises(ValueError, match="g: deltanet has no log-decay"):
+        ops._backward("deltanet", 1, q, q, v, g, beta, v, None, None, None, None)
+    with pytest.raises(ValueError, match="beta: gla has no delta rule"):
+        ops._forward("gla", 1, q, q, v, g, beta, None, None, False, None)
+    from kdalab.testing import grad_tolerance
+    with pytest.raises(ValueError, match="g: linear_attention has no log-decay"):
+        grad_tolerance("linear_attention", q, q, v, g=g, do=v)
