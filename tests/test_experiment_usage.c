@@ -78,7 +78,7 @@ static void every_experiment_refuses_a_flag_given_twice(void **state)
         assert_false(tcli_exists(out)); /* refused before --out is made */
     }
     closedir(d);
-    assert_int_equal(programs, 23);
+    assert_int_equal(programs, 24);
     /* the flags a program registers: the job of a sweep, a switch, a number */
     assert_int_equal(run(err, sizeof err, "14_recall_by_mechanism", "--job 3 --job 0"), 2);
     expect_line("14", err, "--job is given twice", NULL);
