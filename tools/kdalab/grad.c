@@ -56,6 +56,7 @@ static void print_help(void)
         "Inputs as for `kdalab run` (fla's layout, .npy float64, float32 or float16), plus\n"
         "  do    [B, T, H, V] the upstream gradient of o (required)\n"
         "  dht   [B, H, K, V] the upstream gradient of the final state (default zero)\n"
+        "        (varlen and grouped value heads: do like o, dht like ht, as for run)\n"
         "Each output is float64 in the layout of its input (dg like g, dh0 like h0);\n"
         "give at least one. They are written all or none.\n"
         "\n"
