@@ -171,19 +171,34 @@ static void plain_report(kdalab_report *r, kdalab_status s, const void *o, size_
                                   : !isfinite(((const double *)ht)[i]);
 }
 
+/* The start every run shares: the call resolved into *c (kdalab_call_check)
+ * and x given (have_x); the caller then checks x's arrays. */
+static kdalab_status begin(const kdalab_call *call, int have_x, int is_f32, int bwd,
+                           kdalab__call *c)
+{
+    kdalab_status s = resolve(call, is_f32, bwd, c);
+    if (s == KDALAB_OK && !have_x)
+        s = kdalab_fail(KDALAB_ENULL, "x is NULL (the struct naming the call's arrays)");
+    return s;
+}
+
+/* The arrays of x (kdalab_tensors_f64 or _f32: the same names) a run of c
+ * reads: g and beta only where the mechanism has them. */
+#define ARRAYS(x, c, bwd)                                                                      \
+    ((kdalab__arrays){(x)->q, (x)->k, (x)->v, (c).gw ? (x)->g : NULL,                          \
+                      (c).delta ? (x)->beta : NULL, (x)->h0, (bwd) ? (x)->d_o : NULL,         \
+                      (bwd) ? (x)->dht : NULL, (bwd) ? NULL : (x)->o})
+
 kdalab_status kdalab_run_f64(const kdalab_call *call, const kdalab_tensors_f64 *x,
                              kdalab_report *report)
 {
     kdalab_clear_error();
     kdalab__call c;
-    kdalab_status s = resolve(call, 0, 0, &c);
-    if (s == KDALAB_OK && !x)
-        s = kdalab_fail(KDALAB_ENULL, "x is NULL (the struct naming the call's arrays)");
+    kdalab_status s = begin(call, x != NULL, 0, 0, &c);
+    const kdalab__arrays a = s == KDALAB_OK ? ARRAYS(x, c, 0) : (kdalab__arrays){0};
+    if (s == KDALAB_OK)
+        s = kdalab__check_call_arrays(&c, &a, 0, 0);
     if (s != KDALAB_OK)
-        return s;
-    const kdalab__arrays a = {x->q, x->k, x->v, c.gw ? x->g : NULL, c.delta ? x->beta : NULL,
-                              x->h0, NULL, NULL, x->o};
-    if ((s = kdalab__check_call_arrays(&c, &a, 0, 0)) != KDALAB_OK)
         return s;
     const double scale = call->scale;
     if (simd_chunk(&c))
@@ -205,14 +220,11 @@ kdalab_status kdalab_run_f32(const kdalab_call *call, const kdalab_tensors_f32 *
 {
     kdalab_clear_error();
     kdalab__call c;
-    kdalab_status s = resolve(call, 1, 0, &c);
-    if (s == KDALAB_OK && !x)
-        s = kdalab_fail(KDALAB_ENULL, "x is NULL (the struct naming the call's arrays)");
+    kdalab_status s = begin(call, x != NULL, 1, 0, &c);
+    const kdalab__arrays a = s == KDALAB_OK ? ARRAYS(x, c, 0) : (kdalab__arrays){0};
+    if (s == KDALAB_OK)
+        s = kdalab__check_call_arrays(&c, &a, 1, 0);
     if (s != KDALAB_OK)
-        return s;
-    const kdalab__arrays a = {x->q, x->k, x->v, c.gw ? x->g : NULL, c.delta ? x->beta : NULL,
-                              x->h0, NULL, NULL, x->o};
-    if ((s = kdalab__check_call_arrays(&c, &a, 1, 0)) != KDALAB_OK)
         return s;
     const float scale = (float)call->scale;
     if (simd_chunk(&c))
@@ -236,14 +248,11 @@ kdalab_status kdalab_run_bwd_f64(const kdalab_call *call, const kdalab_tensors_f
 {
     kdalab_clear_error();
     kdalab__call c;
-    kdalab_status s = resolve(call, 0, 1, &c);
-    if (s == KDALAB_OK && !x)
-        s = kdalab_fail(KDALAB_ENULL, "x is NULL (the struct naming the call's arrays)");
+    kdalab_status s = begin(call, x != NULL, 0, 1, &c);
+    const kdalab__arrays a = s == KDALAB_OK ? ARRAYS(x, c, 1) : (kdalab__arrays){0};
+    if (s == KDALAB_OK)
+        s = kdalab__check_call_arrays(&c, &a, 0, 1);
     if (s != KDALAB_OK)
-        return s;
-    const kdalab__arrays a = {x->q, x->k, x->v, c.gw ? x->g : NULL, c.delta ? x->beta : NULL,
-                              x->h0, x->d_o, x->dht, NULL};
-    if ((s = kdalab__check_call_arrays(&c, &a, 0, 1)) != KDALAB_OK)
         return s;
     const double scale = call->scale;
     if (c.impl == KDALAB_IMPL_SIMD) /* chunkwise, safe: resolve refused the rest */
@@ -264,14 +273,11 @@ kdalab_status kdalab_run_bwd_f32(const kdalab_call *call, const kdalab_tensors_f
 {
     kdalab_clear_error();
     kdalab__call c;
-    kdalab_status s = resolve(call, 1, 1, &c);
-    if (s == KDALAB_OK && !x)
-        s = kdalab_fail(KDALAB_ENULL, "x is NULL (the struct naming the call's arrays)");
+    kdalab_status s = begin(call, x != NULL, 1, 1, &c);
+    const kdalab__arrays a = s == KDALAB_OK ? ARRAYS(x, c, 1) : (kdalab__arrays){0};
+    if (s == KDALAB_OK)
+        s = kdalab__check_call_arrays(&c, &a, 1, 1);
     if (s != KDALAB_OK)
-        return s;
-    const kdalab__arrays a = {x->q, x->k, x->v, c.gw ? x->g : NULL, c.delta ? x->beta : NULL,
-                              x->h0, x->d_o, x->dht, NULL};
-    if ((s = kdalab__check_call_arrays(&c, &a, 1, 1)) != KDALAB_OK)
         return s;
     const float scale = (float)call->scale;
     if (c.impl == KDALAB_IMPL_SIMD)
