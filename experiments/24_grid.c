@@ -30,8 +30,8 @@
  * experiments/README.md "A sweep as jobs"). At 22's measured cost of a
  * 32:64:3000 model (245 s on average with 16 at a time on a 16-CPU Xeon)
  * and about twice that at T = 128, the full sweep is about 94,000
- * core-seconds at that load: about 100 minutes on 16 such cores, four
- * device commands of bounded length resumed from the job ledgers.
+ * core-seconds at that load: about 100 minutes on 16 such cores, in
+ * commands of bounded length resumed from the job ledgers.
  *
  * Output (DIR = --out): 24_grid.tsv, one row per model, and
  * 24_grid_summary.tsv, one row per (task, mixer) at its best rate.
