@@ -130,6 +130,11 @@ static kdalab_status resolve(const kdalab_call *call, int is_f32, int bwd, kdala
     if (call->form == KDALAB_FORM_CHUNK)
         s = bwd ? kdalab_check_bwd_chunk_opts(opts, &c.op)
                 : kdalab_check_chunk_opts(opts, !is_f32, &c.op); /* bf16/fp16: float32 only */
+    for (size_t n = 0; n < c.N; n++) { /* the longest sequence: every buffer's size */
+        size_t b, t0, L;
+        kdalab__call_seq(&c, n, &b, &t0, &L);
+        c.Lmax = L > c.Lmax ? L : c.Lmax;
+    }
     if (s == KDALAB_OK && out)
         *out = c;
     return s;

@@ -118,13 +118,7 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
     size_t total[N_OUTS] = {rows * c->HV * c->V, state, rows * c->H * c->K,
                             rows * c->H * c->K, rows * c->HV * c->V, rows * c->HV * c->gw,
                             rows * c->HV, state};
-    size_t Lmax = 0;
-    for (size_t n = 0; n < c->N; n++) {
-        size_t b, t0, L;
-        kdalab__call_seq(c, n, &b, &t0, &L);
-        Lmax = L > Lmax ? L : Lmax;
-    }
-    size_t Lb = Lmax ? Lmax : 1, KV = c->K * c->V;
+    size_t Lb = c->Lmax ? c->Lmax : 1, KV = c->K * c->V;
     /* scratch: the piece's buffers, and every output whole */
     void *all[N_OUTS] = {0};
     piece p = {0};

@@ -183,6 +183,7 @@ typedef struct {
     size_t B, T, H, K, V; /* the call's dims                                    */
     size_t HV, G;         /* value heads; G = HV / H value heads per q/k head   */
     size_t N;             /* sequences                                          */
+    size_t Lmax;          /* the longest sequence's length (T without cu)       */
     const int64_t *cu;    /* [N + 1] boundaries, or NULL: B sequences of T      */
     size_t gw;            /* g values per (position, value head): 0, 1 or K     */
     int delta;            /* the mechanism has the delta rule (and beta)        */

@@ -25,12 +25,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
 {
     const E_TABLE *tab = E_TABLE_ACTIVE();
     const size_t T = c->T, H = c->H, HV = c->HV, G = c->G, K = c->K, V = c->V, gw = c->gw;
-    size_t Lmax = 0;
-    for (size_t n = 0; n < c->N; n++) {
-        size_t b, t0, L;
-        kdalab__call_seq(c, n, &b, &t0, &L);
-        Lmax = L > Lmax ? L : Lmax;
-    }
+    const size_t Lmax = c->Lmax;
     const size_t C = c->op.chunk < Lmax ? c->op.chunk : (Lmax ? Lmax : 1);
     const size_t sc = c->op.subchunk < C ? c->op.subchunk : C;
 
@@ -128,12 +123,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
 {
     const E_TABLE *tab = E_TABLE_ACTIVE();
     const size_t T = c->T, H = c->H, HV = c->HV, G = c->G, K = c->K, V = c->V, gw = c->gw;
-    size_t Lmax = 0;
-    for (size_t n = 0; n < c->N; n++) {
-        size_t b, t0, L;
-        kdalab__call_seq(c, n, &b, &t0, &L);
-        Lmax = L > Lmax ? L : Lmax;
-    }
+    const size_t Lmax = c->Lmax;
     const size_t C = c->op.chunk < Lmax ? c->op.chunk : (Lmax ? Lmax : 1);
     const size_t sc = c->op.subchunk < C ? c->op.subchunk : C, nch = (Lmax + C - 1) / C;
     const size_t ntasks = c->N * HV;
