@@ -82,6 +82,8 @@ lib.kdalab_run_f64.restype = _status
 lib.kdalab_run_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors), ctypes.c_void_p]
 lib.kdalab_run_bwd_f64.restype = _status
 lib.kdalab_run_bwd_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors)]
+lib.kdalab_run_f32.restype = _status
+lib.kdalab_run_f32.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors32), ctypes.c_void_p]
 lib.kdalab_run_bwd_f32.restype = _status
 lib.kdalab_run_bwd_f32.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors32)]
 lib.kdalab_workspace_new.restype = ctypes.c_void_p
@@ -121,9 +123,6 @@ def workspace():
 
 _F = ctypes.POINTER(ctypes.c_float)
 PRECISIONS = {"fp32": 0, "bf16": 1, "fp16": 2}
-lib.kdalab_chunk_f32.restype = _status
-lib.kdalab_chunk_f32.argtypes = [ctypes.POINTER(Dims), ctypes.c_int, ctypes.c_float] + \
-    [_F] * 8 + [ctypes.POINTER(ChunkOpts), ctypes.c_void_p]
 lib.kdalab_attention_f64.restype = _status
 lib.kdalab_attention_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 4
 lib.kdalab_attention_bwd_f64.restype = _status

@@ -158,35 +158,44 @@ def _check_range(arrays, precision):
                              "emulate" % (name, list(idx), a[idx], precision, _MAX[precision]))
 
 
-def _emulate(mech, q, k, v, g, beta, h0, scale, precision, chunk_size):
-    """kdalab_chunk_f32 with emulated storage: (o, ht) as float64."""
-    from . import _lib
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    G = HV // H
-    f = [None if a is None else np.ascontiguousarray(a, dtype=np.float32)
-         for a in (np.repeat(q, G, 2), np.repeat(k, G, 2), v, g, beta, h0)]
-    o = np.zeros((B, T, HV, V), dtype=np.float32)
-    ht = np.zeros((B, HV, K, V), dtype=np.float32)
+def _emulate(call, x, scale, precision, chunk_size):
+    """The float32 chunkwise forward with emulated `precision` storage
+    (kdalab_run_f32, the reference's form: inputs and the rescaled q, k
+    rounded to the format, float32 sums) on x = (q, k, v, g, beta, h0), any
+    layout the call has (varlen: each sequence on its own; GVA): (o, ht) as
+    float64."""
+    from . import _lib, ops
+    f = [None if a is None else np.ascontiguousarray(a, dtype=np.float32) for a in x]
+    o = np.empty(x[2].shape, dtype=np.float32)
+    ht = np.empty(call.state_shape(), dtype=np.float32)
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
-    _lib.check(_lib.lib.kdalab_chunk_f32(_lib.Dims(B, T, HV, K, V), _lib.MECHANISMS[mech],
-                                         scale, *map(_lib.ptr, f + [o, ht]), opts, None),
+    arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
+                        o=o, ht=ht)
+    c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["reference"], scale, opts)
+    _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
     return o.astype(np.float64), ht.astype(np.float64)
 
 
-def _emulate_varlen(mech, q, k, v, g, beta, h0, scale, precision, chunk_size, cu):
-    """_emulate of each packed sequence cu[i] .. cu[i + 1] (B = 1) on its own,
-    from its initial state h0[i]: (o [1, T, HV, V], ht [N, HV, K, V])."""
-    o = np.zeros(v.shape)
-    ht = np.zeros((cu.size - 1, v.shape[2], q.shape[3], v.shape[3]))
-    for i in range(cu.size - 1):
-        t = slice(int(cu[i]), int(cu[i + 1]))
-        part = [None if a is None else a[:, t] for a in (q, k, v, g, beta)]
-        o[:, t], ht[i:i + 1] = _emulate(mech, *part, None if h0 is None else h0[i:i + 1],
-                                        scale, precision, chunk_size)
-    return o, ht
+def _check_trial_args(mech, precision, trials, margin):
+    """tolerance's and grad_tolerance's own arguments: a row of the mechanism
+    table, a storage format, trials >= 1, a finite margin >= 1 (returned as
+    a float); a ValueError naming the argument otherwise."""
+    from . import _lib, ops
+    if mech not in _lib.MECHANISMS:
+        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
+    if precision not in _UNIT:
+        raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
+    if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
+            or trials < 1:
+        raise ValueError("trials: %r, expected an integer >= 1 (trial 0 is the unperturbed "
+                         "run)" % (trials,))
+    margin = ops._real("margin", margin)
+    if not 1 <= margin < float("inf"):
+        raise ValueError("margin: %r, expected a finite factor >= 1 (the bound is the "
+                         "emulation's largest error times margin)" % (margin,))
+    return margin
 
 
 def _run_trials(what, run_one, arrays, trials, rng, precision):
@@ -230,7 +239,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
               precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
               cu_seqlens=None):
     """Tolerances for a kernel that stores in `precision` ("bf16", "fp16",
-    "fp32") at these inputs, from kdalab's own emulation (kdalab_chunk_f32:
+    "fp32") at these inputs, from kdalab's own emulation (kdalab_run_f32:
     inputs and the rescaled q, k rounded to the format, float32 sums, chunks
     of chunk_size) against the float64 oracle: in `trials` runs at the
     caller's inputs, each input multiplied by (1 + u * unit roundoff) with
@@ -245,36 +254,24 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     them. Returns Tolerance(rtol={"o", "ht"},
     rms={"o", "ht"}, trials=[(rtol, rms) of o per trial]): for
     assert_close(..., rtol=tol.rtol["o"], rms=tol.rms["o"]). A forward
-    bound: gradients have no storage emulation in kdalab."""
+    bound: grad_tolerance bounds the gradients."""
     from . import ops
     from . import _lib
-    if mech not in _lib.MECHANISMS:
-        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
-    if precision not in _UNIT:
-        raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
-    if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
-            or trials < 1:
-        raise ValueError("trials: %r, expected an integer >= 1 (trial 0 is the unperturbed "
-                         "run)" % (trials,))
-    margin = ops._real("margin", margin)
-    if not 1 <= margin < float("inf"):
-        raise ValueError("margin: %r, expected a finite factor >= 1 (the bound is the "
-                         "emulation's largest error times margin)" % (margin,))
+    margin = _check_trial_args(mech, precision, trials, margin)
     q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     g, beta, h0 = (ops.as_f64(x, n, required=False)
                    for x, n in ((g, "g"), (beta, "beta"), (initial_state, "initial_state")))
     cu = ops._as_cu(cu_seqlens)
     call = ops._Call(mech, q, k, v, g, beta, h0, cu)
     # q, k, v, beta are stored in the format; the log-decay and the state stay
-    # in float32 (kdalab_chunk_f32's emulation, as production kernels keep them)
+    # in float32 (kdalab_run_f32's emulation, as production kernels keep them)
     _check_range((("q", q), ("k", k), ("v", v), ("beta", beta)), precision)
     _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
         ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size)
-        got = (_emulate(mech, *x, s, precision, chunk_size) if cu is None else
-               _emulate_varlen(mech, *x, s, precision, chunk_size, cu))
+        got = _emulate(call, x, s, precision, chunk_size)
         return [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
@@ -350,18 +347,7 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     rms=tol.rms[name])."""
     from . import ops
     from . import _lib
-    if mech not in _lib.MECHANISMS:
-        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
-    if precision not in _UNIT:
-        raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
-    if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
-            or trials < 1:
-        raise ValueError("trials: %r, expected an integer >= 1 (trial 0 is the unperturbed "
-                         "run)" % (trials,))
-    margin = ops._real("margin", margin)
-    if not 1 <= margin < float("inf"):
-        raise ValueError("margin: %r, expected a finite factor >= 1 (the bound is the "
-                         "emulation's largest error times margin)" % (margin,))
+    margin = _check_trial_args(mech, precision, trials, margin)
     if do is None:
         raise ValueError("do is required: the gradient of the output [B, T, HV, V]")
     q, k, v, do = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v"), (do, "do")))
