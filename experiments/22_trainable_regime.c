@@ -243,11 +243,10 @@ int main(int argc, char **argv)
                 const size_t il = lab_best_lr(acc[i][t][m][0], MAX_SEEDS, n_lr, seeds, &mean);
                 best[m] = il;
                 const double *a = acc[i][t][m][il], *l = loss[i][t][m][il];
-                size_t good = 0, stuck = 0;
-                for (size_t sd = 0; sd < seeds; sd++) {
+                size_t good = 0;
+                for (size_t sd = 0; sd < seeds; sd++)
                     good += a[sd] >= TRAINED;
-                    stuck += !(l[sd] < LAB_STUCK_FRACTION * no_recall);
-                }
+                const size_t stuck = lab_stuck_count(l, seeds, no_recall);
                 trains[i][t][m] = 2 * good > seeds;
                 const double sdv = seeds > 1 ? gsl_stats_sd(a, 1, seeds) : 0;
                 fprintf(fs, "%zu:%zu:%zu\t%zu\t%zu\t%zu\t%s\t%s\t%g\t%.4f\t%.4f\t%zu\t%zu\t%zu\n",

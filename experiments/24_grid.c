@@ -165,9 +165,7 @@ int main(int argc, char **argv)
             const size_t il = lab_best_lr(acc[it][m][0], MAX_SEEDS, n_lr, seeds, &mean);
             best[it][m] = il;
             const double sdv = seeds > 1 ? gsl_stats_sd(acc[it][m][il], 1, seeds) : 0;
-            size_t stuck = 0;
-            for (size_t sd = 0; sd < seeds; sd++)
-                stuck += !(loss[it][m][il][sd] < LAB_STUCK_FRACTION * no_recall);
+            const size_t stuck = lab_stuck_count(loss[it][m][il], seeds, no_recall);
             fprintf(fs, "%s\t%zu\t%s\t%g\t%.4f\t%.4f\t%zu\t%zu\n",
                     kdalab_mqar_task_name(tasks[it].task), tasks[it].T, MIXERS[m], lrs[il], mean,
                     sdv, stuck, seeds);

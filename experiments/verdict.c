@@ -3,7 +3,8 @@
  * (verdict.h): a paired comparison over seeds, its 95 % t interval, and the
  * seeds each model was stuck at.
  *
- * defines: lab_verdict_apply, lab_outcome_words, lab_verdict_print, lab_no_recall_loss
+ * defines: lab_verdict_apply, lab_outcome_words, lab_verdict_print, lab_no_recall_loss,
+ *          lab_is_stuck, lab_stuck_count
  */
 #include <math.h>
 #include <stdlib.h>
@@ -30,8 +31,8 @@ void lab_verdict_apply(const lab_side *a, const lab_side *b, size_t n,
             exit(2);
         }
         sum += a->acc[i] - b->acc[i];
-        for (int k = 0; k < 2; k++) /* a NaN loss is no evidence of learning either */
-            if (!(side[k]->loss[i] < LAB_STUCK_FRACTION * no_recall_loss))
+        for (int k = 0; k < 2; k++)
+            if (lab_is_stuck(side[k]->loss[i], no_recall_loss))
                 v->stuck_seed[k][v->stuck[k]++] = first_seed + i;
     }
     v->mean = sum / (double)n;
@@ -93,4 +94,17 @@ void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_s
 double lab_no_recall_loss(size_t answers)
 {
     return log((double)(answers > 1 ? answers : 1));
+}
+
+int lab_is_stuck(double loss, double no_recall_loss)
+{
+    return !(loss < LAB_STUCK_FRACTION * no_recall_loss); /* a NaN loss: no evidence of learning */
+}
+
+size_t lab_stuck_count(const double *loss, size_t n, double no_recall_loss)
+{
+    size_t stuck = 0;
+    for (size_t i = 0; i < n; i++)
+        stuck += lab_is_stuck(loss[i], no_recall_loss);
+    return stuck;
 }

@@ -81,6 +81,14 @@ const char *lab_outcome_words(lab_outcome o);
 void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_side *b,
                        const lab_verdict *v);
 
+/* Is a model with this test loss stuck at the no-recall loss (loss >=
+ * LAB_STUCK_FRACTION of it, or not a number)? The rule once, for the
+ * verdicts and the experiments' summaries. */
+int lab_is_stuck(double loss, double no_recall_loss);
+
+/* How many of loss[0..n) are stuck (lab_is_stuck). */
+size_t lab_stuck_count(const double *loss, size_t n, double no_recall_loss);
+
 /* The no-recall loss of a task whose answers can be any of `answers`
  * tokens (a recall task's values, the palindrome's W - 1 string tokens, the
  * stack's values): ln(answers), the loss of a uniform guess among them. */
