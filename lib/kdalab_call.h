@@ -29,6 +29,7 @@
  * Shapes, with N the number of sequences:
  *   q, k [B, T, H, K]; v, o [B, T, HV, V]; beta [B, T, HV];
  *   g [B, T, HV] (a decay per head) or [B, T, HV, K] (per key channel);
+ *   a, b [B, T, HV, K] (DPLR: like a per-key g, one per value head's state);
  *   h0, ht [N, HV, K, V].
  *
  * Validation happens once, here, before anything is written: the sizes, the
@@ -103,12 +104,14 @@ typedef struct {
  * d_o for fla's `do` (a C keyword). Set the ones the call has and leave the
  * others NULL (a designated initializer does it):
  *   required  q, k, v; o (forward) or d_o (backward), unless T = 0; g for a
- *             mechanism with a decay; beta for one with the delta rule
- *             (kdalab_mechanism_g_shape, _has_delta). A required array that
- *             is NULL is KDALAB_ENULL naming it ("k is NULL").
+ *             mechanism with a decay; beta for one with the delta rule; a, b
+ *             for one with the DPLR term (kdalab_mechanism_g_shape,
+ *             _has_delta, _has_ab). A required array that is NULL is
+ *             KDALAB_ENULL naming it ("k is NULL").
  *   optional  h0, dht (NULL: zero); ht and every gradient (NULL: not wanted).
- *   ignored   g, beta (and dg, dbeta) of a mechanism that has none; o, ht in
- *             a backward; d_o, dht and the gradients in a forward.
+ *   ignored   g, beta, a, b (and their gradients) of a mechanism that has
+ *             none; o, ht in a backward; d_o, dht and the gradients in a
+ *             forward.
  * Outputs must not overlap inputs.
  */
 typedef struct {
@@ -129,6 +132,10 @@ typedef struct {
     double *dg;         /* backward out, like g                                    */
     double *dbeta;      /* backward out [B, T, HV]                                 */
     double *dh0;        /* backward out [N, HV, K, V]                              */
+    const double *a;    /* [B, T, HV, K] the DPLR rows' low-rank term b a^T: a    */
+    const double *b;    /* [B, T, HV, K] and b (kdalab_mechanism_has_ab)          */
+    double *da;         /* backward out [B, T, HV, K]                              */
+    double *db;         /* backward out [B, T, HV, K]                              */
 } kdalab_tensors_f64;
 
 /* The same arrays in float32. */
@@ -137,6 +144,8 @@ typedef struct {
     float *o, *ht;
     const float *d_o, *dht;
     float *dq, *dk, *dv, *dg, *dbeta, *dh0;
+    const float *a, *b;
+    float *da, *db;
 } kdalab_tensors_f32;
 
 /*

@@ -53,13 +53,17 @@ typedef struct {
 } kdalab_dims;
 
 /* The linear mechanisms of the lineage: the 2 x 3 grid {no delta rule, delta
- * rule} x {no decay, one log-decay per head, one per key channel}. Each is a
- * row of lib/core/mechanisms.c; kernels branch on a row's properties
- * (kdalab_mechanism_has_delta, kdalab_mechanism_g_shape), never on its id.
+ * rule} x {no decay, one log-decay per head, one per key channel}, and the
+ * boundary that contains them all, the general diagonal-plus-low-rank
+ * transition (DPLR: S_t = (Diag(exp g_t) + b_t a_t^T) S_{t-1} + k_t v_t^T,
+ * with a, b inputs). Each is a row of lib/core/mechanisms.c; kernels branch
+ * on a row's properties (kdalab_mechanism_has_delta, kdalab_mechanism_g_shape,
+ * kdalab_mechanism_has_ab), never on its id.
  *
  *                 no decay           g per head [B,T,H]    g per key [B,T,H,K]
  *   no delta      linear attention   simple GLA            GLA
  *   delta rule    DeltaNet           Gated DeltaNet        KDA
+ *   general (a, b)                                         DPLR
  */
 typedef enum {
     KDALAB_LINEAR_ATTENTION = 0, /* no beta, no g                        */
@@ -68,6 +72,7 @@ typedef enum {
     KDALAB_KDA,                  /* beta [B,T,H], g [B,T,H,K]            */
     KDALAB_SIMPLE_GLA,           /* no beta,      g [B,T,H]              */
     KDALAB_GLA,                  /* no beta,      g [B,T,H,K]            */
+    KDALAB_DPLR,                 /* a, b [B,T,H,K], g [B,T,H,K]; no beta */
     KDALAB_N_MECHANISMS          /* the number of rows (not a mechanism) */
 } kdalab_mechanism;
 
@@ -85,6 +90,8 @@ typedef struct {
     const char *title;         /* "Kimi Delta Attention"                         */
     int delta;                 /* 1: the delta rule, beta [B,T,H] in [0, 2]     */
     kdalab_g_shape g;          /* the log-decay's shape (g <= 0 where present)   */
+    int ab;                    /* 1: the low-rank term b a^T of the transition is
+                                  given, a, b [B,T,H,K] (the DPLR boundary)       */
     const char *fla_chunk;     /* fla's chunkwise function: "chunk_kda"          */
     const char *fla_recurrent; /* fla's recurrent one: "fused_recurrent_kda"     */
     const char *source;        /* the paper (arXiv id) the row follows           */
@@ -96,7 +103,7 @@ typedef struct {
 const kdalab_mechanism_info *kdalab_mechanism_row(kdalab_mechanism m);
 
 /* The row's name ("linear_attention", "deltanet", "gated_deltanet", "kda",
- * "simple_gla", "gla"), or "unknown". */
+ * "simple_gla", "gla", "dplr"), or "unknown". */
 const char *kdalab_mechanism_name(kdalab_mechanism m);
 
 /* Parse a mechanism name of the table. KDALAB_EINVAL when unknown (the
@@ -117,6 +124,12 @@ int kdalab_mechanism_has_beta(kdalab_mechanism m);
  * per (b,t,h): 0, 1 or K. */
 kdalab_g_shape kdalab_mechanism_g_shape(kdalab_mechanism m);
 size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K);
+
+/* Does the mechanism take the transition's low-rank term as inputs a, b
+ * [B,T,H,K] (S_t = (Diag(exp g_t) + b_t a_t^T) S_{t-1} + k_t v_t^T; REFERENCE.md
+ * "The boundary")? 0 for an unknown m. The SIMD path and the chunkwise
+ * backward do not serve such a row (KDALAB_EINVAL names the form that does). */
+int kdalab_mechanism_has_ab(kdalab_mechanism m);
 
 /* The default query scale, K^-1/2. */
 double kdalab_default_scale(size_t K);

@@ -15,137 +15,6 @@
 
 #include "common.h"
 
-const char *golden_dir(void)
-{
-    const char *d = getenv("KDALAB_GOLDEN");
-    return d && *d ? d : "tests/golden";
-}
-
-static void load_array_in(const char *dir, const char *name, const char *key, kdalab_array *a,
-                          int required)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.%s.npy", dir, name, key);
-    memset(a, 0, sizeof *a);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (required)
-            fail_msg("golden file %s is missing", path);
-        return;
-    }
-    fclose(f);
-    kdalab_status s = kdalab_npy_read(path, a);
-    if (s != KDALAB_OK)
-        fail_msg("reading %s: %s (%s)", path, kdalab_strerror(s), kdalab_last_error());
-}
-
-static void load_array(const char *name, const char *key, kdalab_array *a, int required)
-{
-    load_array_in(golden_dir(), name, key, a, required);
-}
-
-const char *grad_golden_dir(void)
-{
-    const char *d = getenv("KDALAB_GOLDEN_GRAD");
-    return d && *d ? d : "tests/golden_grad";
-}
-
-size_t grad_load_all(grad_case *cases, size_t max)
-{
-    char path[512], line[512];
-    const char *dir = grad_golden_dir();
-    snprintf(path, sizeof path, "%s/MANIFEST.tsv", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("cannot open %s (run the tests from the repository root)", path);
-    size_t n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        if (line[0] == '#' || line[0] == '\n')
-            continue;
-        grad_case *c = &cases[n];
-        memset(c, 0, sizeof *c);
-        char mech[64];
-        if (sscanf(line, "%63s %63s %zu %zu %zu %zu %zu %lf %d %d", c->name, mech, &c->dims.B,
-                   &c->dims.T, &c->dims.H, &c->dims.K, &c->dims.V, &c->scale, &c->has_h0,
-                   &c->has_dht) != 10)
-            fail_msg("malformed MANIFEST line: %s", line);
-        if (kdalab_mechanism_parse(mech, &c->mech) != KDALAB_OK)
-            fail_msg("unknown mechanism %s in MANIFEST", mech);
-        int has_beta = kdalab_mechanism_has_beta(c->mech);
-        int has_g = kdalab_mechanism_g_width(c->mech, 1) > 0;
-        load_array_in(dir, c->name, "q", &c->q, 1);
-        load_array_in(dir, c->name, "k", &c->k, 1);
-        load_array_in(dir, c->name, "v", &c->v, 1);
-        load_array_in(dir, c->name, "beta", &c->beta, has_beta);
-        load_array_in(dir, c->name, "g", &c->g, has_g);
-        load_array_in(dir, c->name, "h0", &c->h0, c->has_h0);
-        load_array_in(dir, c->name, "do", &c->d_o, 1);
-        load_array_in(dir, c->name, "dht", &c->dht, c->has_dht);
-        load_array_in(dir, c->name, "o", &c->o, 1);
-        load_array_in(dir, c->name, "ht", &c->ht, 1);
-        load_array_in(dir, c->name, "dq", &c->dq, 1);
-        load_array_in(dir, c->name, "dk", &c->dk, 1);
-        load_array_in(dir, c->name, "dv", &c->dv, 1);
-        load_array_in(dir, c->name, "dbeta", &c->dbeta, has_beta);
-        load_array_in(dir, c->name, "dg", &c->dg, has_g);
-        load_array_in(dir, c->name, "dh0", &c->dh0, c->has_h0);
-        n++;
-    }
-    fclose(f);
-    assert_true(n > 0);
-    return n;
-}
-
-void grad_case_free(grad_case *c)
-{
-    kdalab_array *all[] = {&c->q,  &c->k,   &c->v,  &c->beta, &c->g,  &c->h0,
-                           &c->d_o, &c->dht, &c->o,  &c->ht,   &c->dq, &c->dk,
-                           &c->dv, &c->dbeta, &c->dg, &c->dh0};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        kdalab_array_free(all[i]);
-}
-
-size_t golden_load_all(golden_case *cases, size_t max)
-{
-    char path[512], line[512];
-    snprintf(path, sizeof path, "%s/MANIFEST.tsv", golden_dir());
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("cannot open %s (run the tests from the repository root)", path);
-    size_t n = 0;
-    while (fgets(line, sizeof line, f) && n < max) {
-        if (line[0] == '#' || line[0] == '\n')
-            continue;
-        golden_case *c = &cases[n];
-        memset(c, 0, sizeof *c);
-        char mech[64];
-        if (sscanf(line, "%63s %63s %zu %zu %zu %zu %zu %lf %d", c->name, mech, &c->dims.B,
-                   &c->dims.T, &c->dims.H, &c->dims.K, &c->dims.V, &c->scale, &c->has_h0) != 9)
-            fail_msg("malformed MANIFEST line: %s", line);
-        if (kdalab_mechanism_parse(mech, &c->mech) != KDALAB_OK)
-            fail_msg("unknown mechanism %s in MANIFEST", mech);
-        load_array(c->name, "q", &c->q, 1);
-        load_array(c->name, "k", &c->k, 1);
-        load_array(c->name, "v", &c->v, 1);
-        load_array(c->name, "beta", &c->beta, kdalab_mechanism_has_beta(c->mech));
-        load_array(c->name, "g", &c->g, kdalab_mechanism_g_width(c->mech, 1) > 0);
-        load_array(c->name, "h0", &c->h0, c->has_h0);
-        load_array(c->name, "o", &c->o, 1);
-        load_array(c->name, "ht", &c->ht, 1);
-        n++;
-    }
-    fclose(f);
-    assert_true(n > 0);
-    return n;
-}
-
-void golden_free(golden_case *c)
-{
-    kdalab_array *all[] = {&c->q, &c->k, &c->v, &c->beta, &c->g, &c->h0, &c->o, &c->ht};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        kdalab_array_free(all[i]);
-}
-
 static double max_abs(const double *b, size_t n)
 {
     double m = 0;
@@ -259,12 +128,43 @@ void random_problem_make(random_problem *p, gsl_rng *rng, kdalab_mechanism mech,
         for (size_t i = 0; i < n_state(&dims); i++)
             p->h0[i] = gsl_ran_gaussian(rng, 1.0);
     }
+    if (kdalab_mechanism_has_ab(mech)) { /* a = -kk, b = kk * alpha */
+        p->a = alloc_n(n_qk(&dims));
+        p->b = alloc_n(n_qk(&dims));
+        unit_rows(rng, p->a, bth, dims.K);
+        for (size_t i = 0; i < n_qk(&dims); i++) {
+            p->b[i] = p->a[i] * gsl_rng_uniform(rng);
+            p->a[i] = -p->a[i];
+        }
+    }
 }
 
 void random_problem_free(random_problem *p)
 {
     free(p->q); free(p->k); free(p->v); free(p->beta); free(p->g); free(p->h0);
+    free(p->a); free(p->b);
     memset(p, 0, sizeof *p);
+}
+
+/* The call of a plain batch of dims in the form opts selects (NULL: recurrent). */
+static kdalab_call plain_call(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                              const kdalab_dims *d, double scale)
+{
+    return (kdalab_call){.dims = *d, .HV = d->H, .mech = mech, .scale = scale,
+                         .form = opts ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT,
+                         .impl = KDALAB_IMPL_REFERENCE, .opts = opts};
+}
+
+kdalab_status run_ab_f64(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                         const kdalab_dims *d, double scale, const double *q, const double *k,
+                         const double *v, const double *g, const double *beta, const double *a,
+                         const double *b, const double *h0, double *o, double *ht,
+                         kdalab_report *report)
+{
+    const kdalab_call c = plain_call(opts, mech, d, scale);
+    const kdalab_tensors_f64 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .a = a,
+                                  .b = b, .h0 = h0, .o = o, .ht = ht};
+    return kdalab_run_f64(&c, &x, report);
 }
 
 kdalab_status run_f64(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
@@ -272,9 +172,37 @@ kdalab_status run_f64(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
                       const double *v, const double *g, const double *beta, const double *h0,
                       double *o, double *ht, kdalab_report *report)
 {
-    if (!opts)
-        return kdalab_recurrent_f64(d, mech, scale, q, k, v, g, beta, h0, o, ht);
-    return kdalab_chunk_f64(d, mech, scale, q, k, v, g, beta, h0, o, ht, opts, report);
+    return run_ab_f64(opts, mech, d, scale, q, k, v, g, beta, NULL, NULL, h0, o, ht, report);
+}
+
+kdalab_status run_ab_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                         const kdalab_dims *d, double scale, const double *q, const double *k,
+                         const double *v, const double *g, const double *beta, const double *a,
+                         const double *b, const double *h0, double *o, double *ht,
+                         kdalab_report *report)
+{
+    size_t nqk = n_qk(d), nv = n_v(d), ns = n_state(d);
+    size_t ng = kdalab_mechanism_g_width(mech, d->K) * n_bth(d);
+    float *qf = to_f32(q, nqk), *kf = to_f32(k, nqk), *vf = to_f32(v, nv);
+    float *gf = ng ? to_f32(g, ng) : NULL, *bf = to_f32(beta, n_bth(d));
+    float *af = to_f32(a, nqk), *bbf = to_f32(b, nqk);
+    float *h0f = to_f32(h0, ns);
+    float *of = malloc((nv ? nv : 1) * sizeof *of), *htf = malloc(ns * sizeof *htf);
+    assert_non_null(of);
+    assert_non_null(htf);
+    const kdalab_call c = plain_call(opts, mech, d, scale);
+    const kdalab_tensors_f32 x = {.q = qf, .k = kf, .v = vf, .g = gf, .beta = bf, .a = af,
+                                  .b = bbf, .h0 = h0f, .o = of, .ht = ht ? htf : NULL};
+    kdalab_status s = kdalab_run_f32(&c, &x, report);
+    if (s == KDALAB_OK || s == KDALAB_ERANGE) {
+        for (size_t i = 0; i < nv; i++)
+            o[i] = of[i];
+        for (size_t i = 0; ht && i < ns; i++)
+            ht[i] = htf[i];
+    }
+    free(qf); free(kf); free(vf); free(gf); free(bf); free(af); free(bbf); free(h0f);
+    free(of); free(htf);
+    return s;
 }
 
 kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
@@ -282,27 +210,7 @@ kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
                       const double *v, const double *g, const double *beta, const double *h0,
                       double *o, double *ht, kdalab_report *report)
 {
-    size_t nqk = n_qk(d), nv = n_v(d), ns = n_state(d);
-    size_t ng = kdalab_mechanism_g_width(mech, d->K) * n_bth(d);
-    float *qf = to_f32(q, nqk), *kf = to_f32(k, nqk), *vf = to_f32(v, nv);
-    float *gf = ng ? to_f32(g, ng) : NULL, *bf = to_f32(beta, n_bth(d));
-    float *h0f = to_f32(h0, ns);
-    float *of = malloc((nv ? nv : 1) * sizeof *of), *htf = malloc(ns * sizeof *htf);
-    assert_non_null(of);
-    assert_non_null(htf);
-    kdalab_status s =
-        opts ? kdalab_chunk_f32(d, mech, (float)scale, qf, kf, vf, gf, bf, h0f, of,
-                                ht ? htf : NULL, opts, report)
-             : kdalab_recurrent_f32(d, mech, (float)scale, qf, kf, vf, gf, bf, h0f, of,
-                                    ht ? htf : NULL);
-    if (s == KDALAB_OK || s == KDALAB_ERANGE) {
-        for (size_t i = 0; i < nv; i++)
-            o[i] = of[i];
-        for (size_t i = 0; ht && i < ns; i++)
-            ht[i] = htf[i];
-    }
-    free(qf); free(kf); free(vf); free(gf); free(bf); free(h0f); free(of); free(htf);
-    return s;
+    return run_ab_f32(opts, mech, d, scale, q, k, v, g, beta, NULL, NULL, h0, o, ht, report);
 }
 
 int test_tmpdir_make(const char *prefix, char *buf, size_t cap)

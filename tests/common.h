@@ -36,6 +36,7 @@ typedef struct {
     int has_h0;
     /* inputs (NULL where the mechanism or case has none) and expected outputs */
     kdalab_array q, k, v, beta, g, h0, o, ht;
+    kdalab_array a, b; /* the DPLR rows (kdalab_mechanism_has_ab) */
 } golden_case;
 
 /* The directory holding the golden files (tests/golden, or $KDALAB_GOLDEN). */
@@ -55,6 +56,7 @@ typedef struct {
     int has_h0, has_dht;
     kdalab_array q, k, v, beta, g, h0, d_o, dht, o, ht;
     kdalab_array dq, dk, dv, dbeta, dg, dh0;
+    kdalab_array a, b, da, db; /* the DPLR rows (kdalab_mechanism_has_ab) */
 } grad_case;
 
 /* The directory of the golden gradients (tests/golden_grad, or $KDALAB_GOLDEN_GRAD). */
@@ -72,11 +74,15 @@ float *to_f32(const double *x, size_t n);
 double *to_f64(const float *x, size_t n);
 
 /* Random inputs for a mechanism: q, k unit-norm rows (as fla's tests L2-normalise),
- * v ~ N(0,1), beta ~ U(0,1), g = log(sigmoid-ish) in [g_min, 0]. All malloc'd. */
+ * v ~ N(0,1), beta ~ U(0,1), g = log(sigmoid-ish) in [g_min, 0]; for a DPLR
+ * row, RWKV-7's parametrisation a = -kk, b = kk * alpha (kk unit rows, alpha
+ * ~ U(0,1) per channel: the transition's eigenvalues stay in [0, 1]), else
+ * a = b = NULL. All malloc'd. */
 typedef struct {
     kdalab_dims dims;
     kdalab_mechanism mech;
     double *q, *k, *v, *beta, *g, *h0; /* h0 may be NULL */
+    double *a, *b;                     /* DPLR rows only */
 } random_problem;
 
 void random_problem_make(random_problem *p, gsl_rng *rng, kdalab_mechanism mech,
@@ -100,6 +106,19 @@ kdalab_status run_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
                       const kdalab_dims *d, double scale, const double *q, const double *k,
                       const double *v, const double *g, const double *beta, const double *h0,
                       double *o, double *ht, kdalab_report *report);
+/* The same through the one call (kdalab_run_f64 / _f32), with the DPLR rows'
+ * a, b [B,T,H,K] (NULL for the other rows); run_f64 / _f32 are these with
+ * a = b = NULL. */
+kdalab_status run_ab_f64(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                         const kdalab_dims *d, double scale, const double *q, const double *k,
+                         const double *v, const double *g, const double *beta, const double *a,
+                         const double *b, const double *h0, double *o, double *ht,
+                         kdalab_report *report);
+kdalab_status run_ab_f32(const kdalab_chunk_opts *opts, kdalab_mechanism mech,
+                         const kdalab_dims *d, double scale, const double *q, const double *k,
+                         const double *v, const double *g, const double *beta, const double *a,
+                         const double *b, const double *h0, double *o, double *ht,
+                         kdalab_report *report);
 
 /* A fresh directory $TMPDIR/<prefix>XXXXXX (or /tmp) written into buf
  * [cap]; returns 0, or -1 if it cannot be made. test_tmpdir_remove deletes

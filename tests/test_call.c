@@ -201,6 +201,7 @@ typedef struct {
     kdalab_dims d;
     size_t HV, N;
     double *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
+    double *a, *b; /* the DPLR row's low-rank term, small: [B, T, HV, K] */
 } batch_problem;
 
 static double *randn(gsl_rng *r, size_t n, double lo, double hi)
@@ -226,12 +227,14 @@ static void problem_make(batch_problem *p, gsl_rng *r, kdalab_dims d, size_t HV,
     p->h0 = randn(r, N * HV * d.K * d.V, -1, 1);
     p->d_o = randn(r, rows * HV * d.V, -1, 1);
     p->dht = randn(r, N * HV * d.K * d.V, -1, 1);
+    p->a = randn(r, rows * HV * d.K, -0.3, 0.3);
+    p->b = randn(r, rows * HV * d.K, -0.3, 0.3);
 }
 
 static void problem_free(batch_problem *p)
 {
     free(p->q); free(p->k); free(p->v); free(p->g); free(p->beta); free(p->h0);
-    free(p->d_o); free(p->dht);
+    free(p->d_o); free(p->dht); free(p->a); free(p->b);
 }
 
 /* Varlen = each sequence run alone (bit for bit in float64), for every
@@ -253,7 +256,7 @@ static void test_varlen_is_each_sequence_alone(void **state)
             kdalab_chunk_opts opts = kdalab_chunk_opts_default();
             opts.chunk = 4;
             kdalab_tensors_f64 a = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
-                                    .o = o, .ht = ht};
+                                    .a = p.a, .b = p.b, .o = o, .ht = ht};
             const kdalab_call bt = call_of(cu, 4, d.H, &d, form, (kdalab_mechanism)m, 0.4, &opts);
             assert_int_equal(kdalab_run_f64(&bt, &a, NULL), KDALAB_OK);
             for (size_t n = 0; n < 4; n++) {
@@ -261,16 +264,11 @@ static void test_varlen_is_each_sequence_alone(void **state)
                 kdalab_dims dn = {.B = 1, .T = L, .H = d.H, .K = d.K, .V = d.V};
                 double *on = malloc(L * d.H * d.V * 8), *hn = malloc(d.H * KV * 8);
                 size_t gw = kdalab_mechanism_g_width((kdalab_mechanism)m, d.K);
-                kdalab_status s =
-                    form == REC
-                        ? kdalab_recurrent_f64(&dn, (kdalab_mechanism)m, 0.4,
-                                               p.q + t0 * d.H * d.K, p.k + t0 * d.H * d.K,
-                                               p.v + t0 * d.H * d.V, p.g + t0 * d.H * gw,
-                                               p.beta + t0 * d.H, NULL, on, hn)
-                        : kdalab_chunk_f64(&dn, (kdalab_mechanism)m, 0.4, p.q + t0 * d.H * d.K,
-                                           p.k + t0 * d.H * d.K, p.v + t0 * d.H * d.V,
-                                           p.g + t0 * d.H * gw, p.beta + t0 * d.H, NULL, on,
-                                           hn, &opts, NULL);
+                const size_t tk = t0 * d.H * d.K;
+                kdalab_status s = run_ab_f64(form == REC ? NULL : &opts, (kdalab_mechanism)m,
+                                             &dn, 0.4, p.q + tk, p.k + tk, p.v + t0 * d.H * d.V,
+                                             p.g + t0 * d.H * gw, p.beta + t0 * d.H, p.a + tk,
+                                             p.b + tk, NULL, on, hn, NULL);
                 assert_int_equal(s, KDALAB_OK);
                 if (memcmp(on, o + t0 * d.H * d.V, L * d.H * d.V * 8) ||
                     memcmp(hn, ht + n * d.H * KV, d.H * KV * 8))

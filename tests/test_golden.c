@@ -57,10 +57,11 @@ static double case_error(const golden_case *c, const kdalab_chunk_opts *opts, in
     assert_non_null(ht);
     kdalab_status (*run)(const kdalab_chunk_opts *, kdalab_mechanism, const kdalab_dims *,
                          double, const double *, const double *, const double *,
-                         const double *, const double *, const double *, double *, double *,
-                         kdalab_report *) = f32 ? run_f32 : run_f64;
+                         const double *, const double *, const double *, const double *,
+                         const double *, double *, double *, kdalab_report *) =
+        f32 ? run_ab_f32 : run_ab_f64;
     *status = run(opts, c->mech, &c->dims, c->scale, c->q.data, c->k.data, c->v.data,
-                  c->g.data, c->beta.data, c->h0.data, o, ht, NULL);
+                  c->g.data, c->beta.data, c->a.data, c->b.data, c->h0.data, o, ht, NULL);
     double eo = rel_err_f64(o, c->o.data, nv), eh = rel_err_f64(ht, c->ht.data, ns);
     free(o);
     free(ht);

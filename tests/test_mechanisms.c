@@ -13,14 +13,21 @@
 static void test_grid_is_complete(void **state)
 {
     (void)state;
-    int seen[2][3] = {{0}};
+    int seen[2][3] = {{0}}, n_ab = 0;
     size_t n = 0;
     for (kdalab_mechanism m = 0; kdalab_mechanism_row(m); m++, n++) {
         const kdalab_mechanism_info *r = kdalab_mechanism_row(m);
         assert_int_equal(r->id, m);
         assert_true(r->delta == 0 || r->delta == 1);
         assert_true(r->g <= KDALAB_G_PER_KEY);
-        seen[r->delta][r->g]++;
+        assert_int_equal(kdalab_mechanism_has_ab(m), r->ab);
+        if (r->ab) { /* the boundary: a per-key decay and a given b a^T, no beta */
+            assert_int_equal(r->g, KDALAB_G_PER_KEY);
+            assert_false(r->delta);
+            n_ab++;
+        } else {
+            seen[r->delta][r->g]++;
+        }
         assert_int_equal(kdalab_mechanism_has_delta(m), r->delta);
         assert_int_equal(kdalab_mechanism_has_beta(m), r->delta);
         assert_int_equal(kdalab_mechanism_g_shape(m), r->g);
@@ -31,6 +38,9 @@ static void test_grid_is_complete(void **state)
         assert_true(strstr(r->fla_recurrent, "fused_recurrent_") == r->fla_recurrent);
     }
     assert_int_equal(n, KDALAB_N_MECHANISMS);
+    assert_int_equal(n_ab, 1); /* the DPLR boundary */
+    assert_true(kdalab_mechanism_has_ab(KDALAB_DPLR));
+    assert_false(kdalab_mechanism_has_ab(KDALAB_N_MECHANISMS));
     for (int d = 0; d < 2; d++)
         for (int g = 0; g < 3; g++)
             if (seen[d][g] != 1)
@@ -91,7 +101,7 @@ static void test_list(void **state)
     (void)state;
     char buf[256], small[12];
     assert_string_equal(kdalab_mechanism_list(" | ", buf, sizeof buf),
-                        "linear_attention | deltanet | gated_deltanet | kda | simple_gla | gla");
+                        "linear_attention | deltanet | gated_deltanet | kda | simple_gla | gla | dplr");
     assert_string_equal(kdalab_mechanism_list(",", small, sizeof small), "linear_atte"); /* 11 bytes and the NUL */
     assert_null(kdalab_mechanism_list(",", NULL, 10));
     small[0] = 'x';
@@ -131,14 +141,14 @@ static void test_info_prints_the_table(void **state)
 {
     (void)state;
     assert_int_equal(tcli_run("info --mechanisms"), 0);
-    char expect[4096] = "name\tdelta_rule\tg\tfla_chunk\tfla_recurrent\tsource\ttitle\n";
+    char expect[4096] = "name\tdelta_rule\tg\tab\tfla_chunk\tfla_recurrent\tsource\ttitle\n";
     static const char *const G[] = {"none", "per_head [B,T,H]", "per_key [B,T,H,K]"};
     for (kdalab_mechanism m = 0; kdalab_mechanism_row(m); m++) {
         const kdalab_mechanism_info *r = kdalab_mechanism_row(m);
         size_t used = strlen(expect);
-        snprintf(expect + used, sizeof expect - used, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r->name,
-                 r->delta ? "yes" : "no", G[r->g], r->fla_chunk, r->fla_recurrent, r->source,
-                 r->title);
+        snprintf(expect + used, sizeof expect - used, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+                 r->name, r->delta ? "yes" : "no", G[r->g], r->ab ? "yes [B,T,H,K]" : "no",
+                 r->fla_chunk, r->fla_recurrent, r->source, r->title);
     }
     assert_string_equal(tcli_out, expect);
     assert_int_equal(tcli_run("info --mechanisms extra"), 2);

@@ -12,6 +12,9 @@
  * (backward), q, k, v, o (forward), g, beta present; then every input's
  * values, in the order q, k, v, g, beta, h0, d_o, dht.
  *
+ * A row with the DPLR term (a, b) runs on the reference only, and its
+ * backward in the recurrent form (resolve refuses the rest by name).
+ *
  * Where a call goes, once checked:
  *   SIMD, chunkwise, safe decay, plain storage   lib/simd/entry_impl.h, every
  *                                                layout in place
@@ -111,6 +114,15 @@ static kdalab_status resolve(const kdalab_call *call, int is_f32, int bwd, kdala
     if ((unsigned)call->impl > (unsigned)KDALAB_IMPL_SIMD)
         return kdalab_fail(KDALAB_EINVAL, "unknown implementation %d", (int)call->impl);
     const int simd = call->impl == KDALAB_IMPL_SIMD;
+    if (kdalab_mechanism_has_ab(call->mech) && simd)
+        return kdalab_fail(KDALAB_EINVAL, "%s: the SIMD path does not serve the DPLR "
+                           "transition (a, b); use the reference (impl reference)",
+                           kdalab_mechanism_name(call->mech));
+    if (kdalab_mechanism_has_ab(call->mech) && bwd && call->form == KDALAB_FORM_CHUNK)
+        return kdalab_fail(KDALAB_EINVAL, "%s: no chunkwise backward for the DPLR transition "
+                           "(a, b); the recurrent backward gives the gradient of the same "
+                           "function (form recurrent)",
+                           kdalab_mechanism_name(call->mech));
     if (simd && call->form == KDALAB_FORM_RECURRENT && bwd)
         return kdalab_fail(KDALAB_EINVAL, "the backward has no SIMD recurrent form (the SIMD "
                                           "chunkwise backward is form chunk, impl simd)");
@@ -125,7 +137,8 @@ static kdalab_status resolve(const kdalab_call *call, int is_f32, int bwd, kdala
                       .HV = call->HV, .G = call->HV / call->dims.H,
                       .N = kdalab_call_n_seqs(call), .cu = call->cu_seqlens,
                       .gw = kdalab_mechanism_g_width(call->mech, call->dims.K),
-                      .delta = kdalab_mechanism_has_delta(call->mech), .form = call->form,
+                      .delta = kdalab_mechanism_has_delta(call->mech),
+                      .ab = kdalab_mechanism_has_ab(call->mech), .form = call->form,
                       .impl = call->impl, .op = dflt, .work = call->work};
     if (call->form == KDALAB_FORM_CHUNK)
         s = bwd ? kdalab_check_bwd_chunk_opts(opts, &c.op)
@@ -188,11 +201,12 @@ static kdalab_status begin(const kdalab_call *call, int have_x, int is_f32, int 
 }
 
 /* The arrays of x (kdalab_tensors_f64 or _f32: the same names) a run of c
- * reads: g and beta only where the mechanism has them. */
+ * reads: g, beta, a and b only where the mechanism has them. */
 #define ARRAYS(x, c, bwd)                                                                      \
     ((kdalab__arrays){(x)->q, (x)->k, (x)->v, (c).gw ? (x)->g : NULL,                          \
                       (c).delta ? (x)->beta : NULL, (x)->h0, (bwd) ? (x)->d_o : NULL,         \
-                      (bwd) ? (x)->dht : NULL, (bwd) ? NULL : (x)->o})
+                      (bwd) ? (x)->dht : NULL, (bwd) ? NULL : (x)->o,                          \
+                      (c).ab ? (x)->a : NULL, (c).ab ? (x)->b : NULL})
 
 kdalab_status kdalab_run_f64(const kdalab_call *call, const kdalab_tensors_f64 *x,
                              kdalab_report *report)
@@ -212,10 +226,10 @@ kdalab_status kdalab_run_f64(const kdalab_call *call, const kdalab_tensors_f64 *
         return kdalab__run_pieces(&c, sizeof(double), scale, x, 0, report);
     const kdalab_dims *d = &call->dims;
     if (c.form == KDALAB_FORM_CHUNK)
-        return kdalab__chunk_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0, x->o,
-                                 x->ht, &c.op, report);
-    s = kdalab__recurrent_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0, x->o,
-                              x->ht);
+        return kdalab__chunk_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                                 x->h0, x->o, x->ht, &c.op, report);
+    s = kdalab__recurrent_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                              x->h0, x->o, x->ht);
     plain_report(report, s, x->o, c.B * c.T * c.H * c.V, x->ht, c.N * c.H * c.K * c.V, 0);
     return s;
 }
@@ -238,13 +252,13 @@ kdalab_status kdalab_run_f32(const kdalab_call *call, const kdalab_tensors_f32 *
         return kdalab__run_pieces(&c, sizeof(float), scale, x, 0, report);
     const kdalab_dims *d = &call->dims;
     if (c.form == KDALAB_FORM_CHUNK)
-        return kdalab__chunk_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0, x->o,
-                                 x->ht, &c.op, report);
+        return kdalab__chunk_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                                 x->h0, x->o, x->ht, &c.op, report);
     s = c.impl == KDALAB_IMPL_SIMD
             ? kdalab__simd_recurrent_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta,
                                          x->h0, x->o, x->ht)
-            : kdalab__recurrent_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
-                                    x->o, x->ht);
+            : kdalab__recurrent_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a,
+                                    a.b, x->h0, x->o, x->ht);
     plain_report(report, s, x->o, c.B * c.T * c.H * c.V, x->ht, c.N * c.H * c.K * c.V, 1);
     return s;
 }
@@ -266,12 +280,14 @@ kdalab_status kdalab_run_bwd_f64(const kdalab_call *call, const kdalab_tensors_f
         return kdalab__run_pieces(&c, sizeof(double), scale, x, 1, NULL);
     const kdalab_dims *d = &call->dims;
     double *dg = c.gw ? x->dg : NULL, *dbeta = c.delta ? x->dbeta : NULL;
+    double *da = c.ab ? x->da : NULL, *db = c.ab ? x->db : NULL;
     if (c.form == KDALAB_FORM_CHUNK)
         return kdalab__chunk_bwd_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
                                      x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, x->dh0,
                                      &c.op);
-    return kdalab__recurrent_bwd_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
-                                     x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, x->dh0);
+    return kdalab__recurrent_bwd_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                                     x->h0, x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, da,
+                                     db, x->dh0);
 }
 
 kdalab_status kdalab_run_bwd_f32(const kdalab_call *call, const kdalab_tensors_f32 *x)
@@ -291,10 +307,12 @@ kdalab_status kdalab_run_bwd_f32(const kdalab_call *call, const kdalab_tensors_f
         return kdalab__run_pieces(&c, sizeof(float), scale, x, 1, NULL);
     const kdalab_dims *d = &call->dims;
     float *dg = c.gw ? x->dg : NULL, *dbeta = c.delta ? x->dbeta : NULL;
+    float *da = c.ab ? x->da : NULL, *db = c.ab ? x->db : NULL;
     if (c.form == KDALAB_FORM_CHUNK)
         return kdalab__chunk_bwd_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
                                      x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, x->dh0,
                                      &c.op);
-    return kdalab__recurrent_bwd_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
-                                     x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, x->dh0);
+    return kdalab__recurrent_bwd_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                                     x->h0, x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, da,
+                                     db, x->dh0);
 }

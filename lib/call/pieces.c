@@ -27,15 +27,17 @@ typedef struct {
     double scale;
     int bwd;
     const void *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
+    const void *a, *b; /* DPLR rows only */
 } call;
 
 /* One (sequence, value head), gathered: L positions of one head. */
 typedef struct {
     kdalab_dims d;                  /* {1, L, 1, K, V}                        */
     void *q, *k, *v, *g, *beta, *h0; // (L, K), (L, K), (L, V), (L, gw), (L), (K, V)
+    void *a, *b;                     // (L, K) each: DPLR rows
     void *d_o, *dht;                 // (L, V), (K, V)
     void *o, *ht;                    // forward: (L, V), (K, V)
-    void *dq, *dk, *dv, *dg, *dbeta, *dh0; // backward: like the inputs
+    void *dq, *dk, *dv, *dg, *dbeta, *dh0, *da, *db; // backward: like the inputs
 } piece;
 
 /* The form on one piece. */
@@ -44,35 +46,39 @@ static kdalab_status run_piece(const call *a, piece *p, kdalab_report *rep)
     const kdalab__call *c = a->c;
     const kdalab_dims *d = &p->d;
     const void *h0 = a->h0 ? p->h0 : NULL, *dht = a->dht ? p->dht : NULL;
-    const int chunk = c->form == KDALAB_FORM_CHUNK;
+    const void *pa = c->ab ? p->a : NULL, *pb = c->ab ? p->b : NULL;
+    void *da = c->ab ? p->da : NULL, *db = c->ab ? p->db : NULL;
+    const int chunk = c->form == KDALAB_FORM_CHUNK; /* a DPLR backward is recurrent */
     if (a->bwd && a->es == 8)
         return chunk ? kdalab__chunk_bwd_f64(d, c->mech, a->scale, p->q, p->k, p->v, p->g,
                                              p->beta, h0, p->d_o, dht, p->dq, p->dk, p->dv,
                                              p->dg, p->dbeta, p->dh0, &c->op)
                      : kdalab__recurrent_bwd_f64(d, c->mech, a->scale, p->q, p->k, p->v, p->g,
-                                                 p->beta, h0, p->d_o, dht, p->dq, p->dk,
-                                                 p->dv, p->dg, p->dbeta, p->dh0);
+                                                 p->beta, pa, pb, h0, p->d_o, dht, p->dq,
+                                                 p->dk, p->dv, p->dg, p->dbeta, da, db,
+                                                 p->dh0);
     float s = (float)a->scale;
     if (a->bwd)
         return chunk ? kdalab__chunk_bwd_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta,
                                              h0, p->d_o, dht, p->dq, p->dk, p->dv, p->dg,
                                              p->dbeta, p->dh0, &c->op)
                      : kdalab__recurrent_bwd_f32(d, c->mech, s, p->q, p->k, p->v, p->g,
-                                                 p->beta, h0, p->d_o, dht, p->dq, p->dk,
-                                                 p->dv, p->dg, p->dbeta, p->dh0);
+                                                 p->beta, pa, pb, h0, p->d_o, dht, p->dq,
+                                                 p->dk, p->dv, p->dg, p->dbeta, da, db,
+                                                 p->dh0);
     if (a->es == 8)
         return chunk ? kdalab__chunk_f64(d, c->mech, a->scale, p->q, p->k, p->v, p->g, p->beta,
-                                         h0, p->o, p->ht, &c->op, rep)
+                                         pa, pb, h0, p->o, p->ht, &c->op, rep)
                      : kdalab__recurrent_f64(d, c->mech, a->scale, p->q, p->k, p->v, p->g,
-                                             p->beta, h0, p->o, p->ht);
+                                             p->beta, pa, pb, h0, p->o, p->ht);
     if (chunk)
-        return kdalab__chunk_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta, h0, p->o,
-                                 p->ht, &c->op, rep);
+        return kdalab__chunk_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta, pa, pb, h0,
+                                 p->o, p->ht, &c->op, rep);
     if (c->impl == KDALAB_IMPL_SIMD)
         return kdalab__simd_recurrent_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta, h0,
                                           p->o, p->ht);
-    return kdalab__recurrent_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta, h0, p->o,
-                                 p->ht);
+    return kdalab__recurrent_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta, pa, pb, h0,
+                                 p->o, p->ht);
 }
 
 /* Rows t0 .. t0+L-1 of head h of an array [B, T, heads, width] <-> a
@@ -109,7 +115,7 @@ static void scatter_add(void *dst, const void *src, const call *a, size_t b, siz
 }
 
 /* The outputs, each (size in elements, destination, scratch). */
-enum { O_O, O_HT, O_DQ, O_DK, O_DV, O_DG, O_DBETA, O_DH0, N_OUTS };
+enum { O_O, O_HT, O_DQ, O_DK, O_DV, O_DG, O_DBETA, O_DH0, O_DA, O_DB, N_OUTS };
 
 static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_report *report)
 {
@@ -117,16 +123,19 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
     size_t rows = c->B * c->T, state = c->N * c->HV * c->K * c->V;
     size_t total[N_OUTS] = {rows * c->HV * c->V, state, rows * c->H * c->K,
                             rows * c->H * c->K, rows * c->HV * c->V, rows * c->HV * c->gw,
-                            rows * c->HV, state};
+                            rows * c->HV, state, rows * c->HV * c->K, rows * c->HV * c->K};
     size_t Lb = c->Lmax ? c->Lmax : 1, KV = c->K * c->V;
     /* scratch: the piece's buffers, and every output whole */
     void *all[N_OUTS] = {0};
     piece p = {0};
     void **bufs[] = {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.h0, &p.d_o, &p.dht, &p.o,
-                     &p.ht, &p.dq, &p.dk, &p.dv, &p.dg, &p.dbeta, &p.dh0};
+                     &p.ht, &p.dq, &p.dk, &p.dv, &p.dg, &p.dbeta, &p.dh0,
+                     &p.a, &p.b, &p.da, &p.db};
+    const size_t Kab = c->ab ? c->K : 1; /* a, b and their gradients: DPLR rows */
     size_t sizes[] = {Lb * c->K, Lb * c->K, Lb * c->V, Lb * (c->gw ? c->gw : 1), Lb, KV,
                       Lb * c->V, KV, Lb * c->V, KV, Lb * c->K, Lb * c->K, Lb * c->V,
-                      Lb * (c->gw ? c->gw : 1), Lb, KV};
+                      Lb * (c->gw ? c->gw : 1), Lb, KV, Lb * Kab, Lb * Kab, Lb * Kab,
+                      Lb * Kab};
     int ok = 1;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         ok &= (*bufs[i] = calloc(sizes[i], a->es)) != NULL;
@@ -151,6 +160,10 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
                 gather(p.g, a->g, a, b, t0, L, c->HV, j, c->gw);
             if (c->delta)
                 gather(p.beta, a->beta, a, b, t0, L, c->HV, j, 1);
+            if (c->ab) {
+                gather(p.a, a->a, a, b, t0, L, c->HV, j, c->K);
+                gather(p.b, a->b, a, b, t0, L, c->HV, j, c->K);
+            }
             if (a->h0)
                 memcpy(p.h0, (const char *)a->h0 + nj * a->es, KV * a->es);
             if (a->bwd) {
@@ -190,12 +203,17 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
                 scatter(all[O_DBETA], p.dbeta, a, b, t0, L, c->HV, j, 1);
             if (all[O_DH0])
                 memcpy((char *)all[O_DH0] + nj * a->es, p.dh0, KV * a->es);
+            if (all[O_DA] && c->ab)
+                scatter(all[O_DA], p.da, a, b, t0, L, c->HV, j, c->K);
+            if (all[O_DB] && c->ab)
+                scatter(all[O_DB], p.db, a, b, t0, L, c->HV, j, c->K);
         }
         if (worst != KDALAB_OK && worst != KDALAB_ERANGE)
             break;
     }
     /* an overflow: the first output holding non-finite values, and how many */
-    static const char *const names[N_OUTS] = {"o", "ht", "dq", "dk", "dv", "dg", "dbeta", "dh0"};
+    static const char *const names[N_OUTS] = {"o",  "ht",    "dq",  "dk", "dv",
+                                              "dg", "dbeta", "dh0", "da", "db"};
     int bad_out = -1;
     size_t bad_n = 0;
     for (int i = 0; worst == KDALAB_ERANGE && bad_out < 0 && i < N_OUTS; i++) {
@@ -237,11 +255,13 @@ kdalab_status kdalab__run_pieces(const kdalab__call *c, size_t es, double scale,
         const T *t = x;                                                                        \
         a.q = t->q, a.k = t->k, a.v = t->v, a.g = c->gw ? t->g : NULL;                         \
         a.beta = c->delta ? t->beta : NULL, a.h0 = t->h0;                                      \
+        a.a = c->ab ? t->a : NULL, a.b = c->ab ? t->b : NULL;                                  \
         if (bwd) {                                                                             \
             a.d_o = t->d_o, a.dht = t->dht;                                                    \
             dest[O_DQ] = t->dq, dest[O_DK] = t->dk, dest[O_DV] = t->dv;                        \
             dest[O_DG] = c->gw ? t->dg : NULL, dest[O_DBETA] = c->delta ? t->dbeta : NULL;     \
             dest[O_DH0] = t->dh0;                                                              \
+            dest[O_DA] = c->ab ? t->da : NULL, dest[O_DB] = c->ab ? t->db : NULL;              \
         } else {                                                                               \
             dest[O_O] = t->o, dest[O_HT] = t->ht;                                              \
         }                                                                                      \

@@ -89,11 +89,11 @@ kdalab_status kdalab_check_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
 kdalab_status kdalab_check_grads_f64(const char *what, const kdalab_dims *dims,
                                      kdalab_mechanism mech, const double *dq, const double *dk,
                                      const double *dv, const double *dg, const double *dbeta,
-                                     const double *dh0);
+                                     const double *da, const double *db, const double *dh0);
 kdalab_status kdalab_check_grads_f32(const char *what, const kdalab_dims *dims,
                                      kdalab_mechanism mech, const float *dq, const float *dk,
                                      const float *dv, const float *dg, const float *dbeta,
-                                     const float *dh0);
+                                     const float *da, const float *db, const float *dh0);
 
 /* Count non-finite values in the outputs o[n_o] and ht[n_ht] (ht may be
  * NULL): KDALAB_ERANGE with a message naming `what` when there are any (the
@@ -187,6 +187,7 @@ typedef struct {
     const int64_t *cu;    /* [N + 1] boundaries, or NULL: B sequences of T      */
     size_t gw;            /* g values per (position, value head): 0, 1 or K     */
     int delta;            /* the mechanism has the delta rule (and beta)        */
+    int ab;               /* the mechanism takes the low-rank term's a, b        */
     kdalab_form form;
     kdalab_impl impl;
     kdalab_chunk_opts op; /* validated, the implementation's default if none    */
@@ -211,33 +212,39 @@ static inline void kdalab__call_seq(const kdalab__call *c, size_t n, size_t *b, 
 kdalab_status kdalab__recurrent_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                     double scale, const double *q, const double *k,
                                     const double *v, const double *g, const double *beta,
-                                    const double *h0, double *o, double *ht);
+                                    const double *a, const double *b, const double *h0,
+                                    double *o, double *ht);
 kdalab_status kdalab__recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                     float scale, const float *q, const float *k,
                                     const float *v, const float *g, const float *beta,
-                                    const float *h0, float *o, float *ht);
+                                    const float *a, const float *b, const float *h0,
+                                    float *o, float *ht);
 kdalab_status kdalab__chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
                                 const double *q, const double *k, const double *v,
-                                const double *g, const double *beta, const double *h0,
+                                const double *g, const double *beta, const double *a,
+                                const double *b, const double *h0,
                                 double *o, double *ht, const kdalab_chunk_opts *opts,
                                 kdalab_report *report);
 kdalab_status kdalab__chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
                                 const float *q, const float *k, const float *v,
-                                const float *g, const float *beta, const float *h0,
+                                const float *g, const float *beta, const float *a,
+                                const float *b, const float *h0,
                                 float *o, float *ht, const kdalab_chunk_opts *opts,
                                 kdalab_report *report);
 kdalab_status kdalab__recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                         double scale, const double *q, const double *k,
                                         const double *v, const double *g, const double *beta,
-                                        const double *h0, const double *d_o, const double *dht,
-                                        double *dq, double *dk, double *dv, double *dg,
-                                        double *dbeta, double *dh0);
+                                        const double *a, const double *b, const double *h0,
+                                        const double *d_o, const double *dht, double *dq,
+                                        double *dk, double *dv, double *dg, double *dbeta,
+                                        double *da, double *db, double *dh0);
 kdalab_status kdalab__recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                         float scale, const float *q, const float *k,
                                         const float *v, const float *g, const float *beta,
-                                        const float *h0, const float *d_o, const float *dht,
-                                        float *dq, float *dk, float *dv, float *dg,
-                                        float *dbeta, float *dh0);
+                                        const float *a, const float *b, const float *h0,
+                                        const float *d_o, const float *dht, float *dq,
+                                        float *dk, float *dv, float *dg, float *dbeta,
+                                        float *da, float *db, float *dh0);
 kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                     double scale, const double *q, const double *k,
                                     const double *v, const double *g, const double *beta,
@@ -276,6 +283,7 @@ kdalab_status kdalab__simd_chunk_bwd_f32(const kdalab__call *c, float scale,
 typedef struct {
     const void *q, *k, *v, *g, *beta, *h0, *d_o, *dht;
     const void *o;
+    const void *a, *b; /* the DPLR rows' low-rank term (NULL for the others) */
 } kdalab__arrays;
 
 /*

@@ -1,8 +1,10 @@
 /*
  * lib/core/mechanisms.c — the mechanism table: one row per linear mechanism
  * of the lineage, the 2 x 3 grid {no delta rule, delta rule} x {no decay,
- * a log-decay per head, one per key channel}. A row says what the mechanism
- * is (the delta rule or not, the shape of g) and how the field names it
+ * a log-decay per head, one per key channel}, and the general
+ * diagonal-plus-low-rank transition that bounds it. A row says what the
+ * mechanism is (the delta rule or not, the shape of g, a given low-rank term
+ * b a^T or not) and how the field names it
  * (kdalab's name, fla's functions, the paper); everything else — kernels,
  * checks, the command line, Python, help texts — reads it from here. The
  * kernels branch on the properties (kdalab_mechanism_has_delta,
@@ -15,12 +17,14 @@
  *              S' = Diag(exp g_t) S_{t-1} (g per key channel)
  *   write      S_t = S' + k_t v_t^T                          (no delta rule)
  *              S_t = S' + beta_t k_t (v_t - S'^T k_t)^T      (the delta rule)
+ *   DPLR       S_t = Diag(exp g_t) S_{t-1} + b_t (a_t^T S_{t-1}) + k_t v_t^T
+ *              (a, b given: the boundary every row above is an instance of)
  *   read       o_t = scale S_t^T q_t
  *
  * defines: kdalab_mechanism_row, kdalab_mechanism_name, kdalab_mechanism_parse,
  *          kdalab_mechanism_list, kdalab_mechanism_has_delta,
  *          kdalab_mechanism_has_beta, kdalab_mechanism_g_shape,
- *          kdalab_mechanism_g_width
+ *          kdalab_mechanism_g_width, kdalab_mechanism_has_ab
  */
 #include <string.h>
 
@@ -28,18 +32,21 @@
 
 /* The rows, in the order of kdalab_mechanism (row i has id i). */
 static const kdalab_mechanism_info rows[KDALAB_N_MECHANISMS] = {
-    {KDALAB_LINEAR_ATTENTION, "linear_attention", "linear attention", 0, KDALAB_G_NONE,
+    {KDALAB_LINEAR_ATTENTION, "linear_attention", "linear attention", 0, KDALAB_G_NONE, 0,
      "chunk_linear_attn", "fused_recurrent_linear_attn", "arXiv:2006.16236"},
-    {KDALAB_DELTANET, "deltanet", "DeltaNet", 1, KDALAB_G_NONE, "chunk_delta_rule",
+    {KDALAB_DELTANET, "deltanet", "DeltaNet", 1, KDALAB_G_NONE, 0, "chunk_delta_rule",
      "fused_recurrent_delta_rule", "arXiv:2406.06484"},
-    {KDALAB_GATED_DELTANET, "gated_deltanet", "Gated DeltaNet", 1, KDALAB_G_PER_HEAD,
+    {KDALAB_GATED_DELTANET, "gated_deltanet", "Gated DeltaNet", 1, KDALAB_G_PER_HEAD, 0,
      "chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "arXiv:2412.06464"},
-    {KDALAB_KDA, "kda", "Kimi Delta Attention", 1, KDALAB_G_PER_KEY, "chunk_kda",
+    {KDALAB_KDA, "kda", "Kimi Delta Attention", 1, KDALAB_G_PER_KEY, 0, "chunk_kda",
      "fused_recurrent_kda", "arXiv:2510.26692"},
-    {KDALAB_SIMPLE_GLA, "simple_gla", "simple GLA", 0, KDALAB_G_PER_HEAD,
+    {KDALAB_SIMPLE_GLA, "simple_gla", "simple GLA", 0, KDALAB_G_PER_HEAD, 0,
      "chunk_simple_gla", "fused_recurrent_simple_gla", "arXiv:2405.21060"},
-    {KDALAB_GLA, "gla", "Gated Linear Attention", 0, KDALAB_G_PER_KEY, "chunk_gla",
+    {KDALAB_GLA, "gla", "Gated Linear Attention", 0, KDALAB_G_PER_KEY, 0, "chunk_gla",
      "fused_recurrent_gla", "arXiv:2312.06635"},
+    {KDALAB_DPLR, "dplr", "diagonal plus low rank (generalized delta rule)", 0,
+     KDALAB_G_PER_KEY, 1, "chunk_dplr_delta_rule", "fused_recurrent_dplr_delta_rule",
+     "arXiv:2503.14456"},
 };
 
 const kdalab_mechanism_info *kdalab_mechanism_row(kdalab_mechanism m)
@@ -105,4 +112,10 @@ size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K)
 {
     kdalab_g_shape g = kdalab_mechanism_g_shape(m);
     return g == KDALAB_G_PER_KEY ? K : g == KDALAB_G_PER_HEAD ? 1 : 0;
+}
+
+int kdalab_mechanism_has_ab(kdalab_mechanism m)
+{
+    const kdalab_mechanism_info *r = kdalab_mechanism_row(m);
+    return r ? r->ab : 0;
 }

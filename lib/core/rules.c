@@ -233,6 +233,9 @@ kdalab_status kdalab__check_call_arrays(const kdalab__call *c, const kdalab__arr
         if (c->delta && !a->beta)
             return kdalab_fail(KDALAB_ENULL, "beta is NULL but %s needs it",
                                kdalab_mechanism_name(c->mech));
+        if (c->ab && (!a->a || !a->b))
+            return kdalab_fail(KDALAB_ENULL, "%s is NULL but %s needs the low-rank term b a^T",
+                               !a->a ? "a" : "b", kdalab_mechanism_name(c->mech));
     }
     /* each array with its shape, so that a message names the caller's index
      * (g[0, 17, 2, 5]; the row's shape, also where K = 1); ndim 0: not in
@@ -251,6 +254,8 @@ kdalab_status kdalab__check_call_arrays(const kdalab__call *c, const kdalab__arr
                 KDALAB_RULE_LOG_DECAY},
                {"beta", a->beta, rows && c->delta ? 3 : 0, {c->B, c->T, c->HV},
                 KDALAB_RULE_BETA},
+               {"a", a->a, rows && c->ab ? 4 : 0, {c->B, c->T, c->HV, c->K}, KDALAB_RULE_FINITE},
+               {"b", a->b, rows && c->ab ? 4 : 0, {c->B, c->T, c->HV, c->K}, KDALAB_RULE_FINITE},
                {"h0", a->h0, a->h0 ? 4 : 0, {c->N, c->HV, c->K, c->V}, KDALAB_RULE_FINITE},
                {"d_o", a->d_o, bwd && rows ? 4 : 0, {c->B, c->T, c->HV, c->V},
                 KDALAB_RULE_FINITE},
@@ -288,7 +293,7 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
                              .K = dims->K, .V = dims->V, .HV = dims->H, .G = 1, .N = dims->B,
                              .gw = kdalab_mechanism_g_width(mech, dims->K),
                              .delta = kdalab_mechanism_has_delta(mech)};
-    const kdalab__arrays a = {q, k, v, g, beta, h0, NULL, NULL, o};
+    const kdalab__arrays a = {q, k, v, g, beta, h0, NULL, NULL, o, NULL, NULL};
     TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 0));
     if (counts)
         *counts = c;
@@ -330,7 +335,7 @@ static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism me
                              .K = dims->K, .V = dims->V, .HV = dims->H, .G = 1, .N = dims->B,
                              .gw = kdalab_mechanism_g_width(mech, dims->K),
                              .delta = kdalab_mechanism_has_delta(mech)};
-    const kdalab__arrays a = {q, k, v, g, beta, h0, d_o, dht, NULL};
+    const kdalab__arrays a = {q, k, v, g, beta, h0, d_o, dht, NULL, NULL, NULL};
     TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 1));
     if (counts)
         *counts = c;
@@ -365,6 +370,10 @@ static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, 
     TRY(kdalab_count_dims(&d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
     if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
+    if (kdalab_mechanism_has_ab(mech))
+        return kdalab_fail(KDALAB_EINVAL, "%s: the decode step takes no a, b; run the "
+                           "recurrent form over one position (kdalab_run_f64)",
+                           kdalab_mechanism_name(mech));
     TRY(kdalab_check_scale(scale));
     if (!q || !k || !v || !S || !o)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL",
@@ -467,7 +476,8 @@ kdalab_status kdalab_check_outputs_f32(const char *what, const float *o, size_t 
  * non-finite value is KDALAB_ERANGE naming `what` and the gradient. */
 static kdalab_status check_grads(const char *what, const kdalab_dims *d, kdalab_mechanism mech,
                                  const void *dq, const void *dk, const void *dv, const void *dg,
-                                 const void *dbeta, const void *dh0, int is_f32)
+                                 const void *dbeta, const void *da, const void *db,
+                                 const void *dh0, int is_f32)
 {
     kdalab_counts c;
     TRY(kdalab_count_dims(d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
@@ -480,6 +490,8 @@ static kdalab_status check_grads(const char *what, const kdalab_dims *d, kdalab_
                  {"dv", dv, c.v},
                  {"dg", dg, c.g},
                  {"dbeta", dbeta, kdalab_mechanism_has_beta(mech) ? c.bth : 0},
+                 {"da", da, kdalab_mechanism_has_ab(mech) ? c.qk : 0},
+                 {"db", db, kdalab_mechanism_has_ab(mech) ? c.qk : 0},
                  {"dh0", dh0, c.state}};
     for (size_t a = 0; a < sizeof grads / sizeof grads[0]; a++) {
         size_t bad = 0;
@@ -498,17 +510,17 @@ static kdalab_status check_grads(const char *what, const kdalab_dims *d, kdalab_
 kdalab_status kdalab_check_grads_f64(const char *what, const kdalab_dims *dims,
                                      kdalab_mechanism mech, const double *dq, const double *dk,
                                      const double *dv, const double *dg, const double *dbeta,
-                                     const double *dh0)
+                                     const double *da, const double *db, const double *dh0)
 {
-    return check_grads(what, dims, mech, dq, dk, dv, dg, dbeta, dh0, 0);
+    return check_grads(what, dims, mech, dq, dk, dv, dg, dbeta, da, db, dh0, 0);
 }
 
 kdalab_status kdalab_check_grads_f32(const char *what, const kdalab_dims *dims,
                                      kdalab_mechanism mech, const float *dq, const float *dk,
                                      const float *dv, const float *dg, const float *dbeta,
-                                     const float *dh0)
+                                     const float *da, const float *db, const float *dh0)
 {
-    return check_grads(what, dims, mech, dq, dk, dv, dg, dbeta, dh0, 1);
+    return check_grads(what, dims, mech, dq, dk, dv, dg, dbeta, da, db, dh0, 1);
 }
 
 /* ---- chunk options ------------------------------------------------------------ */

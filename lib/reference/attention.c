@@ -178,7 +178,7 @@ kdalab_status kdalab_attention_bwd_f64(const kdalab_dims *dims, double scale, co
         }
     free(p); free(o); free(gk); free(gv);
     return kdalab_check_grads_f64("attention backward", dims, KDALAB_LINEAR_ATTENTION, dq, dk,
-                                  dv, NULL, NULL, NULL);
+                                  dv, NULL, NULL, NULL, NULL, NULL);
 }
 
 /* ---- the fast path: the tiled matrix form, forward and backward ---------- */
@@ -314,5 +314,5 @@ kdalab_status kdalab__attention_tiled_bwd_f64(const kdalab_dims *dims, double sc
     free(P);
     free(dS);
     return kdalab_check_grads_f64("attention backward", dims, KDALAB_LINEAR_ATTENTION, dq, dk,
-                                  dv, NULL, NULL, NULL);
+                                  dv, NULL, NULL, NULL, NULL, NULL);
 }

@@ -181,7 +181,7 @@ kdalab_status kdalab_attention_bwd_f32(const kdalab_dims *dims, float scale, con
         }
     free(p); free(o); free(gk); free(gv);
     return kdalab_check_grads_f32("attention backward", dims, KDALAB_LINEAR_ATTENTION, dq, dk,
-                                  dv, NULL, NULL, NULL);
+                                  dv, NULL, NULL, NULL, NULL, NULL);
 }
 
 /* ---- the fast path: the tiled matrix form, forward and backward ---------- */
@@ -317,5 +317,5 @@ kdalab_status kdalab__attention_tiled_bwd_f32(const kdalab_dims *dims, float sca
     free(P);
     free(dS);
     return kdalab_check_grads_f32("attention backward", dims, KDALAB_LINEAR_ATTENTION, dq, dk,
-                                  dv, NULL, NULL, NULL);
+                                  dv, NULL, NULL, NULL, NULL, NULL);
 }

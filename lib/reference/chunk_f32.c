@@ -44,6 +44,11 @@
  * per-head g (one per position) is used for every channel, and no decay is
  * g = 0 (every decay factor exactly 1). Without the delta rule (linear
  * attention, simple GLA, GLA) there is no correction: A_kk = 0, beta = 1, W = 0, U = V.
+ * A row with the DPLR term b a^T (kdalab_mechanism_has_ab) replaces steps 1-7
+ * by the boundary's five (REFERENCE.md "The boundary"; chunk_steps.h): its
+ * products are decayed Gram matrices of the same function, so the decay
+ * modes and the emulated storage apply unchanged. Its backward is the
+ * recurrent one (lib/call/call.c refuses a chunkwise DPLR backward).
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,12 +62,13 @@
 
 kdalab_status kdalab__chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
                                 const float *q, const float *k, const float *v,
-                                const float *g, const float *beta, const float *h0,
-                                float *o, float *ht, const kdalab_chunk_opts *opts,
-                                kdalab_report *report)
+                                const float *g, const float *beta, const float *a,
+                                const float *bb, const float *h0, float *o, float *ht,
+                                const kdalab_chunk_opts *opts, kdalab_report *report)
 {
     // q, k are (B, T, H, K); v, o are (B, T, H, V); beta is (B, T, H);
-    // g is (B, T, H) or (B, T, H, K); h0, ht are (B, H, K, V)
+    // g is (B, T, H) or (B, T, H, K); a, bb are (B, T, H, K) (DPLR) or NULL;
+    // h0, ht are (B, H, K, V)
     kdalab_counts n;
     kdalab_count_dims(dims, mech, sizeof(float), &n); /* validated: cannot fail */
     const kdalab_chunk_opts op = *opts;
@@ -72,7 +78,8 @@ kdalab_status kdalab__chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, 
     const size_t gw = kdalab_mechanism_g_width(mech, K);
     chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech),
                      .per_key = kdalab_mechanism_g_shape(mech) == KDALAB_G_PER_KEY,
-                     .decay = op.decay, .precision = op.precision};
+                     .ab = kdalab_mechanism_has_ab(mech), .decay = op.decay,
+                     .precision = op.precision};
     float *S = malloc(K * V * sizeof *S); /* one head's state (K, V) */
     if (!S)
         return kdalab_fail(KDALAB_ENOMEM, "no memory for a %zu x %zu state", K, V);
@@ -91,11 +98,18 @@ kdalab_status kdalab__chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, 
                 memset(S, 0, K * V * sizeof *S); /* no h0: a zero state */
             for (size_t t0 = 0; t0 < T; t0 += C) {
                 ck.L = t0 + C <= T ? C : T - t0;
+                float *ot = o + ((b * T + t0) * H + h) * V;
                 kdalab__chunk_load_f32(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
                 kdalab__chunk_decay_factors_f32(&ck);
+                if (ck.ab) { /* the boundary's steps 1-5 */
+                    kdalab__chunk_load_ab_f32(&ck, dims, b, h, t0, a, bb);
+                    kdalab__chunk_dplr_reads_f32(&ck, S);                /* 1-3 */
+                    kdalab__chunk_dplr_outputs_f32(&ck, S, scale, ot, H * V); /* 4 */
+                    kdalab__chunk_dplr_advance_f32(&ck, S);              /* 5 */
+                    continue;
+                }
                 kdalab__chunk_corrected_values_f32(&ck, S); /* 1-4 */
-                kdalab__chunk_outputs_f32(&ck, S, scale, o + ((b * T + t0) * H + h) * V,
-                                      H * V); /* 5-6 */
+                kdalab__chunk_outputs_f32(&ck, S, scale, ot, H * V); /* 5-6 */
                 kdalab__chunk_advance_state_f32(&ck, S); /* 7 */
             }
             if (ht)
@@ -508,5 +522,5 @@ kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism me
     kdalab__chunk_free_f32(&ck);
     grads_free(&gr);
     return kdalab_check_grads_f32("chunkwise backward", dims, mech, dq, dk, dv, dg, dbeta,
-                                  dh0);
+                                  NULL, NULL, dh0);
 }

@@ -11,7 +11,9 @@
  *
  * defines: kdalab__chunk_dot, kdalab__chunk_decay_factors, kdalab__chunk_decayed_gram,
  *          kdalab__chunk_ut_transform, kdalab__chunk_corrected_values, kdalab__chunk_outputs,
- *          kdalab__chunk_advance_state, kdalab__chunk_load, kdalab__chunk_free, kdalab__chunk_alloc
+ *          kdalab__chunk_advance_state, kdalab__chunk_load, kdalab__chunk_free, kdalab__chunk_alloc,
+ *          and the DPLR rows' kdalab__chunk_load_ab, kdalab__chunk_dplr_reads,
+ *          kdalab__chunk_dplr_outputs, kdalab__chunk_dplr_advance
  *          (internal, declared in chunk_steps.h)
  */
 #include <math.h>
@@ -307,6 +309,7 @@ void kdalab__chunk_free(chunk_work *ck)
     free(ck->gamma); free(ck->to_end); free(ck->Akk); free(ck->Aqk);
     free(ck->W); free(ck->U); free(ck->Vn); free(ck->Gkk); free(ck->xa); free(ck->yb);
     free(ck->E); free(ck->run);
+    free(ck->a); free(ck->b); free(ck->ash); free(ck->Aqb);
 }
 
 /* Buffers for chunks of up to C positions. EOVERFLOW / ENOMEM on failure. */
@@ -327,12 +330,115 @@ kdalab_status kdalab__chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V)
     ck->Gkk = calloc(CC, e);
     ck->xa = malloc(CK * e);    ck->yb = malloc(CK * e);     ck->run = malloc(K * e);
     ck->E = malloc(CK * e);
+    ck->a = ck->b = ck->ash = ck->Aqb = NULL;
+    if (ck->ab) {
+        ck->a = malloc(CK * e); ck->b = malloc(CK * e); ck->ash = calloc(CK, e);
+        ck->Aqb = calloc(CC, e);
+    }
     if (!ck->q || !ck->k || !ck->v || !ck->beta || !ck->g || !ck->gamma || !ck->to_end ||
         !ck->Akk || !ck->Aqk || !ck->W || !ck->U || !ck->Vn || !ck->Gkk || !ck->xa || !ck->yb ||
-        !ck->E || !ck->run) {
+        !ck->E || !ck->run || (ck->ab && (!ck->a || !ck->b || !ck->ash || !ck->Aqb))) {
         kdalab__chunk_free(ck);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for chunk C = %zu, K = %zu, V = %zu", C,
                            K, V);
     }
     return KDALAB_OK;
+}
+
+/* ---- the DPLR boundary (chunk_steps.h) ----------------------------------- */
+
+void kdalab__chunk_load_ab(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                           const double *a, const double *bb)
+{
+    // a, bb are (B, T, H, K); rows t0 .. t0 + L - 1 of head (b, h) -> ck->a, ck->b (L, K)
+    const size_t K = d->K;
+    for (size_t r = 0; r < ck->L; r++) {
+        size_t bth = (b * d->T + t0 + r) * d->H + h;
+        for (size_t c = 0; c < K; c++) {
+            ck->a[r * K + c] = store(ck, a[bth * K + c]);
+            ck->b[r * K + c] = store(ck, bb[bth * K + c]);
+        }
+    }
+}
+
+/*
+ * Steps 1-3. A_ab[i][j] = sum_c a_i[c] b_j[c] exp(g_{j+1} + ... + g_{i-1}), j < i:
+ * the decayed Gram matrix (j <= i') of the rows a_{i'+1} against b_j, at
+ * i' = i - 1 — so the same function, in the same decay mode, forms it. Then
+ * the rows u_i solve, by forward substitution over the unit lower-triangular
+ * I - A_ab,
+ *   u_i = (a_i * gamma_{i-1}) S + sum_{j<i} A_ak[i][j] v_j + sum_{j<i} A_ab[i][j] u_j
+ * (gamma_{-1} = 1): the product of the chunk's L transitions in one solve.
+ */
+void kdalab__chunk_dplr_reads(chunk_work *ck, const double *S)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    memcpy(ck->ash, ck->a + K, (L - 1) * K * sizeof *ck->ash); /* row r = a_{r+1} */
+    memset(ck->ash + (L - 1) * K, 0, K * sizeof *ck->ash);
+    kdalab__chunk_decayed_gram(ck, ck->ash, ck->b, 1, ck->Gkk); /* A_ab one row up */
+    for (size_t i = 1; i < L; i++)
+        for (size_t j = 0; j < i; j++)
+            ck->Akk[i * L + j] = ck->Gkk[(i - 1) * L + j];
+    kdalab__chunk_decayed_gram(ck, ck->ash, ck->k, 1, ck->Gkk); /* A_ak one row up */
+    for (size_t i = L; i-- > 1;) /* shift down in place, last row first */
+        for (size_t j = 0; j < i; j++)
+            ck->Gkk[i * L + j] = ck->Gkk[(i - 1) * L + j];
+    for (size_t i = 0; i < L; i++) {
+        double *u = ck->U + i * V;
+        for (size_t j = 0; j < V; j++)
+            u[j] = 0;
+        for (size_t c = 0; c < K; c++) { /* what the state entering the chunk gives */
+            double ad = store(ck, ck->a[i * K + c] * (i ? ck->gamma[(i - 1) * K + c] : 1));
+            for (size_t j = 0; j < V; j++)
+                u[j] += ad * S[c * V + j];
+        }
+        for (size_t m = 0; m < i; m++) { /* what this chunk wrote before i */
+            double wk = ck->Gkk[i * L + m], wb = ck->Akk[i * L + m];
+            for (size_t j = 0; j < V; j++)
+                u[j] += wk * ck->v[m * V + j] + wb * ck->U[m * V + j];
+        }
+    }
+}
+
+/* Step 4: O = s ((gamma * Q) S + A_qb U + A_qk V), row i at o + i * o_stride. */
+void kdalab__chunk_dplr_outputs(chunk_work *ck, const double *S, double scale, double *o,
+                                size_t o_stride)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    kdalab__chunk_decayed_gram(ck, ck->q, ck->b, 1, ck->Aqb);
+    kdalab__chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk);
+    for (size_t i = 0; i < L; i++) {
+        double *oi = o + i * o_stride;
+        for (size_t j = 0; j < V; j++)
+            oi[j] = 0;
+        for (size_t c = 0; c < K; c++) {
+            double qg = store(ck, ck->q[i * K + c] * ck->gamma[i * K + c]);
+            for (size_t j = 0; j < V; j++)
+                oi[j] += qg * S[c * V + j];
+        }
+        for (size_t m = 0; m <= i; m++) {
+            double wb = ck->Aqb[i * L + m], wk = ck->Aqk[i * L + m];
+            for (size_t j = 0; j < V; j++)
+                oi[j] += wb * ck->U[m * V + j] + wk * ck->v[m * V + j];
+        }
+        for (size_t j = 0; j < V; j++)
+            oi[j] *= scale;
+    }
+}
+
+/* Step 5: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * B)^T U + (to_end * K)^T V. */
+void kdalab__chunk_dplr_advance(const chunk_work *ck, double *S)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    for (size_t c = 0; c < K; c++) {
+        double decay = ck->gamma[(L - 1) * K + c];
+        for (size_t j = 0; j < V; j++)
+            S[c * V + j] *= decay;
+        for (size_t r = 0; r < L; r++) {
+            double bd = store(ck, ck->b[r * K + c] * ck->to_end[r * K + c]);
+            double kd = store(ck, ck->k[r * K + c] * ck->to_end[r * K + c]);
+            for (size_t j = 0; j < V; j++)
+                S[c * V + j] += bd * ck->U[r * V + j] + kd * ck->v[r * V + j];
+        }
+    }
 }

@@ -17,6 +17,7 @@ typedef struct {
     size_t sub;     /* c, positions per sub-chunk of the decayed Gram matrices */
     int delta;      /* 1 for the delta rule (not linear attention)           */
     int per_key;    /* 1: g is per key channel; 0: per head or none          */
+    int ab;         /* 1: the DPLR term b a^T (kdalab_mechanism_has_ab)       */
     kdalab_decay_mode decay;    /* how steps 1 and 5 form a per-key decay     */
     kdalab_precision precision; /* the float32 twin's emulated storage        */
     double max_exponent; /* f64-scalar: the largest exponent formed (>= 0) */
@@ -35,13 +36,17 @@ typedef struct {
     double *xa, *yb; // (L, K) rows decayed to and from a sub-chunk anchor
     double *E;       // (L, K) g summed from a sub-chunk's anchor through each row
     double *run;     // (K)    a running span sum of g
+    double *a, *b;   // (L, K) DPLR: the low-rank term's rows (NULL otherwise)
+    double *ash;     // (L, K) DPLR: a shifted up one row (row r = a_{r+1}, last 0)
+    double *Aqb;     // (L, L) DPLR: A_qb (lower triangular)
 } chunk_work;
 
 /* x . y over n values. */
 double kdalab__chunk_dot(const double *x, const double *y, size_t n);
 
-/* Buffers for chunks of up to C positions (ck->K, V, sub, delta set by the
- * caller). EOVERFLOW / ENOMEM on failure, with nothing left allocated. */
+/* Buffers for chunks of up to C positions (ck->K, V, sub, delta, ab set by
+ * the caller; a, b, ash, Aqb only when ab). EOVERFLOW / ENOMEM on failure,
+ * with nothing left allocated. */
 kdalab_status kdalab__chunk_alloc(chunk_work *ck, size_t C, size_t K, size_t V);
 void kdalab__chunk_free(chunk_work *ck);
 
@@ -71,5 +76,26 @@ void kdalab__chunk_outputs(chunk_work *ck, const double *S, double scale, double
 
 /* Step 7: S (K, V) <- Diag(gamma_{L-1}) S + (to_end * K)^T V_new. */
 void kdalab__chunk_advance_state(const chunk_work *ck, double *S);
+
+/*
+ * The DPLR rows (ck->ab; REFERENCE.md "The boundary", steps 1-5), with
+ * u_r = S_{r-1}^T a_r the low-rank term's read of the state:
+ *   load_ab          a, b (B, T, H, K) of head (b, h), positions t0.. -> ck->a, ck->b
+ *   dplr_reads       steps 1-3: A_ab (in ck->Akk) and A_ak (in ck->Gkk), the
+ *                    decayed Gram matrices of a's rows one position back
+ *                    against b's and k's (j < i), and the solve
+ *                    (I - A_ab) U = (a * gamma_{i-1}) S + A_ak V  -> ck->U (L, V)
+ *   dplr_outputs     step 4: O = s ((gamma * Q) S + A_qb U + A_qk V)
+ *   dplr_advance     step 5: S <- Diag(gamma_{L-1}) S + (to_end * B)^T U
+ *                    + (to_end * K)^T V
+ * Every decayed product goes through kdalab__chunk_decayed_gram, so the
+ * decay modes apply as they do to KDA.
+ */
+void kdalab__chunk_load_ab(chunk_work *ck, const kdalab_dims *d, size_t b, size_t h, size_t t0,
+                           const double *a, const double *bb);
+void kdalab__chunk_dplr_reads(chunk_work *ck, const double *S);
+void kdalab__chunk_dplr_outputs(chunk_work *ck, const double *S, double scale, double *o,
+                                size_t o_stride);
+void kdalab__chunk_dplr_advance(const chunk_work *ck, double *S);
 
 #endif

@@ -204,13 +204,13 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     /* the gradients in their own shapes: dq, dk [B, T, H, K]; dv, dg, dbeta over
      * HV heads; dh0 [N, HV, K, V] */
     s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &dq_dims, c->mech, x->dq, x->dk,
-                                 NULL, NULL, NULL, NULL);
+                                 NULL, NULL, NULL, NULL, NULL, NULL);
     if (s == KDALAB_OK)
         s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &dv_dims, c->mech, NULL, NULL,
                                      x->dv, gw ? x->dg : NULL, c->delta ? x->dbeta : NULL,
-                                     NULL);
+                                     NULL, NULL, NULL);
     if (s == KDALAB_OK)
         s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &st_dims, c->mech, NULL, NULL,
-                                     NULL, NULL, NULL, x->dh0);
+                                     NULL, NULL, NULL, NULL, NULL, x->dh0);
     return s;
 }

@@ -127,6 +127,9 @@ static kdalab_status check(const kdalab_mixer_config *cfg, const kdalab_mixer_pa
         return kdalab_fail(KDALAB_ENULL, "mixer: %s is NULL", cfg ? "params" : "config");
     if ((int)cfg->kind < 0 || cfg->kind >= KDALAB_N_MIXERS)
         return kdalab_fail(KDALAB_EINVAL, "mixer: unknown kind %d", (int)cfg->kind);
+    if (train_unserved(cfg->kind))
+        return kdalab_fail(KDALAB_EINVAL, "mixer: %s has no training mixer (its a, b would "
+                           "need projections of their own)", kdalab_mixer_name(cfg->kind));
     const size_t D = cfg->D, H = cfg->H;
     if (B == 0 || T == 0 || D == 0 || H == 0)
         return kdalab_fail(KDALAB_ESIZE, "mixer: B = %zu, T = %zu, D = %zu, H = %zu: "

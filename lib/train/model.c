@@ -100,6 +100,9 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
         if ((int)cfg->mixer[l] < 0 || cfg->mixer[l] >= KDALAB_N_MIXERS)
             return kdalab_fail(KDALAB_EINVAL, "model: block %zu has unknown mixer kind %d", l,
                                (int)cfg->mixer[l]);
+        else if (train_unserved(cfg->mixer[l]))
+            return kdalab_fail(KDALAB_EINVAL, "model: block %zu: %s has no training mixer", l,
+                               kdalab_mixer_name(cfg->mixer[l]));
     if ((int)cfg->output_gate < 0 || cfg->output_gate > KDALAB_OUTPUT_GATE_NONE ||
         (int)cfg->conv_init < 0 || cfg->conv_init > KDALAB_CONV_INIT_NORMAL)
         return kdalab_fail(KDALAB_EINVAL, "model: unknown output gate %d or conv init %d",

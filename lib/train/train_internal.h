@@ -42,6 +42,13 @@ static inline kdalab_g_shape train_g_shape_of(kdalab_mixer_kind kind)
                                           : kdalab_mechanism_g_shape(train_mechanism_of(kind));
 }
 
+/* A row the training mixer does not serve: the DPLR boundary, whose a, b
+ * would need projections of their own (kdalab_mechanism_has_ab). */
+static inline int train_unserved(kdalab_mixer_kind kind)
+{
+    return kind != KDALAB_MIXER_ATTENTION && kdalab_mechanism_has_ab(train_mechanism_of(kind));
+}
+
 /* Does the mixer write with the delta rule (and so project beta, x Wb)? */
 static inline int train_has_beta(kdalab_mixer_kind kind)
 {

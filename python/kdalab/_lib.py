@@ -63,7 +63,7 @@ class Tensors(ctypes.Structure):
     leaves the C field NULL."""
     __slots__ = ()
     _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "o", "ht", "d_o", "dht",
-                                  "dq", "dk", "dv", "dg", "dbeta", "dh0")]
+                                  "dq", "dk", "dv", "dg", "dbeta", "dh0", "a", "b", "da", "db")]
 
 
 class Tensors32(ctypes.Structure):
@@ -181,7 +181,8 @@ def output(shape):
 class MechanismRow(ctypes.Structure):
     """kdalab_mechanism_info: one row of the mechanism table (lib/core/mechanisms.c)."""
     _fields_ = [("id", ctypes.c_int), ("name", ctypes.c_char_p), ("title", ctypes.c_char_p),
-                ("delta", ctypes.c_int), ("g", ctypes.c_int), ("fla_chunk", ctypes.c_char_p),
+                ("delta", ctypes.c_int), ("g", ctypes.c_int), ("ab", ctypes.c_int),
+                ("fla_chunk", ctypes.c_char_p),
                 ("fla_recurrent", ctypes.c_char_p), ("source", ctypes.c_char_p)]
 
 
@@ -197,7 +198,7 @@ def _rows():
         if not r:
             return out
         r = r.contents
-        out[r.name.decode()] = {"id": r.id, "delta": bool(r.delta), "g": r.g,
+        out[r.name.decode()] = {"id": r.id, "delta": bool(r.delta), "g": r.g, "ab": bool(r.ab),
                                 "fla_chunk": r.fla_chunk.decode(),
                                 "fla_recurrent": r.fla_recurrent.decode(),
                                 "title": r.title.decode(), "source": r.source.decode()}

@@ -30,8 +30,8 @@ import numpy as np
 from . import _lib
 
 Grads = collections.namedtuple(
-    "Grads", ["dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias"],
-    defaults=[None] * 8)
+    "Grads", ["dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias", "da", "db"],
+    defaults=[None] * 10)
 
 
 # ---- inputs -------------------------------------------------------------------
@@ -143,13 +143,19 @@ def _layout_guard(q, others):
 class _Call:
     """The sizes and layout of one call, checked."""
 
-    def __init__(self, mech, q, k, v, g, beta, h0, cu):
+    def __init__(self, mech, q, k, v, g, beta, h0, cu, a=None, b=None):
         self.mech = mech
         row = _lib.TABLE[mech]
         if g is not None and row["g"] == _lib.G_NONE:
             raise ValueError("g: %s has no log-decay; pass g=None" % mech)
         if beta is not None and not row["delta"]:
             raise ValueError("beta: %s has no delta rule; pass beta=None" % mech)
+        for name, x in (("a", a), ("b", b)):
+            if x is None and row["ab"]:
+                raise ValueError("%s is required: %s has the low-rank term b a^T (a, b "
+                                 "[B, T, HV, K])" % (name, mech))
+            if x is not None and not row["ab"]:
+                raise ValueError("%s: %s has no low-rank term; pass %s=None" % (name, mech, name))
         _layout_guard(q, (("beta", beta), ("g", g), ("v", v)))
         self.B, self.T, self.H, self.K = q.shape
         if self.B == 0 or self.H == 0 or self.K == 0:
@@ -178,6 +184,8 @@ class _Call:
             _expect("g", g, bt)
         if row["delta"]:
             _expect("beta", beta, bt)
+        _expect("a", a, bt + (self.K,))
+        _expect("b", b, bt + (self.K,))
         _expect("initial_state", h0, (self.N, self.HV, self.K, self.V))
         self.GK = self.K if row["g"] == _lib.G_PER_KEY else 1  # channels of g per value head
 
@@ -418,7 +426,7 @@ def _per_value_head(z, G):
 
 # ---- the two cores ------------------------------------------------------------
 
-def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
+def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt, a=None, b=None):
     q = as_f64(q, "q", 4)
     k = as_f64(k, "k", 4)
     v = as_f64(v, "v", 4)
@@ -432,7 +440,7 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
     beta = as_f64(beta, "beta", required=False)
     h0 = as_f64(initial_state, "initial_state", 4, required=False)
     cu = _as_cu(cu_seqlens)
-    call = _Call(mech, q, k, v, g, beta, h0, cu)
+    call = _Call(mech, q, k, v, g, beta, h0, cu, a, b)
     _flags(opt)
     scale = _real("scale", scale) if scale is not None else call.K ** -0.5
     if opt.get("lower_bound") is not None:
@@ -458,16 +466,19 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt):
 
 
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
-             cu_seqlens, chunk_size=None, normalize=False, impl="simd", **opt):
+             cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None, **opt):
     output_final_state = as_bool("output_final_state", output_final_state)
     impl = _impl(form, impl)
     normalize = as_bool("normalize", normalize)
+    a = as_f64(a, "a", 4, required=False)
+    b = as_f64(b, "b", 4, required=False)
     call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
-                                                     initial_state, cu_seqlens, opt)
+                                                     initial_state, cu_seqlens, opt, a, b)
     o = _lib.output((call.B, call.T, call.HV, call.V))
     ht = _lib.output(call.state_shape())
     op = _opts(chunk_size)
-    arrays = _lib.named(_lib.Tensors, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht)
+    arrays = _lib.named(_lib.Tensors, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht, a=a,
+                        b=b)
     _lib.check(_lib.lib.kdalab_run_f64(call.call(form, impl, scale, op), arrays, None), mech)
     if normalize:
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
@@ -478,11 +489,13 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
 
 
 def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
-              chunk_size=None, normalize=False, impl="simd", **opt):
+              chunk_size=None, normalize=False, impl="simd", a=None, b=None, **opt):
     normalize = as_bool("normalize", normalize)
     impl_id = _impl(form, impl)
+    a = as_f64(a, "a", 4, required=False)
+    b = as_f64(b, "b", 4, required=False)
     call, scale, qe, ke, v, ge, be, h0, st = _prepare(mech, q, k, v, g, beta, scale,
-                                                      initial_state, cu_seqlens, opt)
+                                                      initial_state, cu_seqlens, opt, a, b)
     do = as_f64(do, "do", 4)
     _expect("do", do, (call.B, call.T, call.HV, call.V))
     dht = as_f64(dht, "dht", 4, required=False)
@@ -513,9 +526,11 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     out = {n: _lib.output(s) for n, s in shapes.items()}
     out["dg"] = _lib.output(ge.shape) if ge is not None else None
     out["dbeta"] = _lib.output(be.shape) if be is not None else None
+    out["da"] = _lib.output(a.shape) if a is not None else None
+    out["db"] = _lib.output(b.shape) if b is not None else None
     op = _opts(chunk_size)
     arrays = _lib.named(_lib.Tensors, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do, dht=dht,
-                        **out)
+                        a=a, b=b, **out)
     _lib.check(_lib.lib.kdalab_run_bwd_f64(call.call(form, impl_id, scale, op), arrays),
                mech + " backward")
     dq, dk = out["dq"], out["dk"]
@@ -535,7 +550,8 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
         dg, dA, ddt = _gate_bwd(st["g_raw"], st["gate"], opt.get("lower_bound"), call.HV,
                                 call.GK, np.ascontiguousarray(dg))
     grads = Grads(dq, dk, out["dv"], dg, dbeta,
-                  out["dh0"] if initial_state is not None else None, dA, ddt)
+                  out["dh0"] if initial_state is not None else None, dA, ddt, out["da"],
+                  out["db"])
     for name, a in zip(grads._fields, grads):
         _check_finite(mech + " backward", name, a)
     return grads
@@ -825,3 +841,63 @@ def fused_recurrent_simple_gla_bwd(q, k, v, g, do, dht=None, scale=None, initial
                                    cu_seqlens=None, g_gamma=None):
     return _simple_gla_bwd(_lib.FORM_RECURRENT, q, k, v, g, g_gamma, do, dht, scale,
                            initial_state, cu_seqlens)
+
+
+# ---- the boundary: the general diagonal-plus-low-rank transition ----------------
+
+def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
+                          output_final_state=False, cu_seqlens=None, chunk_size=None,
+                          impl="reference"):
+    """fla's generalized delta rule, chunkwise (REFERENCE.md "The boundary"):
+    S_t = (Diag(exp gk_t) + b_t a_t^T) S_{t-1} + k_t v_t^T, o_t = scale S_t^T q_t,
+    a, b, gk [B, T, HV, K] (gk <= 0), scale None: K^-1/2 (fla's default).
+    The reference's chunkwise form only (the SIMD path does not serve this
+    row: impl="simd" is an error). Returns (o, final_state or None)."""
+    return _forward("dplr", _lib.FORM_CHUNK, q, k, v, gk, None, scale, initial_state,
+                    output_final_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)
+
+
+def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
+                                    output_final_state=False, cu_seqlens=None):
+    """The same, token by token."""
+    return _forward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, scale, initial_state,
+                    output_final_state, cu_seqlens, a=a, b=b)
+
+
+def _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens):
+    # the chunkwise and recurrent forms compute one function: its gradient is
+    # the recurrent backward's (the library has no chunkwise DPLR backward)
+    gr = _backward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, do, dht, scale,
+                   initial_state, cu_seqlens, a=a, b=b)
+    return gr
+
+
+def chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None, initial_state=None,
+                              cu_seqlens=None):
+    """The gradients of sum(o * do) + sum(final_state * dht): Grads with dq,
+    dk, dv, dg (of gk), da, db, dh0 — computed by the recurrent backward, the
+    gradient of the same function (there is no chunkwise DPLR backward)."""
+    return _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens)
+
+
+def fused_recurrent_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None,
+                                        initial_state=None, cu_seqlens=None):
+    return _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens)
+
+
+def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_state=False,
+                cu_seqlens=None):
+    """RWKV-7's time mixing as fla's chunk_rwkv7 runs it: the DPLR transition
+    with q = r and gk = w (w the log-decay, <= 0), scale 1.0 by default. In
+    RWKV-7's own parametrisation a = -kk, b = kk * a_rwkv (kk unit rows,
+    a_rwkv in [0, 1]), which keeps the transition's eigenvalues in [0, 1]."""
+    return chunk_dplr_delta_rule(r, k, v, a, b, w, scale, initial_state, output_final_state,
+                                 cu_seqlens)
+
+
+def fused_recurrent_rwkv7(r, w, k, v, a, b, scale=None, initial_state=None,
+                          output_final_state=True, cu_seqlens=None):
+    """chunk_rwkv7, token by token, with fla's defaults for it: scale None
+    (K^-1/2, where chunk_rwkv7's is 1.0) and the final state returned."""
+    return fused_recurrent_dplr_delta_rule(r, k, v, a, b, w, scale, initial_state,
+                                           output_final_state, cu_seqlens)

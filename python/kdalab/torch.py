@@ -48,7 +48,7 @@ from . import _lib, attention, ops
 FLA_VERSION = "0.5.2"
 FLA_COMMIT = "bc3b101dcb713ddc5bd8924b66754eb68b5ccf89"
 
-_NAMES = ("q", "k", "v", "g", "beta", "initial_state", "A_log", "dt_bias")
+_NAMES = ("q", "k", "v", "g", "beta", "initial_state", "A_log", "dt_bias", "a", "b")
 
 
 def _tensor(x, name, required=False):
@@ -157,8 +157,8 @@ class _Mixer(torch.autograd.Function):
         arr = {n: None if t is None else ops.as_f64(t, n) for n, t in zip(_NAMES, tensors)}
         o, ht = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
                              arr["beta"], spec.scale, arr["initial_state"], True, spec.cu,
-                             spec.chunk_size, False, spec.impl, A_log=arr["A_log"],
-                             dt_bias=arr["dt_bias"], **spec.opts)
+                             spec.chunk_size, False, spec.impl, a=arr["a"], b=arr["b"],
+                             A_log=arr["A_log"], dt_bias=arr["dt_bias"], **spec.opts)
         ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
         ctx.save_for_backward(*tensors)
         return torch.from_numpy(o), torch.from_numpy(ht)
@@ -173,13 +173,17 @@ class _Mixer(torch.autograd.Function):
     @staticmethod
     def _grads(ctx, do, dht):
         spec, arr = ctx.spec, ctx.arr
-        gr = ops._backward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
+        # the DPLR row's gradient is its recurrent backward's (the same function;
+        # the library has no chunkwise DPLR backward)
+        form = _lib.FORM_RECURRENT if _lib.TABLE[spec.mech]["ab"] else spec.form
+        gr = ops._backward(spec.mech, form, arr["q"], arr["k"], arr["v"], arr["g"],
                            arr["beta"], ops.as_f64(do, "do"),
                            None if dht is None else ops.as_f64(dht, "dht"), spec.scale,
                            arr["initial_state"], spec.cu, spec.chunk_size, False,
-                           impl=spec.impl, A_log=arr["A_log"], dt_bias=arr["dt_bias"],
-                           **spec.opts)
-        grads = (gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dh0, gr.dA_log, gr.ddt_bias)
+                           impl=spec.impl, a=arr["a"], b=arr["b"], A_log=arr["A_log"],
+                           dt_bias=arr["dt_bias"], **spec.opts)
+        grads = (gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dh0, gr.dA_log, gr.ddt_bias, gr.da,
+                 gr.db)
         return tuple(_grad(a, m, n) if need else None for a, m, n, need
                      in zip(grads, ctx.meta, _NAMES, ctx.needs_input_grad[1:]))
 
@@ -279,7 +283,7 @@ def _flip(v_first, t):
 
 def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
            cu, state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
-           like=None, states=False, impl="simd"):
+           like=None, states=False, impl="simd", a=None, b=None):
     """The common body: (o, final_state[, intermediate states]). impl: the
     chunkwise form's implementation, forward and backward, "simd" or
     "reference" (ops._impl)."""
@@ -287,12 +291,12 @@ def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_fin
               return_intermediate_states=states)
     ops._impl(form, impl)  # a bad impl fails now, not in the backward
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
-    g, beta, h0, A_log, dt_bias = (_tensor(x, n) for x, n in (
+    g, beta, h0, A_log, dt_bias, a, b = (_tensor(x, n) for x, n in (
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (A_log, "A_log"),
-        (dt_bias, "dt_bias")))
+        (dt_bias, "dt_bias"), (a, "a"), (b, "b")))
     h0 = _flip(state_v_first, h0)
     spec = _Spec(fname, mech, form, scale, cu, chunk_size, opts, impl)
-    o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias)
+    o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias, a, b)
     res = (_out(o, out_dtype, like, "o"),
            _out(_flip(state_v_first, ht), out_dtype, like, "final_state")
            if output_final_state else None)
@@ -745,6 +749,107 @@ def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initia
 
 
 # ---- softmax attention ---------------------------------------------------------------
+
+# ---- the boundary: the general diagonal-plus-low-rank transition ----------------
+
+def _dplr(fname, form, q, k, v, a, b, gk, scale, initial_state, output_final_state, reverse,
+          cu, out_dtype, like, g_name="gk", chunk_size=None):
+    """The body of the DPLR and RWKV-7 functions (reference implementation;
+    reverse runs each sequence from its end, as _gated_linear)."""
+    _switches(fname, reverse=reverse)
+    q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
+    a, b, gk = (_tensor(x, n, required=True) for x, n in ((a, "a"), (b, "b"), (gk, g_name)))
+    if reverse:
+        if cu is not None and q.ndim == 4:
+            ops.check_cu(cu, q.shape[1])
+        idx, (q, k, v, a, b, gk) = _time_reversed(
+            cu, (("q", q), ("k", k), ("v", v), ("a", a), ("b", b), (g_name, gk)), g_name)
+    o, ht = _mixer(fname, "dplr", form, q, k, v, gk, None, scale, initial_state,
+                   output_final_state, cu, False, {}, chunk_size=chunk_size,
+                   out_dtype=None if reverse else out_dtype,
+                   like=None if reverse else like, impl="reference", a=a, b=b)
+    if reverse:
+        o = _out(o.index_select(1, idx.to(o.device)), out_dtype, like, "o")
+        ht = _out(ht, out_dtype, like, "final_state")
+    return o, ht
+
+
+_CHUNK_DPLR = ("q", "k", "v", "a", "b", "gk", "scale", "initial_state", "output_final_state",
+               "cu_seqlens", "cu_seqlens_cpu", "safe_gate", "chunk_size", "disable_recompute",
+               "cp_context", "lower_bound")
+
+
+def _dplr_chunk_args(fname, kwargs, safe_gate, disable_recompute, cp_context, lower_bound,
+                     params):
+    """fla's chunkwise DPLR arguments that only tune its GPU kernel: checked
+    as fla checks them (bools, a negative lower_bound, no cp_context), then
+    unused — the oracle computes the exact function whatever gk is."""
+    _kwargs(fname, kwargs, (), params)
+    _switches(fname, safe_gate=safe_gate, disable_recompute=disable_recompute)
+    _no_cp(fname, cp_context)
+    if lower_bound is not None and not ops._real("lower_bound", lower_bound) < 0:
+        raise ValueError("`lower_bound` must be negative (gk is a log-decay < 0), got %r"
+                         % (lower_bound,))
+
+
+def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
+                          output_final_state=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                          safe_gate=False, chunk_size=None, disable_recompute=False,
+                          cp_context=None, lower_bound=None, *, out_dtype=None, like=None,
+                          **kwargs):
+    """fla's chunk_dplr_delta_rule: S_t = (Diag(exp gk_t) + b_t a_t^T) S_{t-1}
+    + k_t v_t^T, o_t = scale S_t^T q_t; a, b, gk [B, T, HV, K]; scale None:
+    K^-1/2. The reference's chunkwise form (chunk_size C, default 64);
+    gradients by the recurrent backward (the same function)."""
+    _dplr_chunk_args("chunk_dplr_delta_rule", kwargs, safe_gate, disable_recompute, cp_context,
+                     lower_bound, _CHUNK_DPLR)
+    return _dplr("chunk_dplr_delta_rule", _lib.FORM_CHUNK, q, k, v, a, b, gk, scale,
+                 initial_state, output_final_state, False, _cu(cu_seqlens, cu_seqlens_cpu),
+                 out_dtype, like, chunk_size=chunk_size)
+
+
+def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
+                                    output_final_state=False, reverse=False, cu_seqlens=None, *,
+                                    out_dtype=None, like=None):
+    """fla's fused_recurrent_dplr_delta_rule (fla's own kernel has no
+    backward; this one does). reverse: each sequence from its end."""
+    return _dplr("fused_recurrent_dplr_delta_rule", _lib.FORM_RECURRENT, q, k, v, a, b, gk,
+                 scale, initial_state, output_final_state, reverse, _cu(cu_seqlens), out_dtype,
+                 like)
+
+
+_CHUNK_RWKV7 = ("r", "w", "k", "v", "a", "b", "scale", "initial_state", "output_final_state",
+                "cu_seqlens", "cu_seqlens_cpu", "safe_gate", "chunk_size", "disable_recompute",
+                "cp_context", "lower_bound")
+
+
+def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_state=False,
+                cu_seqlens=None, cu_seqlens_cpu=None, safe_gate=False, chunk_size=None,
+                disable_recompute=False, cp_context=None, lower_bound=None, *, out_dtype=None,
+                like=None, **kwargs):
+    """fla's chunk_rwkv7: chunk_dplr_delta_rule with q = r and gk = w (w the
+    log-decay), scale 1.0 by default."""
+    _dplr_chunk_args("chunk_rwkv7", kwargs, safe_gate, disable_recompute, cp_context,
+                     lower_bound, _CHUNK_RWKV7)
+    return _dplr("chunk_rwkv7", _lib.FORM_CHUNK, r, k, v, a, b, w, scale, initial_state,
+                 output_final_state, False, _cu(cu_seqlens, cu_seqlens_cpu), out_dtype, like,
+                 g_name="w", chunk_size=chunk_size)
+
+
+_FUSED_RWKV7 = ("r", "w", "k", "v", "a", "b", "scale", "initial_state", "output_final_state",
+                "cu_seqlens")
+
+
+def fused_recurrent_rwkv7(r, w, k, v, a, b, scale=None, initial_state=None,
+                          output_final_state=True, cu_seqlens=None, *, out_dtype=None,
+                          like=None, **kwargs):
+    """fla's fused_recurrent_rwkv7, token by token (scale None: K^-1/2; the
+    final state returned by default, as fla's)."""
+    _kwargs("fused_recurrent_rwkv7", kwargs, (), _FUSED_RWKV7)
+    return _dplr("fused_recurrent_rwkv7", _lib.FORM_RECURRENT, r, k, v, a, b, w, scale,
+                 initial_state, output_final_state, False, _cu(cu_seqlens), out_dtype, like,
+                 g_name="w")
+
 
 _PARALLEL_ATTN = ("q", "k", "v", "g", "scale", "window_size", "cu_seqlens", "chunk_indices")
 

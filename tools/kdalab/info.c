@@ -21,8 +21,10 @@ static const char HELP[] =
     "\n"
     "  --mechanisms   instead, the mechanism table: one line a mechanism, with its\n"
     "                 name, whether it has the delta rule (and so beta), the shape\n"
-    "                 of its log-decay g, fla's chunkwise and recurrent functions,\n"
-    "                 the paper, and its title (tab-separated, a header line first)\n";
+    "                 of its log-decay g, whether a, b give its transition a\n"
+    "                 low-rank term (the DPLR boundary), fla's chunkwise and\n"
+    "                 recurrent functions, the paper, and its title (tab-separated,\n"
+    "                 a header line first)\n";
 
 static const struct option OPTIONS[] = {
     {"help", no_argument, NULL, 'h'},
@@ -125,11 +127,12 @@ int cmd_info(int argc, char **argv)
     }
     if (mechanisms) {
         static const char *const G[] = {"none", "per_head [B,T,H]", "per_key [B,T,H,K]"};
-        printf("name\tdelta_rule\tg\tfla_chunk\tfla_recurrent\tsource\ttitle\n");
+        printf("name\tdelta_rule\tg\tab\tfla_chunk\tfla_recurrent\tsource\ttitle\n");
         for (kdalab_mechanism m = 0; kdalab_mechanism_row(m); m++) {
             const kdalab_mechanism_info *r = kdalab_mechanism_row(m);
-            printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r->name, r->delta ? "yes" : "no", G[r->g],
-                   r->fla_chunk, r->fla_recurrent, r->source, r->title);
+            printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r->name, r->delta ? "yes" : "no",
+                   G[r->g], r->ab ? "yes [B,T,H,K]" : "no", r->fla_chunk, r->fla_recurrent,
+                   r->source, r->title);
         }
         return 0;
     }

@@ -26,6 +26,10 @@ int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu
 {
     fw->cu = (cli_input){.flag = "--cu-seqlens", .path = cu_seqlens};
     const char *mech = kdalab_mechanism_name(fw->mech);
+    if (kdalab_mechanism_has_ab(fw->mech))
+        return cli_fail(EXIT_BAD, "--mechanism %s: its a, b inputs are not taken by the "
+                        "command line yet (the C call kdalab_run_f64 and the Python "
+                        "module take them)", mech);
     for (int i = 0; i < N_IN; i++) {
         fw->in[i].flag = IN_FLAG[i];
         fw->in[i].path = path[i];
