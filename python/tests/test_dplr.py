@@ -15,7 +15,7 @@ import kdalab
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
                     "golden_grad")
-CASES = ("dplr_rwkv7_grad", "dplr_general_grad", "dplr_as_kda_grad")
+CASES = ("dplr_rwkv7_grad", "dplr_general_grad", "dplr_as_kda_grad", "dplr_rwkv7_k64_grad")
 
 
 def load(name, key):
