@@ -430,6 +430,9 @@ const char *tcli_case_inputs(const golden_case *c)
                       tcli_golden_path(c->name, "beta"));
     if (kdalab_mechanism_g_width(c->mech, 1))
         n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s", tcli_golden_path(c->name, "g"));
+    if (kdalab_mechanism_has_ab(c->mech))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --a %s --b %s",
+                      tcli_golden_path(c->name, "a"), tcli_golden_path(c->name, "b"));
     if (c->has_h0)
         snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s", tcli_golden_path(c->name, "h0"));
     return buf;

@@ -46,6 +46,9 @@ static const char *grad_inputs(const grad_case *c)
         n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s", grad_path(c->name, "g"));
     if (c->has_h0)
         n += snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s", grad_path(c->name, "h0"));
+    if (kdalab_mechanism_has_ab(c->mech))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --a %s --b %s", grad_path(c->name, "a"),
+                      grad_path(c->name, "b"));
     if (c->has_dht)
         n += snprintf(buf + n, sizeof buf - (size_t)n, " --dht %s", grad_path(c->name, "dht"));
     snprintf(buf + n, sizeof buf - (size_t)n, " --do %s", grad_path(c->name, "do")); /* last */
@@ -68,22 +71,30 @@ static void grad_golden(void **state)
     const double tols[] = {1e-10, 1e-10, 1e-5, 1e-10, 1e-5}; /* float32: test_grad's bound */
     const int n_forms = (int)(sizeof forms / sizeof forms[0]);
     for (size_t ci = 0; ci < n; ci++) {
-        if (kdalab_mechanism_has_ab(cases[ci].mech))
-            continue; /* a, b not on the command line yet (the CLI refuses: test_dplr.c) */
         const grad_case *c = &cases[ci];
-        const char *keys[] = {"dq", "dk", "dv", "dbeta", "dg", "dh0"};
-        const kdalab_array *want[] = {&c->dq, &c->dk, &c->dv, &c->dbeta, &c->dg, &c->dh0};
+        const char *keys[] = {"dq", "dk", "dv", "dbeta", "dg", "dh0", "da", "db"};
+        const kdalab_array *want[] = {&c->dq, &c->dk, &c->dv, &c->dbeta,
+                                      &c->dg, &c->dh0, &c->da, &c->db};
+        /* the DPLR row: its recurrent backward (recurrent, fp64 and fp32) only */
+        const int ab = kdalab_mechanism_has_ab(c->mech);
         for (int fi = 0; fi < n_forms; fi++) {
+            if (ab && fi > 0) {
+                if (fi == 1) /* the chunkwise form is refused by name */
+                    tcli_expect_error(tcli_run("grad %s %s --dq %s", grad_inputs(c), forms[fi],
+                                               tcli_tmp("dq")),
+                                      2, "form recurrent", NULL);
+                continue;
+            }
             char outs[1024] = "";
             size_t len = 0;
-            for (int a = 0; a < 6; a++)
+            for (int a = 0; a < 8; a++)
                 if (want[a]->data)
                     len += (size_t)snprintf(outs + len, sizeof outs - len, " --%s %s", keys[a],
                                             tcli_tmp(keys[a]));
             int rc = tcli_run("grad %s %s %s", grad_inputs(c), forms[fi], outs);
             if (rc != 0)
                 fail_msg("%s [%s]: exit %d: %s", c->name, forms[fi], rc, tcli_err);
-            for (int a = 0; a < 6; a++) {
+            for (int a = 0; a < 8; a++) {
                 if (!want[a]->data)
                     continue;
                 rc = tcli_run("compare %s %s --rtol %g", tcli_tmp(keys[a]),

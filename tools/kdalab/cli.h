@@ -164,16 +164,18 @@ int cli_shape_mismatch(const cli_input *in, const char *layout, int nd, const si
 
 /* ---- the forward inputs (inputs.c) ------------------------------------------- */
 
-enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, N_IN };
+enum { IN_Q, IN_K, IN_V, IN_BETA, IN_G, IN_H0, IN_A, IN_B, N_IN };
 
-/* The getopt_long rows of the six input flags, with val = base + IN_*. */
+/* The getopt_long rows of the eight input flags, with val = base + IN_*. */
 #define CLI_INPUT_OPTIONS(base)                                                          \
     {"q", required_argument, NULL, (base) + IN_Q},                                       \
         {"k", required_argument, NULL, (base) + IN_K},                                   \
         {"v", required_argument, NULL, (base) + IN_V},                                   \
         {"beta", required_argument, NULL, (base) + IN_BETA},                             \
         {"g", required_argument, NULL, (base) + IN_G},                                   \
-        {"h0", required_argument, NULL, (base) + IN_H0}
+        {"h0", required_argument, NULL, (base) + IN_H0},                                 \
+        {"a", required_argument, NULL, (base) + IN_A},                                   \
+        {"b", required_argument, NULL, (base) + IN_B}
 
 /* Each input's flag, its name in the library's messages, and the library's
  * rule for its values, by IN_*. */
@@ -202,7 +204,7 @@ kdalab_call cli_call(const cli_inputs *fw, double scale, int chunk_form, int sim
 #define CLI_IS_BATCH(fw) ((fw)->cu_seqlens != NULL || (fw)->HV != (fw)->dims.H)
 
 /* Record the paths (by IN_*, NULL when not given) and refuse a missing q, k,
- * v, a missing beta/g the mechanism needs, or one it does not use. Returns 0
+ * v, a missing beta/g/a/b the mechanism needs, or one it does not use. Returns 0
  * or the exit status after the one-line error. */
 int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu_seqlens);
 /* Read every given input, check shapes against q's and v's and values by

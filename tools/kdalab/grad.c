@@ -18,8 +18,9 @@
 
 #include "cli.h"
 
-enum { OUT_DQ, OUT_DK, OUT_DV, OUT_DG, OUT_DBETA, OUT_DH0, N_OUT };
-static const char *const OUT_FLAG[N_OUT] = {"--dq", "--dk", "--dv", "--dg", "--dbeta", "--dh0"};
+enum { OUT_DQ, OUT_DK, OUT_DV, OUT_DG, OUT_DBETA, OUT_DH0, OUT_DA, OUT_DB, N_OUT };
+static const char *const OUT_FLAG[N_OUT] = {"--dq",    "--dk",  "--dv", "--dg",
+                                            "--dbeta", "--dh0", "--da", "--db"};
 
 typedef struct {
     const char *mechanism, *form, *precision, *impl, *chunk, *subchunk, *scale, *d_o, *dht;
@@ -49,7 +50,9 @@ static void print_help(void)
     printf(
         "usage: kdalab grad --mechanism M --q Q.npy --k K.npy --v V.npy [--beta B.npy]\n"
         "                   [--g G.npy] [--h0 H0.npy] --do DO.npy [--dht DHT.npy]\n"
+        "                   [--a A.npy --b B.npy]\n"
         "                   [--dq F] [--dk F] [--dv F] [--dg F] [--dbeta F] [--dh0 F]\n"
+        "                   [--da F] [--db F]\n"
         "\n"
         "The float64 backward: the gradients of L = sum(o * do) + sum(ht * dht) with\n"
         "respect to each input, what a backward kernel given do and dht must return.\n"
@@ -106,6 +109,8 @@ static const struct option OPTIONS[] = {
     {"dg", required_argument, NULL, OPT_OUT + OUT_DG},
     {"dbeta", required_argument, NULL, OPT_OUT + OUT_DBETA},
     {"dh0", required_argument, NULL, OPT_OUT + OUT_DH0},
+    {"da", required_argument, NULL, OPT_OUT + OUT_DA},
+    {"db", required_argument, NULL, OPT_OUT + OUT_DB},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -175,7 +180,9 @@ static int plan(const grad_flags *f, grad_job *job)
         return cli_fail(EXIT_BAD, "--impl: unknown implementation '%s' (reference, simd)",
                         f->impl);
     /* no --impl: the SIMD backward for the chunkwise form, the reference otherwise */
-    job->simd = f->impl ? strcmp(f->impl, "simd") == 0 : job->chunk_form && !job->attention;
+    job->simd = f->impl ? strcmp(f->impl, "simd") == 0
+                        : job->chunk_form && !job->attention &&
+                              !kdalab_mechanism_has_ab(job->fwd.mech);
     if (job->simd && !job->chunk_form)
         return cli_fail(EXIT_BAD, "--impl simd needs --form chunk (the SIMD backward is "
                                   "chunkwise)");
@@ -212,7 +219,9 @@ static int plan(const grad_flags *f, grad_job *job)
         int has = i == OUT_DG      ? !job->attention && kdalab_mechanism_g_width(job->fwd.mech, 1)
                   : i == OUT_DBETA ? !job->attention && kdalab_mechanism_has_beta(job->fwd.mech)
                   : i == OUT_DH0   ? !job->attention
-                                   : 1;
+                  : i == OUT_DA || i == OUT_DB
+                      ? !job->attention && kdalab_mechanism_has_ab(job->fwd.mech)
+                      : 1;
         if (!has)
             return cli_fail(EXIT_BAD, "%s: %s has no %s", OUT_FLAG[i], f->mechanism,
                             OUT_FLAG[i] + 2);
@@ -233,7 +242,8 @@ static int plan(const grad_flags *f, grad_job *job)
             return rc;
     }
     if (!any)
-        return cli_fail(EXIT_BAD, "no output asked for (--dq, --dk, --dv, --dg, --dbeta, --dh0)");
+        return cli_fail(EXIT_BAD, "no output asked for (--dq, --dk, --dv, --dg, --dbeta, --dh0, "
+                                  "--da, --db)");
     return 0;
 }
 
@@ -297,7 +307,8 @@ static int compute_f32(grad_job *job, const size_t nout[N_OUT])
             .q = f[IN_Q], .k = f[IN_K], .v = f[IN_V], .g = f[IN_G], .beta = f[IN_BETA],
             .h0 = f[IN_H0], .d_o = f[N_IN], .dht = f[N_IN + 1], .dq = gf[OUT_DQ],
             .dk = gf[OUT_DK], .dv = gf[OUT_DV], .dg = gf[OUT_DG], .dbeta = gf[OUT_DBETA],
-            .dh0 = gf[OUT_DH0]};
+            .dh0 = gf[OUT_DH0], .a = f[IN_A], .b = f[IN_B], .da = gf[OUT_DA],
+            .db = gf[OUT_DB]};
         s = kdalab_run_bwd_f32(&c, &t);
     }
     if (rc == 0 && s == KDALAB_ERANGE)
@@ -319,9 +330,10 @@ static int compute_f32(grad_job *job, const size_t nout[N_OUT])
 static int compute(grad_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
-    const size_t n[N_OUT] = {job->fwd.in[IN_Q].a.size, job->fwd.in[IN_Q].a.size,
-                             job->fwd.in[IN_V].a.size, job->fwd.in[IN_G].a.size,
-                             job->fwd.in[IN_BETA].a.size, job->fwd.n_state};
+    const size_t n[N_OUT] = {job->fwd.in[IN_Q].a.size,    job->fwd.in[IN_Q].a.size,
+                             job->fwd.in[IN_V].a.size,    job->fwd.in[IN_G].a.size,
+                             job->fwd.in[IN_BETA].a.size, job->fwd.n_state,
+                             job->fwd.in[IN_A].a.size,    job->fwd.in[IN_B].a.size};
     for (int i = 0; i < N_OUT; i++)
         if (!(job->grad[i] = malloc((n[i] ? n[i] : 1) * sizeof(double))))
             return cli_fail(EXIT_FAIL, "out of memory for the gradients");
@@ -343,7 +355,8 @@ static int compute(grad_job *job)
             .q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G], .beta = x[IN_BETA],
             .h0 = x[IN_H0], .d_o = job->d_o.a.data, .dht = dht, .dq = gr[OUT_DQ],
             .dk = gr[OUT_DK], .dv = gr[OUT_DV], .dg = gr[OUT_DG], .dbeta = gr[OUT_DBETA],
-            .dh0 = gr[OUT_DH0]};
+            .dh0 = gr[OUT_DH0], .a = x[IN_A], .b = x[IN_B], .da = gr[OUT_DA],
+            .db = gr[OUT_DB]};
         s = kdalab_run_bwd_f64(&c, &t);
     }
     if (s == KDALAB_ERANGE)
@@ -357,7 +370,7 @@ static int compute(grad_job *job)
 static int write_grads(const grad_flags *f, const grad_job *job)
 {
     const kdalab_dims *d = &job->fwd.dims;
-    const int src[N_OUT] = {IN_Q, IN_K, IN_V, IN_G, IN_BETA, -1};
+    const int src[N_OUT] = {IN_Q, IN_K, IN_V, IN_G, IN_BETA, -1, IN_A, IN_B};
     cli_output out[N_OUT];
     size_t n = 0;
     for (int i = 0; i < N_OUT; i++) {

@@ -1,6 +1,6 @@
 /*
  * tools/kdalab/inputs.c — the forward inputs every computing subcommand
- * (run, grad) takes: which of q, k, v, beta, g, h0 the mechanism needs, reading
+ * (run, grad) takes: which of q, k, v, beta, g, h0, a, b the mechanism needs, reading
  * them with --cu-seqlens, checking their shapes against q's and v's (v's head
  * count fixes HV: grouped value heads when it is a multiple of q's) and their
  * values by the library's rules.
@@ -16,20 +16,17 @@
 
 #include "cli.h"
 
-const char *const IN_FLAG[N_IN] = {"--q", "--k", "--v", "--beta", "--g", "--h0"};
-const char *const IN_NAME[N_IN] = {"q", "k", "v", "beta", "g", "h0"};
-const kdalab_value_rule IN_RULE[N_IN] = {KDALAB_RULE_FINITE, KDALAB_RULE_FINITE,
-                                         KDALAB_RULE_FINITE, KDALAB_RULE_BETA,
-                                         KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE};
+const char *const IN_FLAG[N_IN] = {"--q", "--k", "--v", "--beta", "--g", "--h0", "--a", "--b"};
+const char *const IN_NAME[N_IN] = {"q", "k", "v", "beta", "g", "h0", "a", "b"};
+const kdalab_value_rule IN_RULE[N_IN] = {KDALAB_RULE_FINITE,    KDALAB_RULE_FINITE,
+                                         KDALAB_RULE_FINITE,    KDALAB_RULE_BETA,
+                                         KDALAB_RULE_LOG_DECAY, KDALAB_RULE_FINITE,
+                                         KDALAB_RULE_FINITE,    KDALAB_RULE_FINITE};
 
 int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu_seqlens)
 {
     fw->cu = (cli_input){.flag = "--cu-seqlens", .path = cu_seqlens};
     const char *mech = kdalab_mechanism_name(fw->mech);
-    if (kdalab_mechanism_has_ab(fw->mech))
-        return cli_fail(EXIT_BAD, "--mechanism %s: its a, b inputs are not taken by the "
-                        "command line yet (the C call kdalab_run_f64 and the Python "
-                        "module take them)", mech);
     for (int i = 0; i < N_IN; i++) {
         fw->in[i].flag = IN_FLAG[i];
         fw->in[i].path = path[i];
@@ -49,6 +46,15 @@ int cli_inputs_plan(cli_inputs *fw, const char *const path[N_IN], const char *cu
                                                                                : "[B, T, H]");
     if (!need_g && path[IN_G])
         return cli_fail(EXIT_BAD, "--g is not used by %s", mech);
+    const int need_ab = kdalab_mechanism_has_ab(fw->mech);
+    for (int i = IN_A; i <= IN_B; i++) {
+        if (need_ab && path[i] == NULL)
+            return cli_fail(EXIT_BAD, "%s is required by %s (a .npy file, [B, T, H, K]: the "
+                                      "low-rank term b a^T)",
+                            IN_FLAG[i], mech);
+        if (!need_ab && path[i])
+            return cli_fail(EXIT_BAD, "%s is not used by %s", IN_FLAG[i], mech);
+    }
     return 0;
 }
 
@@ -152,6 +158,10 @@ static int check_shapes(cli_inputs *fw)
                  kdalab_mechanism_name(fw->mech));
         return cli_shape_mismatch(&in[IN_G], want, 4, bthk, &in[IN_Q]);
     }
+    for (int i = IN_A; i <= IN_B && kdalab_mechanism_has_ab(fw->mech); i++)
+        if (!cli_shape_is(&in[i].a, 4, bthk))
+            return cli_shape_mismatch(&in[i], gva ? "(B, T, HV, K)" : "(B, T, H, K)", 4, bthk,
+                                      &in[IN_Q]);
     if (in[IN_H0].path && !cli_shape_is(&in[IN_H0].a, 4, state))
         return cli_fail(EXIT_BAD, "--h0 %s: shape %s, expected (%s, %s, K, V) = (%zu, %zu, %zu, "
                                   "%zu) from --q %s shape %s and --v %s shape %s",

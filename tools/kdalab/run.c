@@ -97,6 +97,9 @@ static void print_help(void)
         "  --decay D         safe | pairwise | rescaled | anchored (default %s; chunk form)\n"
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
         "  --beta, --g       required by the mechanisms that use them, refused otherwise\n"
+        "  --a, --b          [B, T, H, K] the low-rank term b a^T of dplr's transition\n"
+        "                    (required by dplr, refused otherwise; dplr runs on the\n"
+        "                    reference only)\n"
         "  --cu-seqlens F    int64/int32 [N + 1]: N sequences packed along T (B = 1);\n"
         "                    h0 and ht are then [N, H, K, V] (fla's varlen)\n"
         "  (grouped value heads: v, beta, g, h0 with HV = G * H heads, value head j\n"
@@ -231,7 +234,8 @@ static int plan_options(const run_flags *f, run_job *job)
      * form, safe decay, plain storage), the reference otherwise */
     job->simd = f->impl ? strcmp(f->impl, "simd") == 0
                         : job->chunk_form && job->opts.decay == KDALAB_DECAY_SAFE &&
-                              job->opts.precision == KDALAB_FP32;
+                              job->opts.precision == KDALAB_FP32 &&
+                              !kdalab_mechanism_has_ab(job->mech);
     if (job->simd && !f->chunk)
         job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
     if (f->scale) { /* any scale the library accepts, subnormals included */
@@ -348,8 +352,8 @@ static kdalab_status call_f32(run_job *job)
     const kdalab_call c =
         cli_call(&job->fwd, job->scale, job->chunk_form, job->simd, &job->opts, job->work);
     const kdalab_tensors_f32 t = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G],
-                                  .beta = x[IN_BETA], .h0 = x[IN_H0], .o = job->fo,
-                                  .ht = job->fht};
+                                  .beta = x[IN_BETA], .h0 = x[IN_H0], .a = x[IN_A],
+                                  .b = x[IN_B], .o = job->fo, .ht = job->fht};
     return kdalab_run_f32(&c, &t, &job->report);
 }
 
@@ -395,8 +399,8 @@ static kdalab_status call_f64(run_job *job)
     const kdalab_call c =
         cli_call(&job->fwd, job->scale, job->chunk_form, job->simd, &job->opts, job->work);
     const kdalab_tensors_f64 t = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G],
-                                  .beta = x[IN_BETA], .h0 = x[IN_H0], .o = job->o,
-                                  .ht = job->ht};
+                                  .beta = x[IN_BETA], .h0 = x[IN_H0], .a = x[IN_A],
+                                  .b = x[IN_B], .o = job->o, .ht = job->ht};
     return kdalab_run_f64(&c, &t, &job->report);
 }
 
