@@ -55,10 +55,12 @@ typedef struct {
     double clear_g, hmin, hmax;
 } params;
 
-/* every row of the mechanism table, in its order (lib/core/mechanisms.c): what
- * each column finds follows from the row's two properties, the delta rule
- * and the shape of the decay */
-#define N_MECH KDALAB_N_MECHANISMS
+/* every row of the mechanism table's grid, in its order (lib/core/mechanisms.c):
+ * what each column finds follows from the row's two properties, the delta
+ * rule and the shape of the decay. The DPLR boundary, the table's last row,
+ * is not among them: its a, b are inputs this experiment would have to
+ * choose (main checks that the rows before it have none). */
+#define N_MECH KDALAB_DPLR
 #define MECH(m) ((kdalab_mechanism)(m))
 #define G_SHAPE(m) kdalab_mechanism_g_shape(MECH(m))
 
@@ -335,6 +337,9 @@ int main(int argc, char **argv)
     lab_init(&x, "11_comparison",
              "the chapter's comparison table measured: state and read bytes, targeting one "
              "fact, bulk clearing, timescales");
+    for (int m = 0; m < N_MECH; m++) /* the grid's rows take no a, b */
+        if (kdalab_mechanism_has_ab(MECH(m)))
+            lab_check(&x, KDALAB_EINVAL, "11_comparison: a row before the DPLR boundary takes a, b");
     lab_flag_size(&x, "H", &p.H, "heads per layer (bytes columns)");
     lab_flag_size(&x, "d", &p.d, "head dimension d = d_k = d_v (bytes columns)");
     lab_flag_size(&x, "bytes", &p.bytes, "bytes per stored number (2: bf16)");

@@ -59,6 +59,7 @@ twin lib/reference/recurrent.c reference recurrent_f32.c
 twin lib/reference/chunk_steps.h reference chunk_steps_f32.h
 twin lib/reference/chunk_steps.c reference chunk_steps_f32.c
 twin lib/reference/chunk.c reference chunk_f32.c
+twin lib/reference/chunk_bwd.c reference chunk_bwd_f32.c
 twin lib/reference/attention_steps.h reference attention_steps_f32.h
 twin lib/reference/attention.c reference attention_f32.c
 twin lib/reference/gates.c reference gates_f32.c

@@ -423,6 +423,14 @@ static void test_refusals(void **state)
     double S[6] = {0};
     assert_int_equal(kdalab_step_f64(KDALAB_DPLR, 3, 2, 0.5, p.q, p.k, p.v, p.g, 0, S, o),
                      KDALAB_EINVAL);
+    /* the flat functions (fla's argument lists for the other rows) have no a, b */
+    assert_int_equal(kdalab_recurrent_f64(&d, KDALAB_DPLR, 0.5, p.q, p.k, p.v, p.g, NULL, NULL,
+                                          o, NULL),
+                     KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "kdalab_run_f64"));
+    assert_int_equal(kdalab_recurrent_bwd_f64(&d, KDALAB_DPLR, 0.5, p.q, p.k, p.v, p.g, NULL,
+                                              NULL, o, NULL, dq, NULL, NULL, NULL, NULL, NULL),
+                     KDALAB_EINVAL);
     const kdalab_mixer_config mc = {(kdalab_mixer_kind)(1 + KDALAB_DPLR), 4, 1, 0, 0, 0};
     assert_true(train_unserved(mc.kind));
     assert_int_equal(kdalab_mixer_fwd_f64(&mc, &(kdalab_mixer_params){0}, 1, 1, o, o, NULL),

@@ -14,14 +14,22 @@
  */
 #include "internal.h"
 
-/* The call of a plain batch; *ok is 0 (and the error set) when dims is NULL. */
+/* The call of a plain batch; *ok is KDALAB_OK, or the error (set) when dims
+ * is NULL or the mechanism takes a, b, which these argument lists lack. */
 static kdalab_call plain(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
                          kdalab_form form, kdalab_impl impl, const kdalab_chunk_opts *opts,
-                         int *ok)
+                         kdalab_status *ok)
 {
-    *ok = dims != NULL;
+    *ok = KDALAB_OK;
     if (!dims) {
-        kdalab_fail(KDALAB_ENULL, "dims is NULL");
+        *ok = kdalab_fail(KDALAB_ENULL, "dims is NULL");
+        return (kdalab_call){0};
+    }
+    if (kdalab_mechanism_has_ab(mech)) {
+        *ok = kdalab_fail(KDALAB_EINVAL, "%s: the flat functions take no a, b; call "
+                          "kdalab_run_f64 / kdalab_run_bwd_f64 (or _f32) with the "
+                          "kdalab_tensors' a, b",
+                          kdalab_mechanism_name(mech));
         return (kdalab_call){0};
     }
     return (kdalab_call){.dims = *dims, .HV = dims->H, .mech = mech, .scale = scale,
@@ -36,12 +44,12 @@ kdalab_status kdalab_recurrent_f64(const kdalab_dims *dims, kdalab_mechanism mec
                                    double *o, double *ht)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_RECURRENT, KDALAB_IMPL_REFERENCE, NULL,
                           &ok);
     kdalab_tensors_f64 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f64(&c, &x, NULL) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f64(&c, &x, NULL) : ok;
 }
 
 kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
@@ -50,12 +58,12 @@ kdalab_status kdalab_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mec
                                    float *ht)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_RECURRENT, KDALAB_IMPL_REFERENCE, NULL,
                           &ok);
     kdalab_tensors_f32 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f32(&c, &x, NULL) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f32(&c, &x, NULL) : ok;
 }
 
 kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, double scale,
@@ -65,11 +73,11 @@ kdalab_status kdalab_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech, d
                                kdalab_report *report)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_CHUNK, KDALAB_IMPL_REFERENCE, opts, &ok);
     kdalab_tensors_f64 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f64(&c, &x, report) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f64(&c, &x, report) : ok;
 }
 
 kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, float scale,
@@ -78,11 +86,11 @@ kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
                                const kdalab_chunk_opts *opts, kdalab_report *report)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_CHUNK, KDALAB_IMPL_REFERENCE, opts, &ok);
     kdalab_tensors_f32 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f32(&c, &x, report) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f32(&c, &x, report) : ok;
 }
 
 /* ---- the backward (kdalab_grad.h) -------------------------------------------- */
@@ -90,12 +98,12 @@ kdalab_status kdalab_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech, f
 /* The backward of a plain batch, either precision (T: the tensors type). */
 #define BWD(run, T, form, impl, opts)                                                          \
     do {                                                                                       \
-        int ok;                                                                                \
+        kdalab_status ok;                                                                      \
         kdalab_call c = plain(dims, mech, scale, form, impl, opts, &ok);                       \
         T x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .d_o = d_o,             \
                .dht = dht, .dq = dq, .dk = dk, .dv = dv, .dg = dg, .dbeta = dbeta,             \
                .dh0 = dh0};                                                                    \
-        return ok ? run(&c, &x) : KDALAB_ENULL;                                                \
+        return ok == KDALAB_OK ? run(&c, &x) : ok;                                             \
     } while (0)
 
 kdalab_status kdalab_recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
@@ -177,11 +185,11 @@ kdalab_status kdalab_simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanis
                                         const float *h0, float *o, float *ht)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_RECURRENT, KDALAB_IMPL_SIMD, NULL, &ok);
     kdalab_tensors_f32 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f32(&c, &x, NULL) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f32(&c, &x, NULL) : ok;
 }
 
 kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism mech,
@@ -191,11 +199,11 @@ kdalab_status kdalab_simd_chunk_f32(const kdalab_dims *dims, kdalab_mechanism me
                                     const kdalab_chunk_opts *opts, kdalab_report *report)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_CHUNK, KDALAB_IMPL_SIMD, opts, &ok);
     kdalab_tensors_f32 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f32(&c, &x, report) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f32(&c, &x, report) : ok;
 }
 
 kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism mech,
@@ -205,9 +213,9 @@ kdalab_status kdalab_simd_chunk_f64(const kdalab_dims *dims, kdalab_mechanism me
                                     const kdalab_chunk_opts *opts, kdalab_report *report)
 {
     kdalab_clear_error();
-    int ok;
+    kdalab_status ok;
     kdalab_call c = plain(dims, mech, scale, KDALAB_FORM_CHUNK, KDALAB_IMPL_SIMD, opts, &ok);
     kdalab_tensors_f64 x = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .h0 = h0, .o = o,
                             .ht = ht};
-    return ok ? kdalab_run_f64(&c, &x, report) : KDALAB_ENULL;
+    return ok == KDALAB_OK ? kdalab_run_f64(&c, &x, report) : ok;
 }

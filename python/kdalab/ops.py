@@ -30,8 +30,10 @@ import numpy as np
 from . import _lib
 
 Grads = collections.namedtuple(
-    "Grads", ["dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias", "da", "db"],
-    defaults=[None] * 10)
+    "Grads", ["dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias"],
+    defaults=[None] * 8)
+# the DPLR rows' gradients (dg: of gk, or RWKV-7's w)
+DplrGrads = collections.namedtuple("DplrGrads", ["dq", "dk", "dv", "dg", "da", "db", "dh0"])
 
 
 # ---- inputs -------------------------------------------------------------------
@@ -549,9 +551,9 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     if opt.get("use_gate_in_kernel"):
         dg, dA, ddt = _gate_bwd(st["g_raw"], st["gate"], opt.get("lower_bound"), call.HV,
                                 call.GK, np.ascontiguousarray(dg))
-    grads = Grads(dq, dk, out["dv"], dg, dbeta,
-                  out["dh0"] if initial_state is not None else None, dA, ddt, out["da"],
-                  out["db"])
+    dh0 = out["dh0"] if initial_state is not None else None
+    grads = DplrGrads(dq, dk, out["dv"], dg, out["da"], out["db"], dh0) if a is not None \
+        else Grads(dq, dk, out["dv"], dg, dbeta, dh0, dA, ddt)
     for name, a in zip(grads._fields, grads):
         _check_finite(mech + " backward", name, a)
     return grads
@@ -845,6 +847,22 @@ def fused_recurrent_simple_gla_bwd(q, k, v, g, do, dht=None, scale=None, initial
 
 # ---- the boundary: the general diagonal-plus-low-rank transition ----------------
 
+def log_decay_arg(name, gk, q, v):
+    """The DPLR functions' log-decay, checked under the caller's name for it
+    (fla's gk, RWKV-7's w) before the library sees it as g: present,
+    [B, T, HV, K] (v's B, T, HV and q's K), finite, <= 0; a ValueError
+    naming it and its index otherwise."""
+    gk = as_f64(gk, name)
+    shape_v, shape_q = tuple(np.shape(v)), tuple(np.shape(q))
+    if len(shape_v) == 4 and len(shape_q) == 4:
+        _expect(name, gk, shape_v[:3] + shape_q[3:])
+    _check_input(name, gk)
+    if (gk > 0).any():
+        idx = _first_index(gk > 0)
+        raise ValueError("%s%s = %r > 0: a log-decay must be <= 0" % (name, list(idx), gk[idx]))
+    return gk
+
+
 def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
                           output_final_state=False, cu_seqlens=None, chunk_size=None,
                           impl="reference"):
@@ -853,6 +871,7 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
     a, b, gk [B, T, HV, K] (gk <= 0), scale None: K^-1/2 (fla's default).
     The reference's chunkwise form only (the SIMD path does not serve this
     row: impl="simd" is an error). Returns (o, final_state or None)."""
+    gk = log_decay_arg("gk", gk, q, v)
     return _forward("dplr", _lib.FORM_CHUNK, q, k, v, gk, None, scale, initial_state,
                     output_final_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)
 
@@ -860,6 +879,7 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
 def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
                                     output_final_state=False, cu_seqlens=None):
     """The same, token by token."""
+    gk = log_decay_arg("gk", gk, q, v)
     return _forward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, scale, initial_state,
                     output_final_state, cu_seqlens, a=a, b=b)
 
@@ -867,15 +887,15 @@ def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state
 def _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens):
     # the chunkwise and recurrent forms compute one function: its gradient is
     # the recurrent backward's (the library has no chunkwise DPLR backward)
-    gr = _backward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, do, dht, scale,
-                   initial_state, cu_seqlens, a=a, b=b)
-    return gr
+    gk = log_decay_arg("gk", gk, q, v)
+    return _backward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, do, dht, scale,
+                     initial_state, cu_seqlens, a=a, b=b)
 
 
 def chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None, initial_state=None,
                               cu_seqlens=None):
-    """The gradients of sum(o * do) + sum(final_state * dht): Grads with dq,
-    dk, dv, dg (of gk), da, db, dh0 — computed by the recurrent backward, the
+    """The gradients of sum(o * do) + sum(final_state * dht): DplrGrads (dq,
+    dk, dv, dg (of gk), da, db, dh0) — computed by the recurrent backward, the
     gradient of the same function (there is no chunkwise DPLR backward)."""
     return _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens)
 
@@ -891,6 +911,7 @@ def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_st
     with q = r and gk = w (w the log-decay, <= 0), scale 1.0 by default. In
     RWKV-7's own parametrisation a = -kk, b = kk * a_rwkv (kk unit rows,
     a_rwkv in [0, 1]), which keeps the transition's eigenvalues in [0, 1]."""
+    w = log_decay_arg("w", w, r, v)
     return chunk_dplr_delta_rule(r, k, v, a, b, w, scale, initial_state, output_final_state,
                                  cu_seqlens)
 
@@ -899,5 +920,6 @@ def fused_recurrent_rwkv7(r, w, k, v, a, b, scale=None, initial_state=None,
                           output_final_state=True, cu_seqlens=None):
     """chunk_rwkv7, token by token, with fla's defaults for it: scale None
     (K^-1/2, where chunk_rwkv7's is 1.0) and the final state returned."""
+    w = log_decay_arg("w", w, r, v)
     return fused_recurrent_dplr_delta_rule(r, k, v, a, b, w, scale, initial_state,
                                            output_final_state, cu_seqlens)

@@ -180,11 +180,15 @@ def _emulate(call, x, scale, precision, chunk_size):
 
 def _check_trial_args(mech, precision, trials, margin):
     """tolerance's and grad_tolerance's own arguments: a row of the mechanism
-    table, a storage format, trials >= 1, a finite margin >= 1 (returned as
+    table without the DPLR term, a storage format, trials >= 1, a finite margin >= 1 (returned as
     a float); a ValueError naming the argument otherwise."""
     from . import _lib, ops
+    served = sorted(m for m, r in _lib.TABLE.items() if not r["ab"])
     if mech not in _lib.MECHANISMS:
-        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
+        raise ValueError("mech: %r, expected one of %s" % (mech, served))
+    if _lib.TABLE[mech]["ab"]:
+        raise ValueError("mech: %r takes a, b, which tolerance and grad_tolerance do not: "
+                         "no bound is derived for it yet (one of %s)" % (mech, served))
     if precision not in _UNIT:
         raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
     if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \

@@ -182,8 +182,8 @@ class _Mixer(torch.autograd.Function):
                            arr["initial_state"], spec.cu, spec.chunk_size, False,
                            impl=spec.impl, a=arr["a"], b=arr["b"], A_log=arr["A_log"],
                            dt_bias=arr["dt_bias"], **spec.opts)
-        grads = (gr.dq, gr.dk, gr.dv, gr.dg, gr.dbeta, gr.dh0, gr.dA_log, gr.ddt_bias, gr.da,
-                 gr.db)
+        grads = tuple(getattr(gr, n, None) for n in ("dq", "dk", "dv", "dg", "dbeta", "dh0",
+                                                     "dA_log", "ddt_bias", "da", "db"))
         return tuple(_grad(a, m, n) if need else None for a, m, n, need
                      in zip(grads, ctx.meta, _NAMES, ctx.needs_input_grad[1:]))
 
@@ -759,6 +759,7 @@ def _dplr(fname, form, q, k, v, a, b, gk, scale, initial_state, output_final_sta
     _switches(fname, reverse=reverse)
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     a, b, gk = (_tensor(x, n, required=True) for x, n in ((a, "a"), (b, "b"), (gk, g_name)))
+    ops.log_decay_arg(g_name, gk, q, v)  # named as the caller named it, before it becomes g
     if reverse:
         if cu is not None and q.ndim == 4:
             ops.check_cu(cu, q.shape[1])

@@ -133,3 +133,20 @@ def test_torch_rwkv7_and_fla_arguments():
         kt.chunk_dplr_delta_rule(x["q"], x["k"], x["v"], x["a"], x["b"], x["gk"], cp_context=1)
     with pytest.raises(ValueError, match="head_first"):
         kt.chunk_rwkv7(x["q"], x["gk"], x["k"], x["v"], x["a"], x["b"], head_first=True)
+
+
+def test_the_decay_is_named_as_the_caller_names_it():
+    name = CASES[1]
+    q, k, v, a, b, gk = (load(name, x) for x in ("q", "k", "v", "a", "b", "g"))
+    with pytest.raises(ValueError, match=r"gk: shape"):
+        kdalab.chunk_dplr_delta_rule(q, k, v, a, b, gk[..., :1])
+    with pytest.raises(ValueError, match="gk is required"):
+        kdalab.fused_recurrent_dplr_delta_rule(q, k, v, a, b, None)
+    bad = -gk
+    bad[0, 0, 0, 0] = 0.5
+    with pytest.raises(ValueError, match=r"w\[0, 0, 0, 0\] = 0.5 > 0"):
+        kdalab.chunk_rwkv7(q, bad, k, v, a, b)
+    with pytest.raises(ValueError, match=r"w\[0, 0, 0, 0\] = 0.5 > 0"):
+        kt.chunk_rwkv7(*(torch.tensor(x) for x in (q, bad, k, v, a, b)))
+    with pytest.raises(ValueError, match="takes a, b"):
+        kdalab.testing.tolerance("dplr", q, k, v, g=gk)
