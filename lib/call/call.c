@@ -12,8 +12,8 @@
  * (backward), q, k, v, o (forward), g, beta present; then every input's
  * values, in the order q, k, v, g, beta, h0, d_o, dht.
  *
- * A row with the DPLR term (a, b) runs on the reference only, and its
- * backward in the recurrent form (resolve refuses the rest by name).
+ * A row with the DPLR term (a, b) runs on the reference only (resolve
+ * refuses the SIMD path by name).
  *
  * Where a call goes, once checked:
  *   SIMD, chunkwise, safe decay, plain storage   lib/simd/entry_impl.h, every
@@ -117,11 +117,6 @@ static kdalab_status resolve(const kdalab_call *call, int is_f32, int bwd, kdala
     if (kdalab_mechanism_has_ab(call->mech) && simd)
         return kdalab_fail(KDALAB_EINVAL, "%s: the SIMD path does not serve the DPLR "
                            "transition (a, b); use the reference (impl reference)",
-                           kdalab_mechanism_name(call->mech));
-    if (kdalab_mechanism_has_ab(call->mech) && bwd && call->form == KDALAB_FORM_CHUNK)
-        return kdalab_fail(KDALAB_EINVAL, "%s: no chunkwise backward for the DPLR transition "
-                           "(a, b); the recurrent backward gives the gradient of the same "
-                           "function (form recurrent)",
                            kdalab_mechanism_name(call->mech));
     if (simd && call->form == KDALAB_FORM_RECURRENT && bwd)
         return kdalab_fail(KDALAB_EINVAL, "the backward has no SIMD recurrent form (the SIMD "
@@ -282,9 +277,9 @@ kdalab_status kdalab_run_bwd_f64(const kdalab_call *call, const kdalab_tensors_f
     double *dg = c.gw ? x->dg : NULL, *dbeta = c.delta ? x->dbeta : NULL;
     double *da = c.ab ? x->da : NULL, *db = c.ab ? x->db : NULL;
     if (c.form == KDALAB_FORM_CHUNK)
-        return kdalab__chunk_bwd_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
-                                     x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, x->dh0,
-                                     &c.op);
+        return kdalab__chunk_bwd_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                                     x->h0, x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, da,
+                                     db, x->dh0, &c.op);
     return kdalab__recurrent_bwd_f64(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
                                      x->h0, x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, da,
                                      db, x->dh0);
@@ -309,9 +304,9 @@ kdalab_status kdalab_run_bwd_f32(const kdalab_call *call, const kdalab_tensors_f
     float *dg = c.gw ? x->dg : NULL, *dbeta = c.delta ? x->dbeta : NULL;
     float *da = c.ab ? x->da : NULL, *db = c.ab ? x->db : NULL;
     if (c.form == KDALAB_FORM_CHUNK)
-        return kdalab__chunk_bwd_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, x->h0,
-                                     x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, x->dh0,
-                                     &c.op);
+        return kdalab__chunk_bwd_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
+                                     x->h0, x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, da,
+                                     db, x->dh0, &c.op);
     return kdalab__recurrent_bwd_f32(d, c.mech, scale, x->q, x->k, x->v, a.g, a.beta, a.a, a.b,
                                      x->h0, x->d_o, x->dht, x->dq, x->dk, x->dv, dg, dbeta, da,
                                      db, x->dh0);

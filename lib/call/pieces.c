@@ -48,11 +48,11 @@ static kdalab_status run_piece(const call *a, piece *p, kdalab_report *rep)
     const void *h0 = a->h0 ? p->h0 : NULL, *dht = a->dht ? p->dht : NULL;
     const void *pa = c->ab ? p->a : NULL, *pb = c->ab ? p->b : NULL;
     void *da = c->ab ? p->da : NULL, *db = c->ab ? p->db : NULL;
-    const int chunk = c->form == KDALAB_FORM_CHUNK; /* a DPLR backward is recurrent */
+    const int chunk = c->form == KDALAB_FORM_CHUNK;
     if (a->bwd && a->es == 8)
         return chunk ? kdalab__chunk_bwd_f64(d, c->mech, a->scale, p->q, p->k, p->v, p->g,
-                                             p->beta, h0, p->d_o, dht, p->dq, p->dk, p->dv,
-                                             p->dg, p->dbeta, p->dh0, &c->op)
+                                             p->beta, pa, pb, h0, p->d_o, dht, p->dq, p->dk,
+                                             p->dv, p->dg, p->dbeta, da, db, p->dh0, &c->op)
                      : kdalab__recurrent_bwd_f64(d, c->mech, a->scale, p->q, p->k, p->v, p->g,
                                                  p->beta, pa, pb, h0, p->d_o, dht, p->dq,
                                                  p->dk, p->dv, p->dg, p->dbeta, da, db,
@@ -60,8 +60,8 @@ static kdalab_status run_piece(const call *a, piece *p, kdalab_report *rep)
     float s = (float)a->scale;
     if (a->bwd)
         return chunk ? kdalab__chunk_bwd_f32(d, c->mech, s, p->q, p->k, p->v, p->g, p->beta,
-                                             h0, p->d_o, dht, p->dq, p->dk, p->dv, p->dg,
-                                             p->dbeta, p->dh0, &c->op)
+                                             pa, pb, h0, p->d_o, dht, p->dq, p->dk, p->dv,
+                                             p->dg, p->dbeta, da, db, p->dh0, &c->op)
                      : kdalab__recurrent_bwd_f32(d, c->mech, s, p->q, p->k, p->v, p->g,
                                                  p->beta, pa, pb, h0, p->d_o, dht, p->dq,
                                                  p->dk, p->dv, p->dg, p->dbeta, da, db,

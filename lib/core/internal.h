@@ -248,15 +248,19 @@ kdalab_status kdalab__recurrent_bwd_f32(const kdalab_dims *dims, kdalab_mechanis
 kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                     double scale, const double *q, const double *k,
                                     const double *v, const double *g, const double *beta,
-                                    const double *h0, const double *d_o, const double *dht,
-                                    double *dq, double *dk, double *dv, double *dg,
-                                    double *dbeta, double *dh0, const kdalab_chunk_opts *opts);
+                                    const double *a, const double *b, const double *h0,
+                                    const double *d_o, const double *dht, double *dq,
+                                    double *dk, double *dv, double *dg, double *dbeta,
+                                    double *da, double *db, double *dh0,
+                                    const kdalab_chunk_opts *opts);
 kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                     float scale, const float *q, const float *k,
                                     const float *v, const float *g, const float *beta,
-                                    const float *h0, const float *d_o, const float *dht,
-                                    float *dq, float *dk, float *dv, float *dg, float *dbeta,
-                                    float *dh0, const kdalab_chunk_opts *opts);
+                                    const float *a, const float *b, const float *h0,
+                                    const float *d_o, const float *dht, float *dq,
+                                    float *dk, float *dv, float *dg, float *dbeta,
+                                    float *da, float *db, float *dh0,
+                                    const kdalab_chunk_opts *opts);
 kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                          float scale, const float *q, const float *k,
                                          const float *v, const float *g, const float *beta,

@@ -63,6 +63,8 @@ typedef struct {
     double *run;           // (K)
     double *S, *dS;        // (K, V) the state entering the chunk; dL/d(state)
     double *states;        // (n_chunks + 1, K, V) the state entering each chunk
+    double *da, *db, *dash; // (L, K) the DPLR rows: dL/da, dL/db, dL/d(a one row up)
+    double *dAqb, *dAak, *dGsh; // (L, L) the DPLR rows: dA_qb, dA_ak, a Gram's one row up
 } chunk_grads;
 
 /* y (n) += a * x (n) */
@@ -270,6 +272,118 @@ static void chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const doubl
 }
 
 /*
+ * The backward of one chunk of a DPLR row (REFERENCE.md "The boundary",
+ * steps 5 to 1), as chunk_bwd for the table's other rows: on entry gr->S is
+ * the state entering the chunk and gr->dS dL/d(state leaving it); on return
+ * gr->dS is dL/d(state entering) and gr's row buffers (dq, dk, dv, da, db,
+ * and the decay factors' gradients) hold the chunk's gradients. With
+ * M = I - A_ab and U = M^-1 R, R = (a * gamma_{i-1}) S + A_ak V:
+ *   5. S_out = Diag(gamma_last) S + (to_end*B)^T U + (to_end*K)^T V
+ *   4. O = s ((gamma*Q) S + A_qb U + A_qk V)
+ *   3. dR = M^-T dU;  dA_ab = dR U^T and dA_ak = dR V^T (strictly lower);
+ *      d(a * gamma_{i-1}) = dR S^T;  dS += (a * gamma_{i-1})^T dR;  dV += A_ak^T dR
+ * 2-1. A_ab, A_ak: decayed Gram matrices of a's rows one position up against
+ *      b's and k's, differentiated by decayed_gram_bwd (rows one position up).
+ */
+static void dplr_chunk_bwd(chunk_work *ck, chunk_grads *gr, double scale, const double *dO,
+                           size_t o_stride)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const double *S = gr->S;
+    double *dS = gr->dS; /* dL/d(state leaving); becomes dL/d(state entering) */
+    double *dU = gr->dVn, *dR = gr->dRv;
+
+    /* the forward of this chunk, from S: A_ab (ck->Akk), A_ak (ck->Gkk), U, A_qb, A_qk */
+    kdalab__chunk_decay_factors(ck);
+    kdalab__chunk_dplr_reads(ck, S);
+    kdalab__chunk_decayed_gram(ck, ck->q, ck->b, 1, ck->Aqb);
+    kdalab__chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk);
+
+    double *zero[] = {gr->dq, gr->dk, gr->da, gr->db, gr->dgamma, gr->dto_end, gr->dgsum,
+                      gr->dash};
+    for (size_t z = 0; z < sizeof zero / sizeof zero[0]; z++)
+        memset(zero[z], 0, L * K * sizeof(double));
+    memset(gr->dv, 0, L * V * sizeof(double));
+    memset(dU, 0, L * V * sizeof(double));
+
+    /* 5. S_out = Diag(gamma_last) S + (to_end*B)^T U + (to_end*K)^T V */
+    for (size_t r = 0; r < L; r++)
+        for (size_t c = 0; c < K; c++) {
+            const double te = ck->to_end[r * K + c], *dsc = dS + c * V;
+            axpy(te * ck->b[r * K + c], dsc, dU + r * V, V);
+            axpy(te * ck->k[r * K + c], dsc, gr->dv + r * V, V);
+            double dbd = kdalab__chunk_dot(ck->U + r * V, dsc, V);
+            double dkd = kdalab__chunk_dot(ck->v + r * V, dsc, V);
+            gr->db[r * K + c] += te * dbd;
+            gr->dk[r * K + c] += te * dkd;
+            gr->dto_end[r * K + c] += ck->b[r * K + c] * dbd + ck->k[r * K + c] * dkd;
+        }
+    for (size_t c = 0; c < K; c++)
+        gr->dgamma[(L - 1) * K + c] += kdalab__chunk_dot(dS + c * V, S + c * V, V);
+
+    /* 4. O = s ((gamma*Q) S + A_qb U + A_qk V) */
+    for (size_t i = 0; i < L; i++) {
+        const double *doi = dO + i * o_stride;
+        for (size_t j = 0; j <= i; j++) {
+            gr->dAqb[i * L + j] = scale * kdalab__chunk_dot(doi, ck->U + j * V, V);
+            gr->dAqk[i * L + j] = scale * kdalab__chunk_dot(doi, ck->v + j * V, V);
+            axpy(scale * ck->Aqb[i * L + j], doi, dU + j * V, V);
+            axpy(scale * ck->Aqk[i * L + j], doi, gr->dv + j * V, V);
+        }
+        for (size_t c = 0; c < K; c++) {
+            double dqg = scale * kdalab__chunk_dot(doi, S + c * V, V);
+            gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
+            gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
+        }
+    }
+    /* dS (entering) = Diag(gamma_last) dS_out + s (gamma*Q)^T dO + (a*gamma_{i-1})^T dR,
+     * built in place: the old dS_out is only needed above */
+    for (size_t c = 0; c < K; c++) {
+        double *dsc = dS + c * V;
+        const double gl = ck->gamma[(L - 1) * K + c];
+        for (size_t j = 0; j < V; j++)
+            dsc[j] *= gl;
+        for (size_t i = 0; i < L; i++)
+            axpy(scale * ck->q[i * K + c] * ck->gamma[i * K + c], dO + i * o_stride, dsc, V);
+    }
+    decayed_gram_bwd(ck, gr, ck->q, ck->b, gr->dAqb, 1, gr->dq, gr->db);
+    decayed_gram_bwd(ck, gr, ck->q, ck->k, gr->dAqk, 1, gr->dq, gr->dk);
+
+    /* 3. dR = (I - A_ab)^-T dU, last row first: dR_i = dU_i + sum_{m>i} A_ab[m][i] dR_m */
+    memcpy(dR, dU, L * V * sizeof(double));
+    for (size_t i = L; i-- > 0;)
+        for (size_t m = i + 1; m < L; m++)
+            axpy(ck->Akk[m * L + i], dR + m * V, dR + i * V, V);
+    for (size_t i = 0; i < L; i++) {
+        for (size_t j = 0; j < i; j++) {
+            gr->dAkk[i * L + j] = kdalab__chunk_dot(dR + i * V, ck->U + j * V, V); /* dA_ab */
+            gr->dAak[i * L + j] = kdalab__chunk_dot(dR + i * V, ck->v + j * V, V);
+            axpy(ck->Gkk[i * L + j], dR + i * V, gr->dv + j * V, V); /* A_ak in ck->Gkk */
+        }
+        for (size_t c = 0; c < K; c++) { /* R_i's first term, (a_i * gamma_{i-1}) S */
+            const double gp = i ? ck->gamma[(i - 1) * K + c] : 1;
+            double dad = kdalab__chunk_dot(dR + i * V, S + c * V, V);
+            gr->da[i * K + c] += gp * dad;
+            if (i)
+                gr->dgamma[(i - 1) * K + c] += ck->a[i * K + c] * dad;
+            axpy(ck->a[i * K + c] * gp, dR + i * V, dS + c * V, V);
+        }
+    }
+
+    /* 2-1. A_ab[i][j] = G(ash, B)[i-1][j] and A_ak[i][j] = G(ash, K)[i-1][j], j < i */
+    const double *dA[2] = {gr->dAkk, gr->dAak}, *Y[2] = {ck->b, ck->k};
+    double *dY[2] = {gr->db, gr->dk};
+    for (int m = 0; m < 2; m++) {
+        for (size_t i = 0; i < L; i++) /* row i of the Gram is row i + 1 of A (last: none) */
+            for (size_t j = 0; j <= i; j++)
+                gr->dGsh[i * L + j] = i + 1 < L ? dA[m][(i + 1) * L + j] : 0;
+        decayed_gram_bwd(ck, gr, ck->ash, Y[m], gr->dGsh, 1, gr->dash, dY[m]);
+    }
+    for (size_t i = 1; i < L; i++) /* ash row i - 1 is a_i */
+        axpy(1.0, gr->dash + (i - 1) * K, gr->da + i * K, K);
+}
+
+/*
  * dL/dg of the chunk's positions (L, K) from the gradients of its decay
  * factors (see the top of the file), written to dg rows (gw = K: per
  * channel; gw = 1: summed over the channels, Gated DeltaNet's one g).
@@ -301,7 +415,8 @@ static void grads_free(chunk_grads *gr)
     double *all[] = {gr->dq,  gr->dk,  gr->dv,   gr->dbeta, gr->dgamma, gr->dto_end,
                      gr->dgsum, gr->dVn, gr->dW, gr->dRv,   gr->dRk,    gr->dAqk,
                      gr->dAkk, gr->dXo, gr->dYo, gr->xf,    gr->yf,     gr->run,
-                     gr->S,   gr->dS,  gr->states};
+                     gr->S,   gr->dS,  gr->states, gr->da, gr->db, gr->dash,
+                     gr->dAqb, gr->dAak, gr->dGsh};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -324,10 +439,12 @@ static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
     gr->dXo = malloc(CK * e);    gr->dYo = malloc(CK * e);    gr->xf = malloc(CK * e);
     gr->yf = malloc(K * e);      gr->run = malloc(K * e);
     gr->S = malloc(KV * e);      gr->dS = malloc(KV * e);     gr->states = malloc(bytes);
+    gr->da = malloc(CK * e);     gr->db = malloc(CK * e);     gr->dash = malloc(CK * e);
+    gr->dAqb = calloc(CC, e);    gr->dAak = calloc(CC, e);    gr->dGsh = calloc(CC, e);
     if (!gr->dq || !gr->dk || !gr->dv || !gr->dbeta || !gr->dgamma || !gr->dto_end ||
         !gr->dgsum || !gr->dVn || !gr->dW || !gr->dRv || !gr->dRk || !gr->dAqk || !gr->dAkk ||
         !gr->dXo || !gr->dYo || !gr->xf || !gr->yf || !gr->run || !gr->S || !gr->dS ||
-        !gr->states) {
+        !gr->states || !gr->da || !gr->db || !gr->dash || !gr->dAqb || !gr->dAak || !gr->dGsh) {
         grads_free(gr);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for the chunkwise backward");
     }
@@ -337,18 +454,22 @@ static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
 kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism mech,
                                     double scale, const double *q, const double *k,
                                     const double *v, const double *g, const double *beta,
-                                    const double *h0, const double *d_o, const double *dht,
-                                    double *dq, double *dk, double *dv, double *dg,
-                                    double *dbeta, double *dh0, const kdalab_chunk_opts *opts)
+                                    const double *a, const double *bb, const double *h0,
+                                    const double *d_o, const double *dht, double *dq,
+                                    double *dk, double *dv, double *dg, double *dbeta,
+                                    double *da, double *db, double *dh0,
+                                    const kdalab_chunk_opts *opts)
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
-    // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
+    // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); a, bb, da, db are (B, T, H, K)
+    // (DPLR) or NULL; h0, dht, dh0 are (B, H, K, V)
     const kdalab_chunk_opts op = *opts;
     kdalab_status s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t gw = kdalab_mechanism_g_width(mech, K), n_chunks = (T + C - 1) / C;
-    chunk_work ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech)};
+    chunk_work ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech),
+                     .ab = kdalab_mechanism_has_ab(mech)};
     chunk_grads gr = {0};
     s = kdalab__chunk_alloc(&ck, C, K, V);
     if (s != KDALAB_OK)
@@ -373,6 +494,12 @@ kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism me
                 ck.L = (n_c + 1) * C <= T ? C : T - n_c * C;
                 kdalab__chunk_load(&ck, dims, b, h, n_c * C, q, k, v, g, gw, beta);
                 kdalab__chunk_decay_factors(&ck);
+                if (ck.ab) { /* the boundary's steps 1-3 and 5 */
+                    kdalab__chunk_load_ab(&ck, dims, b, h, n_c * C, a, bb);
+                    kdalab__chunk_dplr_reads(&ck, gr.states + n_c * KV);
+                    kdalab__chunk_dplr_advance(&ck, Sn);
+                    continue;
+                }
                 kdalab__chunk_corrected_values(&ck, gr.states + n_c * KV);
                 kdalab__chunk_advance_state(&ck, Sn);
             }
@@ -388,7 +515,12 @@ kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism me
                 kdalab__chunk_load(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
                 memcpy(gr.S, gr.states + n_c * KV, KV * sizeof(double));
                 size_t row = (b * T + t0) * H + h; /* (b, t0, h) */
-                chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
+                if (ck.ab) {
+                    kdalab__chunk_load_ab(&ck, dims, b, h, t0, a, bb);
+                    dplr_chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
+                } else {
+                    chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
+                }
                 for (size_t r = 0; r < ck.L; r++) {
                     size_t bth = row + r * H;
                     if (dq)
@@ -399,6 +531,10 @@ kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism me
                         memcpy(dv + bth * V, gr.dv + r * V, V * sizeof(double));
                     if (dbeta && ck.delta)
                         dbeta[bth] = gr.dbeta[r];
+                    if (da && ck.ab)
+                        memcpy(da + bth * K, gr.da + r * K, K * sizeof(double));
+                    if (db && ck.ab)
+                        memcpy(db + bth * K, gr.db + r * K, K * sizeof(double));
                 }
                 if (dg && gw)
                     chunk_dg(&ck, &gr, dg + row * gw, H * gw, gw);
@@ -409,5 +545,5 @@ kdalab_status kdalab__chunk_bwd_f64(const kdalab_dims *dims, kdalab_mechanism me
     kdalab__chunk_free(&ck);
     grads_free(&gr);
     return kdalab_check_grads_f64("chunkwise backward", dims, mech, dq, dk, dv, dg, dbeta,
-                                  NULL, NULL, dh0);
+                                  ck.ab ? da : NULL, ck.ab ? db : NULL, dh0);
 }

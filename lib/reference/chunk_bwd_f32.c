@@ -66,6 +66,8 @@ typedef struct {
     float *run;           // (K)
     float *S, *dS;        // (K, V) the state entering the chunk; dL/d(state)
     float *states;        // (n_chunks + 1, K, V) the state entering each chunk
+    float *da, *db, *dash; // (L, K) the DPLR rows: dL/da, dL/db, dL/d(a one row up)
+    float *dAqb, *dAak, *dGsh; // (L, L) the DPLR rows: dA_qb, dA_ak, a Gram's one row up
 } chunk_grads;
 
 /* y (n) += a * x (n) */
@@ -273,6 +275,118 @@ static void chunk_bwd(chunk_work_f32 *ck, chunk_grads *gr, float scale, const fl
 }
 
 /*
+ * The backward of one chunk of a DPLR row (REFERENCE.md "The boundary",
+ * steps 5 to 1), as chunk_bwd for the table's other rows: on entry gr->S is
+ * the state entering the chunk and gr->dS dL/d(state leaving it); on return
+ * gr->dS is dL/d(state entering) and gr's row buffers (dq, dk, dv, da, db,
+ * and the decay factors' gradients) hold the chunk's gradients. With
+ * M = I - A_ab and U = M^-1 R, R = (a * gamma_{i-1}) S + A_ak V:
+ *   5. S_out = Diag(gamma_last) S + (to_end*B)^T U + (to_end*K)^T V
+ *   4. O = s ((gamma*Q) S + A_qb U + A_qk V)
+ *   3. dR = M^-T dU;  dA_ab = dR U^T and dA_ak = dR V^T (strictly lower);
+ *      d(a * gamma_{i-1}) = dR S^T;  dS += (a * gamma_{i-1})^T dR;  dV += A_ak^T dR
+ * 2-1. A_ab, A_ak: decayed Gram matrices of a's rows one position up against
+ *      b's and k's, differentiated by decayed_gram_bwd (rows one position up).
+ */
+static void dplr_chunk_bwd(chunk_work_f32 *ck, chunk_grads *gr, float scale, const float *dO,
+                           size_t o_stride)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const float *S = gr->S;
+    float *dS = gr->dS; /* dL/d(state leaving); becomes dL/d(state entering) */
+    float *dU = gr->dVn, *dR = gr->dRv;
+
+    /* the forward of this chunk, from S: A_ab (ck->Akk), A_ak (ck->Gkk), U, A_qb, A_qk */
+    kdalab__chunk_decay_factors_f32(ck);
+    kdalab__chunk_dplr_reads_f32(ck, S);
+    kdalab__chunk_decayed_gram_f32(ck, ck->q, ck->b, 1, ck->Aqb);
+    kdalab__chunk_decayed_gram_f32(ck, ck->q, ck->k, 1, ck->Aqk);
+
+    float *zero[] = {gr->dq, gr->dk, gr->da, gr->db, gr->dgamma, gr->dto_end, gr->dgsum,
+                      gr->dash};
+    for (size_t z = 0; z < sizeof zero / sizeof zero[0]; z++)
+        memset(zero[z], 0, L * K * sizeof(float));
+    memset(gr->dv, 0, L * V * sizeof(float));
+    memset(dU, 0, L * V * sizeof(float));
+
+    /* 5. S_out = Diag(gamma_last) S + (to_end*B)^T U + (to_end*K)^T V */
+    for (size_t r = 0; r < L; r++)
+        for (size_t c = 0; c < K; c++) {
+            const float te = ck->to_end[r * K + c], *dsc = dS + c * V;
+            axpy(te * ck->b[r * K + c], dsc, dU + r * V, V);
+            axpy(te * ck->k[r * K + c], dsc, gr->dv + r * V, V);
+            float dbd = kdalab__chunk_dot_f32(ck->U + r * V, dsc, V);
+            float dkd = kdalab__chunk_dot_f32(ck->v + r * V, dsc, V);
+            gr->db[r * K + c] += te * dbd;
+            gr->dk[r * K + c] += te * dkd;
+            gr->dto_end[r * K + c] += ck->b[r * K + c] * dbd + ck->k[r * K + c] * dkd;
+        }
+    for (size_t c = 0; c < K; c++)
+        gr->dgamma[(L - 1) * K + c] += kdalab__chunk_dot_f32(dS + c * V, S + c * V, V);
+
+    /* 4. O = s ((gamma*Q) S + A_qb U + A_qk V) */
+    for (size_t i = 0; i < L; i++) {
+        const float *doi = dO + i * o_stride;
+        for (size_t j = 0; j <= i; j++) {
+            gr->dAqb[i * L + j] = scale * kdalab__chunk_dot_f32(doi, ck->U + j * V, V);
+            gr->dAqk[i * L + j] = scale * kdalab__chunk_dot_f32(doi, ck->v + j * V, V);
+            axpy(scale * ck->Aqb[i * L + j], doi, dU + j * V, V);
+            axpy(scale * ck->Aqk[i * L + j], doi, gr->dv + j * V, V);
+        }
+        for (size_t c = 0; c < K; c++) {
+            float dqg = scale * kdalab__chunk_dot_f32(doi, S + c * V, V);
+            gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
+            gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
+        }
+    }
+    /* dS (entering) = Diag(gamma_last) dS_out + s (gamma*Q)^T dO + (a*gamma_{i-1})^T dR,
+     * built in place: the old dS_out is only needed above */
+    for (size_t c = 0; c < K; c++) {
+        float *dsc = dS + c * V;
+        const float gl = ck->gamma[(L - 1) * K + c];
+        for (size_t j = 0; j < V; j++)
+            dsc[j] *= gl;
+        for (size_t i = 0; i < L; i++)
+            axpy(scale * ck->q[i * K + c] * ck->gamma[i * K + c], dO + i * o_stride, dsc, V);
+    }
+    decayed_gram_bwd(ck, gr, ck->q, ck->b, gr->dAqb, 1, gr->dq, gr->db);
+    decayed_gram_bwd(ck, gr, ck->q, ck->k, gr->dAqk, 1, gr->dq, gr->dk);
+
+    /* 3. dR = (I - A_ab)^-T dU, last row first: dR_i = dU_i + sum_{m>i} A_ab[m][i] dR_m */
+    memcpy(dR, dU, L * V * sizeof(float));
+    for (size_t i = L; i-- > 0;)
+        for (size_t m = i + 1; m < L; m++)
+            axpy(ck->Akk[m * L + i], dR + m * V, dR + i * V, V);
+    for (size_t i = 0; i < L; i++) {
+        for (size_t j = 0; j < i; j++) {
+            gr->dAkk[i * L + j] = kdalab__chunk_dot_f32(dR + i * V, ck->U + j * V, V); /* dA_ab */
+            gr->dAak[i * L + j] = kdalab__chunk_dot_f32(dR + i * V, ck->v + j * V, V);
+            axpy(ck->Gkk[i * L + j], dR + i * V, gr->dv + j * V, V); /* A_ak in ck->Gkk */
+        }
+        for (size_t c = 0; c < K; c++) { /* R_i's first term, (a_i * gamma_{i-1}) S */
+            const float gp = i ? ck->gamma[(i - 1) * K + c] : 1;
+            float dad = kdalab__chunk_dot_f32(dR + i * V, S + c * V, V);
+            gr->da[i * K + c] += gp * dad;
+            if (i)
+                gr->dgamma[(i - 1) * K + c] += ck->a[i * K + c] * dad;
+            axpy(ck->a[i * K + c] * gp, dR + i * V, dS + c * V, V);
+        }
+    }
+
+    /* 2-1. A_ab[i][j] = G(ash, B)[i-1][j] and A_ak[i][j] = G(ash, K)[i-1][j], j < i */
+    const float *dA[2] = {gr->dAkk, gr->dAak}, *Y[2] = {ck->b, ck->k};
+    float *dY[2] = {gr->db, gr->dk};
+    for (int m = 0; m < 2; m++) {
+        for (size_t i = 0; i < L; i++) /* row i of the Gram is row i + 1 of A (last: none) */
+            for (size_t j = 0; j <= i; j++)
+                gr->dGsh[i * L + j] = i + 1 < L ? dA[m][(i + 1) * L + j] : 0;
+        decayed_gram_bwd(ck, gr, ck->ash, Y[m], gr->dGsh, 1, gr->dash, dY[m]);
+    }
+    for (size_t i = 1; i < L; i++) /* ash row i - 1 is a_i */
+        axpy(1.0, gr->dash + (i - 1) * K, gr->da + i * K, K);
+}
+
+/*
  * dL/dg of the chunk's positions (L, K) from the gradients of its decay
  * factors (see the top of the file), written to dg rows (gw = K: per
  * channel; gw = 1: summed over the channels, Gated DeltaNet's one g).
@@ -304,7 +418,8 @@ static void grads_free(chunk_grads *gr)
     float *all[] = {gr->dq,  gr->dk,  gr->dv,   gr->dbeta, gr->dgamma, gr->dto_end,
                      gr->dgsum, gr->dVn, gr->dW, gr->dRv,   gr->dRk,    gr->dAqk,
                      gr->dAkk, gr->dXo, gr->dYo, gr->xf,    gr->yf,     gr->run,
-                     gr->S,   gr->dS,  gr->states};
+                     gr->S,   gr->dS,  gr->states, gr->da, gr->db, gr->dash,
+                     gr->dAqb, gr->dAak, gr->dGsh};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -327,10 +442,12 @@ static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
     gr->dXo = malloc(CK * e);    gr->dYo = malloc(CK * e);    gr->xf = malloc(CK * e);
     gr->yf = malloc(K * e);      gr->run = malloc(K * e);
     gr->S = malloc(KV * e);      gr->dS = malloc(KV * e);     gr->states = malloc(bytes);
+    gr->da = malloc(CK * e);     gr->db = malloc(CK * e);     gr->dash = malloc(CK * e);
+    gr->dAqb = calloc(CC, e);    gr->dAak = calloc(CC, e);    gr->dGsh = calloc(CC, e);
     if (!gr->dq || !gr->dk || !gr->dv || !gr->dbeta || !gr->dgamma || !gr->dto_end ||
         !gr->dgsum || !gr->dVn || !gr->dW || !gr->dRv || !gr->dRk || !gr->dAqk || !gr->dAkk ||
         !gr->dXo || !gr->dYo || !gr->xf || !gr->yf || !gr->run || !gr->S || !gr->dS ||
-        !gr->states) {
+        !gr->states || !gr->da || !gr->db || !gr->dash || !gr->dAqb || !gr->dAak || !gr->dGsh) {
         grads_free(gr);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for the chunkwise backward");
     }
@@ -340,18 +457,22 @@ static kdalab_status grads_alloc(chunk_grads *gr, size_t C, size_t K, size_t V,
 kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mech,
                                     float scale, const float *q, const float *k,
                                     const float *v, const float *g, const float *beta,
-                                    const float *h0, const float *d_o, const float *dht,
-                                    float *dq, float *dk, float *dv, float *dg,
-                                    float *dbeta, float *dh0, const kdalab_chunk_opts *opts)
+                                    const float *a, const float *bb, const float *h0,
+                                    const float *d_o, const float *dht, float *dq,
+                                    float *dk, float *dv, float *dg, float *dbeta,
+                                    float *da, float *db, float *dh0,
+                                    const kdalab_chunk_opts *opts)
 {
     // q, k, dq, dk are (B, T, H, K); v, d_o, dv are (B, T, H, V); beta, dbeta are
-    // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); h0, dht, dh0 are (B, H, K, V)
+    // (B, T, H); g, dg are (B, T, H) or (B, T, H, K); a, bb, da, db are (B, T, H, K)
+    // (DPLR) or NULL; h0, dht, dh0 are (B, H, K, V)
     const kdalab_chunk_opts op = *opts;
     kdalab_status s;
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V, KV = K * V;
     const size_t C = op.chunk < T ? op.chunk : (T ? T : 1);
     const size_t gw = kdalab_mechanism_g_width(mech, K), n_chunks = (T + C - 1) / C;
-    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech)};
+    chunk_work_f32 ck = {.K = K, .V = V, .sub = op.subchunk, .delta = kdalab_mechanism_has_delta(mech),
+                     .ab = kdalab_mechanism_has_ab(mech)};
     chunk_grads gr = {0};
     s = kdalab__chunk_alloc_f32(&ck, C, K, V);
     if (s != KDALAB_OK)
@@ -376,6 +497,12 @@ kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism me
                 ck.L = (n_c + 1) * C <= T ? C : T - n_c * C;
                 kdalab__chunk_load_f32(&ck, dims, b, h, n_c * C, q, k, v, g, gw, beta);
                 kdalab__chunk_decay_factors_f32(&ck);
+                if (ck.ab) { /* the boundary's steps 1-3 and 5 */
+                    kdalab__chunk_load_ab_f32(&ck, dims, b, h, n_c * C, a, bb);
+                    kdalab__chunk_dplr_reads_f32(&ck, gr.states + n_c * KV);
+                    kdalab__chunk_dplr_advance_f32(&ck, Sn);
+                    continue;
+                }
                 kdalab__chunk_corrected_values_f32(&ck, gr.states + n_c * KV);
                 kdalab__chunk_advance_state_f32(&ck, Sn);
             }
@@ -391,7 +518,12 @@ kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism me
                 kdalab__chunk_load_f32(&ck, dims, b, h, t0, q, k, v, g, gw, beta);
                 memcpy(gr.S, gr.states + n_c * KV, KV * sizeof(float));
                 size_t row = (b * T + t0) * H + h; /* (b, t0, h) */
-                chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
+                if (ck.ab) {
+                    kdalab__chunk_load_ab_f32(&ck, dims, b, h, t0, a, bb);
+                    dplr_chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
+                } else {
+                    chunk_bwd(&ck, &gr, scale, d_o + row * V, H * V);
+                }
                 for (size_t r = 0; r < ck.L; r++) {
                     size_t bth = row + r * H;
                     if (dq)
@@ -402,6 +534,10 @@ kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism me
                         memcpy(dv + bth * V, gr.dv + r * V, V * sizeof(float));
                     if (dbeta && ck.delta)
                         dbeta[bth] = gr.dbeta[r];
+                    if (da && ck.ab)
+                        memcpy(da + bth * K, gr.da + r * K, K * sizeof(float));
+                    if (db && ck.ab)
+                        memcpy(db + bth * K, gr.db + r * K, K * sizeof(float));
                 }
                 if (dg && gw)
                     chunk_dg(&ck, &gr, dg + row * gw, H * gw, gw);
@@ -412,5 +548,5 @@ kdalab_status kdalab__chunk_bwd_f32(const kdalab_dims *dims, kdalab_mechanism me
     kdalab__chunk_free_f32(&ck);
     grads_free(&gr);
     return kdalab_check_grads_f32("chunkwise backward", dims, mech, dq, dk, dv, dg, dbeta,
-                                  NULL, NULL, dh0);
+                                  ck.ab ? da : NULL, ck.ab ? db : NULL, dh0);
 }

@@ -884,25 +884,21 @@ def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state
                     output_final_state, cu_seqlens, a=a, b=b)
 
 
-def _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens):
-    # the chunkwise and recurrent forms compute one function: its gradient is
-    # the recurrent backward's (the library has no chunkwise DPLR backward)
-    gk = log_decay_arg("gk", gk, q, v)
-    return _backward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, do, dht, scale,
-                     initial_state, cu_seqlens, a=a, b=b)
-
-
 def chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None, initial_state=None,
-                              cu_seqlens=None):
+                              cu_seqlens=None, chunk_size=None, impl="reference"):
     """The gradients of sum(o * do) + sum(final_state * dht): DplrGrads (dq,
-    dk, dv, dg (of gk), da, db, dh0) — computed by the recurrent backward, the
-    gradient of the same function (there is no chunkwise DPLR backward)."""
-    return _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens)
+    dk, dv, dg (of gk), da, db, dh0), by the reference's chunkwise backward."""
+    gk = log_decay_arg("gk", gk, q, v)
+    return _backward("dplr", _lib.FORM_CHUNK, q, k, v, gk, None, do, dht, scale,
+                     initial_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)
 
 
 def fused_recurrent_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None,
                                         initial_state=None, cu_seqlens=None):
-    return _dplr_bwd(q, k, v, a, b, gk, do, dht, scale, initial_state, cu_seqlens)
+    """The same by the recurrent backward (the oracle of record)."""
+    gk = log_decay_arg("gk", gk, q, v)
+    return _backward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, do, dht, scale,
+                     initial_state, cu_seqlens, a=a, b=b)
 
 
 def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_state=False,

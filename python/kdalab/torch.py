@@ -173,10 +173,7 @@ class _Mixer(torch.autograd.Function):
     @staticmethod
     def _grads(ctx, do, dht):
         spec, arr = ctx.spec, ctx.arr
-        # the DPLR row's gradient is its recurrent backward's (the same function;
-        # the library has no chunkwise DPLR backward)
-        form = _lib.FORM_RECURRENT if _lib.TABLE[spec.mech]["ab"] else spec.form
-        gr = ops._backward(spec.mech, form, arr["q"], arr["k"], arr["v"], arr["g"],
+        gr = ops._backward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
                            arr["beta"], ops.as_f64(do, "do"),
                            None if dht is None else ops.as_f64(dht, "dht"), spec.scale,
                            arr["initial_state"], spec.cu, spec.chunk_size, False,
@@ -754,8 +751,9 @@ def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initia
 
 def _dplr(fname, form, q, k, v, a, b, gk, scale, initial_state, output_final_state, reverse,
           cu, out_dtype, like, g_name="gk", chunk_size=None):
-    """The body of the DPLR and RWKV-7 functions (reference implementation;
-    reverse runs each sequence from its end, as _gated_linear)."""
+    """The body of the DPLR and RWKV-7 functions (the reference's forms,
+    forward and backward; reverse runs each sequence from its end, as
+    _gated_linear)."""
     _switches(fname, reverse=reverse)
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     a, b, gk = (_tensor(x, n, required=True) for x, n in ((a, "a"), (b, "b"), (gk, g_name)))
@@ -800,8 +798,8 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
                           **kwargs):
     """fla's chunk_dplr_delta_rule: S_t = (Diag(exp gk_t) + b_t a_t^T) S_{t-1}
     + k_t v_t^T, o_t = scale S_t^T q_t; a, b, gk [B, T, HV, K]; scale None:
-    K^-1/2. The reference's chunkwise form (chunk_size C, default 64);
-    gradients by the recurrent backward (the same function)."""
+    K^-1/2. The reference's chunkwise form and backward (chunk_size C,
+    default 64)."""
     _dplr_chunk_args("chunk_dplr_delta_rule", kwargs, safe_gate, disable_recompute, cp_context,
                      lower_bound, _CHUNK_DPLR)
     return _dplr("chunk_dplr_delta_rule", _lib.FORM_CHUNK, q, k, v, a, b, gk, scale,
