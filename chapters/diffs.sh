@@ -21,6 +21,8 @@ readme=chapters/README.md
 # and brings back chapter 1's attention as every fourth layer.
 order="01:01_softmax_attention 02:02_linear_attention 03:03_deltanet 04:04_chunkwise
 05:05_gated_deltanet 06_kda:06_kda 06_hybrid:06_hybrid"
+# A branch off the order, diffed against the chapter it generalises.
+branches="06_kda:06_kda:07_dplr:07_dplr"
 
 # What each consecutive diff shows (one line each, in order).
 topics='01 -> 02: the softmax goes; the cache of keys and values folds into one K x V state S
@@ -28,32 +30,43 @@ topics='01 -> 02: the softmax goes; the cache of keys and values folds into one 
 03 -> 04: the chunkwise form: A_kk, the UT transform (I + A_kk)^-1 Diag(beta), W, U, V_new
 04 -> 05: a scalar decay alpha = exp(g): the state fades, the chunk gets the gamma_i/gamma_j mask
 05 -> 06_kda: alpha becomes a K-vector a; the mask becomes rescaled q~, k~ per sub-chunk
-06_kda -> 06_hybrid: the chunk step goes; attention returns as layer 4 of a 3:1 stack'
+06_kda -> 06_hybrid: the chunk step goes; attention returns as layer 4 of a 3:1 stack
+06_kda -> 07_dplr: the boundary: the low-rank term b a^T is given; the chunk: four products, one solve'
 
 mkdir -p chapters/diffs
 rows=""
-prev_tag=""; prev_file=""; n=0
+n=0
+# pair PREV_TAG PREV_FILE TAG FILE: write the diff, print its size, add its
+# table row (the n-th topic line)
+pair() {
+    n=$((n + 1))
+    out="chapters/diffs/${1}_to_${3}.diff"
+    rc=0
+    diff -u --label "chapters/$2.c" --label "chapters/$4.c" \
+        "chapters/$2.c" "chapters/$4.c" > "$out" || rc=$?
+    [ "$rc" -le 1 ] || { echo "diffs.sh: diff failed on $2 -> $4" >&2; exit 1; }
+    total=$(wc -l < "$out" | tr -d ' ')
+    plus=$(grep -c '^+[^+]' "$out" || true)
+    minus=$(grep -c '^-[^-]' "$out" || true)
+    plus_empty=$(grep -c '^+$' "$out" || true)
+    minus_empty=$(grep -c '^-$' "$out" || true)
+    plus=$((plus + plus_empty)); minus=$((minus + minus_empty))
+    topic=$(printf '%s\n' "$topics" | sed -n "${n}p" | sed 's/^[^:]*: //')
+    printf '%-28s %4d lines  (+%d -%d)\n' "${1}_to_${3}.diff" "$total" "$plus" "$minus"
+    rows="$rows| [\`${1}_to_${3}.diff\`](diffs/${1}_to_${3}.diff) | $total | +$plus −$minus | $topic |
+"
+}
+prev_tag=""; prev_file=""
 for entry in $order; do
     tag=${entry%%:*}; file=${entry#*:}
-    if [ -n "$prev_tag" ]; then
-        n=$((n + 1))
-        out="chapters/diffs/${prev_tag}_to_${tag}.diff"
-        rc=0
-        diff -u --label "chapters/$prev_file.c" --label "chapters/$file.c" \
-            "chapters/$prev_file.c" "chapters/$file.c" > "$out" || rc=$?
-        [ "$rc" -le 1 ] || { echo "diffs.sh: diff failed on $prev_file -> $file" >&2; exit 1; }
-        total=$(wc -l < "$out" | tr -d ' ')
-        plus=$(grep -c '^+[^+]' "$out" || true)
-        minus=$(grep -c '^-[^-]' "$out" || true)
-        plus_empty=$(grep -c '^+$' "$out" || true)
-        minus_empty=$(grep -c '^-$' "$out" || true)
-        plus=$((plus + plus_empty)); minus=$((minus + minus_empty))
-        topic=$(printf '%s\n' "$topics" | sed -n "${n}p" | sed 's/^[^:]*: //')
-        printf '%-28s %4d lines  (+%d -%d)\n' "${prev_tag}_to_${tag}.diff" "$total" "$plus" "$minus"
-        rows="$rows| [\`${prev_tag}_to_${tag}.diff\`](diffs/${prev_tag}_to_${tag}.diff) | $total | +$plus −$minus | $topic |
-"
-    fi
+    [ -z "$prev_tag" ] || pair "$prev_tag" "$prev_file" "$tag" "$file"
     prev_tag=$tag; prev_file=$file
+done
+for b in $branches; do
+    IFS=: read -r t1 f1 t2 f2 <<EOF2
+$b
+EOF2
+    pair "$t1" "$f1" "$t2" "$f2"
 done
 
 # Replace the lines strictly between "<!-- NAME:begin -->" and "<!-- NAME:end -->".
@@ -84,7 +97,8 @@ qual='01_softmax_attention|01 · softmax attention|O(N), grows|O(N d)|n/a: nothi
 04_chunkwise|04 · DeltaNet, chunkwise|K × V|O(K V)|yes, rank one|no|none (same layer, C tokens at a time)
 05_gated_deltanet|05 · Gated DeltaNet|K × V|O(K V)|yes|yes, alpha → 0|one, shared
 06_kda|06 · KDA|K × V|O(K V)|yes|yes, per channel|K, independent
-06_hybrid|06 · KDA + attention hybrid (3:1)|3 fixed, 1 growing|¼ O(N d)|yes|yes|K plus exact'
+06_hybrid|06 · KDA + attention hybrid (3:1)|3 fixed, 1 growing|¼ O(N d)|yes|yes|K plus exact
+07_dplr|07 · the DPLR boundary (given a, b)|K × V|O(K V)|yes, any rank-one term|yes, per channel|K, independent'
 
 {
     echo "| chapter | state per layer | read per token | can target one fact? | can bulk-clear? | timescales | state bytes, K = V = 128, 8k context | flops per token at 8k | cache bytes per token of context |"

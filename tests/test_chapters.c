@@ -11,6 +11,8 @@
  *   02, 03     o, S               kdalab_recurrent_f64 and a loop of kdalab_step_f64
  *   04, 05     + o_chunk, S_chunk kdalab_chunk_f64, C = 4
  *   06_kda     + o_chunk, S_chunk kdalab_chunk_f64, C = 4, anchored sub-chunks of 2
+ *   07_dplr    o, S, o_chunk, S_chunk: the one call's DPLR row, both forms, with
+ *              KDA's a, b; and the same blocks against KDA itself (the instance)
  *   06_hybrid  x_out, S_layer0..2 a composition of kdalab_recurrent_f64 (KDA) and
  *                                 kdalab_attention_f64 with the chapter's projections
  *                                 and residual, and kdalab_hybrid_prefill with the
@@ -328,6 +330,39 @@ static void test_06_kda(void **state)
     check_state_cost(&out);
 }
 
+/* The boundary: the chapter's DPLR run with KDA's a = -exp(g) k, b = beta k and
+ * the write key beta k, against the library's DPLR row in both forms, and
+ * against KDA's recurrence (the same numbers, the instance). */
+static void test_07_dplr(void **state)
+{
+    (void)state;
+    chapter_output out;
+    inputs in;
+    make_inputs(&in, V3);
+    run_chapter("07_dplr", &out);
+    double a[T * K], b[T * K];
+    for (int i = 0; i < T * K; i++) {
+        a[i] = -exp(in.gk[i]) * in.k[i];
+        b[i] = in.beta[i / K] * in.k[i];
+    }
+    for (int chunk = 0; chunk <= 1; chunk++) {
+        kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+        opts.chunk = C;
+        const kdalab_call c = {.dims = dims3, .HV = 1, .mech = KDALAB_DPLR,
+                               .scale = kdalab_default_scale(K),
+                               .form = chunk ? KDALAB_FORM_CHUNK : KDALAB_FORM_RECURRENT,
+                               .opts = &opts};
+        double o[T * V3], ht[K * V3];
+        const kdalab_tensors_f64 x = {.q = in.q, .k = b, .v = in.v, .g = in.gk, .a = a, .b = b,
+                                      .o = o, .ht = ht};
+        ok(kdalab_run_f64(&c, &x, NULL));
+        check_block(&out, chunk ? "o_chunk" : "o", T, V3, o);
+        check_block(&out, chunk ? "S_chunk" : "S", K, V3, ht);
+    }
+    check_recurrent(&out, &in, KDALAB_KDA, in.gk); /* KDA's own numbers */
+    check_state_cost(&out);
+}
+
 /* ------------------------------------------------------------------------- */
 /* The hybrid                                                                */
 /* ------------------------------------------------------------------------- */
@@ -495,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_04_chunkwise),
         cmocka_unit_test(test_05_gated_deltanet),
         cmocka_unit_test(test_06_kda),
+        cmocka_unit_test(test_07_dplr),
         cmocka_unit_test(test_06_hybrid),
         cmocka_unit_test(test_06_hybrid_cost),
     };
