@@ -155,7 +155,8 @@ typedef struct {
  * index; B = 1; n_seqs >= 1), the mechanism, scale, form, implementation and
  * options (float64 and the backward take no emulated precision; the backward
  * runs the safe decay mode only; the SIMD recurrent form is float32 forward
- * only). is_f32 and bwd say which run it is for.
+ * only; a DPLR row, kdalab_mechanism_has_ab, runs on the reference only).
+ * is_f32 and bwd say which run it is for.
  * Errors: KDALAB_ENULL, KDALAB_ESIZE, KDALAB_EINVAL, KDALAB_EDOMAIN (scale),
  * KDALAB_EOVERFLOW. The run functions call it first.
  */
@@ -184,7 +185,8 @@ kdalab_status kdalab_run_f32(const kdalab_call *call, const kdalab_tensors_f32 *
 
 /*
  * kdalab_run_bwd_f64 — the backward: every gradient x asks for (dq, dk, dv,
- * dg, dbeta, dh0; NULL: not wanted) from the forward's inputs and d_o, dht.
+ * dg, dbeta, dh0, and da, db for a DPLR row; NULL: not wanted) from the
+ * forward's inputs and d_o, dht.
  * The reference recurrent backward (lib/reference/recurrent.c) is the oracle;
  * the chunkwise ones recompute each chunk from its boundary state
  * (lib/kdalab_grad.h). Errors: as kdalab_run_f64 (KDALAB_ERANGE: a gradient

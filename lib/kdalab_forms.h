@@ -127,8 +127,10 @@ size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K);
 
 /* Does the mechanism take the transition's low-rank term as inputs a, b
  * [B,T,H,K] (S_t = (Diag(exp g_t) + b_t a_t^T) S_{t-1} + k_t v_t^T; REFERENCE.md
- * "The boundary")? 0 for an unknown m. The SIMD path and the chunkwise
- * backward do not serve such a row (KDALAB_EINVAL names the form that does). */
+ * "The boundary")? 0 for an unknown m. The reference's forms serve such a
+ * row through the one call (kdalab_call.h), forward and backward; the SIMD
+ * path, the decode step and the flat functions refuse it (KDALAB_EINVAL
+ * naming what does). */
 int kdalab_mechanism_has_ab(kdalab_mechanism m);
 
 /* The default query scale, K^-1/2. */
