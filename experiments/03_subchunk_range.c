@@ -17,7 +17,9 @@
  *   error              max |o - o_ref| / max |o_ref|, o_ref the float64
  *                      recurrent form on the unrounded inputs
  * Then, by bisection on |g|, the overflow threshold of each (precision,
- * mode): the largest span |sum g| the mode survives, against ln(max).
+ * mode): the largest span |sum g| the mode survives, against ln(max) — for
+ * KDA and for the DPLR boundary (RWKV-7's a = -kk, b = kk * alpha), whose
+ * chunk forms its products by the same decayed Gram function.
  *
  * Outputs (DIR = --out): 03_subchunk_range.tsv (the sweep, one line per run),
  * 03_subchunk_range_threshold.tsv (the overflow thresholds),
@@ -32,6 +34,7 @@
 #include <gsl/gsl_rng.h>
 #include "common.h"
 #include "kdalab.h"
+#include "range_problem.h"
 
 /* ---- the cases of the sweep -------------------------------------------------------- */
 
@@ -127,83 +130,6 @@ typedef struct { /* the command-line parameters */
 
 /* ---- one problem and one run --------------------------------------------------------- */
 
-/* One KDA problem in float64 and its float32 copy. */
-typedef struct {
-    kdalab_dims d;
-    size_t nqk, nv, nbth, nst;
-    double scale;
-    double *q, *k, *v, *beta, *g, *o_ref, *o, *ht;
-    float *qf, *kf, *vf, *betaf, *gf, *of, *htf;
-} problem;
-
-static void problem_make(const lab_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t K,
-                         size_t V)
-{
-    memset(pb, 0, sizeof *pb);
-    pb->d = (kdalab_dims){.B = 1, .T = T, .H = 1, .K = K, .V = V};
-    pb->nqk = T * K;
-    pb->nv = T * V;
-    pb->nbth = T;
-    pb->nst = K * V;
-    pb->scale = kdalab_default_scale(K);
-    pb->q = lab_zeros(x, pb->nqk);
-    pb->k = lab_zeros(x, pb->nqk);
-    pb->v = lab_zeros(x, pb->nv);
-    pb->beta = lab_zeros(x, pb->nbth);
-    pb->g = lab_zeros(x, pb->nqk);
-    pb->o_ref = lab_zeros(x, pb->nv);
-    pb->o = lab_zeros(x, pb->nv);
-    pb->ht = lab_zeros(x, pb->nst);
-    for (size_t t = 0; t < T; t++) {
-        lab_random_unit(rng, pb->q + t * K, K);
-        lab_random_unit(rng, pb->k + t * K, K);
-        for (size_t j = 0; j < V; j++) pb->v[t * V + j] = gsl_ran_gaussian(rng, 1.0);
-        pb->beta[t] = gsl_rng_uniform(rng);
-    }
-    pb->qf = lab_floats(x, pb->q, pb->nqk);
-    pb->kf = lab_floats(x, pb->k, pb->nqk);
-    pb->vf = lab_floats(x, pb->v, pb->nv);
-    pb->betaf = lab_floats(x, pb->beta, pb->nbth);
-    pb->gf = lab_floats(x, NULL, pb->nqk); /* set with g by problem_set_g */
-    pb->of = lab_floats(x, NULL, pb->nv);
-    pb->htf = lab_floats(x, NULL, pb->nst);
-}
-
-static void problem_free(problem *pb)
-{
-    double *d[] = {pb->q, pb->k, pb->v, pb->beta, pb->g, pb->o_ref, pb->o, pb->ht};
-    float *f[] = {pb->qf, pb->kf, pb->vf, pb->betaf, pb->gf, pb->of, pb->htf};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(d[i]);
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) free(f[i]);
-}
-
-/* Set the constant per-step log-decay g (<= 0) on every position and channel
- * and recompute the float64 recurrent reference. */
-static void problem_set_g(const lab_ctx *x, problem *pb, double g)
-{
-    for (size_t i = 0; i < pb->nqk; i++) {
-        pb->g[i] = g;
-        pb->gf[i] = (float)g;
-    }
-    lab_check(x,
-              kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
-                                   pb->beta, NULL, pb->o_ref, NULL),
-              "recurrent_f64 reference");
-}
-
-/* max |a - ref| / max |ref|; NaN when a holds a non-finite value. */
-static double rel_err(const double *a, const float *af, const double *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double ai = a ? a[i] : (double)af[i];
-        if (!isfinite(ai)) return NAN;
-        num = fmax(num, fabs(ai - ref[i]));
-        den = fmax(den, fabs(ref[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 typedef struct { /* the outcome of one chunkwise run */
     kdalab_status status;
     kdalab_report rep;
@@ -220,13 +146,7 @@ static outcome run_chunk(const lab_ctx *x, problem *pb, const precision_case *pc
     opts.decay = m->mode;
     opts.precision = pc->storage;
     outcome r = {0};
-    if (pc->f64)
-        r.status = kdalab_chunk_f64(&pb->d, KDALAB_KDA, pb->scale, pb->q, pb->k, pb->v, pb->g,
-                                    pb->beta, NULL, pb->o, pb->ht, &opts, &r.rep);
-    else
-        r.status = kdalab_chunk_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
-                                    pb->vf, pb->gf, pb->betaf, NULL, pb->of, pb->htf, &opts,
-                                    &r.rep);
+    r.status = run_form(pb, pc->f64, &opts, &r.rep, pb->o, pb->ht, pb->of, pb->htf);
     if (r.status != KDALAB_ERANGE) lab_check(x, r.status, "chunkwise form");
     r.err = pc->f64 ? rel_err(pb->o, NULL, pb->o_ref, pb->nv)
                     : rel_err(NULL, pb->of, pb->o_ref, pb->nv);
@@ -235,36 +155,13 @@ static outcome run_chunk(const lab_ctx *x, problem *pb, const precision_case *pc
 
 static size_t nonfinite(const outcome *r) { return r->rep.nonfinite_o + r->rep.nonfinite_ht; }
 
-/* The float64 recurrent form on inputs rounded to storage format kp: the
- * bf16 / fp16 floor. */
-static double rounding_floor(const lab_ctx *x, problem *pb, kdalab_precision kp)
-{
-    size_t nmax = pb->nqk > pb->nv ? pb->nqk : pb->nv;
-    double *buf[5];
-    for (int i = 0; i < 5; i++) buf[i] = lab_zeros(x, nmax);
-    const double *src[5] = {pb->q, pb->k, pb->v, pb->g, pb->beta};
-    size_t n[5] = {pb->nqk, pb->nqk, pb->nv, pb->nqk, pb->nbth};
-    for (int i = 0; i < 5; i++)
-        for (size_t j = 0; j < n[i]; j++) buf[i][j] = kdalab_round(kp, (float)src[i][j]);
-    lab_check(x,
-              kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, buf[0], buf[1], buf[2],
-                                   buf[3], buf[4], NULL, pb->o, NULL),
-              "recurrent_f64 on rounded inputs");
-    double e = rel_err(pb->o, NULL, pb->o_ref, pb->nv);
-    for (int i = 0; i < 5; i++) free(buf[i]);
-    return e;
-}
-
 /* The floor of precision pc at the current g: the float32 recurrent form for
  * fp32, rounding_floor for bf16 and fp16, 0 for fp64 (which has none). */
 static double floor_err(const lab_ctx *x, problem *pb, const precision_case *pc)
 {
     if (pc->f64) return 0.0;
     if (pc->storage != KDALAB_FP32) return rounding_floor(x, pb, pc->storage);
-    lab_check(x,
-              kdalab_recurrent_f32(&pb->d, KDALAB_KDA, (float)pb->scale, pb->qf, pb->kf,
-                                   pb->vf, pb->gf, pb->betaf, NULL, pb->of, NULL),
-              "recurrent_f32");
+    lab_check(x, run_form(pb, 0, NULL, NULL, NULL, NULL, pb->of, NULL), "recurrent_f32");
     return rel_err(NULL, pb->of, pb->o_ref, pb->nv);
 }
 
@@ -435,13 +332,16 @@ static threshold find_threshold(const lab_ctx *x, problem *pb, const precision_c
     return th;
 }
 
-/* Every threshold_cases[] entry at every precision. One chunk of positions is
- * enough (g is constant, every chunk forms the same exponents), so T = 128. */
+/* Every threshold_cases[] entry at every precision, for KDA and for the DPLR
+ * boundary. One chunk of positions is enough (g is constant, every chunk
+ * forms the same exponents), so T = 128. */
 static void thresholds(lab_ctx *x, const params *prm)
 {
-    problem pt;
+    static const kdalab_mechanism mechs[2] = {KDALAB_KDA, KDALAB_DPLR};
+    problem pt[2];
     gsl_rng *rng = lab_rng(x);
-    problem_make(x, &pt, rng, prm->T < 128 ? prm->T : 128, prm->K, prm->V);
+    for (int mi = 0; mi < 2; mi++)
+        problem_make(x, &pt[mi], rng, prm->T < 128 ? prm->T : 128, prm->K, prm->V, mechs[mi]);
     gsl_rng_free(rng);
     static const char *const tcols[] = {
         "precision", "fp64, fp32, bf16, fp16",
@@ -454,37 +354,41 @@ static void thresholds(lab_ctx *x, const params *prm)
         "exp_ok", "report.max_exponent at g_ok: the largest |sum g| survived",
         "exp_bad", "report.max_exponent at g_bad",
         "span_g_ok", "span * g_ok (the same |sum g| computed from the grid)",
+        "mechanism", "kda, or dplr (RWKV-7's a = -kk, b = kk * alpha)",
         NULL};
     FILE *ft = lab_tsv_open(x, "03_subchunk_range_threshold", tcols,
-                            "KDA, B=1 H=1 T=%zu K=%zu V=%zu, constant g; bisection on ln|g| in "
-                            "[1e-3, 200], %zu steps",
-                            pt.d.T, prm->K, prm->V, prm->iters);
+                            "KDA and DPLR, B=1 H=1 T=%zu K=%zu V=%zu, constant g; bisection on "
+                            "ln|g| in [1e-3, 200], %zu steps",
+                            pt[0].d.T, prm->K, prm->V, prm->iters);
     printf("\nOverflow thresholds (largest |sum g| over the rescaled span before a non-finite "
            "value):\n");
-    printf("%-5s %-11s %4s %5s %9s %10s %10s %10s\n", "prec", "mode", "C", "span", "ln(max)",
-           "|g|_max", "exp_ok", "span*|g|");
-    size_t nth = N_PREC * N_THRESHOLD_CASES, dth = 0;
-    for (size_t pi = 0; pi < N_PREC; pi++) {
-        const precision_case *pc = &precisions[pi];
-        double ln_max = log(pc->max_finite);
-        for (size_t j = 0; j < N_THRESHOLD_CASES; j++) {
-            const mode_case *m = &modes[mode_named(threshold_cases[j].mode)];
-            size_t C = threshold_cases[j].C;
-            if (C > pt.d.T) continue;
-            size_t span = m->subchunk ? m->subchunk : C;
-            threshold th = find_threshold(x, &pt, pc, C, m, 1e-3, 200.0, (int)prm->iters);
-            fprintf(ft, "%s\t%s\t%zu\t%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", pc->name,
-                    m->label, C, span, ln_max, th.g_ok, th.found ? th.g_bad : 0.0, th.exp_ok,
-                    th.exp_bad, (double)span * th.g_ok);
-            printf("%-5s %-11s %4zu %5zu %9.2f %10.4g %10.4g %10.4g%s\n", pc->name, m->label, C,
-                   span, ln_max, th.g_ok, th.exp_ok, (double)span * th.g_ok,
-                   th.found ? "" : "  (finite up to |g| = 200)");
-            lab_progress(x, "thresholds", ++dth, nth);
+    printf("%-5s %-5s %-11s %4s %5s %9s %10s %10s %10s\n", "mech", "prec", "mode", "C", "span",
+           "ln(max)", "|g|_max", "exp_ok", "span*|g|");
+    size_t nth = 2 * N_PREC * N_THRESHOLD_CASES, dth = 0;
+    for (int mi = 0; mi < 2; mi++)
+        for (size_t pi = 0; pi < N_PREC; pi++) {
+            const precision_case *pc = &precisions[pi];
+            double ln_max = log(pc->max_finite);
+            for (size_t j = 0; j < N_THRESHOLD_CASES; j++) {
+                const mode_case *m = &modes[mode_named(threshold_cases[j].mode)];
+                size_t C = threshold_cases[j].C;
+                if (C > pt[mi].d.T) continue;
+                size_t span = m->subchunk ? m->subchunk : C;
+                threshold th = find_threshold(x, &pt[mi], pc, C, m, 1e-3, 200.0, (int)prm->iters);
+                const char *mech = kdalab_mechanism_name(mechs[mi]);
+                fprintf(ft, "%s\t%s\t%zu\t%zu\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\t%s\n",
+                        pc->name, m->label, C, span, ln_max, th.g_ok, th.found ? th.g_bad : 0.0,
+                        th.exp_ok, th.exp_bad, (double)span * th.g_ok, mech);
+                printf("%-5s %-5s %-11s %4zu %5zu %9.2f %10.4g %10.4g %10.4g%s\n", mech, pc->name,
+                       m->label, C, span, ln_max, th.g_ok, th.exp_ok, (double)span * th.g_ok,
+                       th.found ? "" : "  (finite up to |g| = 200)");
+                lab_progress(x, "thresholds", ++dth, nth);
+            }
         }
-    }
     lab_progress(x, "thresholds", nth, nth);
     lab_tsv_close(x, ft);
-    problem_free(&pt);
+    problem_free(&pt[0]);
+    problem_free(&pt[1]);
 }
 
 /* ---- part 3: the chapter's numbers, and C = 64 around the production bound ------------- */
@@ -581,7 +485,7 @@ int main(int argc, char **argv)
 
     gsl_rng *rng = lab_rng(&x);
     problem pb;
-    problem_make(&x, &pb, rng, prm.T, prm.K, prm.V);
+    problem_make(&x, &pb, rng, prm.T, prm.K, prm.V, KDALAB_KDA);
     sweep sw;
     sweep_measure(&x, &prm, &pb, &sw);
     sweep_write(&x, &prm, &sw);
