@@ -16,6 +16,11 @@
  *                      3CK + 2CV + 6KV per token (steps 1-7 of REFERENCE.md:
  *                      Gram matrices C^2 K... per chunk, the UT solve, four
  *                      C x K x V products), decay exponentials not counted
+ *   DPLR chunkwise     the library's DPLR row (the general transition
+ *                      Diag(exp g) + b a^T, RWKV-7's a, b), chunkwise at C = 64:
+ *                      4CK + 4CV + 8KV per token (four decayed products, one
+ *                      solve, REFERENCE.md "The boundary"): the most general
+ *                      transition that keeps the collapse, against the dense one
  * as K grows (V = K) and, for the chunkwise form, as C grows. The ratio
  * reported is dense recurrence / KDA chunkwise, per token, in flops and in
  * CPU time. Every series runs in one thread, in float64.
@@ -64,9 +69,9 @@ typedef struct {
     double work;
 } params;
 
-typedef enum { DENSE_REC = 0, DENSE_PROD, KDA_REC, KDA_CHUNK } series_kind;
+typedef enum { DENSE_REC = 0, DENSE_PROD, KDA_REC, KDA_CHUNK, DPLR_CHUNK } series_kind;
 static const char *const series_name[] = {"dense_recurrence", "dense_products", "kda_recurrent",
-                                          "kda_chunkwise"};
+                                          "kda_chunkwise", "dplr_chunkwise"};
 
 /* Flops per token of each series (multiply-add = 2), V = value dim. */
 static double flops_per_token(series_kind s, double K, double V, double C)
@@ -76,6 +81,7 @@ static double flops_per_token(series_kind s, double K, double V, double C)
     case DENSE_PROD: return 2 * K * K * K;
     case KDA_REC: return 7 * K * V; /* decay KV, S'^T k 2KV, rank-one update 2KV, read 2KV */
     case KDA_CHUNK: return 3 * C * K + 2 * C * V + 6 * K * V;
+    case DPLR_CHUNK: return 4 * C * K + 4 * C * V + 8 * K * V;
     }
     return NAN;
 }
@@ -84,6 +90,7 @@ static double flops_per_token(series_kind s, double K, double V, double C)
 typedef struct {
     size_t K, V, T;
     double *q, *k, *v, *beta, *g, *o, *A, *S, *P, *tmp;
+    double *a, *b; /* DPLR: RWKV-7's a = -kk, b = kk * alpha */
 } inputs;
 
 static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
@@ -108,11 +115,21 @@ static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
     }
     for (size_t i = 0; i < POOL * K * K; i++)
         in->A[i] = 0.5 * gsl_ran_gaussian(rng, 1.0) / sqrt((double)K);
+    in->a = lab_zeros(x, T * K);
+    in->b = lab_zeros(x, T * K);
+    for (size_t t = 0; t < T; t++) {
+        lab_random_unit(rng, in->a + t * K, K);
+        for (size_t c = 0; c < K; c++) {
+            in->b[t * K + c] = in->a[t * K + c] * gsl_rng_uniform(rng);
+            in->a[t * K + c] = -in->a[t * K + c];
+        }
+    }
 }
 
 static void inputs_free(inputs *in)
 {
-    double *d[] = {in->q, in->k, in->v, in->beta, in->g, in->o, in->A, in->S, in->P, in->tmp};
+    double *d[] = {in->q,  in->k, in->v, in->beta, in->g,  in->o,
+                   in->A,  in->S, in->P, in->tmp,  in->a,  in->b};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) free(d[i]);
 }
 
@@ -178,6 +195,14 @@ static double time_one(const lab_ctx *x, series_kind s, inputs *in, size_t T, si
         lab_check(x, kdalab_chunk_f64(&d, KDALAB_KDA, scale, in->q, in->k, in->v, in->g,
                                       in->beta, NULL, in->o, NULL, &op, NULL), "chunk_f64");
         break;
+    case DPLR_CHUNK: {
+        const kdalab_call c = {.dims = d, .HV = 1, .mech = KDALAB_DPLR, .scale = scale,
+                               .form = KDALAB_FORM_CHUNK, .opts = &op};
+        const kdalab_tensors_f64 t = {.q = in->q, .k = in->k, .v = in->v, .g = in->g,
+                                      .a = in->a, .b = in->b, .o = in->o};
+        lab_check(x, kdalab_run_f64(&c, &t, NULL), "run_f64 dplr");
+        break;
+    }
     }
     return cpu_now() - t0;
 }
@@ -213,10 +238,12 @@ static size_t measure(lab_ctx *x, const params *p, gsl_rng *rng, point *pts)
         pts[np++] = (point){.s = KDA_REC, .K = K, .V = V, .C = 0};
         for (size_t ci = 0; ci < p->nC; ci++)
             pts[np++] = (point){.s = KDA_CHUNK, .K = K, .V = V, .C = (size_t)p->Cs[ci]};
+        pts[np++] = (point){.s = DPLR_CHUNK, .K = K, .V = V, .C = 64};
         size_t Tneed = 1;
         for (size_t i = first; i < np; i++) {
             pts[i].flops = flops_per_token(pts[i].s, (double)K, (double)V, (double)pts[i].C);
-            pts[i].T = tokens_for(p, pts[i].flops, pts[i].s == KDA_CHUNK ? pts[i].C : 0);
+            pts[i].T = tokens_for(p, pts[i].flops,
+                                  pts[i].s == KDA_CHUNK || pts[i].s == DPLR_CHUNK ? pts[i].C : 0);
             if (pts[i].T > Tneed) Tneed = pts[i].T;
         }
         inputs in = {.K = K, .V = V, .T = Tneed};
@@ -239,13 +266,15 @@ static const point *find(const point *pts, size_t np, series_kind s, size_t K, s
 {
     for (size_t i = 0; i < np; i++)
         if (pts[i].s == s && pts[i].K == K && (s != KDA_CHUNK || pts[i].C == C)) return &pts[i];
+    /* (the DPLR series has one chunk size, 64) */
     return NULL;
 }
 
 static void write_results(lab_ctx *x, const params *p, const point *pts, size_t np)
 {
     static const char *const cols[] = {
-        "series", "dense_recurrence, dense_products (chunk of 64), kda_recurrent, kda_chunkwise",
+        "series", "dense_recurrence, dense_products (chunk of 64), kda_recurrent, kda_chunkwise, "
+                  "dplr_chunkwise (C = 64)",
         "K", "key dimension (the dense transition is K x K)",
         "V", "value dimension (= K)",
         "C", "chunk size (kda_chunkwise; dense_products resets its product every C = 64; 0: none)",
@@ -262,7 +291,7 @@ static void write_results(lab_ctx *x, const params *p, const point *pts, size_t 
                            "KDA: unit q,k, v~N(0,1), beta~U(0,1), g~U(-0.1,0); dense: pool of "
                            "%d A = 0.5 N(0,1)/sqrt(K); CPU time", p->reps, p->work, p->Tmax, POOL);
     /* one block per series (per chunk size for the chunkwise form), K ascending */
-    for (int s = 0; s <= KDA_CHUNK; s++)
+    for (int s = 0; s <= DPLR_CHUNK; s++)
         for (size_t ci = 0; ci < (s == KDA_CHUNK ? p->nC : 1); ci++) {
             for (size_t i = 0; i < np; i++) {
                 const point *q = &pts[i];
@@ -350,6 +379,15 @@ static void print_verdict(const params *p, const point *pts, size_t np)
     lab_print_spread(what, s_min, 1.0, 1, "x");
     snprintf(what, sizeof what, "dense chunk products / dense recurrence at K = %zu", Kmax);
     lab_print_spread(what, s_prod, 1.0, 2, "x");
+    const point *g2 = find(pts, np, DPLR_CHUNK, Kmax, 64), *k64 = find(pts, np, KDA_CHUNK, Kmax, 64);
+    if (g2 && k64) {
+        snprintf(what, sizeof what, "dense recurrence / DPLR chunkwise (C = 64) per token at "
+                 "K = %zu", Kmax);
+        lab_print_spread(what, round_ratio(p, d2, g2), 1.0, 1, "x");
+        snprintf(what, sizeof what, "DPLR chunkwise / KDA chunkwise (C = 64) per token at "
+                 "K = %zu", Kmax);
+        lab_print_spread(what, round_ratio(p, g2, k64), 1.0, 2, "x");
+    }
     printf("\nVerdict (medians of the rounds): from K = %zu to %zu (x%.0f, V = K) the dense "
            "recurrence's time per token grows x%.0f (flops x%.0f = K^3), the KDA chunkwise form's (C = %zu) x%.1f (flops "
            "x%.1f). At K = %zu the dense recurrence costs %.1f x the KDA chunkwise form per "
