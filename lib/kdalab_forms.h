@@ -128,9 +128,9 @@ size_t kdalab_mechanism_g_width(kdalab_mechanism m, size_t K);
 /* Does the mechanism take the transition's low-rank term as inputs a, b
  * [B,T,H,K] (S_t = (Diag(exp g_t) + b_t a_t^T) S_{t-1} + k_t v_t^T; REFERENCE.md
  * "The boundary")? 0 for an unknown m. The reference's forms serve such a
- * row through the one call (kdalab_call.h), forward and backward; the SIMD
- * path, the decode step and the flat functions refuse it (KDALAB_EINVAL
- * naming what does). */
+ * row through the one call (kdalab_call.h), forward and backward, and its
+ * decode step is kdalab_step_ab_f64; the SIMD path and the flat functions
+ * refuse it (KDALAB_EINVAL naming what does). */
 int kdalab_mechanism_has_ab(kdalab_mechanism m);
 
 /* The default query scale, K^-1/2. */
@@ -229,6 +229,25 @@ kdalab_status kdalab_step_f64(kdalab_mechanism mech, size_t K, size_t V, double 
 kdalab_status kdalab_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
                               const float *q, const float *k, const float *v,
                               const float *g, float beta, float *S, float *o);
+
+/*
+ * kdalab_step_ab_f64 — the decode step of a row with the DPLR term
+ * (kdalab_mechanism_has_ab): S <- Diag(exp g) S + b (a^T S) + k v^T in place,
+ * o = s * S^T q (REFERENCE.md "The boundary").
+ *   q, k, g, a, b  [K] (g <= 0);  v, o [V];  S [K, V] (S_{t-1} -> S_t)
+ * Errors: KDALAB_ENULL, KDALAB_ESIZE (K or V zero), KDALAB_EINVAL (a row
+ * without a, b: kdalab_step_f64 is its step), KDALAB_ENONFINITE (an input),
+ * KDALAB_EDOMAIN (g > 0, scale), KDALAB_ENOMEM, KDALAB_ERANGE (o or S
+ * overflowed; written). kdalab_step_f64 refuses these rows by name.
+ */
+kdalab_status kdalab_step_ab_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                 const double *q, const double *k, const double *v,
+                                 const double *g, const double *a, const double *b, double *S,
+                                 double *o);
+kdalab_status kdalab_step_ab_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                 const float *q, const float *k, const float *v, const float *g,
+                                 const float *a, const float *b, float *S, float *o);
+
 
 /* ------------------------------------------------------------------------- */
 /* Chunkwise form                                                            */

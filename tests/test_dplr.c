@@ -416,6 +416,60 @@ static void test_chunk_backward_varlen_gva(void **state)
     gsl_rng_free(rng);
 }
 
+/* The decode step (kdalab_step_ab_f64 / _f32), token by token, equals the
+ * recurrent form's outputs and final state (float64 1e-14; float32 1e-5). */
+static void test_decode_step(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(82);
+    kdalab_dims d = {.B = 1, .T = 29, .H = 1, .K = 5, .V = 4};
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_DPLR, d, -1.0, 1);
+    double o[29 * 4], ht[20], os[29 * 4], S[20];
+    const kdalab_call c = call_for(KDALAB_DPLR, &d, 1, 0, KDALAB_IMPL_REFERENCE, NULL);
+    const kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .a = p.a, .b = p.b,
+                                  .h0 = p.h0, .o = o, .ht = ht};
+    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_OK);
+    float Sf[20], osf[29 * 4];
+    memcpy(S, p.h0, sizeof S);
+    for (int i = 0; i < 20; i++)
+        Sf[i] = (float)p.h0[i];
+    for (size_t t = 0; t < d.T; t++) {
+        const size_t r = t * d.K;
+        assert_int_equal(kdalab_step_ab_f64(KDALAB_DPLR, d.K, d.V, c.scale, p.q + r, p.k + r,
+                                            p.v + t * d.V, p.g + r, p.a + r, p.b + r, S,
+                                            os + t * d.V),
+                         KDALAB_OK);
+        float qf[5], kf[5], vf[4], gf[5], af[5], bf[5];
+        for (size_t i = 0; i < d.K; i++)
+            qf[i] = (float)p.q[r + i], kf[i] = (float)p.k[r + i], gf[i] = (float)p.g[r + i],
+            af[i] = (float)p.a[r + i], bf[i] = (float)p.b[r + i];
+        for (size_t j = 0; j < d.V; j++)
+            vf[j] = (float)p.v[t * d.V + j];
+        assert_int_equal(kdalab_step_ab_f32(KDALAB_DPLR, d.K, d.V, (float)c.scale, qf, kf, vf,
+                                            gf, af, bf, Sf, osf + t * d.V),
+                         KDALAB_OK);
+    }
+    assert_true(rel_err_f64(os, o, 29 * 4) <= INSTANCE_TOL);
+    assert_true(rel_err_f64(S, ht, 20) <= INSTANCE_TOL);
+    assert_true(rel_err_f32(osf, o, 29 * 4) <= F32_TOL);
+    /* each step refuses the other kind of row, NULL and NaN */
+    assert_int_equal(kdalab_step_ab_f64(KDALAB_KDA, d.K, d.V, 0.5, p.q, p.k, p.v, p.g, p.a,
+                                        p.b, S, os),
+                     KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "kdalab_step_f64"));
+    assert_int_equal(kdalab_step_ab_f64(KDALAB_DPLR, d.K, d.V, 0.5, p.q, p.k, p.v, p.g, NULL,
+                                        p.b, S, os),
+                     KDALAB_ENULL);
+    p.a[2] = NAN;
+    assert_int_equal(kdalab_step_ab_f64(KDALAB_DPLR, d.K, d.V, 0.5, p.q, p.k, p.v, p.g, p.a,
+                                        p.b, S, os),
+                     KDALAB_ENONFINITE);
+    assert_non_null(strstr(kdalab_last_error(), "a[2]"));
+    random_problem_free(&p);
+    gsl_rng_free(rng);
+}
+
 /* ---- range: the transition need not be a contraction ------------------------ */
 
 /* With g = 0, a = b = 0.9 (1, ..., 1), the transition's eigenvalue
@@ -485,7 +539,8 @@ static void test_refusals(void **state)
     assert_non_null(strstr(kdalab_last_error(), "b[0, 2, 0, 1]"));
     double S[6] = {0};
     assert_int_equal(kdalab_step_f64(KDALAB_DPLR, 3, 2, 0.5, p.q, p.k, p.v, p.g, 0, S, o),
-                     KDALAB_EINVAL);
+                     KDALAB_EINVAL); /* its step is kdalab_step_ab_f64 */
+    assert_non_null(strstr(kdalab_last_error(), "kdalab_step_ab_f64"));
     /* the flat functions (fla's argument lists for the other rows) have no a, b */
     assert_int_equal(kdalab_recurrent_f64(&d, KDALAB_DPLR, 0.5, p.q, p.k, p.v, p.g, NULL, NULL,
                                           o, NULL),
@@ -507,7 +562,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_gradients), cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_instances),        cmocka_unit_test(test_gva),
-        cmocka_unit_test(test_chunk_backward_varlen_gva),
+        cmocka_unit_test(test_chunk_backward_varlen_gva), cmocka_unit_test(test_decode_step),
         cmocka_unit_test(test_growth_is_reported), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

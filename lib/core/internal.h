@@ -147,6 +147,15 @@ kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, f
                                     const float *q, const float *k, const float *v,
                                     const float *g, float beta, const float *S,
                                     const float *o);
+/* The same for a DPLR row's decode step (kdalab_step_ab_f64): a, b [K] too. */
+kdalab_status kdalab_check_step_ab_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                       const double *q, const double *k, const double *v,
+                                       const double *g, const double *a, const double *b,
+                                       const double *S, const double *o);
+kdalab_status kdalab_check_step_ab_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                       const float *q, const float *k, const float *v,
+                                       const float *g, const float *a, const float *b,
+                                       const float *S, const float *o);
 
 /*
  * Causal softmax attention (NoPE) and its backward in matrix form, a tile of

@@ -2,12 +2,11 @@
  * lib/core/rules.c — the domain rules of kdalab's inputs, each stated once,
  * and the one validation every form (reference, SIMD, hybrid, command
  * line) calls, so that all of them reject the same inputs with the same
- * status and message.
+ * status and message. A decode step's checks are step_rules.c, on these.
  *
  * defines: kdalab_check_values_f64, kdalab_check_values_f32, kdalab_check_scale
  *          (public); kdalab_count_dims, kdalab_check_finite_f64/_f32,
- *          kdalab_check_f64/_f32, kdalab_check_step_args_f64/_f32,
- *          kdalab_check_step_f64/_f32, kdalab_check_outputs_f64/_f32,
+ *          kdalab_check_f64/_f32, kdalab_check_outputs_f64/_f32,
  *          kdalab_check_bwd_f64/_f32, kdalab_check_grads_f64/_f32,
  *          kdalab_check_chunk_opts, kdalab_check_bwd_chunk_opts,
  *          kdalab_check_values_nd, kdalab__check_call_arrays (the arrays of
@@ -357,77 +356,6 @@ kdalab_status kdalab_check_bwd_f32(const kdalab_dims *dims, kdalab_mechanism mec
                                    const float *d_o, const float *dht, kdalab_counts *counts)
 {
     return check_bwd_call(dims, mech, scale, q, k, v, g, beta, h0, d_o, dht, 1, counts);
-}
-
-/* ---- one decode step -------------------------------------------------------- */
-
-static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, double scale,
-                                     const void *q, const void *k, const void *v, const void *g,
-                                     double beta, const void *S, const void *o, int is_f32)
-{
-    kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
-    kdalab_counts c;
-    TRY(kdalab_count_dims(&d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
-    if (!kdalab_mechanism_row(mech))
-        return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
-    if (kdalab_mechanism_has_ab(mech))
-        return kdalab_fail(KDALAB_EINVAL, "%s: the decode step takes no a, b; run the "
-                           "recurrent form over one position (kdalab_run_f64)",
-                           kdalab_mechanism_name(mech));
-    TRY(kdalab_check_scale(scale));
-    if (!q || !k || !v || !S || !o)
-        return kdalab_fail(KDALAB_ENULL, "%s is NULL",
-                           !q   ? "q"
-                           : !k ? "k"
-                           : !v ? "v"
-                           : !S ? "S"
-                                : "o");
-    if (c.g > 0 && !g)
-        return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
-                           kdalab_mechanism_name(mech));
-    TRY(check_values(KDALAB_RULE_FINITE, "q", q, is_f32, K, NULL));
-    TRY(check_values(KDALAB_RULE_FINITE, "k", k, is_f32, K, NULL));
-    TRY(check_values(KDALAB_RULE_FINITE, "v", v, is_f32, V, NULL));
-    if (c.g > 0)
-        TRY(check_values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g, NULL));
-    if (kdalab_mechanism_has_beta(mech))
-        TRY(check_values(KDALAB_RULE_BETA, "beta", &beta, 0, 1, NULL));
-    return KDALAB_OK;
-}
-
-kdalab_status kdalab_check_step_args_f64(kdalab_mechanism mech, size_t K, size_t V,
-                                         double scale, const double *q, const double *k,
-                                         const double *v, const double *g, double beta,
-                                         const double *S, const double *o)
-{
-    return check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0);
-}
-
-kdalab_status kdalab_check_step_args_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
-                                         const float *q, const float *k, const float *v,
-                                         const float *g, float beta, const float *S,
-                                         const float *o)
-{
-    return check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1);
-}
-
-kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
-                                    const double *q, const double *k, const double *v,
-                                    const double *g, double beta, const double *S,
-                                    const double *o)
-{
-    TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0));
-    const size_t shape[2] = {K, V};
-    return check_values_nd(KDALAB_RULE_FINITE, "S", S, 0, K * V, 2, shape, NULL);
-}
-
-kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
-                                    const float *q, const float *k, const float *v,
-                                    const float *g, float beta, const float *S, const float *o)
-{
-    TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1));
-    const size_t shape[2] = {K, V};
-    return check_values_nd(KDALAB_RULE_FINITE, "S", S, 1, K * V, 2, shape, NULL);
 }
 
 /* ---- outputs ------------------------------------------------------------------ */

@@ -6,7 +6,8 @@
  * like fla's fla/ops/<mechanism>/naive.py recurrences; the backward is
  * REFERENCE.md "Gradients", the same recurrence run backwards in time.
  *
- * defines: kdalab_step_f64, kdalab__recurrent_f64 (forward);
+ * defines: kdalab_step_f64, kdalab_step_ab_f64 (the DPLR rows' decode step),
+ *          kdalab__recurrent_f64 (forward);
  *          kdalab__recurrent_bwd_f64 (backward)
  *
  * kdalab__recurrent_f64 and _bwd run on a call kdalab_run_f64 has validated
@@ -93,6 +94,23 @@ kdalab_status kdalab_step_f64(kdalab_mechanism mech, size_t K, size_t V, double 
     if (s != KDALAB_OK)
         return s;
     step_head(mech, K, V, scale, q, k, v, g, beta, NULL, NULL, S, o, NULL);
+    return kdalab_check_outputs_f64("decode step", o, V, S, K * V, NULL, NULL);
+}
+
+kdalab_status kdalab_step_ab_f64(kdalab_mechanism mech, size_t K, size_t V, double scale,
+                                 const double *q, const double *k, const double *v,
+                                 const double *g, const double *a, const double *b, double *S,
+                                 double *o)
+{
+    kdalab_clear_error();
+    kdalab_status s = kdalab_check_step_ab_f64(mech, K, V, scale, q, k, v, g, a, b, S, o);
+    if (s != KDALAB_OK)
+        return s;
+    double *r = malloc(V * sizeof *r); /* S_{t-1}^T a */
+    if (!r)
+        return kdalab_fail(KDALAB_ENOMEM, "decode step: no memory for %zu values", V);
+    step_head(mech, K, V, scale, q, k, v, g, 0, a, b, S, o, r);
+    free(r);
     return kdalab_check_outputs_f64("decode step", o, V, S, K * V, NULL, NULL);
 }
 

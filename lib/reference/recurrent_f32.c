@@ -9,7 +9,8 @@
  * like fla's fla/ops/<mechanism>/naive.py recurrences; the backward is
  * REFERENCE.md "Gradients", the same recurrence run backwards in time.
  *
- * defines: kdalab_step_f32, kdalab__recurrent_f32 (forward);
+ * defines: kdalab_step_f32, kdalab_step_ab_f32 (the DPLR rows' decode step),
+ *          kdalab__recurrent_f32 (forward);
  *          kdalab__recurrent_bwd_f32 (backward)
  *
  * kdalab__recurrent_f32 and _bwd run on a call kdalab_run_f32 has validated
@@ -96,6 +97,23 @@ kdalab_status kdalab_step_f32(kdalab_mechanism mech, size_t K, size_t V, float s
     if (s != KDALAB_OK)
         return s;
     step_head(mech, K, V, scale, q, k, v, g, beta, NULL, NULL, S, o, NULL);
+    return kdalab_check_outputs_f32("decode step", o, V, S, K * V, NULL, NULL);
+}
+
+kdalab_status kdalab_step_ab_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
+                                 const float *q, const float *k, const float *v,
+                                 const float *g, const float *a, const float *b, float *S,
+                                 float *o)
+{
+    kdalab_clear_error();
+    kdalab_status s = kdalab_check_step_ab_f32(mech, K, V, scale, q, k, v, g, a, b, S, o);
+    if (s != KDALAB_OK)
+        return s;
+    float *r = malloc(V * sizeof *r); /* S_{t-1}^T a */
+    if (!r)
+        return kdalab_fail(KDALAB_ENOMEM, "decode step: no memory for %zu values", V);
+    step_head(mech, K, V, scale, q, k, v, g, 0, a, b, S, o, r);
+    free(r);
     return kdalab_check_outputs_f32("decode step", o, V, S, K * V, NULL, NULL);
 }
 
