@@ -63,7 +63,8 @@ static void print_help(void)
     char names[256];
     printf(
         "usage: kdalab run --mechanism M --q Q.npy --k K.npy --v V.npy [--beta B.npy]\n"
-        "                  [--g G.npy] [--h0 H0.npy] --o O.npy [--ht HT.npy] [options]\n"
+        "                  [--g G.npy] [--a A.npy --b B.npy] [--h0 H0.npy] --o O.npy\n"
+        "                  [--ht HT.npy] [options]\n"
         "\n"
         "Run one mechanism of the lineage on your tensors and write its output o and\n"
         "final state ht as float64 .npy: an independent answer to check a kernel against.\n"
