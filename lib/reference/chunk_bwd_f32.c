@@ -161,6 +161,38 @@ static void ut_transform_transposed(const chunk_work_f32 *ck, float *X, size_t w
 }
 
 /*
+ * What every chunk's backward shares, the two terms of the state S entering
+ * the chunk (gr->S): its read s (gamma*Q) S in the outputs and its carry
+ * Diag(gamma_last) S into the state leaving. Adds d(gamma*Q) = s dO S^T
+ * into dq and dgamma, dL/dgamma_last = sum dS_out * S, and turns gr->dS
+ * (dL/dS_out on entry) into Diag(gamma_last) dS_out + s (gamma*Q)^T dO in
+ * place: the chunk's own terms in dL/dS are the caller's to add.
+ */
+static void entering_state_bwd(const chunk_work_f32 *ck, chunk_grads *gr, float scale,
+                               const float *dO, size_t o_stride)
+{
+    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const float *S = gr->S;
+    float *dS = gr->dS;
+    for (size_t c = 0; c < K; c++)
+        gr->dgamma[(L - 1) * K + c] += kdalab__chunk_dot_f32(dS + c * V, S + c * V, V);
+    for (size_t i = 0; i < L; i++)
+        for (size_t c = 0; c < K; c++) {
+            float dqg = scale * kdalab__chunk_dot_f32(dO + i * o_stride, S + c * V, V);
+            gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
+            gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
+        }
+    for (size_t c = 0; c < K; c++) {
+        float *dsc = dS + c * V;
+        const float gl = ck->gamma[(L - 1) * K + c];
+        for (size_t j = 0; j < V; j++)
+            dsc[j] *= gl;
+        for (size_t i = 0; i < L; i++)
+            axpy(scale * ck->q[i * K + c] * ck->gamma[i * K + c], dO + i * o_stride, dsc, V);
+    }
+}
+
+/*
  * The backward of one chunk. On entry gr->S (K, V) is the state entering the
  * chunk and gr->dS (K, V) is dL/d(state leaving it); dO is the chunk's first
  * row of d_o, rows o_stride apart. On return gr->dS is dL/d(state entering)
@@ -200,32 +232,16 @@ static void chunk_bwd(chunk_work_f32 *ck, chunk_grads *gr, float scale, const fl
             gr->dto_end[r * K + c] += ck->k[r * K + c] * dkd;
         }
     }
-    for (size_t c = 0; c < K; c++)
-        gr->dgamma[(L - 1) * K + c] += kdalab__chunk_dot_f32(dSout + c * V, S + c * V, V);
 
-    /* 6. O = s ((gamma*Q) S + A_qk V_new): dA_qk, dV_new, d(gamma*Q); dS from O */
+    /* 6. O = s ((gamma*Q) S + A_qk V_new): dA_qk, dV_new; then the state's terms */
     for (size_t i = 0; i < L; i++) {
         const float *doi = dO + i * o_stride;
         for (size_t j = 0; j <= i; j++) {
             gr->dAqk[i * L + j] = scale * kdalab__chunk_dot_f32(doi, ck->Vn + j * V, V);
             axpy(scale * ck->Aqk[i * L + j], doi, gr->dVn + j * V, V);
         }
-        for (size_t c = 0; c < K; c++) {
-            float dqg = scale * kdalab__chunk_dot_f32(doi, S + c * V, V); /* d(gamma*Q) = s dO S^T */
-            gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
-            gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
-        }
     }
-    /* dS (entering) = Diag(gamma_last) dS_out + s (gamma*Q)^T dO - W^T dV_new, built in place:
-     * the old dS_out is only needed above */
-    for (size_t c = 0; c < K; c++) {
-        float *dsc = dSout + c * V;
-        float gl = ck->gamma[(L - 1) * K + c];
-        for (size_t j = 0; j < V; j++)
-            dsc[j] *= gl;
-        for (size_t i = 0; i < L; i++)
-            axpy(scale * ck->q[i * K + c] * ck->gamma[i * K + c], dO + i * o_stride, dsc, V);
-    }
+    entering_state_bwd(ck, gr, scale, dO, o_stride); /* dS - W^T dV_new follows in step 4 */
 
     /* 5. A_qk = decayed Gram of (Q, K), j <= i */
     decayed_gram_bwd(ck, gr, ck->q, ck->k, gr->dAqk, 1, gr->dq, gr->dk);
@@ -321,8 +337,6 @@ static void dplr_chunk_bwd(chunk_work_f32 *ck, chunk_grads *gr, float scale, con
             gr->dk[r * K + c] += te * dkd;
             gr->dto_end[r * K + c] += ck->b[r * K + c] * dbd + ck->k[r * K + c] * dkd;
         }
-    for (size_t c = 0; c < K; c++)
-        gr->dgamma[(L - 1) * K + c] += kdalab__chunk_dot_f32(dS + c * V, S + c * V, V);
 
     /* 4. O = s ((gamma*Q) S + A_qb U + A_qk V) */
     for (size_t i = 0; i < L; i++) {
@@ -333,22 +347,8 @@ static void dplr_chunk_bwd(chunk_work_f32 *ck, chunk_grads *gr, float scale, con
             axpy(scale * ck->Aqb[i * L + j], doi, dU + j * V, V);
             axpy(scale * ck->Aqk[i * L + j], doi, gr->dv + j * V, V);
         }
-        for (size_t c = 0; c < K; c++) {
-            float dqg = scale * kdalab__chunk_dot_f32(doi, S + c * V, V);
-            gr->dq[i * K + c] += ck->gamma[i * K + c] * dqg;
-            gr->dgamma[i * K + c] += ck->q[i * K + c] * dqg;
-        }
     }
-    /* dS (entering) = Diag(gamma_last) dS_out + s (gamma*Q)^T dO + (a*gamma_{i-1})^T dR,
-     * built in place: the old dS_out is only needed above */
-    for (size_t c = 0; c < K; c++) {
-        float *dsc = dS + c * V;
-        const float gl = ck->gamma[(L - 1) * K + c];
-        for (size_t j = 0; j < V; j++)
-            dsc[j] *= gl;
-        for (size_t i = 0; i < L; i++)
-            axpy(scale * ck->q[i * K + c] * ck->gamma[i * K + c], dO + i * o_stride, dsc, V);
-    }
+    entering_state_bwd(ck, gr, scale, dO, o_stride); /* + (a*gamma_{i-1})^T dR in step 3 */
     decayed_gram_bwd(ck, gr, ck->q, ck->b, gr->dAqb, 1, gr->dq, gr->db);
     decayed_gram_bwd(ck, gr, ck->q, ck->k, gr->dAqk, 1, gr->dq, gr->dk);
 
