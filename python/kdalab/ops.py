@@ -863,6 +863,15 @@ def log_decay_arg(name, gk, q, v):
     return gk
 
 
+def _dplr(g_name, form, q, k, v, a, b, gk, scale, initial_state, output_final_state,
+          cu_seqlens, chunk_size=None, impl="reference"):
+    """The four DPLR forwards' one body: the decay checked once under the
+    caller's name for it (gk, or RWKV-7's w), then the call."""
+    gk = log_decay_arg(g_name, gk, q, v)
+    return _forward("dplr", form, q, k, v, gk, None, scale, initial_state, output_final_state,
+                    cu_seqlens, chunk_size, impl=impl, a=a, b=b)
+
+
 def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
                           output_final_state=False, cu_seqlens=None, chunk_size=None,
                           impl="reference"):
@@ -871,17 +880,15 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
     a, b, gk [B, T, HV, K] (gk <= 0), scale None: K^-1/2 (fla's default).
     The reference's chunkwise form only (the SIMD path does not serve this
     row: impl="simd" is an error). Returns (o, final_state or None)."""
-    gk = log_decay_arg("gk", gk, q, v)
-    return _forward("dplr", _lib.FORM_CHUNK, q, k, v, gk, None, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)
+    return _dplr("gk", _lib.FORM_CHUNK, q, k, v, a, b, gk, scale, initial_state,
+                 output_final_state, cu_seqlens, chunk_size, impl)
 
 
 def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
                                     output_final_state=False, cu_seqlens=None):
     """The same, token by token."""
-    gk = log_decay_arg("gk", gk, q, v)
-    return _forward("dplr", _lib.FORM_RECURRENT, q, k, v, gk, None, scale, initial_state,
-                    output_final_state, cu_seqlens, a=a, b=b)
+    return _dplr("gk", _lib.FORM_RECURRENT, q, k, v, a, b, gk, scale, initial_state,
+                 output_final_state, cu_seqlens)
 
 
 def chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None, initial_state=None,
@@ -907,15 +914,13 @@ def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_st
     with q = r and gk = w (w the log-decay, <= 0), scale 1.0 by default. In
     RWKV-7's own parametrisation a = -kk, b = kk * a_rwkv (kk unit rows,
     a_rwkv in [0, 1]), which keeps the transition's eigenvalues in [0, 1]."""
-    w = log_decay_arg("w", w, r, v)
-    return chunk_dplr_delta_rule(r, k, v, a, b, w, scale, initial_state, output_final_state,
-                                 cu_seqlens)
+    return _dplr("w", _lib.FORM_CHUNK, r, k, v, a, b, w, scale, initial_state,
+                 output_final_state, cu_seqlens)
 
 
 def fused_recurrent_rwkv7(r, w, k, v, a, b, scale=None, initial_state=None,
                           output_final_state=True, cu_seqlens=None):
     """chunk_rwkv7, token by token, with fla's defaults for it: scale None
     (K^-1/2, where chunk_rwkv7's is 1.0) and the final state returned."""
-    w = log_decay_arg("w", w, r, v)
-    return fused_recurrent_dplr_delta_rule(r, k, v, a, b, w, scale, initial_state,
-                                           output_final_state, cu_seqlens)
+    return _dplr("w", _lib.FORM_RECURRENT, r, k, v, a, b, w, scale, initial_state,
+                 output_final_state, cu_seqlens)
