@@ -17,6 +17,15 @@ kdalab_status kdalab_fail(kdalab_status status, const char *fmt, ...)
 #endif
     ;
 
+/* Return from the calling function with expr's status unless it is KDALAB_OK
+ * (the checks of rules.c and step_rules.c chain their rules with it). */
+#define KDALAB__TRY(expr)                                                                      \
+    do {                                                                                       \
+        kdalab_status s_ = (expr);                                                             \
+        if (s_ != KDALAB_OK)                                                                   \
+            return s_;                                                                         \
+    } while (0)
+
 /* Clear the thread's error detail (called on success paths that report). */
 void kdalab_clear_error(void);
 

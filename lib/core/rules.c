@@ -200,13 +200,6 @@ kdalab_status kdalab_count_dims(const kdalab_dims *d, kdalab_mechanism mech, siz
     return KDALAB_OK;
 }
 
-#define TRY(expr)                                                                              \
-    do {                                                                                       \
-        kdalab_status s_ = (expr);                                                             \
-        if (s_ != KDALAB_OK)                                                                   \
-            return s_;                                                                         \
-    } while (0)
-
 /* ---- one call of a form ----------------------------------------------------- */
 
 
@@ -284,16 +277,16 @@ static kdalab_status check_call(const kdalab_dims *dims, kdalab_mechanism mech, 
                                 kdalab_counts *counts)
 {
     kdalab_counts c;
-    TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    KDALAB__TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
     if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
-    TRY(kdalab_check_scale(scale));
+    KDALAB__TRY(kdalab_check_scale(scale));
     const kdalab__call pc = {.mech = mech, .B = dims->B, .T = dims->T, .H = dims->H,
                              .K = dims->K, .V = dims->V, .HV = dims->H, .G = 1, .N = dims->B,
                              .gw = kdalab_mechanism_g_width(mech, dims->K),
                              .delta = kdalab_mechanism_has_delta(mech)};
     const kdalab__arrays a = {q, k, v, g, beta, h0, NULL, NULL, o, NULL, NULL};
-    TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 0));
+    KDALAB__TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 0));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -326,16 +319,16 @@ static kdalab_status check_bwd_call(const kdalab_dims *dims, kdalab_mechanism me
                                     kdalab_counts *counts)
 {
     kdalab_counts c;
-    TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    KDALAB__TRY(kdalab_count_dims(dims, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
     if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
-    TRY(kdalab_check_scale(scale));
+    KDALAB__TRY(kdalab_check_scale(scale));
     const kdalab__call pc = {.mech = mech, .B = dims->B, .T = dims->T, .H = dims->H,
                              .K = dims->K, .V = dims->V, .HV = dims->H, .G = 1, .N = dims->B,
                              .gw = kdalab_mechanism_g_width(mech, dims->K),
                              .delta = kdalab_mechanism_has_delta(mech)};
     const kdalab__arrays a = {q, k, v, g, beta, h0, d_o, dht, NULL, NULL, NULL};
-    TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 1));
+    KDALAB__TRY(kdalab__check_call_arrays(&pc, &a, is_f32, 1));
     if (counts)
         *counts = c;
     return KDALAB_OK;
@@ -408,7 +401,7 @@ static kdalab_status check_grads(const char *what, const kdalab_dims *d, kdalab_
                                  const void *dh0, int is_f32)
 {
     kdalab_counts c;
-    TRY(kdalab_count_dims(d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    KDALAB__TRY(kdalab_count_dims(d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
     const struct {
         const char *name;
         const void *x;

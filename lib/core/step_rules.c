@@ -8,13 +8,6 @@
  */
 #include "internal.h"
 
-#define TRY(expr)                                                                              \
-    do {                                                                                       \
-        kdalab_status s_ = (expr);                                                             \
-        if (s_ != KDALAB_OK)                                                                   \
-            return s_;                                                                         \
-    } while (0)
-
 /* x[0..n) (float32 when is_f32) under rule, a message naming "name[i]". */
 static kdalab_status values(kdalab_value_rule rule, const char *name, const void *x, int is_f32,
                             size_t n)
@@ -34,7 +27,7 @@ static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, 
 {
     kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = K, .V = V};
     kdalab_counts c;
-    TRY(kdalab_count_dims(&d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
+    KDALAB__TRY(kdalab_count_dims(&d, mech, is_f32 ? sizeof(float) : sizeof(double), &c));
     if (!kdalab_mechanism_row(mech))
         return kdalab_fail(KDALAB_EINVAL, "unknown mechanism %d", (int)mech);
     if (kdalab_mechanism_has_ab(mech) != ab)
@@ -43,7 +36,7 @@ static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, 
                                              : "%s takes a, b: its decode step is "
                                                "kdalab_step_ab_f64 / _f32",
                            kdalab_mechanism_name(mech));
-    TRY(kdalab_check_scale(scale));
+    KDALAB__TRY(kdalab_check_scale(scale));
     if (!q || !k || !v || !S || !o)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL",
                            !q   ? "q"
@@ -54,13 +47,13 @@ static kdalab_status check_step_args(kdalab_mechanism mech, size_t K, size_t V, 
     if (c.g > 0 && !g)
         return kdalab_fail(KDALAB_ENULL, "g is NULL but %s needs a log-decay",
                            kdalab_mechanism_name(mech));
-    TRY(values(KDALAB_RULE_FINITE, "q", q, is_f32, K));
-    TRY(values(KDALAB_RULE_FINITE, "k", k, is_f32, K));
-    TRY(values(KDALAB_RULE_FINITE, "v", v, is_f32, V));
+    KDALAB__TRY(values(KDALAB_RULE_FINITE, "q", q, is_f32, K));
+    KDALAB__TRY(values(KDALAB_RULE_FINITE, "k", k, is_f32, K));
+    KDALAB__TRY(values(KDALAB_RULE_FINITE, "v", v, is_f32, V));
     if (c.g > 0)
-        TRY(values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g));
+        KDALAB__TRY(values(KDALAB_RULE_LOG_DECAY, "g", g, is_f32, c.g));
     if (kdalab_mechanism_has_beta(mech))
-        TRY(values(KDALAB_RULE_BETA, "beta", &beta, 0, 1));
+        KDALAB__TRY(values(KDALAB_RULE_BETA, "beta", &beta, 0, 1));
     return KDALAB_OK;
 }
 
@@ -85,7 +78,7 @@ kdalab_status kdalab_check_step_f64(kdalab_mechanism mech, size_t K, size_t V, d
                                     const double *g, double beta, const double *S,
                                     const double *o)
 {
-    TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0, 0));
+    KDALAB__TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 0, 0));
     const size_t shape[2] = {K, V};
     return kdalab_check_values_nd(KDALAB_RULE_FINITE, "S", S, 0, 2, shape);
 }
@@ -94,7 +87,7 @@ kdalab_status kdalab_check_step_f32(kdalab_mechanism mech, size_t K, size_t V, f
                                     const float *q, const float *k, const float *v,
                                     const float *g, float beta, const float *S, const float *o)
 {
-    TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1, 0));
+    KDALAB__TRY(check_step_args(mech, K, V, scale, q, k, v, g, beta, S, o, 1, 0));
     const size_t shape[2] = {K, V};
     return kdalab_check_values_nd(KDALAB_RULE_FINITE, "S", S, 1, 2, shape);
 }
@@ -105,12 +98,12 @@ static kdalab_status check_step_ab(kdalab_mechanism mech, size_t K, size_t V, do
                                    const void *a, const void *b, const void *S, const void *o,
                                    int is_f32)
 {
-    TRY(check_step_args(mech, K, V, scale, q, k, v, g, 0, S, o, is_f32, 1));
+    KDALAB__TRY(check_step_args(mech, K, V, scale, q, k, v, g, 0, S, o, is_f32, 1));
     if (!a || !b)
         return kdalab_fail(KDALAB_ENULL, "%s is NULL but %s needs the low-rank term b a^T",
                            !a ? "a" : "b", kdalab_mechanism_name(mech));
-    TRY(values(KDALAB_RULE_FINITE, "a", a, is_f32, K));
-    TRY(values(KDALAB_RULE_FINITE, "b", b, is_f32, K));
+    KDALAB__TRY(values(KDALAB_RULE_FINITE, "a", a, is_f32, K));
+    KDALAB__TRY(values(KDALAB_RULE_FINITE, "b", b, is_f32, K));
     const size_t shape[2] = {K, V};
     return kdalab_check_values_nd(KDALAB_RULE_FINITE, "S", S, is_f32, 2, shape);
 }
