@@ -26,7 +26,8 @@
  * One token, one head: S_{t-1} -> S_t in place, o = s * S_t^T q.
  *   S [K,V]; q, k [K]; v, o [V]; g: [1] (a decay per head), [K] (per key
  *   channel), unused otherwise; a, b [K] and r [V] scratch: the DPLR rows
- *   only (kdalab_mechanism_has_ab), unused otherwise.
+ *   only (kdalab_mechanism_has_ab), unused otherwise. o NULL: the state alone
+ *   (the backward's replay; q unused).
  * Inputs are assumed valid (the public functions check them first).
  */
 static void step_head(kdalab_mechanism mech, size_t K, size_t V, double scale, const double *q,
@@ -76,11 +77,13 @@ static void step_head(kdalab_mechanism mech, size_t K, size_t V, double scale, c
                 predicted += S[c * V + j] * k[c];
             write = beta * (v[j] - predicted);
         }
-        double read = 0;
-        for (size_t c = 0; c < K; c++) {
+        for (size_t c = 0; c < K; c++)
             S[c * V + j] += k[c] * write;
+        if (!o)
+            continue;
+        double read = 0;
+        for (size_t c = 0; c < K; c++)
             read += S[c * V + j] * q[c];
-        }
         o[j] = scale * read;
     }
 }
@@ -179,45 +182,13 @@ kdalab_status kdalab__recurrent_f64(const kdalab_dims *dims, kdalab_mechanism me
  * and dh0 is the last dS. (A row has the delta rule or the DPLR term, never
  * both: the table's rows.)
  *
- * The step needs S_prev, so the forward is replayed: states are kept every
- * SEGMENT positions on a forward sweep, and each segment, last to first,
- * replays its forward from its checkpoint, keeping the segment's states.
+ * The step needs S_prev, so the forward is replayed (step_head without its
+ * output): states are kept every SEGMENT positions on a forward sweep, and
+ * each segment, last to first, replays its forward from its checkpoint,
+ * keeping the segment's states.
  */
 
 #define SEGMENT 64 /* positions between checkpoints */
-
-/* One forward step of one head, S_prev (K, V) -> S (K, V), without the output. */
-static void step_state(kdalab_mechanism mech, size_t K, size_t V, const double *k,
-                       const double *v, const double *g, double beta, const double *a,
-                       const double *b, const double *S_prev, double *S)
-{
-    const size_t gw = kdalab_mechanism_g_width(mech, K);
-    for (size_t c = 0; c < K; c++) {
-        double alpha = gw == K ? exp(g[c]) : gw == 1 ? exp(g[0]) : 1;
-        for (size_t j = 0; j < V; j++)
-            S[c * V + j] = alpha * S_prev[c * V + j];
-    }
-    if (kdalab_mechanism_has_ab(mech)) /* S += b (S_prev^T a)^T */
-        for (size_t j = 0; j < V; j++) {
-            double r = 0;
-            for (size_t c = 0; c < K; c++)
-                r += a[c] * S_prev[c * V + j];
-            for (size_t c = 0; c < K; c++)
-                S[c * V + j] += b[c] * r;
-        }
-    const int delta = kdalab_mechanism_has_delta(mech);
-    for (size_t j = 0; j < V; j++) {
-        double u = v[j];
-        if (delta) {
-            double pred = 0; /* S'^T k */
-            for (size_t c = 0; c < K; c++)
-                pred += S[c * V + j] * k[c];
-            u = beta * (v[j] - pred);
-        }
-        for (size_t c = 0; c < K; c++)
-            S[c * V + j] += k[c] * u;
-    }
-}
 
 /* Where one position of head (b, h) lives in the [B,T,H,*] arrays. */
 typedef struct {
@@ -450,8 +421,8 @@ kdalab_status kdalab__recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanis
                 size_t t1 = (sg + 1) * SEGMENT < T ? (sg + 1) * SEGMENT : T;
                 for (size_t t = sg * SEGMENT; t < t1; t++) {
                     position p = position_at(dims, mech, bb, h, t, q, k, v, g, beta, a, b);
-                    step_state(mech, K, V, p.k, p.v, p.g, p.beta, p.a, p.b, w.Sseg, w.Sp);
-                    memcpy(w.Sseg, w.Sp, KV * sizeof(double));
+                    step_head(mech, K, V, scale, NULL, p.k, p.v, p.g, p.beta, p.a, p.b, w.Sseg,
+                              NULL, w.r);
                 }
                 memcpy(w.ckpt + (sg + 1) * KV, w.Sseg, KV * sizeof(double));
             }
@@ -467,8 +438,10 @@ kdalab_status kdalab__recurrent_bwd_f64(const kdalab_dims *dims, kdalab_mechanis
                 memcpy(w.Sseg, w.ckpt + sg * KV, KV * sizeof(double));
                 for (size_t t = t0; t < t1; t++) {
                     position p = position_at(dims, mech, bb, h, t, q, k, v, g, beta, a, b);
-                    step_state(mech, K, V, p.k, p.v, p.g, p.beta, p.a, p.b,
-                               w.Sseg + (t - t0) * KV, w.Sseg + (t - t0 + 1) * KV);
+                    double *next = w.Sseg + (t - t0 + 1) * KV;
+                    memcpy(next, next - KV, KV * sizeof(double));
+                    step_head(mech, K, V, scale, NULL, p.k, p.v, p.g, p.beta, p.a, p.b, next,
+                              NULL, w.r);
                 }
                 for (size_t t = t1; t-- > t0;) {
                     position p = position_at(dims, mech, bb, h, t, q, k, v, g, beta, a, b);
