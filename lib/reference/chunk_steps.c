@@ -231,6 +231,20 @@ void kdalab__chunk_corrected_values(chunk_work *ck, const double *S)
     }
 }
 
+/* Row i's read of the state S (K, V) entering the chunk, decayed to i:
+ * oi (V) = (gamma_i * q_i)^T S, the first term of every form's outputs. */
+static void read_state(const chunk_work *ck, const double *S, size_t i, double *oi)
+{
+    const size_t K = ck->K, V = ck->V;
+    for (size_t j = 0; j < V; j++)
+        oi[j] = 0;
+    for (size_t c = 0; c < K; c++) {
+        double qg = store(ck, ck->q[i * K + c] * ck->gamma[i * K + c]);
+        for (size_t j = 0; j < V; j++)
+            oi[j] += qg * S[c * V + j];
+    }
+}
+
 /*
  * Steps 5-6: the chunk's outputs O = s ((gamma * Q) S + A_qk V_new).
  * S (K, V) is the state entering the chunk; row i of O is written to
@@ -239,18 +253,12 @@ void kdalab__chunk_corrected_values(chunk_work *ck, const double *S)
 void kdalab__chunk_outputs(chunk_work *ck, const double *S, double scale, double *o,
                            size_t o_stride)
 {
-    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const size_t L = ck->L, V = ck->V;
     const double *Vnew = ck->Vn;
     kdalab__chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk); /* 5. */
     for (size_t i = 0; i < L; i++) {            /* 6. */
         double *oi = o + i * o_stride;
-        for (size_t j = 0; j < V; j++)
-            oi[j] = 0;
-        for (size_t c = 0; c < K; c++) { /* what the state already held, decayed to i */
-            double qg = store(ck, ck->q[i * K + c] * ck->gamma[i * K + c]);
-            for (size_t j = 0; j < V; j++)
-                oi[j] += qg * S[c * V + j];
-        }
+        read_state(ck, S, i, oi);
         for (size_t m = 0; m <= i; m++) { /* what this chunk wrote up to i */
             double a = ck->Aqk[i * L + m];
             for (size_t j = 0; j < V; j++)
@@ -404,18 +412,12 @@ void kdalab__chunk_dplr_reads(chunk_work *ck, const double *S)
 void kdalab__chunk_dplr_outputs(chunk_work *ck, const double *S, double scale, double *o,
                                 size_t o_stride)
 {
-    const size_t L = ck->L, K = ck->K, V = ck->V;
+    const size_t L = ck->L, V = ck->V;
     kdalab__chunk_decayed_gram(ck, ck->q, ck->b, 1, ck->Aqb);
     kdalab__chunk_decayed_gram(ck, ck->q, ck->k, 1, ck->Aqk);
     for (size_t i = 0; i < L; i++) {
         double *oi = o + i * o_stride;
-        for (size_t j = 0; j < V; j++)
-            oi[j] = 0;
-        for (size_t c = 0; c < K; c++) {
-            double qg = store(ck, ck->q[i * K + c] * ck->gamma[i * K + c]);
-            for (size_t j = 0; j < V; j++)
-                oi[j] += qg * S[c * V + j];
-        }
+        read_state(ck, S, i, oi);
         for (size_t m = 0; m <= i; m++) {
             double wb = ck->Aqb[i * L + m], wk = ck->Aqk[i * L + m];
             for (size_t j = 0; j < V; j++)
