@@ -117,13 +117,8 @@ static void inputs_make(const lab_ctx *x, inputs *in, gsl_rng *rng)
         in->A[i] = 0.5 * gsl_ran_gaussian(rng, 1.0) / sqrt((double)K);
     in->a = lab_zeros(x, T * K);
     in->b = lab_zeros(x, T * K);
-    for (size_t t = 0; t < T; t++) {
-        lab_random_unit(rng, in->a + t * K, K);
-        for (size_t c = 0; c < K; c++) {
-            in->b[t * K + c] = in->a[t * K + c] * gsl_rng_uniform(rng);
-            in->a[t * K + c] = -in->a[t * K + c];
-        }
-    }
+    for (size_t t = 0; t < T; t++)
+        lab_random_rwkv7_ab(rng, in->a + t * K, in->b + t * K, K);
 }
 
 static void inputs_free(inputs *in)

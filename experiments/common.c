@@ -490,6 +490,15 @@ void lab_print_spread(const char *what, lab_spread s, double scale, int decimals
            scale * s.median, unit, decimals, scale * s.lo, decimals, scale * s.hi, unit, s.n);
 }
 
+void lab_random_rwkv7_ab(gsl_rng *rng, double *a, double *b, size_t K)
+{
+    lab_random_unit(rng, a, K);
+    for (size_t c = 0; c < K; c++) {
+        b[c] = a[c] * gsl_rng_uniform(rng);
+        a[c] = -a[c];
+    }
+}
+
 void lab_random_unit(gsl_rng *rng, double *v, size_t n)
 {
     double norm2;

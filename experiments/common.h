@@ -186,6 +186,11 @@ void lab_print_spread(const char *what, lab_spread s, double scale, int decimals
 /* Fill x[0..n-1] with a uniformly random unit vector (normalised Gaussian). */
 void lab_random_unit(gsl_rng *rng, double *v, size_t n);
 
+/* One position's low-rank term of the DPLR row in RWKV-7's parametrisation,
+ * a = -kk, b = kk * alpha (kk a random unit vector, alpha ~ U(0,1) per
+ * channel): the transition's eigenvalues stay in [0, 1]. a, b [K]. */
+void lab_random_rwkv7_ab(gsl_rng *rng, double *a, double *b, size_t K);
+
 /* N orthonormal vectors in R^K (1 <= N <= K), Haar-distributed: the first N
  * columns of the Q factor of a K x N Gaussian matrix (gsl_linalg_QR), each
  * column's sign set by R's diagonal. out is [N, K], row j = column j of Q; with

@@ -46,13 +46,8 @@ void problem_make(const lab_ctx *x, problem *pb, gsl_rng *rng, size_t T, size_t 
     if (kdalab_mechanism_has_ab(mech)) { /* RWKV-7's a = -kk, b = kk * alpha */
         pb->a = lab_zeros(x, pb->nqk);
         pb->b = lab_zeros(x, pb->nqk);
-        for (size_t t = 0; t < T; t++) {
-            lab_random_unit(rng, pb->a + t * K, K);
-            for (size_t c = 0; c < K; c++) {
-                pb->b[t * K + c] = pb->a[t * K + c] * gsl_rng_uniform(rng);
-                pb->a[t * K + c] = -pb->a[t * K + c];
-            }
-        }
+        for (size_t t = 0; t < T; t++)
+            lab_random_rwkv7_ab(rng, pb->a + t * K, pb->b + t * K, K);
         pb->af = lab_floats(x, pb->a, pb->nqk);
         pb->bf = lab_floats(x, pb->b, pb->nqk);
     }
