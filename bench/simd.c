@@ -11,6 +11,7 @@
  *   the fraction of this machine's fp32 FMA peak, measured in the same run by
  *     a register-resident FMA loop, per core and with all threads.
  * With a peer, kdalab and the peer alternating in rounds (alternate()).
+ * Then the DPLR boundary's chunkwise forward (bench/dplr.h).
  * Then the chunkwise backward of each mechanism in float64 and float32
  * (bench/backward.h), against the float64 SIMD forward and the reference
  * backward on the same problem.
@@ -500,56 +501,11 @@ static void alternate(problem *p, kdalab_mechanism m, int rounds, int reps, int 
            gsl_stats_median_from_sorted_data(ratio, 1, (size_t)n), ratio[0], ratio[n - 1]);
 }
 
-/*
- * The DPLR boundary's row: the SIMD path does not serve it, so its nearest
- * CPU alternative, the reference's float32 chunkwise form (C = 64) through
- * the one call, on the table's problem with RWKV-7's a = -kk, b = kk * alpha,
- * timed like KDA's "ref" row above it and printed with its own flop count
- * (4CK + 4CV + 8KV a head-token: four decayed products, one solve).
- */
-static void dplr_reference_row(gsl_rng *rng, int quick, size_t H, size_t K, size_t V,
-                               double peak1)
-{
-    problem pr;
-    problem_make(&pr, rng, 1, quick ? 256 : 1024, H, K, V);
-    const size_t n = pr.d.T * H * K;
-    float *a = falloc(n), *b = falloc(n);
-    for (size_t r = 0; r < pr.d.T * H; r++) { /* kk: k's unit rows */
-        for (size_t c = 0; c < K; c++) {
-            a[r * K + c] = -pr.k[r * K + c];
-            b[r * K + c] = pr.k[r * K + c] * (float)gsl_rng_uniform(rng);
-        }
-    }
-    kdalab_chunk_opts op = kdalab_chunk_opts_default();
-    const kdalab_call c = {.dims = pr.d, .HV = H, .mech = KDALAB_DPLR,
-                           .scale = kdalab_default_scale(K), .form = KDALAB_FORM_CHUNK,
-                           .opts = &op};
-    const kdalab_tensors_f32 x = {.q = pr.q, .k = pr.k, .v = pr.v, .g = pr.g, .a = a, .b = b,
-                                  .h0 = pr.h0, .o = pr.o, .ht = pr.ht};
-    double t = 1e300;
-    for (int r = 0; r < (quick ? 2 : 5); r++) {
-        const double t0 = now();
-        if (kdalab_run_f32(&c, &x, NULL) != KDALAB_OK) {
-            fprintf(stderr, "bench_simd: dplr: %s\n", kdalab_last_error());
-            exit(1);
-        }
-        t = fmin(t, now() - t0);
-    }
-    const double ht = (double)(pr.d.T * H), Cd = (double)op.chunk;
-    const double fl = ht * (4 * Cd * K + 4 * Cd * V + 8.0 * K * V);
-    printf("%-17s %-9s %-7s %11.0f %9.2f %8.1f %8s %6.1f%% %4s %11s  the one call's reference "
-           "chunkwise form (no SIMD kernel for this row), T=%zu, best of %d\n",
-           kdalab_mechanism_name(KDALAB_DPLR), "chunk64", "ref", ht / t, 1e3 * t, fl / t * 1e-9,
-           "", peak1 > 0 ? 100 * fl / t * 1e-9 / peak1 : 0, "", "", pr.d.T, quick ? 2 : 5);
-    free(a);
-    free(b);
-    problem_free(&pr);
-}
-
 static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANET,
                                          KDALAB_GATED_DELTANET, KDALAB_KDA};
 
 #include "backward.h"
+#include "dplr.h"
 
 int main(int argc, char **argv)
 {
@@ -808,8 +764,8 @@ int main(int argc, char **argv)
             problem_free(&pr);
         }
     }
-    if (table) /* the DPLR boundary: no SIMD kernel; its nearest CPU alternative */
-        dplr_reference_row(rng, quick, H, K, V, peak1);
+    if (table) /* the DPLR boundary, on the same problem with RWKV-7's a, b */
+        invalid |= dplr_rows(&p, rng, reps, quick, widest, peakN, peak1, kda_t);
     if (table && peer_exe) {
         printf("#\n# kdalab and ggml alternating, back to back in each round (the ratio of "
                "each round; the table's rows above were minutes apart)\n");

@@ -46,6 +46,7 @@
  *   08_dplr_cost.tsv      per C: the DPLR chunkwise form's time against the
  *                         recurrent form's, same run
  */
+#include <omp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,8 +354,10 @@ static void general_products(lab_ctx *x, const params *p, gsl_rng *rng, size_t K
 }
 
 /* The DPLR chunkwise form's cost against C: seconds per call of T positions at
- * K = V (one head, float64, the reference), median of `rounds` alternating
- * rounds, each timing the recurrent form too; rows to f, ratios printed. */
+ * K = V (one head, float64), the reference's and the SIMD path's, median of
+ * `rounds` alternating rounds, each timing the recurrent form too; rows to
+ * f, ratios printed. One thread: the forms are compared as algorithms (and
+ * a second thread's spin-wait would slow the reference calls after it). */
 static void chunk_cost(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE *f)
 {
     enum { ROUNDS = 5, NC = 5 };
@@ -362,7 +365,8 @@ static void chunk_cost(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE
     const size_t T = p->T;
     double *q = lab_zeros(x, T * K), *k = lab_zeros(x, T * K), *v = lab_zeros(x, T * K),
            *a = lab_zeros(x, T * K), *b = lab_zeros(x, T * K), *g = lab_zeros(x, T * K),
-           *o = lab_zeros(x, T * K), *o_rec = lab_zeros(x, T * K), *ht = lab_zeros(x, K * K);
+           *o = lab_zeros(x, T * K), *o_rec = lab_zeros(x, T * K), *ht = lab_zeros(x, K * K),
+           *o_simd = lab_zeros(x, T * K);
     for (size_t t = 0; t < T; t++) {
         lab_random_unit(rng, q + t * K, K);
         lab_random_unit(rng, k + t * K, K);
@@ -375,8 +379,13 @@ static void chunk_cost(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE
     const kdalab_tensors_f64 tc = {.q = q, .k = k, .v = v, .g = g, .a = a, .b = b, .o = o,
                                    .ht = ht},
                              tr = {.q = q, .k = k, .v = v, .g = g, .a = a, .b = b, .o = o_rec,
+                                   .ht = ht},
+                             ts = {.q = q, .k = k, .v = v, .g = g, .a = a, .b = b, .o = o_simd,
                                    .ht = ht};
     double t_chunk[NC][ROUNDS], t_rec[ROUNDS], ratio[NC][ROUNDS], err[NC] = {0};
+    double t_simd[NC][ROUNDS], ratio_simd[NC][ROUNDS], err_simd[NC] = {0};
+    const int nth = omp_get_max_threads();
+    omp_set_num_threads(1);
     for (size_t r = 0; r < ROUNDS; r++) {
         call.form = KDALAB_FORM_RECURRENT;
         double t0 = lab_now();
@@ -391,11 +400,21 @@ static void chunk_cost(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE
             t_chunk[i][r] = lab_now() - t0;
             ratio[i][r] = t_chunk[i][r] / t_rec[r];
             err[i] = fmax(err[i], rel_err(o, o_rec, T * K));
+            call.impl = KDALAB_IMPL_SIMD;
+            t0 = lab_now();
+            lab_check(x, kdalab_run_f64(&call, &ts, NULL), "dplr chunk, SIMD path");
+            t_simd[i][r] = lab_now() - t0;
+            call.impl = KDALAB_IMPL_REFERENCE;
+            ratio_simd[i][r] = t_simd[i][r] / t_rec[r];
+            err_simd[i] = fmax(err_simd[i], rel_err(o_simd, o_rec, T * K));
         }
         lab_progress(x, "cost rounds", r + 1, ROUNDS);
     }
-    printf("\nThe DPLR chunkwise form's cost against C (the reference, float64, K = V = %zu, "
-           "T = %zu, one head; %d alternating rounds with the recurrent form):\n", K, T, ROUNDS);
+    omp_set_num_threads(nth);
+    printf("\nThe DPLR chunkwise form's cost against C (float64, K = V = %zu, T = %zu, one "
+           "head, one thread; %d alternating rounds with the recurrent form; the reference's "
+           "and the SIMD path's, level %s):\n",
+           K, T, ROUNDS, kdalab_simd_level_name(kdalab_simd_get_level()));
     const lab_spread rec = lab_spread_of(t_rec, ROUNDS);
     lab_print_spread("  recurrent form", rec, 1e3, 1, "ms");
     for (size_t i = 0; i < NC; i++) {
@@ -404,10 +423,17 @@ static void chunk_cost(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE
         snprintf(what, sizeof what, "  chunkwise C = %2zu / recurrent (o agrees to %.0e)", Cs[i],
                  err[i]);
         lab_print_spread(what, sr, 1.0, 2, "x");
-        fprintf(f, "%zu\t%zu\t%zu\t%.6e\t%.6e\t%.4f\t%.4f\t%.4f\t%.3e\n", K, T, Cs[i],
-                sc.median, rec.median, sr.median, sr.lo, sr.hi, err[i]);
+        const lab_spread ss = lab_spread_of(t_simd[i], ROUNDS),
+                         ssr = lab_spread_of(ratio_simd[i], ROUNDS);
+        snprintf(what, sizeof what, "  SIMD path  C = %2zu / recurrent (o agrees to %.0e)", Cs[i],
+                 err_simd[i]);
+        lab_print_spread(what, ssr, 1.0, 3, "x");
+        fprintf(f, "%zu\t%zu\t%zu\t%.6e\t%.6e\t%.4f\t%.4f\t%.4f\t%.3e\t%.6e\t%.4f\t%.4f\t%.4f"
+                "\t%.3e\n", K, T, Cs[i], sc.median, rec.median, sr.median, sr.lo, sr.hi, err[i],
+                ss.median, ssr.median, ssr.lo, ssr.hi, err_simd[i]);
     }
-    free(q), free(k), free(v), free(a), free(b), free(g), free(o), free(o_rec), free(ht);
+    free(q), free(k), free(v), free(a), free(b), free(g), free(o), free(o_rec), free(ht),
+        free(o_simd);
 }
 
 /* ---- the verdict ------------------------------------------------------------------------ */
@@ -557,9 +583,14 @@ int main(int argc, char **argv)
         "ratio_lo", "its smallest round",
         "ratio_hi", "its largest round",
         "err", "max |o_chunk - o_recurrent| / max |o_recurrent|",
+        "simd_seconds", "median seconds of the SIMD path's chunkwise form (float64)",
+        "simd_ratio", "median of SIMD chunk / recurrent over the rounds",
+        "simd_ratio_lo", "its smallest round",
+        "simd_ratio_hi", "its largest round",
+        "simd_err", "max |o_simd - o_recurrent| / max |o_recurrent|",
         NULL};
-    FILE *fc = lab_tsv_open(&x, "08_dplr_cost", ccols, "the reference's DPLR forms on this "
-                            "machine (kdalab info), RWKV-7's a, b; 5 alternating rounds");
+    FILE *fc = lab_tsv_open(&x, "08_dplr_cost", ccols, "the DPLR forms on this machine "
+                            "(kdalab info), RWKV-7's a, b; 5 alternating rounds");
     chunk_cost(&x, &p, rng, p.K1, fc);
     lab_tsv_close(&x, fc);
     printf("\n%s: %.1f s; results in %s/08_dplr*.tsv\n", x.name, lab_elapsed(&x), x.out);

@@ -524,12 +524,8 @@ static void test_refusals(void **state)
     double o[12], dq[18];
     kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .a = p.a, .b = p.b, .o = o,
                             .d_o = o, .dq = dq};
-    kdalab_call c = call_for(KDALAB_DPLR, &d, d.H, 1, KDALAB_IMPL_SIMD, NULL);
-    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_EINVAL);
-    assert_non_null(strstr(kdalab_last_error(), "SIMD path does not serve"));
-    assert_int_equal(kdalab_run_bwd_f64(&c, &x), KDALAB_EINVAL); /* nor the SIMD backward */
-    c.impl = KDALAB_IMPL_REFERENCE;
-    c.form = KDALAB_FORM_RECURRENT;
+    /* (the SIMD path's refusals: tests/test_simd_dplr.c) */
+    kdalab_call c = call_for(KDALAB_DPLR, &d, d.H, 0, KDALAB_IMPL_REFERENCE, NULL);
     x.a = NULL;
     assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_ENULL);
     assert_non_null(strstr(kdalab_last_error(), "a is NULL"));

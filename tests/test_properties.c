@@ -401,7 +401,7 @@ static void test_chunk_then_decode_equals_chunk(void **state)
     for (size_t ti = 0; ti < 5; ti++)
         for (size_t mi = 0; mi < KDALAB_N_MECHANISMS; mi++) {
             if (kdalab_mechanism_has_ab(MECH(mi)))
-                continue; /* the SIMD path and these forms take no a, b: test_dplr.c */
+                continue; /* the decode step takes no a, b: test_dplr.c steps the DPLR row */
             kdalab_dims d = {.B = 1, .T = Ts[ti], .H = 1, .K = 16, .V = 12};
             random_problem p;
             random_problem_make(&p, rng, MECH(mi), d, -1.0, 1);

@@ -81,7 +81,7 @@ static void test_simd_chunk_golden(void **state)
         for (size_t i = 0; i < n; i++) {
             golden_case *gc = &cases[i];
             for (size_t oi = 0; oi < 3 && !kdalab_mechanism_has_ab(gc->mech); oi++) {
-                /* (the SIMD path does not serve the DPLR row; test_call checks it says so) */
+                /* (the DPLR row takes a, b: tests/test_simd_dplr.c) */
                 double e = simd_vs(p, &gc->dims, gc->mech, gc->scale, gc->q.data, gc->k.data,
                                    gc->v.data, gc->g.data, gc->beta.data,
                                    gc->has_h0 ? gc->h0.data : NULL, opts[oi], gc->o.data,
@@ -128,7 +128,7 @@ static void test_simd_chunk_random_shapes(void **state)
         kdalab_dims d = {sh->B, sh->T, sh->H, sh->K, sh->V};
         for (size_t mi = 0; mi < KDALAB_N_MECHANISMS; mi++) { /* every row of the table */
             if (kdalab_mechanism_has_ab((kdalab_mechanism)mi))
-                continue; /* the SIMD path and these forms take no a, b: test_dplr.c */
+                continue; /* these positional functions take no a, b: test_simd_dplr.c */
             kdalab_mechanism mech = (kdalab_mechanism)mi;
             random_problem pr;
             random_problem_make(&pr, rng, mech, d, sh->spikes ? -0.05 : sh->g_min, si % 2);

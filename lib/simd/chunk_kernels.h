@@ -4,13 +4,14 @@
  * driver of one task (its heads, chunk by chunk), which is the kernel table's
  * chunk_head.
  *
- * defines, per ISA suffix _scalar/_avx2/_avx512: ut_transform, chunk,
+ * defines, per ISA suffix _scalar/_avx2/_avx512: ut_transform, dplr_chunk, chunk,
  * work_floats, nonfinite_canon, chunk_head
- * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h
+ * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h, dplr_scores.h
  *
  * The algorithm is REFERENCE.md "Chunkwise form", steps 1-7, with the safe
  * sub-chunk decay for KDA (chunk_scores.h says how the decay factors are
- * formed). Beyond that:
+ * formed); for the DPLR row, "The boundary", steps 1-5 (dplr_chunk, its
+ * scores in dplr_scores.h). Beyond that:
  *
  *   - The UT transform is formed explicitly as the unit lower-triangular
  *     inverse T = (I + A_kk)^-1 Diag(beta) (forward substitution, about C^3/6
@@ -74,8 +75,40 @@ static void SIMD_FN(ut_transform)(SIMD_FN(ws) *w, size_t n)
             w->Tm[i * C + j] *= w->b[j];
 }
 
+/* One chunk of the DPLR row: steps 1-2 (dplr_scores.h), then 3-5 of
+ * REFERENCE.md "The boundary" on the state columns of this task. */
+static void SIMD_FN(dplr_chunk)(SIMD_FN(ws) *w, size_t n, real s)
+{
+    const size_t K = w->K, W = w->W, C = w->C, pf = w->pf_rows;
+    SIMD_FN(prefetch_rows)(w, pf);
+    SIMD_FN(dplr_factors)(w, n, s);
+    SIMD_FN(prefetch_rows)(w, pf);
+    SIMD_FN(dplr_scores)(w, n, s);
+    SIMD_FN(prefetch_rows)(w, pf);
+    /* 3. (I - A_ab) U = A^ S + A_ak V: T = (I - A_ab)^-1 (w->b is 1), U = T R */
+    SIMD_FN(ut_transform)(w, n);
+    SIMD_FN(gemm)(n, W, K, w->ah, K, 1, w->S, W, w->R, W, 0, 0);
+    SIMD_FN(gemm)(n, W, n, w->Aak, C, 1, w->v, w->ldv, w->R, W, 1, 1);
+    SIMD_FN(prefetch_rows)(w, pf);
+    SIMD_FN(gemm)(n, W, n, w->Tm, C, 1, w->R, W, w->U, W, 0, 1);
+    SIMD_FN(prefetch_rows)(w, pf);
+    /* 4. O = s (gamma q) S + s A_qb U + s A_qk V, into the caller's rows */
+    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldv, 0, 0);
+    SIMD_FN(gemm)(n, W, n, w->Aqb, C, 1, w->U, W, w->o, w->ldv, 1, 1);
+    SIMD_FN(prefetch_rows)(w, pf);
+    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, w->v, w->ldv, w->o, w->ldv, 1, 1);
+    SIMD_FN(prefetch_rows)(w, pf);
+    /* 5. S <- Diag(gamma_n) S + (kdec k)^T V + (kdec b)^T U */
+    SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, w->v, w->ldv, w->S, W, 1, 0, w->gl);
+    SIMD_FN(gemm)(K, W, n, w->bd, 1, K, w->U, W, w->S, W, 1, 0);
+}
+
 static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real s)
 {
+    if (kdalab_mechanism_has_ab(mech)) {
+        SIMD_FN(dplr_chunk)(w, n, s);
+        return;
+    }
     const size_t K = w->K, W = w->W, C = w->C;
     const int delta = kdalab_mechanism_has_delta(mech);
     const kdalab_g_shape gs = kdalab_mechanism_g_shape(mech);
@@ -181,6 +214,7 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
     w.ldqk = a->ld_qk;
     w.ldv = a->ld_v;
     w.ldg = a->ld_g;
+    w.ldab = a->ld_ab;
     w.pf_rows = (C + 8 * nh - 1) / (8 * nh); /* 8 stages per chunk of each head */
     for (size_t t0 = 0; t0 < T; t0 += C) {
         size_t n = SIMD_FN(min_sz)(C, T - t0);
@@ -192,6 +226,8 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
             w.k = a->k + t0 * a->ld_qk + h * K;
             w.v = a->v + t0 * a->ld_v + h * V + a->v0;
             w.gin = gw ? a->g + t0 * a->ld_g + h * gw : NULL;
+            w.ain = a->a ? a->a + t0 * a->ld_ab + h * K : NULL;
+            w.bin = a->b ? a->b + t0 * a->ld_ab + h * K : NULL;
             w.o = a->o + t0 * a->ld_v + h * V + a->v0;
             for (size_t r = 0; r < n; r++)
                 w.b[r] = !kdalab_mechanism_has_delta(a->mech) ? 1.0f

@@ -12,8 +12,9 @@ typedef struct {
     size_t C, c, K, W, nsub;
     const real *q, *k, *v;      /* the chunk's rows, read where the caller keeps    */
     const real *gin;            /* them: q, k [n, ldqk], v [n, ldv], g [n, ldg]      */
+    const real *ain, *bin;      /* DPLR's a, b [n, ldab] (dplr_chunk.h), else NULL  */
     real *o;                    /* and its output rows [n, ldv], written there too  */
-    size_t ldqk, ldv, ldg;      /* (a row stride is H times a head's row)           */
+    size_t ldqk, ldv, ldg, ldab; /* (a row stride is H times a head's row)          */
     real *g, *b;                /* a = exp(g) [C, K|1], beta [C]                    */
     real *S;                    /* [K, W] state columns of the head being run      */
     real *Sall;                 /* [nh, K, W] the task's heads' states             */
@@ -33,6 +34,12 @@ typedef struct {
     real *gl;                   /* [K] gamma at the chunk end                       */
     real *dsc;                  /* [C] scalar decay row / factors                   */
     real *gam, *kdec;           /* [C] scalar gamma and decay-to-end                */
+    /* DPLR only (dplr_chunk.h) */
+    real *Aak, *Aqb;            /* [C, C] A_ak (strict lower), s A_qb (lower)       */
+    real *ah, *bd;              /* [C, K] gamma_{r-1} a_r, decay-to-end times b_r   */
+    real *R;                    /* [C, W] the solve's right-hand side A^ S + A_ak V */
+    real *bb, *Xb;              /* [C, K] b * B, [K, C] its transpose               */
+    real *rows;                 /* [6, K] running products of the factor passes     */
     const SIMD_ARGS *pa;        /* the task, for prefetching its next rows          */
     size_t pf_next, pf_end;     /* rows [pf_next, pf_end) not yet prefetched         */
     size_t pf_rows;             /* rows to prefetch between two stages of a chunk    */
@@ -68,6 +75,10 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
         SIMD_FN(prefetch)(a->v + t * a->ld_v + a->v0, nh * W);
         if (gw)
             SIMD_FN(prefetch)(a->g + t * a->ld_g, nh * gw);
+        if (a->a) {
+            SIMD_FN(prefetch)(a->a + t * a->ld_ab, nh * a->K);
+            SIMD_FN(prefetch)(a->b + t * a->ld_ab, nh * a->K);
+        }
 #if defined(__GNUC__)
         for (size_t i = 0; i < nh * W; i += SIMD_LINE)
             __builtin_prefetch(a->o + t * a->ld_v + a->v0 + i, 1, 2);
@@ -102,6 +113,8 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
     SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
     SIMD_TAKE(w->gl, K); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
+    SIMD_TAKE(w->Aak, C * C); SIMD_TAKE(w->Aqb, C * C); /* DPLR's */
+    SIMD_TAKE(w->ah, C * K); SIMD_TAKE(w->bd, C * K);
     size_t region = cur;
     /* score phase: the decays a = exp(g), then KDA's or the scalar decays' temporaries */
     SIMD_TAKE(w->g, C * K);
@@ -110,6 +123,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     SIMD_TAKE(w->subtot, nsub * K); SIMD_TAKE(w->dvec, K);
     SIMD_TAKE(w->X, K * C); SIMD_TAKE(w->blk, 2 * c * c); SIMD_TAKE(w->kqd, 2 * c * K);
     SIMD_TAKE(w->pkk, c * VLEN); SIMD_TAKE(w->pqk, c * VLEN);
+    SIMD_TAKE(w->bb, C * K); SIMD_TAKE(w->Xb, K * C); SIMD_TAKE(w->rows, 6 * K); /* DPLR's */
     endA = cur;
     cur = mark;
     SIMD_TAKE(w->Gk, C * C); SIMD_TAKE(w->Gq, C * C); SIMD_TAKE(w->kt, K * C);
@@ -118,6 +132,7 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     /* state phase, over the score phase's memory */
     cur = region;
     SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W);
+    SIMD_TAKE(w->R, C * W); /* DPLR's */
     endB = cur;
 #undef SIMD_TAKE
     return endA > endB ? endA : endB;

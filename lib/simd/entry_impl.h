@@ -19,7 +19,8 @@
  * (kdalab__simd_chunk_f32 / _f64, internal.h): tasks over the (sequence,
  * value head) pairs, every array read and written in place. Row r of
  * sequence n of value head j is at ((b T + t0 + r) HV + j) of v, o, g,
- * beta, and the query/key head j / G at ((b T + t0 + r) H + j / G) of q, k. */
+ * beta, a, b, and the query/key head j / G at ((b T + t0 + r) H + j / G)
+ * of q, k. */
 static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_TENSORS *x,
                                      kdalab_report *report)
 {
@@ -58,6 +59,8 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
                 .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
                 .o = x->o ? x->o + rv * V : NULL, .ht = x->ht ? x->ht + nj * K * V : NULL,
                 .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
+                .a = c->ab ? x->a + rv * K : NULL, .b = c->ab ? x->b + rv * K : NULL,
+                .ld_ab = HV * K,
             };
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
         }

@@ -14,6 +14,7 @@
 #include "gemm.h"
 #include "chunk_workspace.h"
 #include "chunk_scores.h"
+#include "dplr_scores.h"
 #include "chunk_kernels.h"
 #include "chunk_bwd_scores.h"
 #include "chunk_bwd.h"

@@ -22,6 +22,7 @@
  *   gemm.h             the register-blocked matrix product and a transpose
  *   chunk_workspace.h  one task's workspace and its input prefetching
  *   chunk_scores.h     decay factors and score matrices (steps 1 and 5)
+ *   dplr_scores.h      the same for the DPLR row (its steps 1 and 2)
  *   chunk_kernels.h    the UT transform, one chunk, one head (the table's
  *                      chunk_head and work_floats)
  *   chunk_bwd_scores.h the backward's workspace, the backward of steps 1, 5

@@ -38,6 +38,8 @@ typedef struct {
     const float *q, *k, *v, *g, *beta, *h0;
     float *o, *ht;
     size_t ld_qk, ld_v, ld_g, ld_b;
+    const float *a, *b; /* the DPLR row's a, b (rows ld_ab apart, head j at + j*K), */
+    size_t ld_ab;       /* else NULL                                                 */
 } simd_head_args;
 
 /* The same for the float64 path (kdalab_simd_chunk_f64). */
@@ -51,6 +53,8 @@ typedef struct {
     const double *q, *k, *v, *g, *beta, *h0;
     double *o, *ht;
     size_t ld_qk, ld_v, ld_g, ld_b;
+    const double *a, *b;
+    size_t ld_ab;
 } simd_head_args_f64;
 
 /*

@@ -864,7 +864,7 @@ def log_decay_arg(name, gk, q, v):
 
 
 def _dplr(g_name, form, q, k, v, a, b, gk, scale, initial_state, output_final_state,
-          cu_seqlens, chunk_size=None, impl="reference"):
+          cu_seqlens, chunk_size=None, impl="simd"):
     """The four DPLR forwards' one body: the decay checked once under the
     caller's name for it (gk, or RWKV-7's w), then the call."""
     gk = log_decay_arg(g_name, gk, q, v)
@@ -874,12 +874,12 @@ def _dplr(g_name, form, q, k, v, a, b, gk, scale, initial_state, output_final_st
 
 def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None,
                           output_final_state=False, cu_seqlens=None, chunk_size=None,
-                          impl="reference"):
+                          impl="simd"):
     """fla's generalized delta rule, chunkwise (REFERENCE.md "The boundary"):
     S_t = (Diag(exp gk_t) + b_t a_t^T) S_{t-1} + k_t v_t^T, o_t = scale S_t^T q_t,
     a, b, gk [B, T, HV, K] (gk <= 0), scale None: K^-1/2 (fla's default).
-    The reference's chunkwise form only (the SIMD path does not serve this
-    row: impl="simd" is an error). Returns (o, final_state or None)."""
+    impl as chunk_kda's: "simd" (the default) or "reference", which agree to
+    ~1e-15 relative. Returns (o, final_state or None)."""
     return _dplr("gk", _lib.FORM_CHUNK, q, k, v, a, b, gk, scale, initial_state,
                  output_final_state, cu_seqlens, chunk_size, impl)
 
@@ -894,7 +894,8 @@ def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state
 def chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None, initial_state=None,
                               cu_seqlens=None, chunk_size=None, impl="reference"):
     """The gradients of sum(o * do) + sum(final_state * dht): DplrGrads (dq,
-    dk, dv, dg (of gk), da, db, dh0), by the reference's chunkwise backward."""
+    dk, dv, dg (of gk), da, db, dh0), by the reference's chunkwise backward
+    (the SIMD path has no DPLR backward: impl="simd" is an error)."""
     gk = log_decay_arg("gk", gk, q, v)
     return _backward("dplr", _lib.FORM_CHUNK, q, k, v, gk, None, do, dht, scale,
                      initial_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)
@@ -913,7 +914,8 @@ def chunk_rwkv7(r, w, k, v, a, b, scale=1.0, initial_state=None, output_final_st
     """RWKV-7's time mixing as fla's chunk_rwkv7 runs it: the DPLR transition
     with q = r and gk = w (w the log-decay, <= 0), scale 1.0 by default. In
     RWKV-7's own parametrisation a = -kk, b = kk * a_rwkv (kk unit rows,
-    a_rwkv in [0, 1]), which keeps the transition's eigenvalues in [0, 1]."""
+    a_rwkv in [0, 1]), which keeps the transition's eigenvalues in [0, 1].
+    Runs on the SIMD path (chunk_dplr_delta_rule's default)."""
     return _dplr("w", _lib.FORM_CHUNK, r, k, v, a, b, w, scale, initial_state,
                  output_final_state, cu_seqlens)
 

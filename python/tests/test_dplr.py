@@ -2,7 +2,8 @@
 (kdalab.chunk_dplr_delta_rule, fused_recurrent_dplr_delta_rule, chunk_rwkv7,
 fused_recurrent_rwkv7 and their kdalab.torch twins) against fla's float64
 golden cases (tests/golden_grad/dplr_*: fla's dplr_recurrence under
-autograd), torch's gradcheck, reverse time, and the refusals.
+autograd; the chunkwise forward on the SIMD path and the reference), torch's
+gradcheck, reverse time, and the refusals.
 
 Tolerances as in the C tests: float64 forward 1e-12, gradients 1e-10."""
 
@@ -32,8 +33,11 @@ def test_golden(name):
     q, k, v, a, b, gk = (load(name, x) for x in ("q", "k", "v", "a", "b", "g"))
     h0, do, dht = load(name, "h0"), load(name, "do"), load(name, "dht")
     s = q.shape[-1] ** -0.5
-    for f in (kdalab.chunk_dplr_delta_rule, kdalab.fused_recurrent_dplr_delta_rule):
-        o, ht = f(q, k, v, a, b, gk, scale=s, initial_state=h0, output_final_state=True)
+    for f, impl in ((kdalab.chunk_dplr_delta_rule, "simd"),
+                    (kdalab.chunk_dplr_delta_rule, "reference"),
+                    (kdalab.fused_recurrent_dplr_delta_rule, None)):
+        kw = {"impl": impl} if impl else {}
+        o, ht = f(q, k, v, a, b, gk, scale=s, initial_state=h0, output_final_state=True, **kw)
         assert rel(load(name, "o"), o) <= 1e-12
         assert rel(load(name, "ht"), ht) <= 1e-12
     for f in (kdalab.chunk_dplr_delta_rule_bwd, kdalab.fused_recurrent_dplr_delta_rule_bwd):
@@ -72,8 +76,8 @@ def test_refusals():
         kdalab.chunk_dplr_delta_rule(q, k, v, None, b, gk)
     with pytest.raises(ValueError, match="b: shape"):
         kdalab.chunk_dplr_delta_rule(q, k, v, a, b[:, :-1], gk)
-    with pytest.raises(kdalab.KdalabError, match="SIMD path does not serve"):
-        kdalab.chunk_dplr_delta_rule(q, k, v, a, b, gk, impl="simd")
+    with pytest.raises(kdalab.KdalabError, match="chunkwise forward only"):
+        kdalab.chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, np.ones_like(v), impl="simd")
     bad = b.copy()
     bad[0, 3, 0, 2] = np.nan
     with pytest.raises(kdalab.KdalabError, match=r"b\[0, 3, 0, 2\]"):

@@ -99,8 +99,8 @@ static void print_help(void)
         "  --scale s         query scale, finite and > 0 (default K^-1/2)\n"
         "  --beta, --g       required by the mechanisms that use them, refused otherwise\n"
         "  --a, --b          [B, T, H, K] the low-rank term b a^T of dplr's transition\n"
-        "                    (required by dplr, refused otherwise; dplr runs on the\n"
-        "                    reference only)\n"
+        "                    (required by dplr, refused otherwise; dplr's SIMD path\n"
+        "                    is the chunkwise form)\n"
         "  --cu-seqlens F    int64/int32 [N + 1]: N sequences packed along T (B = 1);\n"
         "                    h0 and ht are then [N, H, K, V] (fla's varlen)\n"
         "  (grouped value heads: v, beta, g, h0 with HV = G * H heads, value head j\n"
@@ -235,8 +235,7 @@ static int plan_options(const run_flags *f, run_job *job)
      * form, safe decay, plain storage), the reference otherwise */
     job->simd = f->impl ? strcmp(f->impl, "simd") == 0
                         : job->chunk_form && job->opts.decay == KDALAB_DECAY_SAFE &&
-                              job->opts.precision == KDALAB_FP32 &&
-                              !kdalab_mechanism_has_ab(job->mech);
+                              job->opts.precision == KDALAB_FP32;
     if (job->simd && !f->chunk)
         job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
     if (f->scale) { /* any scale the library accepts, subnormals included */

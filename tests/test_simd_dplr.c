@@ -1,0 +1,273 @@
+/*
+ * tests/test_simd_dplr.c — the SIMD path's chunkwise forward of the DPLR row
+ * (lib/simd/dplr_scores.h, dplr_chunk in chunk_kernels.h), in float32 and
+ * float64 at every dispatch level this CPU runs: fla's golden DPLR cases,
+ * random shapes against the float64 reference (ragged chunks and sub-chunks,
+ * K and V off the vector width, several heads per task and one head split by
+ * columns, decays down to -1000 and below exp's floor, packed sequences with
+ * grouped value heads, a general (a, b) that is not RWKV-7's), a transition
+ * that grows until it overflows, and what the SIMD path still refuses.
+ *
+ * Tolerances, relative to max |float64 expected|, are the SIMD path's
+ * (tests/simd_precisions.c justifies them): float64 1e-12, float32 1e-5. The
+ * DPLR chunk adds one triangular solve of the same size as KDA's UT
+ * transform and no division by a decay, so the same bounds hold; the
+ * errors seen are printed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "simd_levels.h"
+
+#define TOL_F64 1e-12
+#define TOL_F32 1e-5
+
+static double worst[2][SIMDT_N_LEVELS]; /* [float64?][level] */
+
+/* Inputs of one DPLR call in float64 (every array [.., K] but v, h0). */
+typedef struct {
+    const double *q, *k, *v, *g, *a, *b, *h0;
+} dplr_in;
+
+/* The SIMD chunkwise forward of call c (impl set here) in float64 (f64) or
+ * float32 (inputs rounded, outputs widened) into o, ht; its status. */
+static kdalab_status run_simd(int f64, kdalab_call c, const dplr_in *in, size_t nqk, size_t nab,
+                              size_t nv, size_t ns, double *o, double *ht, kdalab_report *rep)
+{
+    c.impl = KDALAB_IMPL_SIMD;
+    c.form = KDALAB_FORM_CHUNK;
+    if (f64) {
+        kdalab_tensors_f64 x = {.q = in->q, .k = in->k, .v = in->v, .g = in->g, .a = in->a,
+                                .b = in->b, .h0 = in->h0, .o = o, .ht = ht};
+        return kdalab_run_f64(&c, &x, rep);
+    }
+    float *f[7] = {to_f32(in->q, nqk), to_f32(in->k, nqk), to_f32(in->v, nv),
+                   to_f32(in->g, nab), to_f32(in->a, nab), to_f32(in->b, nab),
+                   in->h0 ? to_f32(in->h0, ns) : NULL};
+    float *of = malloc((nv ? nv : 1) * sizeof *of), *hf = malloc(ns * sizeof *hf);
+    assert_true(of && hf);
+    kdalab_tensors_f32 x = {.q = f[0], .k = f[1], .v = f[2], .g = f[3], .a = f[4], .b = f[5],
+                            .h0 = f[6], .o = of, .ht = hf};
+    kdalab_status s = kdalab_run_f32(&c, &x, rep);
+    for (size_t i = 0; i < nv; i++)
+        o[i] = of[i];
+    for (size_t i = 0; i < ns; i++)
+        ht[i] = hf[i];
+    for (int i = 0; i < 7; i++)
+        free(f[i]);
+    free(of);
+    free(hf);
+    return s;
+}
+
+/* At every level and in both precisions: the SIMD forward of c within
+ * tolerance of o_ref, ht_ref; what: the case, for a failure's message. */
+static void check_all_levels(const char *what, kdalab_call c, const dplr_in *in, size_t nqk,
+                             size_t nab, size_t nv, size_t ns, const double *o_ref,
+                             const double *ht_ref)
+{
+    double *o = malloc((nv ? nv : 1) * sizeof *o), *ht = malloc(ns * sizeof *ht);
+    assert_true(o && ht);
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
+            continue;
+        for (int f64 = 0; f64 <= 1; f64++) {
+            kdalab_report rep;
+            kdalab_status s = run_simd(f64, c, in, nqk, nab, nv, ns, o, ht, &rep);
+            if (s != KDALAB_OK)
+                fail_msg("%s: %s", what, kdalab_last_error());
+            assert_int_equal(rep.nonfinite_o + rep.nonfinite_ht, 0);
+            double e = fmax(nv ? rel_err_f64(o, o_ref, nv) : 0, rel_err_f64(ht, ht_ref, ns));
+            double tol = f64 ? TOL_F64 : TOL_F32;
+            worst[f64][li] = fmax(worst[f64][li], e);
+            if (!(e <= tol))
+                fail_msg("%s, %s, level %s: relative error %.3g > %g", what,
+                         f64 ? "float64" : "float32", kdalab_simd_level_name(simdt_levels[li]),
+                         e, tol);
+        }
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+    free(o);
+    free(ht);
+}
+
+/* fla's golden DPLR cases (tests/golden), at the SIMD default C = 16 and at
+ * C = 24 / c = 8, C = 13 / c = 5 (ragged), C = 64 / c = 16. */
+static void test_golden(void **state)
+{
+    (void)state;
+    static golden_case cases[32];
+    size_t n = golden_load_all(cases, 32), seen = 0;
+    const size_t CC[][2] = {{16, 16}, {24, 8}, {13, 5}, {64, 16}};
+    for (size_t i = 0; i < n; i++) {
+        const golden_case *gc = &cases[i];
+        if (!kdalab_mechanism_has_ab(gc->mech))
+            continue;
+        seen++;
+        const kdalab_dims *d = &gc->dims;
+        dplr_in in = {gc->q.data, gc->k.data, gc->v.data, gc->g.data, gc->a.data, gc->b.data,
+                      gc->has_h0 ? gc->h0.data : NULL};
+        for (size_t oi = 0; oi < sizeof CC / sizeof CC[0]; oi++) {
+            kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+            opts.chunk = CC[oi][0];
+            opts.subchunk = CC[oi][1];
+            kdalab_call c = {.dims = *d, .HV = d->H, .mech = gc->mech, .scale = gc->scale,
+                             .opts = &opts};
+            char what[128];
+            snprintf(what, sizeof what, "%s, C = %zu, c = %zu", gc->name, CC[oi][0],
+                     CC[oi][1]);
+            check_all_levels(what, c, &in, n_qk(d), n_qk(d), n_v(d), n_state(d), gc->o.data,
+                             gc->ht.data);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        golden_free(&cases[i]);
+    assert_int_equal(seen, 4);
+}
+
+/* Random shapes against the float64 reference's chunkwise form with the
+ * same options. general: a, b drawn freely (|a_c|, |b_c| <= 1/K, so the
+ * transition stays near a contraction without RWKV-7's structure). */
+typedef struct {
+    size_t B, T, H, HV, K, V, C, c;
+    double g_min;
+    int spikes, general, varlen;
+} shape;
+
+static const shape shapes[] = {
+    {1, 77, 2, 2, 24, 20, 64, 16, -1.0, 0, 0, 0},  {2, 100, 3, 3, 40, 72, 32, 8, -3.0, 0, 0, 0},
+    {1, 130, 1, 1, 128, 128, 16, 16, -0.5, 0, 0, 0}, {1, 90, 1, 1, 16, 40, 64, 16, -1000, 0, 0, 0},
+    {1, 200, 2, 2, 64, 48, 64, 16, -0.05, 1, 0, 0}, {1, 33, 1, 1, 9, 7, 10, 3, -2.0, 0, 1, 0},
+    {1, 1, 1, 1, 8, 8, 16, 16, -1.0, 0, 0, 0},     {1, 65, 4, 4, 128, 64, 64, 16, -0.1, 0, 1, 0},
+    {1, 50, 2, 2, 13, 11, 16, 4, -760.0, 0, 0, 0}, {1, 61, 2, 4, 16, 12, 16, 8, -1.0, 0, 1, 1},
+    {1, 40, 1, 1, 5, 3, 8, 3, -0.01, 0, 0, 0},
+};
+
+static void test_random_shapes(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(91);
+    const int64_t cu[] = {0, 1, 17, 40, 61};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *sh = &shapes[si];
+        kdalab_dims d = {sh->B, sh->T, sh->H, sh->K, sh->V}, dx = d;
+        dx.H = sh->HV; /* v, g, a, b, h0 at HV heads */
+        random_problem p;
+        random_problem_make(&p, rng, KDALAB_DPLR, dx, sh->g_min, si % 2);
+        for (size_t i = 0; i < n_qk(&dx); i++) {
+            if (sh->spikes && gsl_rng_uniform(rng) < 0.03)
+                p.g[i] = -1000.0;
+            if (sh->general) {
+                p.a[i] = (2 * gsl_rng_uniform(rng) - 1) / (double)sh->K;
+                p.b[i] = (2 * gsl_rng_uniform(rng) - 1) / (double)sh->K;
+            }
+        }
+        size_t N = sh->varlen ? 4 : d.B, ns = N * n_state(&dx) / dx.B;
+        double *h0 = NULL;
+        if (p.h0 && sh->varlen) { /* one state per packed sequence */
+            h0 = malloc(ns * sizeof *h0);
+            for (size_t i = 0; i < ns; i++)
+                h0[i] = gsl_rng_uniform(rng) - 0.5;
+        }
+        kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+        opts.chunk = sh->C;
+        opts.subchunk = sh->c;
+        kdalab_call c = {.dims = d, .HV = sh->HV, .mech = KDALAB_DPLR,
+                         .scale = kdalab_default_scale(d.K), .form = KDALAB_FORM_CHUNK,
+                         .impl = KDALAB_IMPL_REFERENCE, .opts = &opts,
+                         .cu_seqlens = sh->varlen ? cu : NULL, .n_seqs = sh->varlen ? 4 : 0};
+        dplr_in in = {p.q, p.k, p.v, p.g, p.a, p.b, sh->varlen ? h0 : p.h0};
+        double *o = malloc(n_v(&dx) * sizeof *o), *ht = malloc(ns * sizeof *ht);
+        kdalab_tensors_f64 x = {.q = in.q, .k = in.k, .v = in.v, .g = in.g, .a = in.a,
+                                .b = in.b, .h0 = in.h0, .o = o, .ht = ht};
+        if (kdalab_run_f64(&c, &x, NULL) != KDALAB_OK)
+            fail_msg("shape %zu: %s", si, kdalab_last_error());
+        char what[64];
+        snprintf(what, sizeof what, "shape %zu", si);
+        check_all_levels(what, c, &in, n_qk(&d), n_qk(&dx), n_v(&dx), ns, o, ht);
+        free(o);
+        free(ht);
+        free(h0);
+        random_problem_free(&p);
+    }
+    gsl_rng_free(rng);
+}
+
+/* A transition with eigenvalue 1 + a^T b = 4.24 (a = b = 0.9 * 1, K = 4,
+ * no decay): after 600 steps the state has overflowed, and the SIMD path
+ * says so as the reference does (KDALAB_ERANGE, the non-finite outputs
+ * counted, the early ones written). */
+static void test_growth_is_reported(void **state)
+{
+    (void)state;
+    kdalab_dims d = {.B = 1, .T = 600, .H = 1, .K = 4, .V = 2};
+    const size_t nqk = n_qk(&d), nv = n_v(&d), ns = n_state(&d);
+    double *q = malloc(nqk * 8), *a = malloc(nqk * 8), *g = calloc(nqk, 8);
+    double *v = malloc(nv * 8), *o = malloc(nv * 8), *ht = malloc(ns * 8);
+    for (size_t i = 0; i < nqk; i++)
+        q[i] = 0.5, a[i] = 0.9;
+    for (size_t i = 0; i < nv; i++)
+        v[i] = 1;
+    dplr_in in = {q, q, v, g, a, a, NULL};
+    kdalab_call c = {.dims = d, .HV = 1, .mech = KDALAB_DPLR, .scale = 0.5};
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
+            continue;
+        for (int f64 = 0; f64 <= 1; f64++) {
+            kdalab_report rep;
+            assert_int_equal(run_simd(f64, c, &in, nqk, nqk, nv, ns, o, ht, &rep),
+                             KDALAB_ERANGE);
+            assert_true(rep.nonfinite_o > 0);
+            assert_true(isfinite(o[0]));
+        }
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+    free(q); free(a); free(g); free(v); free(o); free(ht);
+}
+
+/* The SIMD path serves the chunkwise forward only: its backward and its
+ * recurrent form are refused by name, pointing at the reference. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(92);
+    kdalab_dims d = {.B = 1, .T = 6, .H = 1, .K = 3, .V = 2};
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_DPLR, d, -1.0, 0);
+    double o[12], dq[18];
+    kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .a = p.a, .b = p.b, .o = o,
+                            .d_o = o, .dq = dq};
+    kdalab_call c = {.dims = d, .HV = 1, .mech = KDALAB_DPLR, .scale = 0.5,
+                     .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD};
+    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_OK);
+    assert_int_equal(kdalab_run_bwd_f64(&c, &x), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "chunkwise forward only"));
+    assert_non_null(strstr(kdalab_last_error(), "backward"));
+    c.form = KDALAB_FORM_RECURRENT;
+    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "recurrent form"));
+    random_problem_free(&p);
+    gsl_rng_free(rng);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_random_shapes),
+        cmocka_unit_test(test_growth_is_reported),
+        cmocka_unit_test(test_refusals),
+    };
+    int failed = cmocka_run_group_tests_name("simd_dplr", tests, NULL, NULL);
+    for (int f64 = 0; f64 <= 1; f64++)
+        for (size_t li = 0; li < SIMDT_N_LEVELS; li++)
+            if (kdalab_simd_level_available(simdt_levels[li]))
+                printf("    DPLR chunkwise forward, %s, level %s: largest relative error "
+                       "%.2e (tolerance %g)\n",
+                       f64 ? "float64" : "float32", kdalab_simd_level_name(simdt_levels[li]),
+                       worst[f64][li], f64 ? TOL_F64 : TOL_F32);
+    return failed;
+}
