@@ -33,9 +33,15 @@
  * core-seconds at that load: about 100 minutes on 16 such cores, in
  * commands of bounded length resumed from the job ledgers.
  *
+ * --tasks names a subset (zoology,overwrite,recent by default): its tables
+ * and verdicts alone, from the same ledgers (a model's ledger key is its
+ * configuration; a subset's job list is numbered on its own).
+ *
  * Output (DIR = --out): 24_grid.tsv, one row per model, and
  * 24_grid_summary.tsv, one row per (task, mixer) at its best rate.
  */
+#include <string.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -85,7 +91,7 @@ int main(int argc, char **argv)
     const int full = lab_full();
     size_t d = full ? 32 : 16, T = full ? 64 : 32, steps = full ? 3000 : 300;
     size_t batch = full ? 32 : 16, vocab = full ? 129 : 65, seeds = full ? 8 : 1, test = 512;
-    const char *lrs_s = full ? "1e-3,3e-3" : "3e-3";
+    const char *lrs_s = full ? "1e-3,3e-3" : "3e-3", *tasks_s = "zoology,overwrite,recent";
     lab_flag_size(&x, "d", &d, "head dimension (two heads: D = 2d)");
     lab_flag_size(&x, "T", &T, "tokens per sequence of zoology and overwrite (recent: 2T)");
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
@@ -94,6 +100,7 @@ int main(int argc, char **argv)
     lab_flag_string(&x, "lrs", &lrs_s, "peak learning rates, comma-separated");
     lab_flag_size(&x, "seeds", &seeds, "seeds per (task, mixer, lr), from --seed on");
     lab_flag_size(&x, "test", &test, "test sequences per model");
+    lab_flag_string(&x, "tasks", &tasks_s, "the tasks to run and tabulate, comma-separated");
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     double lrs[MAX_LR];
@@ -106,6 +113,23 @@ int main(int argc, char **argv)
     const task_spec tasks[N_TASKS] = {{KDALAB_MQAR_ZOOLOGY, T, P, 0, 0},
                                       {KDALAB_MQAR_OVERWRITE, T, P, P / 2, 0},
                                       {KDALAB_MQAR_RECENT, 2 * T, Pr, 0, Pr / 6}};
+    int use[N_TASKS] = {0}; /* the tasks --tasks names */
+    char list[128];
+    snprintf(list, sizeof list, "%s", tasks_s);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        kdalab_mqar_task t;
+        size_t it = 0;
+        if (kdalab_mqar_parse_task(name, &t) == KDALAB_OK)
+            while (it < N_TASKS && tasks[it].task != t)
+                it++;
+        if (kdalab_mqar_parse_task(name, &t) != KDALAB_OK || it == N_TASKS) {
+            fprintf(stderr, "%s: --tasks %s: '%s' is not one of zoology, overwrite, recent\n",
+                    x.name, tasks_s, name);
+            return 2;
+        }
+        use[it] = 1;
+    }
     static const size_t ms_full[N_MIXERS] = {LINEAR, SIMPLE_GLA, GLA, DELTANET, GATED_DELTANET,
                                              KDA},
                         ms_reduced[] = {GLA, KDA};
@@ -117,7 +141,7 @@ int main(int argc, char **argv)
                      .steps = steps, .test = test, .lr = lrs[il], .seed = x.seed + (sd),           \
                      .task = tasks[it].task, .split = LAB_SPLIT_ZOOLOGY})
     for (size_t it = 0; it < N_TASKS; it++) /* refused now, not after hours */
-        for (size_t j = 0; j < n_ms; j++)
+        for (size_t j = 0; j < n_ms && use[it]; j++)
             lab_mqar_check(&x, &SPEC(it, ms[j], 0, 0));
 
     static const char *const cols[] = {LAB_MQAR_COLUMNS, "task", "the task", NULL};
@@ -133,12 +157,12 @@ int main(int argc, char **argv)
     FILE *fs = lab_tsv_open(&x, "24_grid_summary", scols, "%s sweep: d=%zu steps=%zu seeds=%zu",
                             full ? "full" : "reduced", d, steps, seeds);
     static double acc[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS], loss[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS];
-    const size_t total = N_TASKS * n_ms * n_lr * seeds;
+    const size_t total = (size_t)(use[0] + use[1] + use[2]) * n_ms * n_lr * seeds;
     size_t done = 0;
     /* seeds outermost: a sweep cut short still has whole tables for its first seeds */
     for (size_t sd = 0; sd < seeds; sd++)
         for (size_t it = 0; it < N_TASKS; it++)
-            for (size_t j = 0; j < n_ms; j++)
+            for (size_t j = 0; j < n_ms && use[it]; j++)
                 for (size_t il = 0; il < n_lr; il++) {
                     lab_mqar_spec s = SPEC(it, ms[j], il, sd);
                     lab_mqar_result r;
@@ -156,6 +180,8 @@ int main(int argc, char **argv)
            x.name, full ? "full" : "reduced", 2 * d, d, steps, seeds, seeds > 1 ? " ± sd" : "");
     size_t best[N_TASKS][N_MIXERS] = {{0}};
     for (size_t it = 0; it < N_TASKS; it++) {
+        if (!use[it])
+            continue;
         const lab_mqar_spec at = SPEC(it, KDA, 0, 0);
         const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
         printf("  %-9s T = %-4zu", kdalab_mqar_task_name(tasks[it].task), tasks[it].T);
@@ -180,6 +206,8 @@ int main(int argc, char **argv)
     for (size_t j = 0; j < n_ms; j++)
         present[ms[j]] = 1;
     for (size_t it = 0; it < N_TASKS; it++) {
+        if (!use[it])
+            continue;
         const lab_mqar_spec at = SPEC(it, KDA, 0, 0);
         const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
         for (size_t e = 0; e < N_EFFECTS; e++) {

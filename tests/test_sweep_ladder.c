@@ -12,7 +12,10 @@
  *   - a malformed --points (a missing field, a zero, a trailing comma, a
  *     letter), a T not below the vocabulary, a bad --lrs: one line, exit 2;
  *   - 23's reduced sweep: a row per (task, mixer) in its summary, and the
- *     verdict rule's line for each task; its full sweep is 240 jobs.
+ *     verdict rule's line for each task; its full sweep is 240 jobs;
+ *   - 24's full sweep is 288 jobs, 96 with --tasks overwrite; a reduced run
+ *     with --tasks overwrite tabulates that task alone; an unknown task
+ *     name is one line, exit 2.
  */
 #define _XOPEN_SOURCE 700
 #include <limits.h>
@@ -26,7 +29,7 @@
 #include "sweep_runs.h"
 
 static char tmpdir[256];
-static char exe22[PATH_MAX], exe23[PATH_MAX];
+static char exe22[PATH_MAX], exe23[PATH_MAX], exe24[PATH_MAX];
 
 /* Run a shell command (KDALAB_FULL, KDALAB_RESUME unset unless it sets
  * them) with stdout and stderr to tmpdir/out and tmpdir/err; its exit
@@ -119,6 +122,33 @@ static void report_tasks(void **state)
     free(sum), free(out);
 }
 
+static void grid_tasks(void **state)
+{
+    (void)state;
+    const size_t want[2] = {288, 96};
+    for (int sub = 0; sub < 2; sub++) {
+        assert_int_equal(sh("KDALAB_FULL=1 %s --list-jobs%s", exe24,
+                            sub ? " --tasks overwrite" : ""), 0);
+        char *list = test_read_text(sweep_path(tmpdir, "out"));
+        assert_int_equal(data_lines(list), want[sub]);
+        assert_true(!sub || strstr(list, "--tasks overwrite --job 95"));
+        free(list);
+    }
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/r24", tmpdir);
+    assert_int_equal(sh("mkdir -p %s && %s --tasks overwrite --out %s --steps 2 --test 4",
+                        dir, exe24, dir), 0);
+    char *sum = test_read_text(sweep_path(dir, "24_grid_summary.tsv"));
+    assert_int_equal(data_lines(sum), 2); /* overwrite x GLA, KDA */
+    assert_null(strstr(sum, "zoology"));
+    assert_non_null(strstr(sum, "overwrite"));
+    free(sum);
+    assert_int_equal(sh("%s --tasks overwrite,mqar --out %s", exe24, dir), 2);
+    char *err = test_read_text(sweep_path(tmpdir, "err"));
+    assert_non_null(strstr(err, "'mqar' is not one of zoology, overwrite, recent"));
+    free(err);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -129,6 +159,11 @@ static int setup(void **state)
     const char *bin = getenv("KDALAB_BIN");
     snprintf(rel, sizeof rel, "%s/23_report_tasks", bin && *bin ? bin : "bin");
     if (!realpath(rel, exe23)) {
+        fprintf(stderr, "test_sweep_ladder: %s not found: run `make` (or set KDALAB_BIN)\n", rel);
+        return -1;
+    }
+    snprintf(rel, sizeof rel, "%s/24_grid", bin && *bin ? bin : "bin");
+    if (!realpath(rel, exe24)) {
         fprintf(stderr, "test_sweep_ladder: %s not found: run `make` (or set KDALAB_BIN)\n", rel);
         return -1;
     }
@@ -147,6 +182,7 @@ int main(void)
         cmocka_unit_test(regime_jobs_and_resume),
         cmocka_unit_test(regime_bad_flags),
         cmocka_unit_test(report_tasks),
+        cmocka_unit_test(grid_tasks),
     };
     return cmocka_run_group_tests_name("sweep_ladder", tests, setup, teardown);
 }
