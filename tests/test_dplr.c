@@ -6,7 +6,8 @@
  * heads, what it does where the transition is not a contraction, and what
  * it refuses. (Its forward against fla's golden cases, in every form, decay
  * mode and precision, is tests/test_golden.c; varlen, tests/test_call.c;
- * chunkwise = recurrent over random shapes, tests/test_properties.c.)
+ * chunkwise = recurrent over random shapes, tests/test_properties.c; the
+ * SIMD path's chunkwise forward, tests/test_simd_dplr.c.)
  *
  * Tolerances, relative to max |expected|:
  *   golden gradients, float64   1e-10  (as tests/test_grad.c: fla's autograd
@@ -524,8 +525,17 @@ static void test_refusals(void **state)
     double o[12], dq[18];
     kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .a = p.a, .b = p.b, .o = o,
                             .d_o = o, .dq = dq};
-    /* (the SIMD path's refusals: tests/test_simd_dplr.c) */
-    kdalab_call c = call_for(KDALAB_DPLR, &d, d.H, 0, KDALAB_IMPL_REFERENCE, NULL);
+    /* the SIMD path serves the chunkwise forward only (tests/test_simd_dplr.c):
+     * its backward and recurrent form are refused by name */
+    kdalab_call c = call_for(KDALAB_DPLR, &d, d.H, 1, KDALAB_IMPL_SIMD, NULL);
+    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_OK);
+    assert_int_equal(kdalab_run_bwd_f64(&c, &x), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "chunkwise forward only"));
+    assert_non_null(strstr(kdalab_last_error(), "backward"));
+    c.form = KDALAB_FORM_RECURRENT;
+    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "recurrent form"));
+    c.impl = KDALAB_IMPL_REFERENCE;
     x.a = NULL;
     assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_ENULL);
     assert_non_null(strstr(kdalab_last_error(), "a is NULL"));

@@ -5,8 +5,9 @@
  * random shapes against the float64 reference (ragged chunks and sub-chunks,
  * K and V off the vector width, several heads per task and one head split by
  * columns, decays down to -1000 and below exp's floor, packed sequences with
- * grouped value heads, a general (a, b) that is not RWKV-7's), a transition
- * that grows until it overflows, and what the SIMD path still refuses.
+ * grouped value heads, a general (a, b) that is not RWKV-7's), and a
+ * transition that grows until it overflows. (What the SIMD path still
+ * refuses for this row: tests/test_dplr.c.)
  *
  * Tolerances, relative to max |float64 expected|, are the SIMD path's
  * (tests/simd_precisions.c justifies them): float64 1e-12, float32 1e-5. The
@@ -228,38 +229,12 @@ static void test_growth_is_reported(void **state)
     free(q); free(a); free(g); free(v); free(o); free(ht);
 }
 
-/* The SIMD path serves the chunkwise forward only: its backward and its
- * recurrent form are refused by name, pointing at the reference. */
-static void test_refusals(void **state)
-{
-    (void)state;
-    gsl_rng *rng = test_rng(92);
-    kdalab_dims d = {.B = 1, .T = 6, .H = 1, .K = 3, .V = 2};
-    random_problem p;
-    random_problem_make(&p, rng, KDALAB_DPLR, d, -1.0, 0);
-    double o[12], dq[18];
-    kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .a = p.a, .b = p.b, .o = o,
-                            .d_o = o, .dq = dq};
-    kdalab_call c = {.dims = d, .HV = 1, .mech = KDALAB_DPLR, .scale = 0.5,
-                     .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD};
-    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_OK);
-    assert_int_equal(kdalab_run_bwd_f64(&c, &x), KDALAB_EINVAL);
-    assert_non_null(strstr(kdalab_last_error(), "chunkwise forward only"));
-    assert_non_null(strstr(kdalab_last_error(), "backward"));
-    c.form = KDALAB_FORM_RECURRENT;
-    assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_EINVAL);
-    assert_non_null(strstr(kdalab_last_error(), "recurrent form"));
-    random_problem_free(&p);
-    gsl_rng_free(rng);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_growth_is_reported),
-        cmocka_unit_test(test_refusals),
     };
     int failed = cmocka_run_group_tests_name("simd_dplr", tests, NULL, NULL);
     for (int f64 = 0; f64 <= 1; f64++)
