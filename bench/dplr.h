@@ -9,7 +9,9 @@
  * validated against the float64 reference before it is timed. Then, for
  * scale, the reference's float32 chunkwise form: fla has no CPU kernel for
  * this row and ggml no op, so the reference is the nearest CPU alternative
- * that runs in the same process.
+ * that runs in the same process. Then its chunkwise backward in float64
+ * (lib/simd/dplr_bwd.h) at each level against the reference backward, on
+ * the same problem.
  */
 
 /* The DPLR chunk's operations per chunk of n positions (2 flops a
@@ -86,6 +88,89 @@ static double dplr_err(const float *x32, const double *x64, const double *ref, s
     return err / (mx > 0 ? mx : 1);
 }
 
+/* The float64 chunkwise backward of the DPLR call on p (widened inputs w,
+ * wa, wb; d_o ~ U(-0.5, 0.5) from a fixed sequence): the reference's once,
+ * then the SIMD path's at each level, validated against it (1e-12) and
+ * timed (median of reps), with its ratio to the float64 forward at the same
+ * level (t_fwd64, 0: not measured) and to the reference. Returns 1 when a
+ * level disagreed. */
+static int dplr_bwd_rows(const problem *p, double *const w[6], const double *wa,
+                         const double *wb, int reps, int quick, const double t_fwd64[3])
+{
+    const kdalab_dims *d = &p->d;
+    const size_t nqk = d->B * d->T * d->H * d->K, nv = d->B * d->T * d->H * d->V;
+    const size_t ns = d->B * d->H * d->K * d->V, n[7] = {nqk, nqk, nv, nqk, nqk, nqk, ns};
+    const double htok = (double)(d->B * d->T * d->H);
+    double *d_o = malloc(nv * sizeof *d_o), *g[7], *ref[7];
+    if (!d_o)
+        exit(1);
+    for (size_t i = 0; i < nv; i++)
+        d_o[i] = (double)((i * 2654435761u) % 1000) / 1000.0 - 0.5;
+    for (int i = 0; i < 7; i++) {
+        g[i] = malloc(n[i] * sizeof(double));
+        ref[i] = malloc(n[i] * sizeof(double));
+        if (!g[i] || !ref[i])
+            exit(1);
+    }
+    kdalab_chunk_opts op = kdalab_simd_chunk_opts_default();
+    kdalab_call c = {.dims = *d, .HV = d->H, .mech = KDALAB_DPLR,
+                     .scale = kdalab_default_scale(d->K), .form = KDALAB_FORM_CHUNK,
+                     .impl = KDALAB_IMPL_REFERENCE, .opts = &op};
+    kdalab_tensors_f64 x = {.q = w[0], .k = w[1], .v = w[2], .g = w[3], .a = wa, .b = wb,
+                            .h0 = w[5], .d_o = d_o, .dq = ref[0], .dk = ref[1], .dv = ref[2],
+                            .dg = ref[3], .da = ref[4], .db = ref[5], .dh0 = ref[6]};
+    double t0 = now();
+    if (kdalab_run_bwd_f64(&c, &x) != KDALAB_OK) {
+        fprintf(stderr, "bench_simd: dplr reference backward: %s\n", kdalab_last_error());
+        exit(1);
+    }
+    const double t_ref = now() - t0;
+    printf("%-17s %-9s %-7s %11.0f %9.1f %8s %7s %7s %7s  the reference's chunkwise backward, "
+           "float64, C = %zu, 1 call\n",
+           "dplr", "f64 ref", "ref", htok / t_ref, 1e3 * t_ref, "", "", "", "", op.chunk);
+    x.dq = g[0], x.dk = g[1], x.dv = g[2], x.dg = g[3], x.da = g[4], x.db = g[5], x.dh0 = g[6];
+    c.impl = KDALAB_IMPL_SIMD;
+    const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
+                                        KDALAB_SIMD_AVX512};
+    int invalid = 0;
+    for (size_t li = 0; li < 3; li++) {
+        if (!kdalab_simd_level_available(levels[li]))
+            continue;
+        kdalab_simd_set_level(levels[li]);
+        double err = kdalab_run_bwd_f64(&c, &x) == KDALAB_OK ? 0 : INFINITY;
+        for (int i = 0; i < 7; i++)
+            err = fmax(err, dplr_err(NULL, g[i], ref[i], n[i]));
+        if (!(err <= 1e-12)) {
+            printf("%-17s %-9s %-7s INVALID: error %.3g against the reference backward > "
+                   "1e-12; not timed\n", "dplr", "f64 simd", kdalab_simd_level_name(levels[li]),
+                   err);
+            invalid = 1;
+            continue;
+        }
+        double ts[32];
+        const int r_n = quick ? 2 : (reps < 5 ? reps : 5);
+        for (int r = 0; r < r_n; r++) {
+            t0 = now();
+            kdalab_run_bwd_f64(&c, &x);
+            ts[r] = now() - t0;
+        }
+        gsl_sort(ts, 1, (size_t)r_n);
+        const double t = gsl_stats_median_from_sorted_data(ts, 1, (size_t)r_n);
+        char xf[16] = "";
+        if (t_fwd64[li] > 0)
+            snprintf(xf, sizeof xf, "%.2f", t_fwd64[li] / t);
+        printf("%-17s %-9s %-7s %11.0f %9.1f %8s %7s %7s %7.1f  err %.1e; x fwd: float64 "
+               "forward time / backward time (C = 16)\n",
+               "dplr", "f64 simd", kdalab_simd_level_name(levels[li]), htok / t, 1e3 * t, "",
+               "", xf, t_ref / t, err);
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+    for (int i = 0; i < 7; i++)
+        free(g[i]), free(ref[i]);
+    free(d_o);
+    return invalid;
+}
+
 /* The DPLR rows of the forward table on the table's problem p; returns 1
  * when a kernel disagreed with the float64 reference (its row says
  * INVALID, untimed). KDA's float32 chunk16 time at the widest level
@@ -111,6 +196,7 @@ static int dplr_rows(problem *p, gsl_rng *rng, int reps, int quick, int widest, 
     const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
                                         KDALAB_SIMD_AVX512};
     int invalid = 0;
+    double t_fwd64[3] = {0}; /* the float64 forward's time at each level */
     reps = reps > 32 ? 32 : reps;
     for (int f64 = 0; f64 <= 1; f64++) {
         const size_t chunks[] = {16, 64};
@@ -150,6 +236,8 @@ static int dplr_rows(problem *p, gsl_rng *rng, int reps, int quick, int widest, 
                 }
                 gsl_sort(ts, 1, (size_t)reps);
                 const double t = gsl_stats_median_from_sorted_data(ts, 1, (size_t)reps);
+                if (f64)
+                    t_fwd64[li] = t;
                 char share[16] = ""; /* of the float32 peak: float32 rows only */
                 if (!f64 && peakN > 0)
                     snprintf(share, sizeof share, "%.1f%%", 100 * fl / t * 1e-9 / peakN);
@@ -191,6 +279,7 @@ static int dplr_rows(problem *p, gsl_rng *rng, int reps, int quick, int widest, 
     free(ra);
     free(rb);
     problem_free(&pr);
+    invalid |= dplr_bwd_rows(p, w, wa, wb, reps, quick, t_fwd64);
     for (int i = 0; i < 6; i++)
         free(w[i]);
     free(a); free(b); free(wa); free(wb); free(ref); free(o64); free(ht64);

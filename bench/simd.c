@@ -32,9 +32,9 @@
  * (OMP_NUM_THREADS overrides the thread count). Every time is the median of
  * several repetitions; the machine is shared, so the spread is printed too.
  *
- *   bin/bench_simd [--quick] [--table | --backward | --sweep]
+ *   bin/bench_simd [--quick] [--table | --backward | --sweep | --dplr]
  *     --quick: fewer repetitions, T sweep to 16k; --table / --backward / --sweep:
- *     only that part
+ *     only that part (the table with the DPLR rows); --dplr: only the DPLR rows
  */
 #include <immintrin.h>
 #include <math.h>
@@ -509,20 +509,23 @@ static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANE
 
 int main(int argc, char **argv)
 {
-    int quick = 0, table = 1, sweep = 1, backward = 1;
+    int quick = 0, table = 1, sweep = 1, backward = 1, dplr = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = 1;
         else if (strcmp(argv[i], "--sweep") == 0)
-            table = backward = 0;
+            table = backward = dplr = 0;
         else if (strcmp(argv[i], "--table") == 0)
             sweep = backward = 0;
         else if (strcmp(argv[i], "--backward") == 0)
-            table = sweep = 0;
+            table = sweep = dplr = 0;
+        else if (strcmp(argv[i], "--dplr") == 0)
+            table = sweep = backward = 0;
         else {
-            printf("usage: %s [--quick] [--table | --backward | --sweep]\n  speed of the SIMD "
-                   "path (--table: only the forward table, --backward: only the backward's, "
-                   "--sweep: only the T sweep); see bench/simd.c\n",
+            printf("usage: %s [--quick] [--table | --backward | --sweep | --dplr]\n  speed of "
+                   "the SIMD path (--table: only the forward table, with the DPLR rows; "
+                   "--backward: only the backward's; --sweep: only the T sweep; --dplr: only "
+                   "the DPLR rows); see bench/simd.c\n",
                    argv[0]);
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
@@ -764,7 +767,7 @@ int main(int argc, char **argv)
             problem_free(&pr);
         }
     }
-    if (table) /* the DPLR boundary, on the same problem with RWKV-7's a, b */
+    if (dplr) /* the DPLR boundary, on the same problem with RWKV-7's a, b */
         invalid |= dplr_rows(&p, rng, reps, quick, widest, peakN, peak1, kda_t);
     if (table && peer_exe) {
         printf("#\n# kdalab and ggml alternating, back to back in each round (the ratio of "

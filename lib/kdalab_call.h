@@ -156,7 +156,7 @@ typedef struct {
  * options (float64 and the backward take no emulated precision; the backward
  * runs the safe decay mode only; the SIMD recurrent form is float32 forward
  * only; a DPLR row, kdalab_mechanism_has_ab, takes the SIMD path in the
- * chunkwise forward only).
+ * chunkwise form only).
  * is_f32 and bwd say which run it is for.
  * Errors: KDALAB_ENULL, KDALAB_ESIZE, KDALAB_EINVAL, KDALAB_EDOMAIN (scale),
  * KDALAB_EOVERFLOW. The run functions call it first.

@@ -88,7 +88,7 @@ static void test_workspace_same_bits(void **state)
     const size_t no = D.T * HV * D.V, ns = N * HV * D.K * D.V;
     for (int m = 0; m < KDALAB_N_MECHANISMS; m++) {
         if (kdalab_mechanism_has_ab(m))
-            continue; /* no SIMD backward for the DPLR row (its forward: test_simd_dplr.c) */
+            continue; /* these problems have no a, b: the DPLR row is test_simd_dplr.c's */
         problem p = make(r, (kdalab_mechanism)m);
         double *o1 = malloc(no * 8), *o2 = malloc(no * 8), *h1 = malloc(ns * 8),
                *h2 = malloc(ns * 8);
@@ -144,7 +144,7 @@ static void test_f32_backward_layouts(void **state)
     double worst = 0;
     for (int m = 0; m < KDALAB_N_MECHANISMS; m++) {
         if (kdalab_mechanism_has_ab(m))
-            continue; /* no SIMD backward for the DPLR row (its forward: test_simd_dplr.c) */
+            continue; /* these problems have no a, b: the DPLR row is test_simd_dplr.c's */
         kdalab_mechanism mech = (kdalab_mechanism)m;
         problem p = make(r, mech);
         double *want[NG];

@@ -75,15 +75,7 @@ static void grad_golden(void **state)
         const char *keys[] = {"dq", "dk", "dv", "dbeta", "dg", "dh0", "da", "db"};
         const kdalab_array *want[] = {&c->dq, &c->dk, &c->dv, &c->dbeta,
                                       &c->dg, &c->dh0, &c->da, &c->db};
-        /* the DPLR row: the reference's backwards (the SIMD path refuses it by name) */
-        const int ab = kdalab_mechanism_has_ab(c->mech);
         for (int fi = 0; fi < n_forms; fi++) {
-            if (ab && strstr(forms[fi], "simd")) {
-                tcli_expect_error(tcli_run("grad %s %s --dq %s", grad_inputs(c), forms[fi],
-                                           tcli_tmp("dq")),
-                                  2, "chunkwise forward only", NULL);
-                continue;
-            }
             char outs[1024] = "";
             size_t len = 0;
             for (int a = 0; a < 8; a++)

@@ -88,12 +88,12 @@ static void golden_simd(void **state)
     golden_case cases[16];
     size_t n = golden_load_all(cases, 16);
     for (size_t i = 0; i < n; i++) {
-        if (kdalab_mechanism_has_ab(cases[i].mech)) { /* the chunkwise forward only */
+        if (kdalab_mechanism_has_ab(cases[i].mech)) { /* the chunkwise form only */
             golden_run(&cases[i], "--impl simd --precision fp32 --form chunk", 1e-5);
             golden_run(&cases[i], "--form chunk", 1e-12); /* the SIMD path by default */
             tcli_expect_error(tcli_run("run %s --impl simd --precision fp32 --o %s",
                                        tcli_case_inputs(&cases[i]), tcli_tmp("o.npy")),
-                              2, "chunkwise forward only", NULL);
+                              2, "chunkwise form only", NULL);
             golden_free(&cases[i]);
             continue;
         }

@@ -179,7 +179,7 @@ static void test_simd_bwd_golden(void **state)
         problem p = {c->dims, c->mech, c->scale, c->q.data, c->k.data, c->v.data,
                      c->g.data, c->beta.data, c->h0.data, c->d_o.data, c->dht.data};
         for (size_t k = 0; k < sizeof chunks / sizeof chunks[0] && !kdalab_mechanism_has_ab(c->mech);
-             k++) /* (no SIMD backward for the DPLR row: test_dplr.c has its others) */
+             k++) /* (the DPLR row takes a, b: tests/test_simd_dplr.c) */
             check_problem(&p, chunks[k], c->name);
         grad_case_free(&cases[ci]);
     }

@@ -1,21 +1,23 @@
 /*
- * tests/test_simd_dplr.c — the SIMD path's chunkwise forward of the DPLR row
- * (lib/simd/dplr_scores.h, dplr_chunk in chunk_kernels.h), in float32 and
- * float64 at every dispatch level this CPU runs: fla's golden DPLR cases,
- * random shapes against the float64 reference (ragged chunks and sub-chunks,
- * K and V off the vector width, several heads per task and one head split by
- * columns, decays down to -1000 and below exp's floor, packed sequences with
- * grouped value heads, a general (a, b) that is not RWKV-7's), and a
- * transition that grows until it overflows. (What the SIMD path still
- * refuses for this row: tests/test_dplr.c.)
+ * tests/test_simd_dplr.c — the SIMD path's chunkwise forward and backward of
+ * the DPLR row (lib/simd/dplr_scores.h, dplr_chunk in chunk_kernels.h,
+ * dplr_bwd.h), in float32 and float64 at every dispatch level this CPU
+ * runs: fla's golden DPLR cases (outputs and gradients), random shapes
+ * against the float64 reference (ragged chunks and sub-chunks, K and V off
+ * the vector width, several heads per task and one head split by columns,
+ * decays down to -1000 and below exp's floor, packed sequences with grouped
+ * value heads, a general (a, b) that is not RWKV-7's), the backward's bits
+ * for any thread count, and a transition that grows until it overflows.
+ * (What the SIMD path refuses for this row: tests/test_dplr.c.)
  *
  * Tolerances, relative to max |float64 expected|, are the SIMD path's
  * (tests/simd_precisions.c justifies them): float64 1e-12, float32 1e-5. The
  * DPLR chunk adds one triangular solve of the same size as KDA's UT
- * transform and no division by a decay, so the same bounds hold; the
- * errors seen are printed.
+ * transform and no division by a decay, so the same bounds hold, for the
+ * gradients as for tests/test_simd_bwd.c's; the errors seen are printed.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,7 @@
 #define TOL_F64 1e-12
 #define TOL_F32 1e-5
 
-static double worst[2][SIMDT_N_LEVELS]; /* [float64?][level] */
+static double worst[2][2][SIMDT_N_LEVELS]; /* [backward?][float64?][level] */
 
 /* Inputs of one DPLR call in float64 (every array [.., K] but v, h0). */
 typedef struct {
@@ -83,7 +85,7 @@ static void check_all_levels(const char *what, kdalab_call c, const dplr_in *in,
             assert_int_equal(rep.nonfinite_o + rep.nonfinite_ht, 0);
             double e = fmax(nv ? rel_err_f64(o, o_ref, nv) : 0, rel_err_f64(ht, ht_ref, ns));
             double tol = f64 ? TOL_F64 : TOL_F32;
-            worst[f64][li] = fmax(worst[f64][li], e);
+            worst[0][f64][li] = fmax(worst[0][f64][li], e);
             if (!(e <= tol))
                 fail_msg("%s, %s, level %s: relative error %.3g > %g", what,
                          f64 ? "float64" : "float32", kdalab_simd_level_name(simdt_levels[li]),
@@ -93,6 +95,128 @@ static void check_all_levels(const char *what, kdalab_call c, const dplr_in *in,
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
     free(o);
     free(ht);
+}
+
+/* ---- the backward ------------------------------------------------------------ */
+
+/* The seven gradients of a DPLR call: dq, dk [B, T, H, K]; dv; dg, da, db
+ * [B, T, HV, K]; dh0. */
+#define NG 7
+static const char *const gnames[NG] = {"dq", "dk", "dv", "dg", "da", "db", "dh0"};
+
+/* The SIMD chunkwise backward of call c (impl set here) in float64 or
+ * float32 (inputs rounded, gradients widened) into g[NG] of sizes n[NG]. */
+static kdalab_status bwd_simd(int f64, kdalab_call c, const dplr_in *in, const double *d_o,
+                              const double *dht, const size_t n[NG], double *g[NG])
+{
+    c.impl = KDALAB_IMPL_SIMD;
+    c.form = KDALAB_FORM_CHUNK;
+    if (f64) {
+        kdalab_tensors_f64 x = {.q = in->q, .k = in->k, .v = in->v, .g = in->g, .a = in->a,
+                                .b = in->b, .h0 = in->h0, .d_o = d_o, .dht = dht, .dq = g[0],
+                                .dk = g[1], .dv = g[2], .dg = g[3], .da = g[4], .db = g[5],
+                                .dh0 = g[6]};
+        return kdalab_run_bwd_f64(&c, &x);
+    }
+    /* inputs in n's sizes: q, k like dq; v like dv; g, a, b like dg; h0, dht like dh0 */
+    float *f[9] = {to_f32(in->q, n[0]), to_f32(in->k, n[0]), to_f32(in->v, n[2]),
+                   to_f32(in->g, n[3]), to_f32(in->a, n[3]), to_f32(in->b, n[3]),
+                   in->h0 ? to_f32(in->h0, n[6]) : NULL, to_f32(d_o, n[2]),
+                   dht ? to_f32(dht, n[6]) : NULL};
+    float *gf[NG];
+    for (int i = 0; i < NG; i++)
+        gf[i] = calloc(n[i], sizeof(float));
+    kdalab_tensors_f32 x = {.q = f[0], .k = f[1], .v = f[2], .g = f[3], .a = f[4], .b = f[5],
+                            .h0 = f[6], .d_o = f[7], .dht = f[8], .dq = gf[0], .dk = gf[1],
+                            .dv = gf[2], .dg = gf[3], .da = gf[4], .db = gf[5], .dh0 = gf[6]};
+    kdalab_status s = kdalab_run_bwd_f32(&c, &x);
+    for (int i = 0; i < NG; i++) {
+        for (size_t j = 0; j < n[i]; j++)
+            g[i][j] = gf[i][j];
+        free(gf[i]);
+    }
+    for (int i = 0; i < 9; i++)
+        free(f[i]);
+    return s;
+}
+
+/* At every level and in both precisions: the SIMD backward of c within
+ * tolerance of want[NG] (NULL: not checked); and in float64 at the widest
+ * level, the same bits on 1 and 3 threads. */
+static void check_bwd_all_levels(const char *what, kdalab_call c, const dplr_in *in,
+                                 const double *d_o, const double *dht, const size_t n[NG],
+                                 double *const want[NG])
+{
+    double *g[NG], *g1[NG];
+    for (int i = 0; i < NG; i++)
+        g[i] = malloc(n[i] * sizeof(double)), g1[i] = malloc(n[i] * sizeof(double));
+    for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
+        if (!simdt_use_level(simdt_levels[li]))
+            continue;
+        for (int f64 = 0; f64 <= 1; f64++) {
+            if (bwd_simd(f64, c, in, d_o, dht, n, g) != KDALAB_OK)
+                fail_msg("%s backward: %s", what, kdalab_last_error());
+            const double tol = f64 ? TOL_F64 : TOL_F32;
+            for (int i = 0; i < NG; i++) {
+                if (!want[i])
+                    continue;
+                double e = rel_err_f64(g[i], want[i], n[i]);
+                worst[1][f64][li] = fmax(worst[1][f64][li], e);
+                if (!(e <= tol))
+                    fail_msg("%s, %s, level %s: %s relative error %.3g > %g", what,
+                             f64 ? "float64" : "float32",
+                             kdalab_simd_level_name(simdt_levels[li]), gnames[i], e, tol);
+            }
+        }
+    }
+    const int nth = omp_get_max_threads(); /* g holds the widest level's float64 */
+    omp_set_num_threads(1);
+    assert_int_equal(bwd_simd(1, c, in, d_o, dht, n, g1), KDALAB_OK);
+    omp_set_num_threads(3);
+    assert_int_equal(bwd_simd(1, c, in, d_o, dht, n, g), KDALAB_OK);
+    omp_set_num_threads(nth);
+    for (int i = 0; i < NG; i++) {
+        assert_memory_equal(g[i], g1[i], n[i] * sizeof(double));
+        free(g[i]), free(g1[i]);
+    }
+    kdalab_simd_set_level(KDALAB_SIMD_AUTO);
+}
+
+/* fla's golden DPLR gradients (tests/golden_grad), at C = 16, 13 / c = 5
+ * and 64 / c = 16. */
+static void test_bwd_golden(void **state)
+{
+    (void)state;
+    static grad_case cases[16];
+    size_t n = grad_load_all(cases, 16), seen = 0;
+    const size_t CC[][2] = {{16, 16}, {13, 5}, {64, 16}};
+    for (size_t ci = 0; ci < n; ci++) {
+        const grad_case *gc = &cases[ci];
+        if (!kdalab_mechanism_has_ab(gc->mech))
+            continue;
+        seen++;
+        const kdalab_dims *d = &gc->dims;
+        dplr_in in = {gc->q.data, gc->k.data, gc->v.data, gc->g.data, gc->a.data, gc->b.data,
+                      gc->h0.data};
+        const size_t sz[NG] = {n_qk(d), n_qk(d), n_v(d), n_qk(d), n_qk(d), n_qk(d),
+                               n_state(d)};
+        double *const want[NG] = {gc->dq.data, gc->dk.data, gc->dv.data, gc->dg.data,
+                                  gc->da.data, gc->db.data, gc->has_h0 ? gc->dh0.data : NULL};
+        for (size_t oi = 0; oi < sizeof CC / sizeof CC[0]; oi++) {
+            kdalab_chunk_opts opts = kdalab_chunk_opts_default();
+            opts.chunk = CC[oi][0];
+            opts.subchunk = CC[oi][1];
+            kdalab_call c = {.dims = *d, .HV = d->H, .mech = gc->mech, .scale = gc->scale,
+                             .opts = &opts};
+            char what[128];
+            snprintf(what, sizeof what, "%s, C = %zu, c = %zu", gc->name, CC[oi][0],
+                     CC[oi][1]);
+            check_bwd_all_levels(what, c, &in, gc->d_o.data, gc->dht.data, sz, want);
+        }
+    }
+    for (size_t ci = 0; ci < n; ci++)
+        grad_case_free(&cases[ci]);
+    assert_int_equal(seen, 4);
 }
 
 /* fla's golden DPLR cases (tests/golden), at the SIMD default C = 16 and at
@@ -129,8 +253,8 @@ static void test_golden(void **state)
     assert_int_equal(seen, 4);
 }
 
-/* Random shapes against the float64 reference's chunkwise form with the
- * same options. general: a, b drawn freely (|a_c|, |b_c| <= 1/K, so the
+/* Random shapes against the float64 reference's chunkwise form, forward
+ * and backward, with the same options. general: a, b drawn freely (|a_c|, |b_c| <= 1/K, so the
  * transition stays near a contraction without RWKV-7's structure). */
 typedef struct {
     size_t B, T, H, HV, K, V, C, c;
@@ -189,6 +313,28 @@ static void test_random_shapes(void **state)
         char what[64];
         snprintf(what, sizeof what, "shape %zu", si);
         check_all_levels(what, c, &in, n_qk(&d), n_qk(&dx), n_v(&dx), ns, o, ht);
+        /* the backward against the reference's chunkwise backward */
+        const size_t sz[NG] = {n_qk(&d), n_qk(&d), n_v(&dx), n_qk(&dx), n_qk(&dx), n_qk(&dx),
+                               ns};
+        double *d_o = malloc(n_v(&dx) * sizeof *d_o), *dht = malloc(ns * sizeof *dht);
+        double *want[NG];
+        for (size_t i = 0; i < n_v(&dx); i++)
+            d_o[i] = gsl_rng_uniform(rng) - 0.5;
+        for (size_t i = 0; i < ns; i++)
+            dht[i] = gsl_rng_uniform(rng) - 0.5;
+        for (int i = 0; i < NG; i++)
+            want[i] = calloc(sz[i], sizeof(double));
+        kdalab_tensors_f64 xb = {.q = in.q, .k = in.k, .v = in.v, .g = in.g, .a = in.a,
+                                 .b = in.b, .h0 = in.h0, .d_o = d_o, .dht = dht,
+                                 .dq = want[0], .dk = want[1], .dv = want[2], .dg = want[3],
+                                 .da = want[4], .db = want[5], .dh0 = want[6]};
+        if (kdalab_run_bwd_f64(&c, &xb) != KDALAB_OK)
+            fail_msg("shape %zu backward: %s", si, kdalab_last_error());
+        check_bwd_all_levels(what, c, &in, d_o, dht, sz, want);
+        for (int i = 0; i < NG; i++)
+            free(want[i]);
+        free(d_o);
+        free(dht);
         free(o);
         free(ht);
         free(h0);
@@ -233,16 +379,19 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_bwd_golden),
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_growth_is_reported),
     };
     int failed = cmocka_run_group_tests_name("simd_dplr", tests, NULL, NULL);
-    for (int f64 = 0; f64 <= 1; f64++)
-        for (size_t li = 0; li < SIMDT_N_LEVELS; li++)
-            if (kdalab_simd_level_available(simdt_levels[li]))
-                printf("    DPLR chunkwise forward, %s, level %s: largest relative error "
-                       "%.2e (tolerance %g)\n",
-                       f64 ? "float64" : "float32", kdalab_simd_level_name(simdt_levels[li]),
-                       worst[f64][li], f64 ? TOL_F64 : TOL_F32);
+    for (int bwd = 0; bwd <= 1; bwd++)
+        for (int f64 = 0; f64 <= 1; f64++)
+            for (size_t li = 0; li < SIMDT_N_LEVELS; li++)
+                if (kdalab_simd_level_available(simdt_levels[li]))
+                    printf("    DPLR chunkwise %s, %s, level %s: largest relative error "
+                           "%.2e (tolerance %g)\n", bwd ? "backward" : "forward",
+                           f64 ? "float64" : "float32",
+                           kdalab_simd_level_name(simdt_levels[li]), worst[bwd][f64][li],
+                           f64 ? TOL_F64 : TOL_F32);
     return failed;
 }

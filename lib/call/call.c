@@ -13,8 +13,8 @@
  * values, in the order q, k, v, g, beta, h0, d_o, dht.
  *
  * A row with the DPLR term (a, b) runs on the SIMD path in the chunkwise
- * forward only (resolve refuses its SIMD backward and recurrent form by
- * name).
+ * form only, forward and backward (resolve refuses its SIMD recurrent form
+ * by name).
  *
  * Where a call goes, once checked:
  *   SIMD, chunkwise, safe decay, plain storage   lib/simd/entry_impl.h, every
@@ -115,12 +115,11 @@ static kdalab_status resolve(const kdalab_call *call, int is_f32, int bwd, kdala
     if ((unsigned)call->impl > (unsigned)KDALAB_IMPL_SIMD)
         return kdalab_fail(KDALAB_EINVAL, "unknown implementation %d", (int)call->impl);
     const int simd = call->impl == KDALAB_IMPL_SIMD;
-    if (kdalab_mechanism_has_ab(call->mech) && simd && (bwd || call->form != KDALAB_FORM_CHUNK))
+    if (kdalab_mechanism_has_ab(call->mech) && simd && call->form != KDALAB_FORM_CHUNK)
         return kdalab_fail(KDALAB_EINVAL, "%s: the SIMD path serves the DPLR transition "
-                           "(a, b) in the chunkwise forward only; use the reference (impl "
-                           "reference) for its %s",
-                           kdalab_mechanism_name(call->mech),
-                           bwd ? "backward" : "recurrent form");
+                           "(a, b) in the chunkwise form only; use the reference (impl "
+                           "reference) for its recurrent form",
+                           kdalab_mechanism_name(call->mech));
     if (simd && call->form == KDALAB_FORM_RECURRENT && bwd)
         return kdalab_fail(KDALAB_EINVAL, "the backward has no SIMD recurrent form (the SIMD "
                                           "chunkwise backward is form chunk, impl simd)");

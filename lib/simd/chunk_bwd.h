@@ -10,7 +10,9 @@
  * defines, per ISA suffix _scalar/_avx2/_avx512: chunk_recompute, chunk_bwd,
  * bwd_dg, chunk_rows, chunk_head_bwd (the table's entry)
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h,
- * chunk_kernels.h, chunk_bwd_scores.h (the workspace, the Gram backward)
+ * chunk_kernels.h, chunk_bwd_scores.h (the workspace, the Gram backward),
+ * dplr_bwd.h (the DPLR row's chunk, which chunk_head_bwd runs instead of
+ * chunk_bwd)
  *
  * Memory: the reference keeps the state entering every chunk; this path
  * checkpoints them (Chen et al. 2016, "Training deep nets with sublinear
@@ -160,7 +162,7 @@ static void SIMD_FN(chunk_bwd)(SIMD_FN(bws) *w, int delta, size_t n, real s, con
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < C; j++)
             w->dAqk[i * C + j] = j <= i ? s * w->dAqk[i * C + j] : 0.0f;
-    SIMD_FN(gram_bwd)(w, n, f->q, f->ldqk, 1, w->dAqk, 1, w->dq, w->dk);
+    SIMD_FN(gram_bwd)(w, n, f->q, f->ldqk, 1, f->k, f->ldqk, f->kb, w->dAqk, 1, w->dq, w->dk);
 
     if (!delta) { /* linear attention: V_new = V */
         for (size_t r = 0; r < n; r++)
@@ -197,16 +199,17 @@ static void SIMD_FN(chunk_bwd)(SIMD_FN(bws) *w, int delta, size_t n, real s, con
         }
         w->dbeta[r] = db;
     }
-    SIMD_FN(gram_bwd)(w, n, f->k, f->ldqk, 0, w->dA, 0, w->dk, w->dk);
+    SIMD_FN(gram_bwd)(w, n, f->k, f->ldqk, 0, f->k, f->ldqk, f->kb, w->dA, 0, w->dk, w->dk);
 }
 
 /*
  * dL/dg of the chunk's n positions from its factors' gradients, as the
  * reference's chunk_dg: dg_m = sum_{r < m} te_r dL/dte_r + sum_{r >= m}
- * (gamma_r dL/dgamma_r + dgsum_r), where te dL/dte = kd * dkd. gw = K: per
- * channel (KDA); gw = 1: summed over the channels (Gated DeltaNet).
+ * (gamma_r dL/dgamma_r + dgsum_r), where te dL/dte = kd * dkd (the DPLR
+ * row: + bd * dbd, ab set). gw = K: per channel (KDA, DPLR); gw = 1: summed
+ * over the channels (Gated DeltaNet).
  */
-static void SIMD_FN(bwd_dg)(SIMD_FN(bws) *w, size_t n, real *dg, size_t ldg, size_t gw)
+static void SIMD_FN(bwd_dg)(SIMD_FN(bws) *w, size_t n, real *dg, size_t ldg, size_t gw, int ab)
 {
     const size_t K = w->f.K;
     real *pre = w->run, *suf = w->dvec;
@@ -217,6 +220,8 @@ static void SIMD_FN(bwd_dg)(SIMD_FN(bws) *w, size_t n, real *dg, size_t ldg, siz
         for (size_t ch = 0; ch < K; ch++) {
             w->tmp[m * K + ch] = pre[ch];
             pre[ch] += w->f.kd[m * K + ch] * w->dkd[m * K + ch];
+            if (ab)
+                pre[ch] += w->f.bd[m * K + ch] * w->dbd[m * K + ch];
         }
     for (size_t m = n; m-- > 0;) {
         for (size_t ch = 0; ch < K; ch++) {
@@ -260,6 +265,9 @@ static void SIMD_FN(chunk_rows)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t t0, 
     }
     for (size_t r = 0; r < n; r++)
         f->b[r] = !kdalab_mechanism_has_delta(a->mech) ? 1.0f : a->beta[(t0 + r) * a->ld_b];
+    f->ain = a->a ? a->a + t0 * a->ld_ab : NULL; /* the DPLR row's a, b */
+    f->bin = a->b ? a->b + t0 * a->ld_ab : NULL;
+    f->ldab = a->ld_ab;
 }
 
 /* The forward (steps 1-4 and 7) of chunks nc0 .. nc0 + m - 1 from the state
@@ -276,8 +284,14 @@ static void SIMD_FN(bwd_sweep)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t nc0, 
         size_t t0 = (nc0 + j) * C, n = SIMD_FN(min_sz)(C, T - t0), ldvn;
         f->S = Sb + j * KV;
         SIMD_FN(chunk_rows)(w, a, t0, n);
-        const real *Vn = SIMD_FN(chunk_recompute)(w, delta, n, a->scale, &ldvn);
         real *Sn = Sb + (j + 1) * KV;
+        if (a->a) { /* the DPLR row (dplr_bwd.h) */
+            SIMD_FN(dplr_recompute)(w, n, a->scale);
+            memcpy(Sn, f->S, KV * sizeof(real));
+            SIMD_FN(dplr_sweep_step)(w, n, Sn);
+            continue;
+        }
+        const real *Vn = SIMD_FN(chunk_recompute)(w, delta, n, a->scale, &ldvn);
         memcpy(Sn, f->S, KV * sizeof(real));
         SIMD_FN(gemm_rs)(K, V, n, f->kd, 1, K, Vn, ldvn, Sn, V, 1, 0, decays ? f->gl : NULL);
     }
@@ -299,7 +313,7 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     const size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
     const size_t c = a->subchunk < C ? a->subchunk : C, nch = (T + C - 1) / C;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
-    const int delta = kdalab_mechanism_has_delta(a->mech);
+    const int delta = kdalab_mechanism_has_delta(a->mech), ab = a->a != NULL;
     const size_t G = SIMD_FN(bwd_group)(nch), ngroups = (nch + G - 1) / G;
     SIMD_FN(bws) w;
     SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch);
@@ -332,7 +346,10 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
         }
         f->S = w.loc + j * KV;
         SIMD_FN(chunk_rows)(&w, a, t0, n);
-        SIMD_FN(chunk_bwd)(&w, delta, n, a->scale, bo->d_o + t0 * a->ld_v, a->ld_v);
+        if (ab)
+            SIMD_FN(dplr_chunk_bwd)(&w, n, a->scale, bo->d_o + t0 * a->ld_v, a->ld_v);
+        else
+            SIMD_FN(chunk_bwd)(&w, delta, n, a->scale, bo->d_o + t0 * a->ld_v, a->ld_v);
         for (size_t r = 0; r < n; r++) {
             size_t t = t0 + r;
             if (bo->dq)
@@ -343,9 +360,13 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
                 memcpy(bo->dv + t * a->ld_v, w.dv + r * V, V * sizeof(real));
             if (bo->dbeta && delta)
                 bo->dbeta[t * a->ld_b] = w.dbeta[r];
+            if (bo->da && ab)
+                memcpy(bo->da + t * a->ld_ab, w.da + r * K, K * sizeof(real));
+            if (bo->db && ab)
+                memcpy(bo->db + t * a->ld_ab, w.db + r * K, K * sizeof(real));
         }
         if (bo->dg && gw)
-            SIMD_FN(bwd_dg)(&w, n, bo->dg + t0 * a->ld_g, a->ld_g, gw);
+            SIMD_FN(bwd_dg)(&w, n, bo->dg + t0 * a->ld_g, a->ld_g, gw, ab);
     }
     if (bo->dh0)
         memcpy(bo->dh0, w.dS, KV * sizeof(real));

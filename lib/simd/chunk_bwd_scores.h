@@ -32,6 +32,9 @@ typedef struct {
     real *dbeta, *ones;                    /* [C]                                */
     real *run, *dvec, *dgl;                /* [K]                                */
     real *dS;                              /* [K, V] dL/d(state)                 */
+    /* DPLR only (dplr_bwd.h) */
+    real *ash, *dash, *da, *db, *dbd;      /* [C, K] a one row up, its gradient,
+                                              the chunk's da, db, dL/d(bd)       */
     real *ck;                              /* [ngroups, K, V] entering each group */
     real *loc;                             /* [G + 1, K, V] entering each chunk of
                                               one group, and leaving its last     */
@@ -77,6 +80,8 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
     BWD_TAKE(w->dbeta, C); BWD_TAKE(w->ones, C);
     BWD_TAKE(w->run, K); BWD_TAKE(w->dvec, K); BWD_TAKE(w->dgl, K);
     BWD_TAKE(w->dS, K * V);
+    BWD_TAKE(w->ash, C * K); BWD_TAKE(w->dash, C * K); BWD_TAKE(w->da, C * K);
+    BWD_TAKE(w->db, C * K); BWD_TAKE(w->dbd, C * K);
     const size_t G = SIMD_FN(bwd_group)(nchunks), ngroups = (nchunks + G - 1) / G;
     BWD_TAKE(w->ck, (ngroups ? ngroups : 1) * K * V);
     BWD_TAKE(w->loc, (G + 1) * K * V);
@@ -230,25 +235,28 @@ SIMD_INLINE void SIMD_FN(gram_diag_pairs)(SIMD_FN(bws) *w, const int nb, size_t 
 /*
  * The backward of a decayed Gram matrix G[i][j] = sum_c X_i[c] Y_j[c]
  * decay(j -> i)[c] (j < i; j == i too with with_diag, undecayed) of one
- * chunk of n positions: dG [n, n] (row length C) given, X rows ldx apart
- * (q or k), Y = k. xf: X * F per sub-chunk (kda_factors' kqf rows of X).
+ * chunk of n positions: dG [n, n] (row length C) given, X rows ldx apart,
+ * Y rows ldk apart (KDA: X = q or k, Y = k; DPLR: X = a one row up or q,
+ * Y = b or k). xf: X * F per sub-chunk, the second half of the forward's
+ * kqf rows (q * F) when x_second, else the first (k * F; DPLR's a * F);
+ * yb: Y * B, [n, K] (the forward's kb, or DPLR's bb).
  * Adds dL/dX to dX and dL/dY to dY ([n, K]) and X dXo - Y dYo (the off-diagonal
  * parts, which carry the decay) to w->dgsum, as the reference's
  * decayed_gram_bwd. Blocks of different sub-chunks are matrix products
  * (decay = F_i d_IJ B_j, chunk_scores.h); the diagonal block is pairwise.
  */
 static void SIMD_FN(gram_bwd)(SIMD_FN(bws) *w, size_t n, const real *X, size_t ldx,
-                              int x_is_q, const real *dG, int with_diag, real *dX, real *dY)
+                              int x_second, const real *Y, size_t ldk, const real *yb,
+                              const real *dG, int with_diag, real *dX, real *dY)
 {
     const size_t K = w->f.K, C = w->f.C, c = w->f.c, nsub = (n + c - 1) / c;
-    const size_t Kv = K / VLEN * VLEN, ldk = w->f.ldqk;
-    const real *Y = w->f.k;
+    const size_t Kv = K / VLEN * VLEN;
     memset(w->dXo, 0, n * K * sizeof(real));
     memset(w->dYo, 0, n * K * sizeof(real));
     for (size_t I = 0; I < nsub; I++) {
         size_t s0 = I * c, s1 = SIMD_FN(min_sz)(s0 + c, n), cI = s1 - s0;
         /* X_I * F_I: the forward's kqf rows (k * F, then q * F) */
-        const real *xf = w->f.kqf + 2 * s0 * K + (x_is_q ? cI * K : 0);
+        const real *xf = w->f.kqf + 2 * s0 * K + (x_second ? cI * K : 0);
         for (size_t ch = 0; ch < K; ch++)
             w->dvec[ch] = 1;
         for (size_t J = I; J-- > 0;) {
@@ -257,8 +265,7 @@ static void SIMD_FN(gram_bwd)(SIMD_FN(bws) *w, size_t n, const real *X, size_t l
                 for (size_t ch = 0; ch < K; ch++)
                     w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->f.subtot[(J + 1) * K + ch]);
             /* dXo_I += (dG_IJ (k_J B_J)) * d_IJ * F_I */
-            SIMD_FN(gemm)(cI, K, cJ, dG + s0 * C + t0, C, 1, w->f.kb + t0 * K, K, w->tmp, K, 0,
-                          0);
+            SIMD_FN(gemm)(cI, K, cJ, dG + s0 * C + t0, C, 1, yb + t0 * K, K, w->tmp, K, 0, 0);
             for (size_t r = 0; r < cI; r++)
                 SIMD_FN(row_mul3)(w->dXo + (s0 + r) * K, w->tmp + r * K, w->dvec,
                                   w->F + (s0 + r) * K, K, 1);

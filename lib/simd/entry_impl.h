@@ -172,6 +172,8 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
             .beta = c->delta && x->beta ? x->beta + rv : NULL,
             .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
             .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
+            .a = c->ab ? x->a + rv * K : NULL, .b = c->ab ? x->b + rv * K : NULL,
+            .ld_ab = HV * K,
         };
         E_BWD_OUT bo = {
             .d_o = x->d_o ? x->d_o + rv * V : NULL, .dht = x->dht ? x->dht + nj * K * V : NULL,
@@ -179,6 +181,8 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
             .dv = x->dv ? x->dv + rv * V : NULL, .dg = x->dg && gw ? x->dg + rv * gw : NULL,
             .dbeta = x->dbeta && c->delta ? x->dbeta + rv : NULL,
             .dh0 = x->dh0 ? x->dh0 + nj * K * V : NULL,
+            .da = x->da && c->ab ? x->da + rv * K : NULL,
+            .db = x->db && c->ab ? x->db + rv * K : NULL,
         };
         tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);
     }
@@ -204,14 +208,14 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     kdalab_dims dq_dims = {.B = c->B, .T = T, .H = H, .K = K, .V = V};
     kdalab_dims dv_dims = {.B = c->B, .T = T, .H = HV, .K = K, .V = V};
     kdalab_dims st_dims = {.B = c->N, .T = T, .H = HV, .K = K, .V = V};
-    /* the gradients in their own shapes: dq, dk [B, T, H, K]; dv, dg, dbeta over
+    /* the gradients in their own shapes: dq, dk [B, T, H, K]; dv, dg, dbeta, da, db over
      * HV heads; dh0 [N, HV, K, V] */
     s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &dq_dims, c->mech, x->dq, x->dk,
                                  NULL, NULL, NULL, NULL, NULL, NULL);
     if (s == KDALAB_OK)
         s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &dv_dims, c->mech, NULL, NULL,
                                      x->dv, gw ? x->dg : NULL, c->delta ? x->dbeta : NULL,
-                                     NULL, NULL, NULL);
+                                     c->ab ? x->da : NULL, c->ab ? x->db : NULL, NULL);
     if (s == KDALAB_OK)
         s = E_FN(kdalab_check_grads)("SIMD chunkwise backward", &st_dims, c->mech, NULL, NULL,
                                      NULL, NULL, NULL, NULL, NULL, x->dh0);

@@ -17,6 +17,7 @@
 #include "dplr_scores.h"
 #include "chunk_kernels.h"
 #include "chunk_bwd_scores.h"
+#include "dplr_bwd.h"
 #include "chunk_bwd.h"
 #include "screen.h"
 #include "step_kernel.h"

@@ -26,6 +26,7 @@
  *   chunk_kernels.h    the UT transform, one chunk, one head (the table's
  *                      chunk_head and work_floats)
  *   chunk_bwd_scores.h the backward's workspace, the backward of steps 1, 5
+ *   dplr_bwd.h         the DPLR row's backward of one chunk
  *   chunk_bwd.h        the chunkwise backward of one head (the table's
  *                      chunk_head_bwd and bwd_work_floats)
  *   screen.h           the vector input screen (the table's screen)

@@ -69,6 +69,7 @@ typedef struct {
     const float *d_o, *dht;
     float *dq, *dk, *dv, *dg, *dbeta, *dh0;
     size_t ld_dqk;
+    float *da, *db; /* the DPLR row's, like a, b (NULL: not wanted) */
 } simd_bwd_out;
 
 /* The same for the float64 path. */
@@ -76,6 +77,7 @@ typedef struct {
     const double *d_o, *dht;
     double *dq, *dk, *dv, *dg, *dbeta, *dh0;
     size_t ld_dqk;
+    double *da, *db;
 } simd_bwd_out_f64;
 
 /*

@@ -892,10 +892,10 @@ def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state
 
 
 def chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht=None, scale=None, initial_state=None,
-                              cu_seqlens=None, chunk_size=None, impl="reference"):
+                              cu_seqlens=None, chunk_size=None, impl="simd"):
     """The gradients of sum(o * do) + sum(final_state * dht): DplrGrads (dq,
-    dk, dv, dg (of gk), da, db, dh0), by the reference's chunkwise backward
-    (the SIMD path has no DPLR backward: impl="simd" is an error)."""
+    dk, dv, dg (of gk), da, db, dh0), by the chunkwise backward: impl as
+    chunk_kda_bwd's ("simd", the default, or "reference")."""
     gk = log_decay_arg("gk", gk, q, v)
     return _backward("dplr", _lib.FORM_CHUNK, q, k, v, gk, None, do, dht, scale,
                      initial_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)

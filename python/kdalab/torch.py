@@ -140,11 +140,9 @@ def _meta(tensors):
 class _Spec:
     """What a call fixes besides its tensors (not differentiated)."""
 
-    def __init__(self, fname, mech, form, scale, cu, chunk_size, opts, impl="simd",
-                 bwd_impl=None):
+    def __init__(self, fname, mech, form, scale, cu, chunk_size, opts, impl="simd"):
         self.fname, self.mech, self.form, self.scale, self.cu = fname, mech, form, scale, cu
         self.chunk_size, self.opts, self.impl = chunk_size, opts, impl
-        self.bwd_impl = impl if bwd_impl is None else bwd_impl
 
 
 class _Mixer(torch.autograd.Function):
@@ -179,7 +177,7 @@ class _Mixer(torch.autograd.Function):
                            arr["beta"], ops.as_f64(do, "do"),
                            None if dht is None else ops.as_f64(dht, "dht"), spec.scale,
                            arr["initial_state"], spec.cu, spec.chunk_size, False,
-                           impl=spec.bwd_impl, a=arr["a"], b=arr["b"], A_log=arr["A_log"],
+                           impl=spec.impl, a=arr["a"], b=arr["b"], A_log=arr["A_log"],
                            dt_bias=arr["dt_bias"], **spec.opts)
         grads = tuple(getattr(gr, n, None) for n in ("dq", "dk", "dv", "dg", "dbeta", "dh0",
                                                      "dA_log", "ddt_bias", "da", "db"))
@@ -282,10 +280,10 @@ def _flip(v_first, t):
 
 def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
            cu, state_v_first, opts, A_log=None, dt_bias=None, chunk_size=None, out_dtype=None,
-           like=None, states=False, impl="simd", a=None, b=None, bwd_impl=None):
+           like=None, states=False, impl="simd", a=None, b=None):
     """The common body: (o, final_state[, intermediate states]). impl: the
     chunkwise form's implementation, forward and backward, "simd" or
-    "reference" (ops._impl); bwd_impl, when given, the backward's."""
+    "reference" (ops._impl)."""
     _switches(fname, output_final_state=output_final_state, state_v_first=state_v_first,
               return_intermediate_states=states)
     ops._impl(form, impl)  # a bad impl fails now, not in the backward
@@ -294,7 +292,7 @@ def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_fin
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (A_log, "A_log"),
         (dt_bias, "dt_bias"), (a, "a"), (b, "b")))
     h0 = _flip(state_v_first, h0)
-    spec = _Spec(fname, mech, form, scale, cu, chunk_size, opts, impl, bwd_impl)
+    spec = _Spec(fname, mech, form, scale, cu, chunk_size, opts, impl)
     o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias, a, b)
     res = (_out(o, out_dtype, like, "o"),
            _out(_flip(state_v_first, ht), out_dtype, like, "final_state")
@@ -753,9 +751,9 @@ def fused_recurrent_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initia
 
 def _dplr(fname, form, q, k, v, a, b, gk, scale, initial_state, output_final_state, reverse,
           cu, out_dtype, like, g_name="gk", chunk_size=None):
-    """The body of the DPLR and RWKV-7 functions (the chunkwise forward on the
-    SIMD path, the backward on the reference's forms, which alone has one;
-    reverse runs each sequence from its end, as _gated_linear)."""
+    """The body of the DPLR and RWKV-7 functions (the chunkwise form on the
+    SIMD path, forward and backward; reverse runs each sequence from its
+    end, as _gated_linear)."""
     _switches(fname, reverse=reverse)
     q, k, v = (_tensor(x, n, required=True) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     a, b, gk = (_tensor(x, n, required=True) for x, n in ((a, "a"), (b, "b"), (gk, g_name)))
@@ -768,8 +766,7 @@ def _dplr(fname, form, q, k, v, a, b, gk, scale, initial_state, output_final_sta
     o, ht = _mixer(fname, "dplr", form, q, k, v, gk, None, scale, initial_state,
                    output_final_state, cu, False, {}, chunk_size=chunk_size,
                    out_dtype=None if reverse else out_dtype,
-                   like=None if reverse else like, impl="simd", a=a, b=b,
-                   bwd_impl="reference")
+                   like=None if reverse else like, impl="simd", a=a, b=b)
     if reverse:
         o = _out(o.index_select(1, idx.to(o.device)), out_dtype, like, "o")
         ht = _out(ht, out_dtype, like, "final_state")

@@ -181,8 +181,7 @@ static int plan(const grad_flags *f, grad_job *job)
                         f->impl);
     /* no --impl: the SIMD backward for the chunkwise form, the reference otherwise */
     job->simd = f->impl ? strcmp(f->impl, "simd") == 0
-                        : job->chunk_form && !job->attention &&
-                              !kdalab_mechanism_has_ab(job->fwd.mech);
+                        : job->chunk_form && !job->attention;
     if (job->simd && !job->chunk_form)
         return cli_fail(EXIT_BAD, "--impl simd needs --form chunk (the SIMD backward is "
                                   "chunkwise)");
