@@ -7,8 +7,9 @@
  * the vector width, several heads per task and one head split by columns,
  * decays down to -1000 and below exp's floor, packed sequences with grouped
  * value heads, a general (a, b) that is not RWKV-7's), the backward's bits
- * for any thread count, and a transition that grows until it overflows.
- * (What the SIMD path refuses for this row: tests/test_dplr.c.)
+ * for any thread count, a transition that grows until it overflows, T = 0,
+ * a kept workspace, and what the SIMD path refuses for this row (its
+ * float32 recurrent form and decode step; tests/test_dplr.c has the rest).
  *
  * Tolerances, relative to max |float64 expected|, are the SIMD path's
  * (tests/simd_precisions.c justifies them): float64 1e-12, float32 1e-5. The
@@ -375,6 +376,94 @@ static void test_growth_is_reported(void **state)
     free(q); free(a); free(g); free(v); free(o); free(ht);
 }
 
+/* The edges of the SIMD path for this row: T = 0 (ht = h0, a and b may be
+ * NULL); a caller's workspace kept across calls gives the bits of calls
+ * without one, forward and backward, and stops growing; the float32
+ * recurrent form (the decode step repeated, which takes no a, b) and the
+ * SIMD decode step refuse the row by name. */
+static void test_edges(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(93);
+    kdalab_dims d = {.B = 1, .T = 0, .H = 2, .K = 5, .V = 3};
+    const size_t ns = n_state(&d);
+    double h0[30], ht[30];
+    for (size_t i = 0; i < ns; i++)
+        h0[i] = gsl_rng_uniform(rng) - 0.5;
+    kdalab_call c = {.dims = d, .HV = 2, .mech = KDALAB_DPLR, .scale = 0.5,
+                     .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD};
+    kdalab_tensors_f64 x0 = {.h0 = h0, .ht = ht};
+    assert_int_equal(kdalab_run_f64(&c, &x0, NULL), KDALAB_OK);
+    assert_memory_equal(ht, h0, ns * sizeof(double));
+
+    d.T = 37;
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_DPLR, d, -1.0, 1);
+    c.dims = d;
+    const size_t nv = n_v(&d), nqk = n_qk(&d);
+    double *o[2], *hts[2], *g[2][NG], *d_o = malloc(nv * sizeof *d_o);
+    const size_t sz[NG] = {nqk, nqk, nv, nqk, nqk, nqk, ns};
+    for (size_t i = 0; i < nv; i++)
+        d_o[i] = gsl_rng_uniform(rng) - 0.5;
+    kdalab_workspace *w = kdalab_workspace_new();
+    assert_non_null(w);
+    size_t bytes = 0;
+    for (int run = 0; run < 3; run++) { /* 0: no workspace; 1, 2: the kept one */
+        const int k = run ? 1 : 0;
+        c.work = run ? w : NULL;
+        o[k] = malloc(nv * sizeof(double)), hts[k] = malloc(ns * sizeof(double));
+        for (int i = 0; i < NG; i++)
+            g[k][i] = calloc(sz[i], sizeof(double));
+        kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .a = p.a, .b = p.b,
+                                .h0 = p.h0, .o = o[k], .ht = hts[k], .d_o = d_o,
+                                .dq = g[k][0], .dk = g[k][1], .dv = g[k][2], .dg = g[k][3],
+                                .da = g[k][4], .db = g[k][5], .dh0 = g[k][6]};
+        assert_int_equal(kdalab_run_f64(&c, &x, NULL), KDALAB_OK);
+        assert_int_equal(kdalab_run_bwd_f64(&c, &x), KDALAB_OK);
+        if (run == 2)
+            assert_int_equal(kdalab_workspace_bytes(w), bytes); /* nothing new mapped */
+        bytes = kdalab_workspace_bytes(w);
+        if (run) {
+            assert_memory_equal(o[1], o[0], nv * sizeof(double));
+            assert_memory_equal(hts[1], hts[0], ns * sizeof(double));
+            for (int i = 0; i < NG; i++) {
+                assert_memory_equal(g[1][i], g[0][i], sz[i] * sizeof(double));
+                free(g[1][i]);
+            }
+            free(o[1]), free(hts[1]);
+        }
+    }
+    assert_true(bytes > 0);
+    for (int i = 0; i < NG; i++)
+        free(g[0][i]);
+    free(o[0]), free(hts[0]), free(d_o);
+    kdalab_workspace_free(w);
+
+    /* the float32 recurrent form on the SIMD path would drop the b a^T term */
+    float *f[7] = {to_f32(p.q, nqk), to_f32(p.k, nqk), to_f32(p.v, nv), to_f32(p.g, nqk),
+                   to_f32(p.a, nqk), to_f32(p.b, nqk), malloc(nv * sizeof(float))};
+    kdalab_tensors_f32 y = {.q = f[0], .k = f[1], .v = f[2], .g = f[3], .a = f[4], .b = f[5],
+                            .o = f[6]};
+    c.work = NULL;
+    c.form = KDALAB_FORM_RECURRENT;
+    assert_int_equal(kdalab_run_f32(&c, &y, NULL), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "chunkwise form only"));
+    /* and so would the SIMD decode step, whatever its inputs */
+    double S[15] = {0}, out[3];
+    float Sf[15] = {0}, outf[3];
+    assert_int_equal(kdalab_simd_step_f64(KDALAB_DPLR, 5, 3, 0.5, p.q, p.k, p.v, p.g, 0, S,
+                                          out),
+                     KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "kdalab_step_ab"));
+    assert_int_equal(kdalab_simd_step_f32(KDALAB_DPLR, 5, 3, 0.5f, f[0], f[1], f[2], f[3], 0,
+                                          Sf, outf),
+                     KDALAB_EINVAL);
+    for (int i = 0; i < 7; i++)
+        free(f[i]);
+    random_problem_free(&p);
+    gsl_rng_free(rng);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_bwd_golden),
         cmocka_unit_test(test_random_shapes),
         cmocka_unit_test(test_growth_is_reported),
+        cmocka_unit_test(test_edges),
     };
     int failed = cmocka_run_group_tests_name("simd_dplr", tests, NULL, NULL);
     for (int bwd = 0; bwd <= 1; bwd++)

@@ -305,7 +305,8 @@ static void SIMD_FN(bwd_sweep)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t nc0, 
  * each group, last to first, has its chunks' states recomputed from that
  * one (the last group's are still there from the sweep), and each chunk,
  * last to first, is recomputed from its state and differentiated. work: the
- * task's bwd_work_floats(C, c, K, V, ceil(T / C)), 64-byte aligned.
+ * task's bwd_work_floats(C, c, K, V, ceil(T / C), a->a != NULL), 64-byte
+ * aligned.
  */
 static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, real *work)
 {
@@ -316,7 +317,7 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     const int delta = kdalab_mechanism_has_delta(a->mech), ab = a->a != NULL;
     const size_t G = SIMD_FN(bwd_group)(nch), ngroups = (nch + G - 1) / G;
     SIMD_FN(bws) w;
-    SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch);
+    SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch, a->a != NULL);
     SIMD_FN(ws) *f = &w.f;
     f->pa = a;
     f->ldqk = a->ld_qk;

@@ -54,9 +54,9 @@ static size_t SIMD_FN(bwd_group)(size_t nchunks)
 /* Lay the backward's workspace out from base (or only count it, base ==
  * NULL); returns the elements used. */
 static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c, size_t K,
-                                 size_t V, size_t nchunks)
+                                 size_t V, size_t nchunks, int ab)
 {
-    size_t cur = SIMD_FN(ws_carve)(&w->f, base, C, c, K, V, 1);
+    size_t cur = SIMD_FN(ws_carve)(&w->f, base, C, c, K, V, 1, ab);
     cur = (cur + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE;
 #define BWD_TAKE(ptr, n)                                                                      \
     do {                                                                                      \
@@ -80,8 +80,9 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
     BWD_TAKE(w->dbeta, C); BWD_TAKE(w->ones, C);
     BWD_TAKE(w->run, K); BWD_TAKE(w->dvec, K); BWD_TAKE(w->dgl, K);
     BWD_TAKE(w->dS, K * V);
-    BWD_TAKE(w->ash, C * K); BWD_TAKE(w->dash, C * K); BWD_TAKE(w->da, C * K);
-    BWD_TAKE(w->db, C * K); BWD_TAKE(w->dbd, C * K);
+    const size_t CKab = ab ? C * K : 0; /* the DPLR row's */
+    BWD_TAKE(w->ash, CKab); BWD_TAKE(w->dash, CKab); BWD_TAKE(w->da, CKab);
+    BWD_TAKE(w->db, CKab); BWD_TAKE(w->dbd, CKab);
     const size_t G = SIMD_FN(bwd_group)(nchunks), ngroups = (nchunks + G - 1) / G;
     BWD_TAKE(w->ck, (ngroups ? ngroups : 1) * K * V);
     BWD_TAKE(w->loc, (G + 1) * K * V);
@@ -90,11 +91,13 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
 }
 
 /* Elements of workspace one backward task needs (chunk C, sub-chunk c, head
- * dims K, V, nchunks chunks). The caller has checked that the sizes fit. */
-static size_t SIMD_FN(bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks)
+ * dims K, V, nchunks chunks; ab: the DPLR row's buffers too). The caller
+ * has checked that the sizes fit. */
+static size_t SIMD_FN(bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks,
+                                       int ab)
 {
     SIMD_FN(bws) w;
-    return SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks);
+    return SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks, ab);
 }
 
 /* x [n] (+)= y [n] * z [n] * f (vector over the row; add: accumulate). */

@@ -159,9 +159,9 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
 /* One task (a group of heads, or a block of one head's value columns)          */
 /* ---------------------------------------------------------------------------- */
 
-static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh)
+static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab)
 {
-    return SIMD_FN(ws_floats)(C, c, K, W, nh);
+    return SIMD_FN(ws_floats)(C, c, K, W, nh, ab);
 }
 
 /* Non-finite values among x[0..n), each NaN rewritten as the one quiet NaN
@@ -201,7 +201,7 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
     size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
     size_t c = a->subchunk < C ? a->subchunk : C;
     SIMD_FN(ws) w;
-    SIMD_FN(ws_carve)(&w, work, C, c, K, W, nh);
+    SIMD_FN(ws_carve)(&w, work, C, c, K, W, nh, a->a != NULL);
     w.pa = a;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
 

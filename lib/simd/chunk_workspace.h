@@ -95,10 +95,12 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * small: K = V = 128, c = 16 take 226 KB at C = 32 and 392 KB at C = 64 with
  * one head, and 64 KB more for each further head of the task (its state).
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
- * times both.
+ * times both. ab: the DPLR row's buffers too (float32, K = V = 128: 46 KB
+ * more at C = 16, 163 KB at C = 64); without it they are NULL and the
+ * layout is the other rows' alone.
  */
 static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, size_t K,
-                                size_t W, size_t nh)
+                                size_t W, size_t nh, int ab)
 {
     size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
     w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub;
@@ -113,8 +115,8 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     SIMD_TAKE(w->Akk, C * C); SIMD_TAKE(w->Aqk, C * C); SIMD_TAKE(w->Tm, C * C);
     SIMD_TAKE(w->kg, C * K); SIMD_TAKE(w->qg, C * K); SIMD_TAKE(w->kd, C * K);
     SIMD_TAKE(w->gl, K); SIMD_TAKE(w->gam, C); SIMD_TAKE(w->kdec, C);
-    SIMD_TAKE(w->Aak, C * C); SIMD_TAKE(w->Aqb, C * C); /* DPLR's */
-    SIMD_TAKE(w->ah, C * K); SIMD_TAKE(w->bd, C * K);
+    SIMD_TAKE(w->Aak, ab ? C * C : 0); SIMD_TAKE(w->Aqb, ab ? C * C : 0); /* DPLR's */
+    SIMD_TAKE(w->ah, ab ? C * K : 0); SIMD_TAKE(w->bd, ab ? C * K : 0);
     size_t region = cur;
     /* score phase: the decays a = exp(g), then KDA's or the scalar decays' temporaries */
     SIMD_TAKE(w->g, C * K);
@@ -123,7 +125,8 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     SIMD_TAKE(w->subtot, nsub * K); SIMD_TAKE(w->dvec, K);
     SIMD_TAKE(w->X, K * C); SIMD_TAKE(w->blk, 2 * c * c); SIMD_TAKE(w->kqd, 2 * c * K);
     SIMD_TAKE(w->pkk, c * VLEN); SIMD_TAKE(w->pqk, c * VLEN);
-    SIMD_TAKE(w->bb, C * K); SIMD_TAKE(w->Xb, K * C); SIMD_TAKE(w->rows, 6 * K); /* DPLR's */
+    SIMD_TAKE(w->bb, ab ? C * K : 0); SIMD_TAKE(w->Xb, ab ? K * C : 0); /* DPLR's */
+    SIMD_TAKE(w->rows, ab ? 6 * K : 0);
     endA = cur;
     cur = mark;
     SIMD_TAKE(w->Gk, C * C); SIMD_TAKE(w->Gq, C * C); SIMD_TAKE(w->kt, K * C);
@@ -132,16 +135,18 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     /* state phase, over the score phase's memory */
     cur = region;
     SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W);
-    SIMD_TAKE(w->R, C * W); /* DPLR's */
+    SIMD_TAKE(w->R, ab ? C * W : 0); /* DPLR's */
     endB = cur;
 #undef SIMD_TAKE
+    if (!ab)
+        w->Aak = w->Aqb = w->ah = w->bd = w->bb = w->Xb = w->rows = w->R = NULL;
     return endA > endB ? endA : endB;
 }
 
 /* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value
- * columns, nh heads. */
-static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh)
+ * columns, nh heads; ab: the DPLR row's buffers too. */
+static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab)
 {
     SIMD_FN(ws) w;
-    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W, nh);
+    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W, nh, ab);
 }

@@ -33,7 +33,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
     simd_plan pl;
     /* grouped value heads: one head per task (its q/k head is found by index) */
     kdalab_status s = kdalab__simd_plan_make(&pl, c->N, HV, G == 1, C, sc, K, V, sizeof(real),
-                                             tab->work_floats, c->work);
+                                             tab->work_floats, c->ab, c->work);
     if (s != KDALAB_OK)
         return s;
     const int nth = pl.nth;
@@ -59,7 +59,8 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
                 .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
                 .o = x->o ? x->o + rv * V : NULL, .ht = x->ht ? x->ht + nj * K * V : NULL,
                 .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
-                .a = c->ab ? x->a + rv * K : NULL, .b = c->ab ? x->b + rv * K : NULL,
+                .a = c->ab && x->a ? x->a + rv * K : NULL,
+                .b = c->ab && x->b ? x->b + rv * K : NULL,
                 .ld_ab = HV * K,
             };
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
@@ -83,7 +84,8 @@ static kdalab_status E_FN(entry_step)(kdalab_mechanism mech, size_t K, size_t V,
      * checks decide and word the error. */
     size_t gn = kdalab_mechanism_g_width(mech, K);
     int certain =
-        kdalab_mechanism_row(mech) && K && V && q && k && v && S && o &&
+        kdalab_mechanism_row(mech) && !kdalab_mechanism_has_ab(mech) && K && V && q && k &&
+        v && S && o &&
         (gn == 0 || g) && kdalab_check_scale(scale) == KDALAB_OK &&
         (!kdalab_mechanism_has_beta(mech) ||
          E_FN(kdalab_check_values)(KDALAB_RULE_BETA, "beta", &beta, 1, NULL) == KDALAB_OK) &&
@@ -140,7 +142,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
                            V);
-    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch);
+    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch, c->ab);
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */
@@ -172,7 +174,8 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
             .beta = c->delta && x->beta ? x->beta + rv : NULL,
             .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
             .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
-            .a = c->ab ? x->a + rv * K : NULL, .b = c->ab ? x->b + rv * K : NULL,
+            .a = c->ab && x->a ? x->a + rv * K : NULL,
+            .b = c->ab && x->b ? x->b + rv * K : NULL,
             .ld_ab = HV * K,
         };
         E_BWD_OUT bo = {

@@ -18,8 +18,9 @@
 
 kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int groups, size_t C,
                                      size_t c, size_t K, size_t V, size_t elem,
-                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t),
-                                     kdalab_workspace *ws)
+                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t,
+                                                          int),
+                                     int ab, kdalab_workspace *ws)
 {
     /* Tasks: groups of nh consecutive heads of one batch entry, nh the
      * largest of 4, 3, 2 that divides H and leaves the threads equal shares (a
@@ -55,7 +56,7 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int grou
         !kdalab_mul_size(CC + CKV, 8 * elem, &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
                            C, K, V);
-    bytes = (work_elems(C, c, K, width, nh) * elem + 63) / 64 * 64;
+    bytes = (work_elems(C, c, K, width, nh, ab) * elem + 63) / 64 * 64;
     void **work;
     kdalab_status s = kdalab__simd_work_get(ws, nth, bytes, 0, &work, NULL);
     if (s != KDALAB_OK)

@@ -96,8 +96,8 @@ typedef struct {
 typedef struct {
     const char *name;
     /* Floats of workspace one task needs (chunk C, sub-chunk c, K, W value
-     * columns, nh heads). */
-    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh);
+     * columns, nh heads; ab: the DPLR row's, a and b set in the task). */
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab);
     /* Run one task (nh heads, columns [v0, v1)) with work_floats() of 64-byte
      * aligned workspace. Cannot fail: inputs were validated. Adds the number
      * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
@@ -117,8 +117,8 @@ typedef struct {
      * (lib/simd/screen.h). */
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
     /* Floats of workspace one backward task needs (chunk C, sub-chunk c, K,
-     * V, nchunks chunks of its sequence). */
-    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks);
+     * V, nchunks chunks of its sequence; ab as work_floats'). */
+    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab);
     /* The chunkwise backward of one head (a->nh == 1, columns [0, V)) with
      * bwd_work_floats() of 64-byte aligned workspace (lib/simd/chunk_bwd.h).
      * Cannot fail: inputs were validated. */
@@ -130,14 +130,14 @@ typedef struct {
  * doubles). */
 typedef struct {
     const char *name;
-    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh);
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab);
     void (*chunk_head)(const simd_head_args_f64 *a, double *work, size_t *bad_o,
                        size_t *bad_ht);
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, double scale,
                           const double *q, const double *k, const double *v,
                           const double *g, double beta, double *S, double *o, size_t *bad);
     int (*screen)(const double *x, size_t n, kdalab_value_rule rule);
-    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks);
+    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab);
     void (*chunk_head_bwd)(const simd_head_args_f64 *a, const simd_bwd_out_f64 *bo,
                            double *work);
 } simd_table_f64;
@@ -173,11 +173,13 @@ typedef struct {
 } simd_plan;
 
 /* groups: 0 keeps one head per task (grouped value heads, whose query/key
- * heads are not consecutive). ws: the caller's workspace, or NULL. */
+ * heads are not consecutive). ab: the DPLR row (work_elems' last argument).
+ * ws: the caller's workspace, or NULL. */
 kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int groups, size_t C,
                                      size_t c, size_t K, size_t V, size_t elem,
-                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t),
-                                     kdalab_workspace *ws);
+                                     size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t,
+                                                          int),
+                                     int ab, kdalab_workspace *ws);
 /* The task's sequence b, first head h and its value columns [v0, v1); its
  * head count is pl->nh. */
 void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,

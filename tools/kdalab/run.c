@@ -243,6 +243,10 @@ static int plan_options(const run_flags *f, run_job *job)
             return rc;
         job->have_scale = 1;
     }
+    if (job->simd && !job->chunk_form && kdalab_mechanism_has_ab(job->mech))
+        return cli_fail(EXIT_BAD, "--impl simd: %s's SIMD path is the chunkwise form (add "
+                                  "--form chunk, or --impl reference for the recurrence)",
+                        kdalab_mechanism_name(job->mech));
     if (job->simd && job->fp64 && !job->chunk_form)
         return cli_fail(EXIT_BAD, "--impl simd with --precision fp64 needs --form chunk (the "
                                   "float64 SIMD path has no recurrent form); or add "
