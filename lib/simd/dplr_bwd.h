@@ -77,6 +77,9 @@ static void SIMD_FN(dplr_chunk_bwd)(SIMD_FN(bws) *w, size_t n, real s, const rea
     SIMD_FN(ws) *f = &w->f;
     const size_t K = f->K, V = f->W, C = f->C, ldv = f->ldv, lab = f->ldab;
     const real *S = f->S;
+    /* the backward's buffers, under this row's names: dU in dVn, dR in dRv,
+     * dL/d(ah) in dWn; the four Grams' dG: dM_qb in dAqk, dM_qk in dA,
+     * dM_a'b in Gkk, dM_a'k in Minv (Minv itself is the forward's Tm) */
     real *dS = w->dS, *dU = w->dVn, *dR = w->dRv, *dah = w->dWn;
     SIMD_FN(dplr_recompute)(w, n, s);
     SIMD_FN(bwd_factors)(w, n);
