@@ -125,6 +125,10 @@ static int dplr_bwd_rows(const problem *p, double *const w[6], const double *wa,
         exit(1);
     }
     const double t_ref = now() - t0;
+    printf("#\n# the DPLR boundary's float64 chunkwise backward (x fwd: the float64 forward's "
+           "time over the backward's; x ref: the reference backward's time over it)\n");
+    printf("%-17s %-9s %-7s %11s %9s %8s %7s %7s %7s  %s\n", "mechanism", "backward", "level",
+           "head-tok/s", "ms", "", "", "x fwd", "x ref", "err");
     printf("%-17s %-9s %-7s %11.0f %9.1f %8s %7s %7s %7s  the reference's chunkwise backward, "
            "float64, C = %zu, 1 call\n",
            "dplr", "f64 ref", "ref", htok / t_ref, 1e3 * t_ref, "", "", "", "", op.chunk);
@@ -197,6 +201,10 @@ static int dplr_rows(problem *p, gsl_rng *rng, int reps, int quick, int widest, 
                                         KDALAB_SIMD_AVX512};
     int invalid = 0;
     double t_fwd64[3] = {0}; /* the float64 forward's time at each level */
+    printf("#\n# the DPLR boundary's chunkwise forward on the table's problem, RWKV-7's a, b "
+           "(bench/dplr.h); 'own' counts its four decayed products, solve and state products\n");
+    printf("%-17s %-9s %-7s %11s %9s %8s %8s %7s %5s %11s  %s\n", "mechanism", "form", "level",
+           "head-tok/s", "ms", "GF/s own", "GF/s 7KV", "of peak", "", "", "[min..max] ms");
     reps = reps > 32 ? 32 : reps;
     for (int f64 = 0; f64 <= 1; f64++) {
         const size_t chunks[] = {16, 64};

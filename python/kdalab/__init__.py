@@ -14,8 +14,9 @@ autograd functions (.backward() fills every input's grad).
 from ._lib import KdalabError
 from .attention import parallel_attn, parallel_attn_bwd
 from .ops import (DplrGrads, Grads, chunk_delta_rule, chunk_delta_rule_bwd, chunk_dplr_delta_rule,
-                  chunk_dplr_delta_rule_bwd, chunk_rwkv7, fused_recurrent_dplr_delta_rule,
-                  fused_recurrent_dplr_delta_rule_bwd, fused_recurrent_rwkv7,
+                  chunk_dplr_delta_rule_bwd, chunk_rwkv7, chunk_rwkv7_bwd,
+                  fused_recurrent_dplr_delta_rule, fused_recurrent_dplr_delta_rule_bwd,
+                  fused_recurrent_rwkv7, fused_recurrent_rwkv7_bwd,
                   chunk_gated_delta_rule,
                   chunk_gated_delta_rule_bwd, chunk_gla, chunk_gla_bwd, chunk_kda,
                   chunk_kda_bwd, chunk_linear_attn, chunk_linear_attn_bwd, chunk_simple_gla,

@@ -926,3 +926,22 @@ def fused_recurrent_rwkv7(r, w, k, v, a, b, scale=None, initial_state=None,
     (K^-1/2, where chunk_rwkv7's is 1.0) and the final state returned."""
     return _dplr("w", _lib.FORM_RECURRENT, r, k, v, a, b, w, scale, initial_state,
                  output_final_state, cu_seqlens)
+
+
+def chunk_rwkv7_bwd(r, w, k, v, a, b, do, dht=None, scale=1.0, initial_state=None,
+                    cu_seqlens=None, chunk_size=None, impl="simd"):
+    """The gradients of chunk_rwkv7's sum(o * do) + sum(final_state * dht):
+    DplrGrads in the DPLR names (dq is dL/dr, dg is dL/dw), by the chunkwise
+    backward (impl as chunk_kda_bwd's); scale 1.0 by default, as chunk_rwkv7."""
+    w = log_decay_arg("w", w, r, v)
+    return _backward("dplr", _lib.FORM_CHUNK, r, k, v, w, None, do, dht, scale,
+                     initial_state, cu_seqlens, chunk_size, impl=impl, a=a, b=b)
+
+
+def fused_recurrent_rwkv7_bwd(r, w, k, v, a, b, do, dht=None, scale=None, initial_state=None,
+                              cu_seqlens=None):
+    """The same for fused_recurrent_rwkv7 (scale None: K^-1/2), by the
+    recurrent backward (the oracle of record)."""
+    w = log_decay_arg("w", w, r, v)
+    return _backward("dplr", _lib.FORM_RECURRENT, r, k, v, w, None, do, dht, scale,
+                     initial_state, cu_seqlens, a=a, b=b)

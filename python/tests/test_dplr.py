@@ -55,6 +55,17 @@ def test_golden(name):
     o2, _ = kdalab.chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=s)
     o3, _ = kdalab.fused_recurrent_rwkv7(q, gk, k, v, a, b, scale=s)
     assert np.array_equal(o1, o2) and rel(o2, o3) <= 1e-12
+    g1 = kdalab.chunk_rwkv7_bwd(q, gk, k, v, a, b, do, dht, scale=s, initial_state=h0)
+    g2 = kdalab.chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, dht, scale=s,
+                                          initial_state=h0)
+    g3 = kdalab.fused_recurrent_rwkv7_bwd(q, gk, k, v, a, b, do, dht, scale=s,
+                                          initial_state=h0)
+    for key in ("dq", "dk", "dv", "dg", "da", "db", "dh0"):
+        if getattr(g2, key) is None:  # no initial state: no dh0
+            assert getattr(g1, key) is None and getattr(g3, key) is None
+            continue
+        assert np.array_equal(getattr(g1, key), getattr(g2, key)), key
+        assert rel(getattr(g3, key), getattr(g1, key)) <= 1e-12, key
 
 
 def test_defaults_follow_fla():
