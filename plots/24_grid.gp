@@ -6,7 +6,8 @@
 #        the best learning rate; error bars one standard deviation, cut at 0 and 1, when there
 #        are several seeds) of each mixer, grouped by task, the mixers in the grid's order
 #        (no delta rule: linear attention, simple GLA, GLA; the delta rule: DeltaNet,
-#        Gated DeltaNet, KDA); the title says which sweep.
+#        Gated DeltaNet, KDA); the title says which sweep, and a task with no
+#        models in it (--tasks) is labelled so.
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/24_grid_summary.tsv'
@@ -25,7 +26,10 @@ set ylabel 'test accuracy on the scored tokens'
 set yrange [0:1.1]
 set grid ytics
 set key outside right top noenhanced box opaque
-set xtics ('zoology' 0, 'overwrite' 1, 'recent' 2)
+# a task the summary has no row of (a sweep run or tabulated with --tasks) says so
+has(t) = int(system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" {n++} END {print n + 0}' '%s'", t, f)))
+tic(t) = has(t) ? t : t.' (not in this sweep)'
+set xtics (tic('zoology') 0, tic('overwrite') 1, tic('recent') 2) noenhanced
 set xrange [-0.6:2.6]
 names = "linear_attention simple_gla gla deltanet gated_deltanet kda"
 array label[6] = ['linear attention', 'simple GLA', 'GLA', 'DeltaNet', 'Gated DeltaNet', 'KDA']

@@ -101,7 +101,7 @@ END {
     if (secs != "") printf "<code>make run</code> (every experiment and figure, after the build) took %d min %d s on it.<br>\n", int(secs / 60), secs % 60
     print "&ldquo;This run&rdquo; below means these measurements on this machine."
     print "Each claim below is checked by one experiment: its verdict, where the numbers behind the verdict come from, and the sweep its figure shows."
-    print "Training experiments (14&ndash;23) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline, not a verdict and not the direction: one seed and a few hundred steps can reverse an order); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown below this run&#39;s. Click a figure to open it at full size.</p>"
+    print "Training experiments (14&ndash;24) run a <span class=\"reduced\">reduced sweep</span> under <code>make run</code> (they show the pipeline, not a verdict and not the direction: one seed and a few hundred steps can reverse an order); their verdicts come from the <span class=\"full\">full sweeps</span> in <code>full-sweeps/</code>, whose figures are shown below this run&#39;s. Click a figure to open it at full size.</p>"
 
     print "<h2 id=\"findings\">Findings</h2>"
     print "<table><tr><th>claim</th><th>experiment</th><th>verdict</th><th>the verdict&#39;s numbers</th><th>figure (click for full size): this run&#39;s, and the full sweep&#39;s where the verdict rests on it</th></tr>"
