@@ -98,6 +98,19 @@ static void check_all_levels(const char *what, kdalab_call c, const dplr_in *in,
     free(ht);
 }
 
+/* The chunkwise call of a golden case at chunk CC[0], sub-chunk CC[1] (into
+ * *opts), and its name for a failure's message (into what). */
+static kdalab_call golden_call(const char *name, const kdalab_dims *d, kdalab_mechanism m,
+                               double scale, const size_t CC[2], kdalab_chunk_opts *opts,
+                               char *what, size_t cap)
+{
+    *opts = kdalab_chunk_opts_default();
+    opts->chunk = CC[0];
+    opts->subchunk = CC[1];
+    snprintf(what, cap, "%s, C = %zu, c = %zu", name, CC[0], CC[1]);
+    return (kdalab_call){.dims = *d, .HV = d->H, .mech = m, .scale = scale, .opts = opts};
+}
+
 /* ---- the backward ------------------------------------------------------------ */
 
 /* The seven gradients of a DPLR call: dq, dk [B, T, H, K]; dv; dg, da, db
@@ -204,14 +217,10 @@ static void test_bwd_golden(void **state)
         double *const want[NG] = {gc->dq.data, gc->dk.data, gc->dv.data, gc->dg.data,
                                   gc->da.data, gc->db.data, gc->has_h0 ? gc->dh0.data : NULL};
         for (size_t oi = 0; oi < sizeof CC / sizeof CC[0]; oi++) {
-            kdalab_chunk_opts opts = kdalab_chunk_opts_default();
-            opts.chunk = CC[oi][0];
-            opts.subchunk = CC[oi][1];
-            kdalab_call c = {.dims = *d, .HV = d->H, .mech = gc->mech, .scale = gc->scale,
-                             .opts = &opts};
+            kdalab_chunk_opts opts;
             char what[128];
-            snprintf(what, sizeof what, "%s, C = %zu, c = %zu", gc->name, CC[oi][0],
-                     CC[oi][1]);
+            kdalab_call c = golden_call(gc->name, d, gc->mech, gc->scale, CC[oi], &opts, what,
+                                        sizeof what);
             check_bwd_all_levels(what, c, &in, gc->d_o.data, gc->dht.data, sz, want);
         }
     }
@@ -237,14 +246,10 @@ static void test_golden(void **state)
         dplr_in in = {gc->q.data, gc->k.data, gc->v.data, gc->g.data, gc->a.data, gc->b.data,
                       gc->has_h0 ? gc->h0.data : NULL};
         for (size_t oi = 0; oi < sizeof CC / sizeof CC[0]; oi++) {
-            kdalab_chunk_opts opts = kdalab_chunk_opts_default();
-            opts.chunk = CC[oi][0];
-            opts.subchunk = CC[oi][1];
-            kdalab_call c = {.dims = *d, .HV = d->H, .mech = gc->mech, .scale = gc->scale,
-                             .opts = &opts};
+            kdalab_chunk_opts opts;
             char what[128];
-            snprintf(what, sizeof what, "%s, C = %zu, c = %zu", gc->name, CC[oi][0],
-                     CC[oi][1]);
+            kdalab_call c = golden_call(gc->name, d, gc->mech, gc->scale, CC[oi], &opts, what,
+                                        sizeof what);
             check_all_levels(what, c, &in, n_qk(d), n_qk(d), n_v(d), n_state(d), gc->o.data,
                              gc->ht.data);
         }
