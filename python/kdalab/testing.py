@@ -161,9 +161,9 @@ def _check_range(arrays, precision):
 def _emulate(call, x, scale, precision, chunk_size):
     """The float32 chunkwise forward with emulated `precision` storage
     (kdalab_run_f32, the reference's form: inputs and the rescaled q, k
-    rounded to the format, float32 sums) on x = (q, k, v, g, beta, h0), any
-    layout the call has (varlen: each sequence on its own; GVA): (o, ht) as
-    float64."""
+    rounded to the format, float32 sums) on x = (q, k, v, g, beta, h0, a, b),
+    any layout the call has (varlen: each sequence on its own; GVA): (o, ht)
+    as float64."""
     from . import _lib, ops
     f = [None if a is None else np.ascontiguousarray(a, dtype=np.float32) for a in x]
     o = np.empty(x[2].shape, dtype=np.float32)
@@ -171,7 +171,7 @@ def _emulate(call, x, scale, precision, chunk_size):
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
     arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
-                        o=o, ht=ht)
+                        a=f[6], b=f[7], o=o, ht=ht)
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["reference"], scale, opts)
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
@@ -180,15 +180,11 @@ def _emulate(call, x, scale, precision, chunk_size):
 
 def _check_trial_args(mech, precision, trials, margin):
     """tolerance's and grad_tolerance's own arguments: a row of the mechanism
-    table without the DPLR term, a storage format, trials >= 1, a finite margin >= 1 (returned as
+    table, a storage format, trials >= 1, a finite margin >= 1 (returned as
     a float); a ValueError naming the argument otherwise."""
     from . import _lib, ops
-    served = sorted(m for m, r in _lib.TABLE.items() if not r["ab"])
     if mech not in _lib.MECHANISMS:
-        raise ValueError("mech: %r, expected one of %s" % (mech, served))
-    if _lib.TABLE[mech]["ab"]:
-        raise ValueError("mech: %r takes a, b, which tolerance and grad_tolerance do not: "
-                         "no bound is derived for it yet (one of %s)" % (mech, served))
+        raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
     if precision not in _UNIT:
         raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
     if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
@@ -241,7 +237,7 @@ def _run_trials(what, run_one, arrays, trials, rng, precision):
 
 def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
               precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
-              cu_seqlens=None):
+              cu_seqlens=None, a=None, b=None):
     """Tolerances for a kernel that stores in `precision` ("bf16", "fp16",
     "fp32") at these inputs, from kdalab's own emulation (kdalab_run_f32:
     inputs and the rescaled q, k rounded to the format, float32 sums, chunks
@@ -251,7 +247,8 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     decision varies, the largest error of each output, times `margin`.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
-    "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla");
+    "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
+    "dplr" with its a, b [B, T, HV, K], stored in the format as q, k are);
     inputs as the NumPy functions take them after any in-kernel step;
     cu_seqlens (B = 1, sequences packed along T, initial_state [N, HV, K, V])
     as in fla: each sequence is emulated on its own, the bound covers all of
@@ -263,24 +260,25 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     from . import _lib
     margin = _check_trial_args(mech, precision, trials, margin)
     q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
-    g, beta, h0 = (ops.as_f64(x, n, required=False)
-                   for x, n in ((g, "g"), (beta, "beta"), (initial_state, "initial_state")))
+    g, beta, h0, a, b = (ops.as_f64(x, n, required=False) for x, n in (
+        (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (a, "a"), (b, "b")))
     cu = ops._as_cu(cu_seqlens)
-    call = ops._Call(mech, q, k, v, g, beta, h0, cu)
-    # q, k, v, beta are stored in the format; the log-decay and the state stay
-    # in float32 (kdalab_run_f32's emulation, as production kernels keep them)
-    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta)), precision)
+    call = ops._Call(mech, q, k, v, g, beta, h0, cu, a=a, b=b)
+    # q, k, v, beta (a, b) are stored in the format; the log-decay and the
+    # state stay in float32 (kdalab_run_f32's emulation, as production kernels
+    # keep them)
+    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("a", a), ("b", b)), precision)
     _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
-        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size)
+        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size, a=x[6], b=x[7])
         got = _emulate(call, x, s, precision, chunk_size)
         return [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []
-    for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0), trials,
+    for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0, a, b), trials,
                            np.random.default_rng(seed), precision):
         for name, (rms, rel) in zip(("o", "ht"), res):
             worst[name] = [max(worst[name][0], rel), max(worst[name][1], rms)]
@@ -304,21 +302,20 @@ def _store(a, precision):
 
 def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
     """The float32 chunkwise backward (kdalab_run_bwd_f32, the reference's
-    algorithm) on x = (q, k, v, g, beta, h0, do, dht) with q, k, v, beta and do
-    stored in `precision` and g, h0, dht in float32: the gradients as float64,
-    by name."""
+    algorithm) on x = (q, k, v, g, beta, h0, do, dht, a, b) with q, k, v,
+    beta, do, a and b stored in `precision` and g, h0, dht in float32: the
+    gradients as float64, by name."""
     from . import _lib, ops
-    q, k, v, g, beta, h0, do, dht = x
-    st = [None if a is None else _store(a, precision if i in (0, 1, 2, 4, 6) else "fp32")
-          for i, a in enumerate(x)]
+    q, k, v, g, beta, h0, do, dht, a, b = x
+    st = [None if y is None else _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32")
+          for i, y in enumerate(x)]
     out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}
-    if g is not None:
-        out["dg"] = g.shape
-    if beta is not None:
-        out["dbeta"] = beta.shape
+    for name, y in (("dg", g), ("dbeta", beta), ("da", a), ("db", b)):
+        if y is not None:
+            out[name] = y.shape
     grads = {n: np.zeros(shape, dtype=np.float32) for n, shape in out.items()}
     arrays = _lib.named(_lib.Tensors32, q=st[0], k=st[1], v=st[2], g=st[3], beta=st[4],
-                        h0=st[5], d_o=st[6], dht=st[7], **grads)
+                        h0=st[5], d_o=st[6], dht=st[7], a=st[8], b=st[9], **grads)
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["reference"], scale, ops._opts(chunk_size))
     _lib.check(_lib.lib.kdalab_run_bwd_f32(c, arrays),
                "grad_tolerance: the %s emulation" % precision)
@@ -327,7 +324,7 @@ def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
 
 def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_state=None,
                    scale=None, precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
-                   cu_seqlens=None):
+                   cu_seqlens=None, a=None, b=None):
     """Tolerances for every gradient of a chunkwise backward that stores in
     `precision` ("bf16", "fp16", "fp32"), derived as tolerance() derives the
     forward's: in `trials` runs at the caller's inputs (each, and do, dht,
@@ -346,22 +343,24 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     Arguments as tolerance()'s, plus do [B, T, HV, V] (required) and dht
     [N, HV, K, V] (None: zero). Returns Tolerance(rtol={name: bound},
     rms={name: bound}, trials=[{name: (rtol, rms)} per trial]) over the
-    gradients the mechanism has: dq, dk, dv, dh0, and dg, dbeta where it has
-    g, beta; for assert_close(name, ref, out, rtol=tol.rtol[name],
-    rms=tol.rms[name])."""
+    gradients the mechanism has: dq, dk, dv, dh0, and dg, dbeta, da, db where
+    it has g, beta, a and b (stored in the format as q, k are); for
+    assert_close(name, ref, out, rtol=tol.rtol[name], rms=tol.rms[name])."""
     from . import ops
     from . import _lib
     margin = _check_trial_args(mech, precision, trials, margin)
     if do is None:
         raise ValueError("do is required: the gradient of the output [B, T, HV, V]")
     q, k, v, do = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v"), (do, "do")))
-    g, beta, h0, dht = (ops.as_f64(x, n, required=False) for x, n in (
-        (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (dht, "dht")))
+    g, beta, h0, dht, a, b = (ops.as_f64(x, n, required=False) for x, n in (
+        (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (dht, "dht"), (a, "a"),
+        (b, "b")))
     cu = ops._as_cu(cu_seqlens)
-    call = ops._Call(mech, q, k, v, g, beta, h0, cu)
+    call = ops._Call(mech, q, k, v, g, beta, h0, cu, a=a, b=b)
     ops._expect("do", do, (call.B, call.T, call.HV, call.V))
     ops._expect("dht", dht, call.state_shape())
-    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("do", do)), precision)
+    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("do", do), ("a", a),
+                  ("b", b)), precision)
     _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
@@ -371,13 +370,13 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
         # that dh0 comes back too
         h0z = x[5] if x[5] is not None else np.zeros(call.state_shape())
         ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, h0z, cu,
-                            chunk_size)._asdict()
+                            chunk_size, a=x[8], b=x[9])._asdict()
         got = _emulate_bwd(call, mech, x, s, precision, chunk_size)
         return {name: errors(ref[name], o)[1::-1] for name, o in got.items()}  # (rel, rms)
 
     worst, per_trial = {}, []
-    for this in _run_trials("grad_tolerance", one, (q, k, v, g, beta, h0, do, dht), trials,
-                            np.random.default_rng(seed), precision):
+    for this in _run_trials("grad_tolerance", one, (q, k, v, g, beta, h0, do, dht, a, b),
+                            trials, np.random.default_rng(seed), precision):
         for name, (rel, rms) in this.items():
             w = worst.setdefault(name, [0.0, 0.0])
             worst[name] = [max(w[0], rel), max(w[1], rms)]

@@ -164,5 +164,47 @@ def test_the_decay_is_named_as_the_caller_names_it():
         kdalab.chunk_rwkv7(q, bad, k, v, a, b)
     with pytest.raises(ValueError, match=r"w\[0, 0, 0, 0\] = 0.5 > 0"):
         kt.chunk_rwkv7(*(torch.tensor(x) for x in (q, bad, k, v, a, b)))
-    with pytest.raises(ValueError, match="takes a, b"):
+    with pytest.raises(ValueError, match="a is required"):
         kdalab.testing.tolerance("dplr", q, k, v, g=gk)
+
+
+def _bf16(x):
+    """x rounded to bfloat16 (nearest even), as a kernel storing it."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_tolerances():
+    """kdalab.testing's bounds for the DPLR row (RWKV-7's a, b), forward and
+    every gradient: they admit a kernel that only stores q, k, v, a, b (and
+    do) in bf16 and computes exactly, and refuse one that drops the low-rank
+    term's write b (u^T) for one head, in o, and one whose da is one
+    position late, in da."""
+    t = kdalab.testing
+    name = CASES[0]
+    q, k, v, a, b, gk, h0, do = (load(name, x) for x in ("q", "k", "v", "a", "b", "g", "h0",
+                                                           "do"))
+    tol = t.tolerance("dplr", q, k, v, g=gk, initial_state=h0, a=a, b=b, precision="bf16")
+    t32 = t.tolerance("dplr", q, k, v, g=gk, initial_state=h0, a=a, b=b, precision="fp32")
+    assert t32.rtol["o"] < 1e-5 < tol.rtol["o"] < 0.1
+    ref, _ = kdalab.chunk_dplr_delta_rule(q, k, v, a, b, gk, initial_state=h0)
+    rounded, _ = kdalab.chunk_dplr_delta_rule(*(_bf16(x) for x in (q, k, v, a, b)), gk,
+                                              initial_state=h0)
+    t.assert_close("o", ref, rounded, rtol=tol.rtol["o"], rms=tol.rms["o"])
+    b0 = b.copy()
+    b0[:, :, 1] = 0
+    wrong, _ = kdalab.chunk_dplr_delta_rule(q, k, v, a, b0, gk, initial_state=h0)
+    with pytest.raises(AssertionError, match="o"):
+        t.assert_close("o", ref, wrong, rtol=tol.rtol["o"], rms=tol.rms["o"])
+    gt = t.grad_tolerance("dplr", q, k, v, g=gk, do=do, initial_state=h0, a=a, b=b,
+                          precision="bf16")
+    assert set(gt.rtol) == {"dq", "dk", "dv", "dg", "da", "db", "dh0"}
+    want = kdalab.chunk_dplr_delta_rule_bwd(q, k, v, a, b, gk, do, initial_state=h0)
+    got = kdalab.chunk_dplr_delta_rule_bwd(*(_bf16(x) for x in (q, k, v, a, b)), gk,
+                                           _bf16(do), initial_state=h0)
+    for n in gt.rtol:
+        t.assert_close(n, getattr(want, n), getattr(got, n), rtol=gt.rtol[n], rms=gt.rms[n])
+    late = np.roll(got.da, 1, axis=1)
+    with pytest.raises(AssertionError, match="da"):
+        t.assert_close("da", want.da, late, rtol=gt.rtol["da"], rms=gt.rms["da"])
