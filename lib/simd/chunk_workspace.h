@@ -12,7 +12,7 @@ typedef struct {
     size_t C, c, K, W, nsub;
     const real *q, *k, *v;      /* the chunk's rows, read where the caller keeps    */
     const real *gin;            /* them: q, k [n, ldqk], v [n, ldv], g [n, ldg]      */
-    const real *ain, *bin;      /* DPLR's a, b [n, ldab] (dplr_chunk.h), else NULL  */
+    const real *ain, *bin;      /* DPLR's a, b [n, ldab] (dplr_scores.h), else NULL */
     real *o;                    /* and its output rows [n, ldv], written there too  */
     size_t ldqk, ldv, ldg, ldab; /* (a row stride is H times a head's row)          */
     real *g, *b;                /* a = exp(g) [C, K|1], beta [C]                    */
@@ -34,7 +34,7 @@ typedef struct {
     real *gl;                   /* [K] gamma at the chunk end                       */
     real *dsc;                  /* [C] scalar decay row / factors                   */
     real *gam, *kdec;           /* [C] scalar gamma and decay-to-end                */
-    /* DPLR only (dplr_chunk.h) */
+    /* DPLR only (dplr_scores.h, dplr_chunk in chunk_kernels.h) */
     real *Aak, *Aqb;            /* [C, C] A_ak (strict lower), s A_qb (lower)       */
     real *ah, *bd;              /* [C, K] gamma_{r-1} a_r, decay-to-end times b_r   */
     real *R;                    /* [C, W] the solve's right-hand side A^ S + A_ak V */
@@ -95,7 +95,7 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * small: K = V = 128, c = 16 take 226 KB at C = 32 and 392 KB at C = 64 with
  * one head, and 64 KB more for each further head of the task (its state).
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
- * times both. ab: the DPLR row's buffers too (float32, K = V = 128: 46 KB
+ * times both. ab: the DPLR row's buffers too (float32, K = V = 128: 37 KB
  * more at C = 16, 163 KB at C = 64); without it they are NULL and the
  * layout is the other rows' alone.
  */
