@@ -8,7 +8,7 @@
  * chunks last to first, dg from the factors' gradients (bwd_dg).
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: dplr_recompute,
- * dplr_sweep_step, dplr_chunk_bwd
+ * dplr_sweep_step, dplr_lower, dplr_shift_up, dplr_chunk_bwd
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h,
  * dplr_scores.h, chunk_kernels.h (ut_transform), chunk_bwd_scores.h
  *

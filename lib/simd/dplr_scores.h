@@ -6,7 +6,7 @@
  * (3-5) are dplr_chunk in chunk_kernels.h.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: row_fill, row_mul, row_exp,
- * dplr_pair, dplr_factors, dplr_scores
+ * dplr_pair, dplr_factors, dplr_put_block, dplr_scores
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h
  *
  * The decay is KDA's, and so is its treatment (chunk_scores.h): every
