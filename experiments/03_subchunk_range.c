@@ -148,8 +148,8 @@ static outcome run_chunk(const lab_ctx *x, problem *pb, const precision_case *pc
     outcome r = {0};
     r.status = run_form(pb, pc->f64, &opts, &r.rep, pb->o, pb->ht, pb->of, pb->htf);
     if (r.status != KDALAB_ERANGE) lab_check(x, r.status, "chunkwise form");
-    r.err = pc->f64 ? rel_err(pb->o, NULL, pb->o_ref, pb->nv)
-                    : rel_err(NULL, pb->of, pb->o_ref, pb->nv);
+    r.err = pc->f64 ? lab_rel_err(pb->o, NULL, pb->o_ref, pb->nv)
+                    : lab_rel_err(NULL, pb->of, pb->o_ref, pb->nv);
     return r;
 }
 
@@ -162,7 +162,7 @@ static double floor_err(const lab_ctx *x, problem *pb, const precision_case *pc)
     if (pc->f64) return 0.0;
     if (pc->storage != KDALAB_FP32) return rounding_floor(x, pb, pc->storage);
     lab_check(x, run_form(pb, 0, NULL, NULL, NULL, NULL, pb->of, NULL), "recurrent_f32");
-    return rel_err(NULL, pb->of, pb->o_ref, pb->nv);
+    return lab_rel_err(NULL, pb->of, pb->o_ref, pb->nv);
 }
 
 /* ---- part 1: the sweep over g, chunk size, mode and precision ------------------------- */

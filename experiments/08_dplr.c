@@ -76,17 +76,6 @@ static void matmul(const double *A, const double *B, double *C, size_t n)
         }
 }
 
-/* max |X - Y| / max |Y| over n values. */
-static double rel_err(const double *X, const double *Y, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs(X[i] - Y[i]));
-        den = fmax(den, fabs(Y[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 /* One random transition: unit k [K], beta, log-decay g [K]. */
 static void draw(gsl_rng *rng, size_t K, double gmin, double *k, double *beta, double *g)
 {
@@ -111,7 +100,7 @@ static double identity(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE
                 R[r * K + c] = Da[r * K + c] - beta * k[r] * exp(g[c]) * k[c];
             }
         matmul(M, Da, L, K);
-        double e = rel_err(R, L, K * K);
+        double e = lab_rel_err(R, NULL, L, K * K);
         worst = fmax(worst, e);
         fprintf(f, "%zu\t%zu\t%.6g\t%.3e\n", K, t, beta, e);
     }
@@ -254,13 +243,13 @@ static void products(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, produc
         row->sC1 = C < K ? gsl_vector_get(S, C) / s1 : 0.0;
 
         ut_product(x, k, g, beta, C, K, X);
-        row->e_ut = rel_err(X, P, K * K);
+        row->e_ut = lab_rel_err(X, NULL, P, K * K);
         library_product(x, k, g, beta, C, K, 1, X);
-        row->e_chunk = rel_err(X, P, K * K);
+        row->e_chunk = lab_rel_err(X, NULL, P, K * K);
         library_product(x, k, g, beta, C, K, 0, X);
-        row->e_rec = rel_err(X, P, K * K);
+        row->e_rec = lab_rel_err(X, NULL, P, K * K);
         dplr_product(x, da, db, g, C, K, 1, X);
-        row->e_dplr = rel_err(X, P, K * K);
+        row->e_dplr = lab_rel_err(X, NULL, P, K * K);
         lab_progress(x, "products", C, Cm);
     }
     free(da), free(db);
@@ -344,9 +333,9 @@ static void general_products(lab_ctx *x, const params *p, gsl_rng *rng, size_t K
         for (size_t i = 0; i < K; i++) row->rank += gsl_vector_get(S, i) / s1 > p->rank_tol;
         row->sC1 = C < K ? gsl_vector_get(S, C) / s1 : 0.0;
         dplr_product(x, a, b, g, C, K, 1, X);
-        row->e_chunk = rel_err(X, P, K * K);
+        row->e_chunk = lab_rel_err(X, NULL, P, K * K);
         dplr_product(x, a, b, g, C, K, 0, X);
-        row->e_rec = rel_err(X, P, K * K);
+        row->e_rec = lab_rel_err(X, NULL, P, K * K);
         lab_progress(x, "general products", C, Cm);
     }
     gsl_matrix_free(Dm), gsl_matrix_free(Vm), gsl_vector_free(S), gsl_vector_free(work);
@@ -399,14 +388,14 @@ static void chunk_cost(lab_ctx *x, const params *p, gsl_rng *rng, size_t K, FILE
             lab_check(x, kdalab_run_f64(&call, &tc, NULL), "dplr chunk");
             t_chunk[i][r] = lab_now() - t0;
             ratio[i][r] = t_chunk[i][r] / t_rec[r];
-            err[i] = fmax(err[i], rel_err(o, o_rec, T * K));
+            err[i] = fmax(err[i], lab_rel_err(o, NULL, o_rec, T * K));
             call.impl = KDALAB_IMPL_SIMD;
             t0 = lab_now();
             lab_check(x, kdalab_run_f64(&call, &ts, NULL), "dplr chunk, SIMD path");
             t_simd[i][r] = lab_now() - t0;
             call.impl = KDALAB_IMPL_REFERENCE;
             ratio_simd[i][r] = t_simd[i][r] / t_rec[r];
-            err_simd[i] = fmax(err_simd[i], rel_err(o_simd, o_rec, T * K));
+            err_simd[i] = fmax(err_simd[i], lab_rel_err(o_simd, NULL, o_rec, T * K));
         }
         lab_progress(x, "cost rounds", r + 1, ROUNDS);
     }

@@ -115,18 +115,6 @@ typedef struct {
     kdalab_status st;
 } point;
 
-static double rel_err(const double *o, const float *of, const double *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double a = o ? o[i] : (double)of[i];
-        if (!isfinite(a)) return NAN;
-        num = fmax(num, fabs(a - ref[i]));
-        den = fmax(den, fabs(ref[i]));
-    }
-    return num / den;
-}
-
 static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt, size_t r)
 {
     kdalab_dims d = {.B = 1, .T = p->T, .H = 1, .K = p->K, .V = p->V};
@@ -146,8 +134,8 @@ static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt, 
     if (st != KDALAB_ERANGE) lab_check(x, st, "chunkwise form");
     pt->st = st;
     pt->round[r] = s;
-    pt->err = pt->f32 ? rel_err(NULL, in->of, in->oref, p->T * p->V)
-                      : rel_err(in->o, NULL, in->oref, p->T * p->V);
+    pt->err = pt->f32 ? lab_rel_err(NULL, in->of, in->oref, p->T * p->V)
+                      : lab_rel_err(in->o, NULL, in->oref, p->T * p->V);
 }
 
 static size_t measure(lab_ctx *x, const params *p, gsl_rng *rng, point *pts, size_t *Cs,

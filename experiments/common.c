@@ -540,6 +540,18 @@ void lab_check(const lab_ctx *x, kdalab_status status, const char *what)
     exit(1);
 }
 
+double lab_rel_err(const double *a, const float *af, const double *ref, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double ai = a ? a[i] : (double)af[i];
+        if (!isfinite(ai)) return NAN;
+        num = fmax(num, fabs(ai - ref[i]));
+        den = fmax(den, fabs(ref[i]));
+    }
+    return den > 0.0 ? num / den : num;
+}
+
 size_t lab_parse_list(const char *s, double *out, size_t max)
 {
     size_t n = 0;

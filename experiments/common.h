@@ -206,6 +206,11 @@ void lab_check(const lab_ctx *x, kdalab_status status, const char *what);
  * non-finite number or has more than max entries. */
 size_t lab_parse_list(const char *s, double *out, size_t max);
 
+/* max |a - ref| / max |ref| over n values (a float64, or af float32 when a
+ * is NULL; max |a - ref| when ref is all zero); NaN when a holds a
+ * non-finite value. */
+double lab_rel_err(const double *a, const float *af, const double *ref, size_t n);
+
 /* Allocate n doubles set to zero, exiting 1 on failure. */
 double *lab_zeros(const lab_ctx *x, size_t n);
 

@@ -94,19 +94,6 @@ void problem_set_g(const lab_ctx *x, problem *pb, double g)
               "recurrent_f64 reference");
 }
 
-/* max |a - ref| / max |ref|; NaN when a holds a non-finite value. */
-double rel_err(const double *a, const float *af, const double *ref, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double ai = a ? a[i] : (double)af[i];
-        if (!isfinite(ai)) return NAN;
-        num = fmax(num, fabs(ai - ref[i]));
-        den = fmax(den, fabs(ref[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 /* The float64 recurrent form on inputs rounded to storage format kp: the
  * bf16 / fp16 floor. */
 double rounding_floor(const lab_ctx *x, problem *pb, kdalab_precision kp)
@@ -122,7 +109,7 @@ double rounding_floor(const lab_ctx *x, problem *pb, kdalab_precision kp)
               kdalab_recurrent_f64(&pb->d, KDALAB_KDA, pb->scale, buf[0], buf[1], buf[2],
                                    buf[3], buf[4], NULL, pb->o, NULL),
               "recurrent_f64 on rounded inputs");
-    double e = rel_err(pb->o, NULL, pb->o_ref, pb->nv);
+    double e = lab_rel_err(pb->o, NULL, pb->o_ref, pb->nv);
     for (int i = 0; i < 5; i++) free(buf[i]);
     return e;
 }

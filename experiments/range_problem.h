@@ -37,10 +37,6 @@ kdalab_status run_form(problem *pb, int f64, const kdalab_chunk_opts *opts, kdal
  * and recompute the float64 recurrent reference o_ref. */
 void problem_set_g(const lab_ctx *x, problem *pb, double g);
 
-/* max |a - ref| / max |ref| (a float64, or af float32 when a is NULL); NaN
- * when a holds a non-finite value. */
-double rel_err(const double *a, const float *af, const double *ref, size_t n);
-
 /* The float64 recurrent form on inputs rounded to storage format kp: the
  * bf16 / fp16 floor (written into pb->o). */
 double rounding_floor(const lab_ctx *x, problem *pb, kdalab_precision kp);
