@@ -15,7 +15,7 @@
  *     verdict rule's line for each task; its full sweep is 240 jobs;
  *   - 24's full sweep is 288 jobs, 96 with --tasks overwrite; a reduced run
  *     with --tasks overwrite tabulates that task alone; an unknown task
- *     name is one line, exit 2.
+ *     name, or a list naming none, is one line, exit 2.
  */
 #define _XOPEN_SOURCE 700
 #include <limits.h>
@@ -146,6 +146,10 @@ static void grid_tasks(void **state)
     assert_int_equal(sh("%s --tasks overwrite,mqar --out %s", exe24, dir), 2);
     char *err = test_read_text(sweep_path(tmpdir, "err"));
     assert_non_null(strstr(err, "'mqar' is not one of zoology, overwrite, recent"));
+    free(err);
+    assert_int_equal(sh("%s --tasks , --out %s", exe24, dir), 2);
+    err = test_read_text(sweep_path(tmpdir, "err"));
+    assert_non_null(strstr(err, "names no task"));
     free(err);
 }
 
