@@ -93,13 +93,7 @@ static double bwd_err(double *const got[6], double *const want[6], const size_t 
 {
     double worst = 0;
     for (int a = 0; a < 6; a++) {
-        double mx = 0, e = 0;
-        for (size_t i = 0; i < n[a]; i++) {
-            mx = fabs(want[a][i]) > mx ? fabs(want[a][i]) : mx;
-            double d = fabs(got[a][i] - want[a][i]);
-            e = d > e || !isfinite(d) ? d : e;
-        }
-        e /= mx > 0 ? mx : 1;
+        double e = rel_err(NULL, got[a], want[a], n[a]);
         worst = e > worst || !isfinite(e) ? e : worst;
     }
     return worst;

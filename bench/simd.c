@@ -220,6 +220,20 @@ static void problem_widen(const problem *p, double *w[6])
     }
 }
 
+/* max |x - ref| / max |ref| over n values (x float32, or x64 float64 when x32
+ * is NULL; max |x - ref| when ref is all zero); a non-finite difference
+ * makes it non-finite. Every validation below measures by it. */
+static double rel_err(const float *x32, const double *x64, const double *ref, size_t n)
+{
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
+        double e = fabs((x32 ? (double)x32[i] : x64[i]) - ref[i]);
+        err = e > err || !isfinite(e) ? e : err;
+    }
+    return err / (mx > 0 ? mx : 1);
+}
+
 /*
  * Validate before timing (llm.c's validate_result before benchmark_kernel):
  * the largest |o - o_ref| / max |o_ref| of the SIMD chunkwise form at the
@@ -250,15 +264,7 @@ static double validate_chunk(problem *p, kdalab_mechanism m, double **ref)
     }
     kdalab_status s = kdalab_simd_chunk_f32(d, m, scale, p->q, p->k, p->v, p->g, p->beta, p->h0,
                                             p->o, p->ht, &bench_opts, NULL);
-    if (s != KDALAB_OK)
-        return INFINITY;
-    double mx = 0, err = 0;
-    for (size_t i = 0; i < nv; i++) {
-        mx = fabs((*ref)[i]) > mx ? fabs((*ref)[i]) : mx;
-        double e = fabs((double)p->o[i] - (*ref)[i]);
-        err = e > err || !isfinite(e) ? e : err;
-    }
-    return err / (mx > 0 ? mx : 1);
+    return s == KDALAB_OK ? rel_err(p->o, NULL, *ref, nv) : INFINITY;
 }
 
 /*
@@ -276,19 +282,13 @@ static double time_chunk_f64(const problem *p, kdalab_mechanism m, int reps, dou
     if (!o || !ref || !ht)
         exit(1);
     problem_widen(p, w);
-    double scale = kdalab_default_scale(d->K), ts[32], mx = 0;
+    double scale = kdalab_default_scale(d->K), ts[32];
     kdalab_status s = kdalab_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5], ref, ht,
                                        &bench_opts, NULL);
     s = s == KDALAB_OK ? kdalab_simd_chunk_f64(d, m, scale, w[0], w[1], w[2], w[3], w[4], w[5],
                                                o, ht, &bench_opts, NULL)
                        : s;
-    *err = s == KDALAB_OK ? 0 : INFINITY;
-    for (size_t i = 0; i < nv; i++) {
-        mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
-        double e = fabs(o[i] - ref[i]);
-        *err = e > *err || !isfinite(e) ? e : *err;
-    }
-    *err /= mx > 0 ? mx : 1;
+    *err = s == KDALAB_OK ? rel_err(NULL, o, ref, nv) : INFINITY;
     double tmed = -1;
     if (*err <= 1e-12) {
         reps = reps > 32 ? 32 : reps;
