@@ -250,7 +250,7 @@ kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *stack, size_t layer,
                                      kdalab_kv_cache **cache);
 
 /* ------------------------------------------------------------------------- */
-/* A trained model as a stack (lib/model/trained.c, trained_forward.c)       */
+/* A trained model as a stack (lib/model/trained.c, forward.c)               */
 /* ------------------------------------------------------------------------- */
 /*
  * The model kdalab_train_* trains (kdalab_model.h: embedding, L blocks of
@@ -265,7 +265,9 @@ kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *stack, size_t layer,
  * logits equal kdalab_model_logits_f64's for the same tokens up to float64
  * rounding (the mechanism's chunkwise or recurrent form against the
  * training forward's chunkwise one: ~1e-15 relative, measured in
- * tests/test_hybrid_trained.c).
+ * tests/test_hybrid_trained.c). Both kinds of stack run one forward
+ * (lib/model/forward.c): the chapter's layer is a trained block without
+ * the convolution, SiLU, output norm and gate, and MLP, with its own gate.
  */
 
 /*
@@ -306,8 +308,8 @@ kdalab_status kdalab_hybrid_model(const kdalab_hybrid *stack, kdalab_model_confi
  * kdalab_hybrid_prefill_tokens — T tokens through a trained model's stack,
  * continuing from its memory (position P before, P + T after): the linear
  * mixers by kdalab_chunk_f64 (default options) from their state, which their
- * final state replaces; attention by appending to the KV cache and
- * attending over it.
+ * final state replaces; attention as in kdalab_hybrid_prefill (the batch
+ * form on an empty cache, then token by token over the cache).
  *   tokens  [T], each in [0, vocab)
  *   logits  [T, vocab] the logits of every position, or NULL when only the
  *           memory is wanted

@@ -1,6 +1,6 @@
 /*
  * tests/test_hybrid_trained.c — a trained model in the hybrid stack
- * (lib/model/trained.c, trained_forward.c) through the one checkpoint format
+ * (lib/model/trained.c, forward.c) through the one checkpoint format
  * (lib/train/checkpoint.c).
  *
  *   - a tiny model trained by kdalab_train_mqar_f64 (a KDA + attention

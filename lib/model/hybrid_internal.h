@@ -4,29 +4,29 @@
  * one file defines for the others. The public API and every equation and
  * shape are in kdalab_hybrid.h.
  *
- * defines:  hybrid_layer, hybrid_block, hybrid_model, struct kdalab_hybrid,
- *           HYBRID_NORM_EPS
- * declares: kdalab__hybrid_kind_by_ratio (config.c); kdalab__hybrid_alloc,
- *           kdalab__hybrid_check_layer (stack.c); kdalab__hybrid_matmul,
- *           kdalab__hybrid_sigmoid (dense.c); kdalab__hybrid_model_free,
- *           kdalab__hybrid_model_reset, kdalab__hybrid_model_bytes (trained.c)
+ * defines:  hybrid_layer, hybrid_gate, hybrid_block, hybrid_model,
+ *           struct kdalab_hybrid
+ * declares: kdalab__hybrid_kind_by_ratio (config.c);
+ *           kdalab__hybrid_block_memory, kdalab__hybrid_check_layer (stack.c)
  *
- * A stack is one of two kinds: the chapter's stack of KDA and attention
- * mixing layers on a residual stream (config.c ... forward.c: `layers`), or
- * a trained model of lib/train (kdalab_model_config: embedding, blocks of a
- * mixer and an MLP, LM head) run token by token (trained.c,
- * trained_forward.c: `model`). Position, reset, cache bytes and the
- * state and cache accessors serve both.
+ * A stack is one of two kinds, run by one forward: the chapter's stack of
+ * KDA and attention mixing layers on a residual stream (config.c, stack.c:
+ * `layers` holds its weights), or a trained model of lib/train
+ * (kdalab_model_config: embedding, blocks of a mixer and an MLP, LM head;
+ * trained.c: `model` holds its parameters). Either is L blocks
+ * (hybrid_block) pointing into those weights; the chapter's layer is a
+ * trained block without the convolution, SiLU, output norm and gate, and
+ * MLP, with its own gate (lower_bound * sigmoid). Position, reset, cache
+ * bytes and the state and cache accessors read the blocks alone.
  *
  * The files of lib/model/, by job:
- *   config.c           the chapter stack's configuration: default, check, kinds
- *   stack.c            a stack's memory: build (zeroed or random), free, reset,
- *                      accessors, cache bytes
- *   dense.c            row-vector operations: y = x W, sigmoid
- *   forward.c          the chapter stack's projections and forward pass
- *   trained.c          a trained model's stack: build, load and save
- *                      (the checkpoint format), its memory
- *   trained_forward.c  a trained model's prefill and decode, tokens to logits
+ *   config.c    the chapter stack's configuration: default, check, kinds
+ *   stack.c     a stack's memory: the chapter's built (zeroed or random),
+ *               free, reset, accessors, cache bytes
+ *   trained.c   a trained model's stack: its blocks from the parameter
+ *               layout, load and save (the checkpoint format)
+ *   forward.c   the one forward over the blocks, and the public prefill and
+ *               decode of both kinds (rows to rows, tokens to logits)
  * RMSNorm and the L2 normalisation are the library's one each
  * (lib/train/layers.c, through train/train_internal.h).
  *
@@ -43,32 +43,67 @@
 #include "kdalab.h"
 #include "train/train_internal.h" /* the trained model's layout; RMSNorm, L2 norm */
 
-/* The chapter stack's RMSNorm eps (as the training model's). */
-#define HYBRID_NORM_EPS 1e-6
+/* Sizes used below: L layers (blocks), D = d_model, H heads, d = D / H
+ * (K = V = d), F the MLP's hidden width. */
 
-/* Sizes used below: L layers, d = d_model, H heads, dh = d / H (K = V = dh). */
-
-/* One mixing layer: its weights (one allocation) and its decode-time memory. */
+/* The chapter stack's weights of one layer, one allocation (stack.c). */
 typedef struct {
-    kdalab_hybrid_kind kind;
     double *weights;           /* every matrix below points into this block     */
-    double *norm;              /* [d] RMSNorm gain                              */
-    double *wq, *wk, *wv, *wo; /* [d, d] each                                   */
-    double *wg, *bg, *wbeta;   /* [d, d], [d], [d, H]; NULL for attention       */
-    double *state;             /* KDA: [H, dh, dh]; NULL for attention          */
-    size_t state_bytes;        /* bytes allocated for state (0 for attention)   */
-    kdalab_kv_cache *cache;    /* attention: the KV cache; NULL for KDA         */
+    double *norm;              /* [D] RMSNorm gain                              */
+    double *wq, *wk, *wv, *wo; /* [D, D] each                                   */
+    double *wg, *bg, *wbeta;   /* [D, D], [D], [D, H]; NULL for attention       */
 } hybrid_layer;
 
-/* One block of a trained model's stack: its decode-time memory. */
+/* How a linear mixer makes its log-decay g [T, H, g_width] from u. */
+typedef enum {
+    HYBRID_GATE_NONE = 0, /* no decay (linear attention, DeltaNet)                  */
+    HYBRID_GATE_BOUNDED,  /* the chapter's: g = lower_bound * sigmoid(u Wg + bg)    */
+    HYBRID_GATE_FLA       /* the trained mixers' (fla's): kdalab_kda_gate_f64 of    */
+                          /* u Wa (per head) or (u Wg) Wg2 (per key), A_log, dt_bias */
+} hybrid_gate;
+
+/*
+ * One block as the one forward (forward.c) runs it, whichever stack it
+ * belongs to: x + mixer(norm1(x)), then, when the block has an MLP,
+ * x + MLP(norm2(x)). Weights point into the stack's own storage; a step
+ * whose weight is NULL is skipped:
+ *   norm1         [D]        pre-norm gain; NULL: u = x
+ *   wq, wk, wv    [D, D]     u W, then the convolution (conv[i] [4, D], over
+ *                            the last rows in taps) and SiLU when silu
+ *   attention                causal softmax over the KV cache
+ *   linear        mech       q, k L2-normalised (eps l2_eps); beta =
+ *                            sigmoid(u wbeta) [D, H] when the row has beta;
+ *                            g by `gate`: BOUNDED wg [D, D], bg [D],
+ *                            lower_bound; FLA wg [D, H] (per head) or wg
+ *                            [D, d] and wg2 [d, D] (per key), alog, dtb [H];
+ *                            o from the state (chunkwise or step by step)
+ *   onorm         [d]        o = rmsnorm(o) per (t, head), times the output
+ *                            gate act(u wog [, wog2, bog]) when wog (mc's gate)
+ *   wo            [D, D]     x += o wo
+ *   norm2, w1, w3 [D], [D, F], [D, F];  w2 [F, D]: the SwiGLU MLP (NULL w1: none)
+ * Memory (owned by the block): a linear mixer's state [H, d, d], an
+ * attention mixer's cache, the convolution's last 3 rows of u Wq, u Wk, u Wv
+ * (taps [3, 3, D]; NULL without it).
+ */
 typedef struct {
-    double *state;             /* linear mixers: [H, d, d] (d = D / H); else NULL */
+    int attention;             /* 1: softmax attention; 0: the linear mechanism */
+    kdalab_mechanism mech;     /* the linear mixer's row of the table           */
+    const double *norm1, *wq, *wk, *wv, *wo;
+    const double *conv[3];
+    int silu;
+    double l2_eps;
+    const double *wbeta;
+    hybrid_gate gate;
+    double lower_bound;
+    const double *wg, *wg2, *bg, *alog, *dtb;
+    const double *onorm;
+    kdalab_mixer_config mc;    /* the output gate (mc.gate, mc.gate_rank)       */
+    const double *wog, *wog2, *bog;
+    const double *norm2, *w1, *w3, *w2;
+    double *state;             /* linear: [H, d, d]; NULL for attention         */
     size_t state_bytes;        /* bytes of state (0 for attention)              */
-    kdalab_kv_cache *cache;    /* attention: the KV cache of q, k, v after the  */
-                               /* convolution and SiLU; NULL otherwise          */
-    double *taps;              /* conv on: [3, TRAIN_CONV_W - 1, D] the last    */
-                               /* rows of x Wq, x Wk, x Wv (zeros at position   */
-                               /* 0); NULL with conv off                        */
+    kdalab_kv_cache *cache;    /* attention: k, v as attended; NULL otherwise   */
+    double *taps;              /* [3, TRAIN_CONV_W - 1, D]; NULL without conv   */
 } hybrid_block;
 
 /* A trained model (lib/train's kdalab_model_config) as a stack. */
@@ -76,17 +111,19 @@ typedef struct {
     kdalab_model_config cfg;
     model_layout_t lay;        /* where each tensor lives in theta              */
     double *theta;             /* [n_params] the stack's own copy               */
-    hybrid_block *blocks;      /* [L]                                           */
 } hybrid_model;
 
 struct kdalab_hybrid {
-    kdalab_hybrid_config cfg;  /* cfg.kinds points at kinds below               */
-    kdalab_hybrid_kind *kinds; /* [L] resolved kinds                            */
-    size_t dh;                 /* d_head = d_model / H                          */
+    size_t L, D, H, dh, F;     /* blocks, width, heads, d = D / H, MLP width (0: none) */
     double scale;              /* resolved query scale                          */
     size_t position;           /* tokens consumed                               */
-    hybrid_layer *layers;      /* [L]; NULL for a trained model's stack         */
-    hybrid_model *model;       /* a trained model's stack; NULL for the chapter's */
+    hybrid_block *blocks;      /* [L] what the forward runs                     */
+    /* the chapter's stack (NULL layers for a trained model's) */
+    kdalab_hybrid_config cfg;  /* cfg.kinds points at kinds below               */
+    kdalab_hybrid_kind *kinds; /* [L] resolved kinds                            */
+    hybrid_layer *layers;      /* [L] the weights the blocks point into         */
+    /* a trained model's stack (NULL for the chapter's) */
+    hybrid_model *model;
 };
 
 /* ---- config.c ------------------------------------------------------------ */
@@ -97,37 +134,14 @@ kdalab_hybrid_kind kdalab__hybrid_kind_by_ratio(const kdalab_hybrid_config *cfg,
 
 /* ---- stack.c ------------------------------------------------------------- */
 
-/* A stack for cfg with zeroed weights (gains 1), empty caches and zero
- * states, in *out. Errors: those of kdalab_hybrid_config_check, KDALAB_ENULL
- * (out), KDALAB_ENOMEM. */
-kdalab_status kdalab__hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out);
+/* The decode-time memory of block b, zeroed: a linear mixer's [H, d, d]
+ * state or an attention mixer's empty cache, and with conv the taps
+ * [3, TRAIN_CONV_W - 1, D]. 0 when out of memory (kdalab_hybrid_free frees
+ * what was allocated). */
+int kdalab__hybrid_block_memory(hybrid_block *b, size_t D, size_t H, int conv);
 
-/* KDALAB_ENULL when s is NULL, KDALAB_EINVAL when layer >= L (the blocks of
- * a trained model's stack); `what` names the caller in the message. */
+/* KDALAB_ENULL when s is NULL, KDALAB_EINVAL when layer >= L; `what` names
+ * the caller in the message. */
 kdalab_status kdalab__hybrid_check_layer(const kdalab_hybrid *s, size_t layer, const char *what);
-
-/* ---- trained.c ----------------------------------------------------------- */
-
-/* Free a trained model's stack memory (NULL allowed). */
-void kdalab__hybrid_model_free(hybrid_model *m);
-
-/* Zero every state and convolution history, empty every KV cache. */
-void kdalab__hybrid_model_reset(hybrid_model *m);
-
-/* The decode-time bytes of block l: the state's, or the KV cache's (the
- * convolution's few rows are not counted). */
-size_t kdalab__hybrid_model_bytes(const hybrid_model *m, size_t l);
-
-/* ---- dense.c ------------------------------------------------------------- */
-
-/* out = x W, or out += x W when accumulate (no checks).
- *   x    [T, n_in]
- *   W    [n_in, n_out]  row-major
- *   out  [T, n_out]     must not overlap x or W */
-void kdalab__hybrid_matmul(size_t T, size_t n_in, size_t n_out, const double *x, const double *W,
-                           double *out, int accumulate);
-
-/* 1 / (1 + exp(-z)). */
-double kdalab__hybrid_sigmoid(double z);
 
 #endif /* KDALAB_HYBRID_INTERNAL_H */

@@ -1,20 +1,22 @@
 /*
- * lib/model/stack.c — a hybrid stack's memory: building it (zeroed, or with
- * seeded random weights), freeing it, resetting its caches, the accessors
- * that hand out its parts, and the bytes its caches hold.
+ * lib/model/stack.c — a hybrid stack's memory: building the chapter's stack
+ * (zeroed, or with seeded random weights) and its blocks, each block's
+ * decode-time memory, freeing a stack, resetting its memory, the accessors
+ * that hand out its parts, and the bytes its memory holds.
  *
  * defines: kdalab_hybrid_new_random, kdalab_hybrid_free, kdalab_hybrid_reset,
  *          kdalab_hybrid_config_of, kdalab_hybrid_position,
  *          kdalab_hybrid_layer_weights, kdalab_hybrid_kda_state,
  *          kdalab_hybrid_kv_cache, kdalab_hybrid_cache_bytes (public);
- *          kdalab__hybrid_alloc, kdalab__hybrid_check_layer (hybrid_internal.h)
+ *          kdalab__hybrid_block_memory, kdalab__hybrid_check_layer
+ *          (hybrid_internal.h)
  *
- * Each layer's weights are one block, laid out wq, wk, wv, wo, norm and then,
- * for KDA layers only, wg, bg, wbeta. A KDA layer owns its [H, dh, dh] state,
- * an attention layer a kdalab_kv_cache. A trained model's stack (s->model,
- * lib/model/trained.c) has no layers: free, reset, the state and cache
- * accessors and the cache bytes reach its blocks instead; the chapter
- * stack's own accessors refuse it.
+ * Each chapter layer's weights are one block of memory, laid out wq, wk, wv,
+ * wo, norm and then, for KDA layers only, wg, bg, wbeta; its hybrid_block
+ * points into it. Whichever the stack, each block owns its memory (a linear
+ * mixer's state, an attention mixer's cache, the convolution's taps), so
+ * free, reset, the state and cache accessors and the cache bytes read the
+ * blocks alone; only kdalab_hybrid_layer_weights is the chapter's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -25,23 +27,46 @@
 
 #include "hybrid_internal.h"
 
+#define TAPS (TRAIN_CONV_W - 1) /* rows of history the convolution reads */
+
 /* ---- building and freeing ------------------------------------------------ */
 
 void kdalab_hybrid_free(kdalab_hybrid *s)
 {
     if (!s)
         return;
-    if (s->layers) {
-        for (size_t l = 0; l < s->cfg.n_layers; l++) {
-            free(s->layers[l].weights);
-            free(s->layers[l].state);
-            kdalab_kv_cache_free(s->layers[l].cache);
-        }
-        free(s->layers);
+    for (size_t l = 0; s->blocks && l < s->L; l++) {
+        free(s->blocks[l].state);
+        kdalab_kv_cache_free(s->blocks[l].cache);
+        free(s->blocks[l].taps);
     }
-    kdalab__hybrid_model_free(s->model);
+    free(s->blocks);
+    for (size_t l = 0; s->layers && l < s->L; l++)
+        free(s->layers[l].weights);
+    free(s->layers);
+    if (s->model)
+        free(s->model->theta);
+    free(s->model);
     free(s->kinds);
     free(s);
+}
+
+int kdalab__hybrid_block_memory(hybrid_block *b, size_t D, size_t H, int conv)
+{
+    const size_t d = D / H;
+    if (b->attention) {
+        if (!(b->cache = kdalab_kv_cache_new(H, d, d)))
+            return 0;
+    } else {
+        /* H d^2 <= D^2, Wq's size (checked); on its own cache lines: a decode
+         * step streams the whole state */
+        b->state_bytes = H * d * d * sizeof(double);
+        const size_t bytes = (b->state_bytes + 63) / 64 * 64;
+        if (!(b->state = aligned_alloc(64, bytes)))
+            return 0;
+        memset(b->state, 0, bytes);
+    }
+    return !conv || (b->taps = calloc(3 * TAPS * D, sizeof(double))) != NULL;
 }
 
 /* Doubles of weights one layer of the given kind holds. */
@@ -53,7 +78,43 @@ static size_t layer_weight_count(size_t d, size_t H, kdalab_hybrid_kind kind)
     return n;
 }
 
-kdalab_status kdalab__hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out)
+/* Chapter layer l's weights (zeroed, gain 1) and its block: pre-norm (when
+ * the stack has it), projections, KDA's L2 norm (eps 0), beta and bounded
+ * gate; no convolution, SiLU, output norm or gate, MLP. 0: out of memory. */
+static int chapter_layer(kdalab_hybrid *s, size_t l)
+{
+    const size_t d = s->D, H = s->H;
+    hybrid_layer *ly = &s->layers[l];
+    hybrid_block *b = &s->blocks[l];
+    const int kda = s->kinds[l] == KDALAB_HYBRID_KDA;
+    if (!(ly->weights = calloc(layer_weight_count(d, H, s->kinds[l]), sizeof(double))))
+        return 0;
+    double *w = ly->weights;
+    ly->wq = w; w += d * d;
+    ly->wk = w; w += d * d;
+    ly->wv = w; w += d * d;
+    ly->wo = w; w += d * d;
+    ly->norm = w; w += d;
+    for (size_t c = 0; c < d; c++)
+        ly->norm[c] = 1.0;
+    if (kda) {
+        ly->wg = w; w += d * d;
+        ly->bg = w; w += d;
+        ly->wbeta = w;
+    }
+    *b = (hybrid_block){.attention = !kda, .mech = KDALAB_KDA,
+                        .norm1 = s->cfg.rms_norm ? ly->norm : NULL,
+                        .wq = ly->wq, .wk = ly->wk, .wv = ly->wv, .wo = ly->wo,
+                        .l2_eps = 0, .wbeta = ly->wbeta,
+                        .gate = kda ? HYBRID_GATE_BOUNDED : HYBRID_GATE_NONE,
+                        .lower_bound = s->cfg.gate_lower_bound, .wg = ly->wg, .bg = ly->bg};
+    return kdalab__hybrid_block_memory(b, d, H, 0);
+}
+
+/* A chapter stack for cfg with zeroed weights (gains 1), empty caches and
+ * zero states, in *out. Errors: those of kdalab_hybrid_config_check,
+ * KDALAB_ENULL (out), KDALAB_ENOMEM. */
+static kdalab_status chapter_alloc(const kdalab_hybrid_config *cfg, kdalab_hybrid **out)
 {
     kdalab_status st = kdalab_hybrid_config_check(cfg);
     if (st != KDALAB_OK)
@@ -66,47 +127,22 @@ kdalab_status kdalab__hybrid_alloc(const kdalab_hybrid_config *cfg, kdalab_hybri
     if (!s)
         return kdalab_fail(KDALAB_ENOMEM, "hybrid: out of memory");
     s->cfg = *cfg;
+    s->L = L;
+    s->D = d;
+    s->H = H;
     s->dh = dh;
     s->scale = cfg->scale > 0 ? cfg->scale : 1.0 / sqrt((double)dh);
     s->kinds = calloc(L, sizeof *s->kinds);
     s->layers = calloc(L, sizeof *s->layers);
-    if (!s->kinds || !s->layers)
+    s->blocks = calloc(L, sizeof *s->blocks);
+    if (!s->kinds || !s->layers || !s->blocks)
         goto nomem;
     for (size_t l = 0; l < L; l++)
         s->kinds[l] = cfg->kinds ? cfg->kinds[l] : kdalab__hybrid_kind_by_ratio(cfg, l);
     s->cfg.kinds = s->kinds;
-    for (size_t l = 0; l < L; l++) {
-        hybrid_layer *ly = &s->layers[l];
-        ly->kind = s->kinds[l];
-        ly->weights = calloc(layer_weight_count(d, H, ly->kind), sizeof(double));
-        if (!ly->weights)
+    for (size_t l = 0; l < L; l++)
+        if (!chapter_layer(s, l))
             goto nomem;
-        double *w = ly->weights;
-        ly->wq = w; w += d * d;
-        ly->wk = w; w += d * d;
-        ly->wv = w; w += d * d;
-        ly->wo = w; w += d * d;
-        ly->norm = w; w += d;
-        for (size_t c = 0; c < d; c++)
-            ly->norm[c] = 1.0;
-        if (ly->kind == KDALAB_HYBRID_KDA) {
-            ly->wg = w; w += d * d;
-            ly->bg = w; w += d;
-            ly->wbeta = w;
-            size_t n_state = H * dh * dh; /* <= d * d: no overflow (checked) */
-            /* on its own cache lines: a decode step streams the whole state */
-            size_t bytes = (n_state * sizeof(double) + 63) / 64 * 64;
-            ly->state = aligned_alloc(64, bytes);
-            if (!ly->state)
-                goto nomem;
-            memset(ly->state, 0, bytes);
-            ly->state_bytes = n_state * sizeof(double);
-        } else {
-            ly->cache = kdalab_kv_cache_new(H, dh, dh);
-            if (!ly->cache)
-                goto nomem;
-        }
-    }
     *out = s;
     return KDALAB_OK;
 nomem:
@@ -122,7 +158,7 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
         return kdalab_fail(KDALAB_ENULL, "hybrid_new_random: out is NULL");
     *out = NULL;
     kdalab_hybrid *s = NULL;
-    kdalab_status st = kdalab__hybrid_alloc(cfg, &s);
+    kdalab_status st = chapter_alloc(cfg, &s);
     if (st != KDALAB_OK)
         return st;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
@@ -136,13 +172,14 @@ kdalab_status kdalab_hybrid_new_random(const kdalab_hybrid_config *cfg, unsigned
     double lb = -cfg->gate_lower_bound; /* >= 0 */
     for (size_t l = 0; l < cfg->n_layers; l++) {
         hybrid_layer *ly = &s->layers[l];
+        const int kda = s->kinds[l] == KDALAB_HYBRID_KDA;
         /* Every matrix N(0, 1/d), in a fixed order; the gain stays 1. */
         double *mats[5] = {ly->wq, ly->wk, ly->wv, ly->wo, ly->wg};
-        size_t n_mat = (ly->kind == KDALAB_HYBRID_KDA) ? 5 : 4;
+        size_t n_mat = kda ? 5 : 4;
         for (size_t m = 0; m < n_mat; m++)
             for (size_t i = 0; i < d * d; i++)
                 mats[m][i] = gsl_ran_gaussian(rng, sd);
-        if (ly->kind != KDALAB_HYBRID_KDA)
+        if (!kda)
             continue;
         for (size_t i = 0; i < d * H; i++)
             ly->wbeta[i] = gsl_ran_gaussian(rng, sd);
@@ -172,16 +209,16 @@ kdalab_status kdalab_hybrid_reset(kdalab_hybrid *s)
     kdalab_clear_error();
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_reset: stack is NULL");
-    if (s->model)
-        kdalab__hybrid_model_reset(s->model);
     /* emptying a cache keeps its memory: a reset cannot run out of memory
      * halfway and leave the stack half reset */
-    for (size_t l = 0; l < s->cfg.n_layers; l++)
-        if (s->layers[l].kind == KDALAB_HYBRID_ATTENTION)
-            kdalab_kv_cache_clear(s->layers[l].cache);
-    for (size_t l = 0; l < s->cfg.n_layers; l++)
-        if (s->layers[l].state)
-            memset(s->layers[l].state, 0, s->layers[l].state_bytes);
+    for (size_t l = 0; l < s->L; l++) {
+        hybrid_block *b = &s->blocks[l];
+        kdalab_kv_cache_clear(b->cache);
+        if (b->state)
+            memset(b->state, 0, b->state_bytes);
+        if (b->taps)
+            memset(b->taps, 0, 3 * TAPS * s->D * sizeof(double));
+    }
     s->position = 0;
     kdalab_clear_error();
     return KDALAB_OK;
@@ -200,9 +237,8 @@ kdalab_status kdalab__hybrid_check_layer(const kdalab_hybrid *s, size_t layer, c
 {
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "%s: stack is NULL", what);
-    const size_t L = s->model ? s->model->cfg.L : s->cfg.n_layers;
-    if (layer >= L)
-        return kdalab_fail(KDALAB_EINVAL, "%s: layer %zu >= n_layers %zu", what, layer, L);
+    if (layer >= s->L)
+        return kdalab_fail(KDALAB_EINVAL, "%s: layer %zu >= n_layers %zu", what, layer, s->L);
     return KDALAB_OK;
 }
 
@@ -219,15 +255,8 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *s, size_t layer,
         return kdalab_fail(KDALAB_EINVAL, "hybrid_layer_weights: a trained model's stack: "
                            "its weights are kdalab_hybrid_model's theta");
     const hybrid_layer *ly = &s->layers[layer];
-    out->kind = ly->kind;
-    out->norm = ly->norm;
-    out->wq = ly->wq;
-    out->wk = ly->wk;
-    out->wv = ly->wv;
-    out->wo = ly->wo;
-    out->wg = ly->wg;
-    out->bg = ly->bg;
-    out->wbeta = ly->wbeta;
+    *out = (kdalab_hybrid_weights){s->kinds[layer], ly->norm, ly->wq, ly->wk, ly->wv, ly->wo,
+                                   ly->wg, ly->bg, ly->wbeta};
     return KDALAB_OK;
 }
 
@@ -239,16 +268,9 @@ kdalab_status kdalab_hybrid_kda_state(kdalab_hybrid *s, size_t layer, double **s
         return st;
     if (!state)
         return kdalab_fail(KDALAB_ENULL, "hybrid_kda_state: state is NULL");
-    if (s->model) {
-        if (!s->model->blocks[layer].state)
-            return kdalab_fail(KDALAB_EINVAL, "hybrid_kda_state: block %zu is attention",
-                               layer);
-        *state = s->model->blocks[layer].state;
-        return KDALAB_OK;
-    }
-    if (s->layers[layer].kind != KDALAB_HYBRID_KDA)
+    if (!s->blocks[layer].state)
         return kdalab_fail(KDALAB_EINVAL, "hybrid_kda_state: layer %zu is attention", layer);
-    *state = s->layers[layer].state;
+    *state = s->blocks[layer].state;
     return KDALAB_OK;
 }
 
@@ -260,16 +282,10 @@ kdalab_status kdalab_hybrid_kv_cache(kdalab_hybrid *s, size_t layer, kdalab_kv_c
         return st;
     if (!cache)
         return kdalab_fail(KDALAB_ENULL, "hybrid_kv_cache: cache is NULL");
-    if (s->model) {
-        if (!s->model->blocks[layer].cache)
-            return kdalab_fail(KDALAB_EINVAL, "hybrid_kv_cache: block %zu is a linear mixer",
-                               layer);
-        *cache = s->model->blocks[layer].cache;
-        return KDALAB_OK;
-    }
-    if (s->layers[layer].kind != KDALAB_HYBRID_ATTENTION)
-        return kdalab_fail(KDALAB_EINVAL, "hybrid_kv_cache: layer %zu is KDA", layer);
-    *cache = s->layers[layer].cache;
+    if (!s->blocks[layer].cache)
+        return kdalab_fail(KDALAB_EINVAL, "hybrid_kv_cache: layer %zu is a linear mixer (%s)",
+                           layer, kdalab_mechanism_name(s->blocks[layer].mech));
+    *cache = s->blocks[layer].cache;
     return KDALAB_OK;
 }
 
@@ -281,15 +297,14 @@ kdalab_status kdalab_hybrid_cache_bytes(const kdalab_hybrid *s, size_t *per_laye
     if (!s)
         return kdalab_fail(KDALAB_ENULL, "hybrid_cache_bytes: stack is NULL");
     size_t sum = 0;
-    const size_t L = s->model ? s->model->cfg.L : s->cfg.n_layers;
-    for (size_t l = 0; l < L; l++) {
-        const hybrid_layer *ly = s->model ? NULL : &s->layers[l];
-        size_t b = s->model                    ? kdalab__hybrid_model_bytes(s->model, l)
-                   : ly->kind == KDALAB_HYBRID_KDA ? ly->state_bytes
-                                                   : kdalab_kv_cache_bytes(ly->cache);
+    for (size_t l = 0; l < s->L; l++) {
+        const hybrid_block *b = &s->blocks[l];
+        size_t n = b->cache ? kdalab_kv_cache_bytes(b->cache) : b->state_bytes;
+        if (b->taps)
+            n += 3 * TAPS * s->D * sizeof(double);
         if (per_layer)
-            per_layer[l] = b;
-        sum += b;
+            per_layer[l] = n;
+        sum += n;
     }
     if (total)
         *total = sum;

@@ -1,14 +1,11 @@
 /*
- * lib/model/trained.c — a trained model of lib/train as a hybrid stack:
- * built from its configuration and parameters, loaded from and saved to the
- * checkpoint format (kdalab_checkpoint.h), and the decode-time memory of its
- * blocks (a linear mixer's state, an attention mixer's KV cache, the short
- * convolution's last rows). Its prefill and decode are in trained_forward.c.
+ * lib/model/trained.c — a trained model of lib/train as a hybrid stack: its
+ * blocks read from the parameter layout (the forward is the chapter
+ * stack's, forward.c), loaded from and saved to the checkpoint format
+ * (kdalab_checkpoint.h).
  *
  * defines: kdalab_hybrid_new_model, kdalab_hybrid_load, kdalab_hybrid_save,
- *          kdalab_hybrid_model (public); kdalab__hybrid_model_free,
- *          kdalab__hybrid_model_reset, kdalab__hybrid_model_bytes
- *          (hybrid_internal.h)
+ *          kdalab_hybrid_model (public)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,61 +13,43 @@
 
 #include "hybrid_internal.h"
 
-#define TAPS (TRAIN_CONV_W - 1) /* rows of history the convolution reads */
-
-void kdalab__hybrid_model_free(hybrid_model *m)
+/* Block l of the model as the forward runs it: the training block's
+ * computation (lib/train/model_loss.c's forward, mixer.c's) with every
+ * weight pointing into m->theta. */
+static hybrid_block block_of(const hybrid_model *m, size_t l)
 {
-    if (!m)
-        return;
-    for (size_t l = 0; m->blocks && l < m->cfg.L; l++) {
-        free(m->blocks[l].state);
-        kdalab_kv_cache_free(m->blocks[l].cache);
-        free(m->blocks[l].taps);
+    const kdalab_model_config *c = &m->cfg;
+    const model_block_t *wb = &m->lay.block[l];
+    const double *th = m->theta;
+    const kdalab_mixer_kind kind = c->mixer[l];
+    const int attention = kind == KDALAB_MIXER_ATTENTION;
+    const kdalab_g_shape gs = train_g_shape_of(kind);
+    const int gate = !attention && c->output_gate != KDALAB_OUTPUT_GATE_NONE;
+    const int rank = gate && c->gate_rank != 0;
+    hybrid_block b = {
+        .attention = attention, .mech = train_mechanism_of(kind),
+        .norm1 = th + wb->norm1,
+        .wq = th + wb->mix[MIX_WQ], .wk = th + wb->mix[MIX_WK], .wv = th + wb->mix[MIX_WV],
+        .wo = th + wb->mix[MIX_WO],
+        .silu = 1, .l2_eps = TRAIN_L2_EPS,
+        .wbeta = train_has_beta(kind) ? th + wb->mix[MIX_WB] : NULL,
+        .gate = gs == KDALAB_G_NONE ? HYBRID_GATE_NONE : HYBRID_GATE_FLA,
+        .onorm = attention ? NULL : th + wb->mix[MIX_ONORM],
+        .mc = {kind, c->D, c->H, c->conv, c->output_gate, c->gate_rank},
+        .wog = gate ? th + wb->mix[MIX_WOG] : NULL,
+        .wog2 = rank ? th + wb->mix[MIX_WOG2] : NULL,
+        .bog = rank ? th + wb->mix[MIX_BOG] : NULL,
+        .norm2 = th + wb->norm2, .w1 = th + wb->W1, .w3 = th + wb->W3, .w2 = th + wb->W2};
+    if (c->conv)
+        for (int i = 0; i < 3; i++)
+            b.conv[i] = th + wb->mix[MIX_CQ + i];
+    if (b.gate == HYBRID_GATE_FLA) { /* per head: x Wa [D, H]; per key: x Wg Wg2 */
+        b.wg = th + wb->mix[gs == KDALAB_G_PER_HEAD ? MIX_WA : MIX_WG];
+        b.wg2 = gs == KDALAB_G_PER_HEAD ? NULL : th + wb->mix[MIX_WG2];
+        b.alog = th + wb->mix[MIX_ALOG];
+        b.dtb = th + wb->mix[MIX_DTB];
     }
-    free(m->blocks);
-    free(m->theta);
-    free(m);
-}
-
-void kdalab__hybrid_model_reset(hybrid_model *m)
-{
-    for (size_t l = 0; l < m->cfg.L; l++) {
-        hybrid_block *b = &m->blocks[l];
-        if (b->state)
-            memset(b->state, 0, b->state_bytes);
-        kdalab_kv_cache_clear(b->cache);
-        if (b->taps)
-            memset(b->taps, 0, 3 * TAPS * m->cfg.D * sizeof(double));
-    }
-}
-
-size_t kdalab__hybrid_model_bytes(const hybrid_model *m, size_t l)
-{
-    const hybrid_block *b = &m->blocks[l];
-    const size_t taps = b->taps ? 3 * TAPS * m->cfg.D * sizeof(double) : 0;
-    return taps + (b->cache ? kdalab_kv_cache_bytes(b->cache) : b->state_bytes);
-}
-
-/* The memory of every block of m (m->cfg set), zeroed; 0 when out of memory. */
-static int blocks_new(hybrid_model *m)
-{
-    const size_t L = m->cfg.L, D = m->cfg.D, H = m->cfg.H, d = D / H;
-    if (!(m->blocks = calloc(L, sizeof *m->blocks)))
-        return 0;
-    for (size_t l = 0; l < L; l++) {
-        hybrid_block *b = &m->blocks[l];
-        if (m->cfg.mixer[l] == KDALAB_MIXER_ATTENTION) {
-            if (!(b->cache = kdalab_kv_cache_new(H, d, d)))
-                return 0;
-        } else {
-            b->state_bytes = H * d * d * sizeof(double); /* <= D * D: Wq's size, checked */
-            if (!(b->state = calloc(1, b->state_bytes)))
-                return 0;
-        }
-        if (m->cfg.conv && !(b->taps = calloc(3 * TAPS * D, sizeof(double))))
-            return 0;
-    }
-    return 1;
+    return b;
 }
 
 kdalab_status kdalab_hybrid_new_model(const kdalab_model_config *cfg, const double *theta,
@@ -91,20 +70,32 @@ kdalab_status kdalab_hybrid_new_model(const kdalab_model_config *cfg, const doub
         return st;
     kdalab_hybrid *s = calloc(1, sizeof *s);
     hybrid_model *m = s ? calloc(1, sizeof *m) : NULL;
-    if (m) {
+    int ok = m != NULL;
+    if (ok) {
         s->model = m;
         m->cfg = *cfg;
         m->lay = lay;
-        m->theta = malloc(lay.n_params * sizeof(double));
+        ok = (m->theta = malloc(lay.n_params * sizeof(double))) != NULL &&
+             (s->blocks = calloc(cfg->L, sizeof *s->blocks)) != NULL;
     }
-    if (!m || !m->theta || !blocks_new(m)) {
+    if (ok) {
+        memcpy(m->theta, theta, lay.n_params * sizeof(double));
+        s->L = cfg->L;
+        s->D = cfg->D;
+        s->H = cfg->H;
+        s->dh = cfg->D / cfg->H;
+        s->F = cfg->F;
+        s->scale = 1 / sqrt((double)s->dh); /* the training mixers' */
+        for (size_t l = 0; l < cfg->L && ok; l++) {
+            s->blocks[l] = block_of(m, l);
+            ok = kdalab__hybrid_block_memory(&s->blocks[l], cfg->D, cfg->H, cfg->conv);
+        }
+    }
+    if (!ok) {
         kdalab_hybrid_free(s);
         return kdalab_fail(KDALAB_ENOMEM, "hybrid_new_model: out of memory for %zu "
                            "parameters and %zu blocks", lay.n_params, cfg->L);
     }
-    memcpy(m->theta, theta, lay.n_params * sizeof(double));
-    s->dh = cfg->D / cfg->H;
-    s->scale = 1 / sqrt((double)s->dh); /* the training mixers' */
     *out = s;
     kdalab_clear_error();
     return KDALAB_OK;

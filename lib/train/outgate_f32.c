@@ -9,7 +9,7 @@
  *                               dimension, a bias on the second projection)
  *   act = sigmoid (fla's KDA layer) or swish(z) = z sigmoid(z) (fla's
  *         FusedRMSNormGated default, its Gated DeltaNet layer)
- * lib/train/mixer.c calls it in training, lib/model/trained_forward.c when a
+ * lib/train/mixer.c calls it in training, lib/model/forward.c when a
  * trained model decodes. The sigmoid gate at full rank is the computation
  * the mixer did before the gate had options, in the same order (the same
  * bits). Checked against central differences in tests/test_train_model.c and

@@ -19,7 +19,7 @@
 #include "vectorise.h" /* TRAIN_CLONES, train_expf */
 
 /* The training model's constants, which the hybrid stack running a trained
- * model (lib/model/trained_forward.c) shares. */
+ * model (lib/model/forward.c) shares. */
 #define TRAIN_CONV_W 4       /* the short convolution's width (fla's ShortConvolution) */
 #define TRAIN_NORM_EPS 1e-6  /* the blocks' and the final RMSNorm (fla's model default) */
 #define TRAIN_L2_EPS 1e-6    /* the linear mixers' L2 norm of q and k (fla's l2norm)    */
