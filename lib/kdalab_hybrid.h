@@ -167,7 +167,8 @@ kdalab_status kdalab_hybrid_layer_weights(kdalab_hybrid *stack, size_t layer,
  * Any of q, k, v may be NULL when not wanted. Does not touch the caches.
  * Errors: KDALAB_ENULL (stack, or x when T > 0), KDALAB_EINVAL (layer >= L;
  * a trained model's stack),
- * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW (T * d_model),
+ * KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW (T * d_model past
+ * 2^31 - 1),
  * KDALAB_ENOMEM (the RMSNorm scratch).
  */
 kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t layer, size_t T,
@@ -192,7 +193,8 @@ kdalab_status kdalab_hybrid_layer_project(const kdalab_hybrid *stack, size_t lay
  *                 its RMSNorm (layer_inputs[0] = x), or NULL
  * T == 0 is a no-op. Errors: KDALAB_ENULL (stack, or x when T > 0),
  * KDALAB_EINVAL (a trained model's stack: it takes tokens,
- * kdalab_hybrid_prefill_tokens), KDALAB_ENONFINITE (x holds NaN/Inf), KDALAB_EOVERFLOW, KDALAB_ENOMEM, and
+ * kdalab_hybrid_prefill_tokens), KDALAB_ENONFINITE (x holds NaN/Inf),
+ * KDALAB_EOVERFLOW (T * d_model past 2^31 - 1), KDALAB_ENOMEM, and
  * any error of the KDA/attention kernels (e.g. KDALAB_ERANGE), and
  * KDALAB_ERANGE when y holds non-finite values from finite x (y is written).
  * On an error before the first layer ran nothing changes; on a kernel error

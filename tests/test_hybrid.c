@@ -17,6 +17,7 @@
  * attention vs cache), so they agree to a few ulps times the depth of the
  * sums; 1e-12 relative leaves room for that and nothing else.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,6 +443,12 @@ static void test_bad_configurations(void **state)
     assert_int_equal(total, 2 * 4 * 4 * 8); /* the KDA state only; the cache is empty */
     x[5] = 0;
     OK(kdalab_hybrid_prefill(s, 0, NULL, NULL, NULL)); /* T = 0 is a no-op */
+    /* T * d_model past 2^31 - 1 (the CBLAS's int sizes) is refused before x is read */
+    const size_t T_big = (size_t)INT_MAX / 8 + 1;
+    assert_int_equal(kdalab_hybrid_prefill(s, T_big, x, y, NULL), KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_hybrid_layer_project(s, 0, T_big, x, y, NULL, NULL, NULL, NULL),
+                     KDALAB_EOVERFLOW);
+    assert_int_equal(kdalab_hybrid_position(s), 0);
     kdalab_hybrid_weights w;
     assert_int_equal(kdalab_hybrid_layer_weights(s, 2, &w), KDALAB_EINVAL);
     assert_int_equal(kdalab_hybrid_layer_project(s, 2, 1, x, y, NULL, NULL, NULL, NULL),

@@ -29,6 +29,7 @@
  *          kdalab_hybrid_decode, kdalab_hybrid_prefill_tokens,
  *          kdalab_hybrid_decode_token (public)
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +40,13 @@
 
 /* ---- work buffers for T tokens ------------------------------------------- */
 
-/* Each [T, D] unless said; a step a stack's blocks never take gets none. */
+/* Each [T, D] unless said; a step no block of the stack takes gets none. */
 typedef struct {
-    double *x, *y, *u;   /* the stream, the stream after the mixer, a pre-norm's   */
+    double *x, *y, *u;   /* the stream, the stream after the mixer (with an MLP),  */
+                         /* a pre-norm's output                                     */
     double *a[3];        /* u Wq, u Wk, u Wv                                        */
     double *cin, *cout;  /* [TAPS + T, D] the convolution over history and a        */
     double *s[3];        /* q, k, v after the convolution and SiLU                  */
-    double *qn, *kn;     /* L2-normalised q, k                                      */
     double *beta;        /* [T, H]                                                  */
     double *zf, *zg, *g; /* [T, d] (u Wg); the gate's input; the log-decay          */
     double *o, *on, *so; /* the mechanism's output, its norm, the output gate       */
@@ -56,7 +57,7 @@ typedef struct {
 
 #define WORK_ARRAYS(w)                                                                        \
     {&(w)->x,  &(w)->y,  &(w)->u,  &(w)->a[0], &(w)->a[1], &(w)->a[2], &(w)->cin, &(w)->cout, \
-     &(w)->s[0], &(w)->s[1], &(w)->s[2], &(w)->qn, &(w)->kn, &(w)->beta, &(w)->zf,          \
+     &(w)->s[0], &(w)->s[1], &(w)->s[2], &(w)->beta, &(w)->zf,                              \
      &(w)->zg, &(w)->g,  &(w)->o,  &(w)->on, &(w)->so, &(w)->zo, &(w)->zr, &(w)->ht,        \
      &(w)->fa, &(w)->fb, &(w)->fu}
 
@@ -72,25 +73,26 @@ static void work_free(work *w)
 static kdalab_status work_new(const kdalab_hybrid *s, size_t T, work *w, const char *what)
 {
     memset(w, 0, sizeof *w);
-    int conv = 0, silu = 0, linear = 0, onorm = 0, gate = 0, mlp = 0;
+    int norm = 0, conv = 0, silu = 0, linear = 0, fla = 0, onorm = 0, gate = 0, mlp = 0;
     for (size_t l = 0; l < s->L; l++) {
         const hybrid_block *b = &s->blocks[l];
+        norm |= b->norm1 != NULL;
         conv |= b->conv[0] != NULL;
         silu |= b->silu;
         linear |= !b->attention;
+        fla |= b->gate == HYBRID_GATE_FLA;
         onorm |= b->onorm != NULL;
         gate |= b->wog != NULL;
         mlp |= b->w1 != NULL;
     }
-    const size_t D = s->D, TD = T * D, nb = sizeof(double);
+    const size_t D = s->D, TD = T * D, nb = sizeof(double), F = mlp ? T * s->F : 0;
     /* the sizes in doubles, in WORK_ARRAYS' order (0: not needed) */
-    const size_t n[] = {TD, TD, TD, TD, TD, TD, conv ? (TAPS + T) * D : 0,
-                        conv ? (TAPS + T) * D : 0, silu ? TD : 0, silu ? TD : 0,
-                        silu ? TD : 0, linear ? TD : 0, linear ? TD : 0,
-                        linear ? T * s->H : 0, linear ? T * s->dh : 0, linear ? TD : 0,
-                        linear ? TD : 0, TD, onorm ? TD : 0, gate ? TD : 0, gate ? TD : 0,
-                        gate ? TD : 0, linear ? D * s->dh : 0, mlp ? T * s->F : 0,
-                        mlp ? T * s->F : 0, mlp ? T * s->F : 0};
+    const size_t n[] = {TD, mlp ? TD : 0, norm || mlp ? TD : 0, TD, TD, TD,
+                        conv ? (TAPS + T) * D : 0, conv ? (TAPS + T) * D : 0, silu ? TD : 0,
+                        silu ? TD : 0, silu ? TD : 0, linear ? T * s->H : 0,
+                        fla ? T * s->dh : 0, fla ? TD : 0, linear ? TD : 0, TD,
+                        onorm ? TD : 0, gate ? TD : 0, gate ? TD : 0, gate ? TD : 0,
+                        linear ? D * s->dh : 0, F, F, F};
     double **all[] = WORK_ARRAYS(w);
     int ok = 1;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -108,7 +110,7 @@ static kdalab_status work_new(const kdalab_hybrid *s, size_t T, work *w, const c
  * want_q == 0 skips q (only without a convolution, whose history q's rows
  * are part of). */
 static void qkv(const kdalab_hybrid *s, const hybrid_block *b, size_t T, const double *u,
-                work *w, int want_q, const double *out[3])
+                work *w, int want_q, double *out[3])
 {
     const size_t D = s->D;
     const double *W[3] = {b->wq, b->wk, b->wv};
@@ -117,7 +119,7 @@ static void qkv(const kdalab_hybrid *s, const hybrid_block *b, size_t T, const d
         if (i == 0 && !want_q && !b->conv[0])
             continue;
         kdalab__train_mm_f64(T, D, D, u, W[i], w->a[i], 0);
-        const double *c = w->a[i];
+        double *c = w->a[i];
         if (b->conv[i]) {
             double *hist = b->taps + (size_t)i * TAPS * D;
             memcpy(w->cin, hist, TAPS * D * sizeof(double));
@@ -139,7 +141,8 @@ static void qkv(const kdalab_hybrid *s, const hybrid_block *b, size_t T, const d
 }
 
 /* A linear mixer's beta [T, H] (when its row has one) and log-decay g
- * [T, H, g_width] (when it has a decay) from u [T, D]. */
+ * [T, H, g_width] (when it has a decay) from u [T, D]; w holds the fla
+ * gate's intermediates (NULL allowed for the other gates). */
 static kdalab_status beta_and_gate(const kdalab_hybrid *s, const hybrid_block *b, size_t T,
                                    const double *u, work *w, double *beta, double *g)
 {
@@ -168,27 +171,28 @@ static kdalab_status beta_and_gate(const kdalab_hybrid *s, const hybrid_block *b
     return kdalab_kda_gate_f64(T, H, gw, w->zg, b->alog, b->dtb, g);
 }
 
-/* The linear mechanism of block b on q, k, v from its state: w->o [T, D]. */
+/* The linear mechanism of block b on q, k, v (q, k L2-normalised in place)
+ * from its state: w->o [T, D]. */
 static kdalab_status linear(const kdalab_hybrid *s, hybrid_block *b, size_t T, const double *u,
-                            const double *const in[3], work *w, int by_step)
+                            double *const in[3], work *w, int by_step)
 {
     const size_t D = s->D, H = s->H, d = s->dh;
     const size_t gw = kdalab_mechanism_g_width(b->mech, d);
-    kdalab__train_l2norm_fwd_f64(T * H, d, b->l2_eps, in[0], w->qn);
-    kdalab__train_l2norm_fwd_f64(T * H, d, b->l2_eps, in[1], w->kn);
+    kdalab__train_l2norm_fwd_f64(T * H, d, b->l2_eps, in[0], in[0]);
+    kdalab__train_l2norm_fwd_f64(T * H, d, b->l2_eps, in[1], in[1]);
     const double *beta = b->wbeta ? w->beta : NULL, *g = gw ? w->g : NULL;
     kdalab_status st = beta_and_gate(s, b, T, u, w, w->beta, w->g);
     if (st == KDALAB_OK && by_step) {
         for (size_t t = 0; t < T && st == KDALAB_OK; t++)
             for (size_t h = 0; h < H && st == KDALAB_OK; h++) {
                 const size_t r = t * D + h * d, row = t * H + h;
-                st = kdalab_step_f64(b->mech, d, d, s->scale, w->qn + r, w->kn + r, in[2] + r,
+                st = kdalab_step_f64(b->mech, d, d, s->scale, in[0] + r, in[1] + r, in[2] + r,
                                      g ? g + row * gw : NULL, beta ? beta[row] : 0,
                                      b->state + h * d * d, w->o + r);
             }
     } else if (st == KDALAB_OK) {
         const kdalab_dims dims = {1, T, H, d, d};
-        st = kdalab_chunk_f64(&dims, b->mech, s->scale, w->qn, w->kn, in[2], g, beta, b->state,
+        st = kdalab_chunk_f64(&dims, b->mech, s->scale, in[0], in[1], in[2], g, beta, b->state,
                               w->o, w->ht, NULL, NULL);
         if (st == KDALAB_OK)
             memcpy(b->state, w->ht, b->state_bytes);
@@ -200,7 +204,7 @@ static kdalab_status linear(const kdalab_hybrid *s, hybrid_block *b, size_t T, c
  * NULL, write the outputs into o. A fresh cache with T > 1 takes the batch
  * form (kdalab_attention_f64), the same causal attention. */
 static kdalab_status attention(const kdalab_hybrid *s, hybrid_block *b, size_t T,
-                               const double *const in[3], double *o)
+                               double *const in[3], double *o)
 {
     const size_t D = s->D, H = s->H, d = s->dh;
     kdalab_status st = KDALAB_OK;
@@ -231,7 +235,7 @@ static kdalab_status block(kdalab_hybrid *s, size_t l, size_t T, work *w, int by
         kdalab__train_rmsnorm_fwd_f64(T, D, TRAIN_NORM_EPS, w->x, b->norm1, w->u);
         u = w->u;
     }
-    const double *in[3];
+    double *in[3];
     qkv(s, b, T, u, w, want_out || !b->attention, in);
     kdalab_status st = b->attention ? attention(s, b, T, in, w->o)
                                     : linear(s, b, T, u, in, w, by_step);
@@ -248,14 +252,12 @@ static kdalab_status block(kdalab_hybrid *s, size_t l, size_t T, work *w, int by
         }
         o = w->on;
     }
-    memcpy(w->y, w->x, T * D * sizeof(double));
-    kdalab__train_mm_f64(T, D, D, o, b->wo, w->y, 1); /* y = x + o Wo */
     if (!b->w1) {
-        double *t = w->x;
-        w->x = w->y;
-        w->y = t;
+        kdalab__train_mm_f64(T, D, D, o, b->wo, w->x, 1); /* x = x + o Wo */
         return KDALAB_OK;
     }
+    memcpy(w->y, w->x, T * D * sizeof(double));
+    kdalab__train_mm_f64(T, D, D, o, b->wo, w->y, 1); /* y = x + o Wo */
     // x = y + (silu(h W1) * (h W3)) W2, h = rmsnorm(y, norm2)
     const size_t F = s->F;
     kdalab__train_rmsnorm_fwd_f64(T, D, TRAIN_NORM_EPS, w->y, b->norm2, w->u);
@@ -317,36 +319,35 @@ static kdalab_status rows_forward(kdalab_hybrid *s, size_t T, const double *x, d
     return y ? kdalab_check_outputs_f64(what, y, T * s->D, NULL, 0, NULL, NULL) : KDALAB_OK;
 }
 
-/* The mixer inputs of block l (one without a convolution: its memory is not
- * touched) for T rows x [T, D]: q, k, v [T, D] (q, k L2-normalised for a
- * linear mixer), g [T, H, g_width] and beta [T, H]; any may be NULL. */
+/* The mixer inputs of chapter layer l for T rows x [T, D], as the forward
+ * makes them (the chapter's blocks have no convolution or SiLU, and a
+ * bounded gate): q, k, v [T, D] (q, k L2-normalised for KDA), g [T, D],
+ * beta [T, H]; any may be NULL. Memory: the pre-norm's [T, D] when the
+ * stack has it. */
 static kdalab_status project(const kdalab_hybrid *s, size_t l, size_t T, const double *x,
                              double *q, double *k, double *v, double *g, double *beta)
 {
     const hybrid_block *b = &s->blocks[l];
-    work w;
-    kdalab_status st = work_new(s, T, &w, "hybrid_layer_project");
-    if (st != KDALAB_OK)
-        return st;
-    const size_t n = T * s->D;
-    const double *u = x;
+    const size_t D = s->D;
+    double *u = NULL;
     if (b->norm1) {
-        kdalab__train_rmsnorm_fwd_f64(T, s->D, TRAIN_NORM_EPS, x, b->norm1, w.u);
-        u = w.u;
+        if (!(u = malloc(T * D * sizeof(double))))
+            return kdalab_fail(KDALAB_ENOMEM, "hybrid_layer_project: out of memory");
+        kdalab__train_rmsnorm_fwd_f64(T, D, TRAIN_NORM_EPS, x, b->norm1, u);
     }
-    const double *in[3];
-    qkv(s, b, T, u, &w, q != NULL, in);
-    double *out[2] = {q, k};
-    for (int i = 0; i < 2; i++)
-        if (out[i] && b->attention)
-            memcpy(out[i], in[i], n * sizeof(double));
-        else if (out[i])
-            kdalab__train_l2norm_fwd_f64(T * s->H, s->dh, b->l2_eps, in[i], out[i]);
-    if (v)
-        memcpy(v, in[2], n * sizeof(double));
-    if (!b->attention)
-        st = beta_and_gate(s, b, T, u, &w, beta, g);
-    work_free(&w);
+    const double *in = u ? u : x, *W[3] = {b->wq, b->wk, b->wv};
+    double *out[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        if (!out[i])
+            continue;
+        kdalab__train_mm_f64(T, D, D, in, W[i], out[i], 0);
+        if (i < 2 && !b->attention)
+            kdalab__train_l2norm_fwd_f64(T * s->H, s->dh, b->l2_eps, out[i], out[i]);
+    }
+    kdalab_status st = KDALAB_OK;
+    if (!b->attention) /* the bounded gate needs no work arrays */
+        st = beta_and_gate(s, b, T, in, NULL, beta, g);
+    free(u);
     return st;
 }
 
@@ -365,10 +366,11 @@ static kdalab_status check_rows(const kdalab_hybrid *s, size_t T, const double *
         return KDALAB_OK;
     if (!x)
         return kdalab_fail(KDALAB_ENULL, "%s: x is NULL", what);
-    size_t n, nb;
+    size_t n;
     if (!kdalab_mul_size(T, s->D, &n) || !kdalab_mul_size(n, s->L, &(size_t){0}) ||
-        !kdalab_mul_size(n, sizeof(double), &nb))
-        return kdalab_fail(KDALAB_EOVERFLOW, "%s: T %zu overflows", what, T);
+        n > INT_MAX) /* the CBLAS's sizes are int */
+        return kdalab_fail(KDALAB_EOVERFLOW, "%s: T %zu rows of width %zu overflow (past "
+                           "2^31 - 1 values)", what, T, s->D);
     char name[64];
     snprintf(name, sizeof name, "%s: x", what);
     return kdalab_check_finite_f64(name, x, n);
