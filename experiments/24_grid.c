@@ -13,6 +13,7 @@
  *   the delta rule     DeltaNet - linear attention, Gated DeltaNet - simple
  *                      GLA, KDA - GLA  (one per decay column)
  *   a decay per head   simple GLA - linear attention, Gated DeltaNet - DeltaNet
+ *   a decay per key    GLA - linear attention, KDA - DeltaNet
  *   per key channel    GLA - simple GLA, KDA - Gated DeltaNet  (finer than
  *                      one per head, without and with the delta rule)
  * Tasks (layouts in lib/kdalab_mqar.h and REFERENCE.md): zoology (Zoology's
@@ -73,6 +74,8 @@ static const struct {
                {KDA, GLA, "the delta rule, a decay per key channel"},
                {SIMPLE_GLA, LINEAR, "a decay per head, no delta rule"},
                {GATED_DELTANET, DELTANET, "a decay per head, the delta rule"},
+               {GLA, LINEAR, "a decay per key channel, no delta rule"},
+               {KDA, DELTANET, "a decay per key channel, the delta rule"},
                {GLA, SIMPLE_GLA, "per key channel over per head, no delta rule"},
                {KDA, GATED_DELTANET, "per key channel over per head, the delta rule"}};
 #define N_EFFECTS (sizeof EFFECTS / sizeof EFFECTS[0])
