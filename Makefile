@@ -2,12 +2,12 @@
 #
 #   make            library, command-line tool, experiments, chapters, benchmark
 #   make run        the main job: every experiment, then every plot (results/);
-#                   FULL=1 runs the training experiments' (14-23) full sweeps (hours)
-#                   RESUME=1 reuses the models of 14-17 and 19-21 already in the ledgers, $(RESULTS)/mqar_models.tsv and
+#                   FULL=1 runs the training experiments' (14-24) full sweeps (hours)
+#                   RESUME=1 reuses the models of 14-17 and 19-24 already in the ledgers, $(RESULTS)/mqar_models.tsv and
 #                   $(RESULTS)/mqar_jobs/*.tsv (an interrupted sweep, a sweep run as jobs); without it both are removed first;
 #                   TRAIN_MISSING=1 with it trains what an assembling run of jobs would refuse to (experiments/README.md);
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
-#   make figures-full  the figures of 14-21 from the published full sweeps (full-sweeps/), no training,
+#   make figures-full  the figures of 14-24 from the published full sweeps (full-sweeps/), no training,
 #                   into results/full-sweeps/
 #   make test       the layout, mechanism-table and docs checks (scripts/check_layout.sh, check_mechanisms.sh,
 #                   check_docs.sh), the cmocka suites and the Python module's pytest suite; builds
