@@ -24,12 +24,13 @@
  * verdict. Full (KDALAB_FULL=1): all five mixers, d = 32, palindrome T = 64
  * (alphabet 16), stack T = 64 (4 stacks, 20 pushes and 12 pops, 16 values),
  * mqar T = 128 (16 pairs, vocabulary 129), lr 1e-3 and 3e-3, seeds 1-8,
- * 2,000 steps of 32: 240 models (run them as jobs, experiments/README.md
- * "A sweep as jobs"); --d, --steps, --lrs and --seeds move it to the regime
- * experiment 22 finds. Measured on one core of an Intel Xeon (Cooper Lake,
- * AVX-512): 4.6 s of CPU per model per 100 steps on average (KDA at
- * mqar's T = 128 9.3 s), so the full sweep is about 22,000 core-seconds
- * (370 core-minutes), about 23 minutes with `parallel -j16` on 16 cores.
+ * 3,000 steps of 32 (experiment 22's regime: d = 32, 3,000 steps, where
+ * Gated DeltaNet and KDA train): 240 models (run them as jobs,
+ * experiments/README.md "A sweep as jobs"); --d, --steps, --lrs and --seeds
+ * move it. Measured on one core of an Intel Xeon (Cooper Lake, AVX-512):
+ * 4.6 s of CPU per model per 100 steps on average (KDA at mqar's T = 128
+ * 9.3 s), so the full sweep is about 33,000 core-seconds (550
+ * core-minutes), about 35 minutes with `parallel -j16` on 16 cores.
  *
  * Output (DIR = --out): 23_report_tasks.tsv, one row per model, and
  * 23_report_summary.tsv, one row per (task, mixer) at its best rate.
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
     lab_init(&x, "23_report_tasks",
              "the lineage on the Kimi Linear report's palindrome, stack and MQAR at longer T");
     const int full = lab_full();
-    size_t d = full ? 32 : 16, steps = full ? 2000 : 300, batch = full ? 32 : 16;
+    size_t d = full ? 32 : 16, steps = full ? 3000 : 300, batch = full ? 32 : 16;
     size_t seeds = full ? 8 : 1, test = 512, train_set = 0;
     const char *lrs_s = full ? "1e-3,3e-3" : "3e-3";
     lab_flag_size(&x, "d", &d, "head dimension (two heads: D = 2d)");
