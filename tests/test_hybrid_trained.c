@@ -142,6 +142,15 @@ static void check_gated(const char *mixers, int conv, kdalab_output_gate gate, s
     OK(kdalab_hybrid_prefill_tokens(s, T_SEQ, tokens, got));
     assert_true(rel_err_f64(got, ref, T_SEQ * V) < TOL);
 
+    /* a prefill for the memory only (no logits: the last block's outputs are
+     * skipped, its convolution's history still moves on), then decode: the
+     * same logits from PREFILL on */
+    OK(kdalab_hybrid_reset(s));
+    OK(kdalab_hybrid_prefill_tokens(s, PREFILL, tokens, NULL));
+    for (size_t t = PREFILL; t < T_SEQ; t++)
+        OK(kdalab_hybrid_decode_token(s, tokens[t], got + t * V));
+    assert_true(rel_err_f64(got + PREFILL * V, ref + PREFILL * V, (T_SEQ - PREFILL) * V) < TOL);
+
     /* kdalab_hybrid_save writes the tensors kdalab_checkpoint_write wrote */
     char dir2[256];
     assert_int_equal(test_tmpdir_make("kdalab_trained2_", dir2, sizeof dir2), 0);

@@ -237,6 +237,8 @@ static kdalab_status block(kdalab_hybrid *s, size_t l, size_t T, work *w, int by
     }
     double *in[3];
     qkv(s, b, T, u, w, want_out || !b->attention, in);
+    if (b->attention && !want_out) /* q made only for its convolution's history */
+        in[0] = NULL;
     kdalab_status st = b->attention ? attention(s, b, T, in, w->o)
                                     : linear(s, b, T, u, in, w, by_step);
     if (st != KDALAB_OK || !want_out)
