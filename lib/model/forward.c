@@ -281,24 +281,19 @@ static kdalab_status overflowed(kdalab_status st, size_t l)
     return st;
 }
 
-/* T rows through every block; on success *out is the work (w.x the stream
- * after the last block, when want_last), to be freed by the caller. */
-static kdalab_status run_blocks(kdalab_hybrid *s, size_t T, const double *x, double *layer_inputs,
-                                int want_last, int by_step, work *w, const char *what)
+/* The T rows in w->x through every block (w->x then holds the stream after
+ * the last block, when want_last); the position moves on by T. */
+static kdalab_status run_blocks(kdalab_hybrid *s, size_t T, double *layer_inputs, int want_last,
+                                int by_step, work *w)
 {
-    kdalab_status st = work_new(s, T, w, what);
-    if (st != KDALAB_OK)
-        return st;
     const size_t n = T * s->D;
-    memcpy(w->x, x, n * sizeof(double));
+    kdalab_status st = KDALAB_OK;
     for (size_t l = 0; l < s->L && st == KDALAB_OK; l++) {
         if (layer_inputs)
             memcpy(layer_inputs + l * n, w->x, n * sizeof(double));
         st = overflowed(block(s, l, T, w, by_step, l + 1 < s->L || want_last), l);
     }
-    if (st != KDALAB_OK)
-        work_free(w);
-    else
+    if (st == KDALAB_OK)
         s->position += T;
     return st;
 }
@@ -311,14 +306,17 @@ static kdalab_status rows_forward(kdalab_hybrid *s, size_t T, const double *x, d
                                   double *layer_inputs, int by_step, const char *what)
 {
     work w;
-    kdalab_status st = run_blocks(s, T, x, layer_inputs, y != NULL, by_step, &w, what);
+    kdalab_status st = work_new(s, T, &w, what);
     if (st != KDALAB_OK)
         return st;
-    if (y)
+    memcpy(w.x, x, T * s->D * sizeof(double));
+    st = run_blocks(s, T, layer_inputs, y != NULL, by_step, &w);
+    if (st == KDALAB_OK && y)
         memcpy(y, w.x, T * s->D * sizeof(double));
     work_free(&w);
     /* the residual stream can still overflow between layers */
-    return y ? kdalab_check_outputs_f64(what, y, T * s->D, NULL, 0, NULL, NULL) : KDALAB_OK;
+    return st == KDALAB_OK && y ? kdalab_check_outputs_f64(what, y, T * s->D, NULL, 0, NULL, NULL)
+                                : st;
 }
 
 /* The mixer inputs of chapter layer l for T rows x [T, D], as the forward
@@ -449,26 +447,21 @@ static kdalab_status tokens_forward(kdalab_hybrid *s, size_t T, const int32_t *t
         if (tokens[t] < 0 || (size_t)tokens[t] >= V)
             return kdalab_fail(KDALAB_EDOMAIN, "%s: tokens[%zu] = %d is outside [0, %zu)", what,
                                t, (int)tokens[t], V);
-    double *x = malloc(T * D * sizeof(double));
-    if (!x)
-        return kdalab_fail(KDALAB_ENOMEM, "%s: out of memory for %zu tokens", what, T);
-    const double *th = m->theta;
-    for (size_t t = 0; t < T; t++) /* x = embed[token] */
-        memcpy(x + t * D, th + m->lay.embed + (size_t)tokens[t] * D, D * sizeof(double));
     work w;
-    st = run_blocks(s, T, x, NULL, logits != NULL, by_step, &w, what);
-    free(x);
+    st = work_new(s, T, &w, what);
     if (st != KDALAB_OK)
         return st;
-    if (!logits) {
-        work_free(&w);
-        return KDALAB_OK;
+    const double *th = m->theta;
+    for (size_t t = 0; t < T; t++) /* x = embed[token] */
+        memcpy(w.x + t * D, th + m->lay.embed + (size_t)tokens[t] * D, D * sizeof(double));
+    st = run_blocks(s, T, NULL, logits != NULL, by_step, &w);
+    if (st == KDALAB_OK && logits) { /* logits = rmsnorm(x, norm_f) lm_head */
+        kdalab__train_rmsnorm_fwd_f64(T, D, TRAIN_NORM_EPS, w.x, th + m->lay.norm_f, w.u);
+        kdalab__train_mm_f64(T, D, V, w.u, th + m->lay.lm_head, logits, 0);
     }
-    // logits = rmsnorm(x, norm_f) lm_head
-    kdalab__train_rmsnorm_fwd_f64(T, D, TRAIN_NORM_EPS, w.x, th + m->lay.norm_f, w.u);
-    kdalab__train_mm_f64(T, D, V, w.u, th + m->lay.lm_head, logits, 0);
     work_free(&w);
-    st = kdalab_check_outputs_f64(what, logits, T * V, NULL, 0, NULL, NULL);
+    if (st == KDALAB_OK && logits)
+        st = kdalab_check_outputs_f64(what, logits, T * V, NULL, 0, NULL, NULL);
     if (st == KDALAB_OK)
         kdalab_clear_error();
     return st;
