@@ -178,9 +178,9 @@ size_t kdalab_call_n_seqs(const kdalab_call *call);
 kdalab_status kdalab_run_f64(const kdalab_call *call, const kdalab_tensors_f64 *x,
                              kdalab_report *report);
 
-/* The same in float32: the reference forms (emulated bf16 / fp16 storage
- * through opts->precision, chunkwise form) or the SIMD path (chunkwise, and
- * the recurrent form). */
+/* The same in float32: the reference forms or the SIMD path (chunkwise, and
+ * the recurrent form); emulated bf16 / fp16 storage through opts->precision
+ * in the chunkwise form of both (the SIMD path's with the safe decay). */
 kdalab_status kdalab_run_f32(const kdalab_call *call, const kdalab_tensors_f32 *x,
                              kdalab_report *report);
 

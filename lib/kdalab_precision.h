@@ -22,6 +22,13 @@ float kdalab_round_bf16(float x);
 float kdalab_round_fp16(float x);
 /* Round to the given precision (FP32: identity). */
 float kdalab_round(kdalab_precision p, float x);
+/* x[0..n) rounded in place to p (BF16, FP16; FP32 leaves x as it is), each
+ * element bit for bit as kdalab_round gives it, in the vectors of the SIMD
+ * level in use (lib/simd/entry.c): how the SIMD path's float32 chunkwise
+ * form stores when kdalab_chunk_opts.precision asks it to. Errors:
+ * KDALAB_EINVAL for a p that is none of the three, KDALAB_ENULL for NULL x
+ * with n > 0 (n = 0: nothing is read). */
+kdalab_status kdalab_round_array(kdalab_precision p, float *x, size_t n);
 
 KDALAB_END_DECLS
 

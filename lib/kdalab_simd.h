@@ -53,11 +53,16 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * 1-7), arguments, shapes and errors exactly as kdalab_chunk_f32. Outputs
  * agree with kdalab_recurrent_f64 within ~1e-5 relative (float32 rounding).
  *
- * Fast for opts->decay == KDALAB_DECAY_SAFE (the default) and precision FP32:
- * KDA's exponents are all sums of g over the span they cover, all <= 0, so it
- * stays finite and exact for any g <= 0 (g = -1000 decays to an exact 0).
- * Other decay modes or bf16/fp16 emulation are passed to kdalab_chunk_f32 (the
- * reference), since they exist to be studied, not to be fast.
+ * Fast for opts->decay == KDALAB_DECAY_SAFE (the default), in every storage
+ * precision: KDA's exponents are all sums of g over the span they cover, all
+ * <= 0, so it stays finite and exact for any g <= 0 (g = -1000 decays to an
+ * exact 0). With precision BF16 or FP16 it emulates a kernel that stores in
+ * that format, as the reference does: q, k, v, beta (a, b) and the rescaled
+ * rows its products read (s gamma q, the decayed keys) rounded by
+ * kdalab_round_array, sums in float32; its error against float64 is within
+ * ~10% of the reference emulation's (tests/test_simd_store.c). Other decay
+ * modes are passed to kdalab_chunk_f32 (the reference), since they exist to
+ * be studied, not to be fast.
  * report (may be NULL): the non-finite counts; max_exponent is 0 on the fast
  * path (no positive exponent is ever formed).
  * Speed: each thread works in a workspace of about

@@ -163,11 +163,13 @@ kdalab_status kdalab_call_check(const kdalab_call *call, int is_f32, int bwd)
 /* A plain layout: the form runs on the whole batch as the caller laid it out. */
 static int plain(const kdalab__call *c) { return !c->cu && c->G == 1; }
 
-/* The SIMD chunkwise kernels serve this call (else the reference's forms). */
+/* The SIMD chunkwise kernels serve this forward (else the reference's forms):
+ * the safe decay, in any storage the call may ask for (bf16 / fp16 come only
+ * with float32, which the SIMD kernels emulate as the reference does). */
 static int simd_chunk(const kdalab__call *c)
 {
     return c->impl == KDALAB_IMPL_SIMD && c->form == KDALAB_FORM_CHUNK &&
-           c->op.decay == KDALAB_DECAY_SAFE && c->op.precision == KDALAB_FP32;
+           c->op.decay == KDALAB_DECAY_SAFE;
 }
 
 /* A form that has no report of its own: zeros, except on KDALAB_ERANGE the

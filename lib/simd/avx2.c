@@ -4,6 +4,7 @@
  * (lib/simd/levels.c) has seen both features on the CPU.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "simd_internal.h"
 
@@ -32,6 +33,8 @@ typedef __m256 vmask;
 #define VMIN(a, b) _mm256_min_ps((a), (b))
 #define VALL_LE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_LE_OQ)) == 0xff)
 #define VALL_GE(v, x) (_mm256_movemask_ps(_mm256_cmp_ps((v), _mm256_set1_ps(x), _CMP_GE_OQ)) == 0xff)
+#define VROUND_BF16(v) avx2_round_bf16(v)
+#define VROUND_FP16(v) avx2_round_fp16(v)
 
 static inline float avx2_hsum(__m256 v)
 {
@@ -66,6 +69,38 @@ static inline __m256 avx2_exp(__m256 x)
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
     return _mm256_and_ps(y, _mm256_cmp_ps(x, lo, _CMP_GE_OQ));
+}
+
+/* x rounded to the nearest bfloat16, ties to even, as kdalab_round_bf16: the
+ * low 16 bits rounded away in the integer lanes (a carry into the exponent
+ * rounds up to the next binade or to inf, as it should); NaN lanes kept. */
+static inline __m256 avx2_round_bf16(__m256 x)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    u = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    u = _mm256_and_si256(u, _mm256_set1_epi32((int)0xffff0000u));
+    return _mm256_blendv_ps(_mm256_castsi256_ps(u), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* x rounded to the nearest IEEE binary16, ties to even, as kdalab_round_fp16
+ * (subnormals kept, |x| >= 65520 to inf, NaN kept): |x| + M - M with
+ * M = 2^(e + 13), e = max(exponent of |x|, -14), rounds |x| to a multiple of
+ * 2^(e - 10), the fp16 spacing at |x| (the sum lies in M's binade, whose float
+ * spacing is exactly that; M is an even multiple of it, so ties go to even). */
+static inline __m256 avx2_round_fp16(__m256 x)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i sign = _mm256_xor_si256(u, mag);
+    __m256i e = _mm256_and_si256(mag, _mm256_set1_epi32(0x7f800000));
+    e = _mm256_max_epi32(e, _mm256_set1_epi32((127 - 14) << 23));
+    __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(13 << 23)));
+    __m256 a = _mm256_castsi256_ps(mag);
+    __m256 r = _mm256_sub_ps(_mm256_add_ps(a, M), M);
+    r = _mm256_blendv_ps(r, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(a, _mm256_set1_ps(65520.0f), _CMP_GE_OQ));
+    r = _mm256_blendv_ps(r, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    return _mm256_or_ps(r, _mm256_castsi256_ps(sign));
 }
 
 /* The kernels and this level's table (lib/simd/instantiate.h). */

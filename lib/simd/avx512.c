@@ -6,6 +6,7 @@
  * a wider vector: only the vocabulary below differs.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "simd_internal.h"
 
@@ -32,6 +33,8 @@ typedef __mmask16 vmask;
 #define VMIN(a, b) _mm512_min_ps((a), (b))
 #define VALL_LE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_LE_OQ) == 0xffff)
 #define VALL_GE(v, x) (_mm512_cmp_ps_mask((v), _mm512_set1_ps(x), _CMP_GE_OQ) == 0xffff)
+#define VROUND_BF16(v) avx512_round_bf16(v)
+#define VROUND_FP16(v) avx512_round_fp16(v)
 
 /* exp(x) for x <= 0, as avx2_exp in lib/simd/avx2.c (same reduction and polynomial). */
 static inline __m512 avx512_exp(__m512 x)
@@ -53,6 +56,33 @@ static inline __m512 avx512_exp(__m512 x)
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), y);
+}
+
+/* x rounded to bfloat16 and to binary16, as avx2_round_bf16 and
+ * avx2_round_fp16 in lib/simd/avx2.c (the same steps). */
+static inline __m512 avx512_round_bf16(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    u = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    u = _mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_castsi512_ps(u), x);
+}
+
+static inline __m512 avx512_round_fp16(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    __m512i sign = _mm512_xor_si512(u, mag);
+    __m512i e = _mm512_and_si512(mag, _mm512_set1_epi32(0x7f800000));
+    e = _mm512_max_epi32(e, _mm512_set1_epi32((127 - 14) << 23));
+    __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32(13 << 23)));
+    __m512 a = _mm512_castsi512_ps(mag);
+    __m512 r = _mm512_sub_ps(_mm512_add_ps(a, M), M);
+    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(65520.0f), _CMP_GE_OQ), r,
+                             _mm512_set1_ps(INFINITY));
+    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), r, a);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
 }
 
 /* The kernels and this level's table (lib/simd/instantiate.h). */

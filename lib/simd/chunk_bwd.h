@@ -322,6 +322,7 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     f->pa = a;
     f->ldqk = a->ld_qk;
     f->ldv = a->ld_v;
+    f->ldo = a->ld_v;
     for (size_t r = 0; r < C; r++)
         w.ones[r] = 1;
 

@@ -56,7 +56,7 @@ static size_t SIMD_FN(bwd_group)(size_t nchunks)
 static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c, size_t K,
                                  size_t V, size_t nchunks, int ab)
 {
-    size_t cur = SIMD_FN(ws_carve)(&w->f, base, C, c, K, V, 1, ab);
+    size_t cur = SIMD_FN(ws_carve)(&w->f, base, C, c, K, V, 1, ab, 0);
     cur = (cur + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE;
 #define BWD_TAKE(ptr, n)                                                                      \
     do {                                                                                      \

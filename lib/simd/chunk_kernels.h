@@ -18,6 +18,13 @@
  *     multiply-adds), so W and U come out of one triangular matrix product.
  *   - The state S [K, V] is kept for the value columns [v0, v1) of this task.
  *   - Every matrix product goes through gemm (gemm.h).
+ *   - Emulated storage (the task's store, bf16 or fp16; float32 only): a
+ *     chunk's q, k, v, beta (a, b) rows are copied into the workspace
+ *     rounded to the format (chunk_head), and so are the rescaled rows the
+ *     products read (store_factors, dplr_store_factors, and the left
+ *     factors of the off-diagonal score blocks as kda_scores / dplr_scores
+ *     form them); g, the state, A, W, U and the sums stay float32, as in
+ *     the reference's emulation (lib/reference/chunk_steps_f32.c).
  */
 
 /* ---------------------------------------------------------------------------- */
@@ -82,6 +89,7 @@ static void SIMD_FN(dplr_chunk)(SIMD_FN(ws) *w, size_t n, real s)
     const size_t K = w->K, W = w->W, C = w->C, pf = w->pf_rows;
     SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(dplr_factors)(w, n, s);
+    SIMD_FN(dplr_store_factors)(w, n);
     SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(dplr_scores)(w, n, s);
     SIMD_FN(prefetch_rows)(w, pf);
@@ -93,10 +101,10 @@ static void SIMD_FN(dplr_chunk)(SIMD_FN(ws) *w, size_t n, real s)
     SIMD_FN(gemm)(n, W, n, w->Tm, C, 1, w->R, W, w->U, W, 0, 1);
     SIMD_FN(prefetch_rows)(w, pf);
     /* 4. O = s (gamma q) S + s A_qb U + s A_qk V, into the caller's rows */
-    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldv, 0, 0);
-    SIMD_FN(gemm)(n, W, n, w->Aqb, C, 1, w->U, W, w->o, w->ldv, 1, 1);
+    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldo, 0, 0);
+    SIMD_FN(gemm)(n, W, n, w->Aqb, C, 1, w->U, W, w->o, w->ldo, 1, 1);
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, w->v, w->ldv, w->o, w->ldv, 1, 1);
+    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, w->v, w->ldv, w->o, w->ldo, 1, 1);
     SIMD_FN(prefetch_rows)(w, pf);
     /* 5. S <- Diag(gamma_n) S + (kdec k)^T V + (kdec b)^T U */
     SIMD_FN(gemm_rs)(K, W, n, w->kd, 1, K, w->v, w->ldv, w->S, W, 1, 0, w->gl);
@@ -117,6 +125,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
     SIMD_FN(prefetch_rows)(w, pf);
     if (gs == KDALAB_G_PER_KEY) {
         SIMD_FN(kda_factors)(w, n, s);
+        SIMD_FN(store_factors)(w, n, 1);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < C; j++) {
                 w->Akk[i * C + j] = 0;
@@ -126,6 +135,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
         SIMD_FN(kda_scores)(w, n, s);
     } else {
         SIMD_FN(scalar_scores)(w, n, s, gs == KDALAB_G_PER_HEAD, delta);
+        SIMD_FN(store_factors)(w, n, 0);
     }
 
     const real *Vnew = w->v;
@@ -145,9 +155,9 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
     }
     /* 6. O = s (gamma q) S + A_qk V_new, straight into the caller's rows */
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldv, 0, 0);
+    SIMD_FN(gemm)(n, W, K, w->qg, K, 1, w->S, W, w->o, w->ldo, 0, 0);
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, ldn, w->o, w->ldv, 1, 1);
+    SIMD_FN(gemm)(n, W, n, w->Aqk, C, 1, Vnew, ldn, w->o, w->ldo, 1, 1);
     SIMD_FN(prefetch_rows)(w, pf);
     /* 7. S <- Diag(gamma_n) S + (kdec k)^T V_new, the decay applied as the
      * product loads S (one pass over the state instead of two) */
@@ -159,9 +169,10 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
 /* One task (a group of heads, or a block of one head's value columns)          */
 /* ---------------------------------------------------------------------------- */
 
-static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab)
+static size_t SIMD_FN(work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab,
+                                   int stored)
 {
-    return SIMD_FN(ws_floats)(C, c, K, W, nh, ab);
+    return SIMD_FN(ws_floats)(C, c, K, W, nh, ab, stored);
 }
 
 /* Non-finite values among x[0..n), each NaN rewritten as the one quiet NaN
@@ -200,9 +211,12 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
     const size_t K = a->K, V = a->V, W = a->v1 - a->v0, T = a->T, nh = a->nh;
     size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
     size_t c = a->subchunk < C ? a->subchunk : C;
+    const kdalab_precision st = a->store;
+    const int stored = st != KDALAB_FP32;
     SIMD_FN(ws) w;
-    SIMD_FN(ws_carve)(&w, work, C, c, K, W, nh, a->a != NULL);
+    SIMD_FN(ws_carve)(&w, work, C, c, K, W, nh, a->a != NULL, stored);
     w.pa = a;
+    w.store = st;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
 
     for (size_t h = 0; h < nh; h++)
@@ -211,10 +225,12 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
                 w.Sall[(h * K + ch) * W + j] =
                     a->h0 ? a->h0[h * K * V + ch * V + a->v0 + j] : 0.0f;
 
-    w.ldqk = a->ld_qk;
-    w.ldv = a->ld_v;
+    /* the input rows where the caller keeps them, or their stored copies */
+    w.ldqk = stored ? K : a->ld_qk;
+    w.ldv = stored ? W : a->ld_v;
+    w.ldab = stored ? K : a->ld_ab;
+    w.ldo = a->ld_v;
     w.ldg = a->ld_g;
-    w.ldab = a->ld_ab;
     w.pf_rows = (C + 8 * nh - 1) / (8 * nh); /* 8 stages per chunk of each head */
     for (size_t t0 = 0; t0 < T; t0 += C) {
         size_t n = SIMD_FN(min_sz)(C, T - t0);
@@ -232,9 +248,22 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
             for (size_t r = 0; r < n; r++)
                 w.b[r] = !kdalab_mechanism_has_delta(a->mech) ? 1.0f
                                                               : a->beta[(t0 + r) * a->ld_b + h];
+            if (stored) { /* q, k, v, beta (a, b) as a kernel storing in st holds them */
+                SIMD_FN(store_rows)(w.qs, w.q, a->ld_qk, n, K, st);
+                SIMD_FN(store_rows)(w.ks, w.k, a->ld_qk, n, K, st);
+                SIMD_FN(store_rows)(w.vs, w.v, a->ld_v, n, W, st);
+                w.q = w.qs, w.k = w.ks, w.v = w.vs;
+                if (w.ain) {
+                    SIMD_FN(store_rows)(w.as, w.ain, a->ld_ab, n, K, st);
+                    SIMD_FN(store_rows)(w.bs, w.bin, a->ld_ab, n, K, st);
+                    w.ain = w.as, w.bin = w.bs;
+                }
+                if (kdalab_mechanism_has_delta(a->mech))
+                    SIMD_FN(store_round)(w.b, n, st);
+            }
             SIMD_FN(chunk)(&w, a->mech, n, a->scale);
             for (size_t r = 0; r < n; r++)
-                *bad_o += SIMD_FN(nonfinite_canon)(w.o + r * w.ldv, W);
+                *bad_o += SIMD_FN(nonfinite_canon)(w.o + r * w.ldo, W);
         }
         SIMD_FN(prefetch_rows)(&w, C); /* whatever is left */
     }

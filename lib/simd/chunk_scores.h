@@ -6,7 +6,7 @@
  * attention).
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: kda_factors, kda_diag_pairs,
- * kda_diag_block, scale_row, kda_scores, scalar_scores
+ * kda_diag_block, scale_row, kda_scores, scalar_scores, store_factors
  * needs: kernel_common.h, gemm.h, chunk_workspace.h
  *
  * What differs from the reference (lib/reference/chunk_steps.c) is how things
@@ -298,8 +298,8 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, real s)
         for (size_t J = I; J-- > 0;) {
             size_t t0 = J * c, cJ = c; /* J < I: a full sub-chunk */
             const real *left = kqf;
-            if (J + 1 < I) {
-                for (size_t ch = 0; ch < K; ch++)
+            if (J + 1 < I || w->store != KDALAB_FP32) { /* stored: rounded once, here */
+                for (size_t ch = 0; J + 1 < I && ch < K; ch++)
                     w->dvec[ch] = SIMD_FN(flush1)(w->dvec[ch] * w->subtot[(J + 1) * K + ch]);
                 /* [kf_I ; qf_I] * d_IJ, row by row */
                 for (size_t r = 0; r < 2 * cI; r++) {
@@ -310,6 +310,7 @@ static void SIMD_FN(kda_scores)(SIMD_FN(ws) *w, size_t n, real s)
                     for (size_t ch = Kv; ch < K; ch++)
                         dst[ch] = src[ch] * w->dvec[ch];
                 }
+                SIMD_FN(store_round)(w->kqd, 2 * cI * K, w->store);
                 left = w->kqd;
             }
             /* [kf_I ; qf_I] d_IJ (kb_J)^T  ->  blk [2 cI, cJ] */
@@ -404,4 +405,27 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, 
     real gend = w->gam[n - 1];
     for (size_t ch = 0; ch < K; ch++)
         w->gl[ch] = gend;
+}
+
+/* ---------------------------------------------------------------------------- */
+/* Emulated storage                                                             */
+/* ---------------------------------------------------------------------------- */
+
+/*
+ * A kernel that stores in bf16 or fp16 (w->store; KDALAB_FP32: nothing) holds
+ * the rescaled rows it multiplies in that format: after kda_factors or
+ * scalar_scores, s gamma q (qg), the keys decayed to the chunk's end (kd)
+ * and, for KDA, the keys decayed to their sub-chunk's end (kb, the right
+ * factors of the off-diagonal score blocks; their left factors are rounded
+ * as kda_scores forms them). The rows -gamma k (kg), which the UT transform
+ * turns into W, stay in float32, as in the reference's emulation
+ * (lib/reference/chunk_steps_f32.c). Over n positions.
+ */
+static void SIMD_FN(store_factors)(SIMD_FN(ws) *w, size_t n, int per_key)
+{
+    const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
+    SIMD_FN(store_round)(w->qg, n * K, w->store);
+    SIMD_FN(store_round)(w->kd, n * K, w->store);
+    if (per_key && nsub > 1)
+        SIMD_FN(store_round)(w->kb, (nsub - 1) * c * K, w->store);
 }

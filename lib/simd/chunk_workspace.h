@@ -13,8 +13,12 @@ typedef struct {
     const real *q, *k, *v;      /* the chunk's rows, read where the caller keeps    */
     const real *gin;            /* them: q, k [n, ldqk], v [n, ldv], g [n, ldg]      */
     const real *ain, *bin;      /* DPLR's a, b [n, ldab] (dplr_scores.h), else NULL */
-    real *o;                    /* and its output rows [n, ldv], written there too  */
-    size_t ldqk, ldv, ldg, ldab; /* (a row stride is H times a head's row)          */
+    real *o;                    /* and its output rows [n, ldo], written there too  */
+    size_t ldqk, ldv, ldg, ldab; /* (a row stride is H times a head's row), ldo     */
+    size_t ldo;
+    kdalab_precision store;     /* emulated storage (chunk_kernels.h), or FP32      */
+    real *qs, *ks, *vs;         /* [C, K] [C, K] [C, W] the chunk's rows as stored  */
+    real *as, *bs;              /* [C, K] DPLR's a, b as stored                     */
     real *g, *b;                /* a = exp(g) [C, K|1], beta [C]                    */
     real *S;                    /* [K, W] state columns of the head being run      */
     real *Sall;                 /* [nh, K, W] the task's heads' states             */
@@ -97,10 +101,13 @@ static void SIMD_FN(prefetch_rows)(SIMD_FN(ws) *w, size_t nrows)
  * Whether that fits a core's cache decides which C runs faster; bench/simd.c
  * times both. ab: the DPLR row's buffers too (float32, K = V = 128: 37 KB
  * more at C = 16, 163 KB at C = 64); without it they are NULL and the
- * layout is the other rows' alone.
+ * layout is the other rows' alone. stored: the chunk's input rows as an
+ * emulated storage format holds them (qs, ks, vs; as, bs with ab), after
+ * everything else; without it they are NULL. Sets store to KDALAB_FP32 (the
+ * caller sets the task's).
  */
 static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, size_t K,
-                                size_t W, size_t nh, int ab)
+                                size_t W, size_t nh, int ab, int stored)
 {
     size_t nsub = (C + c - 1) / c, cur = 0, mark, endA, endB;
     w->C = C; w->c = c; w->K = K; w->W = W; w->nsub = nsub;
@@ -137,16 +144,28 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
     SIMD_TAKE(w->Wn, C * K); SIMD_TAKE(w->U, C * W);
     SIMD_TAKE(w->R, ab ? C * W : 0); /* DPLR's */
     endB = cur;
+    /* emulated storage: the chunk's input rows as stored, read in every phase */
+    cur = endA > endB ? endA : endB;
+    SIMD_TAKE(w->qs, stored ? C * K : 0); SIMD_TAKE(w->ks, stored ? C * K : 0);
+    SIMD_TAKE(w->vs, stored ? C * W : 0);
+    SIMD_TAKE(w->as, stored && ab ? C * K : 0); SIMD_TAKE(w->bs, stored && ab ? C * K : 0);
 #undef SIMD_TAKE
     if (!ab)
         w->Aak = w->Aqb = w->ah = w->bd = w->bb = w->Xb = w->rows = w->R = NULL;
-    return endA > endB ? endA : endB;
+    if (!stored || !ab)
+        w->as = w->bs = NULL;
+    if (!stored)
+        w->qs = w->ks = w->vs = NULL;
+    w->store = KDALAB_FP32;
+    return cur;
 }
 
 /* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value
- * columns, nh heads; ab: the DPLR row's buffers too. */
-static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab)
+ * columns, nh heads; ab: the DPLR row's buffers too; stored: the input rows
+ * as stored. */
+static size_t SIMD_FN(ws_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab,
+                                 int stored)
 {
     SIMD_FN(ws) w;
-    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W, nh, ab);
+    return SIMD_FN(ws_carve)(&w, NULL, C, c, K, W, nh, ab, stored);
 }

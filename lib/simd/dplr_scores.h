@@ -6,7 +6,7 @@
  * (3-5) are dplr_chunk in chunk_kernels.h.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: row_fill, row_mul, row_exp,
- * dplr_pair, dplr_factors, dplr_put_block, dplr_scores
+ * dplr_pair, dplr_factors, dplr_put_block, dplr_scores, dplr_store_factors
  * needs: kernel_common.h, gemm.h, chunk_workspace.h, chunk_scores.h
  *
  * The decay is KDA's, and so is its treatment (chunk_scores.h): every
@@ -202,10 +202,12 @@ static void SIMD_FN(dplr_scores)(SIMD_FN(ws) *w, size_t n, real s)
         for (size_t J = I; J-- > 0;) {
             size_t t0 = J * c, cJ = c;
             const real *left = kqf;
-            if (J + 1 < I) {
-                SIMD_FN(row_mul)(w->dvec, w->dvec, w->subtot + (J + 1) * K, K, 1);
+            if (J + 1 < I || w->store != KDALAB_FP32) { /* stored: rounded once, here */
+                if (J + 1 < I)
+                    SIMD_FN(row_mul)(w->dvec, w->dvec, w->subtot + (J + 1) * K, K, 1);
                 for (size_t r = 0; r < 2 * cI; r++)
                     SIMD_FN(row_mul)(w->kqd + r * K, kqf + r * K, w->dvec, K, 0);
+                SIMD_FN(store_round)(w->kqd, 2 * cI * K, w->store);
                 left = w->kqd;
             }
             SIMD_FN(gemm)(2 * cI, cJ, K, left, K, 1, w->Xb + t0, n, w->blk, cJ, 0, 0);
@@ -230,5 +232,21 @@ static void SIMD_FN(dplr_scores)(SIMD_FN(ws) *w, size_t n, real s)
                 w->Aqk[i * C + j] = s * pair[3];
             }
         }
+    }
+}
+
+/* Emulated storage (w->store, as store_factors in chunk_scores.h): the rows
+ * dplr_factors rescaled, which the products read, rounded to the format:
+ * qg, ah, kd, bd and the right factors kb, bb of the off-diagonal blocks
+ * (their left factors are rounded as dplr_scores forms them). */
+static void SIMD_FN(dplr_store_factors)(SIMD_FN(ws) *w, size_t n)
+{
+    const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
+    real *rows[] = {w->qg, w->ah, w->kd, w->bd};
+    for (size_t i = 0; i < 4; i++)
+        SIMD_FN(store_round)(rows[i], n * K, w->store);
+    if (nsub > 1) {
+        SIMD_FN(store_round)(w->kb, (nsub - 1) * c * K, w->store);
+        SIMD_FN(store_round)(w->bb, (nsub - 1) * c * K, w->store);
     }
 }

@@ -7,7 +7,8 @@
  * reach the chunkwise ones through kdalab_run_f32 (lib/call/flat.c).
  *
  * defines: kdalab_simd_chunk_opts_default, kdalab_simd_step_f32,
- *          kdalab_simd_step_f64 (lib/kdalab_simd.h); kdalab__simd_chunk_f32,
+ *          kdalab_simd_step_f64 (lib/kdalab_simd.h); kdalab_round_array
+ *          (lib/kdalab_precision.h); kdalab__simd_chunk_f32,
  *          kdalab__simd_chunk_f64, kdalab__simd_chunk_bwd_f32,
  *          kdalab__simd_chunk_bwd_f64 (internal.h)
  */
@@ -56,7 +57,17 @@ kdalab_chunk_opts kdalab_simd_chunk_opts_default(void)
     return o;
 }
 
-
+kdalab_status kdalab_round_array(kdalab_precision p, float *x, size_t n)
+{
+    kdalab_clear_error();
+    if (p != KDALAB_FP32 && p != KDALAB_BF16 && p != KDALAB_FP16)
+        return kdalab_fail(KDALAB_EINVAL, "precision %d: expected fp32, bf16 or fp16", (int)p);
+    if (!x && n)
+        return kdalab_fail(KDALAB_ENULL, "x is NULL (n = %zu)", n);
+    if (n)
+        kdalab__simd_table_active()->store_round(x, n, p);
+    return KDALAB_OK;
+}
 
 kdalab_status kdalab_simd_step_f32(kdalab_mechanism mech, size_t K, size_t V, float scale,
                                    const float *q, const float *k, const float *v,

@@ -33,7 +33,8 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
     simd_plan pl;
     /* grouped value heads: one head per task (its q/k head is found by index) */
     kdalab_status s = kdalab__simd_plan_make(&pl, c->N, HV, G == 1, C, sc, K, V, sizeof(real),
-                                             tab->work_floats, c->ab, c->work);
+                                             tab->work_floats, c->ab,
+                                             c->op.precision != KDALAB_FP32, c->work);
     if (s != KDALAB_OK)
         return s;
     const int nth = pl.nth;
@@ -61,7 +62,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
                 .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
                 .a = c->ab && x->a ? x->a + rv * K : NULL,
                 .b = c->ab && x->b ? x->b + rv * K : NULL,
-                .ld_ab = HV * K,
+                .ld_ab = HV * K, .store = c->op.precision,
             };
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
         }
@@ -176,7 +177,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
             .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
             .a = c->ab && x->a ? x->a + rv * K : NULL,
             .b = c->ab && x->b ? x->b + rv * K : NULL,
-            .ld_ab = HV * K,
+            .ld_ab = HV * K, .store = KDALAB_FP32,
         };
         E_BWD_OUT bo = {
             .d_o = x->d_o ? x->d_o + rv * V : NULL, .dht = x->dht ? x->dht + nj * K * V : NULL,

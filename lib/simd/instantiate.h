@@ -30,4 +30,7 @@ const SIMD_TABLE SIMD_FN(kdalab_simd_table) = {
     .screen = SIMD_FN(screen),
     .bwd_work_floats = SIMD_FN(bwd_work_floats),
     .chunk_head_bwd = SIMD_FN(chunk_head_bwd),
+#if !(defined(SIMD_REAL_DOUBLE) && SIMD_REAL_DOUBLE)
+    .store_round = SIMD_FN(store_round), /* float32 alone emulates storage */
+#endif
 };

@@ -4,7 +4,7 @@
  * file), compiler hints, and two scalar functions.
  *
  * defines, per ISA suffix (_scalar/_avx2/_avx512 for float, the same with
- * _f64 for double): min_sz, flush1
+ * _f64 for double): min_sz, flush1, store_round, store_rows
  * defines (macros, used by the kernel headers after it): SIMD_FN, SIMD_TABLE,
  * SIMD_LEVEL_NAME, SIMD_INLINE, SIMD_PRAGMA, SIMD_UNROLL(n), SIMD_TINY,
  * SIMD_LINE, REXP, RFMA (a * b + c rounded once, as a vector lane's VFMA),
@@ -54,6 +54,8 @@
  *                          a gives b's lane (x86's maxps / minps)
  *   VALL_LE(v, x)          nonzero when every lane is <= x (a NaN lane is not)
  *   VALL_GE(v, x)          nonzero when every lane is >= x (a NaN lane is not)
+ *   VROUND_BF16(v)         (float levels only) lanes rounded to bfloat16 /
+ *   VROUND_FP16(v)         binary16, bit for bit as kdalab_round_bf16 / _fp16
  *
  * defined here from SIMD_LEVEL and SIMD_REAL_DOUBLE:
  *   SIMD_FN(name)          name with the level's suffix: name_avx2 for float,
@@ -110,3 +112,44 @@ static inline size_t SIMD_FN(min_sz)(size_t a, size_t b) { return a < b ? a : b;
 /* x, or exactly 0 when x < SIMD_TINY (a decay factor that has left the normal
  * range of real). */
 static inline real SIMD_FN(flush1)(real x) { return x < SIMD_TINY ? 0.0f : x; }
+
+/*
+ * The float32 emulation of a kernel that stores in bf16 or fp16 (REFERENCE.md
+ * "Low precision, as production kernels use it"; kdalab_chunk_opts'
+ * precision): x[0..n) rounded in place to the format p, bit for bit as
+ * kdalab_round (lib/core/precision.c). KDALAB_FP32, and every float64 level
+ * (whose calls never emulate storage): nothing.
+ */
+static inline void SIMD_FN(store_round)(real *x, size_t n, kdalab_precision p)
+{
+#if defined(SIMD_REAL_DOUBLE) && SIMD_REAL_DOUBLE
+    (void)x;
+    (void)n;
+    (void)p;
+#else
+    const size_t nv = n / VLEN * VLEN;
+    if (p == KDALAB_BF16) {
+        for (size_t i = 0; i < nv; i += VLEN)
+            VSTORE(x + i, VROUND_BF16(VLOAD(x + i)));
+        for (size_t i = nv; i < n; i++)
+            x[i] = kdalab_round_bf16(x[i]);
+    } else if (p == KDALAB_FP16) {
+        for (size_t i = 0; i < nv; i += VLEN)
+            VSTORE(x + i, VROUND_FP16(VLOAD(x + i)));
+        for (size_t i = nv; i < n; i++)
+            x[i] = kdalab_round_fp16(x[i]);
+    }
+#endif
+}
+
+/* dst [rows, width] (rows width apart) = src's rows (ld apart) rounded to
+ * the format p as store_round does: a chunk's input rows as a kernel that
+ * stores in p holds them. */
+static inline void SIMD_FN(store_rows)(real *dst, const real *src, size_t ld, size_t rows,
+                                       size_t width, kdalab_precision p)
+{
+    for (size_t r = 0; r < rows; r++) {
+        memcpy(dst + r * width, src + r * ld, width * sizeof(real));
+        SIMD_FN(store_round)(dst + r * width, width, p);
+    }
+}

@@ -19,8 +19,8 @@
 kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int groups, size_t C,
                                      size_t c, size_t K, size_t V, size_t elem,
                                      size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t,
-                                                          int),
-                                     int ab, kdalab_workspace *ws)
+                                                          int, int),
+                                     int ab, int stored, kdalab_workspace *ws)
 {
     /* Tasks: groups of nh consecutive heads of one batch entry, nh the
      * largest of 4, 3, 2 that divides H and leaves the threads equal shares (a
@@ -53,10 +53,10 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int grou
     /* workspace per thread, allocated before anything is written */
     size_t CC, CKV, bytes;
     if (!kdalab_mul_size(C, C, &CC) || !kdalab_mul_size(C, K + width + 16, &CKV) ||
-        !kdalab_mul_size(CC + CKV, 8 * elem, &bytes))
+        !kdalab_mul_size(CC + CKV, 16 * elem, &bytes))
         return kdalab_fail(KDALAB_EOVERFLOW, "chunk C = %zu with K = %zu, V = %zu overflows",
                            C, K, V);
-    bytes = (work_elems(C, c, K, width, nh, ab) * elem + 63) / 64 * 64;
+    bytes = (work_elems(C, c, K, width, nh, ab, stored) * elem + 63) / 64 * 64;
     void **work;
     kdalab_status s = kdalab__simd_work_get(ws, nth, bytes, 0, &work, NULL);
     if (s != KDALAB_OK)

@@ -16,5 +16,7 @@ typedef float real;
 static inline float scalar_exp(float x) { return x < -87.0f ? 0.0f : expf(x); }
 
 #include "scalar_vocab.h"
+#define VROUND_BF16(v) kdalab_round_bf16(v)
+#define VROUND_FP16(v) kdalab_round_fp16(v)
 /* The kernels and this level's table (lib/simd/instantiate.h). */
 #include "instantiate.h"

@@ -40,6 +40,8 @@ typedef struct {
     size_t ld_qk, ld_v, ld_g, ld_b;
     const float *a, *b; /* the DPLR row's a, b (rows ld_ab apart, head j at + j*K), */
     size_t ld_ab;       /* else NULL                                                 */
+    kdalab_precision store; /* the forward's emulated storage (chunk_kernels.h says   */
+                            /* where it rounds); the backward's is KDALAB_FP32        */
 } simd_head_args;
 
 /* The same for the float64 path (kdalab_simd_chunk_f64). */
@@ -55,6 +57,7 @@ typedef struct {
     size_t ld_qk, ld_v, ld_g, ld_b;
     const double *a, *b;
     size_t ld_ab;
+    kdalab_precision store; /* always KDALAB_FP32: float64 emulates no storage */
 } simd_head_args_f64;
 
 /*
@@ -96,8 +99,11 @@ typedef struct {
 typedef struct {
     const char *name;
     /* Floats of workspace one task needs (chunk C, sub-chunk c, K, W value
-     * columns, nh heads; ab: the DPLR row's, a and b set in the task). */
-    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab);
+     * columns, nh heads; ab: the DPLR row's, a and b set in the task;
+     * stored: the task's store is not KDALAB_FP32, room for the chunk's
+     * input rows as stored). */
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab,
+                          int stored);
     /* Run one task (nh heads, columns [v0, v1)) with work_floats() of 64-byte
      * aligned workspace. Cannot fail: inputs were validated. Adds the number
      * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
@@ -123,6 +129,9 @@ typedef struct {
      * bwd_work_floats() of 64-byte aligned workspace (lib/simd/chunk_bwd.h).
      * Cannot fail: inputs were validated. */
     void (*chunk_head_bwd)(const simd_head_args *a, const simd_bwd_out *bo, float *work);
+    /* x[0..n) rounded in place to p, bit for bit as kdalab_round
+     * (kernel_common.h's store_round; KDALAB_FP32: untouched). */
+    void (*store_round)(float *x, size_t n, kdalab_precision p);
 } simd_table;
 
 /* The float64 kernel table (lib/simd/scalar_f64.c, avx2_f64.c, avx512_f64.c):
@@ -130,7 +139,8 @@ typedef struct {
  * doubles). */
 typedef struct {
     const char *name;
-    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab);
+    size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab,
+                          int stored);
     void (*chunk_head)(const simd_head_args_f64 *a, double *work, size_t *bad_o,
                        size_t *bad_ht);
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, double scale,
@@ -173,13 +183,13 @@ typedef struct {
 } simd_plan;
 
 /* groups: 0 keeps one head per task (grouped value heads, whose query/key
- * heads are not consecutive). ab: the DPLR row (work_elems' last argument).
- * ws: the caller's workspace, or NULL. */
+ * heads are not consecutive). ab, stored: the DPLR row, emulated storage
+ * (work_elems' last two arguments). ws: the caller's workspace, or NULL. */
 kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int groups, size_t C,
                                      size_t c, size_t K, size_t V, size_t elem,
                                      size_t (*work_elems)(size_t, size_t, size_t, size_t, size_t,
-                                                          int),
-                                     int ab, kdalab_workspace *ws);
+                                                          int, int),
+                                     int ab, int stored, kdalab_workspace *ws);
 /* The task's sequence b, first head h and its value columns [v0, v1); its
  * head count is pl->nh. */
 void kdalab__simd_plan_task(const simd_plan *pl, size_t V, size_t task, size_t *b, size_t *h,

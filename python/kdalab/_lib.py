@@ -123,6 +123,8 @@ def workspace():
 
 _F = ctypes.POINTER(ctypes.c_float)
 PRECISIONS = {"fp32": 0, "bf16": 1, "fp16": 2}
+lib.kdalab_round_array.restype = _status
+lib.kdalab_round_array.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
 lib.kdalab_attention_f64.restype = _status
 lib.kdalab_attention_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 4
 lib.kdalab_attention_bwd_f64.restype = _status

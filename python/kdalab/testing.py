@@ -19,21 +19,25 @@ with assert_close, errors, tolerance and grad_tolerance beside them.
 
 import collections
 import concurrent.futures
-import os
 import sys
 import time
 
 import numpy as np
 
 
-def _rms(x):
-    """sqrt(mean(x^2)) without underflow or overflow in the squares: x is
-    divided by max |x| first, as BLAS's nrm2 scales. Returns (m, r) with
-    RMS = m * r, r in [1/sqrt(n), 1] (m = 0: all zero; m = inf: not finite)."""
-    m = float(np.abs(x).max())
-    if m == 0 or not np.isfinite(m):
-        return m, 1.0
-    return m, float(np.sqrt(np.mean((x / m) ** 2)))
+def _rms(x, m):
+    """sqrt(mean(x^2)) of a finite float64 x whose max |x| is m, without
+    underflow or overflow in the squares: x is divided by m first, as BLAS's
+    nrm2 scales, unless m is in [1e-100, 1e100], where no square of n
+    elements can overflow and what underflows is below 1e-100 of the sum.
+    Returns r with RMS = m * r, r in [1/sqrt(n), 1] (m = 0: 1)."""
+    if m == 0:
+        return 1.0
+    x = x.reshape(-1)
+    if not 1e-100 <= m <= 1e100:
+        x = x / m
+        return float(np.sqrt(np.dot(x, x) / x.size))
+    return float(np.sqrt(np.dot(x, x) / x.size)) / m
 
 
 def _ratio(num, den):
@@ -51,22 +55,27 @@ def errors(ref, out):
     element is an infinite error; a non-finite reference is a ValueError."""
     from .ops import _first_index, as_f64
     ref = as_f64(ref, "ref")
-    out = as_f64(out, "out")
+    if not (isinstance(out, np.ndarray) and out.dtype == np.float32):  # exact in float64
+        out = as_f64(out, "out")
     if ref.shape != out.shape:
         raise ValueError("shapes differ: ref %s, out %s" % (ref.shape, out.shape))
     if ref.size == 0:
         return 0.0, 0.0, ()
-    if not np.isfinite(ref).all():
+    hi, lo = float(ref.max()), float(ref.min())  # NaN propagates: one pass each
+    if not (np.isfinite(hi) and np.isfinite(lo)):
         idx = _first_index(~np.isfinite(ref))
         raise ValueError("ref%s = %r: a reference must be finite" % (list(idx), ref[idx]))
     with np.errstate(over="ignore", invalid="ignore"):
-        diff = out - ref
-    err = np.where(np.isfinite(diff), np.abs(diff), np.inf)
-    worst = np.unravel_index(int(np.argmax(err)), ref.shape)
-    (md, rd), (mr, rr) = _rms(err), _rms(ref)
-    rms = _ratio(md, mr) * (rd / rr) if np.isfinite(md) else float("inf")
-    rel_max = _ratio(float(err[worst]), mr)
-    return float(rms), float(rel_max), tuple(int(i) for i in worst)
+        err = out - ref
+        np.abs(err, out=err)
+    at = int(np.argmax(err))  # the first largest, or the first NaN
+    if not np.isfinite(err.flat[at]):  # a non-finite candidate: an infinite error
+        err = np.where(np.isfinite(err), err, np.inf)
+        at = int(np.argmax(err))
+    worst = np.unravel_index(at, ref.shape)
+    md, mr = float(err.flat[at]), max(hi, -lo)
+    rms = _ratio(md, mr) * (_rms(err, md) / _rms(ref, mr)) if np.isfinite(md) else float("inf")
+    return float(rms), float(_ratio(md, mr)), tuple(int(i) for i in worst)
 
 
 # the axes of fla's arrays, by the array's name (assert_close's messages)
@@ -150,7 +159,7 @@ def _check_range(arrays, precision):
     inf)."""
     top = _MAX[precision] / (1 + max(_UNIT.values()))
     for name, a in arrays:
-        if a is not None and a.size and np.abs(a).max() > top:
+        if a is not None and a.size and max(a.max(), -a.min()) > top:
             from .ops import _first_index
             idx = _first_index(np.abs(a) > top)
             raise ValueError("tolerance: %s%s = %.6g does not fit %s (largest finite %.6g): "
@@ -158,39 +167,64 @@ def _check_range(arrays, precision):
                              "emulate" % (name, list(idx), a[idx], precision, _MAX[precision]))
 
 
+def _to_f32(arrays):
+    """Each array (or None) as contiguous float32, beyond float32's range as
+    inf (which the library refuses), converted on two threads (NumPy's casts
+    release the GIL; one thread leaves half the memory bandwidth unused)."""
+    def one(a):
+        with np.errstate(over="ignore"):
+            return None if a is None else np.ascontiguousarray(a, dtype=np.float32)
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        return list(ex.map(one, arrays))
+
+
 def _emulate(call, x, scale, precision, chunk_size):
     """The float32 chunkwise forward with emulated `precision` storage
-    (kdalab_run_f32, the reference's form: inputs and the rescaled q, k
-    rounded to the format, float32 sums) on x = (q, k, v, g, beta, h0, a, b),
-    any layout the call has (varlen: each sequence on its own; GVA): (o, ht)
-    as float64."""
+    (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
+    the format, float32 sums; its error within ~10 % of the reference
+    emulation's, tests/test_simd_store.c) on x = (q, k, v, g, beta, h0, a, b),
+    any layout the call has (varlen, GVA): (o, ht) in float32 (errors()
+    takes them as they are)."""
     from . import _lib, ops
-    f = [None if a is None else np.ascontiguousarray(a, dtype=np.float32) for a in x]
+    f = _to_f32(x)
     o = np.empty(x[2].shape, dtype=np.float32)
     ht = np.empty(call.state_shape(), dtype=np.float32)
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
     arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
                         a=f[6], b=f[7], o=o, ht=ht)
-    c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["reference"], scale, opts)
+    c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, opts)
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
-    return o.astype(np.float64), ht.astype(np.float64)
+    return o, ht
+
+
+# trials=None: enough trials that the emulation's errors are sampled at
+# _SAMPLE output elements in all, within [1, 8] (8 up to 2^18 elements of o,
+# 1 from 2^21: B = 2, T = 2048, H = 4, V = 128)
+_SAMPLE = 2 ** 21
+
+
+def _trials(trials, n_out):
+    """The trial count: trials, or for None ceil(_SAMPLE / n_out) within [1, 8]."""
+    if trials is not None:
+        return int(trials)
+    return int(min(8, max(1, -(-_SAMPLE // max(n_out, 1)))))
 
 
 def _check_trial_args(mech, precision, trials, margin):
     """tolerance's and grad_tolerance's own arguments: a row of the mechanism
-    table, a storage format, trials >= 1, a finite margin >= 1 (returned as
-    a float); a ValueError naming the argument otherwise."""
+    table, a storage format, trials None or >= 1, a finite margin >= 1
+    (returned as a float); a ValueError naming the argument otherwise."""
     from . import _lib, ops
     if mech not in _lib.MECHANISMS:
         raise ValueError("mech: %r, expected one of %s" % (mech, sorted(_lib.MECHANISMS)))
     if precision not in _UNIT:
         raise ValueError("precision: %r, expected one of %s" % (precision, sorted(_UNIT)))
-    if isinstance(trials, (bool, np.bool_)) or not isinstance(trials, (int, np.integer)) \
-            or trials < 1:
-        raise ValueError("trials: %r, expected an integer >= 1 (trial 0 is the unperturbed "
-                         "run)" % (trials,))
+    if trials is not None and (isinstance(trials, (bool, np.bool_)) or
+                               not isinstance(trials, (int, np.integer)) or trials < 1):
+        raise ValueError("trials: %r, expected None (as many as the size needs) or an "
+                         "integer >= 1 (trial 0 is the unperturbed run)" % (trials,))
     margin = ops._real("margin", margin)
     if not 1 <= margin < float("inf"):
         raise ValueError("margin: %r, expected a finite factor >= 1 (the bound is the "
@@ -200,51 +234,41 @@ def _check_trial_args(mech, precision, trials, margin):
 
 def _run_trials(what, run_one, arrays, trials, rng, precision):
     """run_one(x) for each trial's inputs x (each array of `arrays` times
-    1 + u * unit roundoff, u fresh uniform in [-1, 1]; trial 0 unperturbed),
-    drawn in trial order so that the seed decides them, on a thread per CPU
-    (the C library releases the GIL), with no more trials' inputs in memory
-    than threads: the results in trial order. The first trial to fail raises
-    its error once the running ones end; none is started after it. When the
-    trials will take more than a few seconds it says so on stderr, with
-    their cost and progress."""
-    def draw(trial):
-        return [None if a is None else a * (1 + (rng.uniform(-1, 1, a.shape) * _UNIT[precision]
-                                                  if trial else 0))
-                for a in arrays]
-
-    workers = min(trials, os.cpu_count() or 1)
-    t0, out, done, nxt = time.perf_counter(), [None] * trials, 0, 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as ex:
-        running = {}
-        while done < trials:
-            while nxt < trials and len(running) < workers:
-                running[ex.submit(run_one, draw(nxt))] = nxt
-                nxt += 1
-            finished, _ = concurrent.futures.wait(
-                running, return_when=concurrent.futures.FIRST_COMPLETED)
-            for f in finished:
-                out[running.pop(f)] = f.result()  # an error: raised here, nothing new starts
-                done += 1
-            spent = time.perf_counter() - t0
-            left = spent / done * (trials - done)
-            if spent + left > 5 and done < trials:
-                sys.stderr.write("kdalab.testing.%s: %d of %d trials in %.1f s on %d threads, "
-                                 "about %.0f s left (each runs kdalab's float32 reference "
-                                 "emulation, one head at a time)\n"
-                                 % (what, done, trials, spent, workers, left))
+    1 + u * unit roundoff, u fresh uniform in [-1, 1]; trial 0 the arrays
+    themselves), one trial after another (each run spreads over the cores
+    in the C library), drawn in trial order so that the seed decides them:
+    the results in trial order. The first trial to fail raises its error.
+    When the trials will take more than a few seconds it says so on stderr,
+    with their cost and progress."""
+    t0, out = time.perf_counter(), []
+    for trial in range(trials):
+        x = arrays if trial == 0 else [
+            None if a is None else a * (1 + rng.uniform(-1, 1, a.shape) * _UNIT[precision])
+            for a in arrays]
+        out.append(run_one(x))
+        spent = time.perf_counter() - t0
+        left = spent / len(out) * (trials - len(out))
+        if spent + left > 5 and len(out) < trials:
+            sys.stderr.write("kdalab.testing.%s: %d of %d trials in %.1f s, about %.0f s left "
+                             "(each runs the float64 oracle and kdalab's float32 emulation "
+                             "of the storage)\n" % (what, len(out), trials, spent, left))
     return out
 
 
 def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
-              precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
+              precision="bf16", chunk_size=64, trials=None, margin=2.0, seed=0,
               cu_seqlens=None, a=None, b=None):
     """Tolerances for a kernel that stores in `precision` ("bf16", "fp16",
-    "fp32") at these inputs, from kdalab's own emulation (kdalab_run_f32:
-    inputs and the rescaled q, k rounded to the format, float32 sums, chunks
-    of chunk_size) against the float64 oracle: in `trials` runs at the
-    caller's inputs, each input multiplied by (1 + u * unit roundoff) with
-    fresh uniform u in [-1, 1] (trial 0 unperturbed) so that every rounding
-    decision varies, the largest error of each output, times `margin`.
+    "fp32") at these inputs, from kdalab's own emulation (kdalab_run_f32 on
+    the SIMD path: inputs and the rescaled q, k rounded to the format,
+    float32 sums, chunks of chunk_size) against the float64 oracle: in
+    `trials` runs at the caller's inputs, each input multiplied by
+    (1 + u * unit roundoff) with fresh uniform u in [-1, 1] (trial 0
+    unperturbed) so that every rounding decision varies, the largest error of
+    each output, times `margin`. trials=None: as many as sample 2^21 output
+    elements in all, within [1, 8] (8 up to 2^18 elements of o, 1 from 2^21).
+    Its cost: per trial one float64 oracle forward and one emulation (about
+    0.6 of the oracle's time).
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
     "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
@@ -264,20 +288,34 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (a, "a"), (b, "b")))
     cu = ops._as_cu(cu_seqlens)
     call = ops._Call(mech, q, k, v, g, beta, h0, cu, a=a, b=b)
-    # q, k, v, beta (a, b) are stored in the format; the log-decay and the
-    # state stay in float32 (kdalab_run_f32's emulation, as production kernels
-    # keep them)
-    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("a", a), ("b", b)), precision)
-    _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
+    def fits():
+        # q, k, v, beta (a, b) are stored in the format; the log-decay and the
+        # state stay in float32 (kdalab_run_f32's emulation, as production
+        # kernels keep them). Checked when a trial met a non-finite value: an
+        # input beyond the format is then named (one the format holds never
+        # makes the emulation's inputs non-finite)
+        _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("a", a), ("b", b)),
+                     precision)
+        _check_range((("g", g), ("initial_state", h0)), "fp32")
+
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
-        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size, a=x[6], b=x[7])
-        got = _emulate(call, x, s, precision, chunk_size)
-        return [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
+        # the oracle at its fastest chunk size (its answer does not depend on it)
+        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, a=x[6], b=x[7])
+        try:
+            got = _emulate(call, x, s, precision, chunk_size)
+        except _lib.KdalabError:
+            fits()
+            raise
+        res = [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
+        if not np.isfinite(res).all():
+            fits()
+        return res
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []
+    trials = _trials(trials, call.B * call.T * call.HV * call.V)
     for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0, a, b), trials,
                            np.random.default_rng(seed), precision):
         for name, (rms, rel) in zip(("o", "ht"), res):
@@ -289,22 +327,20 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
 
 def _store(a, precision):
     """a as a kernel storing it in `precision` holds it (round to nearest
-    even), as contiguous float32."""
-    f = np.ascontiguousarray(a, dtype=np.float32)
-    if precision == "fp16":
-        return f.astype(np.float16).astype(np.float32)
-    if precision == "bf16":
-        u = f.view(np.uint32).astype(np.uint64)
-        u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
-        return u.astype(np.uint32).view(np.float32)
+    even: kdalab_round_array), as a new contiguous float32 array."""
+    from . import _lib
+    f = np.array(a, dtype=np.float32, order="C")
+    _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], f.ctypes.data, f.size),
+               "storing in %s" % precision)
     return f
 
 
 def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
-    """The float32 chunkwise backward (kdalab_run_bwd_f32, the reference's
-    algorithm) on x = (q, k, v, g, beta, h0, do, dht, a, b) with q, k, v,
-    beta, do, a and b stored in `precision` and g, h0, dht in float32: the
-    gradients as float64, by name."""
+    """The float32 chunkwise backward (kdalab_run_bwd_f32 on the SIMD path,
+    which computes the reference's gradients in float32) on x = (q, k, v, g,
+    beta, h0, do, dht, a, b) with q, k, v, beta, do, a and b stored in
+    `precision` and g, h0, dht in float32: the gradients as float64, by
+    name."""
     from . import _lib, ops
     q, k, v, g, beta, h0, do, dht, a, b = x
     st = [None if y is None else _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32")
@@ -316,21 +352,21 @@ def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
     grads = {n: np.zeros(shape, dtype=np.float32) for n, shape in out.items()}
     arrays = _lib.named(_lib.Tensors32, q=st[0], k=st[1], v=st[2], g=st[3], beta=st[4],
                         h0=st[5], d_o=st[6], dht=st[7], a=st[8], b=st[9], **grads)
-    c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["reference"], scale, ops._opts(chunk_size))
+    c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, ops._opts(chunk_size))
     _lib.check(_lib.lib.kdalab_run_bwd_f32(c, arrays),
                "grad_tolerance: the %s emulation" % precision)
     return {n: a.astype(np.float64) for n, a in grads.items()}
 
 
 def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_state=None,
-                   scale=None, precision="bf16", chunk_size=64, trials=8, margin=2.0, seed=0,
+                   scale=None, precision="bf16", chunk_size=64, trials=None, margin=2.0, seed=0,
                    cu_seqlens=None, a=None, b=None):
     """Tolerances for every gradient of a chunkwise backward that stores in
     `precision` ("bf16", "fp16", "fp32"), derived as tolerance() derives the
     forward's: in `trials` runs at the caller's inputs (each, and do, dht,
     multiplied by 1 + u * unit roundoff, fresh uniform u in [-1, 1]; trial 0
-    unperturbed), the float32 backward (kdalab_run_bwd_f32, the reference's
-    chunkwise algorithm in chunks of chunk_size) with q, k, v, beta and do
+    unperturbed; None: as many as tolerance's), the float32 backward
+    (kdalab_run_bwd_f32 on the SIMD path, chunks of chunk_size) with q, k, v, beta and do
     stored in the format — g, initial_state and dht in float32, as the
     forward's emulation keeps them — against the float64 backward at the same
     inputs; the largest error of each gradient, times `margin`.
@@ -375,6 +411,7 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
         return {name: errors(ref[name], o)[1::-1] for name, o in got.items()}  # (rel, rms)
 
     worst, per_trial = {}, []
+    trials = _trials(trials, call.B * call.T * call.HV * call.V)
     for this in _run_trials("grad_tolerance", one, (q, k, v, g, beta, h0, do, dht, a, b),
                             trials, np.random.default_rng(seed), precision):
         for name, (rel, rms) in this.items():

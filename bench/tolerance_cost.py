@@ -1,0 +1,71 @@
+"""bench/tolerance_cost.py — what kdalab.testing's derived tolerances cost at
+a kernel writer's size, against the oracle call they sit beside: tolerance()
+against the float64 forward (kdalab.chunk_kda), grad_tolerance() against the
+float64 backward (kdalab.chunk_kda_bwd), in alternating rounds.
+
+    PYTHONPATH=python KDALAB_LIBRARY=build/libkdalab.so python3 bench/tolerance_cost.py
+    ... --T 1024 --reps 7 --precision fp16
+
+Inputs: KDA, B = 2, H = 4, K = V = 128 (the defaults; T = 2048), unit-norm
+q and k, g = -exp(N(0, 1) - 3), beta ~ U(0, 1), default trials and margin.
+Each row gives the best and the median of --reps rounds after a warm-up,
+and the ratio of each (target for tolerance: 2x the forward at most).
+"""
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+
+import kdalab
+import kdalab.testing as kt
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--B", type=int, default=2)
+    ap.add_argument("--T", type=int, default=2048)
+    ap.add_argument("--H", type=int, default=4)
+    ap.add_argument("--K", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--precision", default="bf16", choices=("bf16", "fp16", "fp32"))
+    a = ap.parse_args()
+    rng = np.random.default_rng(0)
+    B, T, H, K = a.B, a.T, a.H, a.K
+    unit = lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True)  # noqa: E731
+    q, k = unit(rng.normal(size=(B, T, H, K))), unit(rng.normal(size=(B, T, H, K)))
+    v, do = rng.normal(size=(B, T, H, K)), rng.normal(size=(B, T, H, K))
+    g, beta = -np.exp(rng.normal(size=(B, T, H, K)) - 3), rng.uniform(0, 1, (B, T, H))
+    jobs = [("forward", lambda: kdalab.chunk_kda(q, k, v, g, beta, output_final_state=True)),
+            ("tolerance", lambda: kt.tolerance("kda", q, k, v, g, beta, precision=a.precision)),
+            ("backward", lambda: kdalab.chunk_kda_bwd(q, k, v, g, beta, do)),
+            ("grad_tolerance", lambda: kt.grad_tolerance("kda", q, k, v, g, beta, do=do,
+                                                         precision=a.precision))]
+    times = {name: [] for name, _ in jobs}
+    for name, f in jobs:  # warm-up
+        f()
+    for _ in range(a.reps):  # alternating rounds: each job sees the same machine
+        for name, f in jobs:
+            t = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t)
+    info = dict(l.split("=", 1) for l in os.popen("bin/kdalab info").read().split("\n")
+                if "=" in l)
+    print("# %s, cpu_family %s model %s, simd_level %s, %s cpus; KDA, B = %d, T = %d, H = %d, "
+          "K = V = %d, %s, %d rounds" % (info.get("cpu", platform.processor()),
+                                        info.get("cpu_family"), info.get("cpu_model"),
+                                        info.get("simd_level"), info.get("cpus_online"), B, T,
+                                        H, K, a.precision, a.reps))
+    print("%-16s %10s %10s %8s %8s" % ("call", "best s", "median s", "best x", "median x"))
+    for i, (name, _) in enumerate(jobs):
+        best, med = min(times[name]), float(np.median(times[name]))
+        peer = jobs[i - 1][0] if i % 2 else None
+        ratio = ("%7.2fx %7.2fx" % (best / min(times[peer]), med / np.median(times[peer]))
+                 if peer else "")
+        print("%-16s %10.4f %10.4f %s" % (name, best, med, ratio))
+
+
+if __name__ == "__main__":
+    main()
