@@ -65,15 +65,25 @@ const char *lab_outcome_words(lab_outcome o)
     }
 }
 
+/* x with its sign and three decimals, or, when those would show a nonzero
+ * x as 0.000 ("-0.000" for a small negative one), two significant digits:
+ * -4.2e-04. */
+static const char *signed3(char *buf, size_t n, double x)
+{
+    snprintf(buf, n, x != 0 && fabs(x) < 0.0005 ? "%+.1e" : "%+.3f", x);
+    return buf;
+}
+
 void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_side *b,
                        const lab_verdict *v)
 {
+    char m[24], lo[24], hi[24];
     fprintf(f, "  verdict (%s): %s %s %s", what, a->name, lab_outcome_words(v->outcome), b->name);
     if (v->outcome == LAB_LEVEL)
         fprintf(f, " (within +-%.2f)", LAB_VERDICT_MARGIN);
-    fprintf(f, ": mean difference %+.3f", v->mean);
+    fprintf(f, ": mean difference %s", signed3(m, sizeof m, v->mean));
     if (v->n > 1)
-        fprintf(f, " [%+.3f, %+.3f]", v->lo, v->hi);
+        fprintf(f, " [%s, %s]", signed3(lo, sizeof lo, v->lo), signed3(hi, sizeof hi, v->hi));
     fprintf(f, " over %zu paired seed%s%s", v->n, v->n == 1 ? "" : "s",
             v->n > 1 ? " (95 % t interval)" : "");
     if (!v->enough)

@@ -122,6 +122,17 @@ static void test_stuck_and_print(void **state)
     fclose(f);
     assert_non_null(strstr(line, "KDA not resolved against Gated DeltaNet"));
     assert_non_null(strstr(line, "fewer than 8 seeds"));
+    /* a difference that rounds to 0.000 keeps its digits, never "-0.000" */
+    for (int i = 0; i < 8; i++)
+        b[i] = a[i] + 0.0004 + 0.00001 * (i % 2);
+    v = run(a, b, la, la, 8);
+    f = tmpfile();
+    lab_verdict_print(f, "x", &A, &B, &v);
+    rewind(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_null(strstr(line, "-0.000"));
+    assert_non_null(strstr(line, "mean difference -4.0e-04 [-4.1e-04, -4.0e-04]"));
     assert_true(fabs(lab_no_recall_loss(64) - LN64) < 1e-12);
 }
 
