@@ -28,6 +28,12 @@
  * both conv inits: 2 mixers x 8 designs x 2 rates x 3 seeds = 96 models (run
  * them as jobs, experiments/README.md "A sweep as jobs").
  *
+ * At experiment 22's regime, where both mixers train (d = 32, 3,000 steps),
+ * on Zoology's MQAR with 8 seeds: KDALAB_FULL=1 20_output_gate --task zoology
+ * --d-model 64 --pairs 8 --steps 3000 --seeds 8 (256 models). --task
+ * overwrite runs Zoology's forgetting layout (P / 2 updates) instead; both
+ * take Zoology's vocabulary split.
+ *
  * Output (DIR = --out): 20_output_gate.tsv, one row per model, and
  * 20_output_gate_summary.tsv, one row per (design, mixer) at its best rate.
  */
@@ -74,6 +80,13 @@ int main(int argc, char **argv)
     size_t D = 32, H = 2, T = full ? 64 : 24, P = full ? 24 : 4, vocab = full ? 129 : 33;
     size_t steps = full ? 1000 : 150, batch = full ? 32 : 16, seeds = full ? 3 : 1;
     size_t test = full ? 512 : 128;
+    const char *task_s = "dense";
+    lab_flag_size(&x, "d-model", &D, "model width D");
+    lab_flag_size(&x, "heads", &H, "heads (head dimension D / H)");
+    lab_flag_size(&x, "vocab", &vocab, "vocabulary");
+    lab_flag_string(&x, "task", &task_s,
+                    "dense (kdalab's layout), or zoology / overwrite (Zoology's layouts and "
+                    "vocabulary split)");
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seq-len", &T, "tokens per sequence");
     lab_flag_size(&x, "pairs", &P, "key-value pairs per sequence");
@@ -81,6 +94,19 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
+    kdalab_mqar_task task;
+    if (kdalab_mqar_parse_task(task_s, &task) != KDALAB_OK ||
+        (task != KDALAB_MQAR_DENSE && task != KDALAB_MQAR_ZOOLOGY &&
+         task != KDALAB_MQAR_OVERWRITE)) {
+        fprintf(stderr, "%s: --task %s: expected dense, zoology or overwrite\n", x.name, task_s);
+        return 2;
+    }
+    const lab_split split = task == KDALAB_MQAR_DENSE ? LAB_SPLIT_EVEN : LAB_SPLIT_ZOOLOGY;
+    const size_t updates = task == KDALAB_MQAR_OVERWRITE ? P / 2 : 0;
+    if (!H || D % H) {
+        fprintf(stderr, "%s: --d-model %zu --heads %zu: H must divide D\n", x.name, D, H);
+        return 2;
+    }
     const double lrs_reduced[] = {3e-3}, lrs_full[MAX_LR] = {1e-3, 3e-3};
     const double *lrs = full ? lrs_full : lrs_reduced;
     const size_t n_lr = full ? 2 : 1, n_designs = full ? N_DESIGNS : N_GATES, d = D / H;
@@ -96,16 +122,18 @@ int main(int argc, char **argv)
         for (size_t m = 0; m < 2; m++)
             lab_mqar_check(&x, &(lab_mqar_spec){
                                .mixers = MIXERS[m], .L = 2, .D = D, .H = H, .conv = 1, .T = T,
-                               .P = P, .vocab = vocab, .batch = batch, .steps = steps,
+                               .P = P, .updates = updates, .vocab = vocab, .task = task,
+                               .split = split, .batch = batch, .steps = steps,
                                .test = test, .lr = lrs[0], .seed = x.seed,
                                .gate = designs[g].gate, .gate_rank = designs[g].rank_d ? d : 0,
                                .conv_init = designs[g].conv_init});
     static const char *const cols[] = {LAB_MQAR_COLUMNS, "design",
                                        "output gate/rank (full or rN)/conv init", NULL};
     FILE *f = lab_tsv_open(&x, "20_output_gate", cols,
-                           "%s sweep (%s): D=%zu H=%zu T=%zu pairs=%zu vocab=%zu steps=%zu "
-                           "batch=%zu seeds=%zu test=%zu", full ? "full" : "reduced",
-                           lab_mqar_precision(&x), D, H, T, P, vocab, steps, batch, seeds, test);
+                           "%s sweep (%s): task=%s D=%zu H=%zu T=%zu pairs=%zu vocab=%zu "
+                           "steps=%zu batch=%zu seeds=%zu test=%zu", full ? "full" : "reduced",
+                           lab_mqar_precision(&x), kdalab_mqar_task_name(task), D, H, T, P,
+                           vocab, steps, batch, seeds, test);
     static const char *const scols[] = {
         "index", "the design's position (the figure's x)", "design",
         "output gate/rank (full or rN)/conv init", "mixer", "the mixer of both blocks",
@@ -123,7 +151,8 @@ int main(int argc, char **argv)
             for (size_t m = 0; m < 2; m++)
                 for (size_t il = 0; il < n_lr; il++) {
                     lab_mqar_spec s = {.mixers = MIXERS[m], .L = 2, .D = D, .H = H, .conv = 1,
-                                       .T = T, .P = P, .vocab = vocab, .batch = batch,
+                                       .T = T, .P = P, .updates = updates, .vocab = vocab,
+                                       .task = task, .split = split, .batch = batch,
                                        .steps = steps, .test = test, .lr = lrs[il],
                                        .seed = x.seed + sd, .gate = designs[g].gate,
                                        .gate_rank = designs[g].rank_d ? d : 0,
@@ -153,9 +182,10 @@ int main(int argc, char **argv)
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
 
-    printf("%s (%s sweep; D = %zu, H = %zu, d = %zu, T = %zu, %zu pairs, %zu steps, %zu "
+    printf("%s (%s sweep; %s, D = %zu, H = %zu, d = %zu, T = %zu, %zu pairs, %zu steps, %zu "
            "seed(s)): test accuracy, mean%s at the best learning rate\n",
-           x.name, full ? "full" : "reduced", D, H, d, T, P, steps, seeds,
+           x.name, full ? "full" : "reduced", kdalab_mqar_task_name(task), D, H, d, T, P, steps,
+           seeds,
            seeds > 1 ? " ± sd" : "");
     printf("  %-26s  %-15s  %-15s\n", "gate/rank/conv init", "Gated DeltaNet", "KDA");
     for (size_t g = 0; g < n_designs; g++) {
@@ -167,7 +197,8 @@ int main(int argc, char **argv)
     /* KDA against Gated DeltaNet per design, by the verdict rule (verdict.h),
      * each at its best learning rate */
     const lab_mqar_spec at = {.mixers = "kda", .L = 2, .D = D, .H = H, .conv = 1, .T = T,
-                              .P = P, .vocab = vocab};
+                              .P = P, .updates = updates, .vocab = vocab, .task = task,
+                              .split = split};
     const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
     for (size_t g = 0; g < n_designs; g++) {
         char name[64];
