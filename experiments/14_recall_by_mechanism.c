@@ -26,6 +26,11 @@
  * 0.98), T = 64, pairs 4, 8, 16, 24, seeds 1-3, learning rates 1e-3 and
  * 3e-3, 1000 steps of 32 sequences.
  *
+ * At experiment 22's regime, where every mixer trains (d = 32, 3,000
+ * steps), on Zoology's MQAR with 8 seeds: KDALAB_FULL=1
+ * 14_recall_by_mechanism --task zoology --d-model 64 --pairs 4,8,16
+ * --steps 3000 --seeds 8 (240 models; Zoology's layout asks T >= 4P).
+ *
  * Output (DIR = --out): 14_recall_by_mechanism.tsv, one row per model
  * trained (every seed and learning rate), and 14_recall_summary.tsv, one
  * row per (mixer, pairs) at its best learning rate: mean and sd.
@@ -54,6 +59,12 @@ int main(int argc, char **argv)
     const int full = lab_full();
     size_t D = 32, H = 2, T = full ? 64 : 40, steps = full ? 1000 : 600, batch = full ? 32 : 16;
     size_t seeds = full ? 3 : 1, test = 512, vocab = full ? 129 : 65;
+    const char *task_s = "dense", *pairs_s = full ? "4,8,16,24" : "4,16";
+    lab_flag_string(&x, "task", &task_s,
+                    "dense (kdalab's layout), or zoology / overwrite (Zoology's layouts and "
+                    "vocabulary split)");
+    lab_flag_string(&x, "pairs", &pairs_s, "key-value pairs per sequence, comma-separated "
+                                           "(at most 4; the verdicts are at the last)");
     lab_flag_size(&x, "d-model", &D, "model width D");
     lab_flag_size(&x, "heads", &H, "heads (head dimension D / H)");
     lab_flag_size(&x, "seq-len", &T, "tokens per sequence");
@@ -64,9 +75,29 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "vocab", &vocab, "vocabulary: 1 filler, (W - 1) / 2 keys, the rest values");
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
-    const size_t pairs_reduced[] = {4, 16}, pairs_full[] = {4, 8, 16, 24};
-    const size_t *pairs = full ? pairs_full : pairs_reduced;
-    const size_t n_pairs = full ? 4 : 2;
+    kdalab_mqar_task task;
+    if (kdalab_mqar_parse_task(task_s, &task) != KDALAB_OK ||
+        (task != KDALAB_MQAR_DENSE && task != KDALAB_MQAR_ZOOLOGY &&
+         task != KDALAB_MQAR_OVERWRITE)) {
+        fprintf(stderr, "%s: --task %s: expected dense, zoology or overwrite\n", x.name, task_s);
+        return 2;
+    }
+    const lab_split split = task == KDALAB_MQAR_DENSE ? LAB_SPLIT_EVEN : LAB_SPLIT_ZOOLOGY;
+    double pairs_d[4];
+    size_t pairs[4];
+    const size_t n_pairs = lab_parse_list(pairs_s, pairs_d, 4);
+    for (size_t i = 0; i < n_pairs; i++) {
+        pairs[i] = (size_t)pairs_d[i];
+        if (pairs_d[i] < 1 || pairs_d[i] != (double)pairs[i]) {
+            fprintf(stderr, "%s: --pairs %s: want whole numbers >= 1\n", x.name, pairs_s);
+            return 2;
+        }
+    }
+    if (!n_pairs) {
+        fprintf(stderr, "%s: --pairs %s: want 1 .. 4 counts\n", x.name, pairs_s);
+        return 2;
+    }
+#define UPDATES(P) (task == KDALAB_MQAR_OVERWRITE ? (P) / 2 : 0) /* overwrite's U */
     const double lrs_reduced[] = {3e-3}, lrs_full[] = {1e-3, 3e-3};
     const double *lrs = full ? lrs_full : lrs_reduced;
     const size_t n_lr = full ? 2 : 1;
@@ -74,13 +105,16 @@ int main(int argc, char **argv)
     for (size_t m = 0; m < 5; m++) /* the largest number of pairs: refused now, not later */
         lab_mqar_check(&x, &(lab_mqar_spec){.mixers = MIXERS[m], .L = 2, .D = D, .H = H,
                                             .conv = 1, .T = T, .P = pairs[n_pairs - 1],
+                                            .updates = UPDATES(pairs[n_pairs - 1]),
+                                            .task = task, .split = split,
                                             .vocab = vocab, .batch = batch, .steps = steps,
                                             .test = test, .lr = lrs[0], .seed = x.seed});
     static const char *const cols[] = {LAB_MQAR_COLUMNS, NULL};
     FILE *f = lab_tsv_open(&x, "14_recall_by_mechanism", cols,
-                           "%s sweep (%s): D=%zu H=%zu T=%zu vocab=%zu steps=%zu batch=%zu seeds=%zu "
-                           "test=%zu", full ? "full" : "reduced", lab_mqar_precision(&x), D, H, T,
-                           vocab, steps, batch, seeds, test);
+                           "%s sweep (%s): task=%s D=%zu H=%zu T=%zu vocab=%zu steps=%zu "
+                           "batch=%zu seeds=%zu test=%zu", full ? "full" : "reduced",
+                           lab_mqar_precision(&x), kdalab_mqar_task_name(task), D, H, T, vocab,
+                           steps, batch, seeds, test);
     static const char *const scols[] = {
         "mixer", "the mixer of both blocks", "pairs", "key-value pairs per sequence",
         "lr", "the learning rate with the best mean accuracy", "mean", "mean test accuracy",
@@ -100,7 +134,9 @@ int main(int argc, char **argv)
             for (size_t ip = 0; ip < n_pairs; ip++)
                 for (size_t il = 0; il < n_lr; il++) {
                     lab_mqar_spec s = {.mixers = MIXERS[m], .L = 2, .D = D, .H = H, .conv = 1,
-                                       .T = T, .P = pairs[ip], .vocab = vocab, .batch = batch,
+                                       .T = T, .P = pairs[ip], .updates = UPDATES(pairs[ip]),
+                                       .task = task, .split = split, .vocab = vocab,
+                                       .batch = batch,
                                        .steps = steps, .test = test, .lr = lrs[il],
                                        .seed = x.seed + sd};
                     lab_mqar_result r;
@@ -125,8 +161,9 @@ int main(int argc, char **argv)
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
 
-    printf("%s (%s sweep; D = %zu, H = %zu, d = %zu, T = %zu, %zu steps, %zu seed(s)):\n",
-           x.name, full ? "full" : "reduced", D, H, D / H, T, steps, seeds);
+    printf("%s (%s sweep; %s, D = %zu, H = %zu, d = %zu, T = %zu, %zu steps, %zu seed(s)):\n",
+           x.name, full ? "full" : "reduced", kdalab_mqar_task_name(task), D, H, D / H, T, steps,
+           seeds);
     printf("  %-18s", "test accuracy");
     for (size_t ip = 0; ip < n_pairs; ip++)
         printf("  P = %-4zu", pairs[ip]);
@@ -149,7 +186,8 @@ int main(int argc, char **argv)
         if (mean_at[m][L] > mean_at[best][L])
             best = m;
     const lab_mqar_spec at = {.mixers = MIXERS[0], .L = 2, .D = D, .H = H, .conv = 1, .T = T,
-                              .P = pairs[L], .vocab = vocab};
+                              .P = pairs[L], .updates = UPDATES(pairs[L]), .task = task,
+                              .split = split, .vocab = vocab};
     const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
     const size_t cmp[3][2] = {{0, best}, {2, 1}, {4, 3}};
     char what[64];
