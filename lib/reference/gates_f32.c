@@ -33,6 +33,15 @@ static float sigmoid(float z)
     return z >= 0 ? 1 / (1 + expf(-z)) : expf(z) / (1 + expf(z));
 }
 
+/* softplus(z) and sigmoid(z) from one exponential, e = expf(-|z|): the same
+ * values as the two functions above (each exponentiates -|z| too). */
+static void softplus_sigmoid(float z, float *sp, float *sg)
+{
+    float e = expf(-fabsf(z));
+    *sp = (z > 0 ? z : 0) + log1pf(e);
+    *sg = z >= 0 ? 1 / (1 + e) : e / (1 + e);
+}
+
 /* The sizes of a KDA gate call: n = BT * H * K elements, no overflow. */
 static kdalab_status gate_sizes(size_t BT, size_t H, size_t K, size_t *n, size_t *hk)
 {
@@ -73,10 +82,14 @@ kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
         s = kdalab_fail(KDALAB_ENULL, "g is NULL");
     if (s != KDALAB_OK)
         return s;
-    for (size_t i = 0; i < n; i++) {
-        size_t hc = i % hk, h = hc / K;
-        g[i] = -expf(A_log[h]) * softplus(x[i] + (dt_bias ? dt_bias[hc] : 0));
-    }
+    for (size_t r = 0; r < BT; r++)
+        for (size_t h = 0; h < H; h++) {
+            const float na = -expf(A_log[h]); /* once per head and row */
+            for (size_t c = 0; c < K; c++) {
+                size_t hc = h * K + c, i = r * hk + hc;
+                g[i] = na * softplus(x[i] + (dt_bias ? dt_bias[hc] : 0));
+            }
+        }
     const size_t shape[3] = {BT, H, K};
     return kdalab_check_result_f32("KDA gate", "g", g, 3, shape,
                                    "-expf(A_log[h]) * softplus(x + dt_bias[h, k]) overflowed "
@@ -104,15 +117,20 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
         free(db);
         return kdalab_fail(KDALAB_ENOMEM, "no memory for the KDA gate backward");
     }
-    for (size_t i = 0; i < n; i++) {
-        size_t hc = i % hk, h = hc / K;
-        float z = x[i] + (dt_bias ? dt_bias[hc] : 0), a = expf(A_log[h]);
-        float dz = -a * sigmoid(z) * dg[i]; /* dg/dz = -expf(A_log) sigmoid(z) */
-        if (dx)
-            dx[i] = dz;
-        db[hc] += dz;
-        dA[h] += dg[i] * -a * softplus(z); /* dg/dA_log = g */
-    }
+    for (size_t r = 0; r < BT; r++)
+        for (size_t h = 0; h < H; h++) {
+            const float a = expf(A_log[h]); /* once per head and row */
+            for (size_t c = 0; c < K; c++) {
+                size_t hc = h * K + c, i = r * hk + hc;
+                float z = x[i] + (dt_bias ? dt_bias[hc] : 0), sp, sg;
+                softplus_sigmoid(z, &sp, &sg);
+                float dz = -a * sg * dg[i]; /* dg/dz = -expf(A_log) sigmoid(z) */
+                if (dx)
+                    dx[i] = dz;
+                db[hc] += dz;
+                dA[h] += dg[i] * -a * sp; /* dg/dA_log = g */
+            }
+        }
     for (size_t h = 0; dA_log && h < H; h++)
         dA_log[h] = dA[h];
     for (size_t hc = 0; ddt_bias && hc < hk; hc++)
