@@ -296,7 +296,8 @@ typedef struct {
     size_t chunk;               /* C >= 1, positions per chunk; the last chunk may be shorter */
     size_t subchunk;            /* c >= 1, positions per sub-chunk (safe/anchored modes)      */
     kdalab_decay_mode decay;    /* see kdalab_decay_mode                                      */
-    kdalab_precision precision; /* used by kdalab_chunk_f32 only; must be FP32 for _f64      */
+    kdalab_precision precision; /* the float32 chunkwise forms' (reference and SIMD) storage; */
+                                /* must be FP32 for float64 and for the backward           */
 } kdalab_chunk_opts;
 
 /* The chunk options every path uses when given none (opts == NULL), and the

@@ -84,20 +84,37 @@ static inline __m256 avx2_round_bf16(__m256 x)
 }
 
 /* x rounded to the nearest IEEE binary16, ties to even, as kdalab_round_fp16
- * (subnormals kept, |x| >= 65520 to inf, NaN kept): |x| + M - M with
- * M = 2^(e + 13), e = max(exponent of |x|, -14), rounds |x| to a multiple of
- * 2^(e - 10), the fp16 spacing at |x| (the sum lies in M's binade, whose float
- * spacing is exactly that; M is an even multiple of it, so ties go to even). */
+ * (subnormals kept, |x| >= 65520 to inf, NaN kept), in integer lanes so that
+ * no rounding mode can change it: in fp16's normal range 13 bits of the
+ * float32 rounded away, as bf16 rounds 16; below 2^-14, a multiple of 2^-24:
+ * the 24-bit significand shifted right by d = -1 - e (e the exponent, d at
+ * most 25, beyond which every value rounds to 0), ties to even, then
+ * converted (exactly: at most 2^10) and scaled by 2^-24 (exactly). */
 static inline __m256 avx2_round_fp16(__m256 x)
 {
+    const __m256i one = _mm256_set1_epi32(1);
     __m256i u = _mm256_castps_si256(x);
     __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
     __m256i sign = _mm256_xor_si256(u, mag);
-    __m256i e = _mm256_and_si256(mag, _mm256_set1_epi32(0x7f800000));
-    e = _mm256_max_epi32(e, _mm256_set1_epi32((127 - 14) << 23));
-    __m256 M = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(13 << 23)));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(mag, 13), one);
+    __m256i nrm = _mm256_add_epi32(_mm256_add_epi32(mag, _mm256_set1_epi32(0xfff)), lsb);
+    nrm = _mm256_and_si256(nrm, _mm256_set1_epi32(~0x1fff));
+    __m256i be = _mm256_srli_epi32(mag, 23); /* the biased exponent, e + 127 */
+    __m256i d = _mm256_min_epi32(_mm256_sub_epi32(_mm256_set1_epi32(126), be),
+                                 _mm256_set1_epi32(25));
+    __m256i sig = _mm256_or_si256(_mm256_and_si256(mag, _mm256_set1_epi32(0x7fffff)),
+                                  _mm256_set1_epi32(0x800000));
+    __m256i q = _mm256_srlv_epi32(sig, d);
+    __m256i rem = _mm256_sub_epi32(sig, _mm256_sllv_epi32(q, d));
+    __m256i half = _mm256_sllv_epi32(one, _mm256_sub_epi32(d, one));
+    __m256i odd = _mm256_cmpeq_epi32(_mm256_and_si256(q, one), one);
+    __m256i up = _mm256_or_si256(_mm256_cmpgt_epi32(rem, half),
+                                 _mm256_and_si256(_mm256_cmpeq_epi32(rem, half), odd));
+    q = _mm256_sub_epi32(q, up); /* up is -1 where the value rounds up */
+    __m256 small = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(0x1p-24f));
     __m256 a = _mm256_castsi256_ps(mag);
-    __m256 r = _mm256_sub_ps(_mm256_add_ps(a, M), M);
+    __m256 r = _mm256_blendv_ps(_mm256_castsi256_ps(nrm), small,
+                                _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(113), be)));
     r = _mm256_blendv_ps(r, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(a, _mm256_set1_ps(65520.0f), _CMP_GE_OQ));
     r = _mm256_blendv_ps(r, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
     return _mm256_or_ps(r, _mm256_castsi256_ps(sign));

@@ -59,7 +59,8 @@ static inline __m512 avx512_exp(__m512 x)
 }
 
 /* x rounded to bfloat16 and to binary16, as avx2_round_bf16 and
- * avx2_round_fp16 in lib/simd/avx2.c (the same steps). */
+ * avx2_round_fp16 in lib/simd/avx2.c (the same steps, in integer lanes: no
+ * rounding mode changes them). */
 static inline __m512 avx512_round_bf16(__m512 x)
 {
     __m512i u = _mm512_castps_si512(x);
@@ -71,14 +72,29 @@ static inline __m512 avx512_round_bf16(__m512 x)
 
 static inline __m512 avx512_round_fp16(__m512 x)
 {
+    const __m512i one = _mm512_set1_epi32(1);
     __m512i u = _mm512_castps_si512(x);
     __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
     __m512i sign = _mm512_xor_si512(u, mag);
-    __m512i e = _mm512_and_si512(mag, _mm512_set1_epi32(0x7f800000));
-    e = _mm512_max_epi32(e, _mm512_set1_epi32((127 - 14) << 23));
-    __m512 M = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32(13 << 23)));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(mag, 13), one);
+    __m512i nrm = _mm512_add_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(0xfff)), lsb);
+    nrm = _mm512_and_si512(nrm, _mm512_set1_epi32(~0x1fff));
+    __m512i be = _mm512_srli_epi32(mag, 23);
+    __m512i d = _mm512_min_epi32(_mm512_sub_epi32(_mm512_set1_epi32(126), be),
+                                 _mm512_set1_epi32(25));
+    __m512i sig = _mm512_or_si512(_mm512_and_si512(mag, _mm512_set1_epi32(0x7fffff)),
+                                  _mm512_set1_epi32(0x800000));
+    __m512i q = _mm512_srlv_epi32(sig, d);
+    __m512i rem = _mm512_sub_epi32(sig, _mm512_sllv_epi32(q, d));
+    __m512i half = _mm512_sllv_epi32(one, _mm512_sub_epi32(d, one));
+    __mmask16 up = _mm512_cmpgt_epi32_mask(rem, half) |
+                   (_mm512_cmpeq_epi32_mask(rem, half) &
+                    _mm512_cmpeq_epi32_mask(_mm512_and_si512(q, one), one));
+    q = _mm512_mask_add_epi32(q, up, q, one);
+    __m512 small = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(0x1p-24f));
     __m512 a = _mm512_castsi512_ps(mag);
-    __m512 r = _mm512_sub_ps(_mm512_add_ps(a, M), M);
+    __m512 r = _mm512_mask_blend_ps(_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(113), be),
+                                    _mm512_castsi512_ps(nrm), small);
     r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(65520.0f), _CMP_GE_OQ), r,
                              _mm512_set1_ps(INFINITY));
     r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), r, a);

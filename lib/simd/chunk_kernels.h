@@ -88,8 +88,8 @@ static void SIMD_FN(dplr_chunk)(SIMD_FN(ws) *w, size_t n, real s)
 {
     const size_t K = w->K, W = w->W, C = w->C, pf = w->pf_rows;
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(dplr_factors)(w, n, s);
-    SIMD_FN(dplr_store_factors)(w, n);
+    SIMD_FN(dplr_factors)(w, n, w->store == KDALAB_FP32 ? s : 1); /* qg's scale */
+    SIMD_FN(dplr_store_factors)(w, n, s);
     SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(dplr_scores)(w, n, s);
     SIMD_FN(prefetch_rows)(w, pf);
@@ -124,8 +124,8 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
 
     SIMD_FN(prefetch_rows)(w, pf);
     if (gs == KDALAB_G_PER_KEY) {
-        SIMD_FN(kda_factors)(w, n, s);
-        SIMD_FN(store_factors)(w, n, 1);
+        SIMD_FN(kda_factors)(w, n, w->store == KDALAB_FP32 ? s : 1); /* qg's scale */
+        SIMD_FN(store_factors)(w, n, 1, s);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < C; j++) {
                 w->Akk[i * C + j] = 0;
@@ -135,7 +135,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
         SIMD_FN(kda_scores)(w, n, s);
     } else {
         SIMD_FN(scalar_scores)(w, n, s, gs == KDALAB_G_PER_HEAD, delta);
-        SIMD_FN(store_factors)(w, n, 0);
+        SIMD_FN(store_factors)(w, n, 0, s);
     }
 
     const real *Vnew = w->v;

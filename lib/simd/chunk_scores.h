@@ -387,8 +387,9 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, 
         if (gated)
             Q = SIMD_FN(flush1)(Q * a[r]);
     }
+    const real sq = w->store == KDALAB_FP32 ? s : 1; /* stored: store_factors scales qg */
     for (size_t r = 0; r < n; r++) {
-        vf sg = VSET1(s * w->gam[r]), mg = VSET1(-w->gam[r]), kdv = VSET1(w->kdec[r]);
+        vf sg = VSET1(sq * w->gam[r]), mg = VSET1(-w->gam[r]), kdv = VSET1(w->kdec[r]);
         size_t Kv = K / VLEN * VLEN;
         for (size_t ch = 0; ch < Kv; ch += VLEN) {
             vf qv = VLOAD(w->q + r * ld + ch), kv = VLOAD(w->k + r * ld + ch);
@@ -397,7 +398,7 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, 
             VSTORE(w->kd + r * K + ch, VMUL(kdv, kv));
         }
         for (size_t ch = Kv; ch < K; ch++) {
-            w->qg[r * K + ch] = s * w->gam[r] * w->q[r * ld + ch];
+            w->qg[r * K + ch] = sq * w->gam[r] * w->q[r * ld + ch];
             w->kg[r * K + ch] = -w->gam[r] * w->k[r * ld + ch];
             w->kd[r * K + ch] = w->kdec[r] * w->k[r * ld + ch];
         }
@@ -414,17 +415,23 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, 
 /*
  * A kernel that stores in bf16 or fp16 (w->store; KDALAB_FP32: nothing) holds
  * the rescaled rows it multiplies in that format: after kda_factors or
- * scalar_scores, s gamma q (qg), the keys decayed to the chunk's end (kd)
- * and, for KDA, the keys decayed to their sub-chunk's end (kb, the right
- * factors of the off-diagonal score blocks; their left factors are rounded
- * as kda_scores forms them). The rows -gamma k (kg), which the UT transform
- * turns into W, stay in float32, as in the reference's emulation
- * (lib/reference/chunk_steps_f32.c). Over n positions.
+ * scalar_scores, gamma q (qg, formed without the scale s when storing, then
+ * rounded and scaled here: the reference rounds gamma q and scales the sum,
+ * and s gamma q may leave the format where gamma q does not), the keys
+ * decayed to the chunk's end (kd) and, for KDA, the keys decayed to their
+ * sub-chunk's end (kb, the right factors of the off-diagonal score blocks;
+ * their left factors are rounded as kda_scores forms them). The rows
+ * -gamma k (kg), which the UT transform turns into W, stay in float32, as in
+ * the reference's emulation (lib/reference/chunk_steps_f32.c). Over n
+ * positions.
  */
-static void SIMD_FN(store_factors)(SIMD_FN(ws) *w, size_t n, int per_key)
+static void SIMD_FN(store_factors)(SIMD_FN(ws) *w, size_t n, int per_key, real s)
 {
     const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
+    if (w->store == KDALAB_FP32)
+        return;
     SIMD_FN(store_round)(w->qg, n * K, w->store);
+    SIMD_FN(scale_row)(w->qg, w->qg, s, n * K);
     SIMD_FN(store_round)(w->kd, n * K, w->store);
     if (per_key && nsub > 1)
         SIMD_FN(store_round)(w->kb, (nsub - 1) * c * K, w->store);

@@ -237,14 +237,18 @@ static void SIMD_FN(dplr_scores)(SIMD_FN(ws) *w, size_t n, real s)
 
 /* Emulated storage (w->store, as store_factors in chunk_scores.h): the rows
  * dplr_factors rescaled, which the products read, rounded to the format:
- * qg, ah, kd, bd and the right factors kb, bb of the off-diagonal blocks
- * (their left factors are rounded as dplr_scores forms them). */
-static void SIMD_FN(dplr_store_factors)(SIMD_FN(ws) *w, size_t n)
+ * qg (gamma q, formed without s when storing, scaled by s once rounded), ah,
+ * kd, bd and the right factors kb, bb of the off-diagonal blocks (their left
+ * factors are rounded as dplr_scores forms them). */
+static void SIMD_FN(dplr_store_factors)(SIMD_FN(ws) *w, size_t n, real s)
 {
     const size_t K = w->K, c = w->c, nsub = (n + c - 1) / c;
+    if (w->store == KDALAB_FP32)
+        return;
     real *rows[] = {w->qg, w->ah, w->kd, w->bd};
     for (size_t i = 0; i < 4; i++)
         SIMD_FN(store_round)(rows[i], n * K, w->store);
+    SIMD_FN(scale_row)(w->qg, w->qg, s, n * K);
     if (nsub > 1) {
         SIMD_FN(store_round)(w->kb, (nsub - 1) * c * K, w->store);
         SIMD_FN(store_round)(w->bb, (nsub - 1) * c * K, w->store);

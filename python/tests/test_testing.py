@@ -93,6 +93,20 @@ def test_tolerance_refuses_arguments_that_void_it():
                      trials=1).rtol["o"] >= 0
 
 
+def test_trials_follow_the_smaller_output():
+    """trials=None: ceil(2^20 / the smaller of o's and ht's sizes) within
+    [1, 8]; a bad chunk_size is refused before anything runs."""
+    p = problem(5, T=20)
+    args = (p["q"], p["k"], p["v"], p["g"], p["beta"])
+    assert len(tolerance("kda", *args).trials) == 8
+    # o has 2^20 elements, ht 2^19 (K = V = 64, H = 128, T = 128): 2 trials
+    p = problem(6, T=128, H=128, K=64, V=64)
+    assert len(tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"]).trials) == 2
+    for bad in (-1, 0, 2.5, 2 ** 64 - 1):
+        with pytest.raises(ValueError, match="chunk_size"):
+            tolerance("kda", *args, chunk_size=bad)
+
+
 def test_fixture_exists_whatever_was_imported_first(tmp_path):
     """kdalab.testing imported before pytest (a script that calls
     pytest.main) still gives the kdalab_ref fixture."""
