@@ -95,13 +95,9 @@ int main(int argc, char **argv)
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     kdalab_mqar_task task;
-    if (kdalab_mqar_parse_task(task_s, &task) != KDALAB_OK ||
-        (task != KDALAB_MQAR_DENSE && task != KDALAB_MQAR_ZOOLOGY &&
-         task != KDALAB_MQAR_OVERWRITE)) {
-        fprintf(stderr, "%s: --task %s: expected dense, zoology or overwrite\n", x.name, task_s);
+    lab_split split;
+    if (lab_mqar_recall_task(&x, task_s, &task, &split))
         return 2;
-    }
-    const lab_split split = task == KDALAB_MQAR_DENSE ? LAB_SPLIT_EVEN : LAB_SPLIT_ZOOLOGY;
     const size_t updates = task == KDALAB_MQAR_OVERWRITE ? P / 2 : 0;
     if (!H || D % H) {
         fprintf(stderr, "%s: --d-model %zu --heads %zu: H must divide D\n", x.name, D, H);

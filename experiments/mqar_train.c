@@ -4,7 +4,8 @@
  *
  * defines: lab_full, lab_resume, lab_train_missing, lab_mqar_flags, lab_mqar_parse,
  *          lab_mqar_precision, lab_mqar_check, lab_mqar_answers, lab_mqar_print_job,
- *          lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra
+ *          lab_mqar_train, lab_mqar_jobs_done, lab_mqar_row, lab_mqar_row_extra,
+ *          lab_best_lr, lab_mqar_recall_task
  */
 #include <stdlib.h>
 #include <string.h>
@@ -343,6 +344,19 @@ void lab_mqar_row_extra(FILE *f, const char *label, const lab_mqar_spec *s,
             label, s->mixers, r->model.L, s->D, s->H, s->D / s->H, s->P, s->T, s->seed, r->lr,
             s->steps, r->accuracy, r->loss, r->seconds, extra ? "\t" : "", extra ? extra : "");
     fflush(f);
+}
+
+int lab_mqar_recall_task(const lab_ctx *x, const char *name, kdalab_mqar_task *task,
+                         lab_split *split)
+{
+    if (kdalab_mqar_parse_task(name, task) != KDALAB_OK ||
+        (*task != KDALAB_MQAR_DENSE && *task != KDALAB_MQAR_ZOOLOGY &&
+         *task != KDALAB_MQAR_OVERWRITE)) {
+        fprintf(stderr, "%s: --task %s: expected dense, zoology or overwrite\n", x->name, name);
+        return 2;
+    }
+    *split = *task == KDALAB_MQAR_DENSE ? LAB_SPLIT_EVEN : LAB_SPLIT_ZOOLOGY;
+    return 0;
 }
 
 size_t lab_best_lr(const double *acc, size_t stride, size_t n_lr, size_t seeds, double *mean)

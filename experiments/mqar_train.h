@@ -161,6 +161,12 @@ void lab_mqar_row(FILE *f, const char *label, const lab_mqar_spec *s, const lab_
  * seed sd (il < n_lr, sd < seeds); returns that il (the first, on a tie)
  * and puts its mean in *mean. */
 size_t lab_best_lr(const double *acc, size_t stride, size_t n_lr, size_t seeds, double *mean);
+/* The --task of an experiment that runs one recall layout (14, 20): "dense"
+ * (kdalab's layout, the even split) or Zoology's "zoology" / "overwrite"
+ * (Zoology's split) into *task and *split; returns 0, or prints one line
+ * naming x's program and the flag and returns 2 (the exit status). */
+int lab_mqar_recall_task(const lab_ctx *x, const char *name, kdalab_mqar_task *task,
+                         lab_split *split);
 /* The same row with one more column, extra, before the line ends. */
 void lab_mqar_row_extra(FILE *f, const char *label, const lab_mqar_spec *s,
                         const lab_mqar_result *r, const char *extra);

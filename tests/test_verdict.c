@@ -85,6 +85,18 @@ static void test_outcomes(void **state)
     assert_true(v.lo == v.mean && v.hi == v.mean && v.outcome == LAB_NOT_RESOLVED);
 }
 
+/* The line lab_verdict_print writes for v, into line [512]. */
+static void printed(const char *what, const lab_side *a, const lab_side *b,
+                    const lab_verdict *v, char *line)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    lab_verdict_print(f, what, a, b, v);
+    rewind(f);
+    assert_non_null(fgets(line, 512, f));
+    fclose(f);
+}
+
 static void test_stuck_and_print(void **state)
 {
     (void)state;
@@ -104,33 +116,20 @@ static void test_stuck_and_print(void **state)
     assert_true(fabs(v.mean - (0.7 * 7 + 0.9) / 8) < 1e-12);
     const lab_side A = {"KDA", a, la}, B = {"Gated DeltaNet", b, lb};
     char line[512];
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    lab_verdict_print(f, "dense, 24 pairs", &A, &B, &v);
-    rewind(f);
-    assert_non_null(fgets(line, sizeof line, f));
-    fclose(f);
+    printed("dense, 24 pairs", &A, &B, &v, line);
     assert_non_null(strstr(line, "verdict (dense, 24 pairs): KDA ahead of Gated DeltaNet"));
     assert_non_null(strstr(line, "over 8 paired seeds (95 % t interval)"));
     assert_non_null(strstr(line, "Gated DeltaNet stuck at the no-recall loss in 2 of 8 (seeds 3, 6)"));
     /* fewer than 8 seeds say why no order is named */
     v = run(a, b, la, lb, 3);
-    f = tmpfile();
-    lab_verdict_print(f, "x", &A, &B, &v);
-    rewind(f);
-    assert_non_null(fgets(line, sizeof line, f));
-    fclose(f);
+    printed("x", &A, &B, &v, line);
     assert_non_null(strstr(line, "KDA not resolved against Gated DeltaNet"));
     assert_non_null(strstr(line, "fewer than 8 seeds"));
     /* a difference that rounds to 0.000 keeps its digits, never "-0.000" */
     for (int i = 0; i < 8; i++)
         b[i] = a[i] + 0.0004 + 0.00001 * (i % 2);
     v = run(a, b, la, la, 8);
-    f = tmpfile();
-    lab_verdict_print(f, "x", &A, &B, &v);
-    rewind(f);
-    assert_non_null(fgets(line, sizeof line, f));
-    fclose(f);
+    printed("x", &A, &B, &v, line);
     assert_null(strstr(line, "-0.000"));
     assert_non_null(strstr(line, "mean difference -4.0e-04 [-4.1e-04, -4.0e-04]"));
     assert_true(fabs(lab_no_recall_loss(64) - LN64) < 1e-12);
