@@ -376,7 +376,8 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     `precision` ("bf16", "fp16", "fp32"), derived as tolerance() derives the
     forward's: in `trials` runs at the caller's inputs (each, and do, dht,
     multiplied by 1 + u * unit roundoff, fresh uniform u in [-1, 1]; trial 0
-    unperturbed; None: as many as tolerance's), the float32 backward
+    unperturbed; None: as tolerance's, with the smallest gradient, dh0's or
+    dbeta's, in ht's place), the float32 backward
     (kdalab_run_bwd_f32 on the SIMD path, chunks of chunk_size) with q, k, v, beta and do
     stored in the format — g, initial_state and dht in float32, as the
     forward's emulation keeps them — against the float64 backward at the same
