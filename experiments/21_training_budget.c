@@ -23,6 +23,12 @@
  * 10,000 steps, seeds 1-3: 108 models, most of the time in the 36 of 10,000
  * steps (run them as jobs: experiments/README.md "A sweep as jobs").
  *
+ * At experiment 22's regime (--layout zoology): Zoology's MQAR (8 pairs) and
+ * its overwrite (8 pairs, 4 bound again) at T = 64, Zoology's vocabulary
+ * split of 129, two blocks of two heads of d = 32 (D = 64), the same
+ * budgets: KDALAB_FULL=1 21_training_budget --layout zoology --seeds 8 is
+ * 144 models, 48 of them 10,000 steps long.
+ *
  * Output (DIR = --out): 21_training_budget.tsv, one row per model (with its
  * steps to 95 %), and 21_budget_summary.tsv, one row per (task, d, mixer,
  * budget): mean and sd of the test accuracy, and the steps to 95 % of the
@@ -30,6 +36,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <gsl/gsl_statistics_double.h>
 
@@ -51,30 +58,47 @@ int main(int argc, char **argv)
     lab_init(&x, "21_training_budget", "trained recall against the training budget");
     const int full = lab_full();
     size_t seeds = full ? 3 : 1, test = 512;
+    const char *layout = "dense";
+    lab_flag_string(&x, "layout", &layout,
+                    "dense (kdalab's dense layout and overwrite, D = 32, d = 16 and 32) or "
+                    "zoology (Zoology's MQAR and overwrite at 22's regime, d = 32, D = 64)");
     lab_flag_size(&x, "seeds", &seeds, "seeds per model, from --seed on");
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
+    const int zoo = strcmp(layout, "zoology") == 0;
+    if (!zoo && strcmp(layout, "dense") != 0) {
+        fprintf(stderr, "%s: --layout %s: expected dense or zoology\n", x.name, layout);
+        return 2;
+    }
     static const char *const mixers_full[] = {"deltanet", "gated_deltanet", "kda"},
                              *const mixers_reduced[] = {"deltanet", "kda"};
     const char *const *mixers = full ? mixers_full : mixers_reduced;
     const size_t n_mix = full ? 3 : 2;
-    const size_t ds_full[] = {16, 32}, ds_reduced[] = {16};
-    const size_t *ds = full ? ds_full : ds_reduced, n_d = full ? 2 : 1;
+    const size_t ds_full[] = {16, 32}, ds_reduced[] = {16}, ds_zoo[] = {32};
+    const size_t *ds = zoo ? ds_zoo : full ? ds_full : ds_reduced, n_d = full && !zoo ? 2 : 1;
     const size_t budgets_full[] = {1000, 3000, 10000}, budgets_reduced[] = {200, 600};
     const size_t *budgets = full ? budgets_full : budgets_reduced, n_b = full ? 3 : 2;
     const budget_task tasks_full[] = {{KDALAB_MQAR_DENSE, 64, 24, 0, 129},
                                       {KDALAB_MQAR_OVERWRITE, 64, 12, 6, 129}},
-                      tasks_reduced[] = {{KDALAB_MQAR_DENSE, 40, 4, 0, 65}};
-    const budget_task *tasks = full ? tasks_full : tasks_reduced;
+                      tasks_reduced[] = {{KDALAB_MQAR_DENSE, 40, 4, 0, 65}},
+                      tasks_zoo[] = {{KDALAB_MQAR_ZOOLOGY, 64, 8, 0, 129},
+                                     {KDALAB_MQAR_OVERWRITE, 64, 8, 4, 129}},
+                      tasks_zoo_reduced[] = {{KDALAB_MQAR_ZOOLOGY, 32, 4, 0, 65}};
+    const budget_task *tasks = zoo ? (full ? tasks_zoo : tasks_zoo_reduced)
+                                   : (full ? tasks_full : tasks_reduced);
     const size_t n_t = full ? 2 : 1, batch = full ? 32 : 16;
+    /* the width: D = 32 with d = 16 or 32 (H = 2 or 1); at 22's regime two heads of d */
+#define D_OF(id) (zoo ? 2 * ds[id] : 32)
+#define H_OF(id) (zoo ? 2 : 32 / ds[id])
     const double lr = 3e-3;
 #define SPEC(it, id, m, ib, sd)                                                                 \
-    ((lab_mqar_spec){.mixers = mixers[m], .L = 2, .D = 32, .H = 32 / ds[id], .conv = 1,         \
+    ((lab_mqar_spec){.mixers = mixers[m], .L = 2, .D = D_OF(id), .H = H_OF(id), .conv = 1,      \
                      .T = tasks[it].T, .P = tasks[it].P, .vocab = tasks[it].vocab,             \
                      .batch = batch, .steps = budgets[ib], .test = test, .lr = lr,             \
                      .seed = x.seed + (sd), .task = tasks[it].task,                            \
-                     .updates = tasks[it].updates})
+                     .updates = tasks[it].updates,                                             \
+                     .split = zoo ? LAB_SPLIT_ZOOLOGY : LAB_SPLIT_EVEN})
     for (size_t it = 0; it < n_t; it++) /* refused now, not after hours */
         for (size_t id = 0; id < n_d; id++)
             for (size_t m = 0; m < n_mix; m++)
@@ -84,17 +108,17 @@ int main(int argc, char **argv)
                                        "steps_to_95", "first step whose mean training-batch "
                                        "accuracy over 50 steps reached 0.95 (-1: never)", NULL};
     FILE *f = lab_tsv_open(&x, "21_training_budget", cols,
-                           "%s sweep (%s): D=32 lr=%g batch=%zu seeds=%zu test=%zu",
-                           full ? "full" : "reduced", lab_mqar_precision(&x), lr, batch, seeds,
-                           test);
+                           "%s sweep (%s): layout=%s D=%zu lr=%g batch=%zu seeds=%zu test=%zu",
+                           full ? "full" : "reduced", lab_mqar_precision(&x), layout,
+                           (size_t)D_OF(0), lr, batch, seeds, test);
     static const char *const scols[] = {
         "task", "the task", "d", "head dimension", "mixer", "the mixer of both blocks",
         "steps", "the training budget (optimiser steps)", "mean", "mean test accuracy",
         "sd", "its standard deviation over seeds (0 for one seed)",
         "s95_mean", "mean steps to 95 % of the seeds that reached it (-1: none did)",
         "s95_reached", "seeds that reached 95 % within the budget", "seeds", "seeds", NULL};
-    FILE *fs = lab_tsv_open(&x, "21_budget_summary", scols, "%s sweep: D=32 seeds=%zu",
-                            full ? "full" : "reduced", seeds);
+    FILE *fs = lab_tsv_open(&x, "21_budget_summary", scols, "%s sweep: layout=%s D=%zu seeds=%zu",
+                            full ? "full" : "reduced", layout, (size_t)D_OF(0), seeds);
     /* acc and steps to 95 % of (task, d, mixer, budget, seed) */
     static double acc[2][2][3][3][MAX_SEEDS], s95[2][2][3][3][MAX_SEEDS],
         loss[2][2][3][3][MAX_SEEDS];
@@ -119,9 +143,9 @@ int main(int argc, char **argv)
                         lab_progress(&x, "models", ++done, total);
                     }
     lab_mqar_jobs_done(&x);
-    printf("%s (%s sweep; D = 32, lr %g, %zu seed(s)): test accuracy by training budget; "
-           "steps to 95 %% (seeds that reached it)\n",
-           x.name, full ? "full" : "reduced", lr, seeds);
+    printf("%s (%s sweep; %s layout, D = %zu, lr %g, %zu seed(s)): test accuracy by training "
+           "budget; steps to 95 %% (seeds that reached it)\n",
+           x.name, full ? "full" : "reduced", layout, (size_t)D_OF(0), lr, seeds);
     for (size_t it = 0; it < n_t; it++)
         for (size_t id = 0; id < n_d; id++)
             for (size_t m = 0; m < n_mix; m++) {
