@@ -171,28 +171,41 @@ def _check_range(arrays, precision):
                              "emulate" % (name, list(idx), a[idx], precision, _MAX[precision]))
 
 
-def _to_f32(arrays):
+def _to_f32(arrays, keep):
     """Each array (or None) as contiguous float32, beyond float32's range as
     inf (which the library refuses), converted on two threads (NumPy's casts
-    release the GIL; one thread leaves half the memory bandwidth unused)."""
-    def one(a):
+    release the GIL; one thread leaves half the memory bandwidth unused) into
+    the buffers of keep (a dict, filled on first use and reused: fresh pages
+    cost as much as the conversion)."""
+    def one(ia):
+        i, a = ia
+        if a is None:
+            return None
+        buf = keep.get(i)
+        if buf is None or buf.shape != a.shape:
+            buf = keep[i] = np.empty(a.shape, dtype=np.float32)
         with np.errstate(over="ignore"):
-            return None if a is None else np.ascontiguousarray(a, dtype=np.float32)
+            np.copyto(buf, a, casting="same_kind")
+        return buf
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        return list(ex.map(one, arrays))
+        return list(ex.map(one, enumerate(arrays)))
 
 
-def _emulate(call, x, scale, precision, chunk_size):
+def _emulate(call, x, scale, precision, chunk_size, keep=None):
     """The float32 chunkwise forward with emulated `precision` storage
     (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
     the format, float32 sums; its error within ~10 % of the reference
     emulation's, tests/test_simd_store.c) on x = (q, k, v, g, beta, h0, a, b),
     any layout the call has (varlen, GVA): (o, ht) in float32 (errors()
-    takes them as they are)."""
+    takes them as they are). keep: a dict of buffers kept between calls (the
+    inputs' float32 copies, o and ht: each call overwrites them), or None."""
     from . import _lib, ops
-    f = _to_f32(x)
-    o = np.empty(x[2].shape, dtype=np.float32)
-    ht = np.empty(call.state_shape(), dtype=np.float32)
+    keep = {} if keep is None else keep
+    f = _to_f32(x, keep)
+    if "o" not in keep:
+        keep["o"] = np.empty(x[2].shape, dtype=np.float32)
+        keep["ht"] = np.empty(call.state_shape(), dtype=np.float32)
+    o, ht = keep["o"], keep["ht"]
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
     arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
@@ -258,13 +271,18 @@ def _run_trials(what, run_one, arrays, trials, rng, precision):
         factors *= 2 * _UNIT[precision]
         factors += 1 - _UNIT[precision]
 
-    def jitter(a):  # a * (1 + u * unit roundoff) on a window of the factors
+    bufs = [None] * len(arrays)  # each trial's inputs, written over by the next
+
+    def jitter(i, a):  # a * (1 + u * unit roundoff) on a window of the factors
         at = int(rng.integers(0, factors.size - a.size + 1))
-        return a * factors[at:at + a.size].reshape(a.shape)
+        if bufs[i] is None:
+            bufs[i] = np.empty_like(a)
+        return np.multiply(a, factors[at:at + a.size].reshape(a.shape), out=bufs[i])
 
     t0, out = time.perf_counter(), []
     for trial in range(trials):
-        x = arrays if trial == 0 else [None if a is None else jitter(a) for a in arrays]
+        x = arrays if trial == 0 else [None if a is None else jitter(i, a)
+                                       for i, a in enumerate(arrays)]
         out.append(run_one(x))
         spent = time.perf_counter() - t0
         left = spent / len(out) * (trials - len(out))
@@ -317,10 +335,12 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
+    keep = {}  # the emulation's buffers, reused by every trial
+
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
         # the oracle at its fastest chunk size (its answer does not depend on it)
         ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, a=x[6], b=x[7])
-        got = _emulate(call, x, s, precision, chunk_size)
+        got = _emulate(call, x, s, precision, chunk_size, keep)
         return [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
@@ -336,37 +356,49 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
                      {n: margin * w[1] for n, w in worst.items()}, per_trial)
 
 
-def _store(a, precision):
+def _store(a, precision, out=None):
     """a as a kernel storing it in `precision` holds it (round to nearest
-    even: kdalab_round_array), as a new contiguous float32 array."""
+    even: kdalab_round_array), as contiguous float32: into out (a float32
+    array of a's shape, reused) or a new array."""
     from . import _lib
-    f = np.array(a, dtype=np.float32, order="C")
-    _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], f.ctypes.data, f.size),
-               "storing in %s" % precision)
-    return f
+    if out is None or out.shape != np.shape(a):
+        out = np.empty(np.shape(a), dtype=np.float32)
+    with np.errstate(over="ignore"):  # beyond float32: inf, which the library refuses
+        np.copyto(out, a, casting="same_kind")
+    _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], out.ctypes.data,
+                                           out.size), "storing in %s" % precision)
+    return out
 
 
-def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
+def _emulate_bwd(call, mech, x, scale, precision, chunk_size, keep):
     """The float32 chunkwise backward (kdalab_run_bwd_f32 on the SIMD path,
     which computes the reference's gradients in float32) on x = (q, k, v, g,
     beta, h0, do, dht, a, b) with q, k, v, beta, do, a and b stored in
-    `precision` and g, h0, dht in float32: the gradients as float64, by
-    name."""
+    `precision` and g, h0, dht in float32: the gradients in float32 (errors()
+    takes them as they are), by name. keep: a dict of buffers kept between
+    calls (the stored inputs and the gradients: each call overwrites them)."""
     from . import _lib, ops
     q, k, v, g, beta, h0, do, dht, a, b = x
-    st = [None if y is None else _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32")
+    st = [None if y is None else
+          _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32", keep.get(i))
           for i, y in enumerate(x)]
+    keep.update((i, y) for i, y in enumerate(st) if y is not None)
     out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}
     for name, y in (("dg", g), ("dbeta", beta), ("da", a), ("db", b)):
         if y is not None:
             out[name] = y.shape
-    grads = {n: np.zeros(shape, dtype=np.float32) for n, shape in out.items()}
+    grads = {}
+    for n, shape in out.items():
+        if n not in keep:
+            keep[n] = np.empty(shape, dtype=np.float32)
+        grads[n] = keep[n]
+        grads[n].fill(0)
     arrays = _lib.named(_lib.Tensors32, q=st[0], k=st[1], v=st[2], g=st[3], beta=st[4],
                         h0=st[5], d_o=st[6], dht=st[7], a=st[8], b=st[9], **grads)
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, ops._opts(chunk_size))
     _lib.check(_lib.lib.kdalab_run_bwd_f32(c, arrays),
                "grad_tolerance: the %s emulation" % precision)
-    return {n: a.astype(np.float64) for n, a in grads.items()}
+    return grads
 
 
 def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_state=None,
@@ -411,6 +443,7 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
                   ("b", b)), precision)
     _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
+    keep = {}  # the emulation's buffers, reused by every trial
 
     def one(x):
         # the float64 backward (the SIMD path: the reference's gradients to ~1e-14,
@@ -419,7 +452,7 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
         h0z = x[5] if x[5] is not None else np.zeros(call.state_shape())
         ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, h0z, cu,
                             chunk_size, a=x[8], b=x[9])._asdict()
-        got = _emulate_bwd(call, mech, x, s, precision, chunk_size)
+        got = _emulate_bwd(call, mech, x, s, precision, chunk_size, keep)
         return {name: errors(ref[name], o)[1::-1] for name, o in got.items()}  # (rel, rms)
 
     worst, per_trial = {}, []
