@@ -82,12 +82,16 @@ int main(int argc, char **argv)
     double pairs_d[4];
     size_t pairs[4];
     const size_t n_pairs = lab_parse_list(pairs_s, pairs_d, 4);
-    for (size_t i = 0; i < n_pairs; i++) {
-        pairs[i] = (size_t)pairs_d[i];
-        if (pairs_d[i] < 1 || pairs_d[i] != (double)pairs[i]) {
-            fprintf(stderr, "%s: --pairs %s: want whole numbers >= 1\n", x.name, pairs_s);
+    for (size_t i = 0; i < n_pairs; i++) { /* checked before the cast: no overflow */
+        int dup = 0;
+        for (size_t j = 0; j < i; j++)
+            dup |= pairs_d[j] == pairs_d[i];
+        if (!(pairs_d[i] >= 1 && pairs_d[i] <= 1e6) || pairs_d[i] != floor(pairs_d[i]) || dup) {
+            fprintf(stderr, "%s: --pairs %s: want distinct whole numbers from 1 to 10^6\n",
+                    x.name, pairs_s);
             return 2;
         }
+        pairs[i] = (size_t)pairs_d[i];
     }
     if (!n_pairs) {
         fprintf(stderr, "%s: --pairs %s: want 1 .. 4 counts\n", x.name, pairs_s);

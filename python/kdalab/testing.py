@@ -232,6 +232,17 @@ def _trials(trials, n_o, n_ht):
     return int(min(8, max(1, -(-_SAMPLE // max(min(n_o, n_ht), 1)))))
 
 
+def _check_chunk(chunk_size):
+    """chunk_size, the emulated kernel's chunk: a positive integer (None is
+    no chunk a kernel has); a ValueError naming it otherwise, before anything
+    runs."""
+    from . import ops
+    if chunk_size is None:
+        raise ValueError("chunk_size: None, expected the emulated kernel's chunk, a positive "
+                         "integer (fla's kernels: 64)")
+    ops._opts(chunk_size)
+
+
 def _check_trial_args(mech, precision, trials, margin):
     """tolerance's and grad_tolerance's own arguments: a row of the mechanism
     table, a storage format, trials None or >= 1, a finite margin >= 1
@@ -274,6 +285,8 @@ def _run_trials(what, run_one, arrays, trials, rng, precision):
     bufs = [None] * len(arrays)  # each trial's inputs, written over by the next
 
     def jitter(i, a):  # a * (1 + u * unit roundoff) on a window of the factors
+        if factors is None:  # every array is empty: nothing to jitter
+            return a
         at = int(rng.integers(0, factors.size - a.size + 1))
         if bufs[i] is None:
             bufs[i] = np.empty_like(a)
@@ -327,7 +340,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (a, "a"), (b, "b")))
     cu = ops._as_cu(cu_seqlens)
     call = ops._Call(mech, q, k, v, g, beta, h0, cu, a=a, b=b)
-    ops._opts(chunk_size)  # a bad chunk_size is refused before anything runs
+    _check_chunk(chunk_size)
     # q, k, v, beta (a, b) are stored in the format; the log-decay and the
     # state stay in float32 (kdalab_run_f32's emulation, as production kernels
     # keep them)
@@ -407,9 +420,9 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     """Tolerances for every gradient of a chunkwise backward that stores in
     `precision` ("bf16", "fp16", "fp32"), derived as tolerance() derives the
     forward's: in `trials` runs at the caller's inputs (each, and do, dht,
-    multiplied by 1 + u * unit roundoff, fresh uniform u in [-1, 1]; trial 0
-    unperturbed; None: as tolerance's, with the smallest gradient, dh0's or
-    dbeta's, in ht's place), the float32 backward
+    multiplied by 1 + u * unit roundoff, u uniform in [-1, 1); trial 0
+    unperturbed; None: as tolerance's, with the smaller of dh0's size and
+    B * T * HV, one value per position, in ht's place), the float32 backward
     (kdalab_run_bwd_f32 on the SIMD path, chunks of chunk_size) with q, k, v, beta and do
     stored in the format — g, initial_state and dht in float32, as the
     forward's emulation keeps them — against the float64 backward at the same
@@ -429,6 +442,7 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     from . import ops
     from . import _lib
     margin = _check_trial_args(mech, precision, trials, margin)
+    _check_chunk(chunk_size)
     if do is None:
         raise ValueError("do is required: the gradient of the output [B, T, HV, V]")
     q, k, v, do = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v"), (do, "do")))
