@@ -58,9 +58,11 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * <= 0, so it stays finite and exact for any g <= 0 (g = -1000 decays to an
  * exact 0). With precision BF16 or FP16 it emulates a kernel that stores in
  * that format, as the reference does: q, k, v, beta (a, b) and the rescaled
- * rows its products read (s gamma q, the decayed keys) rounded by
- * kdalab_round_array, sums in float32; its error against float64 is within
- * ~10% of the reference emulation's (tests/test_simd_store.c). Other decay
+ * rows its products read (gamma q, scaled by s once rounded; the decayed
+ * keys) rounded as kdalab_round_array rounds, sums in float32; its error
+ * against float64 is within ~10% of the reference emulation's
+ * (tests/test_simd_store.c). The chunk's stored rows take 4 (2 C K + C V)
+ * bytes more of each thread's workspace (and 8 C K for the DPLR row's a, b). Other decay
  * modes are passed to kdalab_chunk_f32 (the reference), since they exist to
  * be studied, not to be fast.
  * report (may be NULL): the non-finite counts; max_exponent is 0 on the fast
