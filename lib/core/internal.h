@@ -191,6 +191,31 @@ kdalab_status kdalab__attention_tiled_bwd_f32(const kdalab_dims *dims, float sca
                                               const float *d_o, float *dq, float *dk, float *dv);
 
 /*
+ * The KDA gate pair of lib/reference/gates.c for a trainer
+ * (lib/train/mixer.c): kdalab__kda_gate_keep_f64 is kdalab_kda_gate_f64
+ * that also writes softplus(z) and sigmoid(z) of each z = x + dt_bias into
+ * sp, sg ([BT, H, K] like g, not NULL); kdalab__kda_gate_bwd_kept_f64 is
+ * kdalab_kda_gate_bwd_f64 reading them instead of computing them again (the
+ * same bits: the same values). Arguments, checks and errors as the public
+ * pair's (kdalab_grad.h).
+ */
+kdalab_status kdalab__kda_gate_keep_f64(size_t BT, size_t H, size_t K, const double *x,
+                                        const double *A_log, const double *dt_bias, double *g,
+                                        double *sp, double *sg);
+kdalab_status kdalab__kda_gate_bwd_kept_f64(size_t BT, size_t H, size_t K, const double *x,
+                                            const double *A_log, const double *dt_bias,
+                                            const double *sp, const double *sg,
+                                            const double *dg, double *dx, double *dA_log,
+                                            double *ddt_bias);
+kdalab_status kdalab__kda_gate_keep_f32(size_t BT, size_t H, size_t K, const float *x,
+                                        const float *A_log, const float *dt_bias, float *g,
+                                        float *sp, float *sg);
+kdalab_status kdalab__kda_gate_bwd_kept_f32(size_t BT, size_t H, size_t K, const float *x,
+                                            const float *A_log, const float *dt_bias,
+                                            const float *sp, const float *sg, const float *dg,
+                                            float *dx, float *dA_log, float *ddt_bias);
+
+/*
  * A call kdalab_call_check and the value checks have passed (lib/call/call.c),
  * resolved for the implementations: the sizes, the layout and the options
  * with their defaults applied. Sequence n is batch entry b = cu ? 0 : n,

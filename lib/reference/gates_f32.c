@@ -8,7 +8,9 @@
  * checked too.
  *
  * defines: kdalab_kda_gate_f32, kdalab_kda_gate_bwd_f32,
- *          kdalab_lower_bound_gate_f32, kdalab_lower_bound_gate_bwd_f32
+ *          kdalab_lower_bound_gate_f32, kdalab_lower_bound_gate_bwd_f32;
+ *          kdalab__kda_gate_keep_f32, kdalab__kda_gate_bwd_kept_f32 (internal.h:
+ *          the same pair keeping softplus and sigmoid for the backward)
  *
  *   fla's KDA gate       g = -expf(A_log[h]) * softplus(x + dt_bias[h][c])
  *   lower-bounded gate   g = lb * sigmoid(x),  lb <= 0  (g in (lb, 0))
@@ -71,10 +73,13 @@ static kdalab_status kda_gate_check(size_t BT, size_t H, size_t K, const float *
     return s;
 }
 
-kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
-                                  const float *A_log, const float *dt_bias, float *g)
+/* The KDA gate's forward; with sp (and sg) not NULL also softplus(z) and
+ * sigmoid(z) of each z = x + dt_bias, the values its backward reads. */
+static kdalab_status kda_gate(size_t BT, size_t H, size_t K, const float *x,
+                              const float *A_log, const float *dt_bias, float *g, float *sp,
+                              float *sg)
 {
-    // x, g are (BT, H, K); A_log is (H); dt_bias is (H, K) or NULL
+    // x, g, sp, sg are (BT, H, K); A_log is (H); dt_bias is (H, K) or NULL
     kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
@@ -87,7 +92,13 @@ kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
             const float na = -expf(A_log[h]); /* once per head and row */
             for (size_t c = 0; c < K; c++) {
                 size_t hc = h * K + c, i = r * hk + hc;
-                g[i] = na * softplus(x[i] + (dt_bias ? dt_bias[hc] : 0));
+                float z = x[i] + (dt_bias ? dt_bias[hc] : 0);
+                if (sp) {
+                    softplus_sigmoid(z, &sp[i], &sg[i]);
+                    g[i] = na * sp[i];
+                } else {
+                    g[i] = na * softplus(z);
+                }
             }
         }
     const size_t shape[3] = {BT, H, K};
@@ -96,10 +107,27 @@ kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
                                    "(A_log too large)");
 }
 
-kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float *x,
-                                      const float *A_log, const float *dt_bias,
-                                      const float *dg, float *dx, float *dA_log,
-                                      float *ddt_bias)
+kdalab_status kdalab_kda_gate_f32(size_t BT, size_t H, size_t K, const float *x,
+                                  const float *A_log, const float *dt_bias, float *g)
+{
+    kdalab_clear_error();
+    return kda_gate(BT, H, K, x, A_log, dt_bias, g, NULL, NULL);
+}
+
+kdalab_status kdalab__kda_gate_keep_f32(size_t BT, size_t H, size_t K, const float *x,
+                                        const float *A_log, const float *dt_bias, float *g,
+                                        float *sp, float *sg)
+{
+    kdalab_clear_error();
+    return kda_gate(BT, H, K, x, A_log, dt_bias, g, sp, sg);
+}
+
+/* The KDA gate's backward; sp, sg: the forward's softplus(z) and sigmoid(z)
+ * (kda_gate's), or NULL to compute them again from x. */
+static kdalab_status kda_gate_bwd(size_t BT, size_t H, size_t K, const float *x,
+                                  const float *A_log, const float *dt_bias, const float *sp,
+                                  const float *sg, const float *dg, float *dx,
+                                  float *dA_log, float *ddt_bias)
 {
     // x, dg, dx are (BT, H, K); A_log, dA_log are (H); dt_bias, ddt_bias are (H, K)
     kdalab_clear_error();
@@ -122,13 +150,16 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
             const float a = expf(A_log[h]); /* once per head and row */
             for (size_t c = 0; c < K; c++) {
                 size_t hc = h * K + c, i = r * hk + hc;
-                float z = x[i] + (dt_bias ? dt_bias[hc] : 0), sp, sg;
-                softplus_sigmoid(z, &sp, &sg);
-                float dz = -a * sg * dg[i]; /* dg/dz = -expf(A_log) sigmoid(z) */
+                float spz, sgz;
+                if (sp)
+                    spz = sp[i], sgz = sg[i];
+                else
+                    softplus_sigmoid(x[i] + (dt_bias ? dt_bias[hc] : 0), &spz, &sgz);
+                float dz = -a * sgz * dg[i]; /* dg/dz = -expf(A_log) sigmoid(z) */
                 if (dx)
                     dx[i] = dz;
                 db[hc] += dz;
-                dA[h] += dg[i] * -a * sp; /* dg/dA_log = g */
+                dA[h] += dg[i] * -a * spz; /* dg/dA_log = g */
             }
         }
     for (size_t h = 0; dA_log && h < H; h++)
@@ -145,6 +176,25 @@ kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float
     free(dA);
     free(db);
     return s;
+}
+
+kdalab_status kdalab_kda_gate_bwd_f32(size_t BT, size_t H, size_t K, const float *x,
+                                      const float *A_log, const float *dt_bias,
+                                      const float *dg, float *dx, float *dA_log,
+                                      float *ddt_bias)
+{
+    kdalab_clear_error();
+    return kda_gate_bwd(BT, H, K, x, A_log, dt_bias, NULL, NULL, dg, dx, dA_log, ddt_bias);
+}
+
+kdalab_status kdalab__kda_gate_bwd_kept_f32(size_t BT, size_t H, size_t K, const float *x,
+                                            const float *A_log, const float *dt_bias,
+                                            const float *sp, const float *sg,
+                                            const float *dg, float *dx, float *dA_log,
+                                            float *ddt_bias)
+{
+    kdalab_clear_error();
+    return kda_gate_bwd(BT, H, K, x, A_log, dt_bias, sp, sg, dg, dx, dA_log, ddt_bias);
 }
 
 static kdalab_status lower_bound_check(size_t n, float lb, const float *x)

@@ -44,6 +44,8 @@ struct kdalab_mixer_cache {
     double *zf;    /* [N, d] x Wg (KDA's low-rank gate)                         */
     double *zg;    /* [N, H] x Wa (Gated DeltaNet) or [N, D] zf Wg2 (KDA)       */
     double *g;     /* same shape as zg: the log-decay                          */
+    double *sp, *sg; /* same shape: softplus and sigmoid of zg + dt_bias, kept    */
+                     /* for the gate's backward                                  */
     double *o;     /* the mechanism's output [N, H, d]                         */
     double *on;    /* linear mixers: rmsnorm(o, onorm) per (n, head)           */
     double *zr;    /* [N, r] x Wog (a gate of rank r)                          */
@@ -62,8 +64,8 @@ void kdalab_mixer_cache_free(kdalab_mixer_cache *cache)
         free(cache->s[i]);
     }
     double *rest[] = {cache->qn, cache->kn, cache->zb, cache->beta, cache->zf, cache->zg,
-                      cache->g,  cache->o,  cache->on, cache->zr,   cache->zo, cache->so,
-                      cache->og};
+                      cache->g,  cache->sp, cache->sg, cache->o,    cache->on, cache->zr,
+                      cache->zo, cache->so, cache->og};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
         free(rest[i]);
     free(cache);
@@ -227,6 +229,8 @@ static kdalab_mixer_cache *cache_new(const kdalab_mixer_config *cfg, size_t B, s
     if (gw) {
         ok &= (c->zg = malloc(NH * gw * sizeof(double))) != NULL;
         ok &= (c->g = malloc(NH * gw * sizeof(double))) != NULL;
+        ok &= (c->sp = malloc(NH * gw * sizeof(double))) != NULL;
+        ok &= (c->sg = malloc(NH * gw * sizeof(double))) != NULL;
     }
     if (!ok) {
         kdalab_mixer_cache_free(c);
@@ -296,7 +300,9 @@ static kdalab_status forward(const kdalab_mixer_config *cfg, const kdalab_mixer_
             kdalab__train_mm_f64(N, D, d, x, p->Wg, c->zf, 0);
             kdalab__train_mm_f64(N, d, D, c->zf, p->Wg2, c->zg, 0);
         }
-        s = keep_range(kdalab_kda_gate_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, c->g), range);
+        s = keep_range(kdalab__kda_gate_keep_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, c->g,
+                                                 c->sp, c->sg),
+                       range);
         if (s != KDALAB_OK || *range != KDALAB_OK)
             return nan_output(c, s);
     }
@@ -506,8 +512,9 @@ kdalab_status kdalab__train_mixer_bwd_f64(const kdalab_mixer_config *cfg,
     }
     // the gate: dg -> dzg [N, H * gw] (in w.dc), dA_log, ddt_bias
     if (gw && s == KDALAB_OK) {
-        s = keep_range(kdalab_kda_gate_bwd_f64(N, H, gw, c->zg, p->A_log, p->dt_bias, w.dg,
-                                               w.dc, g->A_log, g->dt_bias),
+        s = keep_range(kdalab__kda_gate_bwd_kept_f64(N, H, gw, c->zg, p->A_log, p->dt_bias,
+                                                     c->sp, c->sg, w.dg, w.dc, g->A_log,
+                                                     g->dt_bias),
                        &range);
         if (s == KDALAB_OK && train_g_shape_of(cfg->kind) == KDALAB_G_PER_HEAD) {
             kdalab__train_mm_bwd_f64(N, D, H, x, p->Wa, w.dc, g->Wa, dx, 1);
