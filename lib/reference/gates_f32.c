@@ -74,13 +74,13 @@ static kdalab_status kda_gate_check(size_t BT, size_t H, size_t K, const float *
 }
 
 /* The KDA gate's forward; with sp (and sg) not NULL also softplus(z) and
- * sigmoid(z) of each z = x + dt_bias, the values its backward reads. */
+ * sigmoid(z) of each z = x + dt_bias, the values its backward reads. The
+ * callers clear the error first. */
 static kdalab_status kda_gate(size_t BT, size_t H, size_t K, const float *x,
                               const float *A_log, const float *dt_bias, float *g, float *sp,
                               float *sg)
 {
     // x, g, sp, sg are (BT, H, K); A_log is (H); dt_bias is (H, K) or NULL
-    kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
     if (s == KDALAB_OK && n && !g)
@@ -123,14 +123,14 @@ kdalab_status kdalab__kda_gate_keep_f32(size_t BT, size_t H, size_t K, const flo
 }
 
 /* The KDA gate's backward; sp, sg: the forward's softplus(z) and sigmoid(z)
- * (kda_gate's), or NULL to compute them again from x. */
+ * (kda_gate's), or NULL to compute them again from x. The callers clear the
+ * error first. */
 static kdalab_status kda_gate_bwd(size_t BT, size_t H, size_t K, const float *x,
                                   const float *A_log, const float *dt_bias, const float *sp,
                                   const float *sg, const float *dg, float *dx,
                                   float *dA_log, float *ddt_bias)
 {
     // x, dg, dx are (BT, H, K); A_log, dA_log are (H); dt_bias, ddt_bias are (H, K)
-    kdalab_clear_error();
     size_t n, hk;
     kdalab_status s = kda_gate_check(BT, H, K, x, A_log, dt_bias, &n, &hk);
     if (s == KDALAB_OK && n && !dg)

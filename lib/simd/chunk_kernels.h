@@ -88,7 +88,7 @@ static void SIMD_FN(dplr_chunk)(SIMD_FN(ws) *w, size_t n, real s)
 {
     const size_t K = w->K, W = w->W, C = w->C, pf = w->pf_rows;
     SIMD_FN(prefetch_rows)(w, pf);
-    SIMD_FN(dplr_factors)(w, n, w->store == KDALAB_FP32 ? s : 1); /* qg's scale */
+    SIMD_FN(dplr_factors)(w, n, SIMD_FN(qg_scale)(w, s));
     SIMD_FN(dplr_store_factors)(w, n, s);
     SIMD_FN(prefetch_rows)(w, pf);
     SIMD_FN(dplr_scores)(w, n, s);
@@ -124,7 +124,7 @@ static void SIMD_FN(chunk)(SIMD_FN(ws) *w, kdalab_mechanism mech, size_t n, real
 
     SIMD_FN(prefetch_rows)(w, pf);
     if (gs == KDALAB_G_PER_KEY) {
-        SIMD_FN(kda_factors)(w, n, w->store == KDALAB_FP32 ? s : 1); /* qg's scale */
+        SIMD_FN(kda_factors)(w, n, SIMD_FN(qg_scale)(w, s));
         SIMD_FN(store_factors)(w, n, 1, s);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < C; j++) {

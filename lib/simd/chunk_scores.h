@@ -387,7 +387,7 @@ static void SIMD_FN(scalar_scores)(SIMD_FN(ws) *w, size_t n, real s, int gated, 
         if (gated)
             Q = SIMD_FN(flush1)(Q * a[r]);
     }
-    const real sq = w->store == KDALAB_FP32 ? s : 1; /* stored: store_factors scales qg */
+    const real sq = SIMD_FN(qg_scale)(w, s);
     for (size_t r = 0; r < n; r++) {
         vf sg = VSET1(sq * w->gam[r]), mg = VSET1(-w->gam[r]), kdv = VSET1(w->kdec[r]);
         size_t Kv = K / VLEN * VLEN;

@@ -4,7 +4,7 @@
  * aligned block, and the prefetching of the next chunk's input rows.
  *
  * defines, per ISA suffix _scalar/_avx2/_avx512: the type ws, prefetch,
- * prefetch_rows, ws_carve, ws_floats
+ * prefetch_rows, ws_carve, qg_scale, ws_floats
  * needs: kernel_common.h
  */
 
@@ -158,6 +158,13 @@ static size_t SIMD_FN(ws_carve)(SIMD_FN(ws) *w, real *base, size_t C, size_t c, 
         w->qs = w->ks = w->vs = NULL;
     w->store = KDALAB_FP32;
     return cur;
+}
+
+/* The scale the factor passes put into qg = s gamma q: s, or 1 when storage
+ * is emulated (store_factors rounds gamma q, then scales it by s). */
+static inline real SIMD_FN(qg_scale)(const SIMD_FN(ws) *w, real s)
+{
+    return w->store == KDALAB_FP32 ? s : 1;
 }
 
 /* Floats needed by one task with chunk C, sub-chunk c, head dim K, W value

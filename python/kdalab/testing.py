@@ -172,21 +172,17 @@ def _check_range(arrays, precision):
 
 
 def _to_f32(arrays, keep):
-    """Each array (or None) as contiguous float32, beyond float32's range as
-    inf (which the library refuses), converted on two threads (NumPy's casts
-    release the GIL; one thread leaves half the memory bandwidth unused) into
-    the buffers of keep (a dict, filled on first use and reused: fresh pages
-    cost as much as the conversion)."""
+    """Each array (or None) as contiguous float32 (_store's "fp32"),
+    converted on two threads (NumPy's casts release the GIL; one thread
+    leaves half the memory bandwidth unused) into the buffers of keep (a
+    dict, filled on first use and reused: fresh pages cost as much as the
+    conversion)."""
     def one(ia):
         i, a = ia
-        if a is None:
-            return None
-        buf = keep.get(i)
-        if buf is None or buf.shape != a.shape:
-            buf = keep[i] = np.empty(a.shape, dtype=np.float32)
-        with np.errstate(over="ignore"):
-            np.copyto(buf, a, casting="same_kind")
-        return buf
+        if a is not None:
+            keep[i] = _store(a, "fp32", keep.get(i))
+            return keep[i]
+        return None
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         return list(ex.map(one, enumerate(arrays)))
 
