@@ -121,22 +121,23 @@ static char *missing_list(const lab_ctx *x)
     return out;
 }
 
-/* The 17 settings a ledger key holds (lab_ledger_key): the 14 fields, then
- * the task, the output-gate design and the data (vocabulary split, stacks,
- * fixed training set; their defaults where the key has no such field). */
-#define N_SETTINGS 17
+/* The 18 settings a ledger key holds (lab_ledger_key): the 14 fields, then
+ * the task, the output-gate design, the data (vocabulary split, stacks,
+ * fixed training set) and the blocks without the convolution (their
+ * defaults where the key has no such field). */
+#define N_SETTINGS 18
 static const char *const setting[N_SETTINGS] = {
-    "precision", "mixers", "layers", "d_model", "heads", "conv", "seq_len", "pairs",
-    "vocab",     "batch",  "steps",  "test",    "lr",    "seed", "task",    "gate", "data"};
+    "precision", "mixers", "layers", "d_model", "heads", "conv", "seq_len", "pairs", "vocab",
+    "batch",     "steps",  "test",    "lr",    "seed", "task",    "gate", "data", "conv_off"};
 
 static void key_settings(const char *key, size_t len, const char **v, size_t *vn)
 {
     v[14] = "dense/0/0";
     v[15] = "sigmoid/0/uniform";
     v[16] = "even/0/0";
-    vn[14] = strlen(v[14]);
-    vn[15] = strlen(v[15]);
-    vn[16] = strlen(v[16]);
+    v[17] = "none";
+    for (int f = 14; f < N_SETTINGS; f++)
+        vn[f] = strlen(v[f]);
     size_t i = 0;
     for (const char *p = key, *end = key + len; p <= end;) {
         const char *tab = memchr(p, '\t', (size_t)(end - p));
@@ -149,6 +150,8 @@ static void key_settings(const char *key, size_t len, const char **v, size_t *vn
             v[15] = p + 5, vn[15] = n - 5;
         else if (n > 5 && memcmp(p, "data=", 5) == 0)
             v[16] = p + 5, vn[16] = n - 5;
+        else if (n > 9 && memcmp(p, "conv_off=", 9) == 0)
+            v[17] = p + 9, vn[17] = n - 9;
         if (!tab)
             break;
         p = tab + 1;

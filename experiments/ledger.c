@@ -19,7 +19,7 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
 {
     /* the dense task's key has no task field: the ledgers written before the
      * other tasks existed read as they did */
-    char task[96] = "", design[96] = "", data[96] = "";
+    char task[96] = "", design[96] = "", data[96] = "", off[40] = "";
     if (s->task != KDALAB_MQAR_DENSE)
         snprintf(task, sizeof task, "\ttask=%s/%zu/%zu", kdalab_mqar_task_name(s->task),
                  s->updates, s->recent);
@@ -32,9 +32,15 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
     if (s->split != LAB_SPLIT_EVEN || s->stacks || s->train_set)
         snprintf(data, sizeof data, "\tdata=%s/%zu/%zu",
                  s->split == LAB_SPLIT_ZOOLOGY ? "zoology" : "even", s->stacks, s->train_set);
-    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s%s",
+    /* likewise the convolution on every block or none; else the blocks
+     * without it, by index ("conv_off=1") */
+    for (size_t l = 0, at = 0; l < 64 && at < sizeof off; l++)
+        if (s->conv_off >> l & 1)
+            at += (size_t)snprintf(off + at, sizeof off - at, "%s%zu",
+                                   at ? "," : "\tconv_off=", l);
+    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s%s%s",
              lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
-             s->batch, s->steps, s->test, s->lr, s->seed, task, design, data);
+             s->batch, s->steps, s->test, s->lr, s->seed, task, design, data, off);
 }
 
 /* The ledger this run appends to: DIR/mqar_models.tsv, or for job I of a

@@ -71,7 +71,7 @@ static int ledger_line(const lab_ctx *x, const char *path, size_t lineno, FILE *
 }
 
 /* The length of a ledger line's key (lab_ledger_key): its 14 fields and the
- * task=, gate= and data= fields after them where there are such; 0 if no
+ * task=, gate=, data= and conv_off= fields after them where there are such; 0 if no
  * field follows. A key is matched whole: the default design's key is the start of
  * every other design's (its fields, then gate=...), and a dense task's of
  * every other task's. */
@@ -83,7 +83,8 @@ static size_t ledger_key_len(const char *line, size_t len)
             break;
     while (i < len && (strncmp(line + i + 1, "task=", 5) == 0 ||
                        strncmp(line + i + 1, "gate=", 5) == 0 ||
-                       strncmp(line + i + 1, "data=", 5) == 0)) {
+                       strncmp(line + i + 1, "data=", 5) == 0 ||
+                       strncmp(line + i + 1, "conv_off=", 9) == 0)) {
         const char *tab = memchr(line + i + 1, '\t', len - i - 1);
         i = tab ? (size_t)(tab - line) : len;
     }

@@ -104,6 +104,7 @@ static void config_of(const lab_ctx *x, const lab_mqar_spec *s, kdalab_train_con
     c->model.H = s->H;
     c->model.F = 2 * s->D;
     c->model.conv = s->conv;
+    c->model.conv_off = s->conv_off;
     c->model.output_gate = s->gate;
     c->model.gate_rank = s->gate_rank;
     c->model.conv_init = s->conv_init;

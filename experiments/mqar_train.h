@@ -32,6 +32,8 @@ typedef struct {
     const char *mixers; /* kdalab_model_parse_mixers' spec: "kda", "hybrid:3", ... */
     size_t L, D, H;     /* blocks, width, heads (d = D / H)                       */
     int conv;           /* the short convolution on q, k, v                       */
+    uint64_t conv_off;  /* blocks without it although conv is set (bit l: block  */
+                        /* l; kdalab_model_config's conv_off); 0: none            */
     size_t T, P, vocab; /* sequence length, key-value pairs, vocabulary (split    */
                         /* as `split` says)                                       */
     size_t batch, steps, test;

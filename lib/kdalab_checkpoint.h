@@ -24,8 +24,9 @@ KDALAB_BEGIN_DECLS
  *                 layers=3  d_model=64  heads=2  mlp_hidden=128  conv=1  vocab=64
  *               and, only where the model is not the default, the lines
  *                 output_gate=swish|none  gate_rank=R  conv_init=normal0.02
- *               (absent: sigmoid, 0 (full rank), uniform; kdalab_output_gate_name,
- *               kdalab_conv_init_name), then any lines the writer added
+ *                 conv_off=1,3   (the blocks without the convolution, by index)
+ *               (absent: sigmoid, 0 (full rank), uniform, none; kdalab_output_gate_name,
+ *               kdalab_conv_init_name, kdalab_model_config's conv_off), then any lines the writer added
  *               (kdalab train: the task, the training settings, the test
  *               accuracy; readers skip keys they do not know). At most 64
  *               lines of at most 2047 bytes each.
@@ -50,7 +51,7 @@ KDALAB_BEGIN_DECLS
  * directory in one step instead). extra: NULL, or further config.txt lines, each "key=value\n" with
  * a key of letters, digits and '_' that is not one of the model's keys
  * (format, mixer, layers, d_model, heads, mlp_hidden, conv, vocab,
- * output_gate, gate_rank, conv_init).
+ * output_gate, gate_rank, conv_init, conv_off).
  * Errors: those of kdalab_model_size, KDALAB_ENULL (dir, theta),
  * KDALAB_EINVAL (dir is "", a malformed extra line), KDALAB_ESIZE (more
  * than 64 lines in all), KDALAB_ENONFINITE (theta), KDALAB_EIO (a file
@@ -67,7 +68,8 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
  * KDALAB_EFORMAT (its first line is not KDALAB_CHECKPOINT_FORMAT; a line
  * too long, unterminated or holding a NUL byte; more than 64 lines; a model
  * key missing, repeated or malformed (an unknown output_gate or conv_init
- * name among them; layers outside 1 .. KDALAB_MODEL_MAX_LAYERS, conv other
+ * name among them, a conv_off that is not distinct block indices below 64
+ * joined by commas; layers outside 1 .. KDALAB_MODEL_MAX_LAYERS, conv other
  * than 0 or 1), or a model kdalab_model_size refuses); the message names the
  * file and what is wrong ("layers=0: must be in [1, 64]"). A key it does not
  * know is skipped.

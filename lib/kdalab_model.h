@@ -35,7 +35,7 @@ typedef enum {
  *   logits = rmsnorm(x, norm_f) lm_head                  [N, V]
  * RMSNorm eps 1e-6 (fla's model default); no biases; lm_head not tied to
  * embed. Each block's mixer is kdalab_mixer_fwd_f64 of kind mixer[l] with
- * (D, H, conv, output_gate, gate_rank).
+ * (D, H, conv, output_gate, gate_rank), its conv off where conv_off says.
  */
 typedef struct {
     size_t vocab; /* V: token ids in [0, V)                                  */
@@ -51,6 +51,11 @@ typedef struct {
     kdalab_output_gate output_gate;
     size_t gate_rank;
     kdalab_conv_init conv_init;
+    /* blocks without the short convolution although conv is set: bit l
+     * (1 << l) leaves block l's mixer without it, e.g. a KDA block with its
+     * convolution before an attention block without one (conv 1, conv_off
+     * 1 << 1). Zero: the convolution on every block, as before it existed. */
+    uint64_t conv_off;
 } kdalab_model_config;
 
 /* "sigmoid", "swish", "none"; "unknown" for any other value. */
@@ -84,6 +89,17 @@ const char *kdalab_mixer_name(kdalab_mixer_kind kind);
 kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L,
                                         kdalab_mixer_kind *out);
 
+/*
+ * kdalab_model_parse_blocks — a set of blocks from a text spec, distinct
+ * block indices below KDALAB_MODEL_MAX_LAYERS joined by commas ("1",
+ * "0,2"), into the bit mask *out (bit l: block l), as kdalab_model_config's
+ * conv_off holds it. Whether the model has those blocks is
+ * kdalab_model_size's to check. Errors: KDALAB_ENULL, KDALAB_EINVAL (an
+ * empty spec or item, anything but digits and commas, an index of 64 or
+ * more, one named twice).
+ */
+kdalab_status kdalab_model_parse_blocks(const char *spec, uint64_t *out);
+
 /* One parameter tensor: theta[offset .. offset + rows * cols), row-major. */
 typedef struct {
     char name[40];  /* "embed", "blocks.0.norm1", "blocks.0.mixer.Wq",
@@ -105,7 +121,8 @@ typedef struct {
  * Errors: KDALAB_ENULL (cfg), KDALAB_ESIZE (V, D, H, F zero, D not a multiple
  * of H, L outside 1 .. KDALAB_MODEL_MAX_LAYERS, gate_rank above D),
  * KDALAB_EINVAL (an unknown mixer kind, output gate or conv init; a
- * gate_rank with output gate none), KDALAB_EOVERFLOW.
+ * gate_rank with output gate none; conv_off with conv 0, or with a bit at
+ * or above L), KDALAB_EOVERFLOW.
  */
 kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
                                 size_t *n_tensors);

@@ -176,11 +176,12 @@ static void train_command(void **state)
     free(b);
 }
 
-/* --output-gate, --gate-rank, --conv-init: the checkpoint records them (and a
+/* --output-gate, --gate-rank, --conv-init, --conv-off: the checkpoint records them (and a
  * default model's config.txt does not mention them), holds the gate's
  * tensors, decodes the training forward's logits and can be replaced; bad
  * values, and each of them where it would do nothing (a gate with no linear
- * block, an initialisation with --no-conv), are one line, exit 2. */
+ * block, an initialisation or a block left without it with --no-conv), are
+ * one line, exit 2. */
 static void train_design_flags(void **state)
 {
     (void)state;
@@ -223,7 +224,27 @@ static void train_design_flags(void **state)
     assert_null(strstr(cfg, "output_gate"));
     assert_null(strstr(cfg, "gate_rank"));
     assert_null(strstr(cfg, "conv_init"));
+    assert_null(strstr(cfg, "conv_off"));
     free(cfg);
+    /* --conv-off 1: block 0 keeps its convolution, block 1 has none */
+    assert_int_equal(tcli_run("%s --conv-off 1 --out %s", tiny, tcli_tmp("off")), 0);
+    assert_non_null(strstr(tcli_err, "no convolution on blocks 1"));
+    cfg = test_read_text(tcli_tmp("off/config.txt"));
+    assert_non_null(strstr(cfg, "\nconv=1\n"));
+    assert_non_null(strstr(cfg, "\nconv_off=1\n"));
+    free(cfg);
+    assert_true(tcli_exists(tcli_tmp("off/blocks.0.mixer.cq.npy")));
+    assert_false(tcli_exists(tcli_tmp("off/blocks.1.mixer.cq.npy")));
+    assert_int_equal(kdalab_hybrid_load(tcli_tmp("off"), &s), KDALAB_OK);
+    assert_int_equal(kdalab_hybrid_model(s, &m, &theta), KDALAB_OK);
+    assert_true(m.conv == 1 && m.conv_off == 2);
+    kdalab_hybrid_free(s);
+    tcli_expect_error(tcli_run("%s --conv-off 2", tiny), 2, "--conv-off 2", "blocks 0 .. 1",
+                      NULL);
+    tcli_expect_error(tcli_run("%s --conv-off 0,0", tiny), 2, "--conv-off 0,0", "twice", NULL);
+    tcli_expect_error(tcli_run("%s --conv-off one", tiny), 2, "--conv-off one", NULL);
+    tcli_expect_error(tcli_run("%s --no-conv --conv-off 1 --out %s", tiny, tcli_tmp("idle")),
+                      2, "--conv-off does nothing", "--no-conv", NULL);
 
     tcli_expect_error(tcli_run("%s --output-gate relu", tiny), 2, "--output-gate relu", NULL);
     tcli_expect_error(tcli_run("%s --conv-init zeros", tiny), 2, "--conv-init zeros", NULL);

@@ -4,8 +4,8 @@
  * (lib/train/checkpoint.c).
  *
  *   - a tiny model trained by kdalab_train_mqar_f64 (a KDA + attention
- *     hybrid, and a stack of all five mixers with the convolution on and
- *     off, and with the swish, no and low-rank output gates), saved with kdalab_checkpoint_write and loaded with
+ *     hybrid, and a stack of all five mixers with the convolution on, off,
+ *     and on some blocks only (conv_off), and with the swish, no and low-rank output gates), saved with kdalab_checkpoint_write and loaded with
  *     kdalab_hybrid_load, prefills part of a sequence and decodes the rest
  *     token by token: its logits equal kdalab_model_logits_f64's on the
  *     whole sequence (the training forward) within TOL; a checkpoint with one
@@ -56,10 +56,11 @@
 /* A tiny MQAR model with the given mixers and output gate (of that rank),
  * trained for 20 steps in float64: its config in *c, its parameters returned
  * (malloc'd). */
-static double *train_gated(const char *mixers, int conv, kdalab_output_gate gate, size_t rank,
-                           kdalab_train_config *c)
+static double *train_gated(const char *mixers, int conv, uint64_t conv_off,
+                           kdalab_output_gate gate, size_t rank, kdalab_train_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->model.conv_off = conv_off;
     c->model.output_gate = gate;
     c->model.gate_rank = rank;
     c->model.conv_init = rank ? KDALAB_CONV_INIT_NORMAL : KDALAB_CONV_INIT_UNIFORM;
@@ -86,7 +87,7 @@ static double *train_gated(const char *mixers, int conv, kdalab_output_gate gate
 
 static double *train_tiny(const char *mixers, int conv, kdalab_train_config *c)
 {
-    return train_gated(mixers, conv, KDALAB_OUTPUT_GATE_SIGMOID, 0, c);
+    return train_gated(mixers, conv, 0, KDALAB_OUTPUT_GATE_SIGMOID, 0, c);
 }
 
 /* T_SEQ tokens, every id of the vocabulary among them. */
@@ -106,10 +107,11 @@ static void stack_logits(kdalab_hybrid *s, size_t V, const int32_t *tokens, doub
 }
 
 /* Train, save, load, prefill + decode; compare with the training forward. */
-static void check_gated(const char *mixers, int conv, kdalab_output_gate gate, size_t rank)
+static void check_model(const char *mixers, int conv, uint64_t conv_off, kdalab_output_gate gate,
+                        size_t rank)
 {
     kdalab_train_config c;
-    double *theta = train_gated(mixers, conv, gate, rank, &c);
+    double *theta = train_gated(mixers, conv, conv_off, gate, rank, &c);
     const size_t V = c.model.vocab;
     char dir[256];
     assert_int_equal(test_tmpdir_make("kdalab_trained_", dir, sizeof dir), 0);
@@ -128,13 +130,14 @@ static void check_gated(const char *mixers, int conv, kdalab_output_gate gate, s
     OK(kdalab_hybrid_model(s, &back, &theta_back));
     assert_int_equal(back.L, c.model.L);
     assert_true(back.output_gate == gate && back.gate_rank == rank &&
-                back.conv_init == c.model.conv_init);
+                back.conv_init == c.model.conv_init && back.conv_off == conv_off);
     assert_memory_equal(back.mixer, c.model.mixer, c.model.L * sizeof c.model.mixer[0]);
     stack_logits(s, V, tokens, got);
     const double e = rel_err_f64(got, ref, T_SEQ * V);
-    print_message("%-40s conv %d, gate %s rank %zu: prefill %d + decode %d vs training "
-                  "forward: %.2g of max |logit|\n", mixers, conv, kdalab_output_gate_name(gate),
-                  rank, PREFILL, T_SEQ - PREFILL, e);
+    print_message("%-40s conv %d (off 0x%llx), gate %s rank %zu: prefill %d + decode %d vs "
+                  "training forward: %.2g of max |logit|\n", mixers, conv,
+                  (unsigned long long)conv_off, kdalab_output_gate_name(gate), rank, PREFILL,
+                  T_SEQ - PREFILL, e);
     assert_true(e < TOL);
 
     /* reset, then everything in one prefill: the same logits */
@@ -194,6 +197,11 @@ static void check_gated(const char *mixers, int conv, kdalab_output_gate gate, s
     free(theta);
 }
 
+static void check_gated(const char *mixers, int conv, kdalab_output_gate gate, size_t rank)
+{
+    check_model(mixers, conv, 0, gate, rank);
+}
+
 static void check_case(const char *mixers, int conv)
 {
     check_gated(mixers, conv, KDALAB_OUTPUT_GATE_SIGMOID, 0);
@@ -210,6 +218,9 @@ static void test_every_mixer(void **state)
     (void)state;
     check_case("kda,attention,linear_attention,deltanet,gated_deltanet", 1);
     check_case("kda,attention,linear_attention,deltanet,gated_deltanet", 0);
+    /* the convolution on some blocks only: not on attention and DeltaNet */
+    check_model("kda,attention,linear_attention,deltanet,gated_deltanet", 1,
+                (1u << 1) | (1u << 3), KDALAB_OUTPUT_GATE_SIGMOID, 0);
 }
 
 /* The output-gate designs decode as they train: swish, none, and a swish
@@ -316,7 +327,8 @@ static void *load_fresh(void *arg)
 /* layers=0 and layers=65 (KDALAB_MODEL_MAX_LAYERS is 64): the message names
  * the key, its value and the rule, both where no error came before (a fresh
  * thread) and after another checkpoint's failed load, whose file it must
- * not name. And conv=2 likewise. */
+ * not name. And conv=2 likewise; and conv_off= lists that are malformed or
+ * name a block the model does not have. */
 static void test_checkpoint_layers_out_of_range(void **state)
 {
     (void)state;
@@ -351,6 +363,29 @@ static void test_checkpoint_layers_out_of_range(void **state)
             fail_msg("after another load: '%s' lacks '%s' or names the other file",
                      kdalab_last_error(), want);
     }
+    /* conv_off: malformed lists, and lists the model refuses */
+    const struct { const char *conv, *off, *want; } offs[] = {
+        {"1", "1,1", "conv_off=1,1 is not a list"}, {"1", "x", "conv_off=x is not"},
+        {"1", "", "conv_off= is not"}, {"1", "1,", "conv_off=1, is not"},
+        {"1", "64", "conv_off=64 is not"}, {"1", "2", "names a block at or above L = 2"},
+        {"0", "1", "with conv 0"}};
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        snprintf(text, sizeof text, "format=kdalab-checkpoint/1\nmixer=kda,attention\n"
+                 "layers=2\nd_model=8\nheads=2\nmlp_hidden=16\nconv=%s\nvocab=12\n"
+                 "conv_off=%s\n", offs[i].conv, offs[i].off);
+        test_write_text(path, text);
+        kdalab_model_config m;
+        assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_EFORMAT);
+        if (!strstr(kdalab_last_error(), offs[i].want))
+            fail_msg("conv_off=%s: '%s' lacks '%s'", offs[i].off, kdalab_last_error(),
+                     offs[i].want);
+    }
+    snprintf(text, sizeof text, "format=kdalab-checkpoint/1\nmixer=kda,attention\nlayers=2\n"
+             "d_model=8\nheads=2\nmlp_hidden=16\nconv=1\nvocab=12\nconv_off=1\n");
+    test_write_text(path, text);
+    kdalab_model_config m;
+    assert_int_equal(kdalab_checkpoint_read_config(dir, &m), KDALAB_OK);
+    assert_true(m.conv == 1 && m.conv_off == 2);
     assert_int_equal(test_tmpdir_remove(dir), 0);
 }
 

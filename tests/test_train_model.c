@@ -3,7 +3,8 @@
  *
  * The model's gradient against central finite differences of its loss, for
  * every element of every parameter tensor of tiny models covering the five
- * mixers, a hybrid stack, the convolution on and off, and the output gate
+ * mixers, a hybrid stack, the convolution on and off (and on one block of
+ * two: kdalab_model_config's conv_off), and the output gate
  * designs (swish, none, low rank; convolution on): each element moved
  * by +-h, h = 3e-6, compared with the analytic gradient relative to the
  * largest |analytic| of that tensor. The loss is O(1) (about 2.4). Two
@@ -41,9 +42,11 @@ typedef struct {
 /* A tiny model: vocab 11, D = 8, H = 2, F = 12, with the given mixers and
  * output gate of that rank; random tokens and about half the targets counted. */
 static void problem_make_gate(model_problem *p, const kdalab_mixer_kind *mix, size_t L, int conv,
-                              unsigned long seed, kdalab_output_gate gate, size_t rank)
+                              unsigned long seed, kdalab_output_gate gate, size_t rank,
+                              uint64_t conv_off)
 {
     memset(p, 0, sizeof *p);
+    p->cfg.conv_off = conv_off;
     p->cfg.output_gate = gate;
     p->cfg.gate_rank = rank;
     p->cfg.vocab = 11;
@@ -83,7 +86,7 @@ static void problem_make_gate(model_problem *p, const kdalab_mixer_kind *mix, si
 static void problem_make(model_problem *p, const kdalab_mixer_kind *mix, size_t L, int conv,
                          unsigned long seed)
 {
-    problem_make_gate(p, mix, L, conv, seed, KDALAB_OUTPUT_GATE_SIGMOID, 0);
+    problem_make_gate(p, mix, L, conv, seed, KDALAB_OUTPUT_GATE_SIGMOID, 0, 0);
 }
 
 static void problem_free(model_problem *p)
@@ -157,27 +160,31 @@ static void test_model_fd(void **state)
         size_t L;
         kdalab_output_gate gate;
         size_t rank;
+        uint64_t conv_off;
     } models[] = {
-        {"attention x2", {A, A}, 2, SIG, 0},
-        {"linear_attention", {LA}, 1, SIG, 0},
-        {"deltanet", {DN}, 1, SIG, 0},
-        {"gated_deltanet", {GDN}, 1, SIG, 0},
-        {"kda x2", {KDA, KDA}, 2, SIG, 0},
-        {"hybrid kda, gdn, attention", {KDA, GDN, A}, 3, SIG, 0},
-        {"gated_deltanet, swish gate", {GDN}, 1, SW, 0},
-        {"kda, attention, no gate", {KDA, A}, 2, NO, 0},
-        {"kda, sigmoid gate of rank 4", {KDA}, 1, SIG, 4},
-        {"deltanet, gdn, swish gate of rank 3", {DN, GDN}, 2, SW, 3},
+        {"attention x2", {A, A}, 2, SIG, 0, 0},
+        {"kda, attention with conv_off 1 << 1", {KDA, A}, 2, SIG, 0, 1u << 1},
+        {"attention, kda with conv_off 1 << 0", {A, KDA}, 2, SW, 0, 1u << 0},
+        {"linear_attention", {LA}, 1, SIG, 0, 0},
+        {"deltanet", {DN}, 1, SIG, 0, 0},
+        {"gated_deltanet", {GDN}, 1, SIG, 0, 0},
+        {"kda x2", {KDA, KDA}, 2, SIG, 0, 0},
+        {"hybrid kda, gdn, attention", {KDA, GDN, A}, 3, SIG, 0, 0},
+        {"gated_deltanet, swish gate", {GDN}, 1, SW, 0, 0},
+        {"kda, attention, no gate", {KDA, A}, 2, NO, 0, 0},
+        {"kda, sigmoid gate of rank 4", {KDA}, 1, SIG, 4, 0},
+        {"deltanet, gdn, swish gate of rank 3", {DN, GDN}, 2, SW, 3, 0},
     };
     double worst = 0;
     /* the gate designs with the convolution on only: the gate does not meet it */
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++)
-        for (int conv = models[m].gate == SIG && !models[m].rank ? 0 : 1; conv < 2; conv++) {
+        for (int conv = models[m].gate == SIG && !models[m].rank && !models[m].conv_off ? 0 : 1;
+             conv < 2; conv++) {
             model_problem p;
             char what[96];
             snprintf(what, sizeof what, "%s, conv %s", models[m].name, conv ? "on" : "off");
             problem_make_gate(&p, models[m].mix, models[m].L, conv, 100 + m, models[m].gate,
-                              models[m].rank);
+                              models[m].rank, models[m].conv_off);
             worst = fmax(worst, fd_check(&p, what));
             problem_free(&p);
         }
@@ -200,7 +207,8 @@ static void test_model_f32(void **state)
         {KDALAB_MIXER_DELTANET, KDALAB_MIXER_LINEAR_ATTENTION},
         {KDALAB_MIXER_KDA, KDALAB_MIXER_KDA}};
     const size_t Ls[3] = {3, 2, 2};
-    /* then the other output gates: swish at rank 3, none (conv on) */
+    /* then the other output gates: swish at rank 3, none (conv on, but not on
+     * block 0: conv_off) */
     const kdalab_output_gate gates[5] = {0, 0, 0, KDALAB_OUTPUT_GATE_SWISH,
                                          KDALAB_OUTPUT_GATE_NONE};
     double worst_l = 0, worst_g = 0;
@@ -208,7 +216,7 @@ static void test_model_f32(void **state)
         for (int conv = m < 3 ? 0 : 1; conv < 2; conv++) {
             model_problem p;
             problem_make_gate(&p, mix[m % 3], Ls[m % 3], conv, 40 + (unsigned long)m, gates[m],
-                              m == 3 ? 3 : 0);
+                              m == 3 ? 3 : 0, m == 4 ? 1u << 0 : 0);
             double *g = malloc(p.P * sizeof *g), l;
             float *th = malloc(p.P * sizeof *th), *g32 = malloc(p.P * sizeof *g32), l32;
             for (size_t i = 0; i < p.P; i++)
@@ -420,6 +428,43 @@ static void test_model_layout(void **state)
     bad = c;
     bad.vocab = (size_t)1 << 40;
     assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EOVERFLOW);
+    /* conv_off: block 1 (attention) without its three [4, D] convolutions */
+    kdalab_model_config off = c;
+    off.conv_off = 1u << 1;
+    size_t P_off, n_off;
+    assert_int_equal(kdalab_model_size(&off, &P_off, &n_off), KDALAB_OK);
+    assert_int_equal(P_off, P - 72);
+    assert_int_equal(n_off, n - 3);
+    for (size_t i = 0; i < n_off; i++) {
+        assert_int_equal(kdalab_model_tensor_at(&off, i, &t), KDALAB_OK);
+        assert_null(strstr(t.name, "blocks.1.mixer.c"));
+    }
+    assert_int_equal(kdalab_model_tensor_at(&off, 6, &t), KDALAB_OK); /* kda's own */
+    assert_string_equal(t.name, "blocks.0.mixer.cq");
+    bad = off;
+    bad.conv = 0; /* nothing to leave off */
+    assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "conv_off"));
+    bad = off;
+    bad.conv_off = 1u << 2; /* block 2 of 2 */
+    assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EINVAL);
+    bad.conv_off = (uint64_t)1 << 63;
+    assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EINVAL);
+    /* the text form of such a set of blocks */
+    uint64_t m = 77;
+    assert_int_equal(kdalab_model_parse_blocks("1", &m), KDALAB_OK);
+    assert_true(m == 2);
+    assert_int_equal(kdalab_model_parse_blocks("0,63,5", &m), KDALAB_OK);
+    assert_true(m == ((uint64_t)1 << 63 | 1u << 5 | 1u));
+    static const char *const refused[] = {"", ",", "1,", ",1", "1,,2", "1,1", "64",
+                                          "99999999999999999999", "-1", "1 ", "x", "2;3"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        m = 77;
+        if (kdalab_model_parse_blocks(refused[i], &m) != KDALAB_EINVAL || m != 77)
+            fail_msg("blocks '%s' not refused, or *out written", refused[i]);
+    }
+    assert_int_equal(kdalab_model_parse_blocks(NULL, &m), KDALAB_ENULL);
+    assert_int_equal(kdalab_model_parse_blocks("1", NULL), KDALAB_ENULL);
 }
 
 /* The initialisation: norms 1, fla's gate ranges, matrices about N(0, 0.02^2). */

@@ -25,7 +25,7 @@ static hybrid_block block_of(const hybrid_model *m, size_t l)
     const int attention = kind == KDALAB_MIXER_ATTENTION;
     const kdalab_g_shape gs = train_g_shape_of(kind);
     const int gate = !attention && c->output_gate != KDALAB_OUTPUT_GATE_NONE;
-    const int rank = gate && c->gate_rank != 0;
+    const int rank = gate && c->gate_rank != 0, conv = train_block_conv(c, l);
     hybrid_block b = {
         .attention = attention, .mech = train_mechanism_of(kind),
         .norm1 = th + wb->norm1,
@@ -35,12 +35,12 @@ static hybrid_block block_of(const hybrid_model *m, size_t l)
         .wbeta = train_has_beta(kind) ? th + wb->mix[MIX_WB] : NULL,
         .gate = gs == KDALAB_G_NONE ? HYBRID_GATE_NONE : HYBRID_GATE_FLA,
         .onorm = attention ? NULL : th + wb->mix[MIX_ONORM],
-        .mc = {kind, c->D, c->H, c->conv, c->output_gate, c->gate_rank},
+        .mc = {kind, c->D, c->H, conv, c->output_gate, c->gate_rank},
         .wog = gate ? th + wb->mix[MIX_WOG] : NULL,
         .wog2 = rank ? th + wb->mix[MIX_WOG2] : NULL,
         .bog = rank ? th + wb->mix[MIX_BOG] : NULL,
         .norm2 = th + wb->norm2, .w1 = th + wb->W1, .w3 = th + wb->W3, .w2 = th + wb->W2};
-    if (c->conv)
+    if (conv)
         for (int i = 0; i < 3; i++)
             b.conv[i] = th + wb->mix[MIX_CQ + i];
     if (b.gate == HYBRID_GATE_FLA) { /* per head: x Wa [D, H]; per key: x Wg Wg2 */
@@ -88,7 +88,8 @@ kdalab_status kdalab_hybrid_new_model(const kdalab_model_config *cfg, const doub
         s->scale = 1 / sqrt((double)s->dh); /* the training mixers' */
         for (size_t l = 0; l < cfg->L && ok; l++) {
             s->blocks[l] = block_of(m, l);
-            ok = kdalab__hybrid_block_memory(&s->blocks[l], cfg->D, cfg->H, cfg->conv);
+            ok = kdalab__hybrid_block_memory(&s->blocks[l], cfg->D, cfg->H,
+                                             train_block_conv(cfg, l));
         }
     }
     if (!ok) {

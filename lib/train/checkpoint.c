@@ -27,9 +27,10 @@
  * the first K_REQUIRED always, the rest only when not their default (absent:
  * the default, so a checkpoint written before they existed reads as it did). */
 enum { K_MIXER, K_LAYERS, K_D, K_HEADS, K_F, K_CONV, K_VOCAB, K_REQUIRED,
-       K_GATE = K_REQUIRED, K_RANK, K_CINIT, K_N };
+       K_GATE = K_REQUIRED, K_RANK, K_CINIT, K_COFF, K_N };
 static const char *const KEYS[K_N] = {"mixer", "layers", "d_model", "heads", "mlp_hidden",
-                                      "conv", "vocab", "output_gate", "gate_rank", "conv_init"};
+                                      "conv", "vocab", "output_gate", "gate_rank", "conv_init",
+                                      "conv_off"};
 
 /* "dir/name" in a new string (NULL when out of memory). */
 static char *join(const char *dir, const char *name, const char *suffix)
@@ -102,6 +103,13 @@ static kdalab_status write_config(const char *dir, const kdalab_model_config *cf
         fprintf(f, "gate_rank=%zu\n", cfg->gate_rank);
     if (cfg->conv_init != KDALAB_CONV_INIT_UNIFORM)
         fprintf(f, "conv_init=%s\n", kdalab_conv_init_name(cfg->conv_init));
+    if (cfg->conv_off) { /* the blocks without the convolution, by index */
+        fputs("conv_off=", f);
+        for (size_t l = 0, n = 0; l < cfg->L; l++)
+            if (cfg->conv_off >> l & 1)
+                fprintf(f, "%s%zu", n++ ? "," : "", l);
+        fputc('\n', f);
+    }
     fputs(extra ? extra : "", f);
     int err = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
     if (fclose(f) != 0 && !err)
@@ -128,7 +136,8 @@ kdalab_status kdalab_checkpoint_write(const char *dir, const kdalab_model_config
     if (n_extra < 0)
         return KDALAB_EINVAL;
     const int n_model = K_REQUIRED + (cfg->output_gate != KDALAB_OUTPUT_GATE_SIGMOID) +
-                        (cfg->gate_rank != 0) + (cfg->conv_init != KDALAB_CONV_INIT_UNIFORM);
+                        (cfg->gate_rank != 0) + (cfg->conv_init != KDALAB_CONV_INIT_UNIFORM) +
+                        (cfg->conv_off != 0);
     if (n_extra > MAX_LINES - 1 - n_model)
         return kdalab_fail(KDALAB_ESIZE, "checkpoint write: %ld extra lines; at most %d",
                            n_extra, MAX_LINES - 1 - n_model);
@@ -180,8 +189,8 @@ static int parse_size(const char *v, size_t *out)
     return 1;
 }
 
-/* Read config.txt's lines into the model's values (the names of mixer,
- * output_gate and conv_init into text[k], LINE_CAP bytes each); 0, or -1
+/* Read config.txt's lines into the model's values (the values of mixer,
+ * output_gate, conv_init and conv_off into text[k], LINE_CAP bytes each); 0, or -1
  * with why[cap]. */
 static int read_lines(FILE *f, char *text[K_N], size_t num[K_N], int seen[K_N], char *why,
                       size_t cap)
@@ -246,12 +255,13 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
         s = kdalab_fail(KDALAB_ENULL, "checkpoint: cfg is NULL");
     if (s != KDALAB_OK)
         return s;
-    char *path = join(dir, "config.txt", ""), *mixers = calloc(3, LINE_CAP);
+    char *path = join(dir, "config.txt", ""), *mixers = calloc(4, LINE_CAP);
     char *text[K_N] = {0};
     if (mixers) {
         text[K_MIXER] = mixers;
         text[K_GATE] = mixers + LINE_CAP;
         text[K_CINIT] = mixers + 2 * LINE_CAP;
+        text[K_COFF] = mixers + 3 * LINE_CAP;
     }
     struct stat st;
     FILE *f = NULL;
@@ -285,6 +295,10 @@ kdalab_status kdalab_checkpoint_read_config(const char *dir, kdalab_model_config
         kdalab_conv_init_parse(text[K_CINIT], &m.conv_init) != KDALAB_OK)
         s = kdalab_fail(KDALAB_EFORMAT, "%s: conv_init=%.40s is not uniform or normal0.02", path,
                         text[K_CINIT]);
+    if (s == KDALAB_OK && seen[K_COFF] &&
+        kdalab_model_parse_blocks(text[K_COFF], &m.conv_off) != KDALAB_OK)
+        s = kdalab_fail(KDALAB_EFORMAT, "%s: conv_off=%.40s is not a list of distinct block "
+                        "indices below 64 joined by commas", path, text[K_COFF]);
     /* why the keys describe no model: the reader's own checks first, each
      * saying what is wrong, then the library's (which set their message) */
     char bad[96] = "";

@@ -5,7 +5,8 @@
  * which reads the same layout through kdalab__model_layout().
  *
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
- *          kdalab_mixer_name, kdalab_model_parse_mixers, kdalab_output_gate_name,
+ *          kdalab_mixer_name, kdalab_model_parse_mixers, kdalab_model_parse_blocks,
+ *          kdalab_output_gate_name,
  *          kdalab_conv_init_name, kdalab_output_gate_parse, kdalab_conv_init_parse,
  *          kdalab_train_cost,
  *          kdalab__model_layout, kdalab__model_check_batch (lib/train/train_internal.h)
@@ -27,12 +28,13 @@ static const char *const mixer_name[MIX_N] = {
     "Wq", "Wk", "Wv", "Wo", "cq", "ck", "cv", "Wb", "Wa", "Wg", "Wg2", "A_log", "dt_bias", "Wog",
     "onorm", "Wog2", "bog"};
 
-/* Shape [rows, cols] of mixer tensor i of block kind under cfg; 0 if unused. */
-static int mixer_shape(const kdalab_model_config *cfg, kdalab_mixer_kind kind, int i,
+/* Shape [rows, cols] of mixer tensor i of a block of kind under cfg, with
+ * the convolution or not (conv); 0 if unused. */
+static int mixer_shape(const kdalab_model_config *cfg, kdalab_mixer_kind kind, int conv, int i,
                        size_t *rows, size_t *cols)
 {
     const size_t D = cfg->D, H = cfg->H, r = cfg->gate_rank;
-    const int conv = cfg->conv, beta = train_has_beta(kind);
+    const int beta = train_has_beta(kind);
     const int ogate = kind != KDALAB_MIXER_ATTENTION && cfg->output_gate != KDALAB_OUTPUT_GATE_NONE;
     const kdalab_g_shape gs = train_g_shape_of(kind);
     const int gdn = gs == KDALAB_G_PER_HEAD, kda = gs == KDALAB_G_PER_KEY; /* the gate's shape */
@@ -112,6 +114,12 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
                            cfg->gate_rank);
     if (cfg->gate_rank > D)
         return kdalab_fail(KDALAB_ESIZE, "model: gate_rank %zu above D = %zu", cfg->gate_rank, D);
+    if (cfg->conv_off && !cfg->conv)
+        return kdalab_fail(KDALAB_EINVAL, "model: conv_off 0x%llx with conv 0: there is no "
+                           "convolution to leave off", (unsigned long long)cfg->conv_off);
+    if (L < 64 && cfg->conv_off >> L)
+        return kdalab_fail(KDALAB_EINVAL, "model: conv_off 0x%llx names a block at or above "
+                           "L = %zu", (unsigned long long)cfg->conv_off, L);
     int linear = 0; /* the output gate is a linear mixer's: set on none, it would do nothing */
     for (size_t l = 0; l < L; l++)
         linear |= cfg->mixer[l] != KDALAB_MIXER_ATTENTION;
@@ -130,7 +138,7 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
         for (int i = 0; i < MIX_N; i++) {
             size_t r, c;
             b->mix[i] = SIZE_MAX;
-            if (!mixer_shape(cfg, cfg->mixer[l], i, &r, &c))
+            if (!mixer_shape(cfg, cfg->mixer[l], train_block_conv(cfg, l), i, &r, &c))
                 continue;
             snprintf(nm, sizeof nm, "blocks.%zu.mixer.%s", l, mixer_name[i]);
             /* AdamW decays the projections, not convolutions, gate constants, gains, bias */
@@ -413,5 +421,29 @@ kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L
         return kdalab_fail(KDALAB_ESIZE, "mixers: '%s' lists %zu blocks, not %zu", spec, n, *L);
     *L = n;
     memcpy(out, kinds, n * sizeof *kinds);
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_model_parse_blocks(const char *spec, uint64_t *out)
+{
+    kdalab_clear_error();
+    if (!spec || !out)
+        return kdalab_fail(KDALAB_ENULL, "blocks: spec or out is NULL");
+    uint64_t mask = 0;
+    for (const char *p = spec;; p++) {
+        size_t l = 0, digits = 0;
+        for (; *p >= '0' && *p <= '9'; p++, digits++)
+            l = l < KDALAB_MODEL_MAX_LAYERS ? 10 * l + (size_t)(*p - '0') : l;
+        if (digits == 0 || (*p != ',' && *p != '\0'))
+            return kdalab_fail(KDALAB_EINVAL, "blocks: '%.40s' is not block indices joined by "
+                               "commas (\"1\", \"0,2\")", spec);
+        if (l >= KDALAB_MODEL_MAX_LAYERS || (mask >> l & 1))
+            return kdalab_fail(KDALAB_EINVAL, "blocks: '%.40s': an index of %d or more, or one "
+                               "named twice", spec, KDALAB_MODEL_MAX_LAYERS);
+        mask |= (uint64_t)1 << l;
+        if (*p == '\0')
+            break;
+    }
+    *out = mask;
     return KDALAB_OK;
 }

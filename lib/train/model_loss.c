@@ -122,6 +122,7 @@ static kdalab_status forward(const kdalab_model_config *cfg, const model_layout_
         double *x_next = l + 1 < L ? A->blk[l + 1].x : A->xf;
         kdalab_mixer_config mcfg = mcfg0;
         mcfg.kind = cfg->mixer[l];
+        mcfg.conv = train_block_conv(cfg, l);
         const kdalab_mixer_params mp = mixer_params(w, theta);
         // h1 = rmsnorm(x); xm = x + mixer(h1)
         kdalab__train_rmsnorm_fwd_f64(N, D, TRAIN_NORM_EPS, b->x, theta + w->norm1, b->h1);
@@ -183,6 +184,7 @@ static kdalab_status backward(const kdalab_model_config *cfg, const model_layout
         // the mixer: xm = x + mixer(h1), h1 = rmsnorm(x)
         kdalab_mixer_config mcfg = mcfg0;
         mcfg.kind = cfg->mixer[l];
+        mcfg.conv = train_block_conv(cfg, l);
         const kdalab_mixer_params mp = mixer_params(w, theta);
         const kdalab_mixer_grads mg = mixer_grads(w, grad);
         s = keep_range(kdalab__train_mixer_bwd_f64(&mcfg, &mp, B, T, b->h1, b->mc, dx, dh, &mg),

@@ -25,6 +25,13 @@
 #define TRAIN_L2_EPS 1e-6    /* the linear mixers' L2 norm of q and k (fla's l2norm)    */
 #define TRAIN_ONORM_EPS 1e-5 /* the linear mixers' output norm (fla's KDA norm_eps)    */
 
+/* Whether block l's mixer has the short convolution: conv on and l not
+ * in conv_off (kdalab_model_config). */
+static inline int train_block_conv(const kdalab_model_config *cfg, size_t l)
+{
+    return cfg->conv && !(l < 64 && (cfg->conv_off >> l & 1));
+}
+
 /* The mechanism a linear mixer runs: the table's row kind - 1 (attention
  * has none: linear attention's is returned for it). */
 static inline kdalab_mechanism train_mechanism_of(kdalab_mixer_kind kind)

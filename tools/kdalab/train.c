@@ -53,6 +53,9 @@ static const char HELP[] =
     "  --conv-init I        the convolutions' initialisation: uniform (U(-1/2, 1/2),\n"
     "                       PyTorch's default; the default) or normal0.02 (N(0, 0.02^2),\n"
     "                       fla's models); refused with --no-conv\n"
+    "  --conv-off LIST      blocks without the convolution, by index from 0, joined by\n"
+    "                       commas (--mixer kda,attention --conv-off 1: KDA with its\n"
+    "                       convolution, attention without); refused with --no-conv\n"
     "  --output-gate G      the linear mixers' output gate rmsnorm(o) * act(z): sigmoid\n"
     "                       (the default; fla's KDA layer), swish (z sigmoid(z), fla's\n"
     "                       Gated DeltaNet layer) or none (rmsnorm(o) alone)\n"
@@ -86,7 +89,7 @@ static const char HELP[] =
 
 enum { O_TASK = 256, O_MIXER, O_LAYERS, O_D, O_HEADS, O_F, O_NOCONV, O_T, O_P, O_VOCAB,
        O_BATCH, O_STEPS, O_LR, O_WD, O_TEST, O_SEED, O_OUT, O_LOG, O_PREC, O_GATE, O_RANK,
-       O_CINIT, O_UPDATES, O_RECENT, O_STACKS, O_SET };
+       O_CINIT, O_UPDATES, O_RECENT, O_STACKS, O_SET, O_COFF };
 
 static const struct option OPTIONS[] = {
     {"task", required_argument, NULL, O_TASK},     {"mixer", required_argument, NULL, O_MIXER},
@@ -102,6 +105,7 @@ static const struct option OPTIONS[] = {
     {"output-gate", required_argument, NULL, O_GATE},
     {"gate-rank", required_argument, NULL, O_RANK},
     {"conv-init", required_argument, NULL, O_CINIT},
+    {"conv-off", required_argument, NULL, O_COFF},
     {"updates", required_argument, NULL, O_UPDATES},
     {"recent", required_argument, NULL, O_RECENT},
     {"stacks", required_argument, NULL, O_STACKS},
@@ -191,7 +195,7 @@ int cmd_train(int argc, char **argv)
     size_t stacks = 0;
     double lr = 1e-3, wd = 0.1;
     const char *task = NULL, *mixer = NULL, *out = NULL, *precision = NULL, *gate = NULL;
-    const char *conv_init = NULL;
+    const char *conv_init = NULL, *conv_off = NULL;
     int conv = 1, layers_given = 0, rank_given = 0, rc = 0;
     c.batch = 32;
     c.test_sequences = 1024;
@@ -211,6 +215,7 @@ int cmd_train(int argc, char **argv)
         case O_PREC: rc = cli_store(&got, &precision); break;
         case O_GATE: rc = cli_store(&got, &gate); break;
         case O_CINIT: rc = cli_store(&got, &conv_init); break;
+        case O_COFF: rc = cli_store(&got, &conv_off); break;
         case O_RANK:
             rc = cli_parse_size(got.name, got.value, 0, &c.model.gate_rank);
             rank_given = 1;
@@ -279,9 +284,15 @@ int cmd_train(int argc, char **argv)
         return cli_fail(EXIT_BAD, "--%s does nothing with --mixer %s: every block is attention, "
                         "and only the linear mixers have an output gate",
                         gate ? "output-gate" : "gate-rank", mixer);
-    if (!conv && conv_init)
-        return cli_fail(EXIT_BAD, "--conv-init does nothing with --no-conv: there is no "
-                        "convolution to initialise");
+    if (!conv && (conv_init || conv_off))
+        return cli_fail(EXIT_BAD, "--%s does nothing with --no-conv: there is no "
+                        "convolution to %s", conv_init ? "conv-init" : "conv-off",
+                        conv_init ? "initialise" : "leave off");
+    if (conv_off && kdalab_model_parse_blocks(conv_off, &c.model.conv_off) != KDALAB_OK)
+        return cli_fail(EXIT_BAD, "--conv-off %s: %s", conv_off, kdalab_last_error());
+    if (L < 64 && c.model.conv_off >> L)
+        return cli_fail(EXIT_BAD, "--conv-off %s: the model has blocks 0 .. %zu", conv_off,
+                        L - 1);
     c.model.L = L;
     c.model.D = D;
     c.model.H = H;
@@ -334,11 +345,12 @@ int cmd_train(int argc, char **argv)
     if (!theta || (!f64 && !theta32))
         return cli_fail(EXIT_FAIL, "cannot allocate %zu parameters", n_params);
     progress_ctx ctx = {log_every == SIZE_MAX ? (steps >= 20 ? steps / 20 : 1) : log_every};
-    char design[96] = ""; /* the output gate and conv init, when not the defaults */
-    if (gate || conv_init || c.model.gate_rank)
-        snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s",
+    char design[160] = ""; /* the output gate and convolutions, when not the defaults */
+    if (gate || conv_init || c.model.gate_rank || conv_off)
+        snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s%s%s",
                  kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
-                 kdalab_conv_init_name(c.model.conv_init));
+                 kdalab_conv_init_name(c.model.conv_init),
+                 conv_off ? ", no convolution on blocks " : "", conv_off ? conv_off : "");
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
             "task %s, T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, "
             "%s%s\n",
