@@ -2,37 +2,42 @@
 # Run from the repository root:  gnuplot -e "dir='results'" plots/17_nope_needs_position.gp
 # Reads  DIR/17_nope_needs_position.tsv (bin/17_nope_needs_position)
 # Writes OUT/17_nope_needs_position.png (OUT defaults to DIR): test accuracy of each trained
-#        stack (every seed a point, nudged sideways by seed; above them the values and their
-#        mean); the title says which sweep.
+#        stack, every seed a point, one colour per learning rate (the rates side by side,
+#        the seeds nudged within); above each stack the mean per rate; the title says which
+#        sweep.
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/17_nope_needs_position.tsv'
 note = system(sprintf("awk -f plots/sweep_note.awk '%s'", f))
 seeds = int(system(sprintf("awk -v want=seeds -f plots/sweep_note.awk '%s'", f)))
+# the learning rates in the file, in the order they first appear (column 10)
+lrs = system(sprintf("awk -F'\t' '!/^#/ && !($10 in s) {s[$10]; printf \"%%s \", $10}' '%s'", f))
+nlr = words(lrs)
 set datafile separator '\t'
-set terminal pngcairo size 900,560 font ',11'
+set terminal pngcairo size 1000,600 font ',11'
 set output out.'/17_nope_needs_position.png'
-set title sprintf("Two-block models on MQAR: NoPE attention alone, with the short convolution,\nand with a KDA block in place of the first attention block (no convolution)\n%s", note) noenhanced
+set title sprintf("Two-block models on MQAR: NoPE attention alone, with the short convolution, and with\na KDA block in place of the first attention block, without and with the KDA block's convolution\n%s", note) noenhanced
 set ylabel 'test accuracy'
 # room above 1 so every value label sits just above its highest point
-set yrange [0:1.3]
+set yrange [0:1.35]
 set ytics 0, 0.2, 1
-set xrange [-0.6:2.6]
+set xrange [-0.6:3.6]
 set grid ytics
-set xtics ("NoPE attention x2\n(no conv)" 0, "attention x2\n+ short conv" 1, "KDA, then NoPE attention\n(no conv)" 2)
-set key bottom center box opaque
-set bmargin 4
-# per stack: its seeds' accuracies and their mean, written above its highest point
-array lab[3]
-array top[3]
-names = 'attention_nope attention_conv kda_then_attention'
-do for [i = 1:3] {
-    lab[i] = system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" {s = s sep sprintf(\"%%.2f\", $12); sep = \" / \"; m += $12; n++; if ($12 > t) t = $12} END {if (n > 1) printf \"%%s\\nmean %%.2f\", s, m / n; else printf \"%%s\", s}' '%s'", word(names, i), f))
-    top[i] = real(system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" && $12 > t {t = $12} END {print t + 0}' '%s'", word(names, i), f)))
-    set label i lab[i] at i - 1, top[i] + 0.1 center font ',10'
+set xtics ("NoPE attention x2\n(no conv)" 0, "attention x2\n+ short conv" 1, "KDA, then NoPE attention\n(no conv)" 2, "KDA + its conv,\nthen NoPE attention" 3)
+set key below
+set bmargin 6
+names = 'attention_nope attention_conv kda_then_attention kda_conv_then_attention'
+# per stack: the mean per rate, written above its highest point
+do for [i = 1:4] {
+    lab = system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" {m[$10] += $12; n[$10]++; if (!($10 in o)) o[$10] = k++} END {for (r in o) l[o[r]] = sprintf(\"lr %%s: mean %%.2f\", r, m[r] / n[r]); for (j = 0; j < k; j++) printf \"%%s%%s\", (j ? \"\\n\" : \"\"), l[j]}' '%s'", word(names, i), f))
+    top = real(system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" && $12 > t {t = $12} END {print t + 0}' '%s'", word(names, i), f)))
+    set label i lab at i - 1, top + 0.06 + 0.04 * nlr center font ',9'
 }
-idx(s) = s eq 'attention_nope' ? 0 : s eq 'attention_conv' ? 1 : 2
-# seed n of N at idx + 0.12 (n - (N + 1) / 2): several seeds side by side
-xpos(s, n) = idx(s) + 0.08 * (n - (seeds + 1) / 2.0)
-plot f u (xpos(stringcolumn(1), $9)):12 with points pt 7 ps 1.6 lc rgb '#4477aa' \
-       title (seeds > 1 ? sprintf('one trained model (%d seeds side by side)', seeds) : 'one trained model (one seed)')
+idx(s) = s eq 'attention_nope' ? 0 : s eq 'attention_conv' ? 1 : s eq 'kda_then_attention' ? 2 : 3
+# rate r of nlr a band of width 0.3 side by side; seed n of N nudged within its band
+band(r) = nlr > 1 ? 0.34 * ((r - 1.0) / (nlr - 1) - 0.5) : 0
+xpos(s, r, n) = idx(s) + band(r) + 0.025 * (n - (seeds + 1) / 2.0)
+colour(r) = word('#4477aa #ee6677 #228833 #ccbb44', r)
+plot for [r = 1:nlr] f u (stringcolumn(10) eq word(lrs, r) ? xpos(stringcolumn(1), r, $9) : NaN):12 \
+       with points pt 7 ps 1.2 lc rgb colour(r) \
+       title sprintf('lr %s, one trained model per seed (%d seed%s)', word(lrs, r), seeds, seeds > 1 ? 's' : '')
