@@ -55,9 +55,13 @@ int main(int argc, char **argv)
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     double lrs[MAX_LR];
     const size_t n_lr = lab_parse_list(lrs_s, lrs, MAX_LR);
-    if (!n_lr) {
-        fprintf(stderr, "%s: --lrs %s: want 1 .. %d positive rates, comma-separated\n", x.name,
-                lrs_s, MAX_LR);
+    int bad = !n_lr;
+    for (size_t i = 0; i < n_lr; i++) /* each a model of its own: distinct, and a rate */
+        for (size_t j = 0; j <= i; j++)
+            bad |= !(lrs[i] > 0 && lrs[i] < 1) || (j < i && lrs[j] == lrs[i]);
+    if (bad) {
+        fprintf(stderr, "%s: --lrs %s: want 1 .. %d distinct rates in (0, 1), "
+                        "comma-separated\n", x.name, lrs_s, MAX_LR);
         return 2;
     }
     const struct {

@@ -93,9 +93,16 @@ void lab_census_note(const lab_ctx *x, size_t index, const lab_mqar_spec *s, con
                       kdalab_mqar_task_name(s->task));
     if ((s->gate != KDALAB_OUTPUT_GATE_SIGMOID || s->gate_rank ||
          s->conv_init != KDALAB_CONV_INIT_UNIFORM) && k > 0 && (size_t)k < sizeof j->what)
-        snprintf(j->what + k, sizeof j->what - (size_t)k, ", gate %s/%zu/%s",
-                 kdalab_output_gate_name(s->gate), s->gate_rank,
-                 kdalab_conv_init_name(s->conv_init));
+        k += snprintf(j->what + k, sizeof j->what - (size_t)k, ", gate %s/%zu/%s",
+                      kdalab_output_gate_name(s->gate), s->gate_rank,
+                      kdalab_conv_init_name(s->conv_init));
+    /* the convolution, where it is not on every block */
+    if (!s->conv && k > 0 && (size_t)k < sizeof j->what)
+        k += snprintf(j->what + k, sizeof j->what - (size_t)k, ", no conv");
+    for (unsigned l = 0, n = 0; l < 64 && k > 0 && (size_t)k < sizeof j->what; l++)
+        if (s->conv_off >> l & 1)
+            k += snprintf(j->what + k, sizeof j->what - (size_t)k, "%s%u",
+                          n++ ? "," : ", no conv on blocks ", l);
 }
 
 /* The missing jobs' numbers as a Slurm array takes them ("3,7-9,12"), into

@@ -19,7 +19,8 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
 {
     /* the dense task's key has no task field: the ledgers written before the
      * other tasks existed read as they did */
-    char task[96] = "", design[96] = "", data[96] = "", off[40] = "";
+    /* off: "\tconv_off=" and up to 64 indices, 63 commas: 191 bytes */
+    char task[96] = "", design[96] = "", data[96] = "", off[200] = "";
     if (s->task != KDALAB_MQAR_DENSE)
         snprintf(task, sizeof task, "\ttask=%s/%zu/%zu", kdalab_mqar_task_name(s->task),
                  s->updates, s->recent);
@@ -38,9 +39,14 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
         if (s->conv_off >> l & 1)
             at += (size_t)snprintf(off + at, sizeof off - at, "%s%zu",
                                    at ? "," : "\tconv_off=", l);
-    snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s%s%s",
+    const int len = snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s%s%s",
              lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
              s->batch, s->steps, s->test, s->lr, s->seed, task, design, data, off);
+    if (len < 0 || (size_t)len >= n) { /* a cut key could be another model's */
+        fprintf(stderr, "%s: the ledger key of %s (L = %zu) is longer than %zu bytes: no "
+                        "ledger can hold this model\n", x->name, s->mixers, s->L, n - 1);
+        exit(2);
+    }
 }
 
 /* The ledger this run appends to: DIR/mqar_models.tsv, or for job I of a

@@ -121,8 +121,8 @@ typedef struct {
  * Errors: KDALAB_ENULL (cfg), KDALAB_ESIZE (V, D, H, F zero, D not a multiple
  * of H, L outside 1 .. KDALAB_MODEL_MAX_LAYERS, gate_rank above D),
  * KDALAB_EINVAL (an unknown mixer kind, output gate or conv init; a
- * gate_rank with output gate none; conv_off with conv 0, or with a bit at
- * or above L), KDALAB_EOVERFLOW.
+ * gate_rank with output gate none; conv_off with conv 0, with a bit at or
+ * above L, or naming every block, which is conv 0), KDALAB_EOVERFLOW.
  */
 kdalab_status kdalab_model_size(const kdalab_model_config *cfg, size_t *n_params,
                                 size_t *n_tensors);

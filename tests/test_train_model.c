@@ -450,6 +450,9 @@ static void test_model_layout(void **state)
     assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EINVAL);
     bad.conv_off = (uint64_t)1 << 63;
     assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EINVAL);
+    bad.conv_off = 3; /* every block: that is conv 0, spelt one way only */
+    assert_int_equal(kdalab_model_size(&bad, &P, &n), KDALAB_EINVAL);
+    assert_non_null(strstr(kdalab_last_error(), "conv_off 0,1 leaves every block"));
     /* the text form of such a set of blocks */
     uint64_t m = 77;
     assert_int_equal(kdalab_model_parse_blocks("1", &m), KDALAB_OK);

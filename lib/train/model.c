@@ -84,6 +84,17 @@ static size_t add(model_layout_t *lay, kdalab_model_tensor *list, size_t rows, s
     return at;
 }
 
+/* The blocks of a bit mask by index, "1,3", into buf[cap] (200 bytes hold
+ * all 64). */
+static void block_list(uint64_t mask, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned l = 0; l < 64 && at < cap; l++)
+        if (mask >> l & 1)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%u", at ? "," : "", l);
+}
+
 kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
                                    kdalab_model_tensor *list)
 {
@@ -114,12 +125,20 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
                            cfg->gate_rank);
     if (cfg->gate_rank > D)
         return kdalab_fail(KDALAB_ESIZE, "model: gate_rank %zu above D = %zu", cfg->gate_rank, D);
-    if (cfg->conv_off && !cfg->conv)
-        return kdalab_fail(KDALAB_EINVAL, "model: conv_off 0x%llx with conv 0: there is no "
-                           "convolution to leave off", (unsigned long long)cfg->conv_off);
-    if (L < 64 && cfg->conv_off >> L)
-        return kdalab_fail(KDALAB_EINVAL, "model: conv_off 0x%llx names a block at or above "
-                           "L = %zu", (unsigned long long)cfg->conv_off, L);
+    if (cfg->conv_off) {
+        char off[200]; /* the blocks, by index: up to 64 of them and 63 commas */
+        block_list(cfg->conv_off, off, sizeof off);
+        const uint64_t every = L < 64 ? ((uint64_t)1 << L) - 1 : UINT64_MAX;
+        if (!cfg->conv)
+            return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s with conv 0: there is no "
+                               "convolution to leave off", off);
+        if (cfg->conv_off & ~every)
+            return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s names a block at or above "
+                               "L = %zu", off, L);
+        if (cfg->conv_off == every) /* one model, one spelling */
+            return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s leaves every block without "
+                               "the convolution: that is conv 0", off);
+    }
     int linear = 0; /* the output gate is a linear mixer's: set on none, it would do nothing */
     for (size_t l = 0; l < L; l++)
         linear |= cfg->mixer[l] != KDALAB_MIXER_ATTENTION;
@@ -437,9 +456,12 @@ kdalab_status kdalab_model_parse_blocks(const char *spec, uint64_t *out)
         if (digits == 0 || (*p != ',' && *p != '\0'))
             return kdalab_fail(KDALAB_EINVAL, "blocks: '%.40s' is not block indices joined by "
                                "commas (\"1\", \"0,2\")", spec);
-        if (l >= KDALAB_MODEL_MAX_LAYERS || (mask >> l & 1))
-            return kdalab_fail(KDALAB_EINVAL, "blocks: '%.40s': an index of %d or more, or one "
-                               "named twice", spec, KDALAB_MODEL_MAX_LAYERS);
+        if (l >= KDALAB_MODEL_MAX_LAYERS)
+            return kdalab_fail(KDALAB_EINVAL, "blocks: '%.40s': item %.*s is not below %d",
+                               spec, (int)(digits < 24 ? digits : 24), p - digits,
+                               KDALAB_MODEL_MAX_LAYERS);
+        if (mask >> l & 1)
+            return kdalab_fail(KDALAB_EINVAL, "blocks: '%.40s': block %zu named twice", spec, l);
         mask |= (uint64_t)1 << l;
         if (*p == '\0')
             break;

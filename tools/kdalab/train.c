@@ -345,12 +345,16 @@ int cmd_train(int argc, char **argv)
     if (!theta || (!f64 && !theta32))
         return cli_fail(EXIT_FAIL, "cannot allocate %zu parameters", n_params);
     progress_ctx ctx = {log_every == SIZE_MAX ? (steps >= 20 ? steps / 20 : 1) : log_every};
-    char design[160] = ""; /* the output gate and convolutions, when not the defaults */
-    if (gate || conv_init || c.model.gate_rank || conv_off)
-        snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s%s%s",
-                 kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
-                 kdalab_conv_init_name(c.model.conv_init),
-                 conv_off ? ", no convolution on blocks " : "", conv_off ? conv_off : "");
+    char design[320] = ""; /* the output gate and convolutions, when not the defaults */
+    if (gate || conv_init || c.model.gate_rank || conv_off) {
+        int at = snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s",
+                          kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
+                          kdalab_conv_init_name(c.model.conv_init));
+        for (size_t l = 0, n = 0; l < L; l++) /* the blocks as config.txt lists them */
+            if (c.model.conv_off >> l & 1)
+                at += snprintf(design + at, sizeof design - (size_t)at, "%s%zu",
+                               n++ ? "," : ", no convolution on blocks ", l);
+    }
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
             "task %s, T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, "
             "%s%s\n",
