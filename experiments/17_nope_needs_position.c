@@ -6,7 +6,7 @@
  * The chapter: the hybrid's attention blocks are NoPE, "they get their
  * positional signal from the KDA layers". MQAR needs position: the answer
  * to a query is the token *after* the matching key, and causal attention
- * without positions cannot tell which token follows which. Four two-block
+ * without positions cannot tell which token follows which. Five two-block
  * stacks, the same sizes and training:
  *   attention_nope           attention, attention; no short convolution
  *   attention_conv           attention, attention; with the convolution (a
@@ -15,11 +15,15 @@
  *   kda_conv_then_attention  kda with its convolution (as a KDA layer has
  *                            one), then attention without: the hybrid's
  *                            layout (kdalab_model_config's conv_off)
+ *   attention_conv_then_attention  the same with attention in KDA's place:
+ *                            is it the KDA block or its convolution that
+ *                            gives the NoPE block its position?
  * (experiment 13 asked the same of untrained layers with a probe). The task
  * is kdalab's dense recall layout at vocabulary 65 (lib/kdalab_mqar.h). At
- * each learning rate the other three stacks are judged against NoPE
+ * each learning rate the other four stacks are judged against NoPE
  * attention alone by the verdict rule (verdict.h: paired by seed, a 95 % t
- * interval, 8 seeds or more).
+ * interval, 8 seeds or more), and KDA with its convolution against
+ * attention with one in the first block.
  *
  * Reduced (make run): D = 32, H = 2, T = 48, 8 pairs, one seed, 600 steps
  * of 16 sequences, lr 3e-3. Full (KDALAB_FULL=1): D = 64 (d = 32), T = 64,
@@ -38,7 +42,7 @@
 
 #define MAX_SEEDS 16
 #define MAX_LR 4
-#define N_STACKS 4
+#define N_STACKS 5
 
 int main(int argc, char **argv)
 {
@@ -71,9 +75,10 @@ int main(int argc, char **argv)
     } stacks[N_STACKS] = {{"attention_nope", "attention", "none", 0, 0},
                           {"attention_conv", "attention", "both", 1, 0},
                           {"kda_then_attention", "kda,attention", "none", 0, 0},
-                          {"kda_conv_then_attention", "kda,attention", "kda", 1, 1u << 1}};
+                          {"kda_conv_then_attention", "kda,attention", "first", 1, 1u << 1},
+                          {"attention_conv_then_attention", "attention", "first", 1, 1u << 1}};
     static const char *const cols[] = {LAB_MQAR_COLUMNS, "conv",
-                                       "the blocks with the short convolution: none, both, kda",
+                                       "the blocks with the short convolution: none, both, first",
                                        NULL};
     FILE *f = lab_tsv_open(&x, "17_nope_needs_position", cols,
                            "%s sweep (%s): D=%zu H=2 T=%zu pairs=8 steps=%zu batch=%zu seeds=%zu "
@@ -107,11 +112,12 @@ int main(int argc, char **argv)
     const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
     static const char *const said[N_STACKS] = {
         "NoPE attention", "attention with the convolution", "KDA then NoPE attention",
-        "KDA with its convolution then NoPE attention"};
+        "KDA with its convolution then NoPE attention",
+        "attention with the convolution then NoPE attention"};
     for (size_t il = 0; il < n_lr; il++) {
         printf(" lr %g:\n", lrs[il]);
         for (int i = 0; i < N_STACKS; i++)
-            printf("  %-24s %.3f +- %.3f\n", stacks[i].label,
+            printf("  %-30s %.3f +- %.3f\n", stacks[i].label,
                    gsl_stats_mean(acc[il][i], 1, seeds),
                    seeds > 1 ? gsl_stats_sd(acc[il][i], 1, seeds) : 0.0);
         const lab_side nope = {said[0], acc[il][0], loss[il][0]};
@@ -123,6 +129,12 @@ int main(int argc, char **argv)
             lab_verdict_apply(&other, &nope, seeds, x.seed, no_recall, &v);
             lab_verdict_print(stdout, what, &other, &nope, &v);
         }
+        /* the KDA block against another block with the same convolution */
+        const lab_side kc = {said[3], acc[il][3], loss[il][3]};
+        const lab_side ac = {said[4], acc[il][4], loss[il][4]};
+        lab_verdict v;
+        lab_verdict_apply(&kc, &ac, seeds, x.seed, no_recall, &v);
+        lab_verdict_print(stdout, what, &kc, &ac, &v);
     }
     if (!full)
         printf("  reduced sweep; see make run FULL=1\n");

@@ -4,15 +4,19 @@
  * (experiments/ledger.c): such a model is its own model in the ledger.
  *
  * Runs $KDALAB_BIN/17_nope_needs_position (bin by default) in its reduced
- * sweep cut to 2 optimiser steps: four tiny two-block models, one of them a
- * KDA block with its convolution before an attention block without one.
- * Checked:
- *   - the ledger holds four lines with four different keys; the keys of the
+ * sweep cut to 2 optimiser steps: five tiny two-block models, two of them a
+ * block with its convolution (KDA, attention) before an attention block
+ * without one. Checked:
+ *   - the ledger holds five lines with five different keys; the keys of the
  *     stacks with the convolution on every block or none are as before
  *     conv_off existed (no conv_off= field: the published ledgers still
- *     read), the other's ends in conv_off=1 (block 1, by index);
- *   - the results table names each stack's convolutions (none, both, kda);
- *   - a resuming run trains nothing and writes the same table.
+ *     read), the other two end in conv_off=1 (block 1, by index);
+ *   - the results table names each stack's convolutions (none, both, first);
+ *   - a resuming run trains nothing and writes the same table;
+ *   - with the line of attention with the convolution on both blocks gone
+ *     (its key is the start of the key of attention with it on block 0
+ *     only), a resuming run trains that model again and takes no other
+ *     line for it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +28,7 @@
 static char tmpdir[256];
 static char exe[512];
 
-#define N_MODELS 4 /* attention x2 with and without conv, kda then attention, the same with kda's conv */
+#define N_MODELS 5 /* attention x2: no conv, conv, conv on block 0; kda then attention: no conv, conv on kda */
 
 static void ledger_keys_by_convolution(void **state)
 {
@@ -49,18 +53,20 @@ static void ledger_keys_by_convolution(void **state)
         if (has_off) {
             off++;
             assert_int_equal(strncmp(f, "\tconv_off=1\t", 12), 0);
-            assert_non_null(strstr(keys[n], "\tkda,attention\t2\t32\t2\t1\t"));
+            assert_true(strstr(keys[n], "\tkda,attention\t2\t32\t2\t1\t") ||
+                        strstr(keys[n], "\tattention\t2\t32\t2\t1\t"));
         }
         line = end + 1;
     }
     assert_int_equal(n, N_MODELS);
-    assert_int_equal(off, 1);
+    assert_int_equal(off, 2);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < i; j++)
             if (strcmp(keys[i], keys[j]) == 0)
                 fail_msg("two models share the ledger key '%s'", keys[i]);
     assert_non_null(strstr(table, "\nkda_conv_then_attention\tkda,attention\t"));
-    assert_non_null(strstr(table, "\tkda\n"));
+    assert_non_null(strstr(table, "\nattention_conv_then_attention\tattention\t"));
+    assert_non_null(strstr(table, "\tfirst\n"));
     assert_non_null(strstr(table, "\tboth\n"));
 
     /* resuming: nothing trained, the same table and ledger */
@@ -69,6 +75,34 @@ static void ledger_keys_by_convolution(void **state)
     char *t_again = test_read_text(sweep_path(tmpdir, "17_nope_needs_position.tsv"));
     assert_string_equal(l_again, ledger);
     sweep_assert_same_but_times(t_again, table);
+
+    /* attention with the convolution on both blocks gone: trained again, and
+     * the line of attention with it on block 0 only not taken for it */
+    char *without = strdup(ledger);
+    assert_non_null(without);
+    char *line = without;
+    for (; *line; line = strchr(line, '\n') + 1) {
+        char *end = strchr(line, '\n'), *off_at = strstr(line, "\tconv_off=");
+        if (strstr(line, "\tattention\t2\t32\t2\t1\t") == strchr(line, '\t') &&
+            !(off_at && off_at < end))
+            break;
+    }
+    assert_true(*line);
+    memmove(line, strchr(line, '\n') + 1, strlen(strchr(line, '\n') + 1) + 1);
+    test_write_text(sweep_path(tmpdir, "mqar_models.tsv"), without);
+    assert_int_equal(sweep_run_status(exe, tmpdir, tmpdir, "KDALAB_RESUME=1 KDALAB_TRAIN_MISSING=1",
+                                      "--steps 2"), 0);
+    char *err = test_read_text(sweep_path(tmpdir, "stderr"));
+    if (strstr(err, "not read back") || strstr(err, "is not"))
+        fail_msg("another model's line was read as this one's:\n%s", err);
+    free(err);
+    free(l_again);
+    l_again = test_read_text(sweep_path(tmpdir, "mqar_models.tsv"));
+    assert_int_equal(strncmp(l_again, without, strlen(without)), 0);
+    const char *added = l_again + strlen(without);
+    assert_true(*added && strchr(added, '\n') == added + strlen(added) - 1);
+    assert_null(strstr(added, "conv_off="));
+    free(without);
     free(ledger);
     free(table);
     free(l_again);
