@@ -190,6 +190,8 @@ static int s95_step(const kdalab_train_progress *p, void *user)
 
 /* The models lab_mqar_train has been asked for so far: the next one's job number. */
 static size_t n_jobs = 0;
+/* with --list-jobs and KDALAB_RESUME: the jobs not listed, their models in a ledger */
+static size_t n_listed_found = 0;
 
 /* One word of a command line, quoted for a POSIX shell where it needs to be. */
 static void print_word(FILE *f, const char *w)
@@ -231,6 +233,10 @@ void lab_mqar_jobs_done(const lab_ctx *x)
             fprintf(stderr, "%s: writing the job list failed\n", x->name);
             exit(1);
         }
+        if (lab_resume())
+            fprintf(stderr, "%s: %zu of %zu jobs listed; the models of the other %zu are in the "
+                            "ledgers under %s/ (KDALAB_RESUME)\n", x->name,
+                    n_jobs - n_listed_found, n_jobs, n_listed_found, x->out);
         exit(0);
     }
     if (x->job >= 0) {
@@ -265,8 +271,14 @@ void lab_mqar_train(lab_ctx *x, const lab_mqar_spec *s, int keep, lab_mqar_resul
         r->model = c.model;
         return;
     }
-    if (x->list_jobs) {
-        lab_mqar_print_job(stdout, x, index);
+    if (x->list_jobs) { /* resuming: only the jobs whose model no ledger holds */
+        char key[512];
+        lab_ledger_key(x, s, key, sizeof key);
+        lab_ledger_record rec;
+        if (lab_resume() && lab_ledger_find_any(x, s, key, &rec))
+            n_listed_found++;
+        else
+            lab_mqar_print_job(stdout, x, index);
         r->model = c.model;
         return;
     }

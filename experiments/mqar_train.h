@@ -121,7 +121,9 @@ void lab_mqar_check(const lab_ctx *x, const lab_mqar_spec *s);
  * A sweep is a list of jobs, one per call in the order the experiment makes
  * them (its grid must not depend on results, so every run lists the same
  * jobs). With --list-jobs (lab_mqar_flags) a call trains nothing and prints
- * its job's command line (print_job); with --job I, call I trains its model
+ * its job's command line (print_job), or with KDALAB_RESUME only when its
+ * model is in no ledger (a job keeps its index in the whole list, and the
+ * program says on stderr how many it left out); with --job I, call I trains its model
  * into its own ledger (DIR/mqar_jobs/NAME.I.tsv; with KDALAB_RESUME a model
  * already in a ledger is not trained again) and the program exits 0; the
  * other calls return accuracy 0 without training. Either way no table is

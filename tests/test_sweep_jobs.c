@@ -31,6 +31,9 @@
  *     ledger, or flags that are not the listing's (--steps 3 for 2: the
  *     setting named, with a line of a ledger that holds it), make the
  *     assembling run refuse; KDALAB_TRAIN_MISSING=1 trains the missing model;
+ *   - with KDALAB_RESUME, --list-jobs lists only the jobs whose model no
+ *     ledger holds, each with its index in the whole list, and says on
+ *     stderr how many it left out (resumed_list_leaves_out_found_jobs);
  *   - the Slurm array script is valid bash (`bash -n`; it is not run).
  * The tests that run GNU parallel are skipped where it is not installed.
  */
@@ -107,6 +110,43 @@ static void jobs_listed(void **state)
     list = text_in("list", "stdout");
     assert_int_equal(count_lines(list), 120); /* 5 mixers x 4 pair counts x 2 lr x 3 seeds */
     assert_int_equal(strncmp(list, "KDALAB_FULL=1 ", 14), 0);
+    free(list);
+}
+
+/* Jobs 3 and 7 run: a resuming listing leaves them out and keeps the other
+ * jobs' indices; with every job run it lists none. */
+static void resumed_list_leaves_out_found_jobs(void **state)
+{
+    (void)state;
+    assert_int_equal(run_in("relist", "%s --out results " TINY " --job 3 && %s --out results "
+                            TINY " --job 7", exe, exe), 0);
+    assert_int_equal(run_in("relist", "KDALAB_RESUME=1 %s --out results " TINY " --list-jobs",
+                            exe), 0);
+    char *list = text_in("relist", "stdout"), *err = text_in("relist", "stderr");
+    assert_int_equal(count_lines(list), N_JOBS - 2);
+    for (int i = 0; i < N_JOBS; i++) {
+        char want[64];
+        snprintf(want, sizeof want, " --job %d\n", i);
+        if ((strstr(list, want) != NULL) != (i != 3 && i != 7))
+            fail_msg("job %d %s the resumed listing:\n%s", i,
+                     i == 3 || i == 7 ? "in" : "missing from", list);
+    }
+    assert_non_null(strstr(err, "8 of 10 jobs listed; the models of the other 2 are in the "
+                                "ledgers"));
+    free(list);
+    free(err);
+    /* without KDALAB_RESUME every job is listed */
+    assert_int_equal(run_in("relist", "%s --out results " TINY " --list-jobs", exe), 0);
+    list = text_in("relist", "stdout");
+    assert_int_equal(count_lines(list), N_JOBS);
+    free(list);
+    /* every job run: nothing left to list */
+    assert_int_equal(run_in("relist", "for j in 0 1 2 4 5 6 8 9; do %s --out results " TINY
+                            " --job $j || exit 1; done", exe), 0);
+    assert_int_equal(run_in("relist", "KDALAB_RESUME=1 %s --out results " TINY " --list-jobs",
+                            exe), 0);
+    list = text_in("relist", "stdout");
+    assert_int_equal(count_lines(list), 0);
     free(list);
 }
 
@@ -381,6 +421,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(jobs_listed),
+        cmocka_unit_test(resumed_list_leaves_out_found_jobs),
         cmocka_unit_test(jobs_in_parallel_give_the_sequential_tables),
         cmocka_unit_test(job_errors), cmocka_unit_test(resume_in_a_dir_named_like_a_pattern),
         cmocka_unit_test(conflicting_ledgers),
