@@ -70,6 +70,15 @@ void sweep_run_tiny(const char *exe, const char *tmpdir, const char *env)
         fail_msg("%s: failed (status %d); see %s/stderr", cmd, st, tmpdir);
 }
 
+const char *sweep_added_line(const char *before, const char *after)
+{
+    const size_t n = strlen(before);
+    assert_int_equal(strncmp(after, before, n), 0);
+    const char *added = after + n;
+    assert_true(*added && strchr(added, '\n') == added + strlen(added) - 1);
+    return added;
+}
+
 char *sweep_path(const char *tmpdir, const char *file)
 {
     static char p[4][512];

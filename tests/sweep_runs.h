@@ -31,6 +31,10 @@ void sweep_run_tiny(const char *exe, const char *tmpdir, const char *env);
 int sweep_run_status(const char *exe, const char *tmpdir, const char *dir, const char *env,
                      const char *flags);
 
+/* Fail the test unless after is before and one whole line more (a ledger
+ * a resuming run appended one model to); that line, inside after. */
+const char *sweep_added_line(const char *before, const char *after);
+
 /* The number of '\n' in s. */
 size_t sweep_lines(const char *s);
 
