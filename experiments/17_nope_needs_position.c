@@ -28,6 +28,8 @@
  * Reduced (make run): D = 32, H = 2, T = 48, 8 pairs, one seed, 600 steps
  * of 16 sequences, lr 3e-3. Full (KDALAB_FULL=1): D = 64 (d = 32), T = 64,
  * 8 pairs, 1500 steps of 32, lr 1e-3 and 3e-3 (14's two), seeds 1-8.
+ * --pairs P asks P pairs instead of 8 (16 at T = 64: both one-convolution
+ * stacks off their ceiling, so the KDA block and attention can differ).
  *
  * Output (DIR = --out): 17_nope_needs_position.tsv, one row per model.
  */
@@ -50,10 +52,11 @@ int main(int argc, char **argv)
     lab_init(&x, "17_nope_needs_position", "NoPE attention on MQAR with and without KDA");
     const int full = lab_full();
     size_t D = full ? 64 : 32, T = full ? 64 : 48, steps = full ? 1500 : 600;
-    size_t batch = full ? 32 : 16, seeds = full ? 8 : 1;
+    size_t batch = full ? 32 : 16, seeds = full ? 8 : 1, P = 8;
     const char *lrs_s = full ? "1e-3,3e-3" : "3e-3";
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per (stack, lr), from --seed on");
+    lab_flag_size(&x, "pairs", &P, "key-value pairs per sequence");
     lab_flag_string(&x, "lrs", &lrs_s, "peak learning rates, comma-separated");
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
@@ -81,9 +84,9 @@ int main(int argc, char **argv)
                                        "the blocks with the short convolution: none, both, first",
                                        NULL};
     FILE *f = lab_tsv_open(&x, "17_nope_needs_position", cols,
-                           "%s sweep (%s): D=%zu H=2 T=%zu pairs=8 steps=%zu batch=%zu seeds=%zu "
-                           "lrs=%s", full ? "full" : "reduced", lab_mqar_precision(&x), D, T, steps,
-                           batch, seeds, lrs_s);
+                           "%s sweep (%s): D=%zu H=2 T=%zu pairs=%zu steps=%zu batch=%zu "
+                           "seeds=%zu lrs=%s", full ? "full" : "reduced", lab_mqar_precision(&x), D,
+                           T, P, steps, batch, seeds, lrs_s);
     /* seeds outermost: a sweep stopped early has every stack at the seeds it did */
     static double acc[MAX_LR][N_STACKS][MAX_SEEDS], loss[MAX_LR][N_STACKS][MAX_SEEDS];
     for (size_t s = 0; s < seeds; s++)
@@ -91,7 +94,7 @@ int main(int argc, char **argv)
             for (int i = 0; i < N_STACKS; i++) {
                 lab_mqar_spec spec = {.mixers = stacks[i].mixers, .L = 2, .D = D, .H = 2,
                                       .conv = stacks[i].conv, .conv_off = stacks[i].conv_off,
-                                      .T = T, .P = 8, .vocab = 65, .batch = batch,
+                                      .T = T, .P = P, .vocab = 65, .batch = batch,
                                       .steps = steps, .test = 512, .lr = lrs[il],
                                       .seed = x.seed + s};
                 lab_mqar_result r;
@@ -104,10 +107,10 @@ int main(int argc, char **argv)
             }
     lab_mqar_jobs_done(&x);
     lab_tsv_close(&x, f);
-    printf("%s (%s sweep; D = %zu, T = %zu, 8 pairs, %zu steps, %zu seed(s)): test accuracy, "
-           "mean +- sd\n", x.name, full ? "full" : "reduced", D, T, steps, seeds);
+    printf("%s (%s sweep; D = %zu, T = %zu, %zu pairs, %zu steps, %zu seed(s)): test accuracy, "
+           "mean +- sd\n", x.name, full ? "full" : "reduced", D, T, P, steps, seeds);
     /* each stack against NoPE attention alone, by the verdict rule (verdict.h) */
-    const lab_mqar_spec at = {.mixers = "attention", .L = 2, .D = D, .H = 2, .T = T, .P = 8,
+    const lab_mqar_spec at = {.mixers = "attention", .L = 2, .D = D, .H = 2, .T = T, .P = P,
                               .vocab = 65};
     const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
     static const char *const said[N_STACKS] = {
@@ -122,7 +125,7 @@ int main(int argc, char **argv)
                    seeds > 1 ? gsl_stats_sd(acc[il][i], 1, seeds) : 0.0);
         const lab_side nope = {said[0], acc[il][0], loss[il][0]};
         char what[48];
-        snprintf(what, sizeof what, "8 pairs, lr %g", lrs[il]);
+        snprintf(what, sizeof what, "%zu pairs, lr %g", P, lrs[il]);
         for (int i = 1; i < N_STACKS; i++) {
             const lab_side other = {said[i], acc[il][i], loss[il][i]};
             lab_verdict v;
