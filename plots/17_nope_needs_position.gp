@@ -16,7 +16,8 @@ nlr = words(lrs)
 set datafile separator '\t'
 set terminal pngcairo size 1150,620 font ',11'
 set output out.'/17_nope_needs_position.png'
-set title sprintf("Two-block models on MQAR: NoPE attention alone, with the short convolution on both blocks,\nand with a KDA block in place of the first attention block, without and with the first block's convolution\n%s", note) noenhanced
+pairs = system(sprintf("awk -F'\t' '!/^#/ {print $7; exit}' '%s'", f))
+set title sprintf("Two-block models on MQAR (%s pairs): two NoPE attention blocks, without or with the short convolution;\nin front of a NoPE attention block: KDA without or with its convolution, or attention with its convolution\n%s", pairs, note) noenhanced
 set ylabel 'test accuracy'
 # room above 1 so every value label sits just above its highest point
 set yrange [0:1.35]
@@ -29,7 +30,7 @@ set bmargin 6
 names = 'attention_nope attention_conv kda_then_attention kda_conv_then_attention attention_conv_then_attention'
 # per stack: the mean per rate, written above its highest point
 do for [i = 1:5] {
-    lab = system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" {m[$10] += $12; n[$10]++; if (!($10 in o)) o[$10] = k++} END {for (r in o) l[o[r]] = sprintf(\"lr %%s: mean %%.2f\", r, m[r] / n[r]); for (j = 0; j < k; j++) printf \"%%s%%s\", (j ? \"\\n\" : \"\"), l[j]}' '%s'", word(names, i), f))
+    lab = system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" {m[$10] += $12; n[$10]++; if (!($10 in o)) o[$10] = k++} END {for (r in o) l[o[r]] = sprintf(n[r] > 1 ? \"lr %%s: mean %%.2f\" : \"lr %%s: %%.2f\", r, m[r] / n[r]); for (j = 0; j < k; j++) printf \"%%s%%s\", (j ? \"\\n\" : \"\"), l[j]}' '%s'", word(names, i), f))
     top = real(system(sprintf("awk -F'\t' '!/^#/ && $1 == \"%s\" && $12 > t {t = $12} END {print t + 0}' '%s'", word(names, i), f)))
     set label i lab at i - 1, top + 0.06 + 0.04 * nlr center font ',9'
 }

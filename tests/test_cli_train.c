@@ -228,7 +228,7 @@ static void train_design_flags(void **state)
     free(cfg);
     /* --conv-off 1: block 0 keeps its convolution, block 1 has none */
     assert_int_equal(tcli_run("%s --conv-off 1 --out %s", tiny, tcli_tmp("off")), 0);
-    assert_non_null(strstr(tcli_err, "no convolution on blocks 1"));
+    assert_non_null(strstr(tcli_err, "no convolution on block 1"));
     cfg = test_read_text(tcli_tmp("off/config.txt"));
     assert_non_null(strstr(cfg, "\nconv=1\n"));
     assert_non_null(strstr(cfg, "\nconv_off=1\n"));
@@ -239,9 +239,11 @@ static void train_design_flags(void **state)
     assert_int_equal(kdalab_hybrid_model(s, &m, &theta), KDALAB_OK);
     assert_true(m.conv == 1 && m.conv_off == 2);
     kdalab_hybrid_free(s);
-    tcli_expect_error(tcli_run("%s --conv-off 2", tiny), 2, "--conv-off 2", "blocks 0 .. 1",
+    tcli_expect_error(tcli_run("%s --conv-off 2", tiny), 2, "--conv-off 2", "from 0 to 1",
                       NULL);
-    tcli_expect_error(tcli_run("%s --conv-off 0,0", tiny), 2, "--conv-off 0,0", "twice", NULL);
+    tcli_expect_error(tcli_run("%s --conv-off 0,0", tiny), 2, "--conv-off 0,0", "distinct", NULL);
+    tcli_expect_error(tcli_run("%s --conv-off 1,0", tiny), 2, "names every block",
+                      "--no-conv", NULL);
     tcli_expect_error(tcli_run("%s --conv-off one", tiny), 2, "--conv-off one", NULL);
     tcli_expect_error(tcli_run("%s --no-conv --conv-off 1 --out %s", tiny, tcli_tmp("idle")),
                       2, "--conv-off does nothing", "--no-conv", NULL);

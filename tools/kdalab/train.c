@@ -23,9 +23,10 @@ static const char HELP[] =
     "usage: kdalab train --task TASK --mixer M [options]\n"
     "\n"
     "Train a model (embedding -> L blocks of [RMSNorm -> mixer -> residual;\n"
-    "RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> LM head) on multi-query\n"
-    "associative recall with AdamW; then print its accuracy on a\n"
-    "fresh test set as `accuracy=<a>` on its own line of standard output.\n"
+    "RMSNorm -> SwiGLU MLP -> residual] -> RMSNorm -> LM head) on a synthetic\n"
+    "task (multi-query associative recall and its variants, the palindrome, the\n"
+    "stack) with AdamW; then print its accuracy on a fresh test set as\n"
+    "`accuracy=<a>` on its own line of standard output.\n"
     "\n"
     "  --task TASK          the task (layouts in REFERENCE.md): zoology (Zoology's\n"
     "                       MQAR, multiquery_ar: T even, T >= 4P), overwrite (zoology\n"
@@ -274,7 +275,8 @@ int cmd_train(int argc, char **argv)
     if (L > KDALAB_MODEL_MAX_LAYERS)
         return cli_fail(EXIT_BAD, "--layers %zu: at most %d", L, KDALAB_MODEL_MAX_LAYERS);
     if (kdalab_model_parse_mixers(mixer, &L, layers_given, c.model.mixer) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--mixer %s: %s", mixer, kdalab_last_error());
+        return cli_fail(EXIT_BAD, "--mixer %s: %s%s", mixer, kdalab_last_error(),
+                        strncmp(mixer, "hybrid:", 7) == 0 ? " (the blocks: --layers)" : "");
     /* an option that would change nothing is refused, not ignored and then
      * written into config.txt as if it had */
     int linear = 0;
@@ -288,11 +290,13 @@ int cmd_train(int argc, char **argv)
         return cli_fail(EXIT_BAD, "--%s does nothing with --no-conv: there is no "
                         "convolution to %s", conv_init ? "conv-init" : "conv-off",
                         conv_init ? "initialise" : "leave off");
-    if (conv_off && kdalab_model_parse_blocks(conv_off, &c.model.conv_off) != KDALAB_OK)
-        return cli_fail(EXIT_BAD, "--conv-off %s: %s", conv_off, kdalab_last_error());
-    if (L < 64 && c.model.conv_off >> L)
-        return cli_fail(EXIT_BAD, "--conv-off %s: the model has blocks 0 .. %zu", conv_off,
-                        L - 1);
+    if (conv_off && (kdalab_model_parse_blocks(conv_off, &c.model.conv_off) != KDALAB_OK ||
+                     (L < 64 && c.model.conv_off >> L)))
+        return cli_fail(EXIT_BAD, "--conv-off %s: want distinct block indices from 0 to %zu "
+                        "joined by commas (the model has %zu blocks)", conv_off, L - 1, L);
+    if (conv_off && c.model.conv_off == (L < 64 ? ((uint64_t)1 << L) - 1 : UINT64_MAX))
+        return cli_fail(EXIT_BAD, "--conv-off %s names every block: that is --no-conv",
+                        conv_off);
     c.model.L = L;
     c.model.D = D;
     c.model.H = H;
@@ -350,10 +354,12 @@ int cmd_train(int argc, char **argv)
         int at = snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s",
                           kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
                           kdalab_conv_init_name(c.model.conv_init));
+        const int one = c.model.conv_off && !(c.model.conv_off & (c.model.conv_off - 1));
         for (size_t l = 0, n = 0; l < L; l++) /* the blocks as config.txt lists them */
             if (c.model.conv_off >> l & 1)
                 at += snprintf(design + at, sizeof design - (size_t)at, "%s%zu",
-                               n++ ? "," : ", no convolution on blocks ", l);
+                               n++ ? "," : one ? ", no convolution on block "
+                                               : ", no convolution on blocks ", l);
     }
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
             "task %s, T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, "
