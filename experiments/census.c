@@ -99,10 +99,10 @@ void lab_census_note(const lab_ctx *x, size_t index, const lab_mqar_spec *s, con
     /* the convolution, where it is not on every block */
     if (!s->conv && k > 0 && (size_t)k < sizeof j->what)
         k += snprintf(j->what + k, sizeof j->what - (size_t)k, ", no conv");
-    for (unsigned l = 0, n = 0; l < 64 && k > 0 && (size_t)k < sizeof j->what; l++)
-        if (s->conv_off >> l & 1)
-            k += snprintf(j->what + k, sizeof j->what - (size_t)k, "%s%u",
-                          n++ ? "," : ", no conv on blocks ", l);
+    char blocks[KDALAB_MODEL_BLOCKS_TEXT];
+    if (s->conv_off && k > 0 && (size_t)k < sizeof j->what &&
+        kdalab_model_format_blocks(s->conv_off, blocks, sizeof blocks) == KDALAB_OK)
+        snprintf(j->what + k, sizeof j->what - (size_t)k, ", no conv on blocks %.150s", blocks);
 }
 
 /* The missing jobs' numbers as a Slurm array takes them ("3,7-9,12"), into

@@ -19,8 +19,7 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
 {
     /* the dense task's key has no task field: the ledgers written before the
      * other tasks existed read as they did */
-    /* off: "\tconv_off=" and up to 64 indices, 63 commas: 191 bytes */
-    char task[96] = "", design[96] = "", data[96] = "", off[200] = "";
+    char task[96] = "", design[96] = "", data[96] = "", off[16 + KDALAB_MODEL_BLOCKS_TEXT] = "";
     if (s->task != KDALAB_MQAR_DENSE)
         snprintf(task, sizeof task, "\ttask=%s/%zu/%zu", kdalab_mqar_task_name(s->task),
                  s->updates, s->recent);
@@ -35,10 +34,9 @@ void lab_ledger_key(const lab_ctx *x, const lab_mqar_spec *s, char *key, size_t 
                  s->split == LAB_SPLIT_ZOOLOGY ? "zoology" : "even", s->stacks, s->train_set);
     /* likewise the convolution on every block or none; else the blocks
      * without it, by index ("conv_off=1") */
-    for (size_t l = 0, at = 0; l < 64 && at < sizeof off; l++)
-        if (s->conv_off >> l & 1)
-            at += (size_t)snprintf(off + at, sizeof off - at, "%s%zu",
-                                   at ? "," : "\tconv_off=", l);
+    char blocks[KDALAB_MODEL_BLOCKS_TEXT];
+    if (s->conv_off && kdalab_model_format_blocks(s->conv_off, blocks, sizeof blocks) == KDALAB_OK)
+        snprintf(off, sizeof off, "\tconv_off=%s", blocks);
     const int len = snprintf(key, n, "%s\t%s\t%zu\t%zu\t%zu\t%d\t%zu\t%zu\t%zu\t%zu\t%zu\t%zu\t%.17g\t%lu%s%s%s%s",
              lab_mqar_precision(x), s->mixers, s->L, s->D, s->H, s->conv, s->T, s->P, s->vocab,
              s->batch, s->steps, s->test, s->lr, s->seed, task, design, data, off);

@@ -100,6 +100,16 @@ kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L
  */
 kdalab_status kdalab_model_parse_blocks(const char *spec, uint64_t *out);
 
+/*
+ * kdalab_model_format_blocks — the text kdalab_model_parse_blocks reads
+ * back: the blocks of mask (bit l: block l) by index, ascending, joined by
+ * commas ("1", "0,2"; "" for 0), into buf[cap].
+ * KDALAB_MODEL_BLOCKS_TEXT bytes hold any mask. Errors: KDALAB_ENULL (buf),
+ * KDALAB_ESIZE (cap too small: buf gets "" when cap > 0).
+ */
+#define KDALAB_MODEL_BLOCKS_TEXT 192 /* 10 one-digit, 54 two-digit, 63 commas, NUL */
+kdalab_status kdalab_model_format_blocks(uint64_t mask, char *buf, size_t cap);
+
 /* One parameter tensor: theta[offset .. offset + rows * cols), row-major. */
 typedef struct {
     char name[40];  /* "embed", "blocks.0.norm1", "blocks.0.mixer.Wq",

@@ -466,6 +466,24 @@ static void test_model_layout(void **state)
         if (kdalab_model_parse_blocks(refused[i], &m) != KDALAB_EINVAL || m != 77)
             fail_msg("blocks '%s' not refused, or *out written", refused[i]);
     }
+    /* and back: every mask's text parses to it; too small a buffer is refused */
+    char text[KDALAB_MODEL_BLOCKS_TEXT];
+    const uint64_t masks[] = {0, 2, (uint64_t)1 << 63 | 1u << 5 | 1u, UINT64_MAX};
+    for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+        assert_int_equal(kdalab_model_format_blocks(masks[i], text, sizeof text), KDALAB_OK);
+        if (masks[i]) {
+            assert_int_equal(kdalab_model_parse_blocks(text, &m), KDALAB_OK);
+            assert_true(m == masks[i]);
+        } else {
+            assert_string_equal(text, "");
+        }
+    }
+    assert_int_equal(kdalab_model_format_blocks((uint64_t)1 << 63 | 1u << 5 | 1u, text, 64),
+                     KDALAB_OK);
+    assert_string_equal(text, "0,5,63");
+    assert_int_equal(kdalab_model_format_blocks(1u << 10, text, 2), KDALAB_ESIZE);
+    assert_string_equal(text, "");
+    assert_int_equal(kdalab_model_format_blocks(1, NULL, 2), KDALAB_ENULL);
     assert_int_equal(kdalab_model_parse_blocks(NULL, &m), KDALAB_ENULL);
     assert_int_equal(kdalab_model_parse_blocks("1", NULL), KDALAB_ENULL);
 }

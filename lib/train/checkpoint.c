@@ -103,13 +103,9 @@ static kdalab_status write_config(const char *dir, const kdalab_model_config *cf
         fprintf(f, "gate_rank=%zu\n", cfg->gate_rank);
     if (cfg->conv_init != KDALAB_CONV_INIT_UNIFORM)
         fprintf(f, "conv_init=%s\n", kdalab_conv_init_name(cfg->conv_init));
-    if (cfg->conv_off) { /* the blocks without the convolution, by index */
-        fputs("conv_off=", f);
-        for (size_t l = 0, n = 0; l < cfg->L; l++)
-            if (cfg->conv_off >> l & 1)
-                fprintf(f, "%s%zu", n++ ? "," : "", l);
-        fputc('\n', f);
-    }
+    char off[KDALAB_MODEL_BLOCKS_TEXT]; /* the blocks without the convolution, by index */
+    if (cfg->conv_off && kdalab_model_format_blocks(cfg->conv_off, off, sizeof off) == KDALAB_OK)
+        fprintf(f, "conv_off=%s\n", off);
     fputs(extra ? extra : "", f);
     int err = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
     if (fclose(f) != 0 && !err)

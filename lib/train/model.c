@@ -6,6 +6,7 @@
  *
  * defines: kdalab_model_size, kdalab_model_tensor_at, kdalab_model_init,
  *          kdalab_mixer_name, kdalab_model_parse_mixers, kdalab_model_parse_blocks,
+ *          kdalab_model_format_blocks,
  *          kdalab_output_gate_name,
  *          kdalab_conv_init_name, kdalab_output_gate_parse, kdalab_conv_init_parse,
  *          kdalab_train_cost,
@@ -84,15 +85,13 @@ static size_t add(model_layout_t *lay, kdalab_model_tensor *list, size_t rows, s
     return at;
 }
 
-/* The blocks of a bit mask by index, "1,3", into buf[cap] (200 bytes hold
- * all 64). */
-static void block_list(uint64_t mask, char *buf, size_t cap)
+/* A conv_off the model refuses: the blocks by index, then why (formatted
+ * only when the check fails: the layout is built at every training step). */
+static kdalab_status conv_off_fail(uint64_t mask, const char *why)
 {
-    size_t at = 0;
-    buf[0] = '\0';
-    for (unsigned l = 0; l < 64 && at < cap; l++)
-        if (mask >> l & 1)
-            at += (size_t)snprintf(buf + at, cap - at, "%s%u", at ? "," : "", l);
+    char off[KDALAB_MODEL_BLOCKS_TEXT];
+    kdalab_model_format_blocks(mask, off, sizeof off);
+    return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s %s", off, why);
 }
 
 kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_t *lay,
@@ -125,20 +124,17 @@ kdalab_status kdalab__model_layout(const kdalab_model_config *cfg, model_layout_
                            cfg->gate_rank);
     if (cfg->gate_rank > D)
         return kdalab_fail(KDALAB_ESIZE, "model: gate_rank %zu above D = %zu", cfg->gate_rank, D);
-    if (cfg->conv_off) {
-        char off[200]; /* the blocks, by index: up to 64 of them and 63 commas */
-        block_list(cfg->conv_off, off, sizeof off);
-        const uint64_t every = L < 64 ? ((uint64_t)1 << L) - 1 : UINT64_MAX;
-        if (!cfg->conv)
-            return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s with conv 0: there is no "
-                               "convolution to leave off", off);
-        if (cfg->conv_off & ~every)
-            return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s names a block at or above "
-                               "L = %zu", off, L);
-        if (cfg->conv_off == every) /* one model, one spelling */
-            return kdalab_fail(KDALAB_EINVAL, "model: conv_off %s leaves every block without "
-                               "the convolution: that is conv 0", off);
+    const uint64_t every = L < 64 ? ((uint64_t)1 << L) - 1 : UINT64_MAX;
+    if (cfg->conv_off && !cfg->conv)
+        return conv_off_fail(cfg->conv_off, "with conv 0: there is no convolution to leave off");
+    if (cfg->conv_off & ~every) {
+        char above[48];
+        snprintf(above, sizeof above, "names a block at or above L = %zu", L);
+        return conv_off_fail(cfg->conv_off, above);
     }
+    if (cfg->conv_off && cfg->conv_off == every) /* one model, one spelling */
+        return conv_off_fail(cfg->conv_off, "leaves every block without the convolution: "
+                                            "that is conv 0");
     int linear = 0; /* the output gate is a linear mixer's: set on none, it would do nothing */
     for (size_t l = 0; l < L; l++)
         linear |= cfg->mixer[l] != KDALAB_MIXER_ATTENTION;
@@ -440,6 +436,27 @@ kdalab_status kdalab_model_parse_mixers(const char *spec, size_t *L, int fixed_L
         return kdalab_fail(KDALAB_ESIZE, "mixers: '%s' lists %zu blocks, not %zu", spec, n, *L);
     *L = n;
     memcpy(out, kinds, n * sizeof *kinds);
+    return KDALAB_OK;
+}
+
+kdalab_status kdalab_model_format_blocks(uint64_t mask, char *buf, size_t cap)
+{
+    kdalab_clear_error();
+    if (!buf)
+        return kdalab_fail(KDALAB_ENULL, "blocks: buf is NULL");
+    size_t at = 0;
+    for (unsigned l = 0; l < 64; l++)
+        if (mask >> l & 1) {
+            const int n = snprintf(buf + (at < cap ? at : cap), at < cap ? cap - at : 0,
+                                   "%s%u", at ? "," : "", l);
+            at += (size_t)n;
+        }
+    if (at >= cap) {
+        if (cap)
+            buf[0] = '\0';
+        return kdalab_fail(KDALAB_ESIZE, "blocks: %zu bytes hold no text of %zu", cap, at);
+    }
+    buf[at] = '\0';
     return KDALAB_OK;
 }
 

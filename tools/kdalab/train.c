@@ -354,12 +354,11 @@ int cmd_train(int argc, char **argv)
         int at = snprintf(design, sizeof design, "; output gate %s, rank %zu, conv init %s",
                           kdalab_output_gate_name(c.model.output_gate), c.model.gate_rank,
                           kdalab_conv_init_name(c.model.conv_init));
-        const int one = c.model.conv_off && !(c.model.conv_off & (c.model.conv_off - 1));
-        for (size_t l = 0, n = 0; l < L; l++) /* the blocks as config.txt lists them */
-            if (c.model.conv_off >> l & 1)
-                at += snprintf(design + at, sizeof design - (size_t)at, "%s%zu",
-                               n++ ? "," : one ? ", no convolution on block "
-                                               : ", no convolution on blocks ", l);
+        char blocks[KDALAB_MODEL_BLOCKS_TEXT]; /* as config.txt lists them */
+        if (c.model.conv_off &&
+            kdalab_model_format_blocks(c.model.conv_off, blocks, sizeof blocks) == KDALAB_OK)
+            snprintf(design + at, sizeof design - (size_t)at, ", no convolution on block%s %s",
+                     c.model.conv_off & (c.model.conv_off - 1) ? "s" : "", blocks);
     }
     fprintf(stderr, "kdalab train: %zu parameters, %zu blocks (%s), D = %zu, H = %zu, "
             "task %s, T = %zu, %zu pairs, vocab %zu, batch %zu, %zu steps, lr %g, seed %lu, "
