@@ -16,7 +16,8 @@
  * learning rate and seed; the rate with the best mean accuracy is kept (the
  * Zoology protocol), and the lineage's steps are judged by the verdict rule
  * (verdict.h: paired by seed, a 95 % t interval, 8 seeds or more): linear
- * attention -> DeltaNet -> Gated DeltaNet -> KDA, and attention against KDA.
+ * attention -> DeltaNet -> Gated DeltaNet -> KDA, attention against KDA, and
+ * KDA against DeltaNet (what the per-key decay adds to the delta rule).
  *
  * Reduced (make run): DeltaNet and KDA, d = 16, palindrome T = 16
  * (alphabet 8), stack T = 24 (2 stacks, 8 pushes), mqar T = 32 (4 pairs,
@@ -161,8 +162,8 @@ int main(int argc, char **argv)
     }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fs);
-    /* the lineage's steps, and attention against KDA, by the verdict rule;
-     * the reduced sweep's one step is KDA against DeltaNet */
+    /* the lineage's steps, attention against KDA and KDA against DeltaNet,
+     * by the verdict rule (the reduced sweep has only the last) */
     int present[N_MIXERS] = {0};
     for (size_t j = 0; j < n_ms; j++)
         present[ms[j]] = 1;
@@ -173,7 +174,7 @@ int main(int argc, char **argv)
         const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
         for (size_t c = 0; c < 5; c++) {
             const size_t a = cmp[c][0], b = cmp[c][1];
-            if (!present[a] || !present[b] || (c == 4 && present[GATED_DELTANET]))
+            if (!present[a] || !present[b])
                 continue;
             const lab_side A = {NAMES[a], acc[it][a][best[it][a]], loss[it][a][best[it][a]]},
                            B = {NAMES[b], acc[it][b][best[it][b]], loss[it][b][best[it][b]]};
