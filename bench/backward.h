@@ -12,7 +12,8 @@
  * lib/simd/chunk_bwd.h does them: the forward sweep (steps 1-4 and 7), the
  * recomputation (steps 1-4), and the products of the gradients; again (1)
  * the forward of a chunk outside the last checkpoint group and not last in
- * its group, which runs once more to rebuild its group's states. */
+ * its group, which runs once more to rebuild its group's states (only when
+ * the states are checkpointed). */
 static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, double V,
                             int again)
 {
@@ -37,11 +38,18 @@ static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, do
     return f;
 }
 
-static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size_t c)
+/* elem: bytes per element (8 float64, 4 float32), for the choice between
+ * keeping every state and checkpointing. */
+static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size_t c,
+                        size_t elem)
 {
     double f = 0;
     size_t nch = (d->T + C - 1) / C, G = 1;
-    while (G * G < nch) /* the checkpoint groups' size, as lib/simd/chunk_bwd_scores.h */
+    /* the groups' size, as lib/simd/chunk_bwd_scores.h's bwd_group with the
+     * default budget (kdalab_chunk_opts.bwd_state_bytes 0: 128 MiB) */
+    if ((nch + 2) * d->K * d->V * elem <= ((size_t)128 << 20))
+        G = nch ? nch : 1; /* every state kept: one group, nothing again */
+    while (G * G < nch)
         G++;
     const size_t last = nch ? (nch - 1) / G * G : 0; /* the last group's first chunk */
     for (size_t t0 = 0; t0 < d->T; t0 += C) {
@@ -55,7 +63,11 @@ static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size
 /* One backward call of the given kind on w (float64 inputs q, k, v, g, beta,
  * h0, d_o) into gr[6] (dq, dk, dv, dg, dbeta, dh0, float64): 0 the
  * reference, 1 the SIMD path in float64, 2 the SIMD path in float32 (inputs
- * rounded, gradients widened; f32 holds float32 copies of w and of gr). */
+ * rounded, gradients widened; f32 holds float32 copies of w and of gr). The
+ * SIMD calls go through kdalab_run_bwd_f64 / _f32 with a workspace kept
+ * between calls, as a repeated caller (the Python and PyTorch doors, a
+ * training loop) has: its pages are mapped once, and the backward keeps
+ * every chunk state (kdalab_chunk_opts.bwd_state_bytes). */
 typedef struct {
     const kdalab_dims *d;
     kdalab_mechanism m;
@@ -64,6 +76,7 @@ typedef struct {
     double *gr[6];
     float *gf[6];
     size_t n[6];
+    kdalab_workspace *work;
 } bwd_call;
 
 static kdalab_status bwd_run(bwd_call *c, int kind)
@@ -74,13 +87,20 @@ static kdalab_status bwd_run(bwd_call *c, int kind)
     if (kind == 0)
         return kdalab_chunk_bwd_f64(c->d, c->m, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6],
                                     NULL, g[0], g[1], g[2], g[3], g[4], g[5], &op);
-    if (kind == 1)
-        return kdalab_simd_chunk_bwd_f64(c->d, c->m, s, w[0], w[1], w[2], w[3], w[4], w[5],
-                                         w[6], NULL, g[0], g[1], g[2], g[3], g[4], g[5], &op);
-    float **x = c->wf, **y = c->gf;
-    kdalab_status st = kdalab_simd_chunk_bwd_f32(c->d, c->m, (float)s, x[0], x[1], x[2], x[3],
-                                                 x[4], x[5], x[6], NULL, y[0], y[1], y[2],
-                                                 y[3], y[4], y[5], &op);
+    const kdalab_call call = {.dims = *c->d, .HV = c->d->H, .mech = c->m, .scale = s,
+                              .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD, .opts = &op,
+                              .work = c->work};
+    if (kind == 1) {
+        const kdalab_tensors_f64 x = {.q = w[0], .k = w[1], .v = w[2], .g = w[3], .beta = w[4],
+                                      .h0 = w[5], .d_o = w[6], .dq = g[0], .dk = g[1],
+                                      .dv = g[2], .dg = g[3], .dbeta = g[4], .dh0 = g[5]};
+        return kdalab_run_bwd_f64(&call, &x);
+    }
+    float **xf = c->wf, **y = c->gf;
+    const kdalab_tensors_f32 x = {.q = xf[0], .k = xf[1], .v = xf[2], .g = xf[3], .beta = xf[4],
+                                  .h0 = xf[5], .d_o = xf[6], .dq = y[0], .dk = y[1],
+                                  .dv = y[2], .dg = y[3], .dbeta = y[4], .dh0 = y[5]};
+    kdalab_status st = kdalab_run_bwd_f32(&call, &x);
     for (int a = 0; a < 6; a++)
         for (size_t i = 0; i < c->n[a]; i++)
             g[a][i] = y[a][i];
@@ -123,7 +143,7 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
     const kdalab_simd_level levels[] = {KDALAB_SIMD_SCALAR, KDALAB_SIMD_AVX2,
                                         KDALAB_SIMD_AVX512};
     int invalid = 0;
-    bwd_call c = {.d = d, .n = {nqk, nqk, nv, nqk, nb, ns}};
+    bwd_call c = {.d = d, .n = {nqk, nqk, nv, nqk, nb, ns}, .work = kdalab_workspace_new()};
     problem_widen(p, c.w); /* w[0..5] */
     c.w[6] = malloc(nv * sizeof(double));
     double *ref[6];
@@ -158,7 +178,7 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
          * rest of each buffer is never compared. */
         c.n[3] = kdalab_mechanism_g_width(c.m, d->K) * nb;
         c.n[4] = kdalab_mechanism_has_delta(c.m) ? nb : 0;
-        double fl = bwd_flops(c.m, d, C, 16);
+        const double fl64 = bwd_flops(c.m, d, C, 16, 8), fl32 = bwd_flops(c.m, d, C, 16, 4);
         /* the reference backward: the faster of two calls (one with --quick;
          * it is the slow one, and one call alone moved by 30 % between runs) */
         double t_ref = INFINITY;
@@ -179,7 +199,7 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
         printf("%-17s %-9s %-7s %11.0f %9.1f %8.2f %7s %7s %7s  kdalab_chunk_bwd_f64, 1 "
                "thread, best of %d\n",
                kdalab_mechanism_name(c.m), "f64 ref", "ref", htok / t_ref, 1e3 * t_ref,
-               fl / t_ref * 1e-9, "", "", "", quick ? 1 : 2);
+               fl64 / t_ref * 1e-9, "", "", "", quick ? 1 : 2);
         for (size_t li = 0; li < 3; li++) {
             if (!kdalab_simd_level_available(levels[li]))
                 continue;
@@ -203,6 +223,7 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
                 char xf[16] = "";
                 if (kind == 1 && t_fwd > 0)
                     snprintf(xf, sizeof xf, "%.2f", t_fwd / t);
+                const double fl = kind == 1 ? fl64 : fl32;
                 printf("%-17s %-9s %-7s %11.0f %9.1f %8.1f %6.1f%% %7s %7.1f  %.1e\n",
                        kdalab_mechanism_name(c.m), form, kdalab_simd_level_name(levels[li]),
                        htok / t, 1e3 * t, fl / t * 1e-9,
@@ -221,5 +242,6 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
         free(ref[a]);
         free(c.gf[a]);
     }
+    kdalab_workspace_free(c.work);
     return invalid;
 }

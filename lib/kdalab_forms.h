@@ -291,13 +291,22 @@ typedef enum {
 const char *kdalab_precision_name(kdalab_precision p); /* "fp32", "bf16", "fp16" */
 
 /* Options of the chunkwise form. kdalab_chunk_opts_default() gives C = 64,
- * c = 16, safe decay, fp32. */
+ * c = 16, safe decay, fp32, bwd_state_bytes 0. */
 typedef struct {
     size_t chunk;               /* C >= 1, positions per chunk; the last chunk may be shorter */
     size_t subchunk;            /* c >= 1, positions per sub-chunk (safe/anchored modes)      */
     kdalab_decay_mode decay;    /* see kdalab_decay_mode                                      */
     kdalab_precision precision; /* the float32 chunkwise forms' (reference and SIMD) storage; */
                                 /* must be FP32 for float64 and for the backward           */
+    size_t bwd_state_bytes;     /* the SIMD backward's memory for chunk states, in bytes per  */
+                                /* (sequence, head) task: it keeps the state entering every   */
+                                /* chunk when they fit (each chunk's forward runs twice),     */
+                                /* else checkpoints them (about 2 sqrt(N) states, most        */
+                                /* chunks' forward three times); same bits either way.        */
+                                /* 0: 128 MiB for a call with a workspace (kdalab_call.work), */
+                                /* whose pages are reused; without one, checkpoint (fresh     */
+                                /* pages cost about what the recomputation saves). The        */
+                                /* reference backward keeps every state.                      */
 } kdalab_chunk_opts;
 
 /* The chunk options every path uses when given none (opts == NULL), and the

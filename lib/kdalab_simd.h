@@ -172,7 +172,11 @@ kdalab_status kdalab_simd_step_f64(kdalab_mechanism mech, size_t K, size_t V, do
  * the states entering each group of G = ceil(sqrt(N)) chunks (N = ceil(T /
  * C)) and those of one group, about 2 sqrt(N) K V doubles per thread (the
  * reference keeps N + 1), plus O(C (C + K + V) + K V); each chunk outside
- * the last group runs its forward once more to rebuild its group's states. Decay factors are products of exp(g) <= 1 (below
+ * the last group runs its forward once more to rebuild its group's states.
+ * With opts->bwd_state_bytes set and N + 2 states fitting in it, every state
+ * is kept instead (no third forward); through kdalab_run_bwd_f64 with a
+ * workspace, 0 means 128 MiB (lib/kdalab_forms.h). The same bits either
+ * way. Decay factors are products of exp(g) <= 1 (below
  * DBL_MIN exactly 0), as in kdalab_simd_chunk_f64: any g <= 0 is exact.
  * Agrees with kdalab_chunk_bwd_f64 within ~1e-14 relative to each
  * gradient's max (tests/test_simd_bwd.c holds it to 1e-12 at every level

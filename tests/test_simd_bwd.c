@@ -3,8 +3,10 @@
  * and _f32) against the float64 reference backward (kdalab_chunk_bwd_f64) at
  * every dispatch level this CPU runs (scalar always): the golden gradient
  * cases, random shapes of every mechanism, extreme decay, varlen + GVA
- * through kdalab_run_bwd_f64, the same bits for any thread count, and bad
- * input refused with the reference's status and no output touched.
+ * through kdalab_run_bwd_f64, the same bits for any thread count and
+ * whether the chunk states are all kept or checkpointed (each case runs
+ * both), and bad input refused with the reference's status and no output
+ * touched.
  *
  * Tolerances, relative to the max magnitude of each reference gradient (the
  * same reasoning as tests/simd_precisions.c's for the forward):
@@ -82,12 +84,18 @@ static kdalab_status ref_bwd(const problem *p, size_t chunk, grads *gr)
                                 gr->a[4], gr->a[5], &op);
 }
 
-/* The SIMD backward in precision p (float32: inputs rounded, gradients widened). */
+/* kdalab_chunk_opts.bwd_state_bytes that keeps every state of these problems */
+#define KEEP_ALL ((size_t)1 << 40)
+
+/* The SIMD backward in precision p (float32: inputs rounded, gradients
+ * widened) with state_bytes as kdalab_chunk_opts.bwd_state_bytes (KEEP_ALL:
+ * every state kept; 1, or 0 with no workspace: checkpointed). */
 static kdalab_status simd_bwd(const simdt_precision *p, const problem *pr, size_t chunk,
-                              grads *gr)
+                              size_t state_bytes, grads *gr)
 {
     kdalab_chunk_opts op = kdalab_simd_chunk_opts_default();
     op.chunk = chunk;
+    op.bwd_state_bytes = state_bytes;
     const kdalab_dims *d = &pr->d;
     if (p->size == 8)
         return kdalab_simd_chunk_bwd_f64(d, pr->m, pr->scale, pr->q, pr->k, pr->v, pr->g,
@@ -130,7 +138,8 @@ static double worst_err(const grads *got, const grads *want, const char **which)
     return w;
 }
 
-/* SIMD vs reference on problem pr at chunk C, every level and precision. */
+/* SIMD vs reference on problem pr at chunk C, every level and precision,
+ * with the chunk states kept and checkpointed. */
 static void check_problem(const problem *pr, size_t chunk, const char *label)
 {
     grads ref;
@@ -141,25 +150,26 @@ static void check_problem(const problem *pr, size_t chunk, const char *label)
     for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
         if (!simdt_use_level(simdt_levels[li]))
             continue;
-        for (size_t pi = 0; pi < 2; pi++) {
-            const simdt_precision *p = precisions[pi];
-            grads got;
-            grads_alloc(&got, &pr->d, pr->m, 0);
-            s = simd_bwd(p, pr, chunk, &got);
-            if (s != KDALAB_OK)
-                fail_msg("%s, %s, level %s: %s (%s)", label, p->name,
-                         kdalab_simd_level_name(simdt_levels[li]), kdalab_strerror(s),
-                         kdalab_last_error());
-            const char *which = "";
-            double e = worst_err(&got, &ref, &which);
-            simdt_note(p, e);
-            double tol = p->size == 8 ? F64_TOL : F32_TOL;
-            if (!(e <= tol))
-                fail_msg("%s, %s, level %s, C = %zu: %s relative error %.3g > %g", label,
-                         p->name, kdalab_simd_level_name(simdt_levels[li]), chunk, which, e,
-                         tol);
-            grads_free(&got);
-        }
+        for (size_t pi = 0; pi < 2; pi++)
+            for (size_t sb = 0; sb < 2; sb++) { /* states checkpointed (0), kept (1) */
+                const simdt_precision *p = precisions[pi];
+                grads got;
+                grads_alloc(&got, &pr->d, pr->m, 0);
+                s = simd_bwd(p, pr, chunk, sb ? KEEP_ALL : 1, &got);
+                if (s != KDALAB_OK)
+                    fail_msg("%s, %s, level %s: %s (%s)", label, p->name,
+                             kdalab_simd_level_name(simdt_levels[li]), kdalab_strerror(s),
+                             kdalab_last_error());
+                const char *which = "";
+                double e = worst_err(&got, &ref, &which);
+                simdt_note(p, e);
+                double tol = p->size == 8 ? F64_TOL : F32_TOL;
+                if (!(e <= tol))
+                    fail_msg("%s, %s, level %s, C = %zu, states %s: %s relative error %.3g > %g",
+                             label, p->name, kdalab_simd_level_name(simdt_levels[li]), chunk,
+                             sb ? "kept" : "checkpointed", which, e, tol);
+                grads_free(&got);
+            }
     }
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
     grads_free(&ref);
@@ -188,7 +198,7 @@ static void test_simd_bwd_golden(void **state)
 
 /* Random shapes: K, V off the vector width, T not a multiple of C, several
  * heads and sequences, with and without h0 and dht; the last, 38 chunks,
- * has six checkpoint groups of 7 (lib/simd/chunk_bwd.h), the last of 3. */
+ * checkpointed has six groups of 7 (lib/simd/chunk_bwd.h), the last of 3. */
 static void test_simd_bwd_random_shapes(void **state)
 {
     (void)state;
@@ -261,15 +271,79 @@ static void test_simd_bwd_thread_count(void **state)
     grads_alloc(&one, &d, p.m, 0);
     grads_alloc(&two, &d, p.m, 0);
     omp_set_num_threads(1);
-    assert_int_equal(simd_bwd(&simdt_f64, &p, 16, &one), KDALAB_OK);
+    assert_int_equal(simd_bwd(&simdt_f64, &p, 16, 0, &one), KDALAB_OK);
     omp_set_num_threads(2);
-    assert_int_equal(simd_bwd(&simdt_f64, &p, 16, &two), KDALAB_OK);
+    assert_int_equal(simd_bwd(&simdt_f64, &p, 16, 0, &two), KDALAB_OK);
     omp_set_num_threads(was);
     for (int i = 0; i < 6; i++)
         if (one.a[i] && memcmp(one.a[i], two.a[i], one.n[i] * sizeof(double)) != 0)
             fail_msg("%s differs between 1 and 2 threads", gnames[i]);
     grads_free(&one);
     grads_free(&two);
+    free(d_o);
+    random_problem_free(&rp);
+    gsl_rng_free(rng);
+}
+
+/* The chunk states kept, checkpointed, or kept for the short sequences of a
+ * varlen batch and checkpointed for the long ones: the same arithmetic, so
+ * the same bits. The budget of 60 states of K V doubles keeps a sequence of
+ * up to 58 chunks (C = 4): the 50-chunk one keeps its 52 states while the
+ * 100-chunk one checkpoints into 10 + 10 + 1 = 21, so the workspace, sized
+ * for the longest, must hold the shorter one's larger layout (an overflow
+ * there is what ASan would report). With bwd_state_bytes 0 a call with a
+ * workspace keeps every state (its workspace holds the 102 states of the
+ * longest: 81 more than a checkpointing call's) and one without checkpoints. */
+static void test_simd_bwd_states_kept_or_checkpointed(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(13);
+    const size_t K = 4, V = 4, T = 400 + 200 + 3;
+    const int64_t cu[] = {0, 400, 600, T}; /* 100, 50 and 1 chunks of 4 */
+    kdalab_dims d = {1, T, 1, K, V};
+    random_problem rp;
+    random_problem_make(&rp, rng, KDALAB_KDA, d, -0.5, 0);
+    double *d_o = test_random_array(rng, n_v(&d));
+    enum { N_RUNS = 6 };
+    const struct {
+        size_t bytes;
+        int work;
+        const char *what;
+    } runs[N_RUNS] = {{KEEP_ALL, 0, "kept"},
+                      {1, 0, "checkpointed"},
+                      {60 * K * V * sizeof(double), 0, "kept for the short, checkpointed for the long"},
+                      {0, 1, "the default with a workspace"},
+                      {0, 0, "the default without one"},
+                      {1, 1, "checkpointed with a workspace"}};
+    grads gr[N_RUNS];
+    size_t ws_bytes[N_RUNS] = {0};
+    for (size_t ri = 0; ri < N_RUNS; ri++) {
+        kdalab_chunk_opts op = kdalab_simd_chunk_opts_default();
+        op.chunk = 4;
+        op.bwd_state_bytes = runs[ri].bytes;
+        kdalab_workspace *w = runs[ri].work ? kdalab_workspace_new() : NULL;
+        kdalab_call call = {.dims = d, .HV = 1, .cu_seqlens = cu, .n_seqs = 3, .mech = KDALAB_KDA,
+                            .scale = 0.5, .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD,
+                            .opts = &op, .work = w};
+        grads_alloc(&gr[ri], &d, KDALAB_KDA, 0);
+        kdalab_tensors_f64 x = {.q = rp.q, .k = rp.k, .v = rp.v, .g = rp.g, .beta = rp.beta,
+                                .d_o = d_o, .dq = gr[ri].a[0], .dk = gr[ri].a[1],
+                                .dv = gr[ri].a[2], .dg = gr[ri].a[3], .dbeta = gr[ri].a[4]};
+        kdalab_status s = kdalab_run_bwd_f64(&call, &x);
+        if (s != KDALAB_OK)
+            fail_msg("states %s: %s", runs[ri].what, kdalab_last_error());
+        ws_bytes[ri] = kdalab_workspace_bytes(w);
+        kdalab_workspace_free(w);
+    }
+    if (ws_bytes[3] < ws_bytes[5] + 81 * K * V * sizeof(double))
+        fail_msg("the default with a workspace holds %zu bytes, checkpointing %zu: not every state "
+                 "kept", ws_bytes[3], ws_bytes[5]);
+    for (size_t ri = 1; ri < N_RUNS; ri++)
+        for (int i = 0; i < 5; i++)
+            if (memcmp(gr[0].a[i], gr[ri].a[i], gr[0].n[i] * sizeof(double)) != 0)
+                fail_msg("%s: states %s differ from every state kept", gnames[i], runs[ri].what);
+    for (size_t ri = 0; ri < N_RUNS; ri++)
+        grads_free(&gr[ri]);
     free(d_o);
     random_problem_free(&rp);
     gsl_rng_free(rng);
@@ -377,7 +451,7 @@ static void test_simd_bwd_bad_input(void **state)
             if (!simdt_use_level(simdt_levels[li]))
                 continue;
             for (size_t pi = 0; pi < 2; pi++) {
-                kdalab_status s = simd_bwd(precisions[pi], &p, 16, &got);
+                kdalab_status s = simd_bwd(precisions[pi], &p, 16, 0, &got);
                 if (s != want)
                     fail_msg("case %d, %s: status %s, reference %s", bad,
                              precisions[pi]->name, kdalab_strerror(s),
@@ -406,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_simd_bwd_random_shapes),
         cmocka_unit_test(test_simd_bwd_extreme_decay),
         cmocka_unit_test(test_simd_bwd_thread_count),
+        cmocka_unit_test(test_simd_bwd_states_kept_or_checkpointed),
         cmocka_unit_test(test_simd_bwd_varlen_gva),
         cmocka_unit_test(test_simd_bwd_bad_input),
     };

@@ -14,7 +14,10 @@
  * dplr_bwd.h (the DPLR row's chunk, which chunk_head_bwd runs instead of
  * chunk_bwd)
  *
- * Memory: the reference keeps the state entering every chunk; this path
+ * Memory: the reference keeps the state entering every chunk, and so does
+ * this path when they fit in the task's budget (a->state_bytes; the entry
+ * chooses it: kdalab_chunk_opts.bwd_state_bytes, 128 MiB with a caller's
+ * workspace, none without): one group of all the chunks, swept once. Else it
  * checkpoints them (Chen et al. 2016, "Training deep nets with sublinear
  * memory cost"): a first sweep keeps the state entering each group of
  * G = ceil(sqrt(nch)) chunks, and before a group is differentiated its G
@@ -305,7 +308,8 @@ static void SIMD_FN(bwd_sweep)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t nc0, 
  * each group, last to first, has its chunks' states recomputed from that
  * one (the last group's are still there from the sweep), and each chunk,
  * last to first, is recomputed from its state and differentiated. work: the
- * task's bwd_work_floats(C, c, K, V, ceil(T / C), a->a != NULL), 64-byte
+ * task's bwd_work_floats(C, c, K, V, ceil(T / C), a->a != NULL,
+ * a->state_bytes), 64-byte
  * aligned.
  */
 static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, real *work)
@@ -315,9 +319,9 @@ static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, 
     const size_t c = a->subchunk < C ? a->subchunk : C, nch = (T + C - 1) / C;
     const size_t gw = kdalab_mechanism_g_width(a->mech, K);
     const int delta = kdalab_mechanism_has_delta(a->mech), ab = a->a != NULL;
-    const size_t G = SIMD_FN(bwd_group)(nch), ngroups = (nch + G - 1) / G;
+    const size_t G = SIMD_FN(bwd_group)(nch, K, V, a->state_bytes), ngroups = (nch + G - 1) / G;
     SIMD_FN(bws) w;
-    SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch, a->a != NULL);
+    SIMD_FN(bwd_carve)(&w, work, C, c, K, V, nch, a->a != NULL, a->state_bytes);
     SIMD_FN(ws) *f = &w.f;
     f->pa = a;
     f->ldqk = a->ld_qk;

@@ -40,11 +40,17 @@ typedef struct {
                                               one group, and leaving its last     */
 } SIMD_FN(bws);
 
-/* Chunks per group of the checkpointed sweep (lib/simd/chunk_bwd.h):
- * ceil(sqrt(nchunks)), which makes the stored states, ngroups + G + 1 of
- * them, about 2 sqrt(nchunks) instead of nchunks + 1. */
-static size_t SIMD_FN(bwd_group)(size_t nchunks)
+/* Chunks per group of the sweep that stores the states (lib/simd/chunk_bwd.h):
+ * all of them (one group: nchunks + 2 states, none recomputed) when those fit
+ * in state_bytes (0: SIMD_BWD_STATE_BYTES; the entry passes its choice),
+ * else ceil(sqrt(nchunks)), which
+ * makes the stored states, ngroups + G + 1 of them, about 2 sqrt(nchunks)
+ * instead of nchunks + 2, for one more forward of most chunks. */
+static size_t SIMD_FN(bwd_group)(size_t nchunks, size_t K, size_t V, size_t state_bytes)
 {
+    const size_t budget = state_bytes ? state_bytes : SIMD_BWD_STATE_BYTES;
+    if (nchunks + 2 <= budget / sizeof(real) / (K * V))
+        return nchunks ? nchunks : 1;
     size_t G = 1;
     while (G * G < nchunks)
         G++;
@@ -52,9 +58,9 @@ static size_t SIMD_FN(bwd_group)(size_t nchunks)
 }
 
 /* Lay the backward's workspace out from base (or only count it, base ==
- * NULL); returns the elements used. */
+ * NULL) for a sequence of nchunks chunks; returns the elements used. */
 static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c, size_t K,
-                                 size_t V, size_t nchunks, int ab)
+                                 size_t V, size_t nchunks, int ab, size_t state_bytes)
 {
     size_t cur = SIMD_FN(ws_carve)(&w->f, base, C, c, K, V, 1, ab, 0);
     cur = (cur + SIMD_LINE - 1) / SIMD_LINE * SIMD_LINE;
@@ -83,21 +89,31 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
     const size_t CKab = ab ? C * K : 0; /* the DPLR row's */
     BWD_TAKE(w->ash, CKab); BWD_TAKE(w->dash, CKab); BWD_TAKE(w->da, CKab);
     BWD_TAKE(w->db, CKab); BWD_TAKE(w->dbd, CKab);
-    const size_t G = SIMD_FN(bwd_group)(nchunks), ngroups = (nchunks + G - 1) / G;
+    const size_t G = SIMD_FN(bwd_group)(nchunks, K, V, state_bytes);
+    const size_t ngroups = (nchunks + G - 1) / G;
     BWD_TAKE(w->ck, (ngroups ? ngroups : 1) * K * V);
     BWD_TAKE(w->loc, (G + 1) * K * V);
 #undef BWD_TAKE
     return cur;
 }
 
-/* Elements of workspace one backward task needs (chunk C, sub-chunk c, head
- * dims K, V, nchunks chunks; ab: the DPLR row's buffers too). The caller
- * has checked that the sizes fit. */
+/* Elements of workspace one backward task needs for any sequence of at
+ * most nchunks chunks (chunk C, sub-chunk c, head dims K, V; ab: the DPLR
+ * row's buffers too): a shorter sequence may keep every state where the
+ * longest checkpoints, so the larger of the two layouts. The caller has
+ * checked that the sizes fit. */
 static size_t SIMD_FN(bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks,
-                                       int ab)
+                                       int ab, size_t state_bytes)
 {
     SIMD_FN(bws) w;
-    return SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks, ab);
+    size_t n = SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks, ab, state_bytes);
+    const size_t budget = state_bytes ? state_bytes : SIMD_BWD_STATE_BYTES;
+    const size_t kept = budget / sizeof(real) / (K * V); /* states that fit */
+    if (kept >= 3 && kept - 2 < nchunks) { /* the longest sequence that keeps all */
+        size_t m = SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, kept - 2, ab, state_bytes);
+        n = m > n ? m : n;
+    }
+    return n;
 }
 
 /* x [n] (+)= y [n] * z [n] * f (vector over the row; add: accumulate). */

@@ -143,7 +143,14 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
                            V);
-    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch, c->ab);
+    /* the budget for kept chunk states: the caller's; else, with a workspace
+     * the caller keeps, SIMD_BWD_STATE_BYTES (its pages serve every call);
+     * without one, 1: checkpoint, since a fresh page for every kept state
+     * costs about as much as the forward it saves (bench/README.md) */
+    const size_t state_bytes = c->op.bwd_state_bytes ? c->op.bwd_state_bytes
+                               : c->work             ? SIMD_BWD_STATE_BYTES
+                                                     : 1;
+    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch, c->ab, state_bytes);
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */
@@ -169,7 +176,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
         real *dk = grouped ? (x->dk ? gdk : NULL) : x->dk;
         E_ARGS a = {
             .mech = c->mech, .T = L, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
-            .chunk = C, .subchunk = sc, .scale = scale,
+            .chunk = C, .subchunk = sc, .state_bytes = state_bytes, .scale = scale,
             .q = x->q ? x->q + rqk * K : NULL, .k = x->k ? x->k + rqk * K : NULL,
             .v = x->v ? x->v + rv * V : NULL, .g = gw && x->g ? x->g + rv * gw : NULL,
             .beta = c->delta && x->beta ? x->beta + rv : NULL,

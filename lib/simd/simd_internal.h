@@ -34,6 +34,8 @@ typedef struct {
     size_t v0, v1;           /* value columns handled by this call             */
     size_t nh;               /* consecutive heads in this task (>= 1)          */
     size_t chunk, subchunk;  /* C and c                                        */
+    size_t state_bytes;      /* the backward's budget for stored chunk states  */
+                             /* (bwd_group in chunk_bwd_scores.h)              */
     float scale;
     const float *q, *k, *v, *g, *beta, *h0;
     float *o, *ht;
@@ -51,6 +53,7 @@ typedef struct {
     size_t v0, v1;
     size_t nh;
     size_t chunk, subchunk;
+    size_t state_bytes;
     double scale;
     const double *q, *k, *v, *g, *beta, *h0;
     double *o, *ht;
@@ -91,6 +94,11 @@ typedef struct {
  * screen uses these only to say "certainly legal" quickly (screen.h,
  * and the entry points' screens in entry_impl.h).
  */
+/* The backward's budget for stored chunk states per task when
+ * kdalab_chunk_opts.bwd_state_bytes is 0 and the call has a workspace: 128
+ * MiB, every state of T = 16384 at C = 16, K = V = 128 in float64. */
+#define SIMD_BWD_STATE_BYTES ((size_t)128 << 20)
+
 #define SIMD_RULE_G_MAX 0.0f    /* KDALAB_RULE_LOG_DECAY: g <= this       */
 #define SIMD_RULE_BETA_MIN 0.0f /* KDALAB_RULE_BETA: beta in [MIN, MAX]   */
 #define SIMD_RULE_BETA_MAX 2.0f
@@ -123,8 +131,10 @@ typedef struct {
      * (lib/simd/screen.h). */
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
     /* Floats of workspace one backward task needs (chunk C, sub-chunk c, K,
-     * V, nchunks chunks of its sequence; ab as work_floats'). */
-    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab);
+     * V, nchunks chunks of its sequence; ab as work_floats'; state_bytes the
+     * budget for its stored states, 0: SIMD_BWD_STATE_BYTES). */
+    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
+                              size_t state_bytes);
     /* The chunkwise backward of one head (a->nh == 1, columns [0, V)) with
      * bwd_work_floats() of 64-byte aligned workspace (lib/simd/chunk_bwd.h).
      * Cannot fail: inputs were validated. */
@@ -147,7 +157,8 @@ typedef struct {
                           const double *q, const double *k, const double *v,
                           const double *g, double beta, double *S, double *o, size_t *bad);
     int (*screen)(const double *x, size_t n, kdalab_value_rule rule);
-    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab);
+    size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
+                              size_t state_bytes);
     void (*chunk_head_bwd)(const simd_head_args_f64 *a, const simd_bwd_out_f64 *bo,
                            double *work);
 } simd_table_f64;

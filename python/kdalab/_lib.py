@@ -42,7 +42,8 @@ class Dims(ctypes.Structure):
 
 class ChunkOpts(ctypes.Structure):
     _fields_ = [("chunk", ctypes.c_size_t), ("subchunk", ctypes.c_size_t),
-                ("decay", ctypes.c_int), ("precision", ctypes.c_int)]
+                ("decay", ctypes.c_int), ("precision", ctypes.c_int),
+                ("bwd_state_bytes", ctypes.c_size_t)]
 
 
 class Call(ctypes.Structure):
