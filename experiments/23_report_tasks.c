@@ -28,10 +28,9 @@
  * 3,000 steps of 32 (experiment 22's regime: d = 32, 3,000 steps, where
  * Gated DeltaNet and KDA train): 240 models (run them as jobs,
  * experiments/README.md "A sweep as jobs"); --d, --steps, --lrs and --seeds
- * move it. Measured on one core of an Intel Xeon (Cooper Lake, AVX-512):
- * 4.6 s of CPU per model per 100 steps on average (KDA at mqar's T = 128
- * 9.3 s), so the full sweep is about 33,000 core-seconds (550
- * core-minutes), about 35 minutes with `parallel -j16` on 16 cores.
+ * move it. Measured 16 at a time on a 16-CPU Intel Xeon (family 6 model
+ * 207): 251 s a model on average (102-606 s), so the full sweep takes about
+ * 63 minutes with `parallel -j16` there.
  *
  * Output (DIR = --out): 23_report_tasks.tsv, one row per model, and
  * 23_report_summary.tsv, one row per (task, mixer) at its best rate.
