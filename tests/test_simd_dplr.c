@@ -7,7 +7,7 @@
  * the vector width, several heads per task and one head split by columns,
  * decays down to -1000 and below exp's floor, packed sequences with grouped
  * value heads, a general (a, b) that is not RWKV-7's), the backward's bits
- * for any thread count, a transition that grows until it overflows, T = 0,
+ * for any thread count and with the chunk states kept or checkpointed, a transition that grows until it overflows, T = 0,
  * a kept workspace, and what the SIMD path refuses for this row (its
  * float32 recurrent form and decode step; tests/test_dplr.c has the rest).
  *
@@ -154,9 +154,10 @@ static kdalab_status bwd_simd(int f64, kdalab_call c, const dplr_in *in, const d
     return s;
 }
 
-/* At every level and in both precisions: the SIMD backward of c within
+/* At every level and in both precisions, with the chunk states checkpointed
+ * and kept (kdalab_chunk_opts.bwd_state_bytes): the SIMD backward of c within
  * tolerance of want[NG] (NULL: not checked); and in float64 at the widest
- * level, the same bits on 1 and 3 threads. */
+ * level, the same bits on 1 thread checkpointed and 3 threads kept. */
 static void check_bwd_all_levels(const char *what, kdalab_call c, const dplr_in *in,
                                  const double *d_o, const double *dht, const size_t n[NG],
                                  double *const want[NG])
@@ -164,30 +165,38 @@ static void check_bwd_all_levels(const char *what, kdalab_call c, const dplr_in 
     double *g[NG], *g1[NG];
     for (int i = 0; i < NG; i++)
         g[i] = malloc(n[i] * sizeof(double)), g1[i] = malloc(n[i] * sizeof(double));
+    kdalab_chunk_opts ckpt = *c.opts, kept = *c.opts;
+    ckpt.bwd_state_bytes = 1;                 /* too small for any state: checkpoints */
+    kept.bwd_state_bytes = (size_t)1 << 40;   /* every state of these problems */
+    kdalab_call cc = c, ck = c;
+    cc.opts = &ckpt, ck.opts = &kept;
     for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
         if (!simdt_use_level(simdt_levels[li]))
             continue;
         for (int f64 = 0; f64 <= 1; f64++) {
-            if (bwd_simd(f64, c, in, d_o, dht, n, g) != KDALAB_OK)
-                fail_msg("%s backward: %s", what, kdalab_last_error());
-            const double tol = f64 ? TOL_F64 : TOL_F32;
-            for (int i = 0; i < NG; i++) {
-                if (!want[i])
-                    continue;
-                double e = rel_err_f64(g[i], want[i], n[i]);
-                worst[1][f64][li] = fmax(worst[1][f64][li], e);
-                if (!(e <= tol))
-                    fail_msg("%s, %s, level %s: %s relative error %.3g > %g", what,
-                             f64 ? "float64" : "float32",
-                             kdalab_simd_level_name(simdt_levels[li]), gnames[i], e, tol);
+            for (int keep = 0; keep <= 1; keep++) {
+                if (bwd_simd(f64, keep ? ck : cc, in, d_o, dht, n, g) != KDALAB_OK)
+                    fail_msg("%s backward: %s", what, kdalab_last_error());
+                const double tol = f64 ? TOL_F64 : TOL_F32;
+                for (int i = 0; i < NG; i++) {
+                    if (!want[i])
+                        continue;
+                    double e = rel_err_f64(g[i], want[i], n[i]);
+                    worst[1][f64][li] = fmax(worst[1][f64][li], e);
+                    if (!(e <= tol))
+                        fail_msg("%s, %s, level %s, states %s: %s relative error %.3g > %g", what,
+                                 f64 ? "float64" : "float32",
+                                 kdalab_simd_level_name(simdt_levels[li]),
+                                 keep ? "kept" : "checkpointed", gnames[i], e, tol);
+                }
             }
         }
     }
-    const int nth = omp_get_max_threads(); /* g holds the widest level's float64 */
+    const int nth = omp_get_max_threads(); /* at the widest level */
     omp_set_num_threads(1);
-    assert_int_equal(bwd_simd(1, c, in, d_o, dht, n, g1), KDALAB_OK);
+    assert_int_equal(bwd_simd(1, cc, in, d_o, dht, n, g1), KDALAB_OK);
     omp_set_num_threads(3);
-    assert_int_equal(bwd_simd(1, c, in, d_o, dht, n, g), KDALAB_OK);
+    assert_int_equal(bwd_simd(1, ck, in, d_o, dht, n, g), KDALAB_OK);
     omp_set_num_threads(nth);
     for (int i = 0; i < NG; i++) {
         assert_memory_equal(g[i], g1[i], n[i] * sizeof(double));
