@@ -134,12 +134,16 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     const size_t sc = c->op.subchunk < C ? c->op.subchunk : C, nch = (Lmax + C - 1) / C;
     const size_t ntasks = c->N * HV;
     /* one workspace per thread, the chunk states included, before anything is written */
-    /* bwd_work_floats <= (nch + 3) K V + 64 (C (C + K + V) + K + 64), every step checked
-     * (K V and K + V fit: kdalab_count_dims; C <= max(T, 1)) */
+    /* bwd_work_floats <= (nch + 5) K V + 64 (C (C + K + V) + K + 64), every step checked
+     * (K V and K + V fit: kdalab_count_dims; C <= max(T, 1)): the states are
+     * the forward scratch's one, dS, and ngroups + G + 1 entering the groups
+     * and one group's chunks, at most nch + 2 (every state kept; 5 at
+     * nch = 0) -- and the bytes leave room for work_get's rounding to 64 */
     size_t states, rest, bytes;
-    if (!kdalab_mul_size(nch + 3, K * V, &states) || !kdalab_mul_size(C, C + K + V, &rest) ||
+    if (!kdalab_mul_size(nch + 5, K * V, &states) || !kdalab_mul_size(C, C + K + V, &rest) ||
         rest > SIZE_MAX - K - 64 || !kdalab_mul_size(rest + K + 64, 64, &rest) ||
-        states > SIZE_MAX - rest || !kdalab_mul_size(states + rest, sizeof(real), &bytes))
+        states > SIZE_MAX - rest || !kdalab_mul_size(states + rest, sizeof(real), &bytes) ||
+        bytes > SIZE_MAX - 64)
         return kdalab_fail(KDALAB_EOVERFLOW,
                            "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
                            V);
@@ -150,7 +154,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     const size_t state_bytes = c->op.bwd_state_bytes ? c->op.bwd_state_bytes
                                : c->work             ? SIMD_BWD_STATE_BYTES
                                                      : 1;
-    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch, c->ab, state_bytes);
+    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch, c->ab, state_bytes, c->cu != NULL);
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */

@@ -132,9 +132,10 @@ typedef struct {
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
     /* Floats of workspace one backward task needs (chunk C, sub-chunk c, K,
      * V, nchunks chunks of its sequence; ab as work_floats'; state_bytes the
-     * budget for its stored states, 0: SIMD_BWD_STATE_BYTES). */
+     * budget for its stored states, 0: SIMD_BWD_STATE_BYTES; shorter: some
+     * task's sequence may be shorter, as under cu_seqlens). */
     size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
-                              size_t state_bytes);
+                              size_t state_bytes, int shorter);
     /* The chunkwise backward of one head (a->nh == 1, columns [0, V)) with
      * bwd_work_floats() of 64-byte aligned workspace (lib/simd/chunk_bwd.h).
      * Cannot fail: inputs were validated. */
@@ -158,7 +159,7 @@ typedef struct {
                           const double *g, double beta, double *S, double *o, size_t *bad);
     int (*screen)(const double *x, size_t n, kdalab_value_rule rule);
     size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
-                              size_t state_bytes);
+                              size_t state_bytes, int shorter);
     void (*chunk_head_bwd)(const simd_head_args_f64 *a, const simd_bwd_out_f64 *bo,
                            double *work);
 } simd_table_f64;
