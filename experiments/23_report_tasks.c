@@ -32,6 +32,11 @@
  * 207): 251 s a model on average (102-606 s), so the full sweep takes about
  * 63 minutes with `parallel -j16` there.
  *
+ * --tasks names a subset (palindrome,stack,mqar by default): its tables and
+ * verdicts alone (a subset's job list is numbered on its own, as 24's: run
+ * it in its own --out, the full sweep's ledgers concatenated into its
+ * mqar_models.tsv; experiments/README.md #e23 shows the 16-seed MQAR run).
+ *
  * Output (DIR = --out): 23_report_tasks.tsv, one row per model, and
  * 23_report_summary.tsv, one row per (task, mixer) at its best rate.
  */
@@ -70,7 +75,7 @@ int main(int argc, char **argv)
     const int full = lab_full();
     size_t d = full ? 32 : 16, steps = full ? 3000 : 300, batch = full ? 32 : 16;
     size_t seeds = full ? 8 : 1, test = 512, train_set = 0;
-    const char *lrs_s = full ? "1e-3,3e-3" : "3e-3";
+    const char *lrs_s = full ? "1e-3,3e-3" : "3e-3", *tasks_s = "palindrome,stack,mqar";
     lab_flag_size(&x, "d", &d, "head dimension (two heads: D = 2d)");
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "batch", &batch, "sequences per step");
@@ -78,6 +83,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "seeds", &seeds, "seeds per (task, mixer, lr), from --seed on");
     lab_flag_size(&x, "test", &test, "test sequences per model");
     lab_flag_size(&x, "train-set", &train_set, "a fixed training set of N sequences (0: fresh)");
+    lab_flag_string(&x, "tasks", &tasks_s, "the tasks to run and tabulate, comma-separated");
     lab_mqar_flags(&x);
     lab_mqar_parse(&x, argc, argv, &seeds, MAX_SEEDS);
     double lrs[MAX_LR];
@@ -95,6 +101,9 @@ int main(int argc, char **argv)
         {"stack", KDALAB_MQAR_STACK, 24, 8, 13, 2},
         {"mqar", KDALAB_MQAR_ZOOLOGY, 32, 4, 65, 0}};
     const task_spec *tasks = full ? tasks_full : tasks_reduced;
+    static const char *const task_names[N_TASKS] = {"palindrome", "stack", "mqar"};
+    int use[N_TASKS]; /* the tasks --tasks names */
+    lab_parse_names(&x, "tasks", tasks_s, task_names, N_TASKS, use);
     static const size_t ms_full[N_MIXERS] = {ATTENTION, LINEAR, DELTANET, GATED_DELTANET, KDA},
                         ms_reduced[] = {DELTANET, KDA};
     const size_t *ms = full ? ms_full : ms_reduced, n_ms = full ? N_MIXERS : 2;
@@ -105,14 +114,15 @@ int main(int argc, char **argv)
                      .seed = x.seed + (sd), .task = tasks[it].task, .stacks = tasks[it].stacks,    \
                      .split = LAB_SPLIT_ZOOLOGY, .train_set = train_set})
     for (size_t it = 0; it < N_TASKS; it++) /* refused now, not after hours */
-        for (size_t j = 0; j < n_ms; j++)
+        for (size_t j = 0; j < n_ms && use[it]; j++)
             lab_mqar_check(&x, &SPEC(it, ms[j], 0, 0));
 
     static const char *const cols[] = {LAB_MQAR_COLUMNS, "task", "the task", NULL};
     FILE *f = lab_tsv_open(&x, "23_report_tasks", cols,
                            "%s sweep (%s): d=%zu H=2 steps=%zu batch=%zu seeds=%zu test=%zu "
-                           "train_set=%zu lrs=%s", full ? "full" : "reduced",
-                           lab_mqar_precision(&x), d, steps, batch, seeds, test, train_set, lrs_s);
+                           "train_set=%zu lrs=%s tasks=%s", full ? "full" : "reduced",
+                           lab_mqar_precision(&x), d, steps, batch, seeds, test, train_set, lrs_s,
+                           tasks_s);
     static const char *const scols[] = {
         "task", "the task", "seq_len", "tokens per sequence", "mixer", "the mixer of both blocks",
         "lr", "the learning rate with the best mean accuracy", "mean", "mean test accuracy",
@@ -121,12 +131,12 @@ int main(int argc, char **argv)
     FILE *fs = lab_tsv_open(&x, "23_report_summary", scols, "%s sweep: d=%zu steps=%zu seeds=%zu",
                             full ? "full" : "reduced", d, steps, seeds);
     static double acc[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS], loss[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS];
-    const size_t total = N_TASKS * n_ms * n_lr * seeds;
+    const size_t total = (size_t)(use[0] + use[1] + use[2]) * n_ms * n_lr * seeds;
     size_t done = 0;
     /* seeds outermost: a sweep cut short still has whole tables for its first seeds */
     for (size_t sd = 0; sd < seeds; sd++)
         for (size_t it = 0; it < N_TASKS; it++)
-            for (size_t j = 0; j < n_ms; j++)
+            for (size_t j = 0; j < n_ms && use[it]; j++)
                 for (size_t il = 0; il < n_lr; il++) {
                     lab_mqar_spec s = SPEC(it, ms[j], il, sd);
                     lab_mqar_result r;
@@ -143,6 +153,8 @@ int main(int argc, char **argv)
            x.name, full ? "full" : "reduced", 2 * d, d, steps, seeds, seeds > 1 ? " ± sd" : "");
     size_t best[N_TASKS][N_MIXERS] = {{0}};
     for (size_t it = 0; it < N_TASKS; it++) {
+        if (!use[it])
+            continue;
         const lab_mqar_spec at = SPEC(it, KDA, 0, 0);
         const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
         printf("  %-10s T = %-4zu", tasks[it].name, tasks[it].T);
@@ -169,6 +181,8 @@ int main(int argc, char **argv)
     const size_t cmp[5][2] = {{DELTANET, LINEAR}, {GATED_DELTANET, DELTANET},
                               {KDA, GATED_DELTANET}, {ATTENTION, KDA}, {KDA, DELTANET}};
     for (size_t it = 0; it < N_TASKS; it++) {
+        if (!use[it])
+            continue;
         const lab_mqar_spec at = SPEC(it, KDA, 0, 0);
         const double no_recall = lab_no_recall_loss(lab_mqar_answers(&at));
         for (size_t c = 0; c < 5; c++) {

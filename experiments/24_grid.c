@@ -41,7 +41,6 @@
  * Output (DIR = --out): 24_grid.tsv, one row per model, and
  * 24_grid_summary.tsv, one row per (task, mixer) at its best rate.
  */
-#include <string.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,31 +115,9 @@ int main(int argc, char **argv)
     const task_spec tasks[N_TASKS] = {{KDALAB_MQAR_ZOOLOGY, T, P, 0, 0},
                                       {KDALAB_MQAR_OVERWRITE, T, P, P / 2, 0},
                                       {KDALAB_MQAR_RECENT, 2 * T, Pr, 0, Pr / 6}};
-    int use[N_TASKS] = {0}, any = 0; /* the tasks --tasks names */
-    char list[128];
-    if ((size_t)snprintf(list, sizeof list, "%s", tasks_s) >= sizeof list) {
-        fprintf(stderr, "%s: --tasks %s: longer than a list of the three tasks\n", x.name,
-                tasks_s);
-        return 2;
-    }
-    for (char *save = NULL, *name = strtok_r(list, ",", &save); name;
-         name = strtok_r(NULL, ",", &save)) {
-        kdalab_mqar_task t;
-        size_t it = kdalab_mqar_parse_task(name, &t) == KDALAB_OK ? 0 : N_TASKS;
-        while (it < N_TASKS && tasks[it].task != t)
-            it++;
-        if (it == N_TASKS) {
-            fprintf(stderr, "%s: --tasks %s: '%s' is not one of zoology, overwrite, recent\n",
-                    x.name, tasks_s, name);
-            return 2;
-        }
-        use[it] = any = 1;
-    }
-    if (!any) {
-        fprintf(stderr, "%s: --tasks '%s': names no task (zoology, overwrite, recent)\n",
-                x.name, tasks_s);
-        return 2;
-    }
+    static const char *const task_names[N_TASKS] = {"zoology", "overwrite", "recent"};
+    int use[N_TASKS]; /* the tasks --tasks names */
+    lab_parse_names(&x, "tasks", tasks_s, task_names, N_TASKS, use);
     static const size_t ms_full[N_MIXERS] = {LINEAR, SIMPLE_GLA, GLA, DELTANET, GATED_DELTANET,
                                              KDA},
                         ms_reduced[] = {GLA, KDA};

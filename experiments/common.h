@@ -206,6 +206,13 @@ void lab_check(const lab_ctx *x, kdalab_status status, const char *what);
  * non-finite number or has more than max entries. */
 size_t lab_parse_list(const char *s, double *out, size_t max);
 
+/* Parse --flag's comma-separated list of names, each one of names[0..n)
+ * (repeats allowed): use[i] = 1 for each name listed, 0 for the others.
+ * Exits (status 2) with one line naming the flag and the choices on an
+ * unknown name or a list that names none ("", ","). */
+void lab_parse_names(const lab_ctx *x, const char *flag, const char *list,
+                     const char *const *names, size_t n, int *use);
+
 /* max |a - ref| / max |ref| over n values (a float64, or af float32 when a
  * is NULL; max |a - ref| when ref is all zero); NaN when a holds a
  * non-finite value. */

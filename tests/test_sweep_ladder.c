@@ -12,7 +12,9 @@
  *   - a malformed --points (a missing field, a zero, a trailing comma, a
  *     letter), a T not below the vocabulary, a bad --lrs: one line, exit 2;
  *   - 23's reduced sweep: a row per (task, mixer) in its summary, and the
- *     verdict rule's line for each task; its full sweep is 240 jobs;
+ *     verdict rule's line for each task; its full sweep is 240 jobs, 160
+ *     with --tasks mqar --seeds 16; a reduced run with --tasks stack
+ *     tabulates the stack alone; a bad task name is one line, exit 2;
  *   - 24's full sweep is 288 jobs, 96 with --tasks overwrite; a reduced run
  *     with --tasks overwrite tabulates that task alone; an unknown task
  *     name, or a list naming none, is one line, exit 2.
@@ -122,6 +124,33 @@ static void report_tasks(void **state)
     free(sum), free(out);
 }
 
+static void report_tasks_subset(void **state)
+{
+    (void)state;
+    assert_int_equal(sh("KDALAB_FULL=1 %s --list-jobs --tasks mqar --seeds 16", exe23), 0);
+    char *list = test_read_text(sweep_path(tmpdir, "out"));
+    assert_int_equal(data_lines(list), 160); /* 16 seeds x 5 mixers x 2 rates */
+    assert_non_null(strstr(list, "--tasks mqar --seeds 16 --job 159"));
+    free(list);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/r23s", tmpdir);
+    assert_int_equal(sh("mkdir -p %s && %s --tasks stack --out %s --steps 2 --test 4", dir, exe23,
+                        dir), 0);
+    char *sum = test_read_text(sweep_path(dir, "23_report_summary.tsv"));
+    assert_int_equal(data_lines(sum), 2); /* stack x DeltaNet, KDA */
+    assert_null(strstr(sum, "\npalindrome\t")); /* no data row; the title names every task */
+    assert_non_null(strstr(sum, "\nstack\t"));
+    free(sum);
+    char *out = test_read_text(sweep_path(tmpdir, "out"));
+    assert_non_null(strstr(out, "verdict (stack): KDA "));
+    assert_null(strstr(out, "verdict (mqar)"));
+    free(out);
+    assert_int_equal(sh("%s --tasks stack,zoology --out %s", exe23, dir), 2);
+    char *err = test_read_text(sweep_path(tmpdir, "err"));
+    assert_non_null(strstr(err, "'zoology' is not one of palindrome, stack, mqar"));
+    free(err);
+}
+
 static void grid_tasks(void **state)
 {
     (void)state;
@@ -186,6 +215,7 @@ int main(void)
         cmocka_unit_test(regime_jobs_and_resume),
         cmocka_unit_test(regime_bad_flags),
         cmocka_unit_test(report_tasks),
+        cmocka_unit_test(report_tasks_subset),
         cmocka_unit_test(grid_tasks),
     };
     return cmocka_run_group_tests_name("sweep_ladder", tests, setup, teardown);
