@@ -7,8 +7,8 @@
  * the vector width, several heads per task and one head split by columns,
  * decays down to -1000 and below exp's floor, packed sequences with grouped
  * value heads, a general (a, b) that is not RWKV-7's), the backward's bits
- * for any thread count and with the chunk states kept or checkpointed, a transition that grows until it overflows, T = 0,
- * a kept workspace, and what the SIMD path refuses for this row (its
+ * for any thread count and with the chunk states kept or checkpointed, a
+ * transition that grows until it overflows, T = 0, a kept workspace, and what the SIMD path refuses for this row (its
  * float32 recurrent form and decode step; tests/test_dplr.c has the rest).
  *
  * Tolerances, relative to max |float64 expected|, are the SIMD path's
