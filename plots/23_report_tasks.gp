@@ -1,10 +1,11 @@
 # plots/23_report_tasks.gp — the lineage on the Kimi Linear report's palindrome, stack and MQAR.
 # Run from the repository root:  gnuplot -e "dir='results'" plots/23_report_tasks.gp
 # Reads  DIR/23_report_summary.tsv, DIR/23_report_tasks.tsv (bin/23_report_tasks;
-#        the second only for its header: which sweep)
+#        the second for its header, which sweep, and each seed's model)
 # Writes OUT/23_report_tasks.png (OUT defaults to DIR): test accuracy (mean over seeds at
-#        the best learning rate; error bars one standard deviation, cut at 0 and 1, when there
-#        are several seeds) of each mixer, grouped by task; the title says which sweep.
+#        the best learning rate; error bars one standard deviation, cut at 0 and 1, and a dot
+#        per seed at that rate, when there are several seeds) of each mixer, grouped by task;
+#        the title says which sweep.
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/23_report_summary.tsv'
@@ -14,7 +15,7 @@ set datafile separator '\t'
 set terminal pngcairo size 1100,650 font ',11'
 set output out.'/23_report_tasks.png'
 if (seeds > 1) {
-    how = sprintf("mean over %d seeds at each mixer's best learning rate; bars: one sd, cut at 0 and 1", seeds)
+    how = sprintf("mean over %d seeds at each mixer's best learning rate; bars: one sd, cut at 0 and 1; dots: each seed", seeds)
 } else {
     how = "one seed, so no error bars"
 }
@@ -36,11 +37,16 @@ slot(j) = -0.4 + w * (j - 0.5)
 task_x(t) = t eq 'palindrome' ? 0 : (t eq 'stack' ? 1 : 2)
 sel(m) = stringcolumn(3) eq m ? $5 : 1/0
 clip(y) = y < 0 ? 0 : (y > 1 ? 1 : y)
+# each seed's model at its mixer's best rate: task, mixer, accuracy (models: $1 mixer,
+# $10 lr, $12 accuracy, $15 task; summary: $1 task, $3 mixer, $4 best lr)
+seeds_at_best = sprintf("< awk -F'\t' 'FNR == 1 {file++} /^#/ || NF < 2 {next} file == 1 {best[$1 FS $3] = $4 + 0; next} ($15 FS $1) in best && $10 + 0 == best[$15 FS $1] {print $15 \"\\t\" $1 \"\\t\" $12}' '%s' '%s'", f, dir.'/23_report_tasks.tsv')
 set style fill solid 0.8 border -1
 set boxwidth w * 0.9 absolute
 plot for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(sel(word(names, int(word(present, j))))) \
          with boxes lc rgb color[int(word(present, j))] title label[int(word(present, j))], \
      for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(seeds > 1 ? sel(word(names, int(word(present, j)))) : 1/0) \
          :(clip($5 - $6)):(clip($5 + $6)) with yerrorbars lc rgb '#333333' pt 0 notitle, \
+     for [j=1:nm] seeds_at_best u (task_x(stringcolumn(1)) + slot(j)):(seeds > 1 && stringcolumn(2) eq word(names, int(word(present, j))) ? $3 : 1/0) \
+         with points pt 7 ps 0.45 lc rgb '#222222' notitle, \
      for [j=1:nm] f u (task_x(stringcolumn(1)) + slot(j)):(sel(word(names, int(word(present, j))))):(sprintf('%.2f', $5)) \
          with labels offset 0,0.7 font ',9' notitle
