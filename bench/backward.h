@@ -39,7 +39,7 @@ static double bwd_flops_one(kdalab_mechanism m, double n, double c, double K, do
 }
 
 /* elem: bytes per element (8 float64, 4 float32), for the choice between
- * keeping every state and checkpointing. */
+ * keeping every state and checkpointing; 0: checkpointed whatever fits. */
 static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size_t c,
                         size_t elem)
 {
@@ -47,7 +47,7 @@ static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size
     size_t nch = (d->T + C - 1) / C, G = 1;
     /* the groups' size, as lib/simd/chunk_bwd_scores.h's bwd_group with the
      * default budget (kdalab_chunk_opts.bwd_state_bytes 0: 128 MiB) */
-    if ((nch + 2) * d->K * d->V * elem <= ((size_t)128 << 20))
+    if (elem && (nch + 2) * d->K * d->V * elem <= ((size_t)128 << 20))
         G = nch ? nch : 1; /* every state kept: one group, nothing again */
     while (G * G < nch)
         G++;
@@ -63,11 +63,12 @@ static double bwd_flops(kdalab_mechanism m, const kdalab_dims *d, size_t C, size
 /* One backward call of the given kind on w (float64 inputs q, k, v, g, beta,
  * h0, d_o) into gr[6] (dq, dk, dv, dg, dbeta, dh0, float64): 0 the
  * reference, 1 the SIMD path in float64, 2 the SIMD path in float32 (inputs
- * rounded, gradients widened; f32 holds float32 copies of w and of gr). The
- * SIMD calls go through kdalab_run_bwd_f64 / _f32 with a workspace kept
- * between calls, as a repeated caller (the Python and PyTorch doors, a
- * training loop) has: its pages are mapped once, and the backward keeps
- * every chunk state (kdalab_chunk_opts.bwd_state_bytes). */
+ * rounded, gradients widened; f32 holds float32 copies of w and of gr), 3
+ * the SIMD path in float64 with the chunk states checkpointed
+ * (kdalab_chunk_opts.bwd_state_bytes = 1). The SIMD calls go through
+ * kdalab_run_bwd_f64 / _f32 with a workspace kept between calls, as a
+ * repeated caller (the Python and PyTorch doors) has: its pages are mapped
+ * once, and kinds 1 and 2 keep every chunk state. */
 typedef struct {
     const kdalab_dims *d;
     kdalab_mechanism m;
@@ -83,6 +84,8 @@ static kdalab_status bwd_run(bwd_call *c, int kind)
 {
     const double s = kdalab_default_scale(c->d->K);
     kdalab_chunk_opts op = bench_opts;
+    if (kind == 3)
+        op.bwd_state_bytes = 1; /* too small for any state: checkpointed */
     double **w = c->w, **g = c->gr;
     if (kind == 0)
         return kdalab_chunk_bwd_f64(c->d, c->m, s, w[0], w[1], w[2], w[3], w[4], w[5], w[6],
@@ -90,7 +93,7 @@ static kdalab_status bwd_run(bwd_call *c, int kind)
     const kdalab_call call = {.dims = *c->d, .HV = c->d->H, .mech = c->m, .scale = s,
                               .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD, .opts = &op,
                               .work = c->work};
-    if (kind == 1) {
+    if (kind == 1 || kind == 3) {
         const kdalab_tensors_f64 x = {.q = w[0], .k = w[1], .v = w[2], .g = w[3], .beta = w[4],
                                       .h0 = w[5], .d_o = w[6], .dq = g[0], .dk = g[1],
                                       .dv = g[2], .dg = g[3], .dbeta = g[4], .dh0 = g[5]};
@@ -162,8 +165,9 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
     }
     bench_opts = kdalab_simd_chunk_opts_default();
     const size_t C = bench_opts.chunk;
-    printf("#\n# the chunkwise backward, C = %zu (kdalab_simd_chunk_bwd; ggml has no backward "
-           "op: no peer row); err: max over dq, dk, dv, dg, dbeta, dh0 of |grad - ref| / "
+    printf("#\n# the chunkwise backward, C = %zu (kdalab_run_bwd_f64 / _f32 on the SIMD path, "
+           "a workspace kept between calls: every chunk state kept; 'f64 ckpt': KDA with the "
+           "states checkpointed, bwd_state_bytes 1; ggml has no backward op: no peer row); err: max over dq, dk, dv, dg, dbeta, dh0 of |grad - ref| / "
            "max |ref| against kdalab_chunk_bwd_f64 (tolerance: float64 1e-12, float32 1e-5); "
            "'own' counts the backward's multiply-adds (bench/backward.h), 'of peak' is of the "
            "fp32 FMA peak (float64 rows: of half of it); x fwd: its "
@@ -179,6 +183,7 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
         c.n[3] = kdalab_mechanism_g_width(c.m, d->K) * nb;
         c.n[4] = kdalab_mechanism_has_delta(c.m) ? nb : 0;
         const double fl64 = bwd_flops(c.m, d, C, 16, 8), fl32 = bwd_flops(c.m, d, C, 16, 4);
+        const double flck = bwd_flops(c.m, d, C, 16, 0);
         /* the reference backward: the faster of two calls (one with --quick;
          * it is the slow one, and one call alone moved by 30 % between runs) */
         double t_ref = INFINITY;
@@ -206,11 +211,12 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
             kdalab_simd_set_level(levels[li]);
             double ferr, t_fwd = time_chunk_f64(p, c.m, quick ? 2 : 5, &ferr);
             bench_opts = kdalab_simd_chunk_opts_default();
-            for (int kind = 1; kind <= 2; kind++) {
+            /* KDA also checkpointed (kind 3), against its kept states in the same run */
+            for (int kind = 1; kind <= (c.m == KDALAB_KDA ? 3 : 2); kind++) {
                 s = bwd_run(&c, kind); /* validation, and the warm-up */
                 double err = s == KDALAB_OK ? bwd_err(c.gr, ref, c.n) : INFINITY;
-                double tol = kind == 1 ? 1e-12 : 1e-5;
-                const char *form = kind == 1 ? "f64 simd" : "f32 simd";
+                double tol = kind == 2 ? 1e-5 : 1e-12;
+                const char *form = kind == 1 ? "f64 simd" : kind == 2 ? "f32 simd" : "f64 ckpt";
                 if (!(err <= tol)) {
                     printf("%-17s %-9s %-7s INVALID: error %.3g against kdalab_chunk_bwd_f64 "
                            "> %g; not timed\n",
@@ -221,13 +227,13 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
                 }
                 double t = bwd_time(&c, kind, quick ? 2 : reps);
                 char xf[16] = "";
-                if (kind == 1 && t_fwd > 0)
+                if (kind != 2 && t_fwd > 0)
                     snprintf(xf, sizeof xf, "%.2f", t_fwd / t);
-                const double fl = kind == 1 ? fl64 : fl32;
+                const double fl = kind == 1 ? fl64 : kind == 2 ? fl32 : flck;
                 printf("%-17s %-9s %-7s %11.0f %9.1f %8.1f %6.1f%% %7s %7.1f  %.1e\n",
                        kdalab_mechanism_name(c.m), form, kdalab_simd_level_name(levels[li]),
                        htok / t, 1e3 * t, fl / t * 1e-9,
-                       peakN > 0 ? 100 * fl / t * 1e-9 / (kind == 1 ? peakN / 2 : peakN) : 0,
+                       peakN > 0 ? 100 * fl / t * 1e-9 / (kind != 2 ? peakN / 2 : peakN) : 0,
                        xf, t_ref / t, err);
             }
         }

@@ -305,7 +305,7 @@ typedef struct {
                                 /* chunks' forward three times); same bits either way.        */
                                 /* 0: 128 MiB for a call with a workspace (kdalab_call.work), */
                                 /* whose pages are reused; without one, checkpoint (fresh     */
-                                /* pages cost about what the recomputation saves). The        */
+                                /* pages cost more than the recomputation saves). The         */
                                 /* reference backward keeps every state.                      */
 } kdalab_chunk_opts;
 

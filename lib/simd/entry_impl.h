@@ -150,7 +150,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     /* the budget for kept chunk states: the caller's; else, with a workspace
      * the caller keeps, SIMD_BWD_STATE_BYTES (its pages serve every call);
      * without one, 1: checkpoint, since a fresh page for every kept state
-     * costs about as much as the forward it saves (bench/README.md) */
+     * costs more than the forward it saves (bench/README.md) */
     const size_t state_bytes = c->op.bwd_state_bytes ? c->op.bwd_state_bytes
                                : c->work             ? SIMD_BWD_STATE_BYTES
                                                      : 1;
