@@ -136,9 +136,9 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     /* one workspace per thread, the chunk states included, before anything is written */
     /* bwd_work_floats <= (nch + 5) K V + 64 (C (C + K + V) + K + 64), every step checked
      * (K V and K + V fit: kdalab_count_dims; C <= max(T, 1)): the states are
-     * the forward scratch's one, dS, and ngroups + G + 1 entering the groups
-     * and one group's chunks, at most nch + 2 (every state kept; 5 at
-     * nch = 0) -- and the bytes leave room for work_get's rounding to 64 */
+     * the forward scratch's one, dS, and the ngroups + G + 1 entering the
+     * groups and one group's chunks, at most nch + 2 with every state kept
+     * (3 at nch = 0); and the bytes leave room for work_get's rounding to 64 */
     size_t states, rest, bytes;
     if (!kdalab_mul_size(nch + 5, K * V, &states) || !kdalab_mul_size(C, C + K + V, &rest) ||
         rest > SIZE_MAX - K - 64 || !kdalab_mul_size(rest + K + 64, 64, &rest) ||
@@ -154,7 +154,8 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     const size_t state_bytes = c->op.bwd_state_bytes ? c->op.bwd_state_bytes
                                : c->work             ? SIMD_BWD_STATE_BYTES
                                                      : 1;
-    const size_t elems = tab->bwd_work_floats(C, sc, K, V, nch, c->ab, state_bytes, c->cu != NULL);
+    const size_t elems =
+        tab->bwd_work_floats(C, sc, K, V, nch, c->ab, state_bytes, c->cu != NULL);
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */
