@@ -9,7 +9,8 @@ naive float64 recurrence, in one run.
 Cases: plain (B = 2, T = 8192, H = 16, K = V = 128) and varlen + GVA (B = 1,
 four sequences over T = 8192, H = 8 query/key heads, HV = 16 value heads).
 Rows, each the best of `--reps` alternating rounds after a warm-up:
-  torch    kdalab.torch.chunk_kda: forward, then .backward() of sum(o * do)
+  torch    kdalab.torch.chunk_kda: forward, then o.backward(do) (dL/do = do, as the
+           C row's d_o; no loss of its own to compute)
   C        kdalab_run_f64 / kdalab_run_bwd_f64 (the SIMD path) on the same
            float64 arrays through ctypes: the kernels' own time
   naive    PyTorch autograd of the recurrence written from REFERENCE.md (the
@@ -46,7 +47,7 @@ def torch_door(p, cu):
     t = {n: torch.from_numpy(p[n]).requires_grad_() for n in ("q", "k", "v", "g", "beta")}
     o, _ = kt.chunk_kda(t["q"], t["k"], t["v"], t["g"], t["beta"],
                         cu_seqlens=None if cu is None else torch.from_numpy(cu))
-    (o * torch.from_numpy(p["do"])).sum().backward()
+    o.backward(torch.from_numpy(p["do"]))
 
 
 def c_kernels(p, cu, work):
@@ -85,7 +86,7 @@ def naive(p):
         S = S + t["beta"][:, i, :, None, None] * k_i[..., None] * e[..., None, :]
         out.append(K ** -0.5 * torch.einsum("bhkv,bhk->bhv", S, t["q"][:, i]))
     o = torch.stack(out, 1)
-    (o * torch.from_numpy(p["do"])).sum().backward()
+    o.backward(torch.from_numpy(p["do"]))
 
 
 def best(fn, reps):
