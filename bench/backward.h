@@ -167,7 +167,8 @@ static int backward_table(problem *p, gsl_rng *rng, int reps, int quick, double 
     const size_t C = bench_opts.chunk;
     printf("#\n# the chunkwise backward, C = %zu (kdalab_run_bwd_f64 / _f32 on the SIMD path, "
            "a workspace kept between calls: every chunk state kept; 'f64 ckpt': KDA with the "
-           "states checkpointed, bwd_state_bytes 1; ggml has no backward op: no peer row); err: max over dq, dk, dv, dg, dbeta, dh0 of |grad - ref| / "
+           "states checkpointed, bwd_state_bytes 1; ggml has no backward op: no peer row); "
+           "err: max over dq, dk, dv, dg, dbeta, dh0 of |grad - ref| / "
            "max |ref| against kdalab_chunk_bwd_f64 (tolerance: float64 1e-12, float32 1e-5); "
            "'own' counts the backward's multiply-adds (bench/backward.h), 'of peak' is of the "
            "fp32 FMA peak (float64 rows: of half of it); x fwd: its "

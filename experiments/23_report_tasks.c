@@ -128,8 +128,9 @@ int main(int argc, char **argv)
         "lr", "the learning rate with the best mean accuracy", "mean", "mean test accuracy",
         "sd", "its standard deviation over seeds (0 for one seed)",
         "stuck", "seeds stuck at the no-recall loss", "seeds", "seeds", NULL};
-    FILE *fs = lab_tsv_open(&x, "23_report_summary", scols, "%s sweep: d=%zu steps=%zu seeds=%zu",
-                            full ? "full" : "reduced", d, steps, seeds);
+    FILE *fs = lab_tsv_open(&x, "23_report_summary", scols,
+                            "%s sweep: d=%zu steps=%zu seeds=%zu tasks=%s",
+                            full ? "full" : "reduced", d, steps, seeds, tasks_s);
     static double acc[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS], loss[N_TASKS][N_MIXERS][MAX_LR][MAX_SEEDS];
     const size_t total = (size_t)(use[0] + use[1] + use[2]) * n_ms * n_lr * seeds;
     size_t done = 0;

@@ -5,7 +5,7 @@
  * cases, random shapes of every mechanism, extreme decay, varlen + GVA
  * through kdalab_run_bwd_f64, the same bits for any thread count and
  * whether the chunk states are all kept or checkpointed (each case runs
- * both), and bad input refused with the reference's status and no output
+ * both and compares them), and bad input refused with the reference's status and no output
  * touched.
  *
  * Tolerances, relative to the max magnitude of each reference gradient (the
@@ -150,26 +150,33 @@ static void check_problem(const problem *pr, size_t chunk, const char *label)
     for (size_t li = 0; li < SIMDT_N_LEVELS; li++) {
         if (!simdt_use_level(simdt_levels[li]))
             continue;
-        for (size_t pi = 0; pi < 2; pi++)
-            for (size_t sb = 0; sb < 2; sb++) { /* states checkpointed (0), kept (1) */
+        for (size_t pi = 0; pi < 2; pi++) {
+            grads got[2]; /* states checkpointed (0), kept (1): the same bits */
+            for (size_t sb = 0; sb < 2; sb++) {
                 const simdt_precision *p = precisions[pi];
-                grads got;
-                grads_alloc(&got, &pr->d, pr->m, 0);
-                s = simd_bwd(p, pr, chunk, sb ? KEEP_ALL : 1, &got);
+                grads_alloc(&got[sb], &pr->d, pr->m, 0);
+                s = simd_bwd(p, pr, chunk, sb ? KEEP_ALL : 1, &got[sb]);
                 if (s != KDALAB_OK)
                     fail_msg("%s, %s, level %s: %s (%s)", label, p->name,
                              kdalab_simd_level_name(simdt_levels[li]), kdalab_strerror(s),
                              kdalab_last_error());
                 const char *which = "";
-                double e = worst_err(&got, &ref, &which);
+                double e = worst_err(&got[sb], &ref, &which);
                 simdt_note(p, e);
                 double tol = p->size == 8 ? F64_TOL : F32_TOL;
                 if (!(e <= tol))
                     fail_msg("%s, %s, level %s, C = %zu, states %s: %s relative error %.3g > %g",
                              label, p->name, kdalab_simd_level_name(simdt_levels[li]), chunk,
                              sb ? "kept" : "checkpointed", which, e, tol);
-                grads_free(&got);
             }
+            for (int i = 0; i < 6; i++)
+                if (got[0].a[i] && memcmp(got[0].a[i], got[1].a[i], got[0].n[i] * sizeof(double)))
+                    fail_msg("%s, %s, level %s, C = %zu: %s differs between the states kept "
+                             "and checkpointed", label, precisions[pi]->name,
+                             kdalab_simd_level_name(simdt_levels[li]), chunk, gnames[i]);
+            grads_free(&got[0]);
+            grads_free(&got[1]);
+        }
     }
     kdalab_simd_set_level(KDALAB_SIMD_AUTO);
     grads_free(&ref);
@@ -311,7 +318,8 @@ static void test_simd_bwd_states_kept_or_checkpointed(void **state)
         const char *what;
     } runs[N_RUNS] = {{KEEP_ALL, 0, "kept"},
                       {1, 0, "checkpointed"},
-                      {60 * K * V * sizeof(double), 0, "kept for the short, checkpointed for the long"},
+                      {60 * K * V * sizeof(double), 0, "kept for the short, checkpointed for "
+                                                       "the long"},
                       {0, 1, "the default with a workspace"},
                       {0, 0, "the default without one"},
                       {1, 1, "checkpointed with a workspace"}};

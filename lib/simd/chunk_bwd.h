@@ -309,7 +309,7 @@ static void SIMD_FN(bwd_sweep)(SIMD_FN(bws) *w, const SIMD_ARGS *a, size_t nc0, 
  * one (the last group's are still there from the sweep; with every state
  * kept, one group, nothing again), and each chunk, last to first, is
  * recomputed from its state and differentiated. work: the task's
- * bwd_work_floats(C, c, K, V, ceil(T / C), a->a != NULL, a->state_bytes, .),
+ * bwd_work_floats(C, c, K, V, ceil(T / C), a->a != NULL, a->state_bytes),
  * 64-byte aligned.
  */
 static void SIMD_FN(chunk_head_bwd)(const SIMD_ARGS *a, const SIMD_BWD_OUT *bo, real *work)

@@ -99,23 +99,15 @@ static size_t SIMD_FN(bwd_carve)(SIMD_FN(bws) *w, real *base, size_t C, size_t c
 
 /* Elements of workspace one backward task needs for a sequence of nchunks
  * chunks (chunk C, sub-chunk c, head dims K, V; ab: the DPLR row's buffers
- * too) or, with shorter set (varlen), of any length up to that: a shorter
- * sequence may keep every state where the longest checkpoints, so the
- * larger of the two layouts. The caller has checked that the sizes fit. */
+ * too; state_bytes as bwd_group's). Not monotone in nchunks: a shorter
+ * sequence may keep every state where a longer one checkpoints, so a batch
+ * of several lengths takes the largest over its sequences. The caller has
+ * checked that the sizes fit. */
 static size_t SIMD_FN(bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks,
-                                       int ab, size_t state_bytes, int shorter)
+                                       int ab, size_t state_bytes)
 {
     SIMD_FN(bws) w;
-    size_t n = SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks, ab, state_bytes);
-    if (!shorter)
-        return n;
-    const size_t budget = state_bytes ? state_bytes : SIMD_BWD_STATE_BYTES;
-    const size_t kept = budget / sizeof(real) / (K * V); /* states that fit */
-    if (kept >= 3 && kept - 2 < nchunks) { /* the longest sequence that keeps all */
-        size_t m = SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, kept - 2, ab, state_bytes);
-        n = m > n ? m : n;
-    }
-    return n;
+    return SIMD_FN(bwd_carve)(&w, NULL, C, c, K, V, nchunks, ab, state_bytes);
 }
 
 /* x [n] (+)= y [n] * z [n] * f (vector over the row; add: accumulate). */

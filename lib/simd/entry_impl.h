@@ -145,8 +145,8 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
         states > SIZE_MAX - rest || !kdalab_mul_size(states + rest, sizeof(real), &bytes) ||
         bytes > SIZE_MAX - 64)
         return kdalab_fail(KDALAB_EOVERFLOW,
-                           "%zu chunk states of %zu x %zu overflow the workspace", nch + 1, K,
-                           V);
+                           "the states of %zu chunks, %zu x %zu each, overflow the workspace",
+                           nch, K, V);
     /* the budget for kept chunk states: the caller's; else, with a workspace
      * the caller keeps, SIMD_BWD_STATE_BYTES (its pages serve every call);
      * without one, 1: checkpoint, since a fresh page for every kept state
@@ -154,8 +154,15 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     const size_t state_bytes = c->op.bwd_state_bytes ? c->op.bwd_state_bytes
                                : c->work             ? SIMD_BWD_STATE_BYTES
                                                      : 1;
-    const size_t elems =
-        tab->bwd_work_floats(C, sc, K, V, nch, c->ab, state_bytes, c->cu != NULL);
+    /* the largest layout any sequence needs: under cu_seqlens a short one may
+     * keep every state where the longest checkpoints */
+    size_t elems = 0;
+    for (size_t n = 0; n < c->N; n++) {
+        size_t b, t0, L;
+        kdalab__call_seq(c, n, &b, &t0, &L);
+        const size_t e = tab->bwd_work_floats(C, sc, K, V, (L + C - 1) / C, c->ab, state_bytes);
+        elems = e > elems ? e : elems;
+    }
     int nth = omp_get_max_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */

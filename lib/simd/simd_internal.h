@@ -96,7 +96,8 @@ typedef struct {
  */
 /* The backward's budget for stored chunk states per task when
  * kdalab_chunk_opts.bwd_state_bytes is 0 and the call has a workspace: 128
- * MiB, every state of T = 16384 at C = 16, K = V = 128 in float64. */
+ * MiB, the N + 2 states of up to N = 1022 chunks at K = V = 128 in float64
+ * (T = 16352 at C = 16). */
 #define SIMD_BWD_STATE_BYTES ((size_t)128 << 20)
 
 #define SIMD_RULE_G_MAX 0.0f    /* KDALAB_RULE_LOG_DECAY: g <= this       */
@@ -132,10 +133,9 @@ typedef struct {
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
     /* Floats of workspace one backward task needs (chunk C, sub-chunk c, K,
      * V, nchunks chunks of its sequence; ab as work_floats'; state_bytes the
-     * budget for its stored states, 0: SIMD_BWD_STATE_BYTES; shorter: some
-     * task's sequence may be shorter, as under cu_seqlens). */
+     * budget for its stored states, 0: SIMD_BWD_STATE_BYTES). */
     size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
-                              size_t state_bytes, int shorter);
+                              size_t state_bytes);
     /* The chunkwise backward of one head (a->nh == 1, columns [0, V)) with
      * bwd_work_floats() of 64-byte aligned workspace (lib/simd/chunk_bwd.h).
      * Cannot fail: inputs were validated. */
@@ -159,7 +159,7 @@ typedef struct {
                           const double *g, double beta, double *S, double *o, size_t *bad);
     int (*screen)(const double *x, size_t n, kdalab_value_rule rule);
     size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
-                              size_t state_bytes, int shorter);
+                              size_t state_bytes);
     void (*chunk_head_bwd)(const simd_head_args_f64 *a, const simd_bwd_out_f64 *bo,
                            double *work);
 } simd_table_f64;
