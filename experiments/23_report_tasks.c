@@ -101,7 +101,7 @@ int main(int argc, char **argv)
         {"stack", KDALAB_MQAR_STACK, 24, 8, 13, 2},
         {"mqar", KDALAB_MQAR_ZOOLOGY, 32, 4, 65, 0}};
     const task_spec *tasks = full ? tasks_full : tasks_reduced;
-    static const char *const task_names[N_TASKS] = {"palindrome", "stack", "mqar"};
+    const char *const task_names[N_TASKS] = {tasks[0].name, tasks[1].name, tasks[2].name};
     int use[N_TASKS]; /* the tasks --tasks names */
     lab_parse_names(&x, "tasks", tasks_s, task_names, N_TASKS, use);
     static const size_t ms_full[N_MIXERS] = {ATTENTION, LINEAR, DELTANET, GATED_DELTANET, KDA},

@@ -115,7 +115,9 @@ int main(int argc, char **argv)
     const task_spec tasks[N_TASKS] = {{KDALAB_MQAR_ZOOLOGY, T, P, 0, 0},
                                       {KDALAB_MQAR_OVERWRITE, T, P, P / 2, 0},
                                       {KDALAB_MQAR_RECENT, 2 * T, Pr, 0, Pr / 6}};
-    static const char *const task_names[N_TASKS] = {"zoology", "overwrite", "recent"};
+    const char *const task_names[N_TASKS] = {kdalab_mqar_task_name(tasks[0].task),
+                                             kdalab_mqar_task_name(tasks[1].task),
+                                             kdalab_mqar_task_name(tasks[2].task)};
     int use[N_TASKS]; /* the tasks --tasks names */
     lab_parse_names(&x, "tasks", tasks_s, task_names, N_TASKS, use);
     static const size_t ms_full[N_MIXERS] = {LINEAR, SIMPLE_GLA, GLA, DELTANET, GATED_DELTANET,

@@ -5,8 +5,8 @@
  * cases, random shapes of every mechanism, extreme decay, varlen + GVA
  * through kdalab_run_bwd_f64, the same bits for any thread count and
  * whether the chunk states are all kept or checkpointed (each case runs
- * both and compares them), and bad input refused with the reference's status and no output
- * touched.
+ * both and compares them), and bad input refused with the reference's
+ * status and no output touched.
  *
  * Tolerances, relative to the max magnitude of each reference gradient (the
  * same reasoning as tests/simd_precisions.c's for the forward):

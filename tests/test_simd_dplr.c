@@ -8,8 +8,9 @@
  * decays down to -1000 and below exp's floor, packed sequences with grouped
  * value heads, a general (a, b) that is not RWKV-7's), the backward's bits
  * for any thread count and with the chunk states kept or checkpointed, a
- * transition that grows until it overflows, T = 0, a kept workspace, and what the SIMD path refuses for this row (its
- * float32 recurrent form and decode step; tests/test_dplr.c has the rest).
+ * transition that grows until it overflows, T = 0, a kept workspace, and
+ * what the SIMD path refuses for this row (its float32 recurrent form and
+ * decode step; tests/test_dplr.c has the rest).
  *
  * Tolerances, relative to max |float64 expected|, are the SIMD path's
  * (tests/simd_precisions.c justifies them): float64 1e-12, float32 1e-5. The

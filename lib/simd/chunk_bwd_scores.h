@@ -42,14 +42,13 @@ typedef struct {
 
 /* Chunks per group of the sweep that stores the states (lib/simd/chunk_bwd.h):
  * all of them (one group: nchunks + 2 states, none recomputed) when those fit
- * in state_bytes (0: SIMD_BWD_STATE_BYTES; the entry passes its choice),
- * else ceil(sqrt(nchunks)), which makes the stored states, ngroups + G + 1
+ * in state_bytes (>= 1: the budget the entry resolved, entry_impl.h), else
+ * ceil(sqrt(nchunks)), which makes the stored states, ngroups + G + 1
  * of them, about 2 sqrt(nchunks) instead of nchunks + 2, for one more
  * forward of most chunks. */
 static size_t SIMD_FN(bwd_group)(size_t nchunks, size_t K, size_t V, size_t state_bytes)
 {
-    const size_t budget = state_bytes ? state_bytes : SIMD_BWD_STATE_BYTES;
-    if (nchunks + 2 <= budget / sizeof(real) / (K * V))
+    if (nchunks + 2 <= state_bytes / sizeof(real) / (K * V))
         return nchunks ? nchunks : 1;
     size_t G = 1;
     while (G * G < nchunks)

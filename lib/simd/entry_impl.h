@@ -155,9 +155,10 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
                                : c->work             ? SIMD_BWD_STATE_BYTES
                                                      : 1;
     /* the largest layout any sequence needs: under cu_seqlens a short one may
-     * keep every state where the longest checkpoints */
+     * keep every state where the longest checkpoints (a plain batch's
+     * sequences all have T positions: the first stands for them) */
     size_t elems = 0;
-    for (size_t n = 0; n < c->N; n++) {
+    for (size_t n = 0; n < (c->cu ? c->N : 1); n++) {
         size_t b, t0, L;
         kdalab__call_seq(c, n, &b, &t0, &L);
         const size_t e = tab->bwd_work_floats(C, sc, K, V, (L + C - 1) / C, c->ab, state_bytes);

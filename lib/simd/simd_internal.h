@@ -34,8 +34,8 @@ typedef struct {
     size_t v0, v1;           /* value columns handled by this call             */
     size_t nh;               /* consecutive heads in this task (>= 1)          */
     size_t chunk, subchunk;  /* C and c                                        */
-    size_t state_bytes;      /* the backward's budget for stored chunk states  */
-                             /* (bwd_group in chunk_bwd_scores.h)              */
+    size_t state_bytes;      /* the backward's budget for stored chunk states, */
+                             /* >= 1 (bwd_group in chunk_bwd_scores.h)         */
     float scale;
     const float *q, *k, *v, *g, *beta, *h0;
     float *o, *ht;
@@ -133,7 +133,7 @@ typedef struct {
     int (*screen)(const float *x, size_t n, kdalab_value_rule rule);
     /* Floats of workspace one backward task needs (chunk C, sub-chunk c, K,
      * V, nchunks chunks of its sequence; ab as work_floats'; state_bytes the
-     * budget for its stored states, 0: SIMD_BWD_STATE_BYTES). */
+     * budget for its stored states, as the entry resolved it: >= 1). */
     size_t (*bwd_work_floats)(size_t C, size_t c, size_t K, size_t V, size_t nchunks, int ab,
                               size_t state_bytes);
     /* The chunkwise backward of one head (a->nh == 1, columns [0, V)) with
