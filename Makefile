@@ -163,7 +163,8 @@ run: all
 
 # The figures of the training experiments from the published full sweeps' TSVs
 # (full-sweeps/), without training: every plot whose experiment has TSVs there,
-# drawn into $(RESULTS)/full-sweeps/.
+# drawn into $(RESULTS)/full-sweeps/, and those of each sweep's own folder
+# (full-sweeps/NN-name/: a variant run) into $(RESULTS)/full-sweeps/NN-name/.
 FULL_SWEEPS ?= full-sweeps
 figures-full:
 	@sh scripts/deps.sh run
@@ -173,6 +174,16 @@ figures-full:
 	  ls $(FULL_SWEEPS)/$$n*.tsv >/dev/null 2>&1 || continue; \
 	  echo "== gnuplot $$p (from $(FULL_SWEEPS)/)" >&2; \
 	  gnuplot -e "dir='$(FULL_SWEEPS)'; out='$(RESULTS)/full-sweeps'" $$p || exit 1; \
+	done
+	@for d in $(wildcard $(FULL_SWEEPS)/[0-9][0-9][-_]*/); do \
+	  n=$$(basename $$d | cut -c1-2); \
+	  for p in $(wildcard plots/[0-9][0-9]_*.gp); do \
+	    case $$(basename $$p) in $${n}_*) ;; *) continue ;; esac; \
+	    [ -f $$d$$(basename $$p .gp).tsv ] || continue; \
+	    mkdir -p $(RESULTS)/full-sweeps/$$(basename $$d); \
+	    echo "== gnuplot $$p (from $$d)" >&2; \
+	    gnuplot -e "dir='$${d%/}'; out='$(RESULTS)/full-sweeps/$$(basename $$d)'" $$p || exit 1; \
+	  done; \
 	done
 
 # ---- tests ----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 /*
  * experiments/verdict.c — the verdict rule of the trained experiments
  * (verdict.h): a paired comparison over seeds, its 95 % t interval, and the
- * seeds each model was stuck at.
+ * seeds each model failed and was stuck at.
  *
  * defines: lab_verdict_apply, lab_outcome_words, lab_verdict_print, lab_no_recall_loss,
  *          lab_is_stuck, lab_stuck_count
@@ -31,9 +31,12 @@ void lab_verdict_apply(const lab_side *a, const lab_side *b, size_t n,
             exit(2);
         }
         sum += a->acc[i] - b->acc[i];
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 2; k++) {
             if (lab_is_stuck(side[k]->loss[i], no_recall_loss))
                 v->stuck_seed[k][v->stuck[k]++] = first_seed + i;
+            if (side[k]->acc[i] < LAB_FAIL_ACCURACY)
+                v->failed_seed[k][v->failed[k]++] = first_seed + i;
+        }
     }
     v->mean = sum / (double)n;
     v->lo = v->hi = v->mean;
@@ -74,6 +77,16 @@ static const char *signed3(char *buf, size_t n, double x)
     return buf;
 }
 
+/* "; NAME WHAT in k of n (seeds s1, s2)" */
+static void print_seeds(FILE *f, const char *name, const char *what, size_t k, size_t n,
+                        const unsigned long *seed)
+{
+    fprintf(f, "; %s %s in %zu of %zu (seed%s", name, what, k, n, k == 1 ? "" : "s");
+    for (size_t i = 0; i < k; i++)
+        fprintf(f, "%s %lu", i ? "," : "", seed[i]);
+    fputc(')', f);
+}
+
 void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_side *b,
                        const lab_verdict *v)
 {
@@ -89,14 +102,15 @@ void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_s
     if (!v->enough)
         fprintf(f, "; fewer than %d seeds: the rule names no order", LAB_VERDICT_SEEDS);
     const lab_side *side[2] = {a, b};
+    char below[40];
+    snprintf(below, sizeof below, "below %.1f accuracy", LAB_FAIL_ACCURACY);
     for (int k = 0; k < 2; k++) {
-        if (!v->stuck[k])
-            continue;
-        fprintf(f, "; %s stuck at the no-recall loss in %zu of %zu (seed%s", side[k]->name,
-                v->stuck[k], v->n, v->stuck[k] == 1 ? "" : "s");
-        for (size_t i = 0; i < v->stuck[k]; i++)
-            fprintf(f, "%s %lu", i ? "," : "", v->stuck_seed[k][i]);
-        fputc(')', f);
+        if (v->failed[k])
+            print_seeds(f, side[k]->name, below, v->failed[k], v->n,
+                        v->failed_seed[k]);
+        if (v->stuck[k])
+            print_seeds(f, side[k]->name, "stuck at the no-recall loss", v->stuck[k], v->n,
+                        v->stuck_seed[k]);
     }
     fputc('\n', f);
 }

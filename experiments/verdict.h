@@ -19,6 +19,10 @@
  * never left the no-recall loss (test loss >= LAB_STUCK_FRACTION of it) is
  * counted and named for each side: it stays in the mean (leaving it out
  * would hide a failure to train), and the line says how many there were.
+ * A model can also fail above that loss: on a recall task it can learn that
+ * the answer is one of the values in its context, not which (test loss near
+ * ln P with P pairs, accuracy near 1/P). So every seed with accuracy below
+ * LAB_FAIL_ACCURACY is counted and named too, stuck or not.
  */
 #ifndef KDALAB_EXPERIMENTS_VERDICT_H
 #define KDALAB_EXPERIMENTS_VERDICT_H
@@ -34,6 +38,8 @@
  * of the no-recall loss (the loss of a model that knows what kind of token
  * an answer is, not which: lab_no_recall_loss). */
 #define LAB_STUCK_FRACTION 0.9
+/* A model failed at a seed when its test accuracy is below this. */
+#define LAB_FAIL_ACCURACY 0.5
 /* The most seeds a verdict names (a sweep's seeds, as lab_verdict takes them). */
 #define LAB_VERDICT_MAX_SEEDS 64
 
@@ -60,6 +66,8 @@ typedef struct {
     int enough;            /* n >= LAB_VERDICT_SEEDS                             */
     size_t stuck[2];       /* seeds stuck at the no-recall loss, A and B         */
     unsigned long stuck_seed[2][LAB_VERDICT_MAX_SEEDS]; /* which (seed numbers)   */
+    size_t failed[2];      /* seeds with accuracy < LAB_FAIL_ACCURACY, A and B   */
+    unsigned long failed_seed[2][LAB_VERDICT_MAX_SEEDS]; /* which (seed numbers)  */
 } lab_verdict;
 
 /* Apply the rule to A and B over n paired seeds (1 <= n <=
@@ -75,8 +83,8 @@ void lab_verdict_apply(const lab_side *a, const lab_side *b, size_t n,
 const char *lab_outcome_words(lab_outcome o);
 
 /* One line to f: "  verdict (what): A <outcome> B: mean difference ... [lo, hi]
- * over n paired seeds (95 % t interval) ...", with the seeds each side was
- * stuck at, and why a verdict with fewer than LAB_VERDICT_SEEDS seeds is
+ * over n paired seeds (95 % t interval) ...", with the seeds each side
+ * failed at (accuracy < LAB_FAIL_ACCURACY) and was stuck at, and why a verdict with fewer than LAB_VERDICT_SEEDS seeds is
  * not resolved. */
 void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_side *b,
                        const lab_verdict *v);

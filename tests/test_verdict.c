@@ -3,8 +3,8 @@
  * (experiments/verdict.c): the mean paired difference and its 95 % t
  * interval against numbers worked by hand, each outcome (ahead, behind,
  * level, not resolved) and where its boundary lies, fewer than 8 seeds
- * never ordered, stuck seeds counted and named, the printed line, and a
- * non-finite accuracy refused.
+ * never ordered, stuck seeds and seeds below 0.5 accuracy counted and
+ * named, the printed line, and a non-finite accuracy refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -136,6 +136,35 @@ static void test_stuck_and_print(void **state)
 }
 
 /* A non-finite accuracy, or a seed count out of range, is one line and exit 2. */
+/* A model that learned the answer is one of its context's 8 values, not
+ * which (accuracy near 1/8, loss near ln 8: far below 0.9 ln 64) is not
+ * stuck, but it failed: the line names it. Accuracy 0.5 itself is no
+ * failure. */
+static void test_failed_above_the_stuck_loss(void **state)
+{
+    (void)state;
+    double a[8], b[8], la[8], lb[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = 0.99, b[i] = 0.98, la[i] = 0.02, lb[i] = 0.05;
+    b[1] = 0.14, lb[1] = 2.2;
+    b[4] = 0.15, lb[4] = 2.1;
+    b[6] = 0.5;
+    a[7] = 0.4999, la[7] = 1.5;
+    lab_verdict v = run(a, b, la, lb, 8);
+    assert_int_equal(v.stuck[0] + v.stuck[1], 0);
+    assert_int_equal(v.failed[0], 1);
+    assert_int_equal(v.failed_seed[0][0], 8);
+    assert_int_equal(v.failed[1], 2);
+    assert_int_equal(v.failed_seed[1][0], 2);
+    assert_int_equal(v.failed_seed[1][1], 5);
+    const lab_side A = {"KDA", a, la}, B = {"Gated DeltaNet", b, lb};
+    char line[512];
+    printed("zoology", &A, &B, &v, line);
+    assert_non_null(strstr(line, "; KDA below 0.5 accuracy in 1 of 8 (seed 8)"));
+    assert_non_null(strstr(line, "; Gated DeltaNet below 0.5 accuracy in 2 of 8 (seeds 2, 5)\n"));
+    assert_null(strstr(line, "stuck"));
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -163,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_interval_by_hand),
         cmocka_unit_test(test_outcomes),
         cmocka_unit_test(test_stuck_and_print),
+        cmocka_unit_test(test_failed_above_the_stuck_loss),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests_name("verdict", tests, NULL, NULL);
