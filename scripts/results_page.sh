@@ -6,7 +6,8 @@
 # RESULTS (default results) is what `make run` wrote: the experiments' TSVs, their
 # printed summaries NN_name.txt, the figures NN_name*.png, machine.txt
 # (scripts/machine.sh), run_time.txt ("seconds=N", `make run`), and full-sweeps/,
-# the figures `make figures-full` draws from the published full sweeps.
+# the figures `make figures-full` draws from the published full sweeps (those
+# of a variant run, full-sweeps/NN-name/, in full-sweeps/NN-name/).
 # CLAIMS (default plots/claims.tsv) is the findings list; PLOTS (default plots)
 # the gnuplot scripts, whose "set output" lines name every figure, and
 # sweep_note.awk; FULL_SWEEPS (default full-sweeps/ beside scripts/) the
@@ -44,6 +45,11 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
         drawn=0; [ -s "$res/$png" ] && drawn=1
         full=0; [ -s "$res/full-sweeps/$png" ] && full=1
         printf 'fig\t%s\t%s\t%s\t%s\n' "$exp" "$png" "$drawn" "$full" >> "$man"
+        # the same figure of a variant run (full-sweeps/NN-name/, drawn by make figures-full)
+        for v in "$res"/full-sweeps/*/"$png"; do
+            [ -s "$v" ] || continue
+            printf 'var\t%s\t%s\n' "$exp" "$(basename "$(dirname "$v")")/$png" >> "$man"
+        done
     done
     # the sweep of this run's TSVs and of the published full sweep's (empty: not a sweep)
     n=$(printf '%s' "$exp" | cut -c1-3)
@@ -75,6 +81,7 @@ BEGIN {
         if (f[1] == "fig") { nf[f[2]]++; fig[f[2], nf[f[2]]] = f[3]; drawn[f[3]] = f[4]; fdrawn[f[3]] = f[5] }
         if (f[1] == "exp") { ne++; exps[ne] = f[2]; runnote[f[2]] = f[3]; fullnote[f[2]] = f[4]; hastxt[f[2]] = f[5] }
         if (f[1] == "spread") spreads[f[2]] = spreads[f[2]] "<li>" esc(f[3]) "</li>"
+        if (f[1] == "var") { nv[f[2]]++; vfig[f[2], nv[f[2]]] = f[3] }
     }
     close(man)
 }
@@ -121,6 +128,9 @@ END {
             # a verdict from the full sweep shows the figure it rests on too
             if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fdrawn[fl[j]] == 1 ? "<a class=\"full\" href=\"full-sweeps/" esc(fl[j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(fl[j]) "\" alt=\"full-sweeps/" esc(fl[j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(fl[j]) " (the verdict&#39;s)</span>" : "<span class=\"missing\">full-sweeps/" esc(fl[j]) " (not drawn)</span>")
         }
+        # and the figures of the variant runs of its experiment, which the verdict may quote
+        if (csrc[i] == "full-sweep") for (j = 1; j <= nv[e]; j++)
+            figcell = figcell "<br><a class=\"full\" href=\"full-sweeps/" esc(vfig[e, j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(vfig[e, j]) "\" alt=\"full-sweeps/" esc(vfig[e, j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(vfig[e, j]) " (a variant run, which the verdict may quote)</span>"
         printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s%s</td></tr>\n", \
             esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell, sweep
     }
@@ -141,6 +151,8 @@ END {
             else printf "<p class=\"missing\">%s: not drawn by this run.</p>\n", esc(p)
             if (fdrawn[p] == 1) printf "<figure><a href=\"full-sweeps/%s\"><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"></a><figcaption>%s from the published full sweep (<span class=\"full\">%s</span>; its machine and date: %s)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(p), esc(fullnote[e]), (readme != "" ? "<a href=\"" esc(readme) "\">full-sweeps/README.md</a>" : "full-sweeps/README.md")
         }
+        for (j = 1; j <= nv[e]; j++)
+            printf "<figure><a href=\"full-sweeps/%s\"><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"></a><figcaption>%s from a variant run of the published full sweeps (its settings, machine and date: %s)</figcaption></figure>\n", esc(vfig[e, j]), esc(vfig[e, j]), esc(vfig[e, j]), esc(vfig[e, j]), (readme != "" ? "<a href=\"" esc(readme) "\">full-sweeps/README.md</a>" : "full-sweeps/README.md")
         if (hastxt[e] == 1) {
             printf "<details open><summary>what %s printed (%s)</summary><pre>", esc(e), esc(e ".txt")
             tf = res "/" e ".txt"

@@ -128,6 +128,10 @@ static void page_names_every_figure_and_claim(void **state)
     for (size_t i = 1; i < nfigs; i++)
         write_text(res, figs[i], "stand-in for a PNG");
     write_text(res, "full-sweeps/14_recall_by_mechanism.png", "stand-in for a PNG");
+    /* a variant run's figure (make figures-full: full-sweeps/NN-name/) */
+    snprintf(p, sizeof p, "%s/full-sweeps/20-regime", res);
+    assert_int_equal(mkdir(p, 0755), 0);
+    write_text(res, "full-sweeps/20-regime/20_output_gate.png", "stand-in for a PNG");
     write_text(res, "machine.txt", "cpu=Fixture CPU 9000\nsimd_level=avx2\ncpus_online=2\n");
     write_text(res, "run_time.txt", "seconds=125\n");
     write_text(res, "02_two_timescales.txt", "err <0.1 & \"cos\" > 0.9\n");
@@ -162,6 +166,22 @@ static void page_names_every_figure_and_claim(void **state)
         const char *full_link = strstr(row, "href=\"full-sweeps/14_recall_by_mechanism.png\"");
         if (!full_link || full_link > row_end)
             fail_msg("the findings row of mqar-ordering does not link full-sweeps/14_recall_by_mechanism.png");
+    }
+    /* a full-sweep verdict's row shows its experiment's variant runs too, and
+     * the experiment's section shows them as figures */
+    {
+        const char *row = strstr(html, "<tr id=\"claim-output-gate\">");
+        assert_non_null(row);
+        const char *row_end = strstr(row, "</tr>");
+        const char *v = strstr(row, "<img class=\"thumb\" src=\"full-sweeps/20-regime/20_output_gate.png\"");
+        if (!v || v > row_end)
+            fail_msg("the findings row of output-gate does not show full-sweeps/20-regime/20_output_gate.png");
+        const char *sec = strstr(html, "<section id=\"20_output_gate\">");
+        assert_non_null(sec);
+        v = strstr(sec, "<figure><a href=\"full-sweeps/20-regime/20_output_gate.png\">");
+        const char *sec_end = strstr(sec, "</section>");
+        if (!v || (sec_end && v > sec_end))
+            fail_msg("the section of 20_output_gate does not show its variant run's figure");
     }
     /* a claim's figure is a thumbnail in its row, linking the full size */
     {
