@@ -10,7 +10,8 @@
  * machine, the run's time and the sweep, link only files that exist (relative
  * links, nothing from elsewhere), and escape what it quotes. A claim whose
  * verdict rests on the full sweep links the full sweep's figure in its row,
- * every row shows its drawn figures as thumbnails that link the full size, a
+ * and those of its experiment's variant runs (full-sweeps/NN-name/), which
+ * the experiment's section shows too; every row shows its drawn figures as thumbnails that link the full size, a
  * timed claim's row quotes its experiment's "spread:" lines (median and range
  * of its rounds) and says they move from machine to machine, and printouts
  * wrap their long lines. A results folder
