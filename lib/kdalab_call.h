@@ -149,6 +149,19 @@ typedef struct {
 } kdalab_tensors_f32;
 
 /*
+ * kdalab_struct_size — the size in bytes of a public struct as this library
+ * was built, by its C name: "kdalab_dims", "kdalab_chunk_opts",
+ * "kdalab_call", "kdalab_tensors_f64", "kdalab_tensors_f32",
+ * "kdalab_mechanism_info" (the structs a binding lays out itself, such as
+ * the Python module's ctypes mirrors). 0 for NULL or any other name. A
+ * binding compares it with its own layout's size when it loads the library
+ * and refuses a library built from another version of these headers (a
+ * struct that grew) instead of passing it a struct of the wrong size.
+ * There is no soname to do this for a dynamic link.
+ */
+size_t kdalab_struct_size(const char *name);
+
+/*
  * kdalab_call_check — validate a call's description alone: dims (B, H, K,
  * V >= 1; sizes that fit in bytes), HV (>= 1, a multiple of H), cu_seqlens
  * (starts at 0, strictly increases, ends at T; an error names the first bad

@@ -4,7 +4,8 @@
  * every form, implementation and precision, varlen = each sequence alone, GVA with G = 1 = plain multi-head,
  * the GVA backward = the backward of the expanded heads, a poisoned state
  * slot that never leaks, every bad boundary named, and a missing arrays'
- * struct or required array named.
+ * struct or required array named; kdalab_struct_size, which bindings check
+ * their struct layouts against.
  *
  * Tolerances, relative to max |expected|: float64 1e-12 (the golden files
  * agree with an independent recurrence to 5e-16; chunking reorders sums),
@@ -527,10 +528,28 @@ static void test_value_heads_overflow(void **state)
         fail_msg("'%s' does not name HV", kdalab_last_error());
 }
 
+/* kdalab_struct_size: each public struct a binding mirrors by its C name, 0
+ * for NULL, an unknown name, or a prefix of a known one */
+static void test_struct_size(void **state)
+{
+    (void)state;
+    assert_int_equal(kdalab_struct_size("kdalab_dims"), sizeof(kdalab_dims));
+    assert_int_equal(kdalab_struct_size("kdalab_chunk_opts"), sizeof(kdalab_chunk_opts));
+    assert_int_equal(kdalab_struct_size("kdalab_call"), sizeof(kdalab_call));
+    assert_int_equal(kdalab_struct_size("kdalab_tensors_f64"), sizeof(kdalab_tensors_f64));
+    assert_int_equal(kdalab_struct_size("kdalab_tensors_f32"), sizeof(kdalab_tensors_f32));
+    assert_int_equal(kdalab_struct_size("kdalab_mechanism_info"), sizeof(kdalab_mechanism_info));
+    assert_int_equal(kdalab_struct_size(NULL), 0);
+    assert_int_equal(kdalab_struct_size("kdalab_dim"), 0);
+    assert_int_equal(kdalab_struct_size("kdalab_status"), 0);
+    assert_int_equal(kdalab_struct_size(""), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_struct_size),
         cmocka_unit_test(test_varlen_is_each_sequence_alone),
         cmocka_unit_test(test_gva),
         cmocka_unit_test(test_bad_layouts),

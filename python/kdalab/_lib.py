@@ -22,13 +22,13 @@ _CANDIDATES = [
 def _load():
     for path in _CANDIDATES:
         if path and os.path.exists(path):
-            return ctypes.CDLL(os.path.abspath(path))
+            return ctypes.CDLL(os.path.abspath(path)), os.path.abspath(path)
     raise ImportError(
         "kdalab: libkdalab.so not found (looked at $KDALAB_LIBRARY, %s and the source "
         "tree's build/); run `make lib` in the repository, or `pip install .`" % _HERE)
 
 
-lib = _load()
+lib, LIBRARY_PATH = _load()
 
 # status codes (kdalab_status.h)
 OK, ERANGE = 0, 8
@@ -187,6 +187,34 @@ class MechanismRow(ctypes.Structure):
                 ("delta", ctypes.c_int), ("g", ctypes.c_int), ("ab", ctypes.c_int),
                 ("fla_chunk", ctypes.c_char_p),
                 ("fla_recurrent", ctypes.c_char_p), ("source", ctypes.c_char_p)]
+
+
+def check_layouts(library, path, mirrors):
+    """Refuse a library whose public structs are not the size of this
+    module's ctypes mirrors (kdalab_struct_size): a library built from other
+    headers would be handed structs of the wrong layout. mirrors: (C name,
+    ctypes class) pairs. Raises ImportError naming the struct, both sizes and
+    the library's path."""
+    size = getattr(library, "kdalab_struct_size", None)
+    if size is None:
+        raise ImportError(
+            "kdalab: %s has no kdalab_struct_size: it was built from an older kdalab than "
+            "this module; rebuild it (make lib) or reinstall the module" % path)
+    size.restype = ctypes.c_size_t
+    size.argtypes = [ctypes.c_char_p]
+    for name, cls in mirrors:
+        theirs, ours = size(name.encode()), ctypes.sizeof(cls)
+        if theirs != ours:
+            raise ImportError(
+                "kdalab: %s was built with a %s of %d bytes, this module lays it out in %d: "
+                "the library and the module come from different versions; rebuild the "
+                "library (make lib) or reinstall the module" % (path, name, theirs, ours))
+
+
+check_layouts(lib, LIBRARY_PATH, (
+    ("kdalab_dims", Dims), ("kdalab_chunk_opts", ChunkOpts), ("kdalab_call", Call),
+    ("kdalab_tensors_f64", Tensors), ("kdalab_tensors_f32", Tensors32),
+    ("kdalab_mechanism_info", MechanismRow)))
 
 
 lib.kdalab_mechanism_row.restype = ctypes.POINTER(MechanismRow)

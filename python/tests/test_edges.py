@@ -1,6 +1,8 @@
 """Inputs at the edges of what the module accepts: zero-sized dimensions,
 values whose squares overflow, a linear-attention normaliser of zero. Each
 is a correct result or one ValueError naming the argument the caller passed.
+A library built from other headers than the module's mirrors is refused at
+load by an ImportError naming the struct.
 """
 
 import numpy as np
@@ -213,3 +215,27 @@ def test_arrays_a_mechanism_does_not_have_are_refused():
     from kdalab.testing import grad_tolerance
     with pytest.raises(ValueError, match="g: linear_attention has no log-decay"):
         grad_tolerance("linear_attention", q, q, v, g=g, do=v)
+
+
+def test_library_of_other_headers_is_refused():
+    """check_layouts, which the module runs when it loads the library: its own
+    mirrors pass; a mirror of another size (a struct that grew), or a library
+    without kdalab_struct_size (built before it), is an ImportError naming the
+    struct, both sizes and the library."""
+    import ctypes
+    from kdalab import _lib
+    mirrors = (("kdalab_chunk_opts", _lib.ChunkOpts), ("kdalab_call", _lib.Call),
+               ("kdalab_tensors_f64", _lib.Tensors), ("kdalab_mechanism_info", _lib.MechanismRow))
+    _lib.check_layouts(_lib.lib, _lib.LIBRARY_PATH, mirrors)
+
+    class Grown(ctypes.Structure):
+        _fields_ = _lib.ChunkOpts._fields_ + [("new_field", ctypes.c_size_t)]
+    n = ctypes.sizeof(_lib.ChunkOpts)
+    with pytest.raises(ImportError, match=r"libkdalab\.so was built with a kdalab_chunk_opts of %d "
+                       r"bytes, this module lays it out in %d" % (n, n + 8)):
+        _lib.check_layouts(_lib.lib, _lib.LIBRARY_PATH, (("kdalab_chunk_opts", Grown),))
+
+    class Older:  # a library from before kdalab_struct_size
+        pass
+    with pytest.raises(ImportError, match="has no kdalab_struct_size"):
+        _lib.check_layouts(Older(), "/old/libkdalab.so", mirrors)
