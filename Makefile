@@ -8,7 +8,8 @@
 #                   TRAIN_MISSING=1 with it trains what an assembling run of jobs would refuse to (experiments/README.md);
 #                   ends with results/index.html (every claim with its figure and numbers) and the time it took
 #   make figures-full  the figures of 14-24 from the published full sweeps (full-sweeps/), no training,
-#                   into results/full-sweeps/
+#                   into results/full-sweeps/ (a variant run's, full-sweeps/NN-name/, into
+#                   results/full-sweeps/NN-name/)
 #   make test       the layout, mechanism-table and docs checks (scripts/check_layout.sh, check_mechanisms.sh,
 #                   check_docs.sh), the cmocka suites and the Python module's pytest suite; builds
 #                   what they need in parallel (TEST_JOBS, default: the CPUs)

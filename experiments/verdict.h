@@ -84,8 +84,8 @@ const char *lab_outcome_words(lab_outcome o);
 
 /* One line to f: "  verdict (what): A <outcome> B: mean difference ... [lo, hi]
  * over n paired seeds (95 % t interval) ...", with the seeds each side
- * failed at (accuracy < LAB_FAIL_ACCURACY) and was stuck at, and why a verdict with fewer than LAB_VERDICT_SEEDS seeds is
- * not resolved. */
+ * failed at (accuracy < LAB_FAIL_ACCURACY) and was stuck at, and why a
+ * verdict with fewer than LAB_VERDICT_SEEDS seeds is not resolved. */
 void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_side *b,
                        const lab_verdict *v);
 

@@ -48,7 +48,11 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
         # the same figure of a variant run (full-sweeps/NN-name/, drawn by make figures-full)
         for v in "$res"/full-sweeps/*/"$png"; do
             [ -s "$v" ] || continue
-            printf 'var\t%s\t%s\n' "$exp" "$(basename "$(dirname "$v")")/$png" >> "$man"
+            vname=$(basename "$(dirname "$v")")
+            vnote=""
+            set -- "$full_dir/$vname/$(printf '%s' "$exp" | cut -c1-3)"*.tsv
+            [ -f "$1" ] && vnote=$(awk -f "$note_awk" "$@")
+            printf 'var\t%s\t%s\t%s\n' "$exp" "$vname/$png" "$vnote" >> "$man"
         done
     done
     # the sweep of this run's TSVs and of the published full sweep's (empty: not a sweep)
@@ -81,7 +85,7 @@ BEGIN {
         if (f[1] == "fig") { nf[f[2]]++; fig[f[2], nf[f[2]]] = f[3]; drawn[f[3]] = f[4]; fdrawn[f[3]] = f[5] }
         if (f[1] == "exp") { ne++; exps[ne] = f[2]; runnote[f[2]] = f[3]; fullnote[f[2]] = f[4]; hastxt[f[2]] = f[5] }
         if (f[1] == "spread") spreads[f[2]] = spreads[f[2]] "<li>" esc(f[3]) "</li>"
-        if (f[1] == "var") { nv[f[2]]++; vfig[f[2], nv[f[2]]] = f[3] }
+        if (f[1] == "var") { nv[f[2]]++; vfig[f[2], nv[f[2]]] = f[3]; vdrawn[f[3]] = 1; vnote[f[3]] = f[4] }
     }
     close(man)
 }
@@ -123,14 +127,28 @@ END {
         sweep = runnote[e] == "" ? "" : "<br><span class=\"" (runnote[e] ~ /^reduced/ ? "reduced" : "full") "\">" esc(runnote[e]) "</span>"
         n = split(cfigs[i], fl, " ")
         figcell = ""
+        split("", named); vsrc = ""
         for (j = 1; j <= n; j++) {
-            figcell = figcell (j > 1 ? "<br>" : "") (drawn[fl[j]] == 1 ? "<a href=\"" esc(fl[j]) "\"><img class=\"thumb\" src=\"" esc(fl[j]) "\" alt=\"" esc(fl[j]) "\"></a><br>" esc(fl[j]) : "<span class=\"missing\">" esc(fl[j]) " (not drawn)</span>")
+            # NAME/PNG: the PNG of this run, and a verdict that rests on the variant run
+            # full-sweeps/NAME/ (make figures-full) rather than on the main full sweep
+            fg = fl[j]; base = fg; sub(/^.*\//, "", base); full = (fg == base) ? base : fg
+            named[full] = 1
+            if (fg != base && vsrc == "") vsrc = fg
+            figcell = figcell (j > 1 ? "<br>" : "") (drawn[base] == 1 ? "<a href=\"" esc(base) "\"><img class=\"thumb\" src=\"" esc(base) "\" alt=\"" esc(base) "\"></a><br>" esc(base) : "<span class=\"missing\">" esc(base) " (not drawn)</span>")
             # a verdict from the full sweep shows the figure it rests on too
-            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fdrawn[fl[j]] == 1 ? "<a class=\"full\" href=\"full-sweeps/" esc(fl[j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(fl[j]) "\" alt=\"full-sweeps/" esc(fl[j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(fl[j]) " (the verdict&#39;s)</span>" : "<span class=\"missing\">full-sweeps/" esc(fl[j]) " (not drawn)</span>")
+            fok = (fg == base) ? fdrawn[base] == 1 : vdrawn[fg] == 1
+            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fok ? "<a class=\"full\" href=\"full-sweeps/" esc(full) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(full) "\" alt=\"full-sweeps/" esc(full) "\"></a><br><span class=\"full\">full-sweeps/" esc(full) " (the verdict&#39;s)</span>" : "<span class=\"missing\">full-sweeps/" esc(full) " (not drawn)</span>")
         }
-        # and the figures of the variant runs of its experiment, which the verdict may quote
-        if (csrc[i] == "full-sweep") for (j = 1; j <= nv[e]; j++)
-            figcell = figcell "<br><a class=\"full\" href=\"full-sweeps/" esc(vfig[e, j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(vfig[e, j]) "\" alt=\"full-sweeps/" esc(vfig[e, j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(vfig[e, j]) " (a variant run, which the verdict may quote)</span>"
+        # and the other full-sweep figures of the experiment (its variant runs), which the row
+        # does not name: shown, not called the verdict figures
+        if (csrc[i] == "full-sweep") for (j = 1; j <= nv[e]; j++) if (!(vfig[e, j] in named))
+            figcell = figcell "<br><a class=\"full\" href=\"full-sweeps/" esc(vfig[e, j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(vfig[e, j]) "\" alt=\"full-sweeps/" esc(vfig[e, j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(vfig[e, j]) " (a variant run: full-sweeps/README.md says what it is)</span>"
+        # a verdict that rests on a variant run names that run as where its numbers come from
+        if (csrc[i] == "full-sweep" && vsrc != "") {
+            vd = vsrc; sub(/\/[^\/]*$/, "", vd)
+            vn = vnote[vsrc]; sub(/^full sweep: /, "", vn)
+            src = "<span class=\"full\">the full sweep&#39;s variant run (full-sweeps/" esc(vd) "/" (vn != "" ? "; " esc(vn) : "") ")</span>"
+        }
         printf "<tr id=\"claim-%s\"><td>%s</td><td><a href=\"#%s\">%s</a></td><td>%s</td><td>%s</td><td>%s%s</td></tr>\n", \
             esc(cid[i]), esc(ctext[i]), esc(e), esc(e), esc(cverd[i]), src, figcell, sweep
     }

@@ -9,9 +9,10 @@
  * must name every figure and every claim of plots/claims.tsv, state the
  * machine, the run's time and the sweep, link only files that exist (relative
  * links, nothing from elsewhere), and escape what it quotes. A claim whose
- * verdict rests on the full sweep links the full sweep's figure in its row,
- * and those of its experiment's variant runs (full-sweeps/NN-name/), which
- * the experiment's section shows too; every row shows its drawn figures as thumbnails that link the full size, a
+ * verdict rests on the full sweep links the full sweep's figure in its row
+ * (or the variant run's, full-sweeps/NN-name/, that the claim names) and
+ * shows its experiment's other variant runs as such, which the experiment's
+ * section shows too; every row shows its drawn figures as thumbnails that link the full size, a
  * timed claim's row quotes its experiment's "spread:" lines (median and range
  * of its rounds) and says they move from machine to machine, and printouts
  * wrap their long lines. A results folder
@@ -129,10 +130,15 @@ static void page_names_every_figure_and_claim(void **state)
     for (size_t i = 1; i < nfigs; i++)
         write_text(res, figs[i], "stand-in for a PNG");
     write_text(res, "full-sweeps/14_recall_by_mechanism.png", "stand-in for a PNG");
-    /* a variant run's figure (make figures-full: full-sweeps/NN-name/) */
+    /* variant runs' figures (make figures-full: full-sweeps/NN-name/): one a
+     * claim names as its verdict's (plots/claims.tsv: 20-regime/...), one no
+     * claim names */
     snprintf(p, sizeof p, "%s/full-sweeps/20-regime", res);
     assert_int_equal(mkdir(p, 0755), 0);
     write_text(res, "full-sweeps/20-regime/20_output_gate.png", "stand-in for a PNG");
+    snprintf(p, sizeof p, "%s/full-sweeps/14-vocab65", res);
+    assert_int_equal(mkdir(p, 0755), 0);
+    write_text(res, "full-sweeps/14-vocab65/14_recall_by_mechanism.png", "stand-in for a PNG");
     write_text(res, "machine.txt", "cpu=Fixture CPU 9000\nsimd_level=avx2\ncpus_online=2\n");
     write_text(res, "run_time.txt", "seconds=125\n");
     write_text(res, "02_two_timescales.txt", "err <0.1 & \"cos\" > 0.9\n");
@@ -177,6 +183,20 @@ static void page_names_every_figure_and_claim(void **state)
         const char *v = strstr(row, "<img class=\"thumb\" src=\"full-sweeps/20-regime/20_output_gate.png\"");
         if (!v || v > row_end)
             fail_msg("the findings row of output-gate does not show full-sweeps/20-regime/20_output_gate.png");
+        v = strstr(row, "full-sweeps/20-regime/20_output_gate.png (the verdict&#39;s)");
+        const char *from = strstr(row, "variant run (full-sweeps/20-regime/");
+        if (!v || v > row_end || !from || from > row_end)
+            fail_msg("the findings row of output-gate does not call the variant run the verdict's source");
+        /* a variant run no claim names is shown, not called the verdict's */
+        row = strstr(html, "<tr id=\"claim-mqar-ordering\">");
+        assert_non_null(row);
+        row_end = strstr(row, "</tr>");
+        v = strstr(row, "full-sweeps/14-vocab65/14_recall_by_mechanism.png (a variant run");
+        if (!v || v > row_end)
+            fail_msg("the findings row of mqar-ordering does not show its variant run as one");
+        v = strstr(row, "14-vocab65/14_recall_by_mechanism.png (the verdict");
+        if (v && v < row_end)
+            fail_msg("the findings row of mqar-ordering calls a variant run the verdict's");
         const char *sec = strstr(html, "<section id=\"20_output_gate\">");
         assert_non_null(sec);
         v = strstr(sec, "<figure><a href=\"full-sweeps/20-regime/20_output_gate.png\">");

@@ -135,7 +135,6 @@ static void test_stuck_and_print(void **state)
     assert_true(fabs(lab_no_recall_loss(64) - LN64) < 1e-12);
 }
 
-/* A non-finite accuracy, or a seed count out of range, is one line and exit 2. */
 /* A model that learned the answer is one of its context's 8 values, not
  * which (accuracy near 1/8, loss near ln 8: far below 0.9 ln 64) is not
  * stuck, but it failed: the line names it. Accuracy 0.5 itself is no
@@ -165,6 +164,7 @@ static void test_failed_above_the_stuck_loss(void **state)
     assert_null(strstr(line, "stuck"));
 }
 
+/* A non-finite accuracy, or a seed count out of range, is one line and exit 2. */
 static void test_refused(void **state)
 {
     (void)state;
