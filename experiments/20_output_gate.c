@@ -205,6 +205,22 @@ int main(int argc, char **argv)
         lab_verdict_apply(&A, &B, seeds, x.seed, no_recall, &v);
         lab_verdict_print(stdout, name, &A, &B, &v);
     }
+    /* the failed seeds pooled over the designs, each mixer at its best rate:
+     * how often each fails, and the sign test on the (design, seed) pairs
+     * where only one of the two does (a description, not the rule) */
+    size_t fails[2] = {0, 0}, only[2] = {0, 0};
+    for (size_t g = 0; g < n_designs; g++)
+        for (size_t sd = 0; sd < seeds; sd++) {
+            const int fk = acc[g][1][best[g][1]][sd] < LAB_FAIL_ACCURACY,
+                      fg = acc[g][0][best[g][0]][sd] < LAB_FAIL_ACCURACY;
+            fails[1] += fk, fails[0] += fg;
+            only[1] += fk && !fg, only[0] += fg && !fk;
+        }
+    printf("  below %.1f accuracy over the %zu designs: Gated DeltaNet in %zu, KDA in %zu of %zu "
+           "(design, seed) pairs; only one of the two in %zu (Gated DeltaNet %zu, KDA %zu): "
+           "exact two-sided sign test p = %.3f\n",
+           LAB_FAIL_ACCURACY, n_designs, fails[0], fails[1], n_designs * seeds,
+           only[0] + only[1], only[0], only[1], lab_sign_test_p(only[0], only[1]));
     if (!full)
         printf("  reduced sweep: one seed, a short run; see make run FULL=1\n");
     return 0;

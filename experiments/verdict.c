@@ -4,7 +4,7 @@
  * seeds each model failed and was stuck at.
  *
  * defines: lab_verdict_apply, lab_outcome_words, lab_verdict_print, lab_no_recall_loss,
- *          lab_is_stuck, lab_stuck_count
+ *          lab_is_stuck, lab_stuck_count, lab_sign_test_p
  */
 #include <math.h>
 #include <stdlib.h>
@@ -113,6 +113,15 @@ void lab_verdict_print(FILE *f, const char *what, const lab_side *a, const lab_s
                         v->stuck_seed[k]);
     }
     fputc('\n', f);
+}
+
+double lab_sign_test_p(size_t a, size_t b)
+{
+    const size_t n = a + b, k = a < b ? a : b;
+    if (n == 0)
+        return 1.0;
+    const double p = 2.0 * gsl_cdf_binomial_P((unsigned)k, 0.5, (unsigned)n);
+    return p < 1.0 ? p : 1.0;
 }
 
 double lab_no_recall_loss(size_t answers)

@@ -97,6 +97,14 @@ int lab_is_stuck(double loss, double no_recall_loss);
 /* How many of loss[0..n) are stuck (lab_is_stuck). */
 size_t lab_stuck_count(const double *loss, size_t n, double no_recall_loss);
 
+/* The exact two-sided sign test of a against b: the probability, under
+ * equal odds, of a split of a + b discordant pairs at least as uneven as
+ * this one (2 P(X <= min(a, b)), X ~ Binomial(a + b, 1/2), at most 1; 1
+ * when a + b = 0). For counts pooled over several comparisons, such as the
+ * (design, seed) pairs where only one side failed: a description of the
+ * pooled counts, not a verdict of the rule. */
+double lab_sign_test_p(size_t a, size_t b);
+
 /* The no-recall loss of a task whose answers can be any of `answers`
  * tokens (a recall task's values, the palindrome's W - 1 string tokens, the
  * stack's values): ln(answers), the loss of a uniform guess among them. */

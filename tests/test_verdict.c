@@ -4,7 +4,8 @@
  * interval against numbers worked by hand, each outcome (ahead, behind,
  * level, not resolved) and where its boundary lies, fewer than 8 seeds
  * never ordered, stuck seeds and seeds below 0.5 accuracy counted and
- * named, the printed line, and a non-finite accuracy refused.
+ * named, the printed line, the sign test of pooled counts, and a
+ * non-finite accuracy refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -164,6 +165,20 @@ static void test_failed_above_the_stuck_loss(void **state)
     assert_null(strstr(line, "stuck"));
 }
 
+/* The sign test against binomial sums worked by hand: 12 against 5 of 17 is
+ * 2 (C(17,0) + ... + C(17,5)) / 2^17 = 2 * 9402 / 131072; all of 6 on one
+ * side 2 / 64; an even split is capped at 1; no pairs is 1. */
+static void test_sign_test(void **state)
+{
+    (void)state;
+    assert_true(fabs(lab_sign_test_p(12, 5) - 2.0 * 9402 / 131072) < 1e-12);
+    assert_true(fabs(lab_sign_test_p(5, 12) - 2.0 * 9402 / 131072) < 1e-12);
+    assert_true(fabs(lab_sign_test_p(0, 6) - 2.0 / 64) < 1e-15);
+    assert_true(fabs(lab_sign_test_p(10, 0) - 2.0 / 1024) < 1e-15);
+    assert_true(lab_sign_test_p(3, 3) == 1.0);
+    assert_true(lab_sign_test_p(0, 0) == 1.0);
+}
+
 /* A non-finite accuracy, or a seed count out of range, is one line and exit 2. */
 static void test_refused(void **state)
 {
@@ -193,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_outcomes),
         cmocka_unit_test(test_stuck_and_print),
         cmocka_unit_test(test_failed_above_the_stuck_loss),
+        cmocka_unit_test(test_sign_test),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests_name("verdict", tests, NULL, NULL);
