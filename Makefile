@@ -178,8 +178,7 @@ figures-full:
 	done
 	@for d in $(wildcard $(FULL_SWEEPS)/[0-9][0-9][-_]*/); do \
 	  n=$$(basename $$d | cut -c1-2); \
-	  for p in $(wildcard plots/[0-9][0-9]_*.gp); do \
-	    case $$(basename $$p) in $${n}_*) ;; *) continue ;; esac; \
+	  for p in plots/$${n}_*.gp; do \
 	    [ -f $$d$$(basename $$p .gp).tsv ] || continue; \
 	    mkdir -p $(RESULTS)/full-sweeps/$$(basename $$d); \
 	    echo "== gnuplot $$p (from $$d)" >&2; \

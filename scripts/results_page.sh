@@ -41,6 +41,7 @@ man="$res/index.manifest.tmp"
 for gp in "$plots"/[0-9][0-9]_*.gp; do
     [ -f "$gp" ] || continue
     exp=$(basename "$gp" .gp)
+    n=$(printf '%s' "$exp" | cut -c1-3)
     sed -n "s/^set output [a-z]*\.'\/\([^']*\.png\)'.*/\1/p" "$gp" | while read -r png; do
         drawn=0; [ -s "$res/$png" ] && drawn=1
         full=0; [ -s "$res/full-sweeps/$png" ] && full=1
@@ -50,13 +51,12 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
             [ -s "$v" ] || continue
             vname=$(basename "$(dirname "$v")")
             vnote=""
-            set -- "$full_dir/$vname/$(printf '%s' "$exp" | cut -c1-3)"*.tsv
+            set -- "$full_dir/$vname/$n"*.tsv
             [ -f "$1" ] && vnote=$(awk -f "$note_awk" "$@")
             printf 'var\t%s\t%s\t%s\n' "$exp" "$vname/$png" "$vnote" >> "$man"
         done
     done
     # the sweep of this run's TSVs and of the published full sweep's (empty: not a sweep)
-    n=$(printf '%s' "$exp" | cut -c1-3)
     run_note=""; full_note=""
     set -- "$res/$n"*.tsv
     [ -f "$1" ] && run_note=$(awk -f "$note_awk" "$@")
@@ -72,6 +72,14 @@ done
 
 awk -F'\t' -v res="$res" -v man="$man" -v readme="$readme_link" '
 function esc(s) { gsub(/&/, "\\&amp;", s); gsub(/</, "\\&lt;", s); gsub(/>/, "\\&gt;", s); gsub(/"/, "\\&quot;", s); return s }
+# a thumbnail of p linking its full size, then label (HTML); cls: the class of the link, or ""
+function thumb(p, label, cls) {
+    return "<a" (cls != "" ? " class=\"" cls "\"" : "") " href=\"" esc(p) "\"><img class=\"thumb\" src=\"" esc(p) "\" alt=\"" esc(p) "\"></a><br>" label
+}
+# p at full width, linking itself, with a caption (HTML)
+function figure(p, caption) {
+    return sprintf("<figure><a href=\"%s\"><img src=\"%s\" alt=\"%s\"></a><figcaption>%s</figcaption></figure>\n", esc(p), esc(p), esc(p), caption)
+}
 function kv(file, key,    line, v) {
     v = ""
     while ((getline line < file) > 0) if (index(line, key "=") == 1) { v = substr(line, length(key) + 2); break }
@@ -88,6 +96,8 @@ BEGIN {
         if (f[1] == "var") { nv[f[2]]++; vfig[f[2], nv[f[2]]] = f[3]; vdrawn[f[3]] = 1; vnote[f[3]] = f[4] }
     }
     close(man)
+    # the README of the full sweeps as a link, or its name
+    readme_a = readme != "" ? "<a href=\"" esc(readme) "\">full-sweeps/README.md</a>" : "full-sweeps/README.md"
 }
 /^#/ || $1 == "id" || NF < 6 { next }
 { nc++; cid[nc] = $1; ctext[nc] = $2; cexp[nc] = $3; cfigs[nc] = $4; cverd[nc] = $5; csrc[nc] = $6; ncl[$3]++; cl[$3, ncl[$3]] = nc }
@@ -134,15 +144,15 @@ END {
             fg = fl[j]; base = fg; sub(/^.*\//, "", base); full = (fg == base) ? base : fg
             named[full] = 1
             if (fg != base && vsrc == "") vsrc = fg
-            figcell = figcell (j > 1 ? "<br>" : "") (drawn[base] == 1 ? "<a href=\"" esc(base) "\"><img class=\"thumb\" src=\"" esc(base) "\" alt=\"" esc(base) "\"></a><br>" esc(base) : "<span class=\"missing\">" esc(base) " (not drawn)</span>")
+            figcell = figcell (j > 1 ? "<br>" : "") (drawn[base] == 1 ? thumb(base, esc(base), "") : "<span class=\"missing\">" esc(base) " (not drawn)</span>")
             # a verdict from the full sweep shows the figure it rests on too
             fok = (fg == base) ? fdrawn[base] == 1 : vdrawn[fg] == 1
-            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fok ? "<a class=\"full\" href=\"full-sweeps/" esc(full) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(full) "\" alt=\"full-sweeps/" esc(full) "\"></a><br><span class=\"full\">full-sweeps/" esc(full) " (the verdict&#39;s)</span>" : "<span class=\"missing\">full-sweeps/" esc(full) " (not drawn)</span>")
+            if (csrc[i] == "full-sweep") figcell = figcell "<br>" (fok ? thumb("full-sweeps/" full, "<span class=\"full\">full-sweeps/" esc(full) " (the verdict&#39;s)</span>", "full") : "<span class=\"missing\">full-sweeps/" esc(full) " (not drawn)</span>")
         }
         # and the other full-sweep figures of the experiment (its variant runs), which the row
         # does not name: shown, not called the verdict figures
         if (csrc[i] == "full-sweep") for (j = 1; j <= nv[e]; j++) if (!(vfig[e, j] in named))
-            figcell = figcell "<br><a class=\"full\" href=\"full-sweeps/" esc(vfig[e, j]) "\"><img class=\"thumb\" src=\"full-sweeps/" esc(vfig[e, j]) "\" alt=\"full-sweeps/" esc(vfig[e, j]) "\"></a><br><span class=\"full\">full-sweeps/" esc(vfig[e, j]) " (a variant run: full-sweeps/README.md says what it is)</span>"
+            figcell = figcell "<br>" thumb("full-sweeps/" vfig[e, j], "<span class=\"full\">full-sweeps/" esc(vfig[e, j]) " (a variant run: full-sweeps/README.md says what it is)</span>", "full")
         # a verdict that rests on a variant run names that run as where its numbers come from
         if (csrc[i] == "full-sweep" && vsrc != "") {
             vd = vsrc; sub(/\/[^\/]*$/, "", vd)
@@ -165,12 +175,12 @@ END {
         if (runnote[e] != "") printf "<p>This run: <span class=\"%s\">%s</span>.</p>\n", (runnote[e] ~ /^reduced/ ? "reduced" : "full"), esc(runnote[e])
         for (j = 1; j <= nf[e]; j++) {
             p = fig[e, j]
-            if (drawn[p] == 1) printf "<figure><a href=\"%s\"><img src=\"%s\" alt=\"%s\"></a><figcaption>%s (this run)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(p)
+            if (drawn[p] == 1) printf "%s", figure(p, esc(p) " (this run)")
             else printf "<p class=\"missing\">%s: not drawn by this run.</p>\n", esc(p)
-            if (fdrawn[p] == 1) printf "<figure><a href=\"full-sweeps/%s\"><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"></a><figcaption>%s from the published full sweep (<span class=\"full\">%s</span>; its machine and date: %s)</figcaption></figure>\n", esc(p), esc(p), esc(p), esc(p), esc(fullnote[e]), (readme != "" ? "<a href=\"" esc(readme) "\">full-sweeps/README.md</a>" : "full-sweeps/README.md")
+            if (fdrawn[p] == 1) printf "%s", figure("full-sweeps/" p, esc(p) " from the published full sweep (<span class=\"full\">" esc(fullnote[e]) "</span>; its machine and date: " readme_a ")")
         }
         for (j = 1; j <= nv[e]; j++)
-            printf "<figure><a href=\"full-sweeps/%s\"><img src=\"full-sweeps/%s\" alt=\"full-sweeps/%s\"></a><figcaption>%s from a variant run of the published full sweeps (its settings, machine and date: %s)</figcaption></figure>\n", esc(vfig[e, j]), esc(vfig[e, j]), esc(vfig[e, j]), esc(vfig[e, j]), (readme != "" ? "<a href=\"" esc(readme) "\">full-sweeps/README.md</a>" : "full-sweeps/README.md")
+            printf "%s", figure("full-sweeps/" vfig[e, j], esc(vfig[e, j]) " from a variant run of the published full sweeps (its settings, machine and date: " readme_a ")")
         if (hastxt[e] == 1) {
             printf "<details open><summary>what %s printed (%s)</summary><pre>", esc(e), esc(e ".txt")
             tf = res "/" e ".txt"
