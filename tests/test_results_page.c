@@ -117,6 +117,23 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* Does needle occur between the first `open` of html and the first `close`
+ * after it? Both must be there. */
+static int in_block(const char *html, const char *open, const char *close, const char *needle)
+{
+    const char *start = strstr(html, open);
+    if (!start)
+        fail_msg("index.html has no %s", open);
+    const char *end = strstr(start, close);
+    if (!end)
+        fail_msg("index.html has no %s after %s", close, open);
+    const char *at = strstr(start, needle);
+    return at && at < end;
+}
+
+/* a claim's findings row, as in_block takes it */
+#define ROW(id) "<tr id=\"claim-" id "\">", "</tr>"
+
 static void page_names_every_figure_and_claim(void **state)
 {
     (void)state;
@@ -165,76 +182,39 @@ static void page_names_every_figure_and_claim(void **state)
         fail_msg("index.html shows %s, which the fixture did not draw", figs[0]);
     assert_non_null(strstr(html, "full-sweeps/14_recall_by_mechanism.png"));
     /* a verdict from the full sweep: its findings row links the full sweep's figure too */
-    {
-        const char *row = strstr(html, "<tr id=\"claim-mqar-ordering\">");
-        assert_non_null(row);
-        const char *row_end = strstr(row, "</tr>");
-        assert_non_null(row_end);
-        const char *full_link = strstr(row, "href=\"full-sweeps/14_recall_by_mechanism.png\"");
-        if (!full_link || full_link > row_end)
-            fail_msg("the findings row of mqar-ordering does not link full-sweeps/14_recall_by_mechanism.png");
-    }
+    if (!in_block(html, ROW("mqar-ordering"), "href=\"full-sweeps/14_recall_by_mechanism.png\""))
+        fail_msg("the findings row of mqar-ordering does not link full-sweeps/14_recall_by_mechanism.png");
     /* a full-sweep verdict's row shows its experiment's variant runs too, and
      * the experiment's section shows them as figures */
-    {
-        const char *row = strstr(html, "<tr id=\"claim-output-gate\">");
-        assert_non_null(row);
-        const char *row_end = strstr(row, "</tr>");
-        const char *v = strstr(row, "<img class=\"thumb\" src=\"full-sweeps/20-regime/20_output_gate.png\"");
-        if (!v || v > row_end)
-            fail_msg("the findings row of output-gate does not show full-sweeps/20-regime/20_output_gate.png");
-        v = strstr(row, "full-sweeps/20-regime/20_output_gate.png (the verdict&#39;s)");
-        const char *from = strstr(row, "variant run (full-sweeps/20-regime/");
-        if (!v || v > row_end || !from || from > row_end)
-            fail_msg("the findings row of output-gate does not call the variant run the verdict's source");
-        /* a variant run no claim names is shown, not called the verdict's */
-        row = strstr(html, "<tr id=\"claim-mqar-ordering\">");
-        assert_non_null(row);
-        row_end = strstr(row, "</tr>");
-        v = strstr(row, "full-sweeps/14-vocab65/14_recall_by_mechanism.png (a variant run");
-        if (!v || v > row_end)
-            fail_msg("the findings row of mqar-ordering does not show its variant run as one");
-        v = strstr(row, "14-vocab65/14_recall_by_mechanism.png (the verdict");
-        if (v && v < row_end)
-            fail_msg("the findings row of mqar-ordering calls a variant run the verdict's");
-        const char *sec = strstr(html, "<section id=\"20_output_gate\">");
-        assert_non_null(sec);
-        v = strstr(sec, "<figure><a href=\"full-sweeps/20-regime/20_output_gate.png\">");
-        const char *sec_end = strstr(sec, "</section>");
-        if (!v || (sec_end && v > sec_end))
-            fail_msg("the section of 20_output_gate does not show its variant run's figure");
-    }
+    if (!in_block(html, ROW("output-gate"),
+                  "<img class=\"thumb\" src=\"full-sweeps/20-regime/20_output_gate.png\""))
+        fail_msg("the findings row of output-gate does not show full-sweeps/20-regime/20_output_gate.png");
+    if (!in_block(html, ROW("output-gate"), "full-sweeps/20-regime/20_output_gate.png (the verdict&#39;s)") ||
+        !in_block(html, ROW("output-gate"), "variant run (full-sweeps/20-regime/"))
+        fail_msg("the findings row of output-gate does not call the variant run the verdict's source");
+    /* a variant run no claim names is shown, not called the verdict's */
+    if (!in_block(html, ROW("mqar-ordering"),
+                  "full-sweeps/14-vocab65/14_recall_by_mechanism.png (a variant run"))
+        fail_msg("the findings row of mqar-ordering does not show its variant run as one");
+    if (in_block(html, ROW("mqar-ordering"), "14-vocab65/14_recall_by_mechanism.png (the verdict"))
+        fail_msg("the findings row of mqar-ordering calls a variant run the verdict's");
+    if (!in_block(html, "<section id=\"20_output_gate\">", "</section>",
+                  "<figure><a href=\"full-sweeps/20-regime/20_output_gate.png\">"))
+        fail_msg("the section of 20_output_gate does not show its variant run's figure");
     /* a claim's figure is a thumbnail in its row, linking the full size */
-    {
-        const char *row = strstr(html, "<tr id=\"claim-dplr\">");
-        assert_non_null(row);
-        const char *row_end = strstr(row, "</tr>");
-        const char *thumb = strstr(row, "<a href=\"08_dplr.png\"><img class=\"thumb\" src=\"08_dplr.png\"");
-        if (!thumb || thumb > row_end)
-            fail_msg("the findings row of dplr does not show 08_dplr.png as a linked thumbnail");
-        row = strstr(html, "<tr id=\"claim-mqar-ordering\">");
-        row_end = strstr(row, "</tr>");
-        thumb = strstr(row, "<img class=\"thumb\" src=\"full-sweeps/14_recall_by_mechanism.png\"");
-        if (!thumb || thumb > row_end)
-            fail_msg("the findings row of mqar-ordering does not show the full sweep's figure as a thumbnail");
-    }
+    if (!in_block(html, ROW("dplr"), "<a href=\"08_dplr.png\"><img class=\"thumb\" src=\"08_dplr.png\""))
+        fail_msg("the findings row of dplr does not show 08_dplr.png as a linked thumbnail");
+    if (!in_block(html, ROW("mqar-ordering"),
+                  "<img class=\"thumb\" src=\"full-sweeps/14_recall_by_mechanism.png\""))
+        fail_msg("the findings row of mqar-ordering does not show the full sweep's figure as a thumbnail");
     /* a timed claim quotes the spread lines of its experiment, and what they are */
-    {
-        const char *row = strstr(html, "<tr id=\"claim-no-extra-cost\">");
-        assert_non_null(row);
-        const char *row_end = strstr(row, "</tr>");
-        const char *a = strstr(row, "kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)");
-        const char *b = strstr(row, "move from machine to machine");
-        if (!a || a > row_end || !b || b > row_end)
-            fail_msg("the findings row of no-extra-cost does not quote 06's spread lines and say they move");
-        /* a timed claim whose experiment printed nothing says so */
-        row = strstr(html, "<tr id=\"claim-dense-no-collapse\">");
-        assert_non_null(row);
-        row_end = strstr(row, "</tr>");
-        a = strstr(row, "no spread lines printed");
-        if (!a || a > row_end)
-            fail_msg("the findings row of dense-no-collapse does not say its experiment printed no spread lines");
-    }
+    if (!in_block(html, ROW("no-extra-cost"),
+                  "kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)") ||
+        !in_block(html, ROW("no-extra-cost"), "move from machine to machine"))
+        fail_msg("the findings row of no-extra-cost does not quote 06's spread lines and say they move");
+    /* a timed claim whose experiment printed nothing says so */
+    if (!in_block(html, ROW("dense-no-collapse"), "no spread lines printed"))
+        fail_msg("the findings row of dense-no-collapse does not say its experiment printed no spread lines");
     /* printouts wrap their long lines instead of scrolling sideways */
     assert_non_null(strstr(html, "white-space:pre-wrap"));
 
