@@ -4,8 +4,8 @@
 #        the second for its header, which sweep, and each seed's model)
 # Writes OUT/23_report_tasks.png (OUT defaults to DIR): test accuracy (mean over seeds at
 #        the best learning rate; error bars one standard deviation, cut at 0 and 1, and a dot
-#        per seed at that rate, when there are several seeds) of each mixer, grouped by task;
-#        the title says which sweep.
+#        per seed at that rate, when there are several seeds) of each mixer, grouped by task
+#        (the tasks the sweep ran); the title says which sweep.
 if (!exists("dir")) dir = 'results'
 if (!exists("out")) out = dir
 f = dir.'/23_report_summary.tsv'
@@ -24,8 +24,13 @@ set ylabel 'test accuracy on the scored tokens'
 set yrange [0:1.1]
 set grid ytics
 set key outside right top noenhanced box opaque
-set xtics ('palindrome' 0, 'stack' 1, 'mqar' 2)
-set xrange [-0.6:2.6]
+# the tasks this sweep has (--tasks runs a subset), in the order palindrome, stack, mqar;
+# each gets a group on the x axis
+tasks = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {seen[$1] = 1} END {n = split(\"palindrome stack mqar\", t, \" \"); for (i = 1; i <= n; i++) if (t[i] in seen) printf \"%%s \", t[i]}' '%s'", f))
+nt = words(tasks)
+set xtics ()
+do for [i=1:nt] { set xtics add (word(tasks, i) i - 1) }
+set xrange [-0.6:nt - 0.4]
 names = "attention linear_attention deltanet gated_deltanet kda"
 array label[5] = ['attention', 'linear attention', 'DeltaNet', 'Gated DeltaNet', 'KDA']
 array color[5] = ['#000000', '#4477aa', '#228833', '#ee7733', '#cc3311']
@@ -34,7 +39,7 @@ present = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {seen[$3] = 1} END {n = sp
 nm = words(present)
 w = 0.8 / nm
 slot(j) = -0.4 + w * (j - 0.5)
-task_x(t) = t eq 'palindrome' ? 0 : (t eq 'stack' ? 1 : 2)
+task_x(t) = t eq word(tasks, 1) ? 0 : (t eq word(tasks, 2) ? 1 : 2)
 sel(m) = stringcolumn(3) eq m ? $5 : 1/0
 clip(y) = y < 0 ? 0 : (y > 1 ? 1 : y)
 # each seed's model at its mixer's best rate: task, mixer, accuracy (models: $1 mixer,
