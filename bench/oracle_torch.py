@@ -25,13 +25,12 @@ torch" is how much faster than the obvious PyTorch reference the oracle is
 import argparse
 import ctypes
 import os
-import platform
 import time
 
 import numpy as np
 import torch
 
-import kdalab
+import machine  # bench/machine.py: where this ran
 import kdalab.torch as kt
 from kdalab import _lib
 
@@ -113,11 +112,8 @@ def main():
     else:
         cases = [("plain", 2, 8192, 16, 16, None),
                  ("varlen+GVA", 1, 8192, 8, 16, [0, 1000, 4500, 6000, 8192])]
-    info = dict(l.split("=", 1) for l in os.popen("bin/kdalab info").read().split("\n") if "=" in l)
-    print("# %s, cpu_family %s model %s, simd_level %s, %d threads; torch %s; float64, KDA, "
-          "K = V = %d" % (info.get("cpu", platform.processor()), info.get("cpu_family"),
-                          info.get("cpu_model"), info.get("simd_level"), os.cpu_count(),
-                          torch.__version__, K))
+    print("# %s; torch %s, %d threads; float64, KDA, K = V = %d"
+          % (machine.describe(), torch.__version__, torch.get_num_threads(), K))
     print("%-11s %-22s %10s %14s %8s %10s" % ("case", "B, T, H / HV", "seconds", "head-tok/s",
                                              "torch/C", "naive/torch"))
     work = _lib.lib.kdalab_workspace_new()

@@ -14,13 +14,12 @@ forward at most), with the default trials and with one.
 """
 
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
 
 import kdalab
+import machine  # bench/machine.py: where this ran
 import kdalab.testing as kt
 
 
@@ -57,13 +56,8 @@ def main():
             t = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t)
-    info = dict(l.split("=", 1) for l in os.popen("bin/kdalab info").read().split("\n")
-                if "=" in l)
-    print("# %s, cpu_family %s model %s, simd_level %s, %s cpus; KDA, B = %d, T = %d, H = %d, "
-          "K = V = %d, %s, %d rounds" % (info.get("cpu", platform.processor()),
-                                        info.get("cpu_family"), info.get("cpu_model"),
-                                        info.get("simd_level"), info.get("cpus_online"), B, T,
-                                        H, K, a.precision, a.reps))
+    print("# %s; KDA, B = %d, T = %d, H = %d, K = V = %d, %s, %d rounds"
+          % (machine.describe(), B, T, H, K, a.precision, a.reps))
     print("%-20s %10s %10s %8s %8s" % ("call", "best s", "median s", "best x", "median x"))
     for i, (name, _) in enumerate(jobs):
         best, med = min(times[name]), float(np.median(times[name]))

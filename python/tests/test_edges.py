@@ -240,3 +240,28 @@ def test_library_of_other_headers_is_refused():
         pass
     with pytest.raises(ImportError, match="has no kdalab_struct_size"):
         _lib.check_layouts(Older(), "/old/libkdalab.so", mirrors)
+
+
+
+@pytest.mark.parametrize("mech", MECHS)
+@pytest.mark.parametrize("form_impl", (("chunk", "simd"), ("chunk", "reference"),
+                                       ("recurrent", None)))
+def test_overflow_is_the_library_error(mech, form_impl):
+    """Finite inputs whose results overflow (every v = 1e308, positive q and
+    k, q a hundred times larger; then every do = 1e308): the library refuses
+    the outputs of every form, forward and backward (KDALAB_ERANGE, a
+    KdalabError saying non-finite). The module does not scan the library's
+    outputs again, so this is their only guard. Linear attention runs unnormalised here (its
+    normaliser has errors of its own, test_normalizer_overflow_is_named)."""
+    form, impl = form_impl
+    a = make(mech, np.random.default_rng(9), B=1, T=70, H=2, HV=2, K=4, V=3)
+    a["q"], a["k"] = 100 * np.abs(a["q"]), np.abs(a["k"])
+    a["v"] = np.full_like(a["v"], 1e308)
+    kw = dict(impl=impl) if impl else {}
+    if mech == "linear_attention":
+        kw["normalize"] = False
+    with pytest.raises(kdalab.KdalabError, match="non-finite"):
+        forward(mech, form, a, **kw)
+    a["do"] = np.full_like(a["do"], 1e308)
+    with pytest.raises(kdalab.KdalabError, match="non-finite"):
+        backward(mech, form, a, **kw)
