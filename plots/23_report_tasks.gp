@@ -19,15 +19,19 @@ if (seeds > 1) {
 } else {
     how = "one seed, so no error bars"
 }
-set title sprintf("The Kimi Linear report's synthetic tasks, trained two-block models\npalindrome: a string, then backwards;  stack: the value a pop returns;  mqar: Zoology's MQAR at a longer T\n(%s)\n%s", how, note) noenhanced
-set ylabel 'test accuracy on the scored tokens'
-set yrange [0:1.1]
-set grid ytics
-set key outside right top noenhanced box opaque
 # the tasks this sweep has (--tasks runs a subset), in the order palindrome, stack, mqar;
 # each gets a group on the x axis
 tasks = system(sprintf("awk -F'\t' '!/^#/ && NF > 1 {seen[$1] = 1} END {n = split(\"palindrome stack mqar\", t, \" \"); for (i = 1; i <= n; i++) if (t[i] in seen) printf \"%%s \", t[i]}' '%s'", f))
 nt = words(tasks)
+desc(t) = t eq 'palindrome' ? 'palindrome: a string, then backwards' : \
+          (t eq 'stack' ? 'stack: the value a pop returns' : "mqar: Zoology's MQAR at a longer T")
+about = ''
+do for [i=1:nt] { about = about . (i > 1 ? ';  ' : '') . desc(word(tasks, i)) }
+set title sprintf("The Kimi Linear report's synthetic tasks, trained two-block models\n%s\n(%s)\n%s", about, how, note) noenhanced
+set ylabel 'test accuracy on the scored tokens'
+set yrange [0:1.1]
+set grid ytics
+set key outside right top noenhanced box opaque
 set xtics ()
 do for [i=1:nt] { set xtics add (word(tasks, i) i - 1) }
 set xrange [-0.6:nt - 0.4]

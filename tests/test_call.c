@@ -528,6 +528,35 @@ static void test_value_heads_overflow(void **state)
         fail_msg("'%s' does not name HV", kdalab_last_error());
 }
 
+/* Grouped value heads whose dq, dk overflow only in their sum: two value
+ * heads read one q/k head, each head's dq = scale beta k v d_o = 1e308 is
+ * finite, their sum is not. KDALAB_ERANGE naming dq, in float64 through the
+ * reference's two forms and the SIMD chunkwise form, and in float32 (d_o
+ * 3e38) through the reference's. A backward may not return inf as a
+ * gradient with KDALAB_OK. */
+static void test_value_heads_sum_overflows(void **state)
+{
+    (void)state;
+    const kdalab_dims d = {.B = 1, .T = 1, .H = 1, .K = 1, .V = 1};
+    const double one[2] = {1, 1}, big[2] = {1e308, 1e308};
+    const float onef[2] = {1, 1}, bigf[2] = {3e38f, 3e38f};
+    const int ways[] = {REC, CHUNK, SIMD_CHUNK};
+    for (size_t w = 0; w < 3; w++) {
+        const kdalab_call c = call_of(NULL, 0, 2, &d, ways[w], KDALAB_DELTANET, 1.0, NULL);
+        double dq[1] = {0}, dv[2] = {0};
+        kdalab_tensors_f64 x = {.q = one, .k = one, .v = one, .beta = one, .d_o = big,
+                                .dq = dq, .dv = dv};
+        assert_int_equal(kdalab_run_bwd_f64(&c, &x), KDALAB_ERANGE);
+        if (!strstr(kdalab_last_error(), "in dq"))
+            fail_msg("way %d: '%s' does not name dq", ways[w], kdalab_last_error());
+    }
+    const kdalab_call c = call_of(NULL, 0, 2, &d, CHUNK, KDALAB_DELTANET, 1.0, NULL);
+    float dq[1] = {0};
+    kdalab_tensors_f32 x = {.q = onef, .k = onef, .v = onef, .beta = onef, .d_o = bigf,
+                            .dq = dq};
+    assert_int_equal(kdalab_run_bwd_f32(&c, &x), KDALAB_ERANGE);
+}
+
 /* kdalab_struct_size: each public struct a binding mirrors by its C name, 0
  * for NULL, an unknown name, or a prefix of a known one */
 static void test_struct_size(void **state)
@@ -556,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_zero_value_heads),
         cmocka_unit_test(test_missing_arrays),
         cmocka_unit_test(test_value_heads_overflow),
+        cmocka_unit_test(test_value_heads_sum_overflows),
     };
     return cmocka_run_group_tests_name("call", tests, setup, teardown);
 }

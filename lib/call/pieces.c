@@ -211,6 +211,16 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
         if (worst != KDALAB_OK && worst != KDALAB_ERANGE)
             break;
     }
+    /* dq and dk sum the G value heads that read each query/key head: finite
+     * pieces can sum past the largest double, which no piece saw */
+    if (worst == KDALAB_OK && a->bwd && c->G > 1)
+        for (int i = O_DQ; worst == KDALAB_OK && i <= O_DK; i++)
+            for (size_t e = 0; all[i] && e < total[i]; e++)
+                if (a->es == 8 ? !isfinite(((const double *)all[i])[e])
+                               : !isfinite(((const float *)all[i])[e])) {
+                    worst = KDALAB_ERANGE;
+                    break;
+                }
     /* an overflow: the first output holding non-finite values, and how many */
     static const char *const names[N_OUTS] = {"o",  "ht",    "dq",  "dk", "dv",
                                               "dg", "dbeta", "dh0", "da", "db"};

@@ -486,7 +486,7 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
         _check_normalizer(z, o, call.HV // call.H, mech)
         o = o / _per_value_head(z, call.HV // call.H)
-        _check_finite(mech, "o", o)  # the library checks its own outputs (ERANGE)
+        _check_finite(mech, "o", o)  # o / z is made here; the library checks its own o
     return o, (ht if output_final_state else None)
 
 
@@ -554,8 +554,9 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
     dh0 = out["dh0"] if initial_state is not None else None
     grads = DplrGrads(dq, dk, out["dv"], dg, out["da"], out["db"], dh0) if a is not None \
         else Grads(dq, dk, out["dv"], dg, dbeta, dh0, dA, ddt)
-    # The library refuses gradients it wrote non-finite (KDALAB_ERANGE, raised above);
-    # only those finished here in NumPy are scanned (a scan is a pass over the array).
+    # The library refuses gradients it wrote non-finite, grouped heads' sums included
+    # (KDALAB_ERANGE, raised above); only those finished here in NumPy are scanned
+    # (a scan is a serial pass over the array).
     made_here = set()
     if normalize or opt.get("use_qk_l2norm_in_kernel"):
         made_here |= {"dq", "dk"}

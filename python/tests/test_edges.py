@@ -242,7 +242,6 @@ def test_library_of_other_headers_is_refused():
         _lib.check_layouts(Older(), "/old/libkdalab.so", mirrors)
 
 
-
 @pytest.mark.parametrize("mech", MECHS)
 @pytest.mark.parametrize("form_impl", (("chunk", "simd"), ("chunk", "reference"),
                                        ("recurrent", None)))
@@ -251,8 +250,9 @@ def test_overflow_is_the_library_error(mech, form_impl):
     k, q a hundred times larger; then every do = 1e308): the library refuses
     the outputs of every form, forward and backward (KDALAB_ERANGE, a
     KdalabError saying non-finite). The module does not scan the library's
-    outputs again, so this is their only guard. Linear attention runs unnormalised here (its
-    normaliser has errors of its own, test_normalizer_overflow_is_named)."""
+    outputs again, so this is their only guard. Linear attention runs
+    unnormalised here (its normaliser has errors of its own,
+    test_normalizer_overflow_is_named)."""
     form, impl = form_impl
     a = make(mech, np.random.default_rng(9), B=1, T=70, H=2, HV=2, K=4, V=3)
     a["q"], a["k"] = 100 * np.abs(a["q"]), np.abs(a["k"])
@@ -265,3 +265,36 @@ def test_overflow_is_the_library_error(mech, form_impl):
     a["do"] = np.full_like(a["do"], 1e308)
     with pytest.raises(kdalab.KdalabError, match="non-finite"):
         backward(mech, form, a, **kw)
+
+
+@pytest.mark.parametrize("mech", MECHS)
+@pytest.mark.parametrize("form_impl", (("chunk", "simd"), ("chunk", "reference"),
+                                       ("recurrent", None)))
+def test_grouped_heads_sum_overflow_is_an_error(mech, form_impl):
+    """Two value heads read one q/k head, and each head's dq, dk is finite
+    (1e308 at most) while their sum is not: the backward raises, naming dq
+    or dk, in every form; it never returns inf as a gradient."""
+    form, impl = form_impl
+    a = make(mech, np.random.default_rng(10), B=1, T=1, H=1, HV=2, K=1, V=1)
+    a["q"] = a["k"] = np.ones((1, 1, 1, 1))
+    a["v"] = np.ones((1, 1, 2, 1))
+    a["do"] = np.full((1, 1, 2, 1), 1e308)
+    a["h0"] = a["dht"] = None
+    for n in ("g", "beta"):
+        if a[n] is not None:
+            a[n] = np.zeros_like(a[n]) if n == "g" else np.ones_like(a[n])
+    kw = dict(impl=impl) if impl else {}
+    if mech == "linear_attention":
+        kw["normalize"] = False
+    with pytest.raises(ValueError, match=r"non-finite values in d[qk]|d[qk]\[.*overflowed"):
+        backward(mech, form, a, scale=1.0, **kw)
+
+
+def test_attention_grouped_heads_sum_overflow_is_an_error():
+    """parallel_attn with two query heads per key/value head: each head's dv
+    is finite, their sum (made in NumPy) is not; a ValueError naming dv."""
+    q, k, v = np.ones((1, 1, 2, 1)), np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1))
+    do = np.full((1, 1, 2, 1), 1e308)
+    with pytest.raises(ValueError, match=r"dv\[0, 0, 0, 0\] = inf overflowed"):
+        kdalab.parallel_attn_bwd(q, k, v, do)
+
