@@ -25,7 +25,10 @@ bmax = STATS_max
 set terminal pngcairo size 650 * nt + 330, 1050 font ',11'
 set output out.'/21_training_budget.png'
 how = seeds > 1 ? sprintf("mean over %d seeds; bars: one sd, cut at 0 and 1", seeds) : "one seed, so no error bars"
-set multiplot layout 2, nt title sprintf("Trained two-block models (D = 32): test accuracy against the training budget, each budget a run of its own\n(%s)\n%s", how, note) noenhanced
+# the width from the summary's parameters line ("D=64"; 32 where a sweep predates it)
+width = system(sprintf("awk '/^# parameters:/ {for (i = 1; i <= NF; i++) if ($i ~ /^D=/) {print substr($i, 3); exit}}' '%s'", f))
+width = width eq '' ? '32' : width
+set multiplot layout 2, nt title sprintf("Trained two-block models (D = %s): test accuracy against the training budget, each budget a run of its own\n(%s)\n%s", width, how, note) noenhanced
 set logscale x
 set xrange [bmin / 1.4 : bmax * 1.4]
 set xtics ()
