@@ -100,18 +100,27 @@ static void scatter(void *dst, const void *src, const call *a, size_t b, size_t 
                (const char *)src + r * width * a->es, width * a->es);
 }
 
-/* dst rows += src rows (the G value heads that read one query/key head). */
-static void scatter_add(void *dst, const void *src, const call *a, size_t b, size_t t0,
-                        size_t L, size_t h, size_t width)
+/* dst rows += src rows (the G value heads that read one query/key head).
+ * Returns the number of sums that are not finite: finite shares can add up
+ * past the largest value, which no piece saw. */
+static size_t scatter_add(void *dst, const void *src, const call *a, size_t b, size_t t0,
+                          size_t L, size_t h, size_t width)
 {
+    size_t bad = 0;
     for (size_t r = 0; r < L; r++)
         for (size_t x = 0; x < width; x++) {
             size_t at = ((b * a->c->T + t0 + r) * a->c->H + h) * width + x;
-            if (a->es == 8)
-                ((double *)dst)[at] += ((const double *)src)[r * width + x];
-            else
-                ((float *)dst)[at] += ((const float *)src)[r * width + x];
+            if (a->es == 8) {
+                double *d = (double *)dst + at;
+                *d += ((const double *)src)[r * width + x];
+                bad += !isfinite(*d);
+            } else {
+                float *d = (float *)dst + at;
+                *d += ((const float *)src)[r * width + x];
+                bad += !isfinite(*d);
+            }
         }
+    return bad;
 }
 
 /* The outputs, each (size in elements, destination, scratch). */
@@ -191,10 +200,13 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
                     memcpy((char *)all[O_HT] + nj * a->es, p.ht, KV * a->es);
                 continue;
             }
+            size_t sum_bad = 0; /* dq, dk: summed over the value heads of a group */
             if (all[O_DQ])
-                scatter_add(all[O_DQ], p.dq, a, b, t0, L, h, c->K);
+                sum_bad += scatter_add(all[O_DQ], p.dq, a, b, t0, L, h, c->K);
             if (all[O_DK])
-                scatter_add(all[O_DK], p.dk, a, b, t0, L, h, c->K);
+                sum_bad += scatter_add(all[O_DK], p.dk, a, b, t0, L, h, c->K);
+            if (sum_bad)
+                worst = KDALAB_ERANGE;
             if (all[O_DV])
                 scatter(all[O_DV], p.dv, a, b, t0, L, c->HV, j, c->V);
             if (all[O_DG] && c->gw)
@@ -211,16 +223,6 @@ static kdalab_status drive(const call *a, void *const dest[N_OUTS], kdalab_repor
         if (worst != KDALAB_OK && worst != KDALAB_ERANGE)
             break;
     }
-    /* dq and dk sum the G value heads that read each query/key head: finite
-     * pieces can sum past the largest double, which no piece saw */
-    if (worst == KDALAB_OK && a->bwd && c->G > 1)
-        for (int i = O_DQ; worst == KDALAB_OK && i <= O_DK; i++)
-            for (size_t e = 0; all[i] && e < total[i]; e++)
-                if (a->es == 8 ? !isfinite(((const double *)all[i])[e])
-                               : !isfinite(((const float *)all[i])[e])) {
-                    worst = KDALAB_ERANGE;
-                    break;
-                }
     /* an overflow: the first output holding non-finite values, and how many */
     static const char *const names[N_OUTS] = {"o",  "ht",    "dq",  "dk", "dv",
                                               "dg", "dbeta", "dh0", "da", "db"};
