@@ -242,24 +242,33 @@ def test_library_of_other_headers_is_refused():
         _lib.check_layouts(Older(), "/old/libkdalab.so", mirrors)
 
 
+# every way a form runs (the recurrent form has one), for the overflow tests
+FORM_IMPLS = (("chunk", "simd"), ("chunk", "reference"), ("recurrent", None))
+
+
+def unnormalised(mech, impl):
+    """The keyword arguments of a call through impl (None: the form's only
+    one), linear attention without its normaliser (whose errors are its own:
+    test_normalizer_overflow_is_named)."""
+    kw = dict(impl=impl) if impl else {}
+    if mech == "linear_attention":
+        kw["normalize"] = False
+    return kw
+
+
 @pytest.mark.parametrize("mech", MECHS)
-@pytest.mark.parametrize("form_impl", (("chunk", "simd"), ("chunk", "reference"),
-                                       ("recurrent", None)))
+@pytest.mark.parametrize("form_impl", FORM_IMPLS)
 def test_overflow_is_the_library_error(mech, form_impl):
     """Finite inputs whose results overflow (every v = 1e308, positive q and
     k, q a hundred times larger; then every do = 1e308): the library refuses
     the outputs of every form, forward and backward (KDALAB_ERANGE, a
     KdalabError saying non-finite). The module does not scan the library's
-    outputs again, so this is their only guard. Linear attention runs
-    unnormalised here (its normaliser has errors of its own,
-    test_normalizer_overflow_is_named)."""
+    outputs again, so this is their only guard."""
     form, impl = form_impl
     a = make(mech, np.random.default_rng(9), B=1, T=70, H=2, HV=2, K=4, V=3)
     a["q"], a["k"] = 100 * np.abs(a["q"]), np.abs(a["k"])
     a["v"] = np.full_like(a["v"], 1e308)
-    kw = dict(impl=impl) if impl else {}
-    if mech == "linear_attention":
-        kw["normalize"] = False
+    kw = unnormalised(mech, impl)
     with pytest.raises(kdalab.KdalabError, match="non-finite"):
         forward(mech, form, a, **kw)
     a["do"] = np.full_like(a["do"], 1e308)
@@ -268,8 +277,7 @@ def test_overflow_is_the_library_error(mech, form_impl):
 
 
 @pytest.mark.parametrize("mech", MECHS)
-@pytest.mark.parametrize("form_impl", (("chunk", "simd"), ("chunk", "reference"),
-                                       ("recurrent", None)))
+@pytest.mark.parametrize("form_impl", FORM_IMPLS)
 def test_grouped_heads_sum_overflow_is_an_error(mech, form_impl):
     """Two value heads read one q/k head, and each head's dq, dk is finite
     (1e308 at most) while their sum is not: the backward raises, naming dq
@@ -283,9 +291,7 @@ def test_grouped_heads_sum_overflow_is_an_error(mech, form_impl):
     for n in ("g", "beta"):
         if a[n] is not None:
             a[n] = np.zeros_like(a[n]) if n == "g" else np.ones_like(a[n])
-    kw = dict(impl=impl) if impl else {}
-    if mech == "linear_attention":
-        kw["normalize"] = False
+    kw = unnormalised(mech, impl)
     with pytest.raises(ValueError, match=r"non-finite values in d[qk]|d[qk]\[.*overflowed"):
         backward(mech, form, a, scale=1.0, **kw)
 
@@ -297,4 +303,3 @@ def test_attention_grouped_heads_sum_overflow_is_an_error():
     do = np.full((1, 1, 2, 1), 1e308)
     with pytest.raises(ValueError, match=r"dv\[0, 0, 0, 0\] = inf overflowed"):
         kdalab.parallel_attn_bwd(q, k, v, do)
-
