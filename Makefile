@@ -166,25 +166,32 @@ run: all
 # (full-sweeps/), without training: every plot whose experiment has TSVs there,
 # drawn into $(RESULTS)/full-sweeps/, and those of each sweep's own folder
 # (full-sweeps/NN-name/: a variant run) into $(RESULTS)/full-sweeps/NN-name/.
+# The figures are drawn into a new folder that replaces $(RESULTS)/full-sweeps/
+# only when every one is drawn: a failed gnuplot leaves the old figures, and a
+# variant folder that is no longer published leaves none behind. A variant
+# folder that lacks a TSV its plot reads is named and skipped.
 FULL_SWEEPS ?= full-sweeps
 figures-full:
 	@sh scripts/deps.sh run
-	@mkdir -p $(RESULTS)/full-sweeps
+	@rm -rf $(RESULTS)/full-sweeps.new && mkdir -p $(RESULTS)/full-sweeps.new
 	@for p in $(wildcard plots/[0-9][0-9]_*.gp); do \
 	  n=$$(basename $$p | cut -c1-3); \
 	  ls $(FULL_SWEEPS)/$$n*.tsv >/dev/null 2>&1 || continue; \
 	  echo "== gnuplot $$p (from $(FULL_SWEEPS)/)" >&2; \
-	  gnuplot -e "dir='$(FULL_SWEEPS)'; out='$(RESULTS)/full-sweeps'" $$p || exit 1; \
+	  gnuplot -e "dir='$(FULL_SWEEPS)'; out='$(RESULTS)/full-sweeps.new'" $$p || exit 1; \
 	done
 	@for d in $(wildcard $(FULL_SWEEPS)/[0-9][0-9][-_]*/); do \
 	  n=$$(basename $$d | cut -c1-2); \
 	  for p in plots/$${n}_*.gp; do \
 	    [ -f $$d$$(basename $$p .gp).tsv ] || continue; \
-	    mkdir -p $(RESULTS)/full-sweeps/$$(basename $$d); \
+	    miss=$$(for f in $$(grep -o "dir\.'/[^']*\.tsv'" $$p | cut -d"'" -f2 | cut -c2-); do [ -f $$d$$f ] || printf ' %s' $$f; done); \
+	    if [ -n "$$miss" ]; then echo "== $$p: $$d lacks$$miss; not drawn" >&2; continue; fi; \
+	    mkdir -p $(RESULTS)/full-sweeps.new/$$(basename $$d); \
 	    echo "== gnuplot $$p (from $$d)" >&2; \
-	    gnuplot -e "dir='$${d%/}'; out='$(RESULTS)/full-sweeps/$$(basename $$d)'" $$p || exit 1; \
+	    gnuplot -e "dir='$${d%/}'; out='$(RESULTS)/full-sweeps.new/$$(basename $$d)'" $$p || exit 1; \
 	  done; \
 	done
+	@rm -rf $(RESULTS)/full-sweeps && mv $(RESULTS)/full-sweeps.new $(RESULTS)/full-sweeps
 
 # ---- tests ----------------------------------------------------------------------------
 TEST_SRC := $(wildcard tests/test_*.c)
