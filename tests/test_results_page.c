@@ -146,16 +146,16 @@ static void page_names_every_figure_and_claim(void **state)
     /* every figure drawn but the first */
     for (size_t i = 1; i < nfigs; i++)
         write_text(res, figs[i], "stand-in for a PNG");
-    write_text(res, "full-sweeps/14_recall_by_mechanism.png", "stand-in for a PNG");
+    write_text(res, "full-sweeps/17_nope_needs_position.png", "stand-in for a PNG");
     /* variant runs' figures (make figures-full: full-sweeps/NN-name/): one a
      * claim names as its verdict's (plots/claims.tsv: 20-regime/...), one no
      * claim names */
     snprintf(p, sizeof p, "%s/full-sweeps/20-regime", res);
     assert_int_equal(mkdir(p, 0755), 0);
     write_text(res, "full-sweeps/20-regime/20_output_gate.png", "stand-in for a PNG");
-    snprintf(p, sizeof p, "%s/full-sweeps/14-vocab65", res);
+    snprintf(p, sizeof p, "%s/full-sweeps/17-pairs16", res);
     assert_int_equal(mkdir(p, 0755), 0);
-    write_text(res, "full-sweeps/14-vocab65/14_recall_by_mechanism.png", "stand-in for a PNG");
+    write_text(res, "full-sweeps/17-pairs16/17_nope_needs_position.png", "stand-in for a PNG");
     write_text(res, "machine.txt", "cpu=Fixture CPU 9000\nsimd_level=avx2\ncpus_online=2\n");
     write_text(res, "run_time.txt", "seconds=125\n");
     write_text(res, "02_two_timescales.txt", "err <0.1 & \"cos\" > 0.9\n");
@@ -180,10 +180,10 @@ static void page_names_every_figure_and_claim(void **state)
     snprintf(link, sizeof link, "src=\"%s\"", figs[0]);
     if (strstr(html, link))
         fail_msg("index.html shows %s, which the fixture did not draw", figs[0]);
-    assert_non_null(strstr(html, "full-sweeps/14_recall_by_mechanism.png"));
+    assert_non_null(strstr(html, "full-sweeps/17_nope_needs_position.png"));
     /* a verdict from the full sweep: its findings row links the full sweep's figure too */
-    if (!in_block(html, ROW("mqar-ordering"), "href=\"full-sweeps/14_recall_by_mechanism.png\""))
-        fail_msg("the findings row of mqar-ordering does not link full-sweeps/14_recall_by_mechanism.png");
+    if (!in_block(html, ROW("nope-trained"), "href=\"full-sweeps/17_nope_needs_position.png\""))
+        fail_msg("the findings row of nope-trained does not link full-sweeps/17_nope_needs_position.png");
     /* a full-sweep verdict's row shows its experiment's variant runs too, and
      * the experiment's section shows them as figures */
     if (!in_block(html, ROW("output-gate"),
@@ -193,20 +193,20 @@ static void page_names_every_figure_and_claim(void **state)
         !in_block(html, ROW("output-gate"), "variant run (full-sweeps/20-regime/"))
         fail_msg("the findings row of output-gate does not call the variant run the verdict's source");
     /* a variant run no claim names is shown, not called the verdict's */
-    if (!in_block(html, ROW("mqar-ordering"),
-                  "full-sweeps/14-vocab65/14_recall_by_mechanism.png (a variant run"))
-        fail_msg("the findings row of mqar-ordering does not show its variant run as one");
-    if (in_block(html, ROW("mqar-ordering"), "14-vocab65/14_recall_by_mechanism.png (the verdict"))
-        fail_msg("the findings row of mqar-ordering calls a variant run the verdict's");
+    if (!in_block(html, ROW("nope-trained"),
+                  "full-sweeps/17-pairs16/17_nope_needs_position.png (a variant run"))
+        fail_msg("the findings row of nope-trained does not show its variant run as one");
+    if (in_block(html, ROW("nope-trained"), "17-pairs16/17_nope_needs_position.png (the verdict"))
+        fail_msg("the findings row of nope-trained calls a variant run the verdict's");
     if (!in_block(html, "<section id=\"20_output_gate\">", "</section>",
                   "<figure><a href=\"full-sweeps/20-regime/20_output_gate.png\">"))
         fail_msg("the section of 20_output_gate does not show its variant run's figure");
     /* a claim's figure is a thumbnail in its row, linking the full size */
     if (!in_block(html, ROW("dplr"), "<a href=\"08_dplr.png\"><img class=\"thumb\" src=\"08_dplr.png\""))
         fail_msg("the findings row of dplr does not show 08_dplr.png as a linked thumbnail");
-    if (!in_block(html, ROW("mqar-ordering"),
-                  "<img class=\"thumb\" src=\"full-sweeps/14_recall_by_mechanism.png\""))
-        fail_msg("the findings row of mqar-ordering does not show the full sweep's figure as a thumbnail");
+    if (!in_block(html, ROW("nope-trained"),
+                  "<img class=\"thumb\" src=\"full-sweeps/17_nope_needs_position.png\""))
+        fail_msg("the findings row of nope-trained does not show the full sweep's figure as a thumbnail");
     /* a timed claim quotes the spread lines of its experiment, and what they are */
     if (!in_block(html, ROW("no-extra-cost"),
                   "kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)") ||
