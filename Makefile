@@ -167,9 +167,11 @@ run: all
 # drawn into $(RESULTS)/full-sweeps/, and those of each sweep's own folder
 # (full-sweeps/NN-name/: a variant run) into $(RESULTS)/full-sweeps/NN-name/.
 # The figures are drawn into a new folder that replaces $(RESULTS)/full-sweeps/
-# only when every one is drawn: a failed gnuplot leaves the old figures, and a
-# variant folder that is no longer published leaves none behind. A variant
-# folder that lacks a TSV its plot reads is named and skipped.
+# only when every one is drawn: a failed gnuplot leaves the old figures (and
+# the partial new ones in $(RESULTS)/full-sweeps.new/, which the next run
+# removes), and a variant folder that is no longer published leaves none
+# behind. A variant folder that lacks a TSV its plot needs (the plot's
+# "# Reads" lines) is named and skipped.
 FULL_SWEEPS ?= full-sweeps
 figures-full:
 	@sh scripts/deps.sh run
@@ -184,7 +186,7 @@ figures-full:
 	  n=$$(basename $$d | cut -c1-2); \
 	  for p in plots/$${n}_*.gp; do \
 	    [ -f $$d$$(basename $$p .gp).tsv ] || continue; \
-	    miss=$$(for f in $$(grep -o "dir\.'/[^']*\.tsv'" $$p | cut -d"'" -f2 | cut -c2-); do [ -f $$d$$f ] || printf ' %s' $$f; done); \
+	    miss=$$(for f in $$(sed -n '/^# Reads/,/^# Writes/p' $$p | grep -o 'DIR/[A-Za-z0-9_]*\.tsv' | cut -c5-); do [ -f $$d$$f ] || printf ' %s' $$f; done); \
 	    if [ -n "$$miss" ]; then echo "== $$p: $$d lacks$$miss; not drawn" >&2; continue; fi; \
 	    mkdir -p $(RESULTS)/full-sweeps.new/$$(basename $$d); \
 	    echo "== gnuplot $$p (from $$d)" >&2; \
