@@ -108,7 +108,10 @@ typedef struct {
  *             for one with the DPLR term (kdalab_mechanism_g_shape,
  *             _has_delta, _has_ab). A required array that is NULL is
  *             KDALAB_ENULL naming it ("k is NULL").
- *   optional  h0, dht (NULL: zero); ht and every gradient (NULL: not wanted).
+ *   optional  h0, dht (NULL: zero); ht, h and every gradient (NULL: not
+ *             wanted). h, the state entering every chunk, is written by the
+ *             SIMD chunkwise forward only (impl SIMD, form chunk, the safe
+ *             decay); any other run given h is KDALAB_EINVAL naming it.
  *   ignored   g, beta, a, b (and their gradients) of a mechanism that has
  *             none; o, ht in a backward; d_o, dht and the gradients in a
  *             forward.
@@ -136,6 +139,12 @@ typedef struct {
     const double *b;    /* [B, T, HV, K] and b (kdalab_mechanism_has_ab)          */
     double *da;         /* backward out [B, T, HV, K]                              */
     double *db;         /* backward out [B, T, HV, K]                              */
+    double *h;          /* forward out [B, NT, HV, K, V], or NULL: the state
+                           entering each chunk of opts->chunk positions (fla's h,
+                           return_intermediate_states; chunk 0's is h0 or zero).
+                           NT = kdalab_call_n_chunks: ceil(T / C); varlen: B = 1
+                           and NT sums every sequence's ceil(L_n / C), sequence
+                           n's chunks after sequence n - 1's                       */
 } kdalab_tensors_f64;
 
 /* The same arrays in float32. */
@@ -146,6 +155,7 @@ typedef struct {
     float *dq, *dk, *dv, *dg, *dbeta, *dh0;
     const float *a, *b;
     float *da, *db;
+    float *h; /* the state held in float32 (never rounded to a storage format) */
 } kdalab_tensors_f32;
 
 /*
@@ -180,8 +190,18 @@ kdalab_status kdalab_call_check(const kdalab_call *call, int is_f32, int bwd);
 size_t kdalab_call_n_seqs(const kdalab_call *call);
 
 /*
+ * kdalab_call_n_chunks — NT, the second axis of the forward's h [B, NT, HV,
+ * K, V]: ceil(T / C) chunks of a sequence of T positions (C = opts->chunk,
+ * or the implementation's default without opts); with cu_seqlens the sum of
+ * ceil(L_n / C) over the sequences. 0 for NULL, T = 0 or a call that
+ * kdalab_call_check(call, 0, 0) refuses (its error is left set).
+ */
+size_t kdalab_call_n_chunks(const kdalab_call *call);
+
+/*
  * kdalab_run_f64 — the forward of call's mechanism over its batch: o and ht
- * from q, k, v, g, beta, h0 (x names them). report: NULL, or filled on
+ * (and h, the state entering each chunk, on the SIMD chunkwise path) from
+ * q, k, v, g, beta, h0 (x names them). report: NULL, or filled on
  * KDALAB_OK and KDALAB_ERANGE (the chunkwise forms' kdalab_report; the
  * counts summed over the batch, max_exponent its largest).
  * Errors: those of kdalab_call_check; KDALAB_ENULL (x or a required array);

@@ -3,12 +3,13 @@
  * checked once, here, then run by the implementation it names, which does
  * not check again (kdalab_call.h).
  *
- * defines: kdalab_call_check, kdalab_call_n_seqs, kdalab_run_f64,
+ * defines: kdalab_call_check, kdalab_call_n_seqs, kdalab_call_n_chunks, kdalab_run_f64,
  *          kdalab_run_f32, kdalab_run_bwd_f64, kdalab_run_bwd_f32
  *
  * The order of the checks, and so which of several errors a bad call
  * reports: the sizes and layout, the mechanism, scale, form,
- * implementation and options (kdalab_call_check); then the arrays: d_o
+ * implementation and options (kdalab_call_check); then the forward's h (who
+ * writes it, its size); then the arrays: d_o
  * (backward), q, k, v, o (forward), g, beta present; then every input's
  * values, in the order q, k, v, g, beta, h0, d_o, dht.
  *
@@ -156,6 +157,31 @@ kdalab_status kdalab_call_check(const kdalab_call *call, int is_f32, int bwd)
     return resolve(call, is_f32, bwd, NULL);
 }
 
+/* NT of a resolved call's h: the sum of ceil(L_n / C) (plain: ceil(T / C),
+ * every batch entry alike). */
+static size_t n_chunks(const kdalab__call *c)
+{
+    if (!c->cu)
+        return kdalab__call_chunks(c, 0);
+    size_t nt = 0;
+    for (size_t n = 0; n < c->N; n++)
+        nt += kdalab__call_chunks(c, n); /* <= T: no wrap */
+    return nt;
+}
+
+size_t kdalab_call_n_chunks(const kdalab_call *call)
+{
+    kdalab_clear_error();
+    kdalab__call c;
+    /* float64's check, else float32's (bf16 / fp16 storage is float32's only) */
+    if (resolve(call, 0, 0, &c) != KDALAB_OK) {
+        kdalab_clear_error();
+        if (resolve(call, 1, 0, &c) != KDALAB_OK)
+            return 0;
+    }
+    return n_chunks(&c);
+}
+
 /* ---- the arrays ----------------------------------------------------------- */
 
 /* ---- running a checked call ------------------------------------------------- */
@@ -170,6 +196,33 @@ static int simd_chunk(const kdalab__call *c)
 {
     return c->impl == KDALAB_IMPL_SIMD && c->form == KDALAB_FORM_CHUNK &&
            c->op.decay == KDALAB_DECAY_SAFE;
+}
+
+/* h, the states entering the chunks: written by the SIMD chunkwise forward
+ * only (simd_chunk), and its B NT HV K V elements' bytes must fit in size_t. */
+static kdalab_status check_h(const kdalab__call *c, const void *h, size_t es)
+{
+    if (!h)
+        return KDALAB_OK;
+    if (!simd_chunk(c))
+        return kdalab_fail(KDALAB_EINVAL,
+                           "h (the state entering each chunk) is written by the SIMD chunkwise "
+                           "forward only (impl simd, form chunk, the safe decay); this call "
+                           "runs the %s %s form%s",
+                           c->impl == KDALAB_IMPL_SIMD ? "SIMD" : "reference",
+                           c->form == KDALAB_FORM_CHUNK ? "chunkwise" : "recurrent",
+                           c->form == KDALAB_FORM_CHUNK && c->op.decay != KDALAB_DECAY_SAFE
+                               ? " with another decay mode"
+                               : "");
+    size_t bytes;
+    if (!kdalab_mul_size(c->B, n_chunks(c), &bytes) || !kdalab_mul_size(bytes, c->HV, &bytes) ||
+        !kdalab_mul_size(bytes, c->K, &bytes) || !kdalab_mul_size(bytes, c->V, &bytes) ||
+        !kdalab_mul_size(bytes, es, &bytes))
+        return kdalab_fail(KDALAB_EOVERFLOW,
+                           "h [B = %zu, NT = %zu, HV = %zu, K = %zu, V = %zu]: its size "
+                           "overflows size_t",
+                           c->B, n_chunks(c), c->HV, c->K, c->V);
+    return KDALAB_OK;
 }
 
 /* A form that has no report of its own: zeros, except on KDALAB_ERANGE the
@@ -215,6 +268,8 @@ kdalab_status kdalab_run_f64(const kdalab_call *call, const kdalab_tensors_f64 *
     kdalab_status s = begin(call, x != NULL, 0, 0, &c);
     const kdalab__arrays a = s == KDALAB_OK ? ARRAYS(x, c, 0) : (kdalab__arrays){0};
     if (s == KDALAB_OK)
+        s = check_h(&c, x->h, sizeof(double));
+    if (s == KDALAB_OK)
         s = kdalab__check_call_arrays(&c, &a, 0, 0);
     if (s != KDALAB_OK)
         return s;
@@ -240,6 +295,8 @@ kdalab_status kdalab_run_f32(const kdalab_call *call, const kdalab_tensors_f32 *
     kdalab__call c;
     kdalab_status s = begin(call, x != NULL, 1, 0, &c);
     const kdalab__arrays a = s == KDALAB_OK ? ARRAYS(x, c, 0) : (kdalab__arrays){0};
+    if (s == KDALAB_OK)
+        s = check_h(&c, x->h, sizeof(float));
     if (s == KDALAB_OK)
         s = kdalab__check_call_arrays(&c, &a, 1, 0);
     if (s != KDALAB_OK)

@@ -206,7 +206,7 @@ static size_t SIMD_FN(nonfinite_canon)(real *x, size_t n)
 /* One task: nh heads, value columns [v0, v1), chunk by chunk, and within a
  * chunk head by head (so the heads' neighbouring rows are read together). */
 static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
-                                size_t *bad_ht)
+                                size_t *bad_ht, size_t *bad_h)
 {
     const size_t K = a->K, V = a->V, W = a->v1 - a->v0, T = a->T, nh = a->nh;
     size_t C = a->chunk < T ? a->chunk : (T ? T : 1);
@@ -238,6 +238,13 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
         w.pf_end = SIMD_FN(min_sz)(t0 + n + C, T);
         for (size_t h = 0; h < nh; h++) {
             w.S = w.Sall + h * K * W;
+            if (a->hs) { /* the state entering this chunk, as fla's h holds it */
+                real *hs = a->hs + t0 / C * a->ld_hs + h * K * V + a->v0;
+                for (size_t ch = 0; ch < K; ch++) {
+                    memcpy(hs + ch * V, w.S + ch * W, W * sizeof(real));
+                    *bad_h += SIMD_FN(nonfinite_canon)(hs + ch * V, W);
+                }
+            }
             w.q = a->q + t0 * a->ld_qk + h * K;
             w.k = a->k + t0 * a->ld_qk + h * K;
             w.v = a->v + t0 * a->ld_v + h * V + a->v0;

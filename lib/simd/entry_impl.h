@@ -37,10 +37,23 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
                                              c->op.precision != KDALAB_FP32, c->work);
     if (s != KDALAB_OK)
         return s;
+    /* h: sequence n's first chunk, the sum of the chunks before it (plain:
+     * ceil(T / C) per batch entry) */
+    size_t *first = NULL;
+    if (x->h && c->cu) {
+        first = malloc(c->N * sizeof *first);
+        if (!first) {
+            kdalab__simd_plan_free(&pl);
+            return kdalab_fail(KDALAB_ENOMEM, "no memory for the chunk offsets of %zu "
+                                              "sequences", c->N);
+        }
+        for (size_t n = 0, at = 0; n < c->N; at += kdalab__call_chunks(c, n), n++)
+            first[n] = at;
+    }
     const int nth = pl.nth;
     const size_t ntasks = pl.ntasks;
-    size_t bad_o = 0, bad_ht = 0;
-#pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht)
+    size_t bad_o = 0, bad_ht = 0, bad_h = 0;
+#pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht, bad_h)
     {
         real *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
@@ -50,6 +63,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
             kdalab__call_seq(c, n, &b, &t0, &L);
             size_t rqk = (b * T + t0) * H + j / G, rv = (b * T + t0) * HV + j; /* t = t0 */
             size_t nj = n * HV + j;                                             /* state */
+            size_t hj = ((first ? first[n] : n * kdalab__call_chunks(c, n)) * HV + j) * K * V;
             E_ARGS a = {
                 .mech = c->mech, .T = L, .K = K, .V = V, .v0 = v0, .v1 = v1, .nh = pl.nh,
                 .chunk = C, .subchunk = sc, .scale = scale,
@@ -59,16 +73,18 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
                 .beta = c->delta && x->beta ? x->beta + rv : NULL,
                 .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
                 .o = x->o ? x->o + rv * V : NULL, .ht = x->ht ? x->ht + nj * K * V : NULL,
+                .hs = x->h ? x->h + hj : NULL, .ld_hs = HV * K * V,
                 .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
                 .a = c->ab && x->a ? x->a + rv * K : NULL,
                 .b = c->ab && x->b ? x->b + rv * K : NULL,
                 .ld_ab = HV * K, .store = c->op.precision,
             };
-            tab->chunk_head(&a, mywork, &bad_o, &bad_ht);
+            tab->chunk_head(&a, mywork, &bad_o, &bad_ht, &bad_h);
         }
     }
+    free(first);
     kdalab__simd_plan_free(&pl);
-    return kdalab__simd_chunk_finish(bad_o, bad_ht, report);
+    return kdalab__simd_chunk_finish(bad_o, bad_ht, bad_h, report);
 }
 
 /* kdalab_simd_step_f32 / _f64 (lib/kdalab_simd.h documents them). */

@@ -174,18 +174,20 @@ void kdalab__simd_work_put(kdalab_workspace *ws, int nth, void **work, void *ext
     free(extra);
 }
 
-kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report)
+kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, size_t bad_h,
+                                        kdalab_report *report)
 {
     if (report) {
         report->nonfinite_o = bad_o;
         report->nonfinite_ht = bad_ht;
         report->max_exponent = 0;
     }
-    if (bad_o || bad_ht)
+    if (bad_o || bad_ht || bad_h)
         return kdalab_fail(KDALAB_ERANGE,
                            "SIMD chunkwise form: the computation overflowed from finite inputs: "
-                           "%zu non-finite values in o and %zu in ht (outputs written)",
-                           bad_o, bad_ht);
+                           "%zu non-finite values in o, %zu in ht and %zu in h (outputs "
+                           "written)",
+                           bad_o, bad_ht, bad_h);
     kdalab_clear_error();
     return KDALAB_OK;
 }

@@ -26,7 +26,9 @@
  * k + r*ld_qk, v + r*ld_v (V floats), g + r*ld_g (gw floats), beta + r*ld_b,
  * o + r*ld_v; head j's rows follow its predecessor's (fla's [B, T, H, .]
  * layout: + j*K, + j*V, + j*gw, + j). h0/ht point at the first head's
- * [K, V] state, head j's at + j*K*V (NULL: zero / not wanted).
+ * [K, V] state, head j's at + j*K*V (NULL: zero / not wanted). hs points at
+ * the first head's state entering chunk 0, the state entering chunk i at
+ * + i*ld_hs (fla's h [B, NT, HV, K, V]: ld_hs = HV*K*V; NULL: not wanted).
  */
 typedef struct {
     kdalab_mechanism mech;
@@ -38,8 +40,8 @@ typedef struct {
                              /* >= 1 (bwd_group in chunk_bwd_scores.h)         */
     float scale;
     const float *q, *k, *v, *g, *beta, *h0;
-    float *o, *ht;
-    size_t ld_qk, ld_v, ld_g, ld_b;
+    float *o, *ht, *hs;
+    size_t ld_qk, ld_v, ld_g, ld_b, ld_hs;
     const float *a, *b; /* the DPLR row's a, b (rows ld_ab apart, head j at + j*K), */
     size_t ld_ab;       /* else NULL                                                 */
     kdalab_precision store; /* the forward's emulated storage (chunk_kernels.h says   */
@@ -56,8 +58,8 @@ typedef struct {
     size_t state_bytes;
     double scale;
     const double *q, *k, *v, *g, *beta, *h0;
-    double *o, *ht;
-    size_t ld_qk, ld_v, ld_g, ld_b;
+    double *o, *ht, *hs;
+    size_t ld_qk, ld_v, ld_g, ld_b, ld_hs;
     const double *a, *b;
     size_t ld_ab;
     kdalab_precision store; /* always KDALAB_FP32: float64 emulates no storage */
@@ -115,8 +117,9 @@ typedef struct {
                           int stored);
     /* Run one task (nh heads, columns [v0, v1)) with work_floats() of 64-byte
      * aligned workspace. Cannot fail: inputs were validated. Adds the number
-     * of non-finite values it wrote to o and ht to *bad_o, *bad_ht. */
-    void (*chunk_head)(const simd_head_args *a, float *work, size_t *bad_o, size_t *bad_ht);
+     * of non-finite values it wrote to o, ht and hs to *bad_o, *bad_ht, *bad_h. */
+    void (*chunk_head)(const simd_head_args *a, float *work, size_t *bad_o, size_t *bad_ht,
+                       size_t *bad_h);
     /* One decode step on validated arguments except S, whose finiteness the
      * kernel checks while reading it (before anything is written). Returns
      * KDALAB_OK; KDALAB_ENONFINITE with *bad = index of a non-finite S element
@@ -153,7 +156,7 @@ typedef struct {
     size_t (*work_floats)(size_t C, size_t c, size_t K, size_t W, size_t nh, int ab,
                           int stored);
     void (*chunk_head)(const simd_head_args_f64 *a, double *work, size_t *bad_o,
-                       size_t *bad_ht);
+                       size_t *bad_ht, size_t *bad_h);
     kdalab_status (*step)(kdalab_mechanism mech, size_t K, size_t V, double scale,
                           const double *q, const double *k, const double *v,
                           const double *g, double beta, double *S, double *o, size_t *bad);
@@ -217,6 +220,7 @@ void kdalab__simd_plan_free(simd_plan *pl);
 kdalab_status kdalab__simd_work_get(kdalab_workspace *ws, int nth, size_t bytes,
                                     size_t extra_bytes, void ***work, void **extra);
 void kdalab__simd_work_put(kdalab_workspace *ws, int nth, void **work, void *extra);
-kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, kdalab_report *report);
+kdalab_status kdalab__simd_chunk_finish(size_t bad_o, size_t bad_ht, size_t bad_h,
+                                        kdalab_report *report);
 
 #endif

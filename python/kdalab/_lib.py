@@ -64,7 +64,8 @@ class Tensors(ctypes.Structure):
     leaves the C field NULL."""
     __slots__ = ()
     _fields_ = [(n, _D) for n in ("q", "k", "v", "g", "beta", "h0", "o", "ht", "d_o", "dht",
-                                  "dq", "dk", "dv", "dg", "dbeta", "dh0", "a", "b", "da", "db")]
+                                  "dq", "dk", "dv", "dg", "dbeta", "dh0", "a", "b", "da", "db",
+                                  "h")]
 
 
 class Tensors32(ctypes.Structure):
@@ -87,6 +88,8 @@ lib.kdalab_run_f32.restype = _status
 lib.kdalab_run_f32.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors32), ctypes.c_void_p]
 lib.kdalab_run_bwd_f32.restype = _status
 lib.kdalab_run_bwd_f32.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors32)]
+lib.kdalab_call_n_chunks.argtypes = [ctypes.POINTER(Call)]
+lib.kdalab_call_n_chunks.restype = ctypes.c_size_t
 lib.kdalab_workspace_new.restype = ctypes.c_void_p
 lib.kdalab_workspace_new.argtypes = []
 lib.kdalab_workspace_free.restype = None

@@ -468,7 +468,11 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt, a=No
 
 
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
-             cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None, **opt):
+             cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None,
+             states=False, **opt):
+    """(o, ht or None), and with states=True h, the state entering each chunk
+    ([B, NT, HV, K, V]: the SIMD chunkwise forward's kdalab_tensors_f64.h),
+    as a third item."""
     output_final_state = as_bool("output_final_state", output_final_state)
     impl = _impl(form, impl)
     normalize = as_bool("normalize", normalize)
@@ -479,15 +483,18 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     o = _lib.output((call.B, call.T, call.HV, call.V))
     ht = _lib.output(call.state_shape())
     op = _opts(chunk_size)
+    c = call.call(form, impl, scale, op)
+    h = _lib.output((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:]) \
+        if states else None
     arrays = _lib.named(_lib.Tensors, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht, a=a,
-                        b=b)
-    _lib.check(_lib.lib.kdalab_run_f64(call.call(form, impl, scale, op), arrays, None), mech)
+                        b=b, h=h)
+    _lib.check(_lib.lib.kdalab_run_f64(c, arrays, None), mech)
     if normalize:
         z, _ = _normalizer(q, k, scale, call.cu, call.T)
         _check_normalizer(z, o, call.HV // call.H, mech)
         o = o / _per_value_head(z, call.HV // call.H)
         _check_finite(mech, "o", o)  # o / z is made here; the library checks its own o
-    return o, (ht if output_final_state else None)
+    return (o, (ht if output_final_state else None)) + ((h,) if states else ())
 
 
 def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
@@ -564,16 +571,21 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
 
 
 def chunk_states(mech, q, k, v, g, beta, scale=None, initial_state=None, cu_seqlens=None,
-                 chunk_size=64, **opt):
+                 chunk_size=64, impl="simd", **opt):
     """The state entering every chunk of chunk_size positions (None: 64, fla's),
     as fla's
     return_intermediate_states gives it: [B, NT, HV, K, V] with NT = ceil(T /
     chunk_size) (chunk 0's is the initial state, zero without one), or with
     cu_seqlens [1, NT, HV, K, V], NT counting every sequence's chunks in order.
-    The library has no entry for it: computed here by running the chunkwise
-    form chunk by chunk, each from the previous chunk's final state (in-kernel
-    options, opt, as for the forward: pointwise in time)."""
+    impl="simd": one call of the SIMD chunkwise forward, which writes them
+    (kdalab_tensors_f64.h); "reference": the reference chunkwise form run
+    chunk by chunk, each chunk from the previous one's final state. In-kernel
+    options, opt, as for the forward (pointwise in time)."""
     C = _opts(64 if chunk_size is None else chunk_size).chunk
+    if impl == "simd":
+        return _forward(mech, _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state, False,
+                        cu_seqlens, C, states=True, **opt)[2]
+    _impl(_lib.FORM_CHUNK, impl)
     call, _, _, _, _, _, _, h0, _ = _prepare(mech, q, k, v, g, beta, scale, initial_state,
                                              cu_seqlens, opt)
     arrays = [as_f64(x, n, required=False) for x, n in ((q, "q"), (k, "k"), (v, "v"),
@@ -588,7 +600,8 @@ def chunk_states(mech, q, k, v, g, beta, scale=None, initial_state=None, cu_seql
         for c in range(s, e, C):
             states.append(S)
             part = [None if a is None else a[:, c:min(c + C, e)] for a in arrays]
-            _, S = _forward(mech, _lib.FORM_CHUNK, *part, scale, S, True, None, C, **opt)
+            _, S = _forward(mech, _lib.FORM_CHUNK, *part, scale, S, True, None, C,
+                            impl=impl, **opt)
     if not states:
         return _lib.empty((call.B, 0) + call.state_shape()[1:])
     return np.stack(states, axis=1) if not per_seq else np.concatenate(states)[None]

@@ -298,8 +298,8 @@ def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_fin
            _out(_flip(state_v_first, ht), out_dtype, like, "final_state")
            if output_final_state else None)
     if states:
-        h = ops.chunk_states(mech, q, k, v, g, beta, scale, h0, cu, chunk_size, A_log=A_log,
-                             dt_bias=dt_bias, **opts)
+        h = ops.chunk_states(mech, q, k, v, g, beta, scale, h0, cu, chunk_size, impl=impl,
+                             A_log=A_log, dt_bias=dt_bias, **opts)
         res += (_out(_flip(state_v_first, torch.from_numpy(h)), out_dtype, like, "h"),)
     return res
 

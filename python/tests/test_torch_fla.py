@@ -193,18 +193,20 @@ def test_safe_gate_is_the_lower_bound_gate():
                          A_log=torch.tensor(A_log))
 
 
+@pytest.mark.parametrize("impl", ["simd", "reference"])
 @pytest.mark.parametrize("varlen", [False, True], ids=["batch", "varlen"])
-def test_intermediate_states_are_the_recurrence_at_chunk_boundaries(varlen):
+def test_intermediate_states_are_the_recurrence_at_chunk_boundaries(varlen, impl):
     """h[:, c] of return_intermediate_states is the state entering chunk c:
     the recurrence run over the positions before it (per sequence with
-    cu_seqlens, NT counting every sequence's chunks)."""
+    cu_seqlens, NT counting every sequence's chunks), from the SIMD path's
+    one call and from the reference run chunk by chunk."""
     C = 3
     a, t = arrays("kda", 5, B=1 if varlen else 2, T=8)
     cu = [0, 5, 8] if varlen else None
     h0 = np.concatenate([a["h0"], a["h0"] * 0.5]) if varlen else a["h0"]
     o, ht, h = kt.chunk_kda(t["q"], t["k"], t["v"], t["g"], t["beta"],
                             initial_state=torch.tensor(h0), output_final_state=True,
-                            return_intermediate_states=True, chunk_size=C,
+                            return_intermediate_states=True, chunk_size=C, impl=impl,
                             cu_seqlens=None if cu is None else torch.tensor(cu))
     spans = [(0, 5), (5, 8)] if varlen else [(0, 8)]
     expect = []
@@ -220,7 +222,7 @@ def test_intermediate_states_are_the_recurrence_at_chunk_boundaries(varlen):
     _, _, hv = kt.chunk_kda(t["q"], t["k"], t["v"], t["g"], t["beta"],
                             initial_state=torch.tensor(h0).transpose(-1, -2),
                             return_intermediate_states=True, chunk_size=C, state_v_first=True,
-                            cu_seqlens=None if cu is None else torch.tensor(cu))
+                            impl=impl, cu_seqlens=None if cu is None else torch.tensor(cu))
     assert torch.equal(hv, h.transpose(-1, -2))
 
 
