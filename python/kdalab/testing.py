@@ -83,12 +83,13 @@ def errors(ref, out):
 _AXES = {4: {"o": "bthv", "v": "bthv", "do": "bthv", "dv": "bthv",
              "q": "bthk", "k": "bthk", "dq": "bthk", "dk": "bthk", "g": "bthk", "dg": "bthk",
              "ht": "nhkv", "h0": "nhkv", "dh0": "nhkv", "dht": "nhkv"},
-         3: {"beta": "bth", "dbeta": "bth", "g": "bth", "dg": "bth"}}
+         3: {"beta": "bth", "dbeta": "bth", "g": "bth", "dg": "bth"},
+         5: {"h": "bchkv"}}  # h, the state entering each chunk: c the chunk
 
 
 def _axes(name, ndim):
     """Axis names for an array called name: fla's letters (b, t, h, k, v; n
-    for a state's sequence), else i0, i1, ..."""
+    for a state's sequence, c for h's chunk), else i0, i1, ..."""
     letters = _AXES.get(ndim, {}).get(name)
     return list(letters) if letters else ["i%d" % d for d in range(ndim)]
 
@@ -192,9 +193,10 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None):
     (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
     the format, float32 sums; its error within ~10 % of the reference
     emulation's, tests/test_simd_store.c) on x = (q, k, v, g, beta, h0, a, b),
-    any layout the call has (varlen, GVA): (o, ht) in float32 (errors()
-    takes them as they are). keep: a dict of buffers kept between calls (the
-    inputs' float32 copies, o and ht: each call overwrites them), or None."""
+    any layout the call has (varlen, GVA): (o, ht, h) in float32 (errors()
+    takes them as they are), h the state entering each chunk of chunk_size
+    [B, NT, HV, K, V]. keep: a dict of buffers kept between calls (the
+    inputs' float32 copies, o, ht and h: each call overwrites them), or None."""
     from . import _lib, ops
     keep = {} if keep is None else keep
     f = _to_f32(x, keep)
@@ -204,28 +206,87 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None):
     o, ht = keep["o"], keep["ht"]
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
-    arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
-                        a=f[6], b=f[7], o=o, ht=ht)
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, opts)
+    if "h" not in keep:
+        keep["h"] = np.empty((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:],
+                             dtype=np.float32)
+    arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
+                        a=f[6], b=f[7], o=o, ht=ht, h=keep["h"])
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
-    return o, ht
+    return o, ht, keep["h"]
+
+
+_BLOCK = 1 << 15  # elements per block of _sums: its temporaries stay in cache
+
+
+def _sums(ref, got, buf):
+    """(max |got - ref|, max |ref|, sum (got - ref)^2, sum ref^2) of a float64
+    ref and a float32 got of one shape, both C-contiguous, a block at a time
+    in buf (a float64 array of _BLOCK elements): one pass over each where
+    errors() makes several over whole-array temporaries."""
+    r, e = ref.reshape(-1), got.reshape(-1)
+    md = mr = e2 = r2 = 0.0
+    for i in range(0, r.size, _BLOCK):
+        rb, d = r[i:i + _BLOCK], buf[:min(_BLOCK, r.size - i)]
+        np.subtract(e[i:i + _BLOCK], rb, out=d)  # float64: float32 differences are exact
+        md, mr = max(md, float(d.max()), -float(d.min())), max(mr, float(rb.max()),
+                                                                 -float(rb.min()))
+        e2, r2 = e2 + float(np.dot(d, d)), r2 + float(np.dot(rb, rb))
+    return md, mr, e2, r2
+
+
+def _fast_errors(ref, got, buf):
+    """errors(ref, got)[:2], (rms, rel), through _sums: for the tolerances'
+    outputs, which the library has checked finite. Falls back to errors()
+    where a sum of squares leaves float64's range."""
+    md, mr, e2, r2 = _sums(ref, got, buf)
+    if not (np.isfinite(e2) and np.isfinite(r2) and (r2 > 0 or md == 0)) or (0 < r2 < 1e-290):
+        return errors(ref, got)[:2]
+    return (float(np.sqrt(e2 / r2)) if md else 0.0), _ratio(md, mr)
+
+
+def _state_errors(ref_h, got_h, ref_ht, got_ht, buf):
+    """(rms, rel) of the worst of the states a chunkwise forward carries: the
+    state entering each chunk (h [B, NT, HV, K, V], ref float64, got float32)
+    and the final ones (ht [N, HV, K, V]). Each is a set of states, those of
+    one chunk index (h[:, c]) or ht, measured as errors() measures ht: max
+    |err| / max |ref| and the RMS ratio over the set; the largest of each
+    over the sets (chunk 0's without an initial state: zero, and zero
+    error). buf: _sums's."""
+    rms, rel = _fast_errors(ref_ht, got_ht, buf)
+    for c in range(ref_h.shape[1]):
+        parts = [_sums(ref_h[b, c], got_h[b, c], buf) for b in range(ref_h.shape[0])]
+        md, mr = max(p[0] for p in parts), max(p[1] for p in parts)
+        e2, r2 = sum(p[2] for p in parts), sum(p[3] for p in parts)
+        if md == 0:
+            continue
+        if not (np.isfinite(e2) and np.isfinite(r2) and r2 > 1e-290):
+            r, q = errors(ref_h[:, c], got_h[:, c])[1::-1]  # the careful metric
+        else:
+            r, q = _ratio(md, mr), float(np.sqrt(e2 / r2))
+        rel, rms = max(rel, r), max(rms, q)
+    return rms, rel
 
 
 # trials=None: enough trials that each output's errors are sampled at
 # _SAMPLE elements in all, within [1, 8]. The largest error of one trial is a
 # noisy statistic: over 8 trials it reached 1.3-2.1x the first trial's with
-# 2^14-2^17 elements of ht (KDA, bf16, K = V = 128), so one trial is left to
-# outputs of 2^20 elements and more, where it moved by at most 1.45x in the
-# inputs first measured and 1.59x in 6 more (KDA, bf16 and fp16, o of 2^20
-# and 2^21 elements); the spread does not shrink much with the size, so
-# margin = 2 is what covers it
+# 2^14-2^17 elements of ht alone (KDA, bf16, K = V = 128), so one trial is
+# left to outputs of 2^20 elements and more, where it moved by at most 1.45x
+# in the inputs first measured and 1.59x in 6 more (KDA, bf16 and fp16, o of
+# 2^20 and 2^21 elements); the spread does not shrink much with the size, so
+# margin = 2 is what covers it. The states are sampled at every chunk start as
+# well as at the end (_state_errors): at B = 2, T = 2048, H = 4, K = V = 128
+# (32 sets of 2^17 elements), KDA, 6 inputs in bf16 and 3 in fp16, the largest
+# of 8 trials was 1.00-1.35x the first, and the first 0.86-1.42x what 8 trials
+# of ht alone gave
 _SAMPLE = 2 ** 20
 
 
 def _trials(trials, n_o, n_ht):
     """The trial count: trials, or for None ceil(_SAMPLE / the smaller of
-    the outputs' sizes n_o, n_ht) within [1, 8]."""
+    the sizes sampled, n_o and n_ht) within [1, 8]."""
     if trials is not None:
         return int(trials)
     return int(min(8, max(1, -(-_SAMPLE // max(min(n_o, n_ht), 1)))))
@@ -315,11 +376,19 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     `trials` runs at the caller's inputs, each input multiplied by
     (1 + u * unit roundoff) with uniform u in [-1, 1) (trial 0 unperturbed)
     so that every rounding decision varies, the largest error of each output,
-    times `margin`. trials=None: as many as sample 2^20 elements of each
-    output in all, within [1, 8]: 8 while the smaller of o and ht has 2^17
-    elements or fewer, 1 from 2^20 (one trial's largest error is noisy: over
-    8 trials it reached up to 2.1x the first's). Its cost: per trial one float64 oracle forward, one
-    emulation (about 0.6 of the oracle's time) and the metrics.
+    times `margin`. The states are measured where the emulated kernel holds
+    them: at the start of every chunk (fla's h, return_intermediate_states)
+    and at the end, each set of states against its own largest value; "ht"
+    bounds them all, so it also checks a kernel's h (assert_close's metrics
+    over a whole h never exceed the worst set's). trials=None: as many as
+    sample 2^20 elements of o and of the states in all, within [1, 8]: the
+    states count B * NT * HV * K * V elements, NT = ceil(T / chunk_size)
+    (one trial's largest error is noisy: over 8 trials o's reached up to
+    1.6x the first's at 2^20 elements; the states', sampled at 32 chunk
+    starts, 1.35x). Its cost: per trial one float64 oracle forward at
+    chunk_size (about 1.5x the oracle's time at its own C = 16, with h), one
+    emulation (about 0.8x) and the metrics; bench/README.md has the ratio
+    measured.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
     "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
@@ -328,7 +397,8 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     cu_seqlens (B = 1, sequences packed along T, initial_state [N, HV, K, V])
     as in fla: each sequence is emulated on its own, the bound covers all of
     them. Returns Tolerance(rtol={"o", "ht"},
-    rms={"o", "ht"}, trials=[(rtol, rms) of o per trial]): for
+    rms={"o", "ht"}, trials=[(rtol, rms) of o per trial]), "ht" the states'
+    bound: for
     assert_close(..., rtol=tol.rtol["o"], rms=tol.rms["o"]). A forward
     bound: grad_tolerance bounds the gradients."""
     from . import ops
@@ -348,17 +418,24 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
     keep = {}  # the emulation's buffers, reused by every trial
+    buf = np.empty(_BLOCK)  # the metrics' block
 
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
-        # the oracle at its fastest chunk size (its answer does not depend on it)
-        ref = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, a=x[6], b=x[7])
-        got = _emulate(call, x, s, precision, chunk_size, keep)
-        return [errors(r, o)[:2] for r, o in zip(ref, got)]  # (rms, rel) of o, ht
+        # the oracle at the emulated kernel's chunk size, for the states entering
+        # its chunks (its o and ht do not depend on it)
+        ro, rht, rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size, a=x[6],
+                                   b=x[7], states=True)
+        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep)
+        return [_fast_errors(ro, eo, buf), _state_errors(rh, eh, rht, eht, buf)]
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []
-    trials = _trials(trials, call.B * call.T * call.HV * call.V,
-                     int(np.prod(call.state_shape())))
+    # the states sampled: those entering every chunk but a sequence's first,
+    # and the final ones, as many elements as h has
+    nt = _lib.lib.kdalab_call_n_chunks(call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], s,
+                                                 ops._opts(chunk_size)))
+    n_states = call.B * nt * call.HV * call.K * call.V
+    trials = _trials(trials, call.B * call.T * call.HV * call.V, n_states)
     for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0, a, b), trials,
                            np.random.default_rng(seed), precision):
         for name, (rms, rel) in zip(("o", "ht"), res):

@@ -94,14 +94,19 @@ def test_tolerance_refuses_arguments_that_void_it():
 
 
 def test_trials_follow_the_smaller_output():
-    """trials=None: ceil(2^20 / the smaller of o's and ht's sizes) within
-    [1, 8]; a bad chunk_size is refused before anything runs."""
+    """trials=None: ceil(2^20 / the smaller of o's size and the states'
+    sampled, those entering every chunk but the first and the final ones)
+    within [1, 8]; a bad chunk_size is refused before anything runs."""
     p = problem(5, T=20)
     args = (p["q"], p["k"], p["v"], p["g"], p["beta"])
     assert len(tolerance("kda", *args).trials) == 8
-    # o has 2^20 elements, ht 2^19 (K = V = 64, H = 128, T = 128): 2 trials
-    p = problem(6, T=128, H=128, K=64, V=64)
-    assert len(tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"]).trials) == 2
+    # K = V = 64, H = 128: at T = 64, o has 2^19 elements and one chunk's
+    # final states 2^19: 2 trials; at T = 128, o has 2^20 and the states
+    # entering chunk 1 and the final ones 2^20: 1 trial
+    for T, n in ((64, 2), (128, 1)):
+        p = problem(6, T=T, H=128, K=64, V=64)
+        tol = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"])
+        assert len(tol.trials) == n, T
     for bad in (-1, 0, 2.5, 2 ** 64 - 1):
         with pytest.raises(ValueError, match="chunk_size"):
             tolerance("kda", *args, chunk_size=bad)
@@ -202,6 +207,46 @@ def test_tolerance_with_cu_seqlens():
     with pytest.raises(Exception, match="cu_seqlens"):
         tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], initial_state=h0,
                   cu_seqlens=np.array([0, 37, 99]))
+
+
+def test_state_bound_covers_every_chunk_start():
+    """The states' bound is the worst over the sets of states entering each
+    chunk and the final ones, each set measured against its own largest
+    value: an error planted in the states entering one chunk is found there
+    and nowhere else, and the block-wise metrics equal errors()."""
+    from kdalab.testing import _BLOCK, _fast_errors, _state_errors
+    r = np.random.default_rng(4)
+    buf = np.empty(_BLOCK)
+    ref_h, ref_ht = r.normal(size=(2, 5, 3, 40, 300)), r.normal(size=(2, 3, 40, 300))
+    ref_h[:, 3] *= 1e-3  # a set of small states: its error is relative to its own scale
+    got_h, got_ht = ref_h.astype(np.float32), ref_ht.astype(np.float32)
+    base = _state_errors(ref_h, got_h, ref_ht, got_ht, buf)
+    assert 0 < base[1] < 1e-7  # float32 rounding alone
+    got_h[1, 3, 2, 7, 11] += np.float32(2e-5 * np.abs(ref_h[:, 3]).max())
+    rms, rel = _state_errors(ref_h, got_h, ref_ht, got_ht, buf)
+    assert 2e-5 * 0.99 < rel < 2e-5 * 1.01
+    assert rms == pytest.approx(errors(ref_h[:, 3], got_h[:, 3])[0], rel=1e-9)
+    for ref, got in ((ref_h, got_h), (ref_ht, got_ht), (ref_h[0, 0], got_h[0, 0] * 0)):
+        fast = _fast_errors(ref, got, buf)
+        assert fast == pytest.approx(errors(ref, got)[:2], rel=1e-12)
+
+
+def test_tolerance_bounds_the_states_at_chunk_starts():
+    """The ht bound holds for the states entering every chunk, so it checks a
+    kernel's return_intermediate_states too: h rounded to bf16 passes; h from
+    a gate doubled in one key channel from chunk 2 on fails, and the failure
+    names chunk 3, the first state it changes, as its first position."""
+    p = problem(7, T=320, K=32, V=32)
+    args = (p["q"], p["k"], p["v"], p["g"], p["beta"])
+    tol = tolerance("kda", *args, precision="bf16")
+    assert len(tol.trials) == 8  # o has 2^14 elements
+    h = kdalab.ops.chunk_states("kda", *args)
+    assert_close("h", h, bf16(h), rtol=tol.rtol["ht"], rms=tol.rms["ht"])
+    g = p["g"].copy()
+    g[:, 128:, 0, 3] *= 2
+    wrong = kdalab.ops.chunk_states("kda", p["q"], p["k"], p["v"], g, p["beta"])
+    with pytest.raises(AssertionError, match=r"first over rtol at \(b=0, c=3, h=0, k=3, "):
+        assert_close("h", h, wrong, rtol=tol.rtol["ht"], rms=tol.rms["ht"])
 
 
 GRADS = ("dq", "dk", "dv", "dg", "dbeta")
