@@ -14,7 +14,8 @@ KDALAB_BEGIN_DECLS
 /* NumPy .npy files                                                          */
 /* ------------------------------------------------------------------------- */
 
-#define KDALAB_NPY_MAX_DIMS 4
+/* up to 5: the state entering each chunk, h [B, NT, H, K, V], is the widest */
+#define KDALAB_NPY_MAX_DIMS 5
 
 /* The dtypes kdalab reads (little- or big-endian: '<f8' '>f8', '<f4' '>f4', '<f2'
  * '>f2', '<i8' '>i8', '<i4' '>i4') and writes ('<f8', '<f4'). Half precision
@@ -32,7 +33,7 @@ const char *kdalab_dtype_name(kdalab_dtype dtype);
 
 /* An array read from a .npy file, always converted to float64, C order. */
 typedef struct {
-    int ndim;                          /* 0..4; 0 is a scalar, size 1           */
+    int ndim;                          /* 0..5; 0 is a scalar, size 1           */
     size_t shape[KDALAB_NPY_MAX_DIMS]; /* shape[0..ndim-1]                       */
     size_t size;                       /* product of the shape (may be 0)        */
     kdalab_dtype dtype;                /* the dtype stored in the file           */
@@ -43,7 +44,7 @@ typedef struct {
 /*
  * Parse a .npy image held in memory (format 1.0, 2.0 or 3.0; a dtype of
  * kdalab_dtype; C order, or Fortran order which is transposed to C order; up
- * to 4 dimensions). Every length is checked against len before it is read.
+ * to 5 dimensions). Every length is checked against len before it is read.
  *
  * Errors: KDALAB_ENULL, KDALAB_EFORMAT (bad magic, truncated, malformed
  * header or shape, data shorter than the shape), KDALAB_EDTYPE (any other
@@ -62,7 +63,7 @@ kdalab_status kdalab_npy_read(const char *path, kdalab_array *out);
  * Write a .npy file, format 1.0 (2.0 if the header needs it), C order, dtype
  * '<f8' or '<f4' (data is converted from float64). Written to a temporary
  * name in the same directory and renamed, so no half-written file is ever
- * left at path. ndim 0..4, shape may be NULL when ndim == 0.
+ * left at path. ndim 0..5, shape may be NULL when ndim == 0.
  * Errors: KDALAB_ENULL, KDALAB_EINVAL (ndim), KDALAB_EOVERFLOW, KDALAB_EIO.
  */
 kdalab_status kdalab_npy_write(const char *path, kdalab_dtype dtype, const double *data,

@@ -273,7 +273,7 @@ static void malformed_headers(void **state)
         "{'descr': '<f8', 'fortran_order': False, 'shape': (6,,)}",
         "{'descr': '<f8', 'fortran_order': False, 'shape': (,)}",
         "{'descr': '<f8', 'fortran_order': False, 'shape': (3 2)}",
-        "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 2, 3)}", /* 5-D        */
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 1, 1, 2, 3)}", /* 6-D     */
         "{'descr': '<f8', 'fortran_order': False, 'shape': (6.0,)}",
         "{'descr': '<f8', 'fortran_order': False, 'shape': (0x6,)}",
         "{'descr': '<f8', 'fortran_order': False, 'shape': (6,)} trailing",

@@ -28,7 +28,7 @@
 /* Building images                                                           */
 /* ------------------------------------------------------------------------- */
 
-/* Every writer output reads back identically: ndim 0..4, both dtypes, empty
+/* Every writer output reads back identically: ndim 0..5, both dtypes, empty
  * arrays, and the awkward float64 values (NaN, infinities, -0, subnormals). */
 static void write_read_back(void **state)
 {
@@ -43,10 +43,10 @@ static void write_read_back(void **state)
     vals[5] = 1.7976931348623157e308;
     static const struct {
         int ndim;
-        size_t shape[4];
+        size_t shape[5];
     } cases[] = {{0, {0}},       {1, {64}},        {2, {8, 8}},      {3, {2, 4, 8}},
                  {4, {2, 2, 2, 8}}, {1, {0}},      {2, {0, 3}},      {4, {1, 0, 5, 7}},
-                 {2, {1, 1}}};
+                 {2, {1, 1}},    {5, {2, 1, 2, 2, 8}}, {5, {1, 3, 0, 2, 2}}};
     char path[512];
     snprintf(path, sizeof path, "%s/rt.npy", npyt_tmpdir);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -123,14 +123,14 @@ static void write_matches_numpy_golden(void **state)
 static void write_failures_leave_nothing(void **state)
 {
     double x[4] = {1, 2, 3, 4};
-    size_t shape[5] = {2, 2, 1, 1, 1};
+    size_t shape[6] = {2, 2, 1, 1, 1, 1};
     char path[512];
     snprintf(path, sizeof path, "%s/nodir/x.npy", npyt_tmpdir);
     assert_int_equal(kdalab_npy_write(path, KDALAB_DTYPE_F64, x, 2, shape), KDALAB_EIO);
     assert_non_null(strstr(kdalab_last_error(), "x.npy"));
 
     snprintf(path, sizeof path, "%s/w.npy", npyt_tmpdir);
-    assert_int_equal(kdalab_npy_write(path, KDALAB_DTYPE_F64, x, 5, shape), KDALAB_EINVAL);
+    assert_int_equal(kdalab_npy_write(path, KDALAB_DTYPE_F64, x, 6, shape), KDALAB_EINVAL);
     assert_int_equal(kdalab_npy_write(path, KDALAB_DTYPE_F64, x, -1, shape), KDALAB_EINVAL);
     assert_int_equal(kdalab_npy_write(path, (kdalab_dtype)7, x, 2, shape), KDALAB_EINVAL);
     size_t huge[2] = {SIZE_MAX, 3};

@@ -113,7 +113,7 @@ kdalab_status kdalab_npy_write(const char *path, kdalab_dtype dtype, const doubl
 
     char header[512];
     size_t hbytes = build_header(header, sizeof header, dtype, ndim, shape);
-    if (hbytes == 0) /* cannot happen for <= 4 dims of size_t */
+    if (hbytes == 0) /* cannot happen for <= 5 dims of size_t */
         return kdalab_fail(KDALAB_EINVAL, "%s: header too long", path);
 
     /* A temporary name in the same directory (so rename is atomic). */

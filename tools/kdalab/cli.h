@@ -230,7 +230,7 @@ typedef struct {
     const char *flag, *path;
     const double *data;
     int ndim;
-    size_t shape[4];
+    size_t shape[KDALAB_NPY_MAX_DIMS];
 } cli_output;
 
 /* Write n (<= 16) outputs all or nothing (outputs.c): each whole to a

@@ -1,7 +1,8 @@
 /*
  * tools/kdalab/run.c — `kdalab run`: run one mechanism of the lineage on .npy
  * tensors in fla's layout (REFERENCE.md, "Shapes and names") and write the
- * output o and the final state ht as float64 .npy.
+ * output o and the final state ht (and the state entering each chunk, h) as
+ * float64 .npy.
  *
  * defines: cmd_run (declared in cli.h)
  *
@@ -13,8 +14,8 @@
  *                   and their values by the library's rules (inputs.c)
  *   compute         the float64 reference, or one float32 form (reference or
  *                   SIMD) on float32 copies of the inputs
- *   write_outputs   o and ht, both written or neither (cli_write_all: each to a
- *                   temporary file, renamed into place once both are complete)
+ *   write_outputs   o, ht and h, all written or none (cli_write_all: each to a
+ *                   temporary file, renamed into place once all are complete)
  */
 #include <math.h>
 #include <stdint.h>
@@ -29,7 +30,7 @@
 typedef struct {
     const char *mechanism, *form, *precision, *impl, *chunk, *subchunk, *decay, *scale;
     const char *input[N_IN]; /* paths, by IN_* */
-    const char *o, *ht, *cu_seqlens, *repeat;
+    const char *o, *ht, *h, *cu_seqlens, *repeat;
     int timing, help;
 } run_flags;
 
@@ -42,13 +43,14 @@ typedef struct {
     kdalab_chunk_opts opts; /* kdalab_chunk_opts_default(), then the flags     */
     int have_scale;         /* --scale given; else K^-1/2 once K is known      */
     double scale;
-    const char *o_path, *ht_path;
+    const char *o_path, *ht_path, *h_path;
     int timing;
 
     cli_inputs fwd;              /* q, k, v, beta, g, h0 and the dims they fix */
     size_t n_o;                  /* elements of o (ht: fwd.n_state)       */
-    double *o, *ht;              /* the outputs, float64                  */
-    float *fin[N_IN], *fo, *fht; /* float32 copies (float32 runs only)    */
+    size_t nt, n_h;              /* --h: chunks NT and the elements of h  */
+    double *o, *ht, *h;          /* the outputs, float64 (h: --h only)    */
+    float *fin[N_IN], *fo, *fht, *fh; /* float32 copies (float32 runs only) */
     kdalab_status computed;      /* KDALAB_OK or KDALAB_ERANGE            */
     kdalab_report report;        /* filled by the chunkwise forms         */
     kdalab_workspace *work;      /* the SIMD path's scratch, kept between --time's calls */
@@ -64,7 +66,7 @@ static void print_help(void)
     printf(
         "usage: kdalab run --mechanism M --q Q.npy --k K.npy --v V.npy [--beta B.npy]\n"
         "                  [--g G.npy] [--a A.npy --b B.npy] [--h0 H0.npy] --o O.npy\n"
-        "                  [--ht HT.npy] [options]\n"
+        "                  [--ht HT.npy] [--h H.npy] [options]\n"
         "\n"
         "Run one mechanism of the lineage on your tensors and write its output o and\n"
         "final state ht as float64 .npy: an independent answer to check a kernel against.\n"
@@ -75,6 +77,7 @@ static void print_help(void)
         "        log-decay, every g <= 0 (kdalab info --mechanisms says which takes which)\n"
         "  h0    [B, H, K, V] initial state (default zero)\n"
         "  o     [B, T, H, V] output          ht    [B, H, K, V] final state\n"
+        "  h     [B, NT, H, K, V] the state entering each chunk (--h; NT = ceil(T / C))\n"
         "T = 0 is legal (o is empty, ht = h0). Inputs must be finite. With --cu-seqlens\n"
         "(N packed sequences, B = 1) h0 and ht are [N, H, K, V]; with grouped value heads\n"
         "v, beta, g, h0, o and ht have HV heads where q and k have H (see below).\n"
@@ -111,6 +114,12 @@ static void print_help(void)
         "                    'compute_seconds=BEST head_tokens_per_s=BEST median_seconds=M\n"
         "                    median_head_tokens_per_s=M repeat=N'\n"
         "  --repeat N        timed calls for --time, 1..64 (default 5)\n"
+        "  --h H.npy         also write h, the state entering each chunk of --chunk\n"
+        "                    positions (fla's return_intermediate_states; chunk 0's is\n"
+        "                    h0): [B, NT, H, K, V], or [1, NT, H, K, V] with NT summing\n"
+        "                    every sequence's chunks under --cu-seqlens. The SIMD\n"
+        "                    chunkwise form writes it: needs --form chunk, the safe\n"
+        "                    decay and the SIMD path (their defaults)\n"
         "  --help            this text\n"
         "\n"
         "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
@@ -123,7 +132,7 @@ static void print_help(void)
 
 enum {
     OPT_MECHANISM = 256, OPT_FORM, OPT_PRECISION, OPT_IMPL, OPT_CHUNK, OPT_SUBCHUNK,
-    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_TIME, OPT_CU_SEQLENS, OPT_REPEAT,
+    OPT_DECAY, OPT_SCALE, OPT_O, OPT_HT, OPT_H, OPT_TIME, OPT_CU_SEQLENS, OPT_REPEAT,
     OPT_INPUT /* + IN_*: --q, --k, --v, --beta, --g, --h0 */
 };
 
@@ -139,6 +148,7 @@ static const struct option OPTIONS[] = {
     CLI_INPUT_OPTIONS(OPT_INPUT),
     {"o", required_argument, NULL, OPT_O},
     {"ht", required_argument, NULL, OPT_HT},
+    {"h", required_argument, NULL, OPT_H},
     {"time", no_argument, NULL, OPT_TIME},
     {"cu-seqlens", required_argument, NULL, OPT_CU_SEQLENS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
@@ -169,6 +179,7 @@ static int parse_flags(int argc, char **argv, run_flags *f)
         case OPT_SCALE: slot = &f->scale; break;
         case OPT_O: slot = &f->o; break;
         case OPT_HT: slot = &f->ht; break;
+        case OPT_H: slot = &f->h; break;
         case OPT_CU_SEQLENS: slot = &f->cu_seqlens; break;
         case OPT_REPEAT: slot = &f->repeat; break;
         default: slot = &f->input[c - OPT_INPUT]; break; /* OPT_INPUT + IN_* */
@@ -251,6 +262,10 @@ static int plan_options(const run_flags *f, run_job *job)
         return cli_fail(EXIT_BAD, "--impl simd with --precision fp64 needs --form chunk (the "
                                   "float64 SIMD path has no recurrent form); or add "
                                   "--precision fp32");
+    if (f->h && !(job->chunk_form && job->simd && job->opts.decay == KDALAB_DECAY_SAFE))
+        return cli_fail(EXIT_BAD, "--h: the state entering each chunk is written by the SIMD "
+                                  "chunkwise form only (--form chunk, the safe decay, --impl "
+                                  "simd: the defaults of --form chunk)");
     job->timing = f->timing;
     job->repeat = 5;
     if (f->repeat && !f->timing)
@@ -273,28 +288,32 @@ static int plan_files(const run_flags *f, run_job *job)
         return rc;
     if (f->o == NULL)
         return cli_fail(EXIT_BAD, "--o is required (where to write the output, .npy)");
-    if (f->ht && cli_same_output(f->ht, f->o))
-        return cli_fail(EXIT_BAD, "--o and --ht name the same file '%s'", f->o);
+    const char *outs[3] = {f->o, f->ht, f->h}, *flag[3] = {"o", "ht", "h"};
+    for (int w = 0; w < 3; w++) /* no two outputs name one file */
+        for (int u = w + 1; u < 3; u++)
+            if (outs[w] && outs[u] && cli_same_output(outs[w], outs[u]))
+                return cli_fail(EXIT_BAD, "--%s and --%s name the same file '%s'", flag[w],
+                                flag[u], outs[u]);
     for (int i = 0; i < N_IN; i++) /* an output never replaces an input */
-        for (int w = 0; w < 2; w++) {
-            const char *out = w ? f->ht : f->o;
-            if (out && f->input[i] && cli_same_output(out, f->input[i]))
+        for (int w = 0; w < 3; w++)
+            if (outs[w] && f->input[i] && cli_same_output(outs[w], f->input[i]))
                 return cli_fail(EXIT_BAD, "--%s '%s' is the input %s: refusing to overwrite it",
-                                w ? "ht" : "o", out, IN_FLAG[i]);
-        }
-    for (int w = 0; w < 2 && f->cu_seqlens; w++) {
-        const char *out = w ? f->ht : f->o;
-        if (out && cli_same_output(out, f->cu_seqlens))
+                                flag[w], outs[w], IN_FLAG[i]);
+    for (int w = 0; w < 3 && f->cu_seqlens; w++)
+        if (outs[w] && cli_same_output(outs[w], f->cu_seqlens))
             return cli_fail(EXIT_BAD, "--%s '%s' is the input --cu-seqlens: refusing to "
                                       "overwrite it",
-                            w ? "ht" : "o", out);
+                            flag[w], outs[w]);
+    for (int w = 0; w < 3; w++) {
+        char which[8];
+        snprintf(which, sizeof which, "--%s", flag[w]);
+        if (outs[w] && (rc = cli_check_output_path(which, outs[w])))
+            return rc;
     }
-    rc = cli_check_output_path("--o", f->o);
-    if (rc == 0 && f->ht)
-        rc = cli_check_output_path("--ht", f->ht);
     job->o_path = f->o;
     job->ht_path = f->ht;
-    return rc;
+    job->h_path = f->h;
+    return 0;
 }
 
 /* ---- step 3: read and check the inputs ----------------------------------- */
@@ -357,7 +376,7 @@ static kdalab_status call_f32(run_job *job)
         cli_call(&job->fwd, job->scale, job->chunk_form, job->simd, &job->opts, job->work);
     const kdalab_tensors_f32 t = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G],
                                   .beta = x[IN_BETA], .h0 = x[IN_H0], .a = x[IN_A],
-                                  .b = x[IN_B], .o = job->fo, .ht = job->fht};
+                                  .b = x[IN_B], .o = job->fo, .ht = job->fht, .h = job->fh};
     return kdalab_run_f32(&c, &t, &job->report);
 }
 
@@ -370,7 +389,9 @@ static int compute_f32(run_job *job)
             return rc;
     job->fo = malloc(job->n_o ? job->n_o * sizeof *job->fo : 1);
     job->fht = malloc(job->fwd.n_state * sizeof *job->fht);
-    if (job->fo == NULL || job->fht == NULL)
+    if (job->h_path)
+        job->fh = malloc(job->n_h ? job->n_h * sizeof *job->fh : 1);
+    if (job->fo == NULL || job->fht == NULL || (job->h_path && job->fh == NULL))
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
     float scale = (float)job->scale;
     if (kdalab_check_scale(scale) != KDALAB_OK)
@@ -388,6 +409,8 @@ static int compute_f32(run_job *job)
             job->o[i] = job->fo[i];
         for (size_t i = 0; i < job->fwd.n_state; i++)
             job->ht[i] = job->fht[i];
+        for (size_t i = 0; job->h && i < job->n_h; i++)
+            job->h[i] = job->fh[i];
     }
     return 0;
 }
@@ -402,7 +425,7 @@ static kdalab_status call_f64(run_job *job)
         cli_call(&job->fwd, job->scale, job->chunk_form, job->simd, &job->opts, job->work);
     const kdalab_tensors_f64 t = {.q = x[IN_Q], .k = x[IN_K], .v = x[IN_V], .g = x[IN_G],
                                   .beta = x[IN_BETA], .h0 = x[IN_H0], .a = x[IN_A],
-                                  .b = x[IN_B], .o = job->o, .ht = job->ht};
+                                  .b = x[IN_B], .o = job->o, .ht = job->ht, .h = job->h};
     return kdalab_run_f64(&c, &t, &job->report);
 }
 
@@ -414,6 +437,18 @@ static int compute(run_job *job)
     job->ht = malloc(job->fwd.n_state * sizeof *job->ht);
     if (job->o == NULL || job->ht == NULL)
         return cli_fail(EXIT_FAIL, "out of memory for the outputs");
+    if (job->h_path) { /* h [B, NT, HV, K, V]: NT from the call's chunks */
+        const kdalab_call c = cli_call(&job->fwd, 1.0, 1, 1, &job->opts, NULL);
+        job->nt = kdalab_call_n_chunks(&c);
+        size_t kv = d->K * d->V; /* fits: n_state = N HV K V was checked */
+        if (job->nt && (kv * job->fwd.HV > SIZE_MAX / sizeof(double) / job->nt / d->B))
+            return cli_fail(EXIT_BAD, "--h: [%zu, %zu, %zu, %zu, %zu] is too large", d->B,
+                            job->nt, job->fwd.HV, d->K, d->V);
+        job->n_h = d->B * job->nt * job->fwd.HV * kv;
+        job->h = malloc(job->n_h ? job->n_h * sizeof *job->h : 1);
+        if (job->h == NULL)
+            return cli_fail(EXIT_FAIL, "out of memory for h (%zu values)", job->n_h);
+    }
 
     if (job->simd && (job->work = kdalab_workspace_new()) == NULL)
         return cli_fail(EXIT_FAIL, "out of memory for the SIMD path's workspace");
@@ -457,10 +492,19 @@ static int write_outputs(const run_job *job)
     const kdalab_dims *d = &job->fwd.dims;
     const size_t o_shape[4] = {d->B, d->T, job->fwd.HV, d->V};
     const size_t state[4] = {job->fwd.N, job->fwd.HV, d->K, d->V};
-    cli_output out[2] = {{"--o", job->o_path, job->o, 4, {0}}, {"--ht", job->ht_path, job->ht, 4, {0}}};
+    const size_t h_shape[5] = {d->B, job->nt, job->fwd.HV, d->K, d->V};
+    cli_output out[3] = {{"--o", job->o_path, job->o, 4, {0}}};
     memcpy(out[0].shape, o_shape, sizeof o_shape);
-    memcpy(out[1].shape, state, sizeof state);
-    int rc = cli_write_all(job->ht_path ? 2 : 1, out); /* both, or neither */
+    size_t n = 1;
+    if (job->ht_path) {
+        out[n] = (cli_output){"--ht", job->ht_path, job->ht, 4, {0}};
+        memcpy(out[n++].shape, state, sizeof state);
+    }
+    if (job->h_path) {
+        out[n] = (cli_output){"--h", job->h_path, job->h, 5, {0}};
+        memcpy(out[n++].shape, h_shape, sizeof h_shape);
+    }
+    int rc = cli_write_all(n, out); /* all, or none */
     if (rc)
         return rc;
     if (job->computed != KDALAB_ERANGE)
@@ -475,6 +519,11 @@ static int write_outputs(const run_job *job)
                         "%g): %zu non-finite values in o, %zu in ht; outputs written for study",
                         kdalab_decay_name(job->opts.decay), job->report.max_exponent, bad_o,
                         bad_ht);
+    if (job->h_path)
+        return cli_fail(EXIT_FAIL,
+                        "the computation overflowed: %zu non-finite values in o, %zu in ht, "
+                        "%zu in h; outputs written for study",
+                        bad_o, bad_ht, count_nonfinite(job->h, job->n_h));
     return cli_fail(EXIT_FAIL,
                     "the computation overflowed: %zu non-finite values in o, %zu in ht; "
                     "outputs written for study",
@@ -490,8 +539,10 @@ static void free_job(run_job *job)
         free(job->fin[i]);
     free(job->o);
     free(job->ht);
+    free(job->h);
     free(job->fo);
     free(job->fht);
+    free(job->fh);
     kdalab_workspace_free(job->work);
 }
 
