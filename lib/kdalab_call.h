@@ -111,9 +111,9 @@ typedef struct {
  *   optional  h0, dht (NULL: zero); ht, h and every gradient (NULL: not
  *             wanted). h, the state entering every chunk, is written by the
  *             SIMD chunkwise forward only (impl SIMD, form chunk, the safe
- *             decay); any other run given h is KDALAB_EINVAL naming it.
+ *             decay); any other forward given h is KDALAB_EINVAL naming it.
  *   ignored   g, beta, a, b (and their gradients) of a mechanism that has
- *             none; o, ht in a backward; d_o, dht and the gradients in a
+ *             none; o, ht, h in a backward; d_o, dht and the gradients in a
  *             forward.
  * Outputs must not overlap inputs.
  */
@@ -192,9 +192,11 @@ size_t kdalab_call_n_seqs(const kdalab_call *call);
 /*
  * kdalab_call_n_chunks — NT, the second axis of the forward's h [B, NT, HV,
  * K, V]: ceil(T / C) chunks of a sequence of T positions (C = opts->chunk,
- * or the implementation's default without opts); with cu_seqlens the sum of
- * ceil(L_n / C) over the sequences. 0 for NULL, T = 0 or a call that
- * kdalab_call_check(call, 0, 0) refuses (its error is left set).
+ * or the implementation's default without opts, whatever call->form says);
+ * with cu_seqlens the sum of ceil(L_n / C) over the sequences. A call is
+ * counted when the float64 or the float32 check accepts it (so a float32
+ * call's bf16 / fp16 options are counted too); 0 for NULL, T = 0, or a call
+ * that both refuse (the float32 check's error is left set).
  */
 size_t kdalab_call_n_chunks(const kdalab_call *call);
 
@@ -203,7 +205,8 @@ size_t kdalab_call_n_chunks(const kdalab_call *call);
  * (and h, the state entering each chunk, on the SIMD chunkwise path) from
  * q, k, v, g, beta, h0 (x names them). report: NULL, or filled on
  * KDALAB_OK and KDALAB_ERANGE (the chunkwise forms' kdalab_report; the
- * counts summed over the batch, max_exponent its largest).
+ * counts summed over the batch, max_exponent its largest; h's non-finite
+ * values are counted in the error message only).
  * Errors: those of kdalab_call_check; KDALAB_ENULL (x or a required array);
  * KDALAB_ENONFINITE / KDALAB_EDOMAIN (an input value, named by its index);
  * KDALAB_ENOMEM; KDALAB_ERANGE (outputs written).

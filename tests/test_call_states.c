@@ -6,9 +6,10 @@
  * with grouped value heads, and a head whose value columns are split over
  * the threads, h[chunk c of sequence n] is the final state of the reference
  * recurrence run on that sequence's first c C positions; chunk 0's is h0 to
- * the bit. kdalab_call_n_chunks counts the chunks. Any other run given h is
- * refused by name with nothing written; an h whose size overflows is
- * refused before any input is read; an overflowed state is counted in h.
+ * the bit. kdalab_call_n_chunks counts the chunks. Any other forward given h
+ * is refused by name with nothing written, and a backward ignores it; an h
+ * whose size overflows is refused before any input is read; an overflowed
+ * state is counted in h.
  *
  * Tolerances, relative to max |expected| of each state: float64 1e-12 (the
  * chunkwise form reorders sums: ~1e-15 seen), float32 1e-5 (a 24-bit
@@ -177,7 +178,8 @@ static void test_states_are_the_recurrence_at_chunk_starts(void **state)
 }
 
 /* NT: ceil(T / C), or the sum over the sequences; the implementation's
- * default C without opts; 0 for NULL, T = 0 and a refused call. */
+ * default C without opts, opts->chunk for either form; 0 for NULL, T = 0
+ * and a call both checks refuse. */
 static void test_n_chunks(void **state)
 {
     (void)state;
@@ -191,6 +193,9 @@ static void test_n_chunks(void **state)
     assert_int_equal(kdalab_call_n_chunks(&c), 3);
     c.impl = KDALAB_IMPL_REFERENCE; /* the reference's, 64 */
     assert_int_equal(kdalab_call_n_chunks(&c), 1);
+    c.form = KDALAB_FORM_RECURRENT, c.opts = &opts; /* opts->chunk, whatever the form */
+    assert_int_equal(kdalab_call_n_chunks(&c), 5);
+    c.form = KDALAB_FORM_CHUNK;
     opts.chunk = 4;
     c.opts = &opts;
     c.dims.B = 1, c.dims.T = 33, c.cu_seqlens = CU, c.n_seqs = 4; /* 2 + 1 + 4 + 4 */
@@ -198,8 +203,11 @@ static void test_n_chunks(void **state)
     opts.precision = KDALAB_BF16; /* a float32 call's options are counted too */
     assert_int_equal(kdalab_call_n_chunks(&c), 11);
     opts.precision = KDALAB_FP32;
+    c.scale = 1e-50; /* a float64 scale float32 cannot hold: counted by the float64 check */
+    assert_int_equal(kdalab_call_n_chunks(&c), 11);
+    c.scale = 0.5;
     const int64_t bad[] = {0, 5, 5, 19, 33};
-    c.cu_seqlens = bad;
+    c.cu_seqlens = bad; /* both checks refuse: 0, the error set */
     assert_int_equal(kdalab_call_n_chunks(&c), 0);
     assert_non_null(strstr(kdalab_last_error(), "cu_seqlens[2]"));
     c.cu_seqlens = NULL, c.n_seqs = 0, c.dims.T = 0;
@@ -240,6 +248,18 @@ static void test_refused(void **state)
             fail_msg("o[%zu] was written by a refused call", i);
     opts.decay = KDALAB_DECAY_SAFE;
     expect_status(kdalab_run_f64(&c, &x, NULL), KDALAB_OK, NULL); /* and h is welcome */
+    /* a backward ignores h, as it ignores o and ht: h stays as it was */
+    double d_o[T * V], dv[T * V], kept[4 * K * V];
+    for (size_t i = 0; i < T * V; i++)
+        d_o[i] = 1;
+    memcpy(kept, h, sizeof h);
+    kdalab_tensors_f64 xb = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .d_o = d_o,
+                             .dv = dv, .h = h};
+    for (int impl = 0; impl <= 1; impl++) {
+        c.impl = impl ? KDALAB_IMPL_SIMD : KDALAB_IMPL_REFERENCE;
+        expect_status(kdalab_run_bwd_f64(&c, &xb), KDALAB_OK, NULL);
+        assert_memory_equal(h, kept, sizeof h);
+    }
     /* h [1, 2^20, 1, 2^21, 2^21] doubles: 2^65 bytes; v, o and the state fit */
     opts.chunk = 1;
     c.dims = (kdalab_dims){.B = 1, .T = (size_t)1 << 20, .H = 1, .K = (size_t)1 << 21,

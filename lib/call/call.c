@@ -172,11 +172,15 @@ static size_t n_chunks(const kdalab__call *c)
 size_t kdalab_call_n_chunks(const kdalab_call *call)
 {
     kdalab_clear_error();
+    if (!call)
+        return 0;
     kdalab__call c;
+    kdalab_call chunked = *call; /* its opts resolved as the chunkwise form's */
+    chunked.form = KDALAB_FORM_CHUNK;
     /* float64's check, else float32's (bf16 / fp16 storage is float32's only) */
-    if (resolve(call, 0, 0, &c) != KDALAB_OK) {
+    if (resolve(&chunked, 0, 0, &c) != KDALAB_OK) {
         kdalab_clear_error();
-        if (resolve(call, 1, 0, &c) != KDALAB_OK)
+        if (resolve(&chunked, 1, 0, &c) != KDALAB_OK)
             return 0;
     }
     return n_chunks(&c);

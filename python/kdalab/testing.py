@@ -188,14 +188,14 @@ def _to_f32(arrays, keep):
         return list(ex.map(one, enumerate(arrays)))
 
 
-def _emulate(call, x, scale, precision, chunk_size, keep=None):
+def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True):
     """The float32 chunkwise forward with emulated `precision` storage
     (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
     the format, float32 sums; its error within ~10 % of the reference
     emulation's, tests/test_simd_store.c) on x = (q, k, v, g, beta, h0, a, b),
     any layout the call has (varlen, GVA): (o, ht, h) in float32 (errors()
     takes them as they are), h the state entering each chunk of chunk_size
-    [B, NT, HV, K, V]. keep: a dict of buffers kept between calls (the
+    [B, NT, HV, K, V] (None unless states). keep: a dict of buffers kept between calls (the
     inputs' float32 copies, o, ht and h: each call overwrites them), or None."""
     from . import _lib, ops
     keep = {} if keep is None else keep
@@ -207,14 +207,15 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None):
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, opts)
-    if "h" not in keep:
+    if states and "h" not in keep:
         keep["h"] = np.empty((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:],
                              dtype=np.float32)
+    h = keep["h"] if states else None
     arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
-                        a=f[6], b=f[7], o=o, ht=ht, h=keep["h"])
+                        a=f[6], b=f[7], o=o, ht=ht, h=h)
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
-    return o, ht, keep["h"]
+    return o, ht, h
 
 
 _BLOCK = 1 << 15  # elements per block of _sums: its temporaries stay in cache
@@ -282,6 +283,14 @@ def _state_errors(ref_h, got_h, ref_ht, got_ht, buf):
 # of 8 trials was 1.00-1.35x the first, and the first 0.86-1.42x what 8 trials
 # of ht alone gave
 _SAMPLE = 2 ** 20
+
+# tolerance samples the states at every chunk start while they are at most
+# this many times o's elements: h has K / chunk_size times o's elements in a
+# plain batch, so 4 keeps fla's chunks of 64 at K <= 256, and a small chunk
+# size (whose h would be large and whose oracle slow: at chunk_size = 1,
+# T = 2048, 864 MB and 1.5x the time of the final states alone) falls back
+# to the final states
+_STATES_PER_O = 4
 
 
 def _trials(trials, n_o, n_ht):
@@ -382,13 +391,17 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     bounds them all, so it also checks a kernel's h (assert_close's metrics
     over a whole h never exceed the worst set's). trials=None: as many as
     sample 2^20 elements of o and of the states in all, within [1, 8]: the
-    states count B * NT * HV * K * V elements, NT = ceil(T / chunk_size)
-    (one trial's largest error is noisy: over 8 trials o's reached up to
+    states count B * NT * HV * K * V elements, NT the chunks of chunk_size
+    (kdalab_call_n_chunks; with cu_seqlens each sequence's, summed), while
+    that is at most 4x o's elements (K / chunk_size <= 4 in a plain batch);
+    beyond, the final states alone are sampled (one trial's largest error is noisy: over 8 trials o's reached up to
     1.6x the first's at 2^20 elements; the states', sampled at 32 chunk
     starts, 1.35x). Its cost: per trial one float64 oracle forward at
-    chunk_size (about 1.5x the oracle's time at its own C = 16, with h), one
-    emulation (about 0.8x) and the metrics; bench/README.md has the ratio
-    measured.
+    chunk_size when the states are sampled (at 64: about 1.5x the oracle's
+    time at its own C = 16, with h; else at C = 16), one emulation (about
+    0.8x) and the metrics; bench/README.md has the ratio measured at
+    chunk_size = 64. Its memory: h in float64 and float32, 12 bytes per
+    state element sampled, beside o's and the inputs' copies.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
     "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
@@ -419,23 +432,31 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
 
     keep = {}  # the emulation's buffers, reused by every trial
     buf = np.empty(_BLOCK)  # the metrics' block
+    # the states sampled: those entering every chunk but a sequence's first,
+    # and the final ones, as many elements as h has; only while h is at most
+    # _STATES_PER_O times o's size (K / chunk_size <= 4 in a plain batch),
+    # else the final states alone
+    nt = _lib.lib.kdalab_call_n_chunks(call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], s,
+                                                 ops._opts(chunk_size)))
+    n_o = call.B * call.T * call.HV * call.V
+    n_states = call.B * nt * call.HV * call.K * call.V
+    sample = n_states <= _STATES_PER_O * n_o
+    if not sample:
+        n_states = int(np.prod(call.state_shape()))
 
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
         # the oracle at the emulated kernel's chunk size, for the states entering
-        # its chunks (its o and ht do not depend on it)
-        ro, rht, rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, chunk_size, a=x[6],
-                                   b=x[7], states=True)
-        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep)
-        return [_fast_errors(ro, eo, buf), _state_errors(rh, eh, rht, eht, buf)]
+        # its chunks, else at its fastest (its o and ht do not depend on it)
+        ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu,
+                                    chunk_size if sample else None, a=x[6], b=x[7],
+                                    states=sample)
+        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample)
+        st = _state_errors(rh[0], eh, rht, eht, buf) if sample else _fast_errors(rht, eht, buf)
+        return [_fast_errors(ro, eo, buf), st]
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []
-    # the states sampled: those entering every chunk but a sequence's first,
-    # and the final ones, as many elements as h has
-    nt = _lib.lib.kdalab_call_n_chunks(call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], s,
-                                                 ops._opts(chunk_size)))
-    n_states = call.B * nt * call.HV * call.K * call.V
-    trials = _trials(trials, call.B * call.T * call.HV * call.V, n_states)
+    trials = _trials(trials, n_o, n_states)
     for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0, a, b), trials,
                            np.random.default_rng(seed), precision):
         for name, (rms, rel) in zip(("o", "ht"), res):

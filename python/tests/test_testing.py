@@ -95,8 +95,9 @@ def test_tolerance_refuses_arguments_that_void_it():
 
 def test_trials_follow_the_smaller_output():
     """trials=None: ceil(2^20 / the smaller of o's size and the states'
-    sampled, those entering every chunk but the first and the final ones)
-    within [1, 8]; a bad chunk_size is refused before anything runs."""
+    sampled, those entering every chunk but the first and the final ones,
+    or the final ones alone where h would exceed 4x o) within [1, 8]; a bad
+    chunk_size is refused before anything runs."""
     p = problem(5, T=20)
     args = (p["q"], p["k"], p["v"], p["g"], p["beta"])
     assert len(tolerance("kda", *args).trials) == 8
@@ -107,6 +108,10 @@ def test_trials_follow_the_smaller_output():
         p = problem(6, T=T, H=128, K=64, V=64)
         tol = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"])
         assert len(tol.trials) == n, T
+    # chunk_size = 8 at K = 64: h would have 8x o's elements, so the final
+    # states alone are sampled (2^19 elements): 2 trials
+    tol = tolerance("kda", p["q"], p["k"], p["v"], p["g"], p["beta"], chunk_size=8)
+    assert len(tol.trials) == 2
     for bad in (-1, 0, 2.5, 2 ** 64 - 1):
         with pytest.raises(ValueError, match="chunk_size"):
             tolerance("kda", *args, chunk_size=bad)
