@@ -4,8 +4,9 @@
  * the values against the recurrence). Every golden case: the file is
  * [B, NT, H, K, V], float64 equal to the in-process call bit for bit, float32
  * within 1e-5 of it (a 24-bit mantissa over the golden cases' T <= 64
- * steps); every golden varlen / GVA case: [1, NT, HV, K, V], NT summing the
- * sequences' chunks, each sequence's chunk 0 its row of h0. A run that does
+ * steps), and without --chunk chunks of fla's 64; every golden varlen / GVA
+ * case: [1, NT, HV, K, V], NT summing the sequences' chunks, each
+ * sequence's chunk 0 its row of h0. A run that does
  * not write h refuses --h before reading an input, and writes nothing.
  *
  * The binary is ./bin/kdalab relative to the repository root (override with
@@ -81,6 +82,14 @@ static void golden_states(void **state)
             kdalab_array_free(&got);
         }
         free(want);
+        /* without --chunk, --h takes fla's chunk of 64 */
+        assert_int_equal(tcli_run("run %s --form chunk --o %s --h %s", tcli_case_inputs(c), op,
+                                  hp),
+                         0);
+        kdalab_array got;
+        tcli_read_array(hp, &got);
+        assert_int_equal(got.shape[1], (c->dims.T + 63) / 64);
+        kdalab_array_free(&got);
         golden_free(&cases[i]);
     }
 }

@@ -616,13 +616,23 @@ _KDA_OPTS = ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "A_log", "dt_bias"
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
               dt_bias=None, lower_bound=None, use_beta_sigmoid_in_kernel=False,
-              allow_neg_eigval=False, cu_seqlens=None, chunk_size=None, impl="simd"):
+              allow_neg_eigval=False, cu_seqlens=None, chunk_size=None, impl="simd",
+              return_intermediate_states=False):
     """KDA, chunkwise (safe sub-chunks; chunk_size None: the implementation's
     default, 16 for impl="simd", 64 for "reference"). impl="simd" (the default)
     runs the SIMD path, "reference" the reference chunkwise form: they agree to
     ~1e-15 relative; the reference (with fused_recurrent_kda, the recurrence)
     is the oracle of record. Returns (o [B, T, HV, V], final_state
-    [N, HV, K, V] or None)."""
+    [N, HV, K, V] or None); with return_intermediate_states, as fla's, also h
+    [B, NT, HV, K, V], the state entering each chunk of chunk_size positions
+    (None: fla's 64; chunk_states)."""
+    if as_bool("return_intermediate_states", return_intermediate_states):
+        o, ht = chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state,
+                          use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
+                          lower_bound, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+                          cu_seqlens, chunk_size, impl)
+        return o, ht, chunk_states("kda", q, k, v, g, beta, scale, initial_state, cu_seqlens,
+                                   chunk_size, impl, **_kda_kwargs(locals()))
     return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
                     output_final_state, cu_seqlens, chunk_size,
                     impl=impl, **_kda_kwargs(locals()))

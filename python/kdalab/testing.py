@@ -215,6 +215,7 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True):
                         a=f[6], b=f[7], o=o, ht=ht, h=h)
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
+    _store_output(o, "o", precision, "tolerance")  # o as the kernel returns it
     return o, ht, h
 
 
@@ -381,7 +382,9 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     """Tolerances for a kernel that stores in `precision` ("bf16", "fp16",
     "fp32") at these inputs, from kdalab's own emulation (kdalab_run_f32 on
     the SIMD path: inputs and the rescaled q, k rounded to the format,
-    float32 sums, chunks of chunk_size) against the float64 oracle: in
+    float32 sums, chunks of chunk_size; o rounded to the format as the kernel
+    returns it, in v's dtype as fla does; the states kept in float32) against
+    the float64 oracle: in
     `trials` runs at the caller's inputs, each input multiplied by
     (1 + u * unit roundoff) with uniform u in [-1, 1) (trial 0 unperturbed)
     so that every rounding decision varies, the largest error of each output,
@@ -409,9 +412,12 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     inputs as the NumPy functions take them after any in-kernel step;
     cu_seqlens (B = 1, sequences packed along T, initial_state [N, HV, K, V])
     as in fla: each sequence is emulated on its own, the bound covers all of
-    them. Returns Tolerance(rtol={"o", "ht"},
-    rms={"o", "ht"}, trials=[(rtol, rms) of o per trial]), "ht" the states'
-    bound: for
+    them. Returns Tolerance(rtol={"o", "ht", "h"}, rms={"o", "ht", "h"},
+    trials=[(rtol, rms) of o per trial]): "ht" the states' bound in float32
+    (fla's final state), "h" the same states stored in the format as fla
+    stores h (the states' bound b plus one rounding of each element:
+    b + u (1 + b), u the format's unit roundoff; for fp16 states below its
+    normal range, 6.1e-5, the rounding is absolute and not covered); for
     assert_close(..., rtol=tol.rtol["o"], rms=tol.rms["o"]). A forward
     bound: grad_tolerance bounds the gradients."""
     from . import ops
@@ -462,8 +468,27 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         for name, (rms, rel) in zip(("o", "ht"), res):
             worst[name] = [max(worst[name][0], rel), max(worst[name][1], rms)]
         per_trial.append((res[0][1], res[0][0]))
-    return Tolerance({n: margin * w[0] for n, w in worst.items()},
-                     {n: margin * w[1] for n, w in worst.items()}, per_trial)
+    rtol = {n: margin * w[0] for n, w in worst.items()}
+    rms = {n: margin * w[1] for n, w in worst.items()}
+    # h, stored in the format (as fla stores it): the states' bound and one
+    # rounding of each element, |round(x) - x| <= u |x| with
+    # |x| <= |ref| (1 + the states' error), for both metrics
+    u = _UNIT[precision]
+    rtol["h"], rms["h"] = (b + u * (1 + b) for b in (rtol["ht"], rms["ht"]))
+    return Tolerance(rtol, rms, per_trial)
+
+
+def _store_output(x, name, precision, what):
+    """A float32 output of an emulation, x, rounded in place to the storage
+    format, as a kernel storing in `precision` returns it (fla returns o, dq,
+    dk, dv, dbeta in the inputs' dtype); a value beyond the format's range is
+    a ValueError naming it (such a kernel's output would be infinite)."""
+    from . import _lib
+    _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], x.ctypes.data, x.size),
+               "%s: storing %s in %s" % (what, name, precision))
+    if precision == "fp16" and x.size and not (np.isfinite(x.max()) and np.isfinite(x.min())):
+        raise ValueError("%s: %s reaches beyond fp16's range (65504) at these inputs: a kernel "
+                         "storing it in fp16 overflows" % (what, name))
 
 
 def _store(a, precision, out=None):
@@ -508,6 +533,9 @@ def _emulate_bwd(call, mech, x, scale, precision, chunk_size, keep):
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, ops._opts(chunk_size))
     _lib.check(_lib.lib.kdalab_run_bwd_f32(c, arrays),
                "grad_tolerance: the %s emulation" % precision)
+    for name in ("dq", "dk", "dv", "dbeta", "da", "db"):  # stored like their inputs
+        if name in grads:
+            _store_output(grads[name], name, precision, "grad_tolerance")
     return grads
 
 
@@ -522,11 +550,13 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     B * T * HV, one value per position, in ht's place), the float32 backward
     (kdalab_run_bwd_f32 on the SIMD path, chunks of chunk_size) with q, k, v, beta and do
     stored in the format — g, initial_state and dht in float32, as the
-    forward's emulation keeps them — against the float64 backward at the same
-    inputs; the largest error of each gradient, times `margin`.
+    forward's emulation keeps them — and each gradient returned as its input
+    is stored (dq, dk, dv, dbeta, da, db rounded to the format; dg, dh0 in
+    float32), against the float64 backward at the same inputs; the largest
+    error of each gradient, times `margin`.
 
-    What it covers: storage of the inputs and of the output's gradient, and
-    float32 arithmetic. What it does not: a kernel that also stores the
+    What it covers: storage of the inputs, of the output's gradient and of
+    the gradients returned, and float32 arithmetic. What it does not: a kernel that also stores the
     backward's intermediates (the chunk states, the rescaled q, k) in the
     format rounds more often than this emulation; raise margin for it.
 

@@ -236,6 +236,24 @@ def test_state_bound_covers_every_chunk_start():
         assert fast == pytest.approx(errors(ref, got)[:2], rel=1e-12)
 
 
+def test_one_trial_admits_a_bf16_kernel_on_bf16_inputs():
+    """Inputs already in bf16 (as fla's tests make them) leave the storage
+    of the inputs nothing to round, so a single trial's bound comes from
+    the arithmetic and from storing the outputs: the exact answer returned
+    in bf16 passes the o bound, and the oracle's h stored in bf16 the h
+    bound, at a size where the default is one trial (2^20 elements of o and
+    of the states)."""
+    p = {n: bf16(x) for n, x in problem(8, T=1024, H=16, K=64, V=64).items()}
+    args = (p["q"], p["k"], p["v"], p["g"], p["beta"])
+    tol = tolerance("kda", *args, precision="bf16")
+    assert len(tol.trials) == 1
+    o, _ = kdalab.chunk_kda(**p)
+    assert_close("o", o, bf16(o), rtol=tol.rtol["o"], rms=tol.rms["o"])
+    h = kdalab.ops.chunk_states("kda", *args)
+    assert_close("h", h, bf16(h), rtol=tol.rtol["h"], rms=tol.rms["h"])
+    assert tol.rtol["ht"] < tol.rtol["h"] < tol.rtol["ht"] + 2 * 2.0 ** -8
+
+
 def test_tolerance_bounds_the_states_at_chunk_starts():
     """The ht bound holds for the states entering every chunk, so it checks a
     kernel's return_intermediate_states too: h rounded to bf16 passes; h from

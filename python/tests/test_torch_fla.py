@@ -224,6 +224,11 @@ def test_intermediate_states_are_the_recurrence_at_chunk_boundaries(varlen, impl
                             return_intermediate_states=True, chunk_size=C, state_v_first=True,
                             impl=impl, cu_seqlens=None if cu is None else torch.tensor(cu))
     assert torch.equal(hv, h.transpose(-1, -2))
+    # the NumPy door's chunk_kda takes the same keyword
+    _, _, hn = kdalab.chunk_kda(a["q"], a["k"], a["v"], a["g"], a["beta"], initial_state=h0,
+                                return_intermediate_states=True, chunk_size=C, impl=impl,
+                                cu_seqlens=None if cu is None else np.array(cu))
+    assert np.array_equal(hn, h.numpy())
 
 
 def test_linear_attention_normalize_and_reverse():

@@ -115,11 +115,12 @@ static void print_help(void)
         "                    median_head_tokens_per_s=M repeat=N'\n"
         "  --repeat N        timed calls for --time, 1..64 (default 5)\n"
         "  --h H.npy         also write h, the state entering each chunk of --chunk\n"
-        "                    positions (fla's return_intermediate_states; chunk 0's is\n"
-        "                    h0): [B, NT, H, K, V], or [1, NT, H, K, V] with NT summing\n"
-        "                    every sequence's chunks under --cu-seqlens. The SIMD\n"
-        "                    chunkwise form writes it: needs --form chunk, the safe\n"
-        "                    decay and the SIMD path (their defaults)\n"
+        "                    positions (default 64 with --h, fla's chunk; fla's\n"
+        "                    return_intermediate_states; chunk 0's is h0): [B, NT, H,\n"
+        "                    K, V], or [1, NT, H, K, V] with NT summing every\n"
+        "                    sequence's chunks under --cu-seqlens. The SIMD chunkwise\n"
+        "                    form writes it: needs --form chunk, the safe decay and\n"
+        "                    the SIMD path (their defaults)\n"
         "  --help            this text\n"
         "\n"
         "Exit status: 0 ok; 1 the computation overflowed (outputs written, non-finite\n"
@@ -247,8 +248,8 @@ static int plan_options(const run_flags *f, run_job *job)
      * form, safe decay; any storage), the reference otherwise */
     job->simd = f->impl ? strcmp(f->impl, "simd") == 0
                         : job->chunk_form && job->opts.decay == KDALAB_DECAY_SAFE;
-    if (job->simd && !f->chunk)
-        job->opts.chunk = kdalab_simd_chunk_opts_default().chunk; /* as with opts == NULL */
+    if (job->simd && !f->chunk) /* as with opts == NULL; for --h, fla's chunk of 64 */
+        job->opts.chunk = f->h ? 64 : kdalab_simd_chunk_opts_default().chunk;
     if (f->scale) { /* any scale the library accepts, subnormals included */
         if ((rc = cli_parse_scale(f->scale, &job->scale)))
             return rc;
