@@ -94,19 +94,28 @@ def _axes(name, ndim):
     return list(letters) if letters else ["i%d" % d for d in range(ndim)]
 
 
-def _where(idx, axes, cu):
+def _where(idx, axes, cu, chunk_size=64):
     """An index as "(b=0, t=17, h=1, v=3)", and with cu_seqlens where t is in
-    its packed sequence: "; sequence 1, position 2 (it starts at t = 15)"."""
+    its packed sequence: "; sequence 1, position 2 (it starts at t = 15)";
+    for h's chunk axis c, which sequence's chunk it is, chunks of chunk_size
+    positions: "; sequence 1, its chunk 2 (its chunks start at c = 3)"."""
     at = "(%s)" % ", ".join("%s=%d" % (a, i) for a, i in zip(axes, idx))
     if cu is not None and "t" in axes:
         t = idx[axes.index("t")]
         n = int(np.searchsorted(cu, t, side="right")) - 1
         if 0 <= n < len(cu) - 1:
             at += "; sequence %d, position %d (it starts at t = %d)" % (n, t - cu[n], cu[n])
+    if cu is not None and "c" in axes:
+        c = idx[axes.index("c")]
+        first = np.concatenate(([0], np.cumsum(-(-np.diff(cu) // chunk_size))))
+        n = int(np.searchsorted(first, c, side="right")) - 1
+        if 0 <= n < len(cu) - 1:
+            at += ("; sequence %d, its chunk %d of %d positions (its chunks start at c = %d)"
+                   % (n, c - first[n], chunk_size, first[n]))
     return at
 
 
-def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None):
+def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_size=64):
     """Fail unless max |out - ref| / max |ref| <= rtol (kdalab's metric) and,
     when rms is given, the relative RMS <= rms (fla's metric, its
     assert_close's ratio). The message gives both metrics, the worst element
@@ -114,7 +123,9 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None):
     over rtol * max |ref|, each by its axes' names (fla's letters for the
     usual names: o (b, t, h, v), q, k (b, t, h, k), ht (n, h, k, v), ...),
     and with cu_seqlens (fla's packed sequences) the sequence and the
-    position in it. pytest shows the caller's line, not this function's.
+    position in it (for h, b, c, h, k, v, the sequence and its chunk, of
+    chunk_size positions). pytest shows the caller's line, not this
+    function's.
     Returns (relative RMS, max relative error)."""
     __tracebackhide__ = True  # pytest: the failure is the caller's
     from .ops import _as_cu, as_f64
@@ -130,14 +141,14 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None):
            if tol is not None and not got <= tol]
     if bad:
         axes = _axes(name, ref.ndim)
-        at = "worst at %s: ref %r, out %r" % (_where(worst, axes, cu), float(ref[worst]),
-                                              float(out[worst]))
+        at = "worst at %s: ref %r, out %r" % (_where(worst, axes, cu, chunk_size),
+                                              float(ref[worst]), float(out[worst]))
         if rtol is not None and rel_max > rtol:
             with np.errstate(invalid="ignore", over="ignore"):
                 over = ~(np.abs(out - ref) <= rtol * np.abs(ref).max())
             first = tuple(int(i) for i in np.argwhere(over)[0])
             at = "first over rtol at %s: ref %r, out %r; %s" % (
-                _where(first, axes, cu), float(ref[first]), float(out[first]), at)
+                _where(first, axes, cu, chunk_size), float(ref[first]), float(out[first]), at)
         raise AssertionError("%s: %s (max error / max |ref| %.3g, relative RMS %.3g); %s" % (
             name, ", ".join(bad), rel_max, r, at))
     return r, rel_max

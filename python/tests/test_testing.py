@@ -133,7 +133,8 @@ def test_fixture_exists_whatever_was_imported_first(tmp_path):
 def test_failures_name_axes_first_position_and_sequence():
     """A planted gate bug from t = 0 on is reported first at t = 0 (the
     worst element is later), by fla's axis letters; with cu_seqlens the
-    first error past a sequence boundary is placed in its sequence."""
+    first error past a sequence boundary is placed in its sequence, and a
+    chunk of h in its sequence."""
     p = problem(5, T=40)
     ref, _ = kdalab.chunk_kda(**p)
     g = p["g"].copy()
@@ -150,6 +151,15 @@ def test_failures_name_axes_first_position_and_sequence():
         assert_close("o", ref, leaky, rtol=1e-6, cu_seqlens=cu)
     with pytest.raises(AssertionError, match=r"\(n=0, h=\d, k=\d+, v=\d+\)"):
         assert_close("ht", np.ones((1, 2, 3, 3)), np.zeros((1, 2, 3, 3)), rtol=0.1)
+    # h under cu_seqlens: packed chunk 3 is sequence 1's chunk 1 (chunks of 8:
+    # sequence 0 has 2, sequence 1 has 4)
+    h = np.ones((1, 6, 2, 3, 3))
+    wrong = h.copy()
+    wrong[0, 3] = 0
+    with pytest.raises(AssertionError, match=r"first over rtol at \(b=0, c=3, h=0, k=0, v=0\); "
+                                             r"sequence 1, its chunk 1 of 8 positions "
+                                             r"\(its chunks start at c = 2\)"):
+        assert_close("h", h, wrong, rtol=0.1, cu_seqlens=np.array([0, 15, 40]), chunk_size=8)
     assert assert_close.__code__.co_varnames[0] == "name"  # the signature kept
     src = open(kdalab.testing.__file__).read()
     assert "__tracebackhide__ = True" in src
