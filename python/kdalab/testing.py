@@ -91,6 +91,8 @@ def _axes(name, ndim):
     """Axis names for an array called name: fla's letters (b, t, h, k, v; n
     for a state's sequence, c for h's chunk), else i0, i1, ..."""
     letters = _AXES.get(ndim, {}).get(name)
+    if letters is None and ndim == 4 and name.startswith("h["):  # one chunk's states, h[:, c]
+        letters = "bhkv"
     return list(letters) if letters else ["i%d" % d for d in range(ndim)]
 
 
@@ -98,7 +100,8 @@ def _where(idx, axes, cu, chunk_size=64):
     """An index as "(b=0, t=17, h=1, v=3)", and with cu_seqlens where t is in
     its packed sequence: "; sequence 1, position 2 (it starts at t = 15)";
     for h's chunk axis c, which sequence's chunk it is, chunks of chunk_size
-    positions: "; sequence 1, its chunk 2 (its chunks start at c = 3)"."""
+    positions: "; sequence 1, its chunk 2 (its chunks start at c = 3)", or
+    that c is past the last sequence's chunks."""
     at = "(%s)" % ", ".join("%s=%d" % (a, i) for a, i in zip(axes, idx))
     if cu is not None and "t" in axes:
         t = idx[axes.index("t")]
@@ -112,6 +115,9 @@ def _where(idx, axes, cu, chunk_size=64):
         if 0 <= n < len(cu) - 1:
             at += ("; sequence %d, its chunk %d of %d positions (its chunks start at c = %d)"
                    % (n, c - first[n], chunk_size, first[n]))
+        else:
+            at += ("; past the %d chunks of %d positions that cu_seqlens makes"
+                   % (first[-1], chunk_size))
     return at
 
 
@@ -124,11 +130,13 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_siz
     usual names: o (b, t, h, v), q, k (b, t, h, k), ht (n, h, k, v), ...),
     and with cu_seqlens (fla's packed sequences) the sequence and the
     position in it (for h, b, c, h, k, v, the sequence and its chunk, of
-    chunk_size positions). pytest shows the caller's line, not this
-    function's.
+    chunk_size positions; one chunk's states named "h[...]" get the axes b,
+    h, k, v). pytest shows the caller's line, not this function's.
     Returns (relative RMS, max relative error)."""
     __tracebackhide__ = True  # pytest: the failure is the caller's
-    from .ops import _as_cu, as_f64
+    from .ops import _as_cu, _opts, as_f64
+    chunk_size = 64 if chunk_size is None else chunk_size  # None: fla's
+    _opts(chunk_size)  # a positive integer (h's chunks), else a ValueError naming it
     if rtol is None and rms is None:
         raise TypeError("assert_close: give rtol (max error / max |ref|), rms (fla's relative "
                         "RMS) or both")
@@ -497,9 +505,10 @@ def _store_output(x, name, precision, what):
     from . import _lib
     _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], x.ctypes.data, x.size),
                "%s: storing %s in %s" % (what, name, precision))
-    if precision == "fp16" and x.size and not (np.isfinite(x.max()) and np.isfinite(x.min())):
-        raise ValueError("%s: %s reaches beyond fp16's range (65504) at these inputs: a kernel "
-                         "storing it in fp16 overflows" % (what, name))
+    if precision != "fp32" and x.size and not (np.isfinite(x.max()) and np.isfinite(x.min())):
+        raise ValueError("%s: %s reaches beyond %s's range (%.6g) at these inputs: a kernel "
+                         "storing it in %s overflows" % (what, name, precision, _MAX[precision],
+                                                         precision))
 
 
 def _store(a, precision, out=None):

@@ -85,6 +85,10 @@ def test_tolerance_refuses_arguments_that_void_it():
     g[0, 3, 1, 2] = -1e5
     assert tolerance("kda", p["q"], p["k"], p["v"], g, p["beta"], precision="fp16",
                      trials=1).rtol["o"] >= 0
+    v = np.full((1, 1, 1, 1), float.fromhex("0x1.fcp127"))  # o rounds beyond bf16's range
+    with pytest.raises(ValueError, match="o reaches beyond bf16's range"):
+        tolerance("linear_attention", v * 0 + 1, v * 0 + 1, v, scale=1 + 2 ** -7,
+                  precision="bf16", trials=1)
     v = p["v"] * 0
     v[0, 5, 0, 0] = 7e4
     with pytest.raises(ValueError, match=r"v\[0, 5, 0, 0\] = 70000 does not fit fp16"):
@@ -160,6 +164,14 @@ def test_failures_name_axes_first_position_and_sequence():
                                              r"sequence 1, its chunk 1 of 8 positions "
                                              r"\(its chunks start at c = 2\)"):
         assert_close("h", h, wrong, rtol=0.1, cu_seqlens=np.array([0, 15, 40]), chunk_size=8)
+    wrong = h.copy()
+    wrong[0, 5] = 0  # cu_seqlens [0, 15, 32] makes 2 + 3 chunks of 8: c = 5 is past them
+    with pytest.raises(AssertionError, match=r"c=5.*; past the 5 chunks of 8 positions"):
+        assert_close("h", h, wrong, rtol=0.1, cu_seqlens=[0, 15, 32], chunk_size=8)
+    with pytest.raises(ValueError, match="chunk_size"):
+        assert_close("h", h, h, rtol=0.1, chunk_size=0)
+    with pytest.raises(AssertionError, match=r"\(b=1, h=0, k=0, v=0\)"):  # one chunk's states
+        assert_close("h[:, 3]", h[:, 3].repeat(2, 0), np.r_[h[:, 3], 0 * h[:, 3]], rtol=0.1)
     assert assert_close.__code__.co_varnames[0] == "name"  # the signature kept
     src = open(kdalab.testing.__file__).read()
     assert "__tracebackhide__ = True" in src
