@@ -440,6 +440,29 @@ const char *tcli_case_inputs(const golden_case *c)
 
 /* kda_small's flags with one input replaced (key = "q", "k", "v", "beta",
  * "g" or "h0"; path NULL drops it). */
+const char *tcli_varlen_inputs(const char *line, varlen_line *out)
+{
+    static char buf[4096];
+    varlen_line l;
+    if (sscanf(line, "%63s %63s %zu %zu %zu %zu %zu %zu %lf %d", l.name, l.mech, &l.T, &l.N,
+               &l.H, &l.HV, &l.K, &l.V, &l.scale, &l.has_h0) != 10)
+        fail_msg("malformed varlen MANIFEST line: %s", line);
+    const char *d = "tests/golden_varlen", *name = l.name;
+    int n = snprintf(buf, sizeof buf,
+                     "--mechanism %s --scale %.17g --q %s/%s.q.npy --k %s/%s.k.npy --v "
+                     "%s/%s.v.npy --cu-seqlens %s/%s.cu_seqlens.npy",
+                     l.mech, l.scale, d, name, d, name, d, name, d, name);
+    if (strcmp(l.mech, "linear_attention") != 0)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s/%s.beta.npy", d, name);
+    if (strcmp(l.mech, "kda") == 0 || strcmp(l.mech, "gated_deltanet") == 0)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s/%s.g.npy", d, name);
+    if (l.has_h0)
+        snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s/%s.h0.npy", d, name);
+    if (out)
+        *out = l;
+    return buf;
+}
+
 const char *tcli_kda_with(const char *key, const char *path)
 {
     static char buf[4096];

@@ -195,6 +195,17 @@ const char *tcli_golden_path(const char *name, const char *key);
 /* The input flags of a golden case: "--mechanism .. --scale .. --q .. --k ..
  * --v .. [--beta ..] [--g ..] [--h0 ..]" (a static buffer). */
 const char *tcli_case_inputs(const golden_case *c);
+/* One line of tests/golden_varlen/MANIFEST.tsv (a varlen / GVA case). */
+typedef struct {
+    char name[64], mech[64];
+    size_t T, N, H, HV, K, V;
+    double scale;
+    int has_h0;
+} varlen_line;
+/* Parse a MANIFEST line into *out (a malformed line fails the test) and
+ * return the case's input flags for `kdalab run`, --cu-seqlens included (a
+ * static buffer). */
+const char *tcli_varlen_inputs(const char *line, varlen_line *out);
 /* kda_small's flags with one input replaced (key = "q", "k", "v", "beta",
  * "g" or "h0"; path NULL drops it; a static buffer). */
 const char *tcli_kda_with(const char *key, const char *path);

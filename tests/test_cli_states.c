@@ -99,29 +99,16 @@ static void varlen_states(void **state)
     (void)state;
     FILE *f = fopen("tests/golden_varlen/MANIFEST.tsv", "r");
     assert_non_null(f);
-    char line[512], name[64], mech[64];
+    char line[512];
     int cases = 0;
     while (fgets(line, sizeof line, f)) {
-        size_t T, N, H, HV, K, V;
-        double scale;
-        int has_h0;
         if (line[0] == '#')
             continue;
-        if (sscanf(line, "%63s %63s %zu %zu %zu %zu %zu %zu %lf %d", name, mech, &T, &N, &H,
-                   &HV, &K, &V, &scale, &has_h0) != 10)
-            fail_msg("malformed varlen MANIFEST line: %s", line);
-        const char *d = "tests/golden_varlen";
-        char in[2048];
-        int m = snprintf(in, sizeof in,
-                         "--mechanism %s --scale %.17g --q %s/%s.q.npy --k %s/%s.k.npy --v "
-                         "%s/%s.v.npy --cu-seqlens %s/%s.cu_seqlens.npy",
-                         mech, scale, d, name, d, name, d, name, d, name);
-        if (strcmp(mech, "linear_attention") != 0)
-            m += snprintf(in + m, sizeof in - (size_t)m, " --beta %s/%s.beta.npy", d, name);
-        if (strcmp(mech, "kda") == 0 || strcmp(mech, "gated_deltanet") == 0)
-            m += snprintf(in + m, sizeof in - (size_t)m, " --g %s/%s.g.npy", d, name);
-        if (has_h0)
-            snprintf(in + m, sizeof in - (size_t)m, " --h0 %s/%s.h0.npy", d, name);
+        varlen_line vl;
+        const char *in = tcli_varlen_inputs(line, &vl);
+        const char *d = "tests/golden_varlen", *name = vl.name;
+        const size_t N = vl.N, HV = vl.HV, K = vl.K, V = vl.V;
+        const int has_h0 = vl.has_h0;
         char vo[512];
         snprintf(vo, sizeof vo, "%s", tcli_tmp("vo.npy"));
         int rc = tcli_run("run %s --form chunk --chunk %d --o %s --h %s", in, C, vo,

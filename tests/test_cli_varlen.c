@@ -25,33 +25,6 @@
 #include "common.h"
 #include "kdalab.h"
 
-/* The inputs of a golden varlen / GVA case (tests/golden_varlen), with
- * --cu-seqlens; *mech, *T get the case's mechanism and length. */
-static const char *varlen_inputs(const char *line, char *name, size_t cap)
-{
-    static char buf[4096];
-    char mech[64];
-    size_t T, N, H, HV, K, V;
-    double scale;
-    int has_h0;
-    if (sscanf(line, "%63s %63s %zu %zu %zu %zu %zu %zu %lf %d", name, mech, &T, &N, &H, &HV,
-               &K, &V, &scale, &has_h0) != 10)
-        fail_msg("malformed varlen MANIFEST line: %s", line);
-    (void)cap;
-    const char *d = "tests/golden_varlen";
-    int n = snprintf(buf, sizeof buf,
-                     "--mechanism %s --scale %.17g --q %s/%s.q.npy --k %s/%s.k.npy --v "
-                     "%s/%s.v.npy --cu-seqlens %s/%s.cu_seqlens.npy",
-                     mech, scale, d, name, d, name, d, name, d, name);
-    if (strcmp(mech, "linear_attention") != 0)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, " --beta %s/%s.beta.npy", d, name);
-    if (strcmp(mech, "kda") == 0 || strcmp(mech, "gated_deltanet") == 0)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, " --g %s/%s.g.npy", d, name);
-    if (has_h0)
-        snprintf(buf + n, sizeof buf - (size_t)n, " --h0 %s/%s.h0.npy", d, name);
-    return buf;
-}
-
 /* Every golden varlen / GVA case through `kdalab run`: float64 recurrent and
  * chunkwise within 1e-12, the SIMD path in float32 within 1e-5. */
 static void varlen_golden(void **state)
@@ -72,7 +45,9 @@ static void varlen_golden(void **state)
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#')
             continue;
-        const char *in = varlen_inputs(line, name, sizeof name);
+        varlen_line vl;
+        const char *in = tcli_varlen_inputs(line, &vl);
+        snprintf(name, sizeof name, "%s", vl.name);
         for (size_t fi = 0; fi < sizeof forms / sizeof forms[0]; fi++) {
             int rc = tcli_run("run %s %s --o %s --ht %s", in, forms[fi].opts, tcli_tmp("vo.npy"),
                             tcli_tmp("vht.npy"));
@@ -104,7 +79,9 @@ static void varlen_errors(void **state)
         ;
     fclose(f);
     char in[4096];
-    snprintf(in, sizeof in, "%s", varlen_inputs(line, name, sizeof name));
+    varlen_line vl;
+    snprintf(in, sizeof in, "%s", tcli_varlen_inputs(line, &vl));
+    snprintf(name, sizeof name, "%s", vl.name);
     char *cu = strstr(in, "--cu-seqlens ");
     assert_non_null(cu);
     char *rest = strchr(cu + 13, ' ');
