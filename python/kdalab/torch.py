@@ -140,14 +140,18 @@ def _meta(tensors):
 class _Spec:
     """What a call fixes besides its tensors (not differentiated)."""
 
-    def __init__(self, fname, mech, form, scale, cu, chunk_size, opts, impl="simd"):
+    def __init__(self, fname, mech, form, scale, cu, chunk_size, opts, impl="simd",
+                 states=False):
         self.fname, self.mech, self.form, self.scale, self.cu = fname, mech, form, scale, cu
         self.chunk_size, self.opts, self.impl = chunk_size, opts, impl
+        # the forward writes h (the SIMD chunkwise path) at chunk_size, fla's 64 by default
+        self.states = states and impl == "simd" and form == _lib.FORM_CHUNK
 
 
 class _Mixer(torch.autograd.Function):
     """(q, k, v, g, beta, initial_state, A_log, dt_bias) -> (o, final_state),
-    both float64 on the CPU; forward by ops._forward, backward by
+    both float64 on the CPU, and with spec.states h, the state entering each
+    chunk (not differentiated); forward by ops._forward, backward by
     ops._backward (the NumPy functions' cores). The inputs are kept by
     save_for_backward, so an input edited in place between forward and
     backward is PyTorch's own error, never a gradient of the edited values."""
@@ -155,16 +159,20 @@ class _Mixer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, spec, *tensors):
         arr = {n: None if t is None else ops.as_f64(t, n) for n, t in zip(_NAMES, tensors)}
-        o, ht = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
-                             arr["beta"], spec.scale, arr["initial_state"], True, spec.cu,
-                             spec.chunk_size, False, spec.impl, a=arr["a"], b=arr["b"],
-                             A_log=arr["A_log"], dt_bias=arr["dt_bias"], **spec.opts)
+        chunk = 64 if spec.states and spec.chunk_size is None else spec.chunk_size
+        out = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
+                           arr["beta"], spec.scale, arr["initial_state"], True, spec.cu, chunk,
+                           False, spec.impl, a=arr["a"], b=arr["b"], A_log=arr["A_log"],
+                           dt_bias=arr["dt_bias"], states=spec.states, **spec.opts)
         ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
         ctx.save_for_backward(*tensors)
-        return torch.from_numpy(o), torch.from_numpy(ht)
+        res = tuple(torch.from_numpy(x) for x in out)
+        if spec.states:
+            ctx.mark_non_differentiable(res[2])
+        return res
 
     @staticmethod
-    def backward(ctx, do, dht):
+    def backward(ctx, do, dht, dh=None):  # dh: h is not differentiated
         saved = ctx.saved_tensors  # raises if an input was modified in place
         with torch.no_grad():
             grads = _Mixer._grads(ctx, do, dht)
@@ -292,15 +300,17 @@ def _mixer(fname, mech, form, q, k, v, g, beta, scale, initial_state, output_fin
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (A_log, "A_log"),
         (dt_bias, "dt_bias"), (a, "a"), (b, "b")))
     h0 = _flip(state_v_first, h0)
-    spec = _Spec(fname, mech, form, scale, cu, chunk_size, opts, impl)
-    o, ht = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias, a, b)
+    spec = _Spec(fname, mech, form, scale, cu, chunk_size, opts, impl, states)
+    o, ht, *h = _Mixer.apply(spec, q, k, v, g, beta, h0, A_log, dt_bias, a, b)
     res = (_out(o, out_dtype, like, "o"),
            _out(_flip(state_v_first, ht), out_dtype, like, "final_state")
            if output_final_state else None)
     if states:
-        h = ops.chunk_states(mech, q, k, v, g, beta, scale, h0, cu, chunk_size, impl=impl,
-                             A_log=A_log, dt_bias=dt_bias, **opts)
-        res += (_out(_flip(state_v_first, torch.from_numpy(h)), out_dtype, like, "h"),)
+        if not h:  # the reference: run chunk by chunk
+            h = [torch.from_numpy(ops.chunk_states(mech, q, k, v, g, beta, scale, h0, cu,
+                                                   chunk_size, impl=impl, A_log=A_log,
+                                                   dt_bias=dt_bias, **opts))]
+        res += (_out(_flip(state_v_first, h[0]), out_dtype, like, "h"),)
     return res
 
 
