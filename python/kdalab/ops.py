@@ -625,17 +625,21 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     is the oracle of record. Returns (o [B, T, HV, V], final_state
     [N, HV, K, V] or None); with return_intermediate_states, as fla's, also h
     [B, NT, HV, K, V], the state entering each chunk of chunk_size positions
-    (None: fla's 64; chunk_states)."""
+    (None: fla's 64; on the SIMD path written by the same call, which then
+    runs at that chunk size; with "reference", chunk_states)."""
+    kw = _kda_kwargs(locals())
     if as_bool("return_intermediate_states", return_intermediate_states):
-        o, ht = chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state,
-                          use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
-                          lower_bound, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-                          cu_seqlens, chunk_size, impl)
+        if impl == "simd":  # the forward writes h: one call, at the states' chunk size
+            return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+                            output_final_state, cu_seqlens,
+                            64 if chunk_size is None else chunk_size, impl=impl, states=True,
+                            **kw)
+        o, ht = _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
+                         output_final_state, cu_seqlens, chunk_size, impl=impl, **kw)
         return o, ht, chunk_states("kda", q, k, v, g, beta, scale, initial_state, cu_seqlens,
-                                   chunk_size, impl, **_kda_kwargs(locals()))
+                                   chunk_size, impl, **kw)
     return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
-                    output_final_state, cu_seqlens, chunk_size,
-                    impl=impl, **_kda_kwargs(locals()))
+                    output_final_state, cu_seqlens, chunk_size, impl=impl, **kw)
 
 
 def fused_recurrent_kda(q, k, v, g, beta, scale=None, initial_state=None,
