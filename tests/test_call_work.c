@@ -196,17 +196,25 @@ static void test_f32_backward_layouts(void **state)
     gsl_rng_free(r);
 }
 
+/* make's problem with v scaled by 1e300 and k by 1e10: finite inputs whose
+ * backward overflows */
+static problem make_overflowing(gsl_rng *r, kdalab_mechanism m)
+{
+    problem p = make(r, m);
+    for (size_t i = 0; i < D.T * HV * D.V; i++)
+        p.v[i] *= 1e300;
+    for (size_t i = 0; i < D.T * D.H * D.K; i++)
+        p.k[i] *= 1e10;
+    return p;
+}
+
 /* A backward over varlen + GVA that overflows: KDALAB_ERANGE in both
  * implementations, the message naming a gradient (not the forward's o, ht). */
 static void test_backward_overflow_names_a_gradient(void **state)
 {
     (void)state;
     gsl_rng *r = test_rng(79);
-    problem p = make(r, KDALAB_KDA);
-    for (size_t i = 0; i < D.T * HV * D.V; i++)
-        p.v[i] *= 1e300;
-    for (size_t i = 0; i < D.T * D.H * D.K; i++)
-        p.k[i] *= 1e10;
+    problem p = make_overflowing(r, KDALAB_KDA);
     double *dq = calloc(grad_size(KDALAB_KDA, 0), 8), *dv = calloc(grad_size(KDALAB_KDA, 2), 8);
     for (int impl = KDALAB_IMPL_REFERENCE; impl <= KDALAB_IMPL_SIMD; impl++) {
         const kdalab_call c = call(KDALAB_KDA, (kdalab_impl)impl, NULL);
@@ -231,11 +239,7 @@ static void test_overflow_outside_what_was_asked(void **state)
 {
     (void)state;
     gsl_rng *r = test_rng(83);
-    problem p = make(r, KDALAB_GLA);
-    for (size_t i = 0; i < D.T * HV * D.V; i++)
-        p.v[i] *= 1e300;
-    for (size_t i = 0; i < D.T * D.H * D.K; i++)
-        p.k[i] *= 1e10;
+    problem p = make_overflowing(r, KDALAB_GLA);
     const size_t n = grad_size(KDALAB_GLA, 2);
     double *dv = calloc(n, 8), *dq = calloc(grad_size(KDALAB_GLA, 0), 8);
     for (int impl = KDALAB_IMPL_REFERENCE; impl <= KDALAB_IMPL_SIMD; impl++) {
