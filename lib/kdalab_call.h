@@ -140,10 +140,11 @@ typedef struct {
     double *da;         /* backward out [B, T, HV, K]                              */
     double *db;         /* backward out [B, T, HV, K]                              */
     double *h;          /* forward out [B, NT, HV, K, V], or NULL: the state
-                           entering each chunk of opts->chunk positions (fla's h,
+                           entering each chunk of C_h = opts->h_chunk positions
+                           (opts->chunk unless set; fla's h,
                            return_intermediate_states; chunk 0's is h0 or zero).
-                           NT = kdalab_call_n_chunks: ceil(T / C); varlen: B = 1
-                           and NT sums every sequence's ceil(L_n / C), sequence
+                           NT = kdalab_call_n_chunks: ceil(T / C_h); varlen: B = 1
+                           and NT sums every sequence's ceil(L_n / C_h), sequence
                            n's chunks after sequence n - 1's                       */
 } kdalab_tensors_f64;
 
@@ -191,12 +192,13 @@ size_t kdalab_call_n_seqs(const kdalab_call *call);
 
 /*
  * kdalab_call_n_chunks — NT, the second axis of the forward's h [B, NT, HV,
- * K, V]: ceil(T / C) chunks of a sequence of T positions (C = opts->chunk,
- * or the implementation's default without opts, whatever call->form says);
- * with cu_seqlens the sum of ceil(L_n / C) over the sequences. A call is
- * counted when the float64 or the float32 check accepts it (so a float32
- * call's bf16 / fp16 options are counted too); 0 for NULL, T = 0, or a call
- * that both refuse (the float32 check's error is left set).
+ * K, V]: ceil(T / C) chunks of a sequence of T positions (C = opts->h_chunk,
+ * else opts->chunk, or the implementation's default without opts, whatever
+ * call->form says); with cu_seqlens the sum of ceil(L_n / C) over the
+ * sequences. A call is counted when the float64 or the float32 check accepts
+ * it (so a float32 call's bf16 / fp16 options are counted too); 0 for NULL,
+ * T = 0, or a call that both refuse (the float32 check's error is left
+ * set).
  */
 size_t kdalab_call_n_chunks(const kdalab_call *call);
 

@@ -291,7 +291,7 @@ typedef enum {
 const char *kdalab_precision_name(kdalab_precision p); /* "fp32", "bf16", "fp16" */
 
 /* Options of the chunkwise form. kdalab_chunk_opts_default() gives C = 64,
- * c = 16, safe decay, fp32, bwd_state_bytes 0. */
+ * c = 16, safe decay, fp32, bwd_state_bytes 0, h_chunk 0. */
 typedef struct {
     size_t chunk;               /* C >= 1, positions per chunk; the last chunk may be shorter */
     size_t subchunk;            /* c >= 1, positions per sub-chunk (safe/anchored modes)      */
@@ -307,6 +307,11 @@ typedef struct {
                                 /* whose pages are reused; without one, checkpoint (fresh     */
                                 /* pages cost more than the recomputation saves). The         */
                                 /* reference backward keeps every state.                      */
+    size_t h_chunk;             /* the span of the states the SIMD forward writes to h        */
+                                /* (kdalab_tensors_f64.h): the state entering every h_chunk   */
+                                /* positions, a multiple of C; 0: C. So a kernel's h at its   */
+                                /* chunk (fla's 64) comes from the float64 forward run at its */
+                                /* fastest C (16), which agrees with C = 64 to ~1e-15.        */
 } kdalab_chunk_opts;
 
 /* The chunk options every path uses when given none (opts == NULL), and the

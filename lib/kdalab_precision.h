@@ -30,6 +30,22 @@ float kdalab_round(kdalab_precision p, float x);
  * with n > 0 (n = 0: nothing is read). */
 kdalab_status kdalab_round_array(kdalab_precision p, float *x, size_t n);
 
+/*
+ * kdalab_error_sums — how far a float32 result is from its float64
+ * reference, block by block: the elements [i block, min((i + 1) block, n))
+ * of ref and got (each n elements, any layout the caller flattened) give
+ * sums[4 i .. 4 i + 3] = max |got - ref|, max |ref|, sum (got - ref)^2,
+ * sum ref^2, for i < ceil(n / block) (each difference exact in float64;
+ * the sums in any order). The measures of kdalab.testing's tolerances
+ * (max error / max |ref|, the RMS ratio), one pass over each array with the
+ * blocks spread over the threads. A NaN or an infinity makes the block's
+ * sums non-finite (its maxima may skip a NaN): the caller measures such a
+ * block another way. Errors: KDALAB_ENULL for a NULL array with n > 0,
+ * KDALAB_EINVAL for block = 0; nothing is written then.
+ */
+kdalab_status kdalab_error_sums(const double *ref, const float *got, size_t n, size_t block,
+                                double *sums);
+
 KDALAB_END_DECLS
 
 #endif /* KDALAB_PRECISION_H */

@@ -5,8 +5,9 @@
  * float64 and float32, over a plain batch with a short last chunk, varlen
  * with grouped value heads, and a head whose value columns are split over
  * the threads, h[chunk c of sequence n] is the final state of the reference
- * recurrence run on that sequence's first c C positions; chunk 0's is h0 to
- * the bit. kdalab_call_n_chunks counts the chunks. Any other forward given h
+ * recurrence run on that sequence's first c C_h positions (C_h = the
+ * options' h_chunk, a multiple of the chunk C the form runs, or C); chunk
+ * 0's is h0 to the bit. kdalab_call_n_chunks counts the chunks. Any other forward given h
  * is refused by name with nothing written, and a backward ignores it; an h
  * whose size overflows is refused before any input is read; an overflowed
  * state is counted in h.
@@ -28,22 +29,28 @@
 #define F64_TOL 1e-12
 #define F32_TOL 1e-5
 
-/* One layout: dims, value heads, sequences (cu NULL: plain, N = B), chunk. */
+/* One layout: dims, value heads, sequences (cu NULL: plain, N = B), chunk,
+ * h's chunk (0: the chunk). */
 typedef struct {
     const char *name;
     kdalab_dims d;
     size_t HV, N, C;
     const int64_t *cu;
+    size_t Ch;
 } layout;
 
 static const int64_t CU[] = {0, 5, 6, 19, 33};
 static const layout LAYOUTS[] = {
     /* a short last chunk (37 = 4 * 8 + 5) in each of two batch entries */
-    {"plain", {.B = 2, .T = 37, .H = 2, .K = 5, .V = 3}, 2, 2, 8, NULL},
+    {"plain", {.B = 2, .T = 37, .H = 2, .K = 5, .V = 3}, 2, 2, 8, NULL, 0},
     /* sequences of 5, 1, 13, 14 positions, two value heads per q/k head */
-    {"varlen+GVA", {.B = 1, .T = 33, .H = 2, .K = 6, .V = 4}, 4, 4, 4, CU},
+    {"varlen+GVA", {.B = 1, .T = 33, .H = 2, .K = 6, .V = 4}, 4, 4, 4, CU, 0},
     /* one head, V = 40: its value columns are split over the threads */
-    {"split columns", {.B = 1, .T = 21, .H = 1, .K = 6, .V = 40}, 1, 1, 8, NULL},
+    {"split columns", {.B = 1, .T = 21, .H = 1, .K = 6, .V = 40}, 1, 1, 8, NULL, 0},
+    /* h every 3 chunks of 4: 37 = 3 * 12 + 1, the last state after 36 */
+    {"plain, h_chunk 12", {.B = 2, .T = 37, .H = 2, .K = 5, .V = 3}, 2, 2, 4, NULL, 12},
+    /* h every 2 chunks of 2, over sequences of odd lengths */
+    {"varlen+GVA, h_chunk 4", {.B = 1, .T = 33, .H = 2, .K = 6, .V = 4}, 4, 4, 2, CU, 4},
 };
 
 static double *uniform(gsl_rng *r, size_t n, double lo, double hi)
@@ -88,7 +95,8 @@ static void check_layout(gsl_rng *r, const layout *L, kdalab_mechanism m, int f3
     double *h0 = uniform(r, L->N * HV * KV, -1, 1);
     const int ab = kdalab_mechanism_has_ab(m);
     kdalab_chunk_opts opts = kdalab_simd_chunk_opts_default();
-    opts.chunk = L->C;
+    opts.chunk = L->C, opts.h_chunk = L->Ch;
+    const size_t Ch = L->Ch ? L->Ch : L->C;
     kdalab_call call = {.dims = d, .HV = HV, .cu_seqlens = L->cu, .n_seqs = L->cu ? L->N : 0,
                         .mech = m, .scale = 0.4, .form = KDALAB_FORM_CHUNK,
                         .impl = KDALAB_IMPL_SIMD, .opts = &opts};
@@ -127,7 +135,7 @@ static void check_layout(gsl_rng *r, const layout *L, kdalab_mechanism m, int f3
     for (size_t n = 0; n < L->N; n++) {
         size_t bn = L->cu ? 0 : n, t0 = L->cu ? (size_t)L->cu[n] : 0;
         size_t len = L->cu ? (size_t)(L->cu[n + 1] - L->cu[n]) : d.T;
-        size_t chunks = (len + L->C - 1) / L->C;
+        size_t chunks = (len + Ch - 1) / Ch;
         for (size_t c = 0; c < chunks; c++, slot++) {
             const double *got = h + slot * HV * KV;
             if (c == 0) { /* chunk 0 enters with h0, bit for bit */
@@ -136,7 +144,7 @@ static void check_layout(gsl_rng *r, const layout *L, kdalab_mechanism m, int f3
                              kdalab_mechanism_name(m), f32 ? "f32" : "f64", n);
                 continue;
             }
-            size_t P = c * L->C; /* the prefix's positions */
+            size_t P = c * Ch; /* the prefix's positions */
             double *pq = rows(q, d.T, d.H * d.K, bn, t0, P), *pk = rows(k, d.T, d.H * d.K, bn, t0, P);
             double *pv = rows(v, d.T, HV * d.V, bn, t0, P), *pg = rows(g, d.T, HV * gw, bn, t0, P);
             double *pb = rows(beta, d.T, HV, bn, t0, P), *pa = rows(a, d.T, HV * d.K, bn, t0, P);
@@ -189,6 +197,12 @@ static void test_n_chunks(void **state)
                      .mech = KDALAB_KDA, .scale = 0.5, .form = KDALAB_FORM_CHUNK,
                      .impl = KDALAB_IMPL_SIMD, .opts = &opts};
     assert_int_equal(kdalab_call_n_chunks(&c), 5);
+    opts.h_chunk = 16; /* h's chunk when set */
+    assert_int_equal(kdalab_call_n_chunks(&c), 3);
+    opts.h_chunk = 12; /* not a multiple of the chunk: refused */
+    assert_int_equal(kdalab_call_n_chunks(&c), 0);
+    assert_non_null(strstr(kdalab_last_error(), "h_chunk = 12"));
+    opts.h_chunk = 0;
     c.opts = NULL; /* the SIMD path's default, 16 */
     assert_int_equal(kdalab_call_n_chunks(&c), 3);
     c.impl = KDALAB_IMPL_REFERENCE; /* the reference's, 64 */

@@ -4,7 +4,8 @@
  * the values against the recurrence). Every golden case: the file is
  * [B, NT, H, K, V], float64 equal to the in-process call bit for bit, float32
  * within 1e-5 of it (a 24-bit mantissa over the golden cases' T <= 64
- * steps), and without --chunk chunks of fla's 64; every golden varlen / GVA
+ * steps), and without --chunk chunks of fla's 64, with o the same bits as
+ * the run without --h; every golden varlen / GVA
  * case: [1, NT, HV, K, V], NT summing the sequences' chunks, each
  * sequence's chunk 0 its row of h0. A run that does
  * not write h refuses --h before reading an input, and writes nothing.
@@ -82,14 +83,18 @@ static void golden_states(void **state)
             kdalab_array_free(&got);
         }
         free(want);
-        /* without --chunk, --h takes fla's chunk of 64 */
+        /* without --chunk, --h takes fla's chunk of 64 and o is the run's own */
+        assert_int_equal(tcli_run("run %s --form chunk --o %s", tcli_case_inputs(c), op), 0);
+        kdalab_array plain_o, got_o, got;
+        tcli_read_array(op, &plain_o);
         assert_int_equal(tcli_run("run %s --form chunk --o %s --h %s", tcli_case_inputs(c), op,
                                   hp),
                          0);
-        kdalab_array got;
         tcli_read_array(hp, &got);
+        tcli_read_array(op, &got_o);
         assert_int_equal(got.shape[1], (c->dims.T + 63) / 64);
-        kdalab_array_free(&got);
+        assert_memory_equal(got_o.data, plain_o.data, plain_o.size * sizeof(double));
+        kdalab_array_free(&got), kdalab_array_free(&got_o), kdalab_array_free(&plain_o);
         golden_free(&cases[i]);
     }
 }

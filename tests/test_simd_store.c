@@ -19,12 +19,18 @@
  * quarter of the format's unit roundoff); one that skipped the rescaled rows
  * gives ratios down to 0.79, one that skipped v's 0.69; one that rounded the
  * state or W as well would sit higher.
+ *
+ * kdalab_error_sums, the tolerances' measure of such an error, equals a
+ * plain loop's block by block: its maxima exactly, its sums within 1e-12
+ * relative (the same non-negative terms added in another order).
  */
 #include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <gsl/gsl_randist.h>
 
 #include "common.h"
 #include "simd_levels.h"
@@ -120,6 +126,47 @@ static void test_round_array_errors(void **state)
     expect_status(kdalab_round_array(KDALAB_BF16, NULL, 3), KDALAB_ENULL, "x is NULL");
     expect_status(kdalab_round_array(KDALAB_BF16, NULL, 0), KDALAB_OK, NULL);
     assert_true(x[0] == 1.0f + 0x1p-9f); /* untouched by the refusals */
+}
+
+/* kdalab_error_sums against one loop per block, over blocks that do not
+ * divide n; a NaN makes its block's sums NaN and leaves the others; the
+ * refusals write nothing. */
+static void test_error_sums(void **state)
+{
+    (void)state;
+    enum { N = 1001, BLOCK = 64, NB = (N + BLOCK - 1) / BLOCK };
+    gsl_rng *rng = test_rng(9);
+    double ref[N], sums[4 * NB];
+    float got[N];
+    for (size_t i = 0; i < N; i++) {
+        ref[i] = gsl_ran_gaussian(rng, 1.0) * (i % 97 == 0 ? 1e3 : 1);
+        got[i] = (float)(ref[i] * (1 + 1e-3 * gsl_ran_gaussian(rng, 1.0)));
+    }
+    got[700] = NAN;
+    expect_status(kdalab_error_sums(ref, got, N, BLOCK, sums), KDALAB_OK, NULL);
+    for (size_t b = 0; b < NB; b++) {
+        double md = 0, mr = 0, e2 = 0, r2 = 0;
+        for (size_t i = b * BLOCK; i < N && i < (b + 1) * BLOCK; i++) {
+            double d = (double)got[i] - ref[i];
+            md = fabs(d) > md ? fabs(d) : md, mr = fabs(ref[i]) > mr ? fabs(ref[i]) : mr;
+            e2 += d * d, r2 += ref[i] * ref[i];
+        }
+        if (b == 700 / BLOCK) {
+            assert_true(isnan(sums[4 * b + 2]));
+            continue;
+        }
+        assert_true(sums[4 * b] == md && sums[4 * b + 1] == mr);
+        assert_true(fabs(sums[4 * b + 2] - e2) <= 1e-12 * e2);
+        assert_true(fabs(sums[4 * b + 3] - r2) <= 1e-12 * r2);
+    }
+    sums[0] = -1;
+    expect_status(kdalab_error_sums(ref, got, N, 0, sums), KDALAB_EINVAL, "block = 0");
+    expect_status(kdalab_error_sums(NULL, got, N, BLOCK, sums), KDALAB_ENULL, "ref is NULL");
+    expect_status(kdalab_error_sums(ref, NULL, N, BLOCK, sums), KDALAB_ENULL, "got is NULL");
+    expect_status(kdalab_error_sums(ref, got, N, BLOCK, NULL), KDALAB_ENULL, "sums is NULL");
+    expect_status(kdalab_error_sums(NULL, NULL, 0, BLOCK, NULL), KDALAB_OK, NULL);
+    assert_true(sums[0] == -1);
+    gsl_rng_free(rng);
 }
 
 /* Relative RMS of a - b over n (b the float64 oracle). */
@@ -276,6 +323,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_array_is_kdalab_round),
         cmocka_unit_test(test_round_array_errors),
+        cmocka_unit_test(test_error_sums),
         cmocka_unit_test(test_simd_emulation_has_the_references_error),
         cmocka_unit_test(test_scale_after_storage),
     };

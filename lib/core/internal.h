@@ -252,7 +252,7 @@ static inline size_t kdalab__call_chunks(const kdalab__call *c, size_t n)
 {
     size_t b, t0, L;
     kdalab__call_seq(c, n, &b, &t0, &L);
-    return L / c->op.chunk + (L % c->op.chunk != 0);
+    return L / c->op.h_chunk + (L % c->op.h_chunk != 0);
 }
 
 /*

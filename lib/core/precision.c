@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kdalab.h"
+#include "internal.h"
 
 static uint32_t bits_of(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
 static float float_of(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
@@ -61,4 +61,31 @@ float kdalab_round(kdalab_precision p, float x)
     case KDALAB_FP16: return kdalab_round_fp16(x);
     default:          return x;
     }
+}
+
+kdalab_status kdalab_error_sums(const double *ref, const float *got, size_t n, size_t block,
+                                double *sums)
+{
+    kdalab_clear_error();
+    if (!block)
+        return kdalab_fail(KDALAB_EINVAL, "block = 0: expected >= 1 element per block");
+    if (n && (!ref || !got || !sums))
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL (n = %zu)",
+                           !ref ? "ref" : !got ? "got" : "sums", n);
+    const size_t nb = n / block + (n % block != 0);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < nb; i++) {
+        const size_t lo = i * block, hi = n - lo < block ? n : lo + block;
+        double md = 0, mr = 0, e2 = 0, r2 = 0;
+#pragma omp simd reduction(max : md, mr) reduction(+ : e2, r2)
+        for (size_t j = lo; j < hi; j++) {
+            const double d = (double)got[j] - ref[j], ad = fabs(d), ar = fabs(ref[j]);
+            md = ad > md ? ad : md;
+            mr = ar > mr ? ar : mr;
+            e2 += d * d;
+            r2 += ref[j] * ref[j];
+        }
+        sums[4 * i] = md, sums[4 * i + 1] = mr, sums[4 * i + 2] = e2, sums[4 * i + 3] = r2;
+    }
+    return KDALAB_OK;
 }

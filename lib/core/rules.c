@@ -463,6 +463,13 @@ kdalab_status kdalab_check_chunk_opts(const kdalab_chunk_opts *opts, int want_fp
         return kdalab_fail(KDALAB_EINVAL,
                            "precision %s needs kdalab_chunk_f32; the float64 form is exact",
                            kdalab_precision_name(out->precision));
+    if (out->h_chunk % out->chunk != 0)
+        return kdalab_fail(KDALAB_EINVAL,
+                           "h_chunk = %zu (the span of h's states) is not a multiple of the "
+                           "chunk size C = %zu",
+                           out->h_chunk, out->chunk);
+    if (!out->h_chunk)
+        out->h_chunk = out->chunk;
     return KDALAB_OK;
 }
 

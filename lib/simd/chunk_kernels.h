@@ -238,8 +238,8 @@ static void SIMD_FN(chunk_head)(const SIMD_ARGS *a, real *work, size_t *bad_o,
         w.pf_end = SIMD_FN(min_sz)(t0 + n + C, T);
         for (size_t h = 0; h < nh; h++) {
             w.S = w.Sall + h * K * W;
-            if (a->hs) { /* the state entering this chunk, as fla's h holds it */
-                real *hs = a->hs + t0 / C * a->ld_hs + h * K * V + a->v0;
+            if (a->hs && t0 % a->h_chunk == 0) { /* entering h's chunk, as fla's h holds it */
+                real *hs = a->hs + t0 / a->h_chunk * a->ld_hs + h * K * V + a->v0;
                 for (size_t ch = 0; ch < K; ch++) {
                     memcpy(hs + ch * V, w.S + ch * W, W * sizeof(real));
                     *bad_h += SIMD_FN(nonfinite_canon)(hs + ch * V, W);

@@ -73,7 +73,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
                 .beta = c->delta && x->beta ? x->beta + rv : NULL,
                 .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
                 .o = x->o ? x->o + rv * V : NULL, .ht = x->ht ? x->ht + nj * K * V : NULL,
-                .hs = x->h ? x->h + hj : NULL, .ld_hs = HV * K * V,
+                .hs = x->h ? x->h + hj : NULL, .ld_hs = HV * K * V, .h_chunk = c->op.h_chunk,
                 .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
                 .a = c->ab && x->a ? x->a + rv * K : NULL,
                 .b = c->ab && x->b ? x->b + rv * K : NULL,

@@ -28,7 +28,9 @@
  * layout: + j*K, + j*V, + j*gw, + j). h0/ht point at the first head's
  * [K, V] state, head j's at + j*K*V (NULL: zero / not wanted). hs points at
  * the first head's state entering chunk 0, the state entering chunk i at
- * + i*ld_hs (fla's h [B, NT, HV, K, V]: ld_hs = HV*K*V; NULL: not wanted).
+ * + i*ld_hs (fla's h [B, NT, HV, K, V]: ld_hs = HV*K*V; NULL: not wanted),
+ * chunk i of h_chunk positions (a multiple of chunk: h_chunk / chunk of the
+ * form's chunks).
  */
 typedef struct {
     kdalab_mechanism mech;
@@ -42,6 +44,7 @@ typedef struct {
     const float *q, *k, *v, *g, *beta, *h0;
     float *o, *ht, *hs;
     size_t ld_qk, ld_v, ld_g, ld_b, ld_hs;
+    size_t h_chunk;     /* positions between the states hs holds                     */
     const float *a, *b; /* the DPLR row's a, b (rows ld_ab apart, head j at + j*K), */
     size_t ld_ab;       /* else NULL                                                 */
     kdalab_precision store; /* the forward's emulated storage (chunk_kernels.h says   */
@@ -60,6 +63,7 @@ typedef struct {
     const double *q, *k, *v, *g, *beta, *h0;
     double *o, *ht, *hs;
     size_t ld_qk, ld_v, ld_g, ld_b, ld_hs;
+    size_t h_chunk;
     const double *a, *b;
     size_t ld_ab;
     kdalab_precision store; /* always KDALAB_FP32: float64 emulates no storage */

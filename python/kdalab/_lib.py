@@ -43,7 +43,7 @@ class Dims(ctypes.Structure):
 class ChunkOpts(ctypes.Structure):
     _fields_ = [("chunk", ctypes.c_size_t), ("subchunk", ctypes.c_size_t),
                 ("decay", ctypes.c_int), ("precision", ctypes.c_int),
-                ("bwd_state_bytes", ctypes.c_size_t)]
+                ("bwd_state_bytes", ctypes.c_size_t), ("h_chunk", ctypes.c_size_t)]
 
 
 class Call(ctypes.Structure):
@@ -80,6 +80,7 @@ lib.kdalab_last_error.restype = ctypes.c_char_p
 lib.kdalab_strerror.restype = ctypes.c_char_p
 lib.kdalab_strerror.argtypes = [_status]
 lib.kdalab_chunk_opts_default.restype = ChunkOpts
+lib.kdalab_simd_chunk_opts_default.restype = ChunkOpts
 lib.kdalab_run_f64.restype = _status
 lib.kdalab_run_f64.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Tensors), ctypes.c_void_p]
 lib.kdalab_run_bwd_f64.restype = _status
@@ -129,6 +130,9 @@ _F = ctypes.POINTER(ctypes.c_float)
 PRECISIONS = {"fp32": 0, "bf16": 1, "fp16": 2}
 lib.kdalab_round_array.restype = _status
 lib.kdalab_round_array.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+lib.kdalab_error_sums.restype = _status
+lib.kdalab_error_sums.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_size_t, ctypes.c_void_p]
 lib.kdalab_attention_f64.restype = _status
 lib.kdalab_attention_f64.argtypes = [ctypes.POINTER(Dims), ctypes.c_double] + [_D] * 4
 lib.kdalab_attention_bwd_f64.restype = _status

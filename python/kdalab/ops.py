@@ -225,6 +225,22 @@ def _opts(chunk_size):
     return o
 
 
+def _h_opts(chunk_size, h_chunk):
+    """The chunk options of a SIMD forward that writes h, the state entering
+    every h_chunk positions: chunks of chunk_size; for None, the path's
+    fastest (kdalab_simd_chunk_opts_default: 16) where it divides h_chunk,
+    else h_chunk. The chunk the float64 forward runs changes o by ~1e-15
+    relative, and h's states not at all beyond that: fla's h at 64 costs the
+    forward at 16, not at 64 (about 1.4x at K = V = 128)."""
+    C = _opts(h_chunk).chunk
+    if chunk_size is None:
+        fast = _lib.lib.kdalab_simd_chunk_opts_default().chunk
+        chunk_size = fast if C % fast == 0 else C
+    op = _opts(chunk_size)
+    op.h_chunk = C
+    return op
+
+
 def _impl(form, impl):
     """The implementation that runs a form: the chunkwise one on the SIMD path
     (impl="simd", the default: every layout in place, the (sequence, head)
@@ -469,10 +485,11 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt, a=No
 
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
              cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None,
-             states=False, **opt):
+             states=False, h_chunk=None, **opt):
     """(o, ht or None), and with states=True h, the state entering each chunk
     ([B, NT, HV, K, V]: the SIMD chunkwise forward's kdalab_tensors_f64.h),
-    as a third item."""
+    as a third item: chunks of chunk_size, or with h_chunk set of h_chunk
+    positions (_h_opts says which chunk the forward then runs)."""
     output_final_state = as_bool("output_final_state", output_final_state)
     impl = _impl(form, impl)
     normalize = as_bool("normalize", normalize)
@@ -482,7 +499,7 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
                                                      initial_state, cu_seqlens, opt, a, b)
     o = _lib.output((call.B, call.T, call.HV, call.V))
     ht = _lib.output(call.state_shape())
-    op = _opts(chunk_size)
+    op = _h_opts(chunk_size, h_chunk) if states and h_chunk is not None else _opts(chunk_size)
     c = call.call(form, impl, scale, op)
     h = _lib.output((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:]) \
         if states else None
@@ -578,13 +595,14 @@ def chunk_states(mech, q, k, v, g, beta, scale=None, initial_state=None, cu_seql
     chunk_size) (chunk 0's is the initial state, zero without one), or with
     cu_seqlens [1, NT, HV, K, V], NT counting every sequence's chunks in order.
     impl="simd": one call of the SIMD chunkwise forward, which writes them
-    (kdalab_tensors_f64.h); "reference": the reference chunkwise form run
+    (kdalab_tensors_f64.h), run at its fastest chunk where that divides
+    chunk_size (_h_opts); "reference": the reference chunkwise form run
     chunk by chunk, each chunk from the previous one's final state. In-kernel
     options, opt, as for the forward (pointwise in time)."""
     C = _opts(64 if chunk_size is None else chunk_size).chunk
     if impl == "simd":
         return _forward(mech, _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state, False,
-                        cu_seqlens, C, states=True, **opt)[2]
+                        cu_seqlens, None, states=True, h_chunk=C, **opt)[2]
     _impl(_lib.FORM_CHUNK, impl)
     call, _, _, _, _, _, _, h0, _ = _prepare(mech, q, k, v, g, beta, scale, initial_state,
                                              cu_seqlens, opt)
@@ -625,15 +643,15 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     is the oracle of record. Returns (o [B, T, HV, V], final_state
     [N, HV, K, V] or None); with return_intermediate_states, as fla's, also h
     [B, NT, HV, K, V], the state entering each chunk of chunk_size positions
-    (None: fla's 64; on the SIMD path written by the same call, which then
-    runs at that chunk size; with "reference", chunk_states)."""
+    (None: fla's 64, written by the same call on the SIMD path, which still
+    runs at its own chunk; chunk_size set: the call runs at it; with
+    "reference", chunk_states)."""
     kw = _kda_kwargs(locals())
     if as_bool("return_intermediate_states", return_intermediate_states):
-        if impl == "simd":  # the forward writes h: one call, at the states' chunk size
+        if impl == "simd":  # the forward writes h: one call
             return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
-                            output_final_state, cu_seqlens,
-                            64 if chunk_size is None else chunk_size, impl=impl, states=True,
-                            **kw)
+                            output_final_state, cu_seqlens, chunk_size, impl=impl, states=True,
+                            h_chunk=64 if chunk_size is None else None, **kw)
         o, ht = _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
                          output_final_state, cu_seqlens, chunk_size, impl=impl, **kw)
         return o, ht, chunk_states("kda", q, k, v, g, beta, scale, initial_state, cu_seqlens,

@@ -238,54 +238,59 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True):
     return o, ht, h
 
 
-_BLOCK = 1 << 15  # elements per block of _sums: its temporaries stay in cache
+_BLOCK = 1 << 16  # elements per block of kdalab_error_sums for one array: the threads share them
 
 
-def _sums(ref, got, buf):
-    """(max |got - ref|, max |ref|, sum (got - ref)^2, sum ref^2) of a float64
-    ref and a float32 got of one shape, both C-contiguous, a block at a time
-    in buf (a float64 array of _BLOCK elements): one pass over each where
-    errors() makes several over whole-array temporaries."""
-    r, e = ref.reshape(-1), got.reshape(-1)
-    md = mr = e2 = r2 = 0.0
-    for i in range(0, r.size, _BLOCK):
-        rb, d = r[i:i + _BLOCK], buf[:min(_BLOCK, r.size - i)]
-        np.subtract(e[i:i + _BLOCK], rb, out=d)  # float64: float32 differences are exact
-        md, mr = max(md, float(d.max()), -float(d.min())), max(mr, float(rb.max()),
-                                                                 -float(rb.min()))
-        e2, r2 = e2 + float(np.dot(d, d)), r2 + float(np.dot(rb, rb))
-    return md, mr, e2, r2
+def _block_sums(ref, got, block):
+    """kdalab_error_sums of a float64 ref and a float32 got of one shape
+    (copied where not C-contiguous in those types): [ceil(n / block), 4] rows of (max |got - ref|,
+    max |ref|, sum (got - ref)^2, sum ref^2), one pass over each array
+    where errors() makes several over whole-array temporaries."""
+    from . import _lib
+    ref, got = np.ascontiguousarray(ref, np.float64), np.ascontiguousarray(got, np.float32)
+    n = ref.size
+    sums = np.empty((-(-n // block), 4))
+    _lib.check(_lib.lib.kdalab_error_sums(ref.ctypes.data, got.ctypes.data, n, block,
+                                          sums.ctypes.data), "kdalab.testing: the error sums")
+    return sums
 
 
-def _fast_errors(ref, got, buf):
-    """errors(ref, got)[:2], (rms, rel), through _sums: for the tolerances'
-    outputs, which the library has checked finite. Falls back to errors()
-    where a sum of squares leaves float64's range."""
-    md, mr, e2, r2 = _sums(ref, got, buf)
+def _from_sums(md, mr, e2, r2, ref, got):
+    """(rms, rel) as errors() gives them, from one set's sums; errors()
+    itself where a sum of squares is not finite or leaves float64's range
+    (its careful metric)."""
     if not (np.isfinite(e2) and np.isfinite(r2) and (r2 > 0 or md == 0)) or (0 < r2 < 1e-290):
         return errors(ref, got)[:2]
     return (float(np.sqrt(e2 / r2)) if md else 0.0), _ratio(md, mr)
 
 
-def _state_errors(ref_h, got_h, ref_ht, got_ht, buf):
+def _fast_errors(ref, got):
+    """errors(ref, got)[:2], (rms, rel), through kdalab_error_sums: for the
+    tolerances' outputs, which the library has checked finite."""
+    sums = _block_sums(ref, got, _BLOCK)
+    md, mr = (float(x) for x in sums[:, :2].max(axis=0, initial=0.0))
+    e2, r2 = (float(x) for x in sums[:, 2:].sum(axis=0))
+    return _from_sums(md, mr, e2, r2, ref, got)
+
+
+def _state_errors(ref_h, got_h, ref_ht, got_ht):
     """(rms, rel) of the worst of the states a chunkwise forward carries: the
     state entering each chunk (h [B, NT, HV, K, V], ref float64, got float32)
     and the final ones (ht [N, HV, K, V]). Each is a set of states, those of
     one chunk index (h[:, c]) or ht, measured as errors() measures ht: max
     |err| / max |ref| and the RMS ratio over the set; the largest of each
     over the sets (chunk 0's without an initial state: zero, and zero
-    error). buf: _sums's."""
-    rms, rel = _fast_errors(ref_ht, got_ht, buf)
-    for c in range(ref_h.shape[1]):
-        parts = [_sums(ref_h[b, c], got_h[b, c], buf) for b in range(ref_h.shape[0])]
-        md, mr = max(p[0] for p in parts), max(p[1] for p in parts)
-        e2, r2 = sum(p[2] for p in parts), sum(p[3] for p in parts)
-        if md == 0:
+    error)."""
+    rms, rel = _fast_errors(ref_ht, got_ht)
+    B, NT = ref_h.shape[:2]
+    if not ref_h.size:
+        return rms, rel
+    sums = _block_sums(ref_h, got_h, ref_h[0, 0].size).reshape(B, NT, 4)  # one per (b, c)
+    m, e = sums[..., :2].max(axis=0), sums[..., 2:].sum(axis=0)  # [NT, 2] each
+    for c in range(NT):
+        if m[c, 0] == 0 and np.isfinite(e[c, 0]):
             continue
-        if not (np.isfinite(e2) and np.isfinite(r2) and r2 > 1e-290):
-            r, q = errors(ref_h[:, c], got_h[:, c])[1::-1]  # the careful metric
-        else:
-            r, q = _ratio(md, mr), float(np.sqrt(e2 / r2))
+        q, r = _from_sums(m[c, 0], m[c, 1], e[c, 0], e[c, 1], ref_h[:, c], got_h[:, c])
         rel, rms = max(rel, r), max(rms, q)
     return rms, rel
 
@@ -456,7 +461,6 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
     keep = {}  # the emulation's buffers, reused by every trial
-    buf = np.empty(_BLOCK)  # the metrics' block
     # the states sampled: those entering every chunk but a sequence's first,
     # and the final ones, as many elements as h has; only while h is at most
     # _STATES_PER_O times o's size (K / chunk_size <= 4 in a plain batch),
@@ -470,14 +474,13 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         n_states = int(np.prod(call.state_shape()))
 
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
-        # the oracle at the emulated kernel's chunk size, for the states entering
-        # its chunks, else at its fastest (its o and ht do not depend on it)
-        ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu,
-                                    chunk_size if sample else None, a=x[6], b=x[7],
-                                    states=sample)
+        # the oracle at its fastest chunk (its o and ht do not depend on it),
+        # with the states entering the emulated kernel's chunks (ops._h_opts)
+        ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, None, a=x[6],
+                                    b=x[7], states=sample, h_chunk=chunk_size)
         eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample)
-        st = _state_errors(rh[0], eh, rht, eht, buf) if sample else _fast_errors(rht, eht, buf)
-        return [_fast_errors(ro, eo, buf), st]
+        st = _state_errors(rh[0], eh, rht, eht) if sample else _fast_errors(rht, eht)
+        return [_fast_errors(ro, eo), st]
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []

@@ -144,7 +144,8 @@ class _Spec:
                  states=False):
         self.fname, self.mech, self.form, self.scale, self.cu = fname, mech, form, scale, cu
         self.chunk_size, self.opts, self.impl = chunk_size, opts, impl
-        # the forward writes h (the SIMD chunkwise path) at chunk_size, fla's 64 by default
+        # the forward writes h (the SIMD chunkwise path) at chunk_size, fla's 64 by
+        # default (the forward then runs at its own chunk: ops._h_opts)
         self.states = states and impl == "simd" and form == _lib.FORM_CHUNK
 
 
@@ -159,11 +160,12 @@ class _Mixer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, spec, *tensors):
         arr = {n: None if t is None else ops.as_f64(t, n) for n, t in zip(_NAMES, tensors)}
-        chunk = 64 if spec.states and spec.chunk_size is None else spec.chunk_size
+        h_chunk = 64 if spec.states and spec.chunk_size is None else None
         out = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
-                           arr["beta"], spec.scale, arr["initial_state"], True, spec.cu, chunk,
-                           False, spec.impl, a=arr["a"], b=arr["b"], A_log=arr["A_log"],
-                           dt_bias=arr["dt_bias"], states=spec.states, **spec.opts)
+                           arr["beta"], spec.scale, arr["initial_state"], True, spec.cu,
+                           spec.chunk_size, False, spec.impl, a=arr["a"], b=arr["b"],
+                           A_log=arr["A_log"], dt_bias=arr["dt_bias"], states=spec.states,
+                           h_chunk=h_chunk, **spec.opts)
         ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
         ctx.save_for_backward(*tensors)
         res = tuple(torch.from_numpy(x) for x in out)

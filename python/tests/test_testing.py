@@ -241,20 +241,19 @@ def test_state_bound_covers_every_chunk_start():
     chunk and the final ones, each set measured against its own largest
     value: an error planted in the states entering one chunk is found there
     and nowhere else, and the block-wise metrics equal errors()."""
-    from kdalab.testing import _BLOCK, _fast_errors, _state_errors
+    from kdalab.testing import _fast_errors, _state_errors
     r = np.random.default_rng(4)
-    buf = np.empty(_BLOCK)
     ref_h, ref_ht = r.normal(size=(2, 5, 3, 40, 300)), r.normal(size=(2, 3, 40, 300))
     ref_h[:, 3] *= 1e-3  # a set of small states: its error is relative to its own scale
     got_h, got_ht = ref_h.astype(np.float32), ref_ht.astype(np.float32)
-    base = _state_errors(ref_h, got_h, ref_ht, got_ht, buf)
+    base = _state_errors(ref_h, got_h, ref_ht, got_ht)
     assert 0 < base[1] < 1e-7  # float32 rounding alone
     got_h[1, 3, 2, 7, 11] += np.float32(2e-5 * np.abs(ref_h[:, 3]).max())
-    rms, rel = _state_errors(ref_h, got_h, ref_ht, got_ht, buf)
+    rms, rel = _state_errors(ref_h, got_h, ref_ht, got_ht)
     assert 2e-5 * 0.99 < rel < 2e-5 * 1.01
     assert rms == pytest.approx(errors(ref_h[:, 3], got_h[:, 3])[0], rel=1e-9)
     for ref, got in ((ref_h, got_h), (ref_ht, got_ht), (ref_h[0, 0], got_h[0, 0] * 0)):
-        fast = _fast_errors(ref, got, buf)
+        fast = _fast_errors(ref, got)
         assert fast == pytest.approx(errors(ref, got)[:2], rel=1e-12)
 
 

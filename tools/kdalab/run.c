@@ -118,7 +118,8 @@ static void print_help(void)
         "                    positions (fla's return_intermediate_states; chunk 0's\n"
         "                    is h0): [B, NT, H, K, V], or [1, NT, H, K, V] with NT\n"
         "                    summing every sequence's chunks under --cu-seqlens.\n"
-        "                    Without --chunk the whole run takes fla's chunk of 64.\n"
+        "                    Without --chunk: chunks of fla's 64, while the run keeps\n"
+        "                    its own chunk (o is the same with --h as without).\n"
         "                    The SIMD chunkwise form writes it: needs --form chunk,\n"
         "                    the safe decay and the SIMD path (their defaults)\n"
         "  --help            this text\n"
@@ -248,8 +249,10 @@ static int plan_options(const run_flags *f, run_job *job)
      * form, safe decay; any storage), the reference otherwise */
     job->simd = f->impl ? strcmp(f->impl, "simd") == 0
                         : job->chunk_form && job->opts.decay == KDALAB_DECAY_SAFE;
-    if (job->simd && !f->chunk) /* as with opts == NULL; for --h, fla's chunk of 64 */
-        job->opts.chunk = f->h ? 64 : kdalab_simd_chunk_opts_default().chunk;
+    if (job->simd && !f->chunk) { /* as with opts == NULL; h at fla's chunk of 64 */
+        job->opts.chunk = kdalab_simd_chunk_opts_default().chunk;
+        job->opts.h_chunk = f->h ? 64 : 0;
+    }
     if (f->scale) { /* any scale the library accepts, subnormals included */
         if ((rc = cli_parse_scale(f->scale, &job->scale)))
             return rc;
