@@ -172,17 +172,32 @@ _MAX = {"bf16": float.fromhex("0x1.fep127"), "fp16": 65504.0,
         "fp32": float(np.finfo(np.float32).max)}
 
 
-def _check_range(arrays, precision):
+def _check_range(arrays, precision, copies=None):
     """Every input stored in the format must fit it once perturbed by one unit
     roundoff (the largest perturbation a trial applies: 2^-8 for every input
     in bf16, and so on): a value the emulation would round to inf is a
     ValueError naming the input, its index and value (never the emulation's
-    inf)."""
+    inf). copies: each array's float32 copy (as _to_f32 makes them), or None:
+    then one pass over each copy screens it (rounding to float32 keeps the
+    order of magnitudes, so a copy whose largest magnitude stays below the
+    largest float32 under the limit comes from an array that fits), and only
+    an array that its copy does not clear is read in float64."""
     top = _MAX[precision] / (1 + max(_UNIT.values()))
-    arrays = [(name, a) for name, a in arrays if a is not None and a.size]
+    pairs = [(name, a, None if copies is None else c)
+             for (name, a), c in zip(arrays, copies or [None] * len(arrays))
+             if a is not None and a.size]
+    screen = np.float32(top)
+    if screen > top:  # the largest float32 at most top
+        screen = np.nextafter(screen, np.float32(0))
+
+    def big(nac):
+        name, a, c = nac
+        if c is not None and max(c.max(), -c.min()) < screen:
+            return 0.0
+        return max(a.max(), -a.min())
     with concurrent.futures.ThreadPoolExecutor(2) as ex:  # reductions release the GIL
-        big = list(ex.map(lambda na: max(na[1].max(), -na[1].min()), arrays))
-    for (name, a), m in zip(arrays, big):
+        bigs = list(ex.map(big, pairs))
+    for (name, a, _), m in zip(pairs, bigs):
         if m > top:
             from .ops import _first_index
             idx = _first_index(np.abs(a) > top)
@@ -207,7 +222,10 @@ def _to_f32(arrays, keep):
         return list(ex.map(one, enumerate(arrays)))
 
 
-def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True):
+_INPUTS = ("q", "k", "v", "g", "beta", "initial_state", "a", "b")  # _emulate's x, by name
+
+
+def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, check=False):
     """The float32 chunkwise forward with emulated `precision` storage
     (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
     the format, float32 sums; its error within ~10 % of the reference
@@ -215,10 +233,16 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True):
     any layout the call has (varlen, GVA): (o, ht, h) in float32 (errors()
     takes them as they are), h the state entering each chunk of chunk_size
     [B, NT, HV, K, V] (None unless states). keep: a dict of buffers kept between calls (the
-    inputs' float32 copies, o, ht and h: each call overwrites them), or None."""
+    inputs' float32 copies, o, ht and h: each call overwrites them), or None.
+    check: first check that x's inputs fit their formats (_check_range, on
+    the float32 copies)."""
     from . import _lib, ops
     keep = {} if keep is None else keep
     f = _to_f32(x, keep)
+    if check:  # q, k, v, beta (a, b) stored in the format; g and the state in float32
+        stored = (0, 1, 2, 4, 6, 7)
+        for fmt, idx in ((precision, stored), ("fp32", (3, 5))):
+            _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [f[i] for i in idx])
     if "o" not in keep:
         keep["o"] = np.empty(x[2].shape, dtype=np.float32)
         keep["ht"] = np.empty(call.state_shape(), dtype=np.float32)
@@ -456,8 +480,6 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     # q, k, v, beta (a, b) are stored in the format; the log-decay and the
     # state stay in float32 (kdalab_run_f32's emulation, as production kernels
     # keep them)
-    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("a", a), ("b", b)), precision)
-    _check_range((("g", g), ("initial_state", h0)), "fp32")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
     keep = {}  # the emulation's buffers, reused by every trial
@@ -473,19 +495,24 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     if not sample:
         n_states = int(np.prod(call.state_shape()))
 
+    args = (q, k, v, g, beta, h0, a, b)
+
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
         # the oracle at its fastest chunk (its o and ht do not depend on it),
         # with the states entering the emulated kernel's chunks (ops._h_opts)
         ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, None, a=x[6],
                                     b=x[7], states=sample, h_chunk=chunk_size)
-        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample)
+        # the inputs' range is checked on the first trial's float32 copies (the
+        # others are within one unit roundoff of them: _check_range's limit)
+        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample,
+                               check=x is args)
         st = _state_errors(rh[0], eh, rht, eht) if sample else _fast_errors(rht, eht)
         return [_fast_errors(ro, eo), st]
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []
     trials = _trials(trials, n_o, n_states)
-    for res in _run_trials("tolerance", one, (q, k, v, g, beta, h0, a, b), trials,
+    for res in _run_trials("tolerance", one, args, trials,
                            np.random.default_rng(seed), precision):
         for name, (rms, rel) in zip(("o", "ht"), res):
             worst[name] = [max(worst[name][0], rel), max(worst[name][1], rms)]
