@@ -180,15 +180,14 @@ def _check_range(arrays, precision, copies=None):
     inf). copies: each array's float32 copy (as _to_f32 makes them), or None:
     then one pass over each copy screens it (rounding to float32 keeps the
     order of magnitudes, so a copy whose largest magnitude stays below the
-    largest float32 under the limit comes from an array that fits), and only
+    limit rounded to float32 comes from an array within the limit), and only
     an array that its copy does not clear is read in float64."""
     top = _MAX[precision] / (1 + max(_UNIT.values()))
     pairs = [(name, a, None if copies is None else c)
              for (name, a), c in zip(arrays, copies or [None] * len(arrays))
              if a is not None and a.size]
+    # rounding is monotone: |x| >= top gives |float32(x)| >= float32(top)
     screen = np.float32(top)
-    if screen > top:  # the largest float32 at most top
-        screen = np.nextafter(screen, np.float32(0))
 
     def big(nac):
         name, a, c = nac

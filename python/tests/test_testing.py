@@ -97,6 +97,28 @@ def test_tolerance_refuses_arguments_that_void_it():
                      trials=1).rtol["o"] >= 0
 
 
+def test_range_screen_on_the_float32_copies():
+    """_check_range's limit, max / (1 + 2^-8), holds to the last bit whether
+    it reads the inputs in float64 or screens their float32 copies first:
+    the limit itself fits, the next float64 above it (which rounds to the
+    same float32 as the limit) does not, in each format and sign."""
+    from kdalab.testing import _MAX, _UNIT, _check_range
+    r = np.random.default_rng(5)
+    for precision in ("bf16", "fp16", "fp32"):
+        top = _MAX[precision] / (1 + max(_UNIT.values()))
+        for value, fits in ((top, True), (np.nextafter(top, 0), True),
+                            (np.nextafter(top, np.inf), False),
+                            (-np.nextafter(top, np.inf), False)):
+            a = r.normal(size=(3, 4))
+            a[1, 2] = value
+            for copies in (None, [a.astype(np.float32)]):
+                if fits:
+                    _check_range([("q", a)], precision, copies)
+                else:
+                    with pytest.raises(ValueError, match=r"q\[1, 2\] = .* does not fit"):
+                        _check_range([("q", a)], precision, copies)
+
+
 def test_trials_follow_the_smaller_output():
     """trials=None: ceil(2^20 / the smaller of o's size and the states'
     sampled, those entering every chunk but the first and the final ones,
