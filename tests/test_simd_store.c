@@ -20,9 +20,11 @@
  * gives ratios down to 0.79, one that skipped v's 0.69; one that rounded the
  * state or W as well would sit higher.
  *
- * kdalab_error_sums, the tolerances' measure of such an error, equals a
- * plain loop's block by block: its maxima exactly, its sums within 1e-12
- * relative (the same non-negative terms added in another order).
+ * kdalab_store_f64, which stores a float64 array so, is kdalab_round of
+ * its float32 element by element. kdalab_error_sums, the tolerances'
+ * measure of such an error, equals a plain loop's block by block: its
+ * maxima exactly, its sums within 1e-12 relative (the same non-negative
+ * terms added in another order).
  */
 #include <fenv.h>
 #include <math.h>
@@ -126,6 +128,42 @@ static void test_round_array_errors(void **state)
     expect_status(kdalab_round_array(KDALAB_BF16, NULL, 3), KDALAB_ENULL, "x is NULL");
     expect_status(kdalab_round_array(KDALAB_BF16, NULL, 0), KDALAB_OK, NULL);
     assert_true(x[0] == 1.0f + 0x1p-9f); /* untouched by the refusals */
+}
+
+/* kdalab_store_f64: each element as kdalab_round gives its float32, in
+ * every format, with max |x| (a NaN skipped, 1e39 beyond float32's range
+ * stored as inf, still counted); the refusals write nothing. */
+static void test_store_f64(void **state)
+{
+    (void)state;
+    enum { N = 515 };
+    gsl_rng *rng = test_rng(11);
+    double x[N], peak;
+    float y[N];
+    for (size_t i = 0; i < N; i++)
+        x[i] = gsl_ran_gaussian(rng, 1.0) * exp(20 * gsl_rng_uniform(rng) - 10);
+    x[7] = NAN, x[300] = -1e39, x[301] = 70000.0;
+    const kdalab_precision ps[] = {KDALAB_FP32, KDALAB_BF16, KDALAB_FP16};
+    for (size_t j = 0; j < 3; j++) {
+        expect_status(kdalab_store_f64(ps[j], x, y, N, &peak), KDALAB_OK, NULL);
+        assert_true(peak == 1e39);
+        for (size_t i = 0; i < N; i++) {
+            float want = kdalab_round(ps[j], (float)x[i]);
+            if (!(y[i] == want || (isnan(y[i]) && isnan(want))))
+                fail_msg("%s: x[%zu] = %.17g stored as %.9g, not %.9g",
+                         kdalab_precision_name(ps[j]), i, x[i], y[i], want);
+        }
+        assert_true(isinf(y[300]) && y[300] < 0);
+    }
+    y[0] = -1;
+    expect_status(kdalab_store_f64((kdalab_precision)7, x, y, N, &peak), KDALAB_EINVAL,
+                  "precision 7");
+    expect_status(kdalab_store_f64(KDALAB_BF16, NULL, y, N, &peak), KDALAB_ENULL, "x is NULL");
+    expect_status(kdalab_store_f64(KDALAB_BF16, x, NULL, N, NULL), KDALAB_ENULL, "y is NULL");
+    assert_true(y[0] == -1);
+    expect_status(kdalab_store_f64(KDALAB_BF16, NULL, NULL, 0, &peak), KDALAB_OK, NULL);
+    assert_true(peak == 0);
+    gsl_rng_free(rng);
 }
 
 /* kdalab_error_sums against one loop per block, over blocks that do not
@@ -323,6 +361,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_array_is_kdalab_round),
         cmocka_unit_test(test_round_array_errors),
+        cmocka_unit_test(test_store_f64),
         cmocka_unit_test(test_error_sums),
         cmocka_unit_test(test_simd_emulation_has_the_references_error),
         cmocka_unit_test(test_scale_after_storage),

@@ -63,6 +63,28 @@ float kdalab_round(kdalab_precision p, float x)
     }
 }
 
+kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, size_t n,
+                               double *max_abs)
+{
+    kdalab_clear_error();
+    if (p != KDALAB_FP32 && p != KDALAB_BF16 && p != KDALAB_FP16)
+        return kdalab_fail(KDALAB_EINVAL, "precision %d: expected fp32, bf16 or fp16", (int)p);
+    if (n && (!x || !y))
+        return kdalab_fail(KDALAB_ENULL, "%s is NULL (n = %zu)", !x ? "x" : "y", n);
+    double m = 0;
+    /* (float) of a double beyond float's range is IEEE 754's overflow, +-inf
+     * (C11 Annex F, which GCC and Clang follow on every target we build) */
+#pragma omp parallel for simd reduction(max : m) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        const double a = fabs(x[i]);
+        m = a > m ? a : m;
+        y[i] = (float)x[i];
+    }
+    if (max_abs)
+        *max_abs = m;
+    return kdalab_round_array(p, y, n);
+}
+
 kdalab_status kdalab_error_sums(const double *ref, const float *got, size_t n, size_t block,
                                 double *sums)
 {

@@ -130,6 +130,9 @@ _F = ctypes.POINTER(ctypes.c_float)
 PRECISIONS = {"fp32": 0, "bf16": 1, "fp16": 2}
 lib.kdalab_round_array.restype = _status
 lib.kdalab_round_array.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+lib.kdalab_store_f64.restype = _status
+lib.kdalab_store_f64.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.POINTER(ctypes.c_double)]
 lib.kdalab_error_sums.restype = _status
 lib.kdalab_error_sums.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                   ctypes.c_size_t, ctypes.c_void_p]

@@ -19,6 +19,7 @@ with assert_close, errors, tolerance and grad_tolerance beside them.
 
 import collections
 import concurrent.futures
+import ctypes
 import sys
 import time
 
@@ -172,31 +173,22 @@ _MAX = {"bf16": float.fromhex("0x1.fep127"), "fp16": 65504.0,
         "fp32": float(np.finfo(np.float32).max)}
 
 
-def _check_range(arrays, precision, copies=None):
+def _check_range(arrays, precision, peaks=None):
     """Every input stored in the format must fit it once perturbed by one unit
     roundoff (the largest perturbation a trial applies: 2^-8 for every input
     in bf16, and so on): a value the emulation would round to inf is a
     ValueError naming the input, its index and value (never the emulation's
-    inf). copies: each array's float32 copy (as _to_f32 makes them), or None:
-    then one pass over each copy screens it (rounding to float32 keeps the
-    order of magnitudes, so a copy whose largest magnitude stays below the
-    limit rounded to float32 comes from an array within the limit), and only
-    an array that its copy does not clear is read in float64."""
+    inf). peaks: each array's largest magnitude, as _store found it while
+    copying it, or None (then read here)."""
     top = _MAX[precision] / (1 + max(_UNIT.values()))
-    pairs = [(name, a, None if copies is None else c)
-             for (name, a), c in zip(arrays, copies or [None] * len(arrays))
+    pairs = [(name, a, None if peaks is None else m)
+             for (name, a), m in zip(arrays, peaks or [None] * len(arrays))
              if a is not None and a.size]
-    # rounding is monotone: |x| >= top gives |float32(x)| >= float32(top)
-    screen = np.float32(top)
-
-    def big(nac):
-        name, a, c = nac
-        if c is not None and max(c.max(), -c.min()) < screen:
-            return 0.0
-        return max(a.max(), -a.min())
-    with concurrent.futures.ThreadPoolExecutor(2) as ex:  # reductions release the GIL
-        bigs = list(ex.map(big, pairs))
-    for (name, a, _), m in zip(pairs, bigs):
+    if peaks is None:
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:  # reductions release the GIL
+            pairs = [(n, a, m) for (n, a, _), m in
+                     zip(pairs, ex.map(lambda p: max(p[1].max(), -p[1].min()), pairs))]
+    for name, a, m in pairs:
         if m > top:
             from .ops import _first_index
             idx = _first_index(np.abs(a) > top)
@@ -206,19 +198,17 @@ def _check_range(arrays, precision, copies=None):
 
 
 def _to_f32(arrays, keep):
-    """Each array (or None) as contiguous float32 (_store's "fp32"),
-    converted on two threads (NumPy's casts release the GIL; one thread
-    leaves half the memory bandwidth unused) into the buffers of keep (a
-    dict, filled on first use and reused: fresh pages cost as much as the
-    conversion)."""
-    def one(ia):
-        i, a = ia
-        if a is not None:
-            keep[i] = _store(a, "fp32", keep.get(i))
-            return keep[i]
-        return None
-    with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        return list(ex.map(one, enumerate(arrays)))
+    """Each array (or None) as contiguous float32 (_store's "fp32") in the
+    buffers of keep (a dict, filled on first use and reused: fresh pages cost
+    as much as the conversion), with its largest magnitude (None for None)."""
+    out = []
+    for i, a in enumerate(arrays):
+        if a is None:
+            out.append((None, None))
+        else:
+            keep[i], peak = _store(a, "fp32", keep.get(i))
+            out.append((keep[i], peak))
+    return [c for c, _ in out], [m for _, m in out]
 
 
 _INPUTS = ("q", "k", "v", "g", "beta", "initial_state", "a", "b")  # _emulate's x, by name
@@ -233,15 +223,15 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, chec
     takes them as they are), h the state entering each chunk of chunk_size
     [B, NT, HV, K, V] (None unless states). keep: a dict of buffers kept between calls (the
     inputs' float32 copies, o, ht and h: each call overwrites them), or None.
-    check: first check that x's inputs fit their formats (_check_range, on
-    the float32 copies)."""
+    check: first check that x's inputs fit their formats (_check_range, with
+    the largest magnitudes their float32 copies found)."""
     from . import _lib, ops
     keep = {} if keep is None else keep
-    f = _to_f32(x, keep)
+    f, peaks = _to_f32(x, keep)
     if check:  # q, k, v, beta (a, b) stored in the format; g and the state in float32
         stored = (0, 1, 2, 4, 6, 7)
         for fmt, idx in ((precision, stored), ("fp32", (3, 5))):
-            _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [f[i] for i in idx])
+            _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [peaks[i] for i in idx])
     if "o" not in keep:
         keep["o"] = np.empty(x[2].shape, dtype=np.float32)
         keep["ht"] = np.empty(call.state_shape(), dtype=np.float32)
@@ -541,17 +531,20 @@ def _store_output(x, name, precision, what):
 
 
 def _store(a, precision, out=None):
-    """a as a kernel storing it in `precision` holds it (round to nearest
-    even: kdalab_round_array), as contiguous float32: into out (a float32
-    array of a's shape, reused) or a new array."""
+    """(a as a kernel storing it in `precision` holds it, max |a|): rounded
+    to float32, then to the format (kdalab_store_f64: round to nearest even,
+    beyond float32's range inf, which the library refuses), as contiguous
+    float32 into out (a float32 array of a's shape, reused) or a new array;
+    its largest magnitude read on the way."""
     from . import _lib
-    if out is None or out.shape != np.shape(a):
-        out = np.empty(np.shape(a), dtype=np.float32)
-    with np.errstate(over="ignore"):  # beyond float32: inf, which the library refuses
-        np.copyto(out, a, casting="same_kind")
-    _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], out.ctypes.data,
-                                           out.size), "storing in %s" % precision)
-    return out
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if out is None or out.shape != a.shape:
+        out = np.empty(a.shape, dtype=np.float32)
+    peak = ctypes.c_double()
+    _lib.check(_lib.lib.kdalab_store_f64(_lib.PRECISIONS[precision], a.ctypes.data,
+                                         out.ctypes.data, a.size, ctypes.byref(peak)),
+               "storing in %s" % precision)
+    return out, peak.value
 
 
 def _emulate_bwd(call, mech, x, scale, precision, chunk_size, keep):
@@ -564,7 +557,7 @@ def _emulate_bwd(call, mech, x, scale, precision, chunk_size, keep):
     from . import _lib, ops
     q, k, v, g, beta, h0, do, dht, a, b = x
     st = [None if y is None else
-          _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32", keep.get(i))
+          _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32", keep.get(i))[0]
           for i, y in enumerate(x)]
     keep.update((i, y) for i, y in enumerate(st) if y is not None)
     out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}

@@ -97,12 +97,13 @@ def test_tolerance_refuses_arguments_that_void_it():
                      trials=1).rtol["o"] >= 0
 
 
-def test_range_screen_on_the_float32_copies():
+def test_range_check_from_the_copies_peaks():
     """_check_range's limit, max / (1 + 2^-8), holds to the last bit whether
-    it reads the inputs in float64 or screens their float32 copies first:
-    the limit itself fits, the next float64 above it (which rounds to the
-    same float32 as the limit) does not, in each format and sign."""
-    from kdalab.testing import _MAX, _UNIT, _check_range
+    it reads the inputs or takes the largest magnitude that _store found
+    while copying them to float32 (the limit fits, the next float64 above
+    it does not, in each format and sign; the peak is max |a| exactly, a
+    NaN skipped)."""
+    from kdalab.testing import _MAX, _UNIT, _check_range, _store
     r = np.random.default_rng(5)
     for precision in ("bf16", "fp16", "fp32"):
         top = _MAX[precision] / (1 + max(_UNIT.values()))
@@ -111,12 +112,16 @@ def test_range_screen_on_the_float32_copies():
                             (-np.nextafter(top, np.inf), False)):
             a = r.normal(size=(3, 4))
             a[1, 2] = value
-            for copies in (None, [a.astype(np.float32)]):
+            peak = _store(a, "fp32")[1]
+            assert peak == abs(value)
+            for peaks in (None, [peak]):
                 if fits:
-                    _check_range([("q", a)], precision, copies)
+                    _check_range([("q", a)], precision, peaks)
                 else:
                     with pytest.raises(ValueError, match=r"q\[1, 2\] = .* does not fit"):
-                        _check_range([("q", a)], precision, copies)
+                        _check_range([("q", a)], precision, peaks)
+    copy, peak = _store(np.array([np.nan, -3.0, 1e39]), "bf16")
+    assert peak == 1e39 and np.isnan(copy[0]) and copy[1] == -3 and np.isinf(copy[2])
 
 
 def test_trials_follow_the_smaller_output():
