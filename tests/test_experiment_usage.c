@@ -24,7 +24,11 @@ static char tmpdir[256];
 static const char *bin = "bin";
 
 /* Run "$bin/<program> <args>" with its stderr into tmpdir/stderr; its exit
- * status (-1: it did not exit) and, in err[cap], its stderr. */
+ * status (-1: it did not exit) and, in err[cap], its stderr. OpenBLAS's
+ * generic kernels are named for it (OPENBLAS_CORETYPE=Prescott, what
+ * OpenBLAS picks on a CPU it does not know), so that a training program
+ * given a good command line does not restart itself with a note on stderr
+ * (kdalab_blas_choose_kernels) before the refusal checked here. */
 static int run(char *err, size_t cap, const char *program, const char *fmt, ...)
 {
     char args[1024], cmd[2048], path[300];
@@ -33,7 +37,9 @@ static int run(char *err, size_t cap, const char *program, const char *fmt, ...)
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(path, sizeof path, "%s/stderr", tmpdir);
-    snprintf(cmd, sizeof cmd, "env -u KDALAB_FULL -u KDALAB_RESUME %s/%s %s >/dev/null 2>%s",
+    snprintf(cmd, sizeof cmd,
+             "env -u KDALAB_FULL -u KDALAB_RESUME OPENBLAS_CORETYPE=Prescott %s/%s %s "
+             ">/dev/null 2>%s",
              bin, program, args, path);
     int st = system(cmd);
     char *text = test_read_text(path);
