@@ -434,13 +434,14 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     states count B * NT * HV * K * V elements, NT the chunks of chunk_size
     (kdalab_call_n_chunks; with cu_seqlens each sequence's, summed), while
     that is at most 4x o's elements (K / chunk_size <= 4 in a plain batch);
-    beyond, the final states alone are sampled (one trial's largest error is noisy: over 8 trials o's reached up to
-    1.6x the first's at 2^20 elements; the states', sampled at 32 chunk
-    starts, 1.35x). Its cost: per trial one float64 oracle forward at
-    chunk_size when the states are sampled (at 64: about 1.5x the oracle's
-    time at its own C = 16, with h; else at C = 16), one emulation (about
-    0.8x) and the metrics; bench/README.md has the ratio measured at
-    chunk_size = 64. Its memory: h in float64 and float32, 12 bytes per
+    beyond, the final states alone are sampled (one trial's largest error
+    is noisy: over 8 trials o's reached up to 1.6x the first's at 2^20
+    elements; the states', sampled at 32 chunk starts, 1.35x). Its cost: per trial one float64 oracle forward at its
+    own C = 16 that writes the states every chunk_size positions
+    (kdalab_chunk_opts.h_chunk), one emulation (about 0.7x of it, with the
+    float32 copies of the inputs) and the metrics (kdalab_error_sums): 2.3x
+    the oracle's forward at B = 2, T = 2048, H = 4, K = V = 128 on 2 cores
+    (bench/README.md). Its memory: h in float64 and float32, 12 bytes per
     state element sampled, beside o's and the inputs' copies.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
