@@ -16,8 +16,8 @@ Signatures are fla's (FLA_VERSION at FLA_COMMIT), positional order included.
 Arguments that change the mathematics are computed: safe_gate (checked as
 fla checks it; the same function — REFERENCE.md), state_v_first (states
 [N, HV, V, K]), return_intermediate_states (the state entering each chunk,
-computed by running the chunkwise form chunk by chunk: the library has no
-entry for it), cu_seqlens_cpu (checked equal to cu_seqlens), chunk_size,
+written by the SIMD forward in the same call; with impl="reference" the
+reference form run chunk by chunk), cu_seqlens_cpu (checked equal to cu_seqlens), chunk_size,
 A_log / dt_bias (keywords where fla takes them so). Arguments that only tune
 a GPU kernel (disable_recompute, chunk_indices) are accepted and ignored;
 cp_context (context parallelism: a slice of a sequence whose state another
