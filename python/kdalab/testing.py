@@ -97,25 +97,39 @@ def _axes(name, ndim):
     return list(letters) if letters else ["i%d" % d for d in range(ndim)]
 
 
+def _entering(j, t0, chunk_size):
+    """What the state entering chunk j of a sequence that starts at t = t0 is:
+    the initial state, or the one the positions of chunk j - 1 leave."""
+    if j == 0:
+        return "the initial state (t = %d)" % t0
+    return "the state entering t = %d, left by positions t = %d..%d" % (
+        t0 + j * chunk_size, t0 + (j - 1) * chunk_size, t0 + j * chunk_size - 1)
+
+
 def _where(idx, axes, cu, chunk_size=64):
     """An index as "(b=0, t=17, h=1, v=3)", and with cu_seqlens where t is in
     its packed sequence: "; sequence 1, position 2 (it starts at t = 15)";
-    for h's chunk axis c, which sequence's chunk it is, chunks of chunk_size
-    positions: "; sequence 1, its chunk 2 (its chunks start at c = 3)", or
-    that c is past the last sequence's chunks."""
+    for h's chunk axis c, chunks of chunk_size positions, which state it is
+    ("; the state entering t = 192, left by positions t = 128..191"), with
+    cu_seqlens in which sequence ("; sequence 1, its chunk 2 (its chunks
+    start at c = 3): the state entering t = ..."), or that c is past the last
+    sequence's chunks."""
     at = "(%s)" % ", ".join("%s=%d" % (a, i) for a, i in zip(axes, idx))
     if cu is not None and "t" in axes:
         t = idx[axes.index("t")]
         n = int(np.searchsorted(cu, t, side="right")) - 1
         if 0 <= n < len(cu) - 1:
             at += "; sequence %d, position %d (it starts at t = %d)" % (n, t - cu[n], cu[n])
-    if cu is not None and "c" in axes:
+    if "c" in axes:
         c = idx[axes.index("c")]
+        if cu is None:
+            return at + "; " + _entering(c, 0, chunk_size)
         first = np.concatenate(([0], np.cumsum(-(-np.diff(cu) // chunk_size))))
         n = int(np.searchsorted(first, c, side="right")) - 1
         if 0 <= n < len(cu) - 1:
-            at += ("; sequence %d, its chunk %d of %d positions (its chunks start at c = %d)"
-                   % (n, c - first[n], chunk_size, first[n]))
+            at += ("; sequence %d, its chunk %d of %d positions (its chunks start at c = %d): %s"
+                   % (n, c - first[n], chunk_size, first[n],
+                      _entering(c - first[n], int(cu[n]), chunk_size)))
         else:
             at += ("; past the %d chunks of %d positions that cu_seqlens makes"
                    % (first[-1], chunk_size))
@@ -130,9 +144,10 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_siz
     over rtol * max |ref|, each by its axes' names (fla's letters for the
     usual names: o (b, t, h, v), q, k (b, t, h, k), ht (n, h, k, v), ...),
     and with cu_seqlens (fla's packed sequences) the sequence and the
-    position in it (for h, b, c, h, k, v, the sequence and its chunk, of
-    chunk_size positions; one chunk's states named "h[...]" get the axes b,
-    h, k, v). pytest shows the caller's line, not this function's.
+    position in it; for h (b, c, h, k, v), chunks of chunk_size positions,
+    the positions whose state it is ("the state entering t = 192, left by
+    positions t = 128..191") and with cu_seqlens the sequence and its chunk
+    (one chunk's states named "h[...]" get the axes b, h, k, v). pytest shows the caller's line, not this function's.
     Returns (relative RMS, max relative error)."""
     __tracebackhide__ = True  # pytest: the failure is the caller's
     from .ops import _as_cu, _opts, as_f64

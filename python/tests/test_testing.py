@@ -189,8 +189,16 @@ def test_failures_name_axes_first_position_and_sequence():
     wrong[0, 3] = 0
     with pytest.raises(AssertionError, match=r"first over rtol at \(b=0, c=3, h=0, k=0, v=0\); "
                                              r"sequence 1, its chunk 1 of 8 positions "
-                                             r"\(its chunks start at c = 2\)"):
+                                             r"\(its chunks start at c = 2\): the state "
+                                             r"entering t = 23, left by positions t = 15..22"):
         assert_close("h", h, wrong, rtol=0.1, cu_seqlens=np.array([0, 15, 40]), chunk_size=8)
+    wrong[0, 3], wrong[0, 2] = 1, 0  # sequence 1's chunk 0: its initial state
+    with pytest.raises(AssertionError, match=r"c=2, .*\(its chunks start at c = 2\): the "
+                                             r"initial state \(t = 15\)"):
+        assert_close("h", h, wrong, rtol=0.1, cu_seqlens=np.array([0, 15, 40]), chunk_size=8)
+    with pytest.raises(AssertionError, match=r"\(b=0, c=2, h=0, k=0, v=0\); the state entering "
+                                             r"t = 128, left by positions t = 64..127"):
+        assert_close("h", h, wrong, rtol=0.1)  # plain: chunks of fla's 64
     wrong = h.copy()
     wrong[0, 5] = 0  # cu_seqlens [0, 15, 32] makes 2 + 3 chunks of 8: c = 5 is past them
     with pytest.raises(AssertionError, match=r"c=5.*; past the 5 chunks of 8 positions"):
