@@ -19,7 +19,7 @@ KDALAB_BEGIN_DECLS
  * (same shapes, layout, validation and status codes), computed with
  * register-blocked matrix products and vectorized exp, and threaded with
  * OpenMP over batch x heads (and over value columns when B*H is below the
- * thread count; OMP_NUM_THREADS sets the count).
+ * thread count; OMP_NUM_THREADS or kdalab_set_num_threads sets the count).
  *
  * The instruction-set level is chosen once, at the first call, from the CPU's
  * features (AVX-512F+DQ+VL, else AVX2+FMA, else portable scalar code), unless
@@ -47,6 +47,17 @@ int kdalab_simd_level_available(kdalab_simd_level level);
 /* Force the level for every later call in the process (AUTO: the best
  * available). KDALAB_EINVAL when the CPU cannot run it (the level is kept). */
 kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
+
+/* The threads of kdalab's OpenMP loops (the SIMD path's forms, forward and
+ * backward, its value screens, kdalab_store_f64, kdalab_error_sums) for every
+ * later call in the process: n >= 1, or 0 (the start) for OpenMP's own count
+ * (omp_get_max_threads(): OMP_NUM_THREADS, or whatever the program set: an
+ * imported PyTorch sets it to its intra-op count, half the CPUs by default).
+ * The results are the same bits for any count. KDALAB_EINVAL for n < 0 (the
+ * setting is kept). */
+kdalab_status kdalab_set_num_threads(int n);
+/* The thread count the next call runs on: the setting, else OpenMP's. */
+int kdalab_get_num_threads(void);
 
 /*
  * kdalab_simd_chunk_f32 — the chunkwise form in float32 (REFERENCE.md steps

@@ -6,7 +6,8 @@
 #
 # One "key=value" per line: cpu (the model name of /proc/cpuinfo), then what
 # BIN/kdalab info says (simd_level, cpu_family, cpu_model, cpu_features,
-# cpus_online, blas_kernels), the kernel and the date. A missing /proc/cpuinfo or kdalab leaves its lines out.
+# cpus_online, threads, blas_kernels), the kernel and the date. A missing
+# /proc/cpuinfo or kdalab leaves its lines out.
 set -eu
 bin=${1:-bin}
 out=${2:-results}

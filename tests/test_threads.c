@@ -6,6 +6,9 @@
  * Checked bit for bit with 1, 2 and 3 threads at every level the CPU runs,
  * for B * H = 1 (the column split), 3 and 8, every mechanism, chunkwise and
  * recurrent; and for outputs that overflow (their NaNs included).
+ * kdalab_set_num_threads decides the count over OpenMP's own (a program's
+ * omp_set_num_threads, as PyTorch's import makes): a call then keeps one
+ * workspace per thread of the setting.
  */
 #include <omp.h>
 #include <stdio.h>
@@ -76,6 +79,44 @@ static void test_thread_count_changes_no_bits(void **state)
     assert_int_equal(kdalab_simd_set_level(KDALAB_SIMD_AUTO), KDALAB_OK);
     printf("    %d (level, shape, mechanism, form) cases: 1, 2 and 3 threads bit-identical\n",
            checked);
+    gsl_rng_free(rng);
+}
+
+/* The setting, not OpenMP's count, sizes a call: with a caller's workspace
+ * the SIMD forward keeps one scratch per thread, so its bytes follow the
+ * thread count (H = 12 heads: tasks of 4 heads for 1 and 3 threads, so 3
+ * threads hold exactly 3 times 1 thread's bytes); 0 gives the count back to
+ * OpenMP; a negative count is refused and the setting kept. */
+static void test_set_num_threads(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(54);
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_KDA, (kdalab_dims){.B = 1, .T = 40, .H = 12, .K = 16,
+                                                           .V = 16}, -3.0, 0);
+    double *o = malloc(n_v(&p.dims) * sizeof *o);
+    size_t bytes[4] = {0};
+    omp_set_num_threads(1); /* as an imported PyTorch sets it on a machine of 2 CPUs */
+    for (int n = 0; n <= 3; n++) {
+        assert_int_equal(kdalab_set_num_threads(n), KDALAB_OK);
+        assert_int_equal(kdalab_get_num_threads(), n ? n : 1);
+        kdalab_workspace *w = kdalab_workspace_new();
+        kdalab_call c = {.dims = p.dims, .HV = p.dims.H, .mech = KDALAB_KDA, .scale = 0.3,
+                         .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD, .work = w};
+        kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta, .o = o};
+        expect_status(kdalab_run_f64(&c, &x, NULL), KDALAB_OK, NULL);
+        bytes[n] = kdalab_workspace_bytes(w);
+        kdalab_workspace_free(w);
+    }
+    assert_true(bytes[1] > 0 && bytes[0] == bytes[1] && bytes[2] > bytes[1]);
+    assert_true(bytes[3] == 3 * bytes[1]);
+    assert_int_equal(kdalab_set_num_threads(2), KDALAB_OK);
+    expect_status(kdalab_set_num_threads(-1), KDALAB_EINVAL, "thread count -1");
+    assert_int_equal(kdalab_get_num_threads(), 2);
+    assert_int_equal(kdalab_set_num_threads(0), KDALAB_OK);
+    omp_set_num_threads(omp_get_num_procs());
+    free(o);
+    random_problem_free(&p);
     gsl_rng_free(rng);
 }
 
@@ -192,6 +233,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thread_count_changes_no_bits),
         cmocka_unit_test(test_overflow_changes_no_bits),
+        cmocka_unit_test(test_set_num_threads),
     };
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }

@@ -74,7 +74,8 @@ kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, si
     double m = 0;
     /* (float) of a double beyond float's range is IEEE 754's overflow, +-inf
      * (C11 Annex F, which GCC and Clang follow on every target we build) */
-#pragma omp parallel for simd reduction(max : m) schedule(static)
+#pragma omp parallel for simd num_threads(kdalab_get_num_threads()) reduction(max : m) \
+    schedule(static)
     for (size_t i = 0; i < n; i++) {
         const double a = fabs(x[i]);
         m = a > m ? a : m;
@@ -95,7 +96,7 @@ kdalab_status kdalab_error_sums(const double *ref, const float *got, size_t n, s
         return kdalab_fail(KDALAB_ENULL, "%s is NULL (n = %zu)",
                            !ref ? "ref" : !got ? "got" : "sums", n);
     const size_t nb = n / block + (n % block != 0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(kdalab_get_num_threads()) schedule(static)
     for (size_t i = 0; i < nb; i++) {
         const size_t lo = i * block, hi = n - lo < block ? n : lo + block;
         double md = 0, mr = 0, e2 = 0, r2 = 0;

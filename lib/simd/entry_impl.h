@@ -180,7 +180,7 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
         const size_t e = tab->bwd_work_floats(C, sc, K, V, (L + C - 1) / C, c->ab, state_bytes);
         elems = e > elems ? e : elems;
     }
-    int nth = omp_get_max_threads();
+    int nth = kdalab_get_num_threads();
     if ((size_t)nth > ntasks)
         nth = (int)ntasks; /* 0 tasks: no workspace */
     /* grouped value heads: dq and dk per value head, summed at the end */

@@ -31,7 +31,7 @@ kdalab_status kdalab__simd_plan_make(simd_plan *pl, size_t B, size_t H, int grou
      * page of the inputs walked once per task instead of once per head. With
      * fewer heads than threads, one head per task and its value columns
      * (independent in every mechanism) split into blocks of 16. */
-    int nth = omp_get_max_threads();
+    int nth = kdalab_get_num_threads();
     size_t BH = B * H, nh = 1, ngroups = H, nsplit = 1, width = V;
     if (BH < (size_t)nth && V > 16) {
         size_t want = ((size_t)nth + BH - 1) / BH;

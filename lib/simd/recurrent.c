@@ -28,7 +28,7 @@ kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechani
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t gw = kdalab_mechanism_g_width(mech, K), KV = K * V;
     size_t bytes = (KV * sizeof(float) + 63) / 64 * 64; /* a state on its own cache lines */
-    int nth = omp_get_max_threads();
+    int nth = kdalab_get_num_threads();
     float **S = calloc((size_t)nth, sizeof *S);
     int ok = S != NULL;
     for (int t = 0; ok && t < nth; t++)
@@ -40,7 +40,7 @@ kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechani
         return kdalab_fail(KDALAB_ENOMEM, "no memory for %d states of %zu x %zu", nth, K, V);
     }
     int nomem = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : nomem)
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 1) reduction(| : nomem)
     for (size_t bh = 0; bh < B * H; bh++) {
         float *St = S[omp_get_thread_num()];
         size_t b = bh / H, h = bh % H;

@@ -113,6 +113,32 @@ class _Workspace:
             self.ptr = None
 
 
+lib.kdalab_set_num_threads.restype = _status
+lib.kdalab_set_num_threads.argtypes = [ctypes.c_int]
+lib.kdalab_get_num_threads.restype = ctypes.c_int
+lib.kdalab_get_num_threads.argtypes = []
+
+
+def set_num_threads(n):
+    """The threads every later kdalab call runs on (kdalab_set_num_threads):
+    n >= 1, or 0 for OpenMP's own count (OMP_NUM_THREADS, or what another
+    library set it to). The results are the same bits for any count. On
+    import kdalab takes every CPU this process may run on
+    (os.sched_getaffinity), unless OMP_NUM_THREADS is set: an imported
+    PyTorch sets OpenMP's count to its own intra-op count (half the CPUs by
+    default), which would otherwise halve kdalab on a machine whose cores
+    it does not share."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError("set_num_threads: %r, expected an integer >= 1, or 0 for OpenMP's "
+                         "own count" % (n,))
+    check(lib.kdalab_set_num_threads(n), "set_num_threads")
+
+
+def get_num_threads():
+    """The threads the next kdalab call runs on."""
+    return lib.kdalab_get_num_threads()
+
+
 _local = threading.local()
 
 
@@ -249,3 +275,8 @@ def _rows():
 # the mechanism table, read from the library: name -> its row's properties
 TABLE = _rows()
 MECHANISMS = {name: row["id"] for name, row in TABLE.items()}
+
+# every CPU this process may run on, unless OMP_NUM_THREADS chooses (set_num_threads)
+if "OMP_NUM_THREADS" not in os.environ:
+    set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                    else (os.cpu_count() or 1))

@@ -384,3 +384,33 @@ def test_grid_cells_without_the_delta_rule_varlen_gva(mech):
     for key in ("dq", "dk", "dv", "dg", "dh0"):
         assert_close(key, getattr(ref, key), getattr(simd, key), 1e-12)
     assert simd.dbeta is None
+
+
+def test_threads_are_kdalabs_own():
+    """kdalab runs on every CPU the process may use, whatever OpenMP's count
+    another library set (PyTorch's import sets it to half the CPUs), unless
+    OMP_NUM_THREADS chooses; set_num_threads changes it for later calls (the
+    same bits) and refuses a negative count."""
+    try:
+        import torch  # noqa: F401 (its import sets OpenMP's count)
+    except ImportError:
+        pass
+    if "OMP_NUM_THREADS" not in os.environ:
+        assert kdalab.get_num_threads() == len(os.sched_getaffinity(0))
+    r = np.random.default_rng(3)
+    q, k, v = (r.normal(size=(1, 40, 3, 8)) * 0.3 for _ in range(3))
+    g, beta = -r.uniform(0, 1, (1, 40, 3, 8)), r.uniform(0, 1, (1, 40, 3))
+    was = kdalab.get_num_threads()
+    try:
+        outs = []
+        for n in (1, 3):
+            kdalab.set_num_threads(n)
+            assert kdalab.get_num_threads() == n
+            outs.append(kdalab.chunk_kda(q, k, v, g, beta)[0])
+        assert np.array_equal(outs[0], outs[1])
+        for bad in (-1, 1.5, True):
+            with pytest.raises(ValueError, match="set_num_threads"):
+                kdalab.set_num_threads(bad)
+        assert kdalab.get_num_threads() == 3
+    finally:
+        kdalab.set_num_threads(was)

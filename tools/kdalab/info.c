@@ -17,7 +17,9 @@ static const char HELP[] =
     "usage: kdalab info [--mechanisms]\n"
     "\n"
     "Print the version, the SIMD level the library chose for this machine, the\n"
-    "CPU's model name, family and model, and the CPU features it saw.\n"
+    "CPU's model name, family and model, the CPU features it saw, the CPUs\n"
+    "online, the threads kdalab runs on (OpenMP's count: OMP_NUM_THREADS) and\n"
+    "OpenBLAS's kernels.\n"
     "\n"
     "  --mechanisms   instead, the mechanism table: one line a mechanism, with its\n"
     "                 name, whether it has the delta rule with its beta write (dplr,\n"
@@ -144,6 +146,7 @@ int cmd_info(int argc, char **argv)
     print_cpu_name();
     print_cpu_features();
     printf("cpus_online=%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
+    printf("threads=%d\n", kdalab_get_num_threads());
     const char *blas = kdalab_blas_kernels(), *env = getenv("OPENBLAS_CORETYPE");
     printf("blas_kernels=%s%s%s%s\n", blas ? blas : "(not OpenBLAS)",
            env ? " (OPENBLAS_CORETYPE=" : "", env ? env : "", env ? ")" : "");
