@@ -32,8 +32,9 @@ kdalab_status kdalab_round_array(kdalab_precision p, float *x, size_t n);
 
 /*
  * kdalab_store_f64 — a float64 array as a kernel storing it in p holds it:
- * y[i] = x[i] rounded to float32 (to nearest even; beyond float32's range
- * +-inf, IEEE 754's overflow), then to p as kdalab_round_array rounds, for
+ * y[i] = x[i] rounded to float32 (to nearest even, whatever the caller's
+ * rounding mode; beyond float32's range +-inf, IEEE 754's overflow), then
+ * to p as kdalab_round_array rounds, for
  * i < n; and *max_abs (unless NULL) = max |x[i]| in float64 (a NaN is
  * skipped; 0 for n = 0), so that a caller can check x against p's range
  * without reading it again. One pass over x, spread over the threads.
@@ -48,7 +49,8 @@ kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, si
  * reference, block by block: the elements [i block, min((i + 1) block, n))
  * of ref and got (each n elements, any layout the caller flattened) give
  * sums[4 i .. 4 i + 3] = max |got - ref|, max |ref|, sum (got - ref)^2,
- * sum ref^2, for i < ceil(n / block) (each difference exact in float64;
+ * sum ref^2, for i < ceil(n / block) (each difference formed in float64,
+ * exact where got is within a factor of 2 of ref, as a close result is;
  * the sums in any order). The measures of kdalab.testing's tolerances
  * (max error / max |ref|, the RMS ratio), one pass over each array with the
  * blocks spread over the threads. A NaN or an infinity makes the block's

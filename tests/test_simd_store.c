@@ -130,31 +130,46 @@ static void test_round_array_errors(void **state)
     assert_true(x[0] == 1.0f + 0x1p-9f); /* untouched by the refusals */
 }
 
-/* kdalab_store_f64: each element as kdalab_round gives its float32, in
- * every format, with max |x| (a NaN skipped, 1e39 beyond float32's range
- * stored as inf, still counted); the refusals write nothing. */
+/* kdalab_store_f64: each element as kdalab_round gives its float32 rounded
+ * to nearest, in every format, in every rounding mode of the caller and on
+ * 1, 2 and 3 threads (the caller's mode is one thread's only), with max |x|
+ * (a NaN skipped, 1e39 beyond float32's range stored as inf, still counted);
+ * the refusals write nothing. */
 static void test_store_f64(void **state)
 {
     (void)state;
     enum { N = 515 };
     gsl_rng *rng = test_rng(11);
     double x[N], peak;
-    float y[N];
+    float y[N], want[3][N];
     for (size_t i = 0; i < N; i++)
         x[i] = gsl_ran_gaussian(rng, 1.0) * exp(20 * gsl_rng_uniform(rng) - 10);
     x[7] = NAN, x[300] = -1e39, x[301] = 70000.0;
+    for (size_t i = 400; i < 420; i++) /* between two floats: where the mode would decide */
+        x[i] = (i % 2 ? -1 : 1) * (1 + 0x1p-40) * (double)(i - 399);
     const kdalab_precision ps[] = {KDALAB_FP32, KDALAB_BF16, KDALAB_FP16};
-    for (size_t j = 0; j < 3; j++) {
-        expect_status(kdalab_store_f64(ps[j], x, y, N, &peak), KDALAB_OK, NULL);
-        assert_true(peak == 1e39);
-        for (size_t i = 0; i < N; i++) {
-            float want = kdalab_round(ps[j], (float)x[i]);
-            if (!(y[i] == want || (isnan(y[i]) && isnan(want))))
-                fail_msg("%s: x[%zu] = %.17g stored as %.9g, not %.9g",
-                         kdalab_precision_name(ps[j]), i, x[i], y[i], want);
-        }
-        assert_true(isinf(y[300]) && y[300] < 0);
-    }
+    for (size_t j = 0; j < 3; j++)
+        for (size_t i = 0; i < N; i++)
+            want[j][i] = kdalab_round(ps[j], (float)x[i]);
+    const int modes[] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+    for (int th = 1; th <= 3; th++)
+        for (size_t mi = 0; mi < 4; mi++)
+            for (size_t j = 0; j < 3; j++) {
+                assert_int_equal(kdalab_set_num_threads(th), KDALAB_OK);
+                fesetround(modes[mi]);
+                kdalab_status s = kdalab_store_f64(ps[j], x, y, N, &peak);
+                fesetround(FE_TONEAREST);
+                expect_status(s, KDALAB_OK, NULL);
+                assert_true(peak == 1e39);
+                for (size_t i = 0; i < N; i++)
+                    if (!(y[i] == want[j][i] || (isnan(y[i]) && isnan(want[j][i]))))
+                        fail_msg("%s, %d threads, rounding mode %zu: x[%zu] = %.17g stored as "
+                                 "%.9g, not %.9g",
+                                 kdalab_precision_name(ps[j]), th, mi, i, x[i], y[i],
+                                 want[j][i]);
+                assert_true(isinf(y[300]) && y[300] < 0);
+            }
+    assert_int_equal(kdalab_set_num_threads(0), KDALAB_OK);
     y[0] = -1;
     expect_status(kdalab_store_f64((kdalab_precision)7, x, y, N, &peak), KDALAB_EINVAL,
                   "precision 7");

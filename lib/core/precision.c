@@ -7,7 +7,9 @@
  * of the smaller format (round to nearest, ties to even) and handing it back
  * as an fp32, so every later sum is an fp32 sum, as on a tensor core.
  */
+#include <fenv.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -72,14 +74,25 @@ kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, si
     if (n && (!x || !y))
         return kdalab_fail(KDALAB_ENULL, "%s is NULL (n = %zu)", !x ? "x" : "y", n);
     double m = 0;
-    /* (float) of a double beyond float's range is IEEE 754's overflow, +-inf
-     * (C11 Annex F, which GCC and Clang follow on every target we build) */
-#pragma omp parallel for simd num_threads(kdalab_get_num_threads()) reduction(max : m) \
-    schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const double a = fabs(x[i]);
-        m = a > m ? a : m;
-        y[i] = (float)x[i];
+    /* (float) of a double rounds in the thread's rounding mode: each thread
+     * rounds to nearest for the loop and restores its mode after, so the
+     * caller's mode (and which thread had it) changes nothing. Beyond float's
+     * range it is IEEE 754's overflow, +-inf (C11 Annex F, which GCC and Clang
+     * follow on every target we build). */
+#pragma omp parallel num_threads(kdalab_get_num_threads()) reduction(max : m)
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        const size_t lo = n / nt * t + (t < n % nt ? t : n % nt);
+        const size_t hi = lo + n / nt + (t < n % nt);
+        const int mode = fegetround();
+        fesetround(FE_TONEAREST);
+#pragma omp simd reduction(max : m)
+        for (size_t i = lo; i < hi; i++) {
+            const double a = fabs(x[i]);
+            m = a > m ? a : m;
+            y[i] = (float)x[i];
+        }
+        fesetround(mode);
     }
     if (max_abs)
         *max_abs = m;

@@ -452,7 +452,8 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     beyond, the final states alone are sampled (one trial's largest error
     is noisy: over 8 trials o's reached up to 1.6x the first's at 2^20
     elements; the states', sampled at 32 chunk starts, 1.35x). Its cost: per trial one float64 oracle forward at its
-    own C = 16 that writes the states every chunk_size positions
+    own C = 16 (where 16 divides chunk_size; else at chunk_size) that writes
+    the states every chunk_size positions
     (kdalab_chunk_opts.h_chunk), one emulation (about 0.7x of it, with the
     float32 copies of the inputs) and the metrics (kdalab_error_sums): 2.3x
     the oracle's forward at B = 2, T = 2048, H = 4, K = V = 128 on 2 cores
@@ -503,14 +504,16 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     args = (q, k, v, g, beta, h0, a, b)
 
     def one(x):  # a bad cu_seqlens is the library's error, raised by the first trial
-        # the oracle at its fastest chunk (its o and ht do not depend on it),
-        # with the states entering the emulated kernel's chunks (ops._h_opts)
-        ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, None, a=x[6],
-                                    b=x[7], states=sample, h_chunk=chunk_size)
-        # the inputs' range is checked on the first trial's float32 copies (the
-        # others are within one unit roundoff of them: _check_range's limit)
+        # the emulation first: the inputs' range is checked on the first trial's
+        # float32 copies (the others are within one unit roundoff of them:
+        # _check_range's limit), before the oracle meets an input out of range
         eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample,
                                check=x is args)
+        # the oracle at its fastest chunk that divides the kernel's (its o and
+        # ht do not depend on it), with the states entering the kernel's chunks
+        # (ops._h_opts)
+        ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, None, a=x[6],
+                                    b=x[7], states=sample, h_chunk=chunk_size)
         st = _state_errors(rh[0], eh, rht, eht) if sample else _fast_errors(rht, eht)
         return [_fast_errors(ro, eo), st]
 

@@ -89,6 +89,11 @@ def test_tolerance_refuses_arguments_that_void_it():
     with pytest.raises(ValueError, match="o reaches beyond bf16's range"):
         tolerance("linear_attention", v * 0 + 1, v * 0 + 1, v, scale=1 + 2 ** -7,
                   precision="bf16", trials=1)
+    # an input out of the format's range that would also overflow the float64
+    # oracle: the range error, naming it, comes first
+    ones = np.ones((1, 8, 1, 4))
+    with pytest.raises(ValueError, match=r"v\[0, 0, 0, 0\] = 1.7e\+308 does not fit bf16"):
+        tolerance("linear_attention", ones, ones, ones * 1.7e308, precision="bf16", trials=1)
     v = p["v"] * 0
     v[0, 5, 0, 0] = 7e4
     with pytest.raises(ValueError, match=r"v\[0, 5, 0, 0\] = 70000 does not fit fp16"):
