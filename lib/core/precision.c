@@ -5,7 +5,13 @@
  * A production kernel stores its operands in bf16 or fp16 and accumulates in
  * fp32. We emulate the storage by rounding an fp32 value to the nearest value
  * of the smaller format (round to nearest, ties to even) and handing it back
- * as an fp32, so every later sum is an fp32 sum, as on a tensor core.
+ * as an fp32, so every later sum is an fp32 sum, as on a tensor core. A
+ * float64 array is stored so in one threaded pass (kdalab_store_f64), and a
+ * float32 result is measured against its float64 reference block by block
+ * (kdalab_error_sums): the two passes of kdalab.testing's tolerances.
+ *
+ * defines: kdalab_round_bf16, kdalab_round_fp16, kdalab_round,
+ *          kdalab_store_f64, kdalab_error_sums (lib/kdalab_precision.h)
  */
 #include <fenv.h>
 #include <math.h>
