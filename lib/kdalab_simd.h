@@ -52,7 +52,8 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * backward, its value screens, kdalab_store_f64, kdalab_error_sums) for every
  * later call in the process: n >= 1, or 0 (the start) for OpenMP's own count
  * (omp_get_max_threads(): OMP_NUM_THREADS, or whatever the program set: an
- * imported PyTorch sets it to its intra-op count, half the CPUs by default).
+ * imported PyTorch sets it to its intra-op count, 1 of 2 CPUs in Debian's
+ * torch 1.13).
  * The results are the same bits for any count. KDALAB_EINVAL for n < 0 (the
  * setting is kept). */
 kdalab_status kdalab_set_num_threads(int n);

@@ -125,9 +125,9 @@ def set_num_threads(n):
     library set it to). The results are the same bits for any count. On
     import kdalab takes every CPU this process may run on
     (os.sched_getaffinity), unless OMP_NUM_THREADS is set: an imported
-    PyTorch sets OpenMP's count to its own intra-op count (half the CPUs by
-    default), which would otherwise halve kdalab on a machine whose cores
-    it does not share."""
+    PyTorch sets OpenMP's count to its own intra-op count (Debian's torch
+    1.13 picks 1 on a machine of 2 CPUs), which would otherwise leave kdalab
+    cores it could use."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError("set_num_threads: %r, expected an integer >= 1, or 0 for OpenMP's "
                          "own count" % (n,))

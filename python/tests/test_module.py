@@ -388,7 +388,7 @@ def test_grid_cells_without_the_delta_rule_varlen_gva(mech):
 
 def test_threads_are_kdalabs_own():
     """kdalab runs on every CPU the process may use, whatever OpenMP's count
-    another library set (PyTorch's import sets it to half the CPUs), unless
+    another library set (PyTorch's import sets it to its own count), unless
     OMP_NUM_THREADS chooses; set_num_threads changes it for later calls (the
     same bits) and refuses a negative count."""
     try:
