@@ -54,8 +54,10 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * (omp_get_max_threads(): OMP_NUM_THREADS, or whatever the program set: an
  * imported PyTorch sets it to its intra-op count, 1 of 2 CPUs in Debian's
  * torch 1.13).
- * The results are the same bits for any count. KDALAB_EINVAL for n < 0 (the
+ * The results are the same bits for any count; a loop never runs more threads
+ * than it has tasks. KDALAB_EINVAL for n < 0 or n > KDALAB_MAX_THREADS (the
  * setting is kept). */
+#define KDALAB_MAX_THREADS 1024
 kdalab_status kdalab_set_num_threads(int n);
 /* The thread count the next call runs on: the setting, else OpenMP's. */
 int kdalab_get_num_threads(void);

@@ -110,8 +110,21 @@ static void test_set_num_threads(void **state)
     }
     assert_true(bytes[1] > 0 && bytes[0] == bytes[1] && bytes[2] > bytes[1]);
     assert_true(bytes[3] == 3 * bytes[1]);
+    /* the most threads allowed, on work of one head: one thread, one state */
+    assert_int_equal(kdalab_set_num_threads(KDALAB_MAX_THREADS), KDALAB_OK);
+    float qf[8], kf[8], vf[8], gf[8], bf[2], of[8], hf[16];
+    for (int i = 0; i < 8; i++)
+        qf[i] = kf[i] = 0.5f, vf[i] = 1, gf[i] = -0.1f;
+    bf[0] = bf[1] = 0.5f;
+    kdalab_dims one = {.B = 1, .T = 2, .H = 1, .K = 4, .V = 4};
+    expect_status(kdalab_simd_recurrent_f32(&one, KDALAB_KDA, 0.5f, qf, kf, vf, gf, bf, NULL, of,
+                                            hf),
+                  KDALAB_OK, NULL);
+    double peak;
+    expect_status(kdalab_store_f64(KDALAB_BF16, p.q, qf, 8, &peak), KDALAB_OK, NULL);
     assert_int_equal(kdalab_set_num_threads(2), KDALAB_OK);
     expect_status(kdalab_set_num_threads(-1), KDALAB_EINVAL, "thread count -1");
+    expect_status(kdalab_set_num_threads(KDALAB_MAX_THREADS + 1), KDALAB_EINVAL, "expected 1 to");
     assert_int_equal(kdalab_get_num_threads(), 2);
     assert_int_equal(kdalab_set_num_threads(0), KDALAB_OK);
     omp_set_num_threads(omp_get_num_procs());

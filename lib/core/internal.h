@@ -358,6 +358,10 @@ kdalab_status kdalab__check_call_arrays(const kdalab__call *c, const kdalab__arr
  * the exact check (kdalab_check_values_nd) then decides and words the error. */
 int kdalab__simd_screen(const void *x, size_t n, kdalab_value_rule rule, int is_f32);
 
+/* The threads for a loop of `tasks` independent tasks: kdalab_get_num_threads(),
+ * but no more than the tasks (and at least 1) (lib/simd/threads.c). */
+int kdalab__threads_for(size_t tasks);
+
 /*
  * The reference forms (and the float32 SIMD recurrence) over a varlen / GVA
  * layout (lib/call/pieces.c): each (sequence, value head) gathered into a

@@ -85,7 +85,7 @@ kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, si
      * caller's mode (and which thread had it) changes nothing. Beyond float's
      * range it is IEEE 754's overflow, +-inf (C11 Annex F, which GCC and Clang
      * follow on every target we build). */
-#pragma omp parallel num_threads(kdalab_get_num_threads()) reduction(max : m)
+#pragma omp parallel num_threads(kdalab__threads_for(n / 4096 + 1)) reduction(max : m)
     {
         const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
         const size_t lo = n / nt * t + (t < n % nt ? t : n % nt);
@@ -115,7 +115,7 @@ kdalab_status kdalab_error_sums(const double *ref, const float *got, size_t n, s
         return kdalab_fail(KDALAB_ENULL, "%s is NULL (n = %zu)",
                            !ref ? "ref" : !got ? "got" : "sums", n);
     const size_t nb = n / block + (n % block != 0);
-#pragma omp parallel for num_threads(kdalab_get_num_threads()) schedule(static)
+#pragma omp parallel for num_threads(kdalab__threads_for(nb)) schedule(static)
     for (size_t i = 0; i < nb; i++) {
         const size_t lo = i * block, hi = n - lo < block ? n : lo + block;
         double md = 0, mr = 0, e2 = 0, r2 = 0;

@@ -157,7 +157,7 @@ int kdalab__simd_screen(const void *x, size_t n, kdalab_value_rule rule, int is_
     const simd_table *t32 = kdalab__simd_table_active();
     const simd_table_f64 *t64 = kdalab__simd_table_active_f64();
     int doubt = 0;
-#pragma omp parallel for num_threads(kdalab_get_num_threads()) schedule(static) \
+#pragma omp parallel for num_threads(kdalab__threads_for(nseg)) schedule(static) \
     reduction(| : doubt) if (nseg > 1)
     for (size_t i = 0; i < nseg; i++) {
         size_t off = i * seg, len = n - off < seg ? n - off : seg;

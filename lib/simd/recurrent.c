@@ -28,7 +28,7 @@ kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechani
     const size_t B = dims->B, T = dims->T, H = dims->H, K = dims->K, V = dims->V;
     const size_t gw = kdalab_mechanism_g_width(mech, K), KV = K * V;
     size_t bytes = (KV * sizeof(float) + 63) / 64 * 64; /* a state on its own cache lines */
-    int nth = kdalab_get_num_threads();
+    const int nth = kdalab__threads_for(B * H); /* a state per thread */
     float **S = calloc((size_t)nth, sizeof *S);
     int ok = S != NULL;
     for (int t = 0; ok && t < nth; t++)

@@ -5,7 +5,8 @@
  * OpenMP's count for themselves (PyTorch does at import) can still give
  * kdalab every core.
  *
- * defines: kdalab_set_num_threads, kdalab_get_num_threads (lib/kdalab_simd.h)
+ * defines: kdalab_set_num_threads, kdalab_get_num_threads (lib/kdalab_simd.h);
+ *          kdalab__threads_for (internal.h)
  */
 #include <omp.h>
 #include <stdatomic.h>
@@ -18,9 +19,9 @@ static atomic_int num_threads = 0;
 kdalab_status kdalab_set_num_threads(int n)
 {
     kdalab_clear_error();
-    if (n < 0)
-        return kdalab_fail(KDALAB_EINVAL, "thread count %d: expected >= 1, or 0 for OpenMP's "
-                                          "own count", n);
+    if (n < 0 || n > KDALAB_MAX_THREADS)
+        return kdalab_fail(KDALAB_EINVAL, "thread count %d: expected 1 to %d, or 0 for OpenMP's "
+                                          "own count", n, KDALAB_MAX_THREADS);
     atomic_store(&num_threads, n);
     return KDALAB_OK;
 }
@@ -29,4 +30,10 @@ int kdalab_get_num_threads(void)
 {
     const int n = atomic_load(&num_threads);
     return n > 0 ? n : omp_get_max_threads();
+}
+
+int kdalab__threads_for(size_t tasks)
+{
+    const int n = kdalab_get_num_threads();
+    return tasks < (size_t)n ? (tasks ? (int)tasks : 1) : n;
 }

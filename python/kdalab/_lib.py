@@ -121,14 +121,14 @@ lib.kdalab_get_num_threads.argtypes = []
 
 def set_num_threads(n):
     """The threads every later kdalab call runs on (kdalab_set_num_threads):
-    n >= 1, or 0 for OpenMP's own count (OMP_NUM_THREADS, or what another
+    n from 1 to 1024, or 0 for OpenMP's own count (OMP_NUM_THREADS, or what another
     library set it to). The results are the same bits for any count. On
     import kdalab takes every CPU this process may run on
     (os.sched_getaffinity), unless OMP_NUM_THREADS is set: an imported
     PyTorch sets OpenMP's count to its own intra-op count (Debian's torch
     1.13 picks 1 on a machine of 2 CPUs), which would otherwise leave kdalab
     cores it could use."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2 ** 31:
         raise ValueError("set_num_threads: %r, expected an integer >= 1, or 0 for OpenMP's "
                          "own count" % (n,))
     check(lib.kdalab_set_num_threads(n), "set_num_threads")

@@ -408,7 +408,7 @@ def test_threads_are_kdalabs_own():
             assert kdalab.get_num_threads() == n
             outs.append(kdalab.chunk_kda(q, k, v, g, beta)[0])
         assert np.array_equal(outs[0], outs[1])
-        for bad in (-1, 1.5, True):
+        for bad in (-1, 1.5, True, 10 ** 6, 2 ** 40):
             with pytest.raises(ValueError, match="set_num_threads"):
                 kdalab.set_num_threads(bad)
         assert kdalab.get_num_threads() == 3
