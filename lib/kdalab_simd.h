@@ -49,17 +49,22 @@ int kdalab_simd_level_available(kdalab_simd_level level);
 kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
 
 /* The threads of kdalab's OpenMP loops (the SIMD path's forms, forward and
- * backward, its value screens, kdalab_store_f64, kdalab_error_sums) for every
- * later call in the process: n >= 1, or 0 (the start) for OpenMP's own count
- * (omp_get_max_threads(): OMP_NUM_THREADS, or whatever the program set: an
- * imported PyTorch sets it to its intra-op count, 1 of 2 CPUs in Debian's
- * torch 1.13).
- * The results are the same bits for any count; a loop never runs more threads
- * than it has tasks. KDALAB_EINVAL for n < 0 or n > KDALAB_MAX_THREADS (the
- * setting is kept). */
+ * backward, its value screens, kdalab_store_f64, kdalab_error_sums; not the
+ * training programs' loops, which OpenMP's count sets) for every later call
+ * in the process: 1 <= n <= KDALAB_MAX_THREADS, or 0 (the start) for
+ * OpenMP's own count (omp_get_max_threads(): OMP_NUM_THREADS, or whatever
+ * the program set: an imported PyTorch sets it to its intra-op count, 1 of
+ * 2 CPUs in Debian's torch 1.13). A loop never runs more threads than it
+ * has tasks. The results are the same bits for any count in the default
+ * rounding mode, to nearest (in another, the calling thread rounds its
+ * share by it and OpenMP's other threads to nearest; kdalab_store_f64 and
+ * kdalab_round_array round to nearest in any mode). KDALAB_EINVAL for n out
+ * of range (the setting is kept). */
 #define KDALAB_MAX_THREADS 1024
 kdalab_status kdalab_set_num_threads(int n);
-/* The thread count the next call runs on: the setting, else OpenMP's. */
+/* The thread count the next call asks for: the setting, else OpenMP's
+ * (inside a caller's parallel region without nesting, OpenMP runs it on
+ * one). */
 int kdalab_get_num_threads(void);
 
 /*

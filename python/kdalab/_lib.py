@@ -128,10 +128,11 @@ def set_num_threads(n):
     PyTorch sets OpenMP's count to its own intra-op count (Debian's torch
     1.13 picks 1 on a machine of 2 CPUs), which would otherwise leave kdalab
     cores it could use."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < 2 ** 31:
-        raise ValueError("set_num_threads: %r, expected an integer >= 1, or 0 for OpenMP's "
-                         "own count" % (n,))
-    check(lib.kdalab_set_num_threads(n), "set_num_threads")
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) \
+            or not 0 <= n < 2 ** 31:
+        raise ValueError("set_num_threads: %r, expected an integer from 1 to 1024, or 0 for "
+                         "OpenMP's own count" % (n,))
+    check(lib.kdalab_set_num_threads(int(n)), "set_num_threads")
 
 
 def get_num_threads():
@@ -276,7 +277,15 @@ def _rows():
 TABLE = _rows()
 MECHANISMS = {name: row["id"] for name, row in TABLE.items()}
 
+def _omp_env_threads():
+    """OMP_NUM_THREADS's first value ("4", or "4,2" for nested levels) when it
+    is a positive integer, as OpenMP reads it; None for a value OpenMP
+    ignores (empty, not a number) or none."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
 # every CPU this process may run on, unless OMP_NUM_THREADS chooses (set_num_threads)
-if "OMP_NUM_THREADS" not in os.environ:
+if _omp_env_threads() is None:
     set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                     else (os.cpu_count() or 1))

@@ -150,7 +150,7 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_siz
     (one chunk's states named "h[...]" get the axes b, h, k, v). pytest shows the caller's line, not this function's.
     Returns (relative RMS, max relative error)."""
     __tracebackhide__ = True  # pytest: the failure is the caller's
-    from .ops import _as_cu, _opts, as_f64
+    from .ops import _as_cu, _opts, as_f64, check_cu
     chunk_size = 64 if chunk_size is None else chunk_size  # None: fla's
     _opts(chunk_size)  # a positive integer (h's chunks), else a ValueError naming it
     if rtol is None and rms is None:
@@ -159,6 +159,9 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_siz
     ref = as_f64(ref, "ref")  # torch tensors (bf16, requiring grad) as NumPy float64
     out = as_f64(out, "out")
     cu = _as_cu(cu_seqlens)
+    if cu is not None:  # as the library checks it: from 0, increasing, to T (if t is an axis)
+        axes = _axes(name, ref.ndim)
+        check_cu(cu, ref.shape[axes.index("t")] if "t" in axes else int(cu[-1]))
     r, rel_max, worst = errors(ref, out)
     bad = ["%s = %.3g > %s %.3g" % (what, got, arg, tol) for what, got, arg, tol in
            (("max error / max |ref|", rel_max, "rtol", rtol), ("relative RMS", r, "rms", rms))
@@ -188,14 +191,15 @@ _MAX = {"bf16": float.fromhex("0x1.fep127"), "fp16": 65504.0,
         "fp32": float(np.finfo(np.float32).max)}
 
 
-def _check_range(arrays, precision, peaks=None):
-    """Every input stored in the format must fit it once perturbed by one unit
-    roundoff (the largest perturbation a trial applies: 2^-8 for every input
-    in bf16, and so on): a value the emulation would round to inf is a
-    ValueError naming the input, its index and value (never the emulation's
-    inf). peaks: each array's largest magnitude, as _store found it while
-    copying it, or None (then read here)."""
-    top = _MAX[precision] / (1 + max(_UNIT.values()))
+def _check_range(arrays, precision, peaks=None, jitter=True, what="tolerance"):
+    """Every input stored in the format must fit it: a value the emulation
+    would store as inf (rounded to float32, then to the format, as
+    kdalab_store_f64 does), with jitter after the largest perturbation a
+    trial applies (times 1 + 2^-8), is a ValueError naming the input, its
+    index and value (never the emulation's inf). peaks: each array's largest
+    magnitude, as _store found it while copying it, or None (then read
+    here)."""
+    factor = 1 + max(_UNIT.values()) if jitter else 1.0
     pairs = [(name, a, None if peaks is None else m)
              for (name, a), m in zip(arrays, peaks or [None] * len(arrays))
              if a is not None and a.size]
@@ -203,13 +207,19 @@ def _check_range(arrays, precision, peaks=None):
         with concurrent.futures.ThreadPoolExecutor(2) as ex:  # reductions release the GIL
             pairs = [(n, a, m) for (n, a, _), m in
                      zip(pairs, ex.map(lambda p: max(p[1].max(), -p[1].min()), pairs))]
+
+    def inf_when_stored(x):
+        with np.errstate(over="ignore"):
+            return np.isinf(_store(np.abs(x) * factor, precision)[0])
     for name, a, m in pairs:
-        if m > top:
+        if inf_when_stored(np.array([m])).any():  # the largest is: find the first
             from .ops import _first_index
-            idx = _first_index(np.abs(a) > top)
-            raise ValueError("tolerance: %s%s = %.6g does not fit %s (largest finite %.6g): "
-                             "a kernel that stores it so holds inf there, which kdalab cannot "
-                             "emulate" % (name, list(idx), a[idx], precision, _MAX[precision]))
+            idx = _first_index(inf_when_stored(a))
+            raise ValueError("%s: %s%s = %.6g does not fit %s (largest finite %.6g%s): a kernel "
+                             "that stores it so holds inf there, which kdalab cannot emulate"
+                             % (what, name, list(idx), a[idx], precision, _MAX[precision],
+                                "; times 1 + 2^-8, the largest perturbation of a trial after "
+                                "the first" if jitter else ""))
 
 
 def _to_f32(arrays, keep):
@@ -229,7 +239,7 @@ def _to_f32(arrays, keep):
 _INPUTS = ("q", "k", "v", "g", "beta", "initial_state", "a", "b")  # _emulate's x, by name
 
 
-def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, check=False):
+def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, check=None):
     """The float32 chunkwise forward with emulated `precision` storage
     (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
     the format, float32 sums; its error within ~10 % of the reference
@@ -238,15 +248,17 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, chec
     takes them as they are), h the state entering each chunk of chunk_size
     [B, NT, HV, K, V] (None unless states). keep: a dict of buffers kept between calls (the
     inputs' float32 copies, o, ht and h: each call overwrites them), or None.
-    check: first check that x's inputs fit their formats (_check_range, with
-    the largest magnitudes their float32 copies found)."""
+    check: None, or first check that x's inputs fit their formats
+    (_check_range, with the largest magnitudes their float32 copies found;
+    check=True: after the trials' perturbation, False: as they are)."""
     from . import _lib, ops
     keep = {} if keep is None else keep
     f, peaks = _to_f32(x, keep)
-    if check:  # q, k, v, beta (a, b) stored in the format; g and the state in float32
+    if check is not None:  # q, k, v, beta (a, b) in the format; g and the state in float32
         stored = (0, 1, 2, 4, 6, 7)
         for fmt, idx in ((precision, stored), ("fp32", (3, 5))):
-            _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [peaks[i] for i in idx])
+            _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [peaks[i] for i in idx],
+                         jitter=check)
     if "o" not in keep:
         keep["o"] = np.empty(x[2].shape, dtype=np.float32)
         keep["ht"] = np.empty(call.state_shape(), dtype=np.float32)
@@ -508,7 +520,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         # float32 copies (the others are within one unit roundoff of them:
         # _check_range's limit), before the oracle meets an input out of range
         eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample,
-                               check=x is args)
+                               check=trials > 1 if x is args else None)
         # the oracle at its fastest chunk that divides the kernel's (its o and
         # ht do not depend on it), with the states entering the kernel's chunks
         # (ops._h_opts)
@@ -641,9 +653,13 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     call = ops._Call(mech, q, k, v, g, beta, h0, cu, a=a, b=b)
     ops._expect("do", do, (call.B, call.T, call.HV, call.V))
     ops._expect("dht", dht, call.state_shape())
+    # the gradients' smallest: a state (dh0), or one value per position (dbeta)
+    trials = _trials(trials, call.B * call.T * call.HV * call.V,
+                     min(int(np.prod(call.state_shape())), call.B * call.T * call.HV))
     _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("do", do), ("a", a),
-                  ("b", b)), precision)
-    _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32")
+                  ("b", b)), precision, jitter=trials > 1, what="grad_tolerance")
+    _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32", jitter=trials > 1,
+                 what="grad_tolerance")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
     keep = {}  # the emulation's buffers, reused by every trial
 
@@ -658,9 +674,6 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
         return {name: _fast_errors(ref[name], o)[::-1] for name, o in got.items()}  # (rel, rms)
 
     worst, per_trial = {}, []
-    # the gradients' smallest: a state (dh0), or one value per position (dbeta)
-    trials = _trials(trials, call.B * call.T * call.HV * call.V,
-                     min(int(np.prod(call.state_shape())), call.B * call.T * call.HV))
     for this in _run_trials("grad_tolerance", one, (q, k, v, g, beta, h0, do, dht, a, b),
                             trials, np.random.default_rng(seed), precision):
         for name, (rel, rms) in this.items():

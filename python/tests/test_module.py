@@ -403,7 +403,7 @@ def test_threads_are_kdalabs_own():
     was = kdalab.get_num_threads()
     try:
         outs = []
-        for n in (1, 3):
+        for n in (1, np.int64(3)):
             kdalab.set_num_threads(n)
             assert kdalab.get_num_threads() == n
             outs.append(kdalab.chunk_kda(q, k, v, g, beta)[0])

@@ -103,30 +103,44 @@ def test_tolerance_refuses_arguments_that_void_it():
 
 
 def test_range_check_from_the_copies_peaks():
-    """_check_range's limit, max / (1 + 2^-8), holds to the last bit whether
-    it reads the inputs or takes the largest magnitude that _store found
-    while copying them to float32 (the limit fits, the next float64 above
-    it does not, in each format and sign; the peak is max |a| exactly, a
-    NaN skipped)."""
-    from kdalab.testing import _MAX, _UNIT, _check_range, _store
+    """An input fits when the emulation stores it finite: as it is for one
+    trial, times 1 + 2^-8 (a trial's largest perturbation) for more; the
+    check reads the inputs or takes the largest magnitude _store found while
+    copying them (the same answer), exact at the format's edge: fp16 rounds
+    65519 to 65504 and 65520 (a tie, to even) to inf."""
+    from kdalab.testing import _check_range, _store
+    cases = [("fp16", 65500.0, True, False), ("fp16", 65519.0, True, False),
+             ("fp16", 65520.0, False, False), ("fp16", -65520.0, False, False),
+             ("bf16", 3.38e38, True, True), ("bf16", 3.4e38, False, False),
+             ("fp32", 3.4e38, True, False), ("fp32", 3.41e38, False, False),
+             ("fp16", 65500 / (1 + 2 ** -8), True, True), ("fp16", 65000.0, True, True)]
     r = np.random.default_rng(5)
-    for precision in ("bf16", "fp16", "fp32"):
-        top = _MAX[precision] / (1 + max(_UNIT.values()))
-        for value, fits in ((top, True), (np.nextafter(top, 0), True),
-                            (np.nextafter(top, np.inf), False),
-                            (-np.nextafter(top, np.inf), False)):
-            a = r.normal(size=(3, 4))
-            a[1, 2] = value
-            peak = _store(a, "fp32")[1]
-            assert peak == abs(value)
+    for precision, value, fits_as_is, fits_jittered in cases:
+        a = r.normal(size=(3, 4))
+        a[1, 2] = value
+        peak = _store(a, "fp32")[1]
+        assert peak == abs(value)
+        for jitter, fits in ((False, fits_as_is), (True, fits_jittered)):
             for peaks in (None, [peak]):
                 if fits:
-                    _check_range([("q", a)], precision, peaks)
+                    _check_range([("q", a)], precision, peaks, jitter=jitter)
                 else:
-                    with pytest.raises(ValueError, match=r"q\[1, 2\] = .* does not fit"):
-                        _check_range([("q", a)], precision, peaks)
+                    with pytest.raises(ValueError, match=r"q\[1, 2\] = .* does not fit %s"
+                                       % precision):
+                        _check_range([("q", a)], precision, peaks, jitter=jitter)
     copy, peak = _store(np.array([np.nan, -3.0, 1e39]), "bf16")
     assert peak == 1e39 and np.isnan(copy[0]) and copy[1] == -3 and np.isinf(copy[2])
+    # one trial stores the inputs as they are: a value just under fp16's edge fits
+    p = problem(4, T=20)
+    v = p["v"] * 0
+    v[0, 3, 1, 2] = 65500.0
+    tolerance("kda", p["q"], p["k"], v, p["g"], p["beta"], precision="fp16", trials=1)
+    with pytest.raises(ValueError, match=r"v\[0, 3, 1, 2\] = 65500 does not fit fp16 .*"
+                                         r"times 1 \+ 2\^-8"):
+        tolerance("kda", p["q"], p["k"], v, p["g"], p["beta"], precision="fp16", trials=2)
+    with pytest.raises(ValueError, match=r"^grad_tolerance: v\[0, 3, 1, 2\] = 65500"):
+        grad_tolerance("kda", p["q"], p["k"], v, p["g"], p["beta"], do=p["v"],
+                       precision="fp16")
 
 
 def test_trials_follow_the_smaller_output():
@@ -210,6 +224,13 @@ def test_failures_name_axes_first_position_and_sequence():
         assert_close("h", h, wrong, rtol=0.1, cu_seqlens=[0, 15, 32], chunk_size=8)
     with pytest.raises(ValueError, match="chunk_size"):
         assert_close("h", h, h, rtol=0.1, chunk_size=0)
+    # a cu_seqlens the library would refuse is refused here too, never read as given
+    for cu, words in (([0, 100, 50, 294], "strictly increase"), ([5, 100, 294], "must be 0")):
+        with pytest.raises(ValueError, match=words):
+            assert_close("h", h, wrong, rtol=0.1, cu_seqlens=cu)
+    with pytest.raises(ValueError, match="the last boundary must be T = 40"):
+        assert_close("o", np.ones((1, 40, 2, 3)), np.zeros((1, 40, 2, 3)), rtol=0.1,
+                     cu_seqlens=[0, 15, 30])
     with pytest.raises(AssertionError, match=r"\(b=1, h=0, k=0, v=0\)"):  # one chunk's states
         assert_close("h[:, 3]", h[:, 3].repeat(2, 0), np.r_[h[:, 3], 0 * h[:, 3]], rtol=0.1)
     assert assert_close.__code__.co_varnames[0] == "name"  # the signature kept
