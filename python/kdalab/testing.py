@@ -245,9 +245,11 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, chec
     the format, float32 sums; its error within ~10 % of the reference
     emulation's, tests/test_simd_store.c) on x = (q, k, v, g, beta, h0, a, b),
     any layout the call has (varlen, GVA): (o, ht, h) in float32 (errors()
-    takes them as they are), h the state entering each chunk of chunk_size
-    [B, NT, HV, K, V] (None unless states). keep: a dict of buffers kept between calls (the
-    inputs' float32 copies, o, ht and h: each call overwrites them), or None.
+    takes them as they are; o stored in the format, unchecked: the caller's
+    _fast_errors(..., stored=) checks it), h the state entering each chunk
+    of chunk_size [B, NT, HV, K, V] (None unless states). keep: a dict of
+    buffers kept between calls (the inputs' float32 copies, o, ht and h:
+    each call overwrites them), or None.
     check: None, or first check that x's inputs fit their formats
     (_check_range, with the largest magnitudes their float32 copies found;
     check=True: after the trials' perturbation, False: as they are)."""
@@ -274,7 +276,8 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, chec
                         a=f[6], b=f[7], o=o, ht=ht, h=h)
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
                "tolerance: the %s emulation" % precision)
-    _store_output(o, "o", precision, "tolerance")  # o as the kernel returns it
+    # o as the kernel returns it; its overflow is checked with the metrics
+    _store_output(o, "o", precision, "tolerance", check=False)
     return o, ht, h
 
 
@@ -304,10 +307,14 @@ def _from_sums(md, mr, e2, r2, ref, got):
     return (float(np.sqrt(e2 / r2)) if md else 0.0), _ratio(md, mr)
 
 
-def _fast_errors(ref, got):
+def _fast_errors(ref, got, stored=None):
     """errors(ref, got)[:2], (rms, rel), through kdalab_error_sums: for the
-    tolerances' outputs, which the library has checked finite."""
+    tolerances' outputs, which the library has checked finite. stored: got's
+    (name, precision, what) when _store_output rounded it unchecked: a sum
+    that is not finite then checks got first (its ValueError)."""
     sums = _block_sums(ref, got, _BLOCK)
+    if stored is not None and not np.isfinite(sums).all():
+        _check_stored(got, *stored)
     md, mr = (float(x) for x in sums[:, :2].max(axis=0, initial=0.0))
     e2, r2 = (float(x) for x in sums[:, 2:].sum(axis=0))
     return _from_sums(md, mr, e2, r2, ref, got)
@@ -527,7 +534,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, None, a=x[6],
                                     b=x[7], states=sample, h_chunk=chunk_size)
         st = _state_errors(rh[0], eh, rht, eht) if sample else _fast_errors(rht, eht)
-        return [_fast_errors(ro, eo), st]
+        return [_fast_errors(ro, eo, stored=("o", precision, "tolerance")), st]
 
     worst = {"o": [0.0, 0.0], "ht": [0.0, 0.0]}
     per_trial = []
@@ -547,14 +554,22 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     return Tolerance(rtol, rms, per_trial)
 
 
-def _store_output(x, name, precision, what):
+def _store_output(x, name, precision, what, check=True):
     """A float32 output of an emulation, x, rounded in place to the storage
     format, as a kernel storing in `precision` returns it (fla returns o, dq,
-    dk, dv, dbeta in the inputs' dtype); a value beyond the format's range is
-    a ValueError naming it (such a kernel's output would be infinite)."""
+    dk, dv, dbeta in the inputs' dtype); with check, a value beyond the
+    format's range is a ValueError naming it (such a kernel's output would be
+    infinite); without, the caller checks (_fast_errors' stored)."""
     from . import _lib
     _lib.check(_lib.lib.kdalab_round_array(_lib.PRECISIONS[precision], x.ctypes.data, x.size),
                "%s: storing %s in %s" % (what, name, precision))
+    if check:
+        _check_stored(x, name, precision, what)
+
+
+def _check_stored(x, name, precision, what):
+    """_store_output's check: x, stored in `precision`, holds no inf (the
+    library's outputs are finite, so an inf is the storage's overflow)."""
     if precision != "fp32" and x.size and not (np.isfinite(x.max()) and np.isfinite(x.min())):
         raise ValueError("%s: %s reaches beyond %s's range (%.6g) at these inputs: a kernel "
                          "storing it in %s overflows" % (what, name, precision, _MAX[precision],
