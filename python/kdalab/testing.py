@@ -474,7 +474,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     own C = 16 (where 16 divides chunk_size; else at chunk_size) that writes
     the states every chunk_size positions
     (kdalab_chunk_opts.h_chunk), one emulation (about 0.7x of it, with the
-    float32 copies of the inputs) and the metrics (kdalab_error_sums): 2.3x
+    float32 copies of the inputs) and the metrics (kdalab_error_sums): 2.2x
     the oracle's forward at B = 2, T = 2048, H = 4, K = V = 128 on 2 cores
     (bench/README.md). Its memory: h in float64 and float32, 12 bytes per
     state element sampled, beside o's and the inputs' copies.
