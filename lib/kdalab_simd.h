@@ -55,11 +55,10 @@ kdalab_status kdalab_simd_set_level(kdalab_simd_level level);
  * OpenMP's own count (omp_get_max_threads(): OMP_NUM_THREADS, or whatever
  * the program set: an imported PyTorch sets it to its intra-op count, 1 of
  * 2 CPUs in Debian's torch 1.13). A loop never runs more threads than it
- * has tasks. The results are the same bits for any count in the default
- * rounding mode, to nearest (in another, the calling thread rounds its
- * share by it and OpenMP's other threads to nearest; kdalab_store_f64 and
- * kdalab_round_array round to nearest in any mode). KDALAB_EINVAL for n out
- * of range (the setting is kept). */
+ * has tasks. The results are the same bits for any count: the threaded
+ * loops compute in round to nearest whatever the caller's rounding mode
+ * (which only the calling thread has). KDALAB_EINVAL for n out of range
+ * (the setting is kept). */
 #define KDALAB_MAX_THREADS 1024
 kdalab_status kdalab_set_num_threads(int n);
 /* The thread count the next call asks for: the setting, else OpenMP's

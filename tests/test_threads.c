@@ -8,8 +8,11 @@
  * recurrent; and for outputs that overflow (their NaNs included).
  * kdalab_set_num_threads decides the count over OpenMP's own (a program's
  * omp_set_num_threads, as PyTorch's import makes): a call then keeps one
- * workspace per thread of the setting.
+ * workspace per thread of the setting. In any rounding mode of the caller
+ * the threaded forms compute in round to nearest: the same bits as in the
+ * default mode, on 1, 2 and 3 threads.
  */
+#include <fenv.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +136,66 @@ static void test_set_num_threads(void **state)
     gsl_rng_free(rng);
 }
 
+/* The caller's rounding mode (only its own thread's) changes no bit of the
+ * threaded forms: the chunkwise forward and recurrent form in float32, the
+ * float64 backward, each on 1, 2 and 3 threads in FE_UPWARD, FE_DOWNWARD and
+ * FE_TOWARDZERO, equal to round to nearest on one thread. */
+static void test_rounding_mode_changes_no_bits(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(55);
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_KDA, (kdalab_dims){.B = 1, .T = 50, .H = 5, .K = 16,
+                                                           .V = 24}, -3.0, 0);
+    const kdalab_dims *d = &p.dims;
+    float *fq[5] = {to_f32(p.q, n_qk(d)), to_f32(p.k, n_qk(d)), to_f32(p.v, n_v(d)),
+                    to_f32(p.g, n_qk(d)), to_f32(p.beta, n_bth(d))};
+    const size_t nv = n_v(d), nq = n_qk(d);
+    float *want_o[2], *got_o = malloc(nv * sizeof(float)), *ht = malloc(n_state(d) * 4);
+    double *d_o = malloc(nv * sizeof *d_o), *want_dk = malloc(nq * sizeof(double));
+    double *dk = malloc(nq * sizeof *dk);
+    for (size_t i = 0; i < nv; i++)
+        d_o[i] = p.v[(i * 7) % nv];
+    kdalab_call c = {.dims = *d, .HV = d->H, .mech = KDALAB_KDA, .scale = 0.3,
+                     .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_SIMD};
+    kdalab_tensors_f64 xb = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta,
+                             .d_o = d_o, .dk = dk};
+    assert_int_equal(kdalab_set_num_threads(1), KDALAB_OK);
+    for (int chunk = 0; chunk <= 1; chunk++) {
+        want_o[chunk] = malloc(nv * sizeof(float));
+        run(&p, chunk, fq, want_o[chunk], ht);
+    }
+    xb.dk = want_dk;
+    expect_status(kdalab_run_bwd_f64(&c, &xb), KDALAB_OK, NULL);
+    xb.dk = dk;
+    const int modes[] = {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+    for (int th = 1; th <= 3; th++)
+        for (int mi = 0; mi < 3; mi++) {
+            assert_int_equal(kdalab_set_num_threads(th), KDALAB_OK);
+            for (int chunk = 0; chunk <= 1; chunk++) {
+                fesetround(modes[mi]);
+                run(&p, chunk, fq, got_o, ht);
+                fesetround(FE_TONEAREST);
+                if (memcmp(got_o, want_o[chunk], nv * sizeof(float)))
+                    fail_msg("%s, %d threads, mode %d: o differs from round to nearest",
+                             chunk ? "chunkwise" : "recurrent", th, mi);
+            }
+            fesetround(modes[mi]);
+            kdalab_status s = kdalab_run_bwd_f64(&c, &xb);
+            fesetround(FE_TONEAREST);
+            expect_status(s, KDALAB_OK, NULL);
+            if (memcmp(dk, want_dk, nq * sizeof(double)))
+                fail_msg("backward, %d threads, mode %d: dk differs from round to nearest", th,
+                         mi);
+        }
+    assert_int_equal(kdalab_set_num_threads(0), KDALAB_OK);
+    for (int a = 0; a < 5; a++)
+        free(fq[a]);
+    free(want_o[0]), free(want_o[1]), free(got_o), free(ht), free(d_o), free(want_dk), free(dk);
+    random_problem_free(&p);
+    gsl_rng_free(rng);
+}
+
 /* The generator of the case below: a 64-bit LCG, so the case is the same
  * draws on every machine. */
 static unsigned long long lcg_state;
@@ -247,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_thread_count_changes_no_bits),
         cmocka_unit_test(test_overflow_changes_no_bits),
         cmocka_unit_test(test_set_num_threads),
+        cmocka_unit_test(test_rounding_mode_changes_no_bits),
     };
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }

@@ -362,6 +362,14 @@ int kdalab__simd_screen(const void *x, size_t n, kdalab_value_rule rule, int is_
  * but no more than the tasks (and at least 1) (lib/simd/threads.c). */
 int kdalab__threads_for(size_t tasks);
 
+/* The SIMD path's threaded loops compute in round to nearest whatever the
+ * caller's rounding mode (only the calling thread has it; OpenMP's others
+ * have their own), so their bits do not depend on the thread count:
+ * kdalab__nearest_begin sets round to nearest in this thread and returns
+ * the mode kdalab__nearest_end restores (lib/simd/threads.c). */
+int kdalab__nearest_begin(void);
+void kdalab__nearest_end(int mode);
+
 /*
  * The reference forms (and the float32 SIMD recurrence) over a varlen / GVA
  * layout (lib/call/pieces.c): each (sequence, value head) gathered into a

@@ -13,7 +13,6 @@
  * defines: kdalab_round_bf16, kdalab_round_fp16, kdalab_round,
  *          kdalab_store_f64, kdalab_error_sums (lib/kdalab_precision.h)
  */
-#include <fenv.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -90,15 +89,14 @@ kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, si
         const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
         const size_t lo = n / nt * t + (t < n % nt ? t : n % nt);
         const size_t hi = lo + n / nt + (t < n % nt);
-        const int mode = fegetround();
-        fesetround(FE_TONEAREST);
+        const int mode = kdalab__nearest_begin();
 #pragma omp simd reduction(max : m)
         for (size_t i = lo; i < hi; i++) {
             const double a = fabs(x[i]);
             m = a > m ? a : m;
             y[i] = (float)x[i];
         }
-        fesetround(mode);
+        kdalab__nearest_end(mode);
     }
     if (max_abs)
         *max_abs = m;
@@ -115,19 +113,24 @@ kdalab_status kdalab_error_sums(const double *ref, const float *got, size_t n, s
         return kdalab_fail(KDALAB_ENULL, "%s is NULL (n = %zu)",
                            !ref ? "ref" : !got ? "got" : "sums", n);
     const size_t nb = n / block + (n % block != 0);
-#pragma omp parallel for num_threads(kdalab__threads_for(nb)) schedule(static)
-    for (size_t i = 0; i < nb; i++) {
-        const size_t lo = i * block, hi = n - lo < block ? n : lo + block;
-        double md = 0, mr = 0, e2 = 0, r2 = 0;
+#pragma omp parallel num_threads(kdalab__threads_for(nb))
+    {
+        const int mode = kdalab__nearest_begin(); /* the same sums on any thread count */
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < nb; i++) {
+            const size_t lo = i * block, hi = n - lo < block ? n : lo + block;
+            double md = 0, mr = 0, e2 = 0, r2 = 0;
 #pragma omp simd reduction(max : md, mr) reduction(+ : e2, r2)
-        for (size_t j = lo; j < hi; j++) {
-            const double d = (double)got[j] - ref[j], ad = fabs(d), ar = fabs(ref[j]);
-            md = ad > md ? ad : md;
-            mr = ar > mr ? ar : mr;
-            e2 += d * d;
-            r2 += ref[j] * ref[j];
+            for (size_t j = lo; j < hi; j++) {
+                const double d = (double)got[j] - ref[j], ad = fabs(d), ar = fabs(ref[j]);
+                md = ad > md ? ad : md;
+                mr = ar > mr ? ar : mr;
+                e2 += d * d;
+                r2 += ref[j] * ref[j];
+            }
+            sums[4 * i] = md, sums[4 * i + 1] = mr, sums[4 * i + 2] = e2, sums[4 * i + 3] = r2;
         }
-        sums[4 * i] = md, sums[4 * i + 1] = mr, sums[4 * i + 2] = e2, sums[4 * i + 3] = r2;
+        kdalab__nearest_end(mode);
     }
     return KDALAB_OK;
 }

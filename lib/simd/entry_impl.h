@@ -55,6 +55,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
     size_t bad_o = 0, bad_ht = 0, bad_h = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : bad_o, bad_ht, bad_h)
     {
+        const int mode = kdalab__nearest_begin(); /* the same bits on any thread count */
         real *mywork = pl.work[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
         for (size_t task = 0; task < ntasks; task++) {
@@ -81,6 +82,7 @@ static kdalab_status E_FN(run_chunk)(const kdalab__call *c, real scale, const E_
             };
             tab->chunk_head(&a, mywork, &bad_o, &bad_ht, &bad_h);
         }
+        kdalab__nearest_end(mode);
     }
     free(first);
     kdalab__simd_plan_free(&pl);
@@ -195,54 +197,64 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
         return s;
     real *gdk = gdq ? gdq + nqk : NULL;
     const size_t ld_dqk = grouped ? HV * K : H * K;
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1)
-    for (size_t task = 0; task < ntasks; task++) {
-        size_t n = task / HV, j = task % HV, b, t0, L;
-        kdalab__call_seq(c, n, &b, &t0, &L);
-        size_t rqk = (b * T + t0) * H + j / G, rv = (b * T + t0) * HV + j; /* t = t0 */
-        size_t nj = n * HV + j, rdqk = grouped ? rv : rqk;
-        real *dq = grouped ? (x->dq ? gdq : NULL) : x->dq;
-        real *dk = grouped ? (x->dk ? gdk : NULL) : x->dk;
-        E_ARGS a = {
-            .mech = c->mech, .T = L, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
-            .chunk = C, .subchunk = sc, .state_bytes = state_bytes, .scale = scale,
-            .q = x->q ? x->q + rqk * K : NULL, .k = x->k ? x->k + rqk * K : NULL,
-            .v = x->v ? x->v + rv * V : NULL, .g = gw && x->g ? x->g + rv * gw : NULL,
-            .beta = c->delta && x->beta ? x->beta + rv : NULL,
-            .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
-            .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
-            .a = c->ab && x->a ? x->a + rv * K : NULL,
-            .b = c->ab && x->b ? x->b + rv * K : NULL,
-            .ld_ab = HV * K, .store = KDALAB_FP32,
-        };
-        E_BWD_OUT bo = {
-            .d_o = x->d_o ? x->d_o + rv * V : NULL, .dht = x->dht ? x->dht + nj * K * V : NULL,
-            .dq = dq ? dq + rdqk * K : NULL, .dk = dk ? dk + rdqk * K : NULL, .ld_dqk = ld_dqk,
-            .dv = x->dv ? x->dv + rv * V : NULL, .dg = x->dg && gw ? x->dg + rv * gw : NULL,
-            .dbeta = x->dbeta && c->delta ? x->dbeta + rv : NULL,
-            .dh0 = x->dh0 ? x->dh0 + nj * K * V : NULL,
-            .da = x->da && c->ab ? x->da + rv * K : NULL,
-            .db = x->db && c->ab ? x->db + rv * K : NULL,
-        };
-        tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);
+#pragma omp parallel num_threads(nth)
+    {
+        const int mode = kdalab__nearest_begin(); /* the same bits on any thread count */
+#pragma omp for schedule(dynamic, 1)
+        for (size_t task = 0; task < ntasks; task++) {
+            size_t n = task / HV, j = task % HV, b, t0, L;
+            kdalab__call_seq(c, n, &b, &t0, &L);
+            size_t rqk = (b * T + t0) * H + j / G, rv = (b * T + t0) * HV + j; /* t = t0 */
+            size_t nj = n * HV + j, rdqk = grouped ? rv : rqk;
+            real *dq = grouped ? (x->dq ? gdq : NULL) : x->dq;
+            real *dk = grouped ? (x->dk ? gdk : NULL) : x->dk;
+            E_ARGS a = {
+                .mech = c->mech, .T = L, .K = K, .V = V, .v0 = 0, .v1 = V, .nh = 1,
+                .chunk = C, .subchunk = sc, .state_bytes = state_bytes, .scale = scale,
+                .q = x->q ? x->q + rqk * K : NULL, .k = x->k ? x->k + rqk * K : NULL,
+                .v = x->v ? x->v + rv * V : NULL, .g = gw && x->g ? x->g + rv * gw : NULL,
+                .beta = c->delta && x->beta ? x->beta + rv : NULL,
+                .h0 = x->h0 ? x->h0 + nj * K * V : NULL,
+                .ld_qk = H * K, .ld_v = HV * V, .ld_g = HV * gw, .ld_b = HV,
+                .a = c->ab && x->a ? x->a + rv * K : NULL,
+                .b = c->ab && x->b ? x->b + rv * K : NULL,
+                .ld_ab = HV * K, .store = KDALAB_FP32,
+            };
+            E_BWD_OUT bo = {
+                .d_o = x->d_o ? x->d_o + rv * V : NULL, .dht = x->dht ? x->dht + nj * K * V : NULL,
+                .dq = dq ? dq + rdqk * K : NULL, .dk = dk ? dk + rdqk * K : NULL, .ld_dqk = ld_dqk,
+                .dv = x->dv ? x->dv + rv * V : NULL, .dg = x->dg && gw ? x->dg + rv * gw : NULL,
+                .dbeta = x->dbeta && c->delta ? x->dbeta + rv : NULL,
+                .dh0 = x->dh0 ? x->dh0 + nj * K * V : NULL,
+                .da = x->da && c->ab ? x->da + rv * K : NULL,
+                .db = x->db && c->ab ? x->db + rv * K : NULL,
+            };
+            tab->chunk_head_bwd(&a, &bo, work[omp_get_thread_num()]);
+        }
+        kdalab__nearest_end(mode);
     }
     if (grouped) { /* dq[b, t, h] = sum over i < G of dq_v[b, t, h G + i], in head order */
         const size_t rows = c->B * T * H;
-#pragma omp parallel for num_threads(nth > 0 ? nth : 1) schedule(static)
-        for (size_t r = 0; r < rows; r++)
-            for (int which = 0; which < 2; which++) {
-                real *dst = which ? x->dk : x->dq;
-                const real *src = which ? gdk : gdq;
-                if (!dst)
-                    continue;
-                real *d = dst + r * K;
-                const real *s0 = src + r * G * K; /* row (b, t, h G) of [B, T, HV, K] */
-                for (size_t ch = 0; ch < K; ch++)
-                    d[ch] = s0[ch];
-                for (size_t i = 1; i < G; i++)
+#pragma omp parallel num_threads(nth > 0 ? nth : 1)
+        {
+            const int mode = kdalab__nearest_begin();
+#pragma omp for schedule(static)
+            for (size_t r = 0; r < rows; r++)
+                for (int which = 0; which < 2; which++) {
+                    real *dst = which ? x->dk : x->dq;
+                    const real *src = which ? gdk : gdq;
+                    if (!dst)
+                        continue;
+                    real *d = dst + r * K;
+                    const real *s0 = src + r * G * K; /* row (b, t, h G) of [B, T, HV, K] */
                     for (size_t ch = 0; ch < K; ch++)
-                        d[ch] += s0[i * K + ch];
-            }
+                        d[ch] = s0[ch];
+                    for (size_t i = 1; i < G; i++)
+                        for (size_t ch = 0; ch < K; ch++)
+                            d[ch] += s0[i * K + ch];
+                }
+            kdalab__nearest_end(mode);
+        }
     }
     kdalab__simd_work_put(c->work, nth, work, gdq);
     /* The gradients are finite unless an intermediate overflowed: the

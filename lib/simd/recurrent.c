@@ -40,35 +40,40 @@ kdalab_status kdalab__simd_recurrent_f32(const kdalab_dims *dims, kdalab_mechani
         return kdalab_fail(KDALAB_ENOMEM, "no memory for %d states of %zu x %zu", nth, K, V);
     }
     int nomem = 0;
-#pragma omp parallel for num_threads(nth) schedule(dynamic, 1) reduction(| : nomem)
-    for (size_t bh = 0; bh < B * H; bh++) {
-        float *St = S[omp_get_thread_num()];
-        size_t b = bh / H, h = bh % H;
-        if (h0)
-            memcpy(St, h0 + bh * KV, KV * sizeof *St);
-        else
-            memset(St, 0, KV * sizeof *St);
-        int broken = 0; /* the state overflowed: the rest of this head is NaN */
-        for (size_t t = 0; t < T; t++) {
-            size_t row = (b * T + t) * H + h; /* index into [B, T, H] */
-            size_t bad = 0;
-            kdalab_status st = broken ? KDALAB_ENONFINITE
-                                      : tab->step(mech, K, V, scale, q + row * K, k + row * K,
-                                                  v + row * V, gw ? g + row * gw : NULL,
-                                                  beta ? beta[row] : 0.0f, St, o + row * V,
-                                                  &bad);
-            if (st == KDALAB_ERANGE) /* taken, and overflowed: o is written */
-                broken = 1;
-            else if (st != KDALAB_OK) { /* not taken (S non-finite, or no memory) */
-                if (st == KDALAB_ENOMEM)
-                    nomem = 1;
-                broken = 1;
-                for (size_t j = 0; j < V; j++)
-                    o[row * V + j] = NAN;
+#pragma omp parallel num_threads(nth) reduction(| : nomem)
+    {
+        const int mode = kdalab__nearest_begin(); /* the same bits on any thread count */
+#pragma omp for schedule(dynamic, 1)
+        for (size_t bh = 0; bh < B * H; bh++) {
+            float *St = S[omp_get_thread_num()];
+            size_t b = bh / H, h = bh % H;
+            if (h0)
+                memcpy(St, h0 + bh * KV, KV * sizeof *St);
+            else
+                memset(St, 0, KV * sizeof *St);
+            int broken = 0; /* the state overflowed: the rest of this head is NaN */
+            for (size_t t = 0; t < T; t++) {
+                size_t row = (b * T + t) * H + h; /* index into [B, T, H] */
+                size_t bad = 0;
+                kdalab_status st = broken ? KDALAB_ENONFINITE
+                                          : tab->step(mech, K, V, scale, q + row * K, k + row * K,
+                                                      v + row * V, gw ? g + row * gw : NULL,
+                                                      beta ? beta[row] : 0.0f, St, o + row * V,
+                                                      &bad);
+                if (st == KDALAB_ERANGE) /* taken, and overflowed: o is written */
+                    broken = 1;
+                else if (st != KDALAB_OK) { /* not taken (S non-finite, or no memory) */
+                    if (st == KDALAB_ENOMEM)
+                        nomem = 1;
+                    broken = 1;
+                    for (size_t j = 0; j < V; j++)
+                        o[row * V + j] = NAN;
+                }
             }
+            if (ht)
+                memcpy(ht + bh * KV, St, KV * sizeof *St);
         }
-        if (ht)
-            memcpy(ht + bh * KV, St, KV * sizeof *St);
+        kdalab__nearest_end(mode);
     }
     for (int t = 0; t < nth; t++)
         free(S[t]);

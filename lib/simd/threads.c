@@ -6,8 +6,10 @@
  * kdalab every core.
  *
  * defines: kdalab_set_num_threads, kdalab_get_num_threads (lib/kdalab_simd.h);
- *          kdalab__threads_for (internal.h)
+ *          kdalab__threads_for, kdalab__nearest_begin, kdalab__nearest_end
+ *          (internal.h)
  */
+#include <fenv.h>
 #include <omp.h>
 #include <stdatomic.h>
 
@@ -30,6 +32,20 @@ int kdalab_get_num_threads(void)
 {
     const int n = atomic_load(&num_threads);
     return n > 0 ? n : omp_get_max_threads();
+}
+
+int kdalab__nearest_begin(void)
+{
+    const int mode = fegetround();
+    if (mode != FE_TONEAREST)
+        fesetround(FE_TONEAREST);
+    return mode;
+}
+
+void kdalab__nearest_end(int mode)
+{
+    if (mode != FE_TONEAREST)
+        fesetround(mode);
 }
 
 int kdalab__threads_for(size_t tasks)
