@@ -31,6 +31,14 @@ static void run(const random_problem *p, int chunk, float *fq[5], float *o, floa
     assert_int_equal(s, KDALAB_OK);
 }
 
+/* p's q, k, v, g, beta as new float32 arrays, in fq (run's order). */
+static void f32_inputs(const random_problem *p, float *fq[5])
+{
+    const kdalab_dims *d = &p->dims;
+    fq[0] = to_f32(p->q, n_qk(d)), fq[1] = to_f32(p->k, n_qk(d)), fq[2] = to_f32(p->v, n_v(d));
+    fq[3] = to_f32(p->g, n_qk(d)), fq[4] = to_f32(p->beta, n_bth(d));
+}
+
 static void test_thread_count_changes_no_bits(void **state)
 {
     (void)state;
@@ -49,9 +57,8 @@ static void test_thread_count_changes_no_bits(void **state)
                     random_problem p;
                     random_problem_make(&p, rng, (kdalab_mechanism)m, shapes[si], -3.0, 0);
                     const kdalab_dims *d = &p.dims;
-                    float *fq[5] = {to_f32(p.q, n_qk(d)), to_f32(p.k, n_qk(d)),
-                                    to_f32(p.v, n_v(d)), to_f32(p.g, n_qk(d)),
-                                    to_f32(p.beta, n_bth(d))};
+                    float *fq[5];
+                    f32_inputs(&p, fq);
                     float *o[3], *ht[3];
                     for (int th = 0; th < 3; th++) {
                         o[th] = malloc(n_v(d) * sizeof(float));
@@ -148,8 +155,8 @@ static void test_rounding_mode_changes_no_bits(void **state)
     random_problem_make(&p, rng, KDALAB_KDA, (kdalab_dims){.B = 1, .T = 50, .H = 5, .K = 16,
                                                            .V = 24}, -3.0, 0);
     const kdalab_dims *d = &p.dims;
-    float *fq[5] = {to_f32(p.q, n_qk(d)), to_f32(p.k, n_qk(d)), to_f32(p.v, n_v(d)),
-                    to_f32(p.g, n_qk(d)), to_f32(p.beta, n_bth(d))};
+    float *fq[5];
+    f32_inputs(&p, fq);
     const size_t nv = n_v(d), nq = n_qk(d);
     float *want_o[2], *got_o = malloc(nv * sizeof(float)), *ht = malloc(n_state(d) * 4);
     double *d_o = malloc(nv * sizeof *d_o), *want_dk = malloc(nq * sizeof(double));
