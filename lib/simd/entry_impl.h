@@ -258,9 +258,10 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
     }
     kdalab__simd_work_put(c->work, nth, work, gdq);
     /* The gradients are finite unless an intermediate overflowed: the
-     * level's vector screen, spread over the threads, says so at memory
-     * speed; only where it is not sure do the library's checks (one thread,
-     * an element at a time) count the values and word the error. */
+     * level's vector screen, spread over the threads (kdalab__simd_screen, as
+     * for the inputs), says so at memory speed; only where it is not sure do
+     * the library's checks (one thread, an element at a time) count the
+     * values and word the error. */
     const size_t nqkh = c->B * T * H * K, nvh = c->B * T * HV * V, nbh = c->B * T * HV;
     const struct {
         const real *x;
@@ -273,17 +274,12 @@ static kdalab_status E_FN(run_chunk_bwd)(const kdalab__call *c, real scale, cons
                  {c->ab ? x->da : NULL, nbh * K},
                  {c->ab ? x->db : NULL, nbh * K},
                  {x->dh0, c->N * HV * K * V}};
-    enum { SCREEN_BLOCK = 1 << 16 };
-    size_t unsure = 0;
-    for (size_t i = 0; i < sizeof grads / sizeof grads[0]; i++) {
-        const real *g = grads[i].x;
-        const size_t n = g ? grads[i].n : 0;
-#pragma omp parallel for num_threads(nth > 0 ? nth : 1) schedule(static) reduction(+ : unsure)
-        for (size_t b0 = 0; b0 < n; b0 += SCREEN_BLOCK)
-            unsure += !tab->screen(g + b0, n - b0 < SCREEN_BLOCK ? n - b0 : SCREEN_BLOCK,
-                                   KDALAB_RULE_FINITE);
-    }
-    if (!unsure)
+    int sure = 1;
+    for (size_t i = 0; sure && i < sizeof grads / sizeof grads[0]; i++)
+        if (grads[i].x)
+            sure = kdalab__simd_screen(grads[i].x, grads[i].n, KDALAB_RULE_FINITE,
+                                       sizeof(real) == sizeof(float));
+    if (sure)
         return KDALAB_OK;
     kdalab_dims dq_dims = {.B = c->B, .T = T, .H = H, .K = K, .V = V};
     kdalab_dims dv_dims = {.B = c->B, .T = T, .H = HV, .K = K, .V = V};
