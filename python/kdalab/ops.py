@@ -488,8 +488,9 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
              states=False, h_chunk=None, **opt):
     """(o, ht or None), and with states=True h, the state entering each chunk
     ([B, NT, HV, K, V]: the SIMD chunkwise forward's kdalab_tensors_f64.h),
-    as a third item: chunks of chunk_size, or with h_chunk set of h_chunk
-    positions (_h_opts says which chunk the forward then runs)."""
+    as a third item: chunks of h_chunk positions; h_chunk None: of
+    chunk_size, or with chunk_size None too of fla's 64 (_h_opts says which
+    chunk the forward then runs)."""
     output_final_state = as_bool("output_final_state", output_final_state)
     impl = _impl(form, impl)
     normalize = as_bool("normalize", normalize)
@@ -499,6 +500,8 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
                                                      initial_state, cu_seqlens, opt, a, b)
     o = _lib.output((call.B, call.T, call.HV, call.V))
     ht = _lib.output(call.state_shape())
+    if states and h_chunk is None and chunk_size is None:
+        h_chunk = 64  # fla's h, the forward at its own chunk
     op = _h_opts(chunk_size, h_chunk) if states and h_chunk is not None else _opts(chunk_size)
     c = call.call(form, impl, scale, op)
     h = _lib.output((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:]) \
@@ -651,7 +654,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         if impl == "simd":  # the forward writes h: one call
             return _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
                             output_final_state, cu_seqlens, chunk_size, impl=impl, states=True,
-                            h_chunk=64 if chunk_size is None else None, **kw)
+                            **kw)
         o, ht = _forward("kda", _lib.FORM_CHUNK, q, k, v, g, beta, scale, initial_state,
                          output_final_state, cu_seqlens, chunk_size, impl=impl, **kw)
         return o, ht, chunk_states("kda", q, k, v, g, beta, scale, initial_state, cu_seqlens,

@@ -160,12 +160,11 @@ class _Mixer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, spec, *tensors):
         arr = {n: None if t is None else ops.as_f64(t, n) for n, t in zip(_NAMES, tensors)}
-        h_chunk = 64 if spec.states and spec.chunk_size is None else None
         out = ops._forward(spec.mech, spec.form, arr["q"], arr["k"], arr["v"], arr["g"],
                            arr["beta"], spec.scale, arr["initial_state"], True, spec.cu,
                            spec.chunk_size, False, spec.impl, a=arr["a"], b=arr["b"],
                            A_log=arr["A_log"], dt_bias=arr["dt_bias"], states=spec.states,
-                           h_chunk=h_chunk, **spec.opts)
+                           **spec.opts)
         ctx.spec, ctx.arr, ctx.meta = spec, arr, _meta(tensors)
         ctx.save_for_backward(*tensors)
         res = tuple(torch.from_numpy(x) for x in out)
