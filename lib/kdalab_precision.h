@@ -34,10 +34,9 @@ kdalab_status kdalab_round_array(kdalab_precision p, float *x, size_t n);
  * kdalab_store_f64 — a float64 array as a kernel storing it in p holds it:
  * y[i] = x[i] rounded to float32 (to nearest even, whatever the caller's
  * rounding mode; beyond float32's range +-inf, IEEE 754's overflow), then
- * to p as kdalab_round_array rounds, for
- * i < n; and *max_abs (unless NULL) = max |x[i]| in float64 (a NaN is
- * skipped; 0 for n = 0), so that a caller can check x against p's range
- * without reading it again. One pass over x, spread over the threads.
+ * to p as kdalab_round_array rounds, for i < n; and *max_abs (unless NULL)
+ * = max |x[i]| in float64 (a NaN is skipped; 0 for n = 0), so that a caller
+ * can check x against p's range without reading it again. One pass over x, spread over the threads.
  * Errors: those of kdalab_round_array (KDALAB_EINVAL for an unknown p,
  * KDALAB_ENULL for a NULL x or y with n > 0); nothing is written then.
  */

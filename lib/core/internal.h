@@ -246,8 +246,8 @@ static inline void kdalab__call_seq(const kdalab__call *c, size_t n, size_t *b, 
     *L = c->cu ? (size_t)(c->cu[n + 1] - c->cu[n]) : c->T;
 }
 
-/* The chunks of op.chunk positions of a resolved call's sequence n:
- * ceil(L / C) (kdalab_call_n_chunks sums them for h's NT). */
+/* The chunks of h's op.h_chunk positions of a resolved call's sequence n:
+ * ceil(L / C_h) (kdalab_call_n_chunks sums them for h's NT). */
 static inline size_t kdalab__call_chunks(const kdalab__call *c, size_t n)
 {
     size_t b, t0, L;
