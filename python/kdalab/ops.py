@@ -485,12 +485,14 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt, a=No
 
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
              cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None,
-             states=False, h_chunk=None, **opt):
+             states=False, h_chunk=None, alloc=None, **opt):
     """(o, ht or None), and with states=True h, the state entering each chunk
     ([B, NT, HV, K, V]: the SIMD chunkwise forward's kdalab_tensors_f64.h),
     as a third item: chunks of h_chunk positions; h_chunk None: of
     chunk_size, or with chunk_size None too of fla's 64 (_h_opts says which
-    chunk the forward then runs)."""
+    chunk the forward then runs). alloc: None (fresh arrays), or
+    alloc(name, shape) giving the float64 array the library writes for o, ht
+    and h (kdalab.testing's kept buffers)."""
     output_final_state = as_bool("output_final_state", output_final_state)
     impl = _impl(form, impl)
     normalize = as_bool("normalize", normalize)
@@ -498,13 +500,14 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     b = as_f64(b, "b", 4, required=False)
     call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                      initial_state, cu_seqlens, opt, a, b)
-    o = _lib.output((call.B, call.T, call.HV, call.V))
-    ht = _lib.output(call.state_shape())
+    new = alloc or (lambda name, shape: _lib.output(shape))
+    o = new("o", (call.B, call.T, call.HV, call.V))
+    ht = new("ht", call.state_shape())
     if states and h_chunk is None and chunk_size is None:
         h_chunk = 64  # fla's h, the forward at its own chunk
     op = _h_opts(chunk_size, h_chunk) if states and h_chunk is not None else _opts(chunk_size)
     c = call.call(form, impl, scale, op)
-    h = _lib.output((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:]) \
+    h = new("h", (call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:]) \
         if states else None
     arrays = _lib.named(_lib.Tensors, q=q, k=k, v=v, g=g, beta=beta, h0=h0, o=o, ht=ht, a=a,
                         b=b, h=h)
@@ -518,7 +521,10 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
 
 
 def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_seqlens,
-              chunk_size=None, normalize=False, impl="simd", a=None, b=None, **opt):
+              chunk_size=None, normalize=False, impl="simd", a=None, b=None, alloc=None,
+              **opt):
+    """The gradients (Grads, or DplrGrads with a, b) of the float64 backward;
+    alloc: as _forward's, for dq, dk, dv, dh0, dg, dbeta, da, db."""
     normalize = as_bool("normalize", normalize)
     impl_id = _impl(form, impl)
     a = as_f64(a, "a", 4, required=False)
@@ -552,11 +558,12 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
             s, e = int(bounds[n]), int(bounds[n + 1])
             dk_extra[:, s:e] = np.flip(np.cumsum(np.flip(dkc[:, s:e], 1), 1), 1)
     shapes = {"dq": qe.shape, "dk": ke.shape, "dv": v.shape, "dh0": call.state_shape()}
-    out = {n: _lib.output(s) for n, s in shapes.items()}
-    out["dg"] = _lib.output(ge.shape) if ge is not None else None
-    out["dbeta"] = _lib.output(be.shape) if be is not None else None
-    out["da"] = _lib.output(a.shape) if a is not None else None
-    out["db"] = _lib.output(b.shape) if b is not None else None
+    new = alloc or (lambda name, shape: _lib.output(shape))
+    out = {n: new(n, s) for n, s in shapes.items()}
+    out["dg"] = new("dg", ge.shape) if ge is not None else None
+    out["dbeta"] = new("dbeta", be.shape) if be is not None else None
+    out["da"] = new("da", a.shape) if a is not None else None
+    out["db"] = new("db", b.shape) if b is not None else None
     op = _opts(chunk_size)
     arrays = _lib.named(_lib.Tensors, q=qe, k=ke, v=v, g=ge, beta=be, h0=h0, d_o=do, dht=dht,
                         a=a, b=b, **out)

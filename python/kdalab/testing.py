@@ -9,7 +9,8 @@ errors() and assert_close() report both metrics: fla's (relative RMS,
 the index of the worst element. tolerance() derives a bound from the
 arithmetic instead of a guess: the error kdalab's own emulation of the
 storage precision makes at the caller's inputs (below); grad_tolerance()
-does the same for every gradient of the chunkwise backward.
+does the same for every gradient of the chunkwise backward. Both keep their
+buffers on the thread between calls (release_buffers() frees them).
 
 As a pytest plugin (`pytest -p kdalab.testing`, or `pytest_plugins =
 ["kdalab.testing"]` in a conftest.py) this module gives the fixture
@@ -21,6 +22,7 @@ import collections
 import concurrent.futures
 import ctypes
 import sys
+import threading
 import time
 
 import numpy as np
@@ -222,24 +224,66 @@ def _check_range(arrays, precision, peaks=None, jitter=True, what="tolerance"):
                                 "the first" if jitter else ""))
 
 
-def _to_f32(arrays, keep):
-    """Each array (or None) as contiguous float32 (_store's "fp32") in the
-    buffers of keep (a dict, filled on first use and reused: fresh pages cost
-    as much as the conversion), with its largest magnitude (None for None)."""
+_kept = threading.local()  # this thread's buffers, by role (_buffer)
+
+# the most a thread keeps between calls; a call that needs more takes the
+# rest fresh and lets it go (tolerance and grad_tolerance kept 222 MB
+# together at B = 2, T = 2048, H = 4, K = V = 128: 1 GiB keeps 4x that)
+_KEEP_BYTES = 1 << 30
+
+
+def _buffer(role, shape, dtype=np.float32):
+    """An uninitialised array of shape and dtype for `role` (one array at a
+    time per role), a view of a buffer this thread keeps between calls of
+    tolerance and grad_tolerance, grown when too small, while the thread
+    keeps at most _KEEP_BYTES (beyond, a fresh array of this call alone):
+    a fresh array maps fresh pages, and the kernel's zeroing of the ~100 MB
+    a tolerance call takes at B = 2, T = 2048, H = 4, K = V = 128 cost 0.3x
+    the oracle's forward (bench/README.md). release_buffers() frees them."""
+    pool = getattr(_kept, "pool", None)
+    if pool is None:
+        pool = _kept.pool = {}
+    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    buf = pool.get(role)
+    if buf is None or buf.size < n:
+        pool.pop(role, None)  # the smaller one goes before a larger one is taken
+        if sum(b.size for b in pool.values()) + n > _KEEP_BYTES:
+            return np.empty(shape, dtype=dtype)
+        buf = pool[role] = np.empty(max(n, 1), dtype=np.uint8)
+    return buf[:n].view(dtype).reshape(shape)
+
+
+def release_buffers():
+    """Free the buffers tolerance() and grad_tolerance() keep on this thread
+    between calls so that a repeated call maps no fresh pages (the inputs'
+    float32 copies, the emulation's and the oracle's outputs: 111 MB after
+    tolerance, 222 MB after grad_tolerance too at B = 2, T = 2048, H = 4,
+    K = V = 128; at most 1 GiB per thread, what a larger call needs beyond
+    it being its own). The next call allocates them again. Returns the
+    bytes freed."""
+    pool = getattr(_kept, "pool", None) or {}
+    freed = sum(b.size for b in pool.values())
+    _kept.pool = {}
+    return freed
+
+
+def _to_f32(arrays, role):
+    """Each array (or None) as contiguous float32 (_store's "fp32") in this
+    thread's buffers (_buffer(role + index)), with its largest magnitude
+    (None for None)."""
     out = []
     for i, a in enumerate(arrays):
         if a is None:
             out.append((None, None))
         else:
-            keep[i], peak = _store(a, "fp32", keep.get(i))
-            out.append((keep[i], peak))
+            out.append(_store(a, "fp32", _buffer("%s%d" % (role, i), np.shape(a))))
     return [c for c, _ in out], [m for _, m in out]
 
 
 _INPUTS = ("q", "k", "v", "g", "beta", "initial_state", "a", "b")  # _emulate's x, by name
 
 
-def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, check=None):
+def _emulate(call, x, scale, precision, chunk_size, states=True, check=None):
     """The float32 chunkwise forward with emulated `precision` storage
     (kdalab_run_f32 on the SIMD path: inputs and the rescaled q, k rounded to
     the format, float32 sums; its error within ~10 % of the reference
@@ -247,31 +291,25 @@ def _emulate(call, x, scale, precision, chunk_size, keep=None, states=True, chec
     any layout the call has (varlen, GVA): (o, ht, h) in float32 (errors()
     takes them as they are; o stored in the format, unchecked: the caller's
     _fast_errors(..., stored=) checks it), h the state entering each chunk
-    of chunk_size [B, NT, HV, K, V] (None unless states). keep: a dict of
-    buffers kept between calls (the inputs' float32 copies, o, ht and h:
-    each call overwrites them), or None.
+    of chunk_size [B, NT, HV, K, V] (None unless states); the inputs'
+    float32 copies, o, ht and h in this thread's buffers (_buffer: each call
+    overwrites them).
     check: None, or first check that x's inputs fit their formats
     (_check_range, with the largest magnitudes their float32 copies found;
     check=True: after the trials' perturbation, False: as they are)."""
     from . import _lib, ops
-    keep = {} if keep is None else keep
-    f, peaks = _to_f32(x, keep)
+    f, peaks = _to_f32(x, "input")
     if check is not None:  # q, k, v, beta (a, b) in the format; g and the state in float32
         stored = (0, 1, 2, 4, 6, 7)
         for fmt, idx in ((precision, stored), ("fp32", (3, 5))):
             _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [peaks[i] for i in idx],
                          jitter=check)
-    if "o" not in keep:
-        keep["o"] = np.empty(x[2].shape, dtype=np.float32)
-        keep["ht"] = np.empty(call.state_shape(), dtype=np.float32)
-    o, ht = keep["o"], keep["ht"]
+    o, ht = _buffer("o", x[2].shape), _buffer("ht", call.state_shape())
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
     c = call.call(_lib.FORM_CHUNK, _lib.IMPLS["simd"], scale, opts)
-    if states and "h" not in keep:
-        keep["h"] = np.empty((call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:],
-                             dtype=np.float32)
-    h = keep["h"] if states else None
+    h = _buffer("h", (call.B, _lib.lib.kdalab_call_n_chunks(c)) + call.state_shape()[1:]) \
+        if states else None
     arrays = _lib.named(_lib.Tensors32, q=f[0], k=f[1], v=f[2], g=f[3], beta=f[4], h0=f[5],
                         a=f[6], b=f[7], o=o, ht=ht, h=h)
     _lib.check(_lib.lib.kdalab_run_f32(c, arrays, None),
@@ -419,19 +457,18 @@ def _run_trials(what, run_one, arrays, trials, rng, precision):
     n = max((a.size for a in arrays if a is not None), default=0)
     factors = None
     if trials > 1 and n:
-        factors = rng.random(2 * n, dtype=np.float32 if precision != "fp32" else np.float64)
+        factors = rng.random(dtype=np.float32 if precision != "fp32" else np.float64,
+                             out=_buffer("factors", (2 * n,),
+                                         np.float32 if precision != "fp32" else np.float64))
         factors *= 2 * _UNIT[precision]
         factors += 1 - _UNIT[precision]
-
-    bufs = [None] * len(arrays)  # each trial's inputs, written over by the next
 
     def jitter(i, a):  # a * (1 + u * unit roundoff) on a window of the factors
         if factors is None:  # every array is empty: nothing to jitter
             return a
         at = int(rng.integers(0, factors.size - a.size + 1))
-        if bufs[i] is None:
-            bufs[i] = np.empty_like(a)
-        return np.multiply(a, factors[at:at + a.size].reshape(a.shape), out=bufs[i])
+        return np.multiply(a, factors[at:at + a.size].reshape(a.shape),  # written over by the next
+                           out=_buffer("trial%d" % i, a.shape, a.dtype))
 
     t0, out = time.perf_counter(), []
     for trial in range(trials):
@@ -470,14 +507,18 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     that is at most 4x o's elements (K / chunk_size <= 4 in a plain batch);
     beyond, the final states alone are sampled (one trial's largest error
     is noisy: over 8 trials o's reached up to 1.6x the first's at 2^20
-    elements; the states', sampled at 32 chunk starts, 1.35x). Its cost: per trial one float64 oracle forward at its
-    own C = 16 (where 16 divides chunk_size; else at chunk_size) that writes
-    the states every chunk_size positions
-    (kdalab_chunk_opts.h_chunk), one emulation (about 0.7x of it, with the
-    float32 copies of the inputs) and the metrics (kdalab_error_sums): 2.2x
-    the oracle's forward at B = 2, T = 2048, H = 4, K = V = 128 on 2 cores
+    elements; the states', sampled at 32 chunk starts, 1.35x).
+
+    Its cost: per trial one float64 oracle forward at its own C = 16 (where
+    16 divides chunk_size; else at chunk_size) that writes the states every
+    chunk_size positions (kdalab_chunk_opts.h_chunk), one emulation (about
+    0.7x of it, with the float32 copies of the inputs) and the metrics
+    (kdalab_error_sums): at B = 2, T = 2048, H = 4, K = V = 128 on 2 cores,
+    2.0x the oracle's forward when the call is repeated on a thread
     (bench/README.md). Its memory: h in float64 and float32, 12 bytes per
-    state element sampled, beside o's and the inputs' copies.
+    state element sampled, beside o's and the inputs' copies, kept on the
+    thread for the next call (release_buffers()): the first call on a
+    thread maps them fresh, 0.3x more at that size.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
     "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
@@ -507,7 +548,6 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     # keep them)
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
 
-    keep = {}  # the emulation's buffers, reused by every trial
     # the states sampled: those entering every chunk but a sequence's first,
     # and the final ones, as many elements as h has; only while h is at most
     # _STATES_PER_O times o's size (K / chunk_size <= 4 in a plain batch),
@@ -526,13 +566,14 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
         # the emulation first: the inputs' range is checked on the first trial's
         # float32 copies (the others are within one unit roundoff of them:
         # _check_range's limit), before the oracle meets an input out of range
-        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, keep, states=sample,
+        eo, eht, eh = _emulate(call, x, s, precision, chunk_size, states=sample,
                                check=trials > 1 if x is args else None)
         # the oracle at its fastest chunk that divides the kernel's (its o and
         # ht do not depend on it), with the states entering the kernel's chunks
         # (ops._h_opts)
         ro, rht, *rh = ops._forward(mech, 1, *x[:5], s, x[5], True, cu, None, a=x[6],
-                                    b=x[7], states=sample, h_chunk=chunk_size)
+                                    b=x[7], states=sample, h_chunk=chunk_size,
+                                    alloc=_ref_out)
         st = _state_errors(rh[0], eh, rht, eht) if sample else _fast_errors(rht, eht)
         return [_fast_errors(ro, eo, stored=("o", precision, "tolerance")), st]
 
@@ -593,28 +634,32 @@ def _store(a, precision, out=None):
     return out, peak.value
 
 
-def _emulate_bwd(call, mech, x, scale, precision, chunk_size, keep):
+def _ref_out(name, shape):
+    """The float64 oracle's output `name` in this thread's buffers (ops'
+    alloc=: the oracle writes all of it)."""
+    return _buffer("ref_" + name, shape, np.float64)
+
+
+def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
     """The float32 chunkwise backward (kdalab_run_bwd_f32 on the SIMD path,
     which computes the reference's gradients in float32) on x = (q, k, v, g,
     beta, h0, do, dht, a, b) with q, k, v, beta, do, a and b stored in
     `precision` and g, h0, dht in float32: the gradients in float32 (errors()
-    takes them as they are), by name. keep: a dict of buffers kept between
-    calls (the stored inputs and the gradients: each call overwrites them)."""
+    takes them as they are), by name; the stored inputs and the gradients in
+    this thread's buffers (_buffer: each call overwrites them)."""
     from . import _lib, ops
     q, k, v, g, beta, h0, do, dht, a, b = x
     st = [None if y is None else
-          _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32", keep.get(i))[0]
+          _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32",
+                 _buffer("input%d" % i, np.shape(y)))[0]
           for i, y in enumerate(x)]
-    keep.update((i, y) for i, y in enumerate(st) if y is not None)
     out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}
     for name, y in (("dg", g), ("dbeta", beta), ("da", a), ("db", b)):
         if y is not None:
             out[name] = y.shape
     grads = {}
     for n, shape in out.items():
-        if n not in keep:
-            keep[n] = np.empty(shape, dtype=np.float32)
-        grads[n] = keep[n]
+        grads[n] = _buffer(n, shape)
         grads[n].fill(0)
     arrays = _lib.named(_lib.Tensors32, q=st[0], k=st[1], v=st[2], g=st[3], beta=st[4],
                         h0=st[5], d_o=st[6], dht=st[7], a=st[8], b=st[9], **grads)
@@ -653,7 +698,9 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     rms={name: bound}, trials=[{name: (rtol, rms)} per trial]) over the
     gradients the mechanism has: dq, dk, dv, dh0, and dg, dbeta, da, db where
     it has g, beta, a and b (stored in the format as q, k are); for
-    assert_close(name, ref, out, rtol=tol.rtol[name], rms=tol.rms[name])."""
+    assert_close(name, ref, out, rtol=tol.rtol[name], rms=tol.rms[name]).
+    Its buffers are kept on the thread for the next call, as tolerance's
+    are (release_buffers())."""
     from . import ops
     from . import _lib
     margin = _check_trial_args(mech, precision, trials, margin)
@@ -676,16 +723,14 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32", jitter=trials > 1,
                  what="grad_tolerance")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
-    keep = {}  # the emulation's buffers, reused by every trial
-
     def one(x):
         # the float64 backward (the SIMD path: the reference's gradients to ~1e-14,
         # far inside any bound here); a zero initial state stands for none, so
         # that dh0 comes back too
         h0z = x[5] if x[5] is not None else np.zeros(call.state_shape())
         ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, h0z, cu,
-                            chunk_size, a=x[8], b=x[9])._asdict()
-        got = _emulate_bwd(call, mech, x, s, precision, chunk_size, keep)
+                            chunk_size, a=x[8], b=x[9], alloc=_ref_out)._asdict()
+        got = _emulate_bwd(call, mech, x, s, precision, chunk_size)
         return {name: _fast_errors(ref[name], o)[::-1] for name, o in got.items()}  # (rel, rms)
 
     worst, per_trial = {}, []
