@@ -26,6 +26,13 @@ finally:
     sys.path.pop(0)
 
 
+def python_in_new_process(code):
+    """code run by this Python in a new process that finds the same modules:
+    the finished subprocess, its output as text."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
 def test_assert_close_checks_either_metric():
     ref = np.ones((4, 4))
     out = ref.copy()
@@ -189,8 +196,7 @@ def test_repeated_calls_take_no_fresh_pages():
         "tol = lambda: kt.tolerance('kda', q, k, v, g, beta)\n"
         "grad = lambda: kt.grad_tolerance('kda', q, k, v, g, beta, do=do, trials=1)\n"
         "print(faults(tol), faults(tol), faults(grad), faults(grad))\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    run = python_in_new_process(code)
     assert run.returncode == 0, run.stderr
     t1, t2, g1, g2 = (int(x) for x in run.stdout.split())
     assert t2 * 20 < t1 and g2 * 20 < g1, run.stdout
@@ -236,8 +242,7 @@ def test_fixture_exists_whatever_was_imported_first(tmp_path):
     code = ("import sys, kdalab, kdalab.testing\nimport pytest\n"
             "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'kdalab.testing', "
             "%r]))" % str(tmp_path / "test_x.py"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    run = python_in_new_process(code)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]
 
 
@@ -510,8 +515,7 @@ def test_kdalab_without_torch():
             "sys.modules['pytest'] = None; import kdalab.testing\n"
             "assert kdalab.testing.errors([1.0], [1.0])[0] == 0\n"
             "try:\n    import kdalab.torch\nexcept ImportError as e:\n    print(e)\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    run = python_in_new_process(code)
     assert run.returncode == 0, run.stderr
     assert "kdalab.torch needs PyTorch" in run.stdout and "pip install torch" in run.stdout
 
