@@ -226,43 +226,64 @@ def _check_range(arrays, precision, peaks=None, jitter=True, what="tolerance"):
 
 _kept = threading.local()  # this thread's buffers, by role (_buffer)
 
-# the most a thread keeps between calls; a call that needs more takes the
-# rest fresh and lets it go (tolerance and grad_tolerance kept 222 MB
-# together at B = 2, T = 2048, H = 4, K = V = 128: 1 GiB keeps 4x that)
+# the most a thread keeps between calls (tolerance kept 111 MB at B = 2,
+# T = 2048, H = 4, K = V = 128, grad_tolerance with its 8 trials 211 MB
+# more)
 _KEEP_BYTES = 1 << 30
+
+
+def _new_call():
+    """Mark the start of a tolerance or grad_tolerance call on this thread:
+    the buffers it takes are this call's (_buffer never evicts them)."""
+    _kept.call = getattr(_kept, "call", 0) + 1
 
 
 def _buffer(role, shape, dtype=np.float32):
     """An uninitialised array of shape and dtype for `role` (one array at a
     time per role), a view of a buffer this thread keeps between calls of
-    tolerance and grad_tolerance, grown when too small, while the thread
-    keeps at most _KEEP_BYTES (beyond, a fresh array of this call alone):
-    a fresh array maps fresh pages, and the kernel's zeroing of the ~100 MB
-    a tolerance call takes at B = 2, T = 2048, H = 4, K = V = 128 cost 0.3x
-    the oracle's forward (bench/README.md). release_buffers() frees them."""
+    tolerance and grad_tolerance, grown when too small: a fresh array maps
+    fresh pages, and the kernel's zeroing of the ~100 MB a tolerance call
+    takes at B = 2, T = 2048, H = 4, K = V = 128 cost 0.3x the oracle's
+    forward (bench/README.md). The thread keeps at most _KEEP_BYTES: to
+    make room, the buffers of the roles used longest ago by an earlier call
+    go first; what still does not fit is a fresh array of this call alone.
+    release_buffers() frees them all."""
     pool = getattr(_kept, "pool", None)
     if pool is None:
-        pool = _kept.pool = {}
+        pool = _kept.pool = {}  # role -> [buffer, the call that last took it]
+    now = getattr(_kept, "call", 0)
     n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    buf = pool.get(role)
-    if buf is None or buf.size < n:
+    entry = pool.get(role)
+    if n == 0:
+        return np.empty(shape, dtype=dtype)
+    if entry is None or entry[0].size < n:
         pool.pop(role, None)  # the smaller one goes before a larger one is taken
-        if sum(b.size for b in pool.values()) + n > _KEEP_BYTES:
+        kept = sum(e[0].size for e in pool.values())
+        for old in sorted((e[1], r) for r, e in pool.items() if e[1] < now):
+            if kept + n <= _KEEP_BYTES:
+                break
+            kept -= pool.pop(old[1])[0].size
+        if kept + n > _KEEP_BYTES:
             return np.empty(shape, dtype=dtype)
-        buf = pool[role] = np.empty(max(n, 1), dtype=np.uint8)
-    return buf[:n].view(dtype).reshape(shape)
+        entry = pool[role] = [np.empty(n, dtype=np.uint8), now]
+    entry[1] = now
+    return entry[0][:n].view(dtype).reshape(shape)
 
 
 def release_buffers():
-    """Free the buffers tolerance() and grad_tolerance() keep on this thread
-    between calls so that a repeated call maps no fresh pages (the inputs'
-    float32 copies, the emulation's and the oracle's outputs: 111 MB after
-    tolerance, 222 MB after grad_tolerance too at B = 2, T = 2048, H = 4,
-    K = V = 128; at most 1 GiB per thread, what a larger call needs beyond
-    it being its own). The next call allocates them again. Returns the
-    bytes freed."""
+    """Free the buffers tolerance() and grad_tolerance() keep on the calling
+    thread between calls so that a repeated call maps no fresh pages: the
+    inputs' float32 copies, the emulation's and the oracle's outputs, and
+    with trials > 1 each trial's perturbed inputs and the perturbation's
+    factors (at B = 2, T = 2048, H = 4, K = V = 128: 111 MB after
+    tolerance, 322 MB after grad_tolerance too with its default 8 trials).
+    A thread keeps at most 1 GiB (the roles used longest ago make room for
+    a new call's), and only its own: each thread of a pool that runs them
+    keeps its own, freed when the thread ends or by release_buffers() in
+    that thread. The next call allocates them again. Returns the bytes
+    freed."""
     pool = getattr(_kept, "pool", None) or {}
-    freed = sum(b.size for b in pool.values())
+    freed = sum(e[0].size for e in pool.values())
     _kept.pool = {}
     return freed
 
@@ -516,9 +537,10 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     (kdalab_error_sums): at B = 2, T = 2048, H = 4, K = V = 128 on 2 cores,
     2.0x the oracle's forward when the call is repeated on a thread
     (bench/README.md). Its memory: h in float64 and float32, 12 bytes per
-    state element sampled, beside o's and the inputs' copies, kept on the
-    thread for the next call (release_buffers()): the first call on a
-    thread maps them fresh, 0.3x more at that size.
+    state element sampled, beside o's and the inputs' copies (and with
+    trials > 1 each trial's perturbed inputs), kept on the thread for the
+    next call (release_buffers()): the first call on a thread maps them
+    fresh, 0.3x more at that size.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
     "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
@@ -537,6 +559,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     from . import ops
     from . import _lib
     margin = _check_trial_args(mech, precision, trials, margin)
+    _new_call()
     q, k, v = (ops.as_f64(x, n, 4) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     g, beta, h0, a, b = (ops.as_f64(x, n, required=False) for x, n in (
         (g, "g"), (beta, "beta"), (initial_state, "initial_state"), (a, "a"), (b, "b")))
@@ -704,6 +727,7 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     from . import ops
     from . import _lib
     margin = _check_trial_args(mech, precision, trials, margin)
+    _new_call()
     _check_chunk(chunk_size)
     if do is None:
         raise ValueError("do is required: the gradient of the output [B, T, HV, V]")

@@ -205,9 +205,9 @@ def test_repeated_calls_take_no_fresh_pages():
 def test_kept_buffers_are_per_thread_bounded_and_released(monkeypatch):
     """Two threads' tolerance calls, run at once, give the bounds each gives
     alone (each thread its own buffers); a thread keeps at most _KEEP_BYTES
-    (beyond it a call's arrays are its own, with the same bounds);
-    release_buffers() frees what the thread kept and a later call is the
-    same again."""
+    (beyond it a call's arrays are its own, with the same bounds), and an
+    earlier call's buffers make room for a later one's; release_buffers()
+    frees what the thread kept and a later call is the same again."""
     import threading
     import kdalab.testing as kt
     probs = [problem(7, T=90), problem(8, T=40, H=3)]
@@ -227,11 +227,25 @@ def test_kept_buffers_are_per_thread_bounded_and_released(monkeypatch):
     for a, b in zip(alone, both):
         assert a.rtol == b.rtol and a.rms == b.rms
     assert kt.release_buffers() > 0 and kt.release_buffers() == 0
+    kept = lambda: {r: id(e[0]) for r, e in kt._kept.pool.items()}  # noqa: E731
+    tolerance("kda", *args(probs[0]), trials=2)
+    roles = set(kept())  # all of a call's buffers (216 KB)
     monkeypatch.setattr(kt, "_KEEP_BYTES", 100_000)
+    kt.release_buffers()
     for _ in range(2):
         again = tolerance("kda", *args(probs[0]), trials=2)
         assert again.rtol == alone[0].rtol and again.rms == alone[0].rms
-        assert 0 < sum(b.size for b in kt._kept.pool.values()) <= 100_000  # of 216 KB
+        assert 0 < sum(e[0].size for e in kt._kept.pool.values()) <= 100_000
+    # an earlier, larger call's buffers make room for a later call's: the
+    # repeated call takes every buffer it needs from the pool
+    monkeypatch.setattr(kt, "_KEEP_BYTES", 300_000)
+    big = problem(9, T=300)
+    grad_tolerance("kda", *args(big), do=big["v"], trials=2)
+    tolerance("kda", *args(probs[0]), trials=2)
+    first = kept()
+    tolerance("kda", *args(probs[0]), trials=2)
+    assert roles <= set(first) and kept() == first
+    assert sum(e[0].size for e in kt._kept.pool.values()) <= 300_000
 
 
 def test_fixture_exists_whatever_was_imported_first(tmp_path):
