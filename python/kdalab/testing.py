@@ -234,7 +234,16 @@ _KEEP_BYTES = 1 << 30
 
 def _new_call():
     """Mark the start of a tolerance or grad_tolerance call on this thread:
-    the buffers it takes are this call's (_buffer never evicts them)."""
+    the buffers it takes are this call's (_buffer never evicts them). When
+    the previous call had to take fresh arrays beyond the budget, its
+    buffers larger than it needed go first, so that a repeated call whose
+    own needs fit the budget takes its buffers exact once and then finds
+    them all.""" 
+    pool = getattr(_kept, "pool", None) or {}
+    if getattr(_kept, "over", False):
+        for role in [r for r, e in pool.items() if e[0].size > e[2]]:
+            del pool[role]
+    _kept.over = False
     _kept.call = getattr(_kept, "call", 0) + 1
 
 
@@ -246,11 +255,12 @@ def _buffer(role, shape, dtype=np.float32):
     takes at B = 2, T = 2048, H = 4, K = V = 128 cost 0.3x the oracle's
     forward (bench/README.md). The thread keeps at most _KEEP_BYTES: to
     make room, the buffers of the roles used longest ago by an earlier call
-    go first; what still does not fit is a fresh array of this call alone.
-    release_buffers() frees them all."""
+    go first; what still does not fit is a fresh array of this call alone
+    (and _new_call trims the next call's). release_buffers() frees them
+    all."""
     pool = getattr(_kept, "pool", None)
     if pool is None:
-        pool = _kept.pool = {}  # role -> [buffer, the call that last took it]
+        pool = _kept.pool = {}  # role -> [buffer, the call that last took it, bytes taken]
     now = getattr(_kept, "call", 0)
     n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     entry = pool.get(role)
@@ -264,9 +274,10 @@ def _buffer(role, shape, dtype=np.float32):
                 break
             kept -= pool.pop(old[1])[0].size
         if kept + n > _KEEP_BYTES:
+            _kept.over = True
             return np.empty(shape, dtype=dtype)
-        entry = pool[role] = [np.empty(n, dtype=np.uint8), now]
-    entry[1] = now
+        entry = pool[role] = [np.empty(n, dtype=np.uint8), now, n]
+    entry[1], entry[2] = now, n
     return entry[0][:n].view(dtype).reshape(shape)
 
 
@@ -663,19 +674,31 @@ def _ref_out(name, shape):
     return _buffer("ref_" + name, shape, np.float64)
 
 
-def _emulate_bwd(call, mech, x, scale, precision, chunk_size):
+_GRAD_INPUTS = ("q", "k", "v", "g", "beta", "initial_state", "do", "dht", "a", "b")
+_GRAD_STORED = (0, 1, 2, 4, 6, 8, 9)  # _GRAD_INPUTS stored in the format; the rest in float32
+
+
+def _emulate_bwd(call, mech, x, scale, precision, chunk_size, check=None):
     """The float32 chunkwise backward (kdalab_run_bwd_f32 on the SIMD path,
     which computes the reference's gradients in float32) on x = (q, k, v, g,
     beta, h0, do, dht, a, b) with q, k, v, beta, do, a and b stored in
     `precision` and g, h0, dht in float32: the gradients in float32 (errors()
     takes them as they are), by name; the stored inputs and the gradients in
-    this thread's buffers (_buffer: each call overwrites them)."""
+    this thread's buffers (_buffer: each call overwrites them).
+    check: None, or first check that x's inputs fit their formats
+    (_check_range, with the largest magnitudes their stored copies found;
+    check=True: after the trials' perturbation, False: as they are)."""
     from . import _lib, ops
     q, k, v, g, beta, h0, do, dht, a, b = x
-    st = [None if y is None else
-          _store(y, precision if i in (0, 1, 2, 4, 6, 8, 9) else "fp32",
-                 _buffer("input%d" % i, np.shape(y)))[0]
-          for i, y in enumerate(x)]
+    stored = [(None, None) if y is None else
+              _store(y, precision if i in _GRAD_STORED else "fp32",
+                     _buffer("input%d" % i, np.shape(y)))
+              for i, y in enumerate(x)]
+    st = [y for y, _ in stored]
+    if check is not None:
+        for fmt, idx in ((precision, _GRAD_STORED), ("fp32", (3, 5, 7))):
+            _check_range([(_GRAD_INPUTS[i], x[i]) for i in idx], fmt,
+                         [stored[i][1] for i in idx], jitter=check, what="grad_tolerance")
     out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}
     for name, y in (("dg", g), ("dbeta", beta), ("da", a), ("db", b)):
         if y is not None:
@@ -742,23 +765,26 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
     # the gradients' smallest: a state (dh0), or one value per position (dbeta)
     trials = _trials(trials, call.B * call.T * call.HV * call.V,
                      min(int(np.prod(call.state_shape())), call.B * call.T * call.HV))
-    _check_range((("q", q), ("k", k), ("v", v), ("beta", beta), ("do", do), ("a", a),
-                  ("b", b)), precision, jitter=trials > 1, what="grad_tolerance")
-    _check_range((("g", g), ("initial_state", h0), ("dht", dht)), "fp32", jitter=trials > 1,
-                 what="grad_tolerance")
     s = ops._real("scale", scale) if scale is not None else call.K ** -0.5
+    args = (q, k, v, g, beta, h0, do, dht, a, b)
+
     def one(x):
+        # the emulation first: the inputs' range is checked on the first trial's
+        # stored copies (the others are within one unit roundoff of them:
+        # _check_range's limit), before the oracle meets an input out of range
+        got = _emulate_bwd(call, mech, x, s, precision, chunk_size,
+                           check=trials > 1 if x is args else None)
         # the float64 backward (the SIMD path: the reference's gradients to ~1e-14,
-        # far inside any bound here); a zero initial state stands for none, so
-        # that dh0 comes back too
+        # far inside any bound here) at its own default chunk (16: its gradients
+        # do not depend on it, and at 64 it takes 1.5x as long); a zero initial
+        # state stands for none, so that dh0 comes back too
         h0z = x[5] if x[5] is not None else np.zeros(call.state_shape())
         ref = ops._backward(mech, _lib.FORM_CHUNK, *x[:5], x[6], x[7], s, h0z, cu,
-                            chunk_size, a=x[8], b=x[9], alloc=_ref_out)._asdict()
-        got = _emulate_bwd(call, mech, x, s, precision, chunk_size)
+                            None, a=x[8], b=x[9], alloc=_ref_out)._asdict()
         return {name: _fast_errors(ref[name], o)[::-1] for name, o in got.items()}  # (rel, rms)
 
     worst, per_trial = {}, []
-    for this in _run_trials("grad_tolerance", one, (q, k, v, g, beta, h0, do, dht, a, b),
+    for this in _run_trials("grad_tolerance", one, args,
                             trials, np.random.default_rng(seed), precision):
         for name, (rel, rms) in this.items():
             w = worst.setdefault(name, [0.0, 0.0])

@@ -237,14 +237,17 @@ def test_kept_buffers_are_per_thread_bounded_and_released(monkeypatch):
         assert again.rtol == alone[0].rtol and again.rms == alone[0].rms
         assert 0 < sum(e[0].size for e in kt._kept.pool.values()) <= 100_000
     # an earlier, larger call's buffers make room for a later call's: the
-    # repeated call takes every buffer it needs from the pool
+    # repeated call takes every buffer it needs from the pool (its first
+    # time among the larger call's buffers, some fresh; its second time
+    # those it takes exact)
     monkeypatch.setattr(kt, "_KEEP_BYTES", 300_000)
     big = problem(9, T=300)
     grad_tolerance("kda", *args(big), do=big["v"], trials=2)
+    for _ in range(2):
+        tolerance("kda", *args(probs[0]), trials=2)
+    second = kept()
     tolerance("kda", *args(probs[0]), trials=2)
-    first = kept()
-    tolerance("kda", *args(probs[0]), trials=2)
-    assert roles <= set(first) and kept() == first
+    assert roles <= set(second) and kept() == second
     assert sum(e[0].size for e in kt._kept.pool.values()) <= 300_000
 
 
