@@ -19,7 +19,6 @@ with assert_close, errors, tolerance and grad_tolerance beside them.
 """
 
 import collections
-import concurrent.futures
 import ctypes
 import sys
 import threading
@@ -193,22 +192,17 @@ _MAX = {"bf16": float.fromhex("0x1.fep127"), "fp16": 65504.0,
         "fp32": float(np.finfo(np.float32).max)}
 
 
-def _check_range(arrays, precision, peaks=None, jitter=True, what="tolerance"):
+def _check_range(arrays, precision, peaks, jitter=True, what="tolerance"):
     """Every input stored in the format must fit it: a value the emulation
     would store as inf (rounded to float32, then to the format, as
     kdalab_store_f64 does), with jitter after the largest perturbation a
     trial applies (times 1 + 2^-8), is a ValueError naming the input, its
-    index and value (never the emulation's inf). peaks: each array's largest
-    magnitude, as _store found it while copying it, or None (then read
-    here)."""
+    index and value (never the emulation's inf). arrays: (name, array or
+    None) pairs; peaks: each array's largest magnitude, as _store found it
+    while copying it (the array itself is read only to name the first
+    element that does not fit)."""
     factor = 1 + max(_UNIT.values()) if jitter else 1.0
-    pairs = [(name, a, None if peaks is None else m)
-             for (name, a), m in zip(arrays, peaks or [None] * len(arrays))
-             if a is not None and a.size]
-    if peaks is None:
-        with concurrent.futures.ThreadPoolExecutor(2) as ex:  # reductions release the GIL
-            pairs = [(n, a, m) for (n, a, _), m in
-                     zip(pairs, ex.map(lambda p: max(p[1].max(), -p[1].min()), pairs))]
+    pairs = [(name, a, m) for (name, a), m in zip(arrays, peaks) if a is not None and a.size]
 
     def inf_when_stored(x):
         with np.errstate(over="ignore"):
