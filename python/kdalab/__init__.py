@@ -11,7 +11,7 @@ With PyTorch, kdalab.torch has the same functions with fla's signatures as
 autograd functions (.backward() fills every input's grad).
 """
 
-from ._lib import KdalabError, get_num_threads, set_num_threads
+from ._lib import KdalabError, get_num_threads, release_workspace, set_num_threads
 from .attention import parallel_attn, parallel_attn_bwd
 from .ops import (DplrGrads, Grads, chunk_delta_rule, chunk_delta_rule_bwd, chunk_dplr_delta_rule,
                   chunk_dplr_delta_rule_bwd, chunk_rwkv7, chunk_rwkv7_bwd,

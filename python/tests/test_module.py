@@ -414,3 +414,25 @@ def test_threads_are_kdalabs_own():
         assert kdalab.get_num_threads() == 3
     finally:
         kdalab.set_num_threads(was)
+
+
+def test_release_workspace_frees_this_threads_scratch():
+    """release_workspace() frees the calling thread's SIMD scratch (the
+    backward's kept chunk states among it) and returns its bytes, 0 when
+    there is none; the next call allocates it again and gives the same
+    bits; another thread's scratch is its own."""
+    import threading
+    p = problem(4, T=200, H=2, K=8, V=8)
+    args = (p["q"], p["k"], p["v"], p["g"], p["beta"], p["v"])
+    before = kdalab.chunk_kda_bwd(*args)
+    freed = kdalab.release_workspace()
+    assert freed >= 2 * (200 // 16) * 8 * 8 * 8  # at least one head's chunk states
+    assert kdalab.release_workspace() == 0
+    after = kdalab.chunk_kda_bwd(*args)
+    for x, y in zip(before, after):
+        assert (x is None and y is None) or np.array_equal(x, y)
+    other = []
+    t = threading.Thread(target=lambda: other.append(kdalab.release_workspace()))
+    t.start()
+    t.join()
+    assert other == [0] and kdalab.release_workspace() > 0
