@@ -15,7 +15,8 @@ buffers on the thread between calls (release_buffers() frees them).
 As a pytest plugin (`pytest -p kdalab.testing`, or `pytest_plugins =
 ["kdalab.testing"]` in a conftest.py) this module gives the fixture
 `kdalab_ref`: kdalab.torch's functions by fla's names (kdalab_ref.chunk_kda(...)),
-with assert_close, errors, tolerance and grad_tolerance beside them.
+with assert_close, errors, tolerance, grad_tolerance and release_buffers
+beside them.
 """
 
 import collections
@@ -137,7 +138,25 @@ def _where(idx, axes, cu, chunk_size=64):
     return at
 
 
-def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_size=64):
+def _chunk_note(axes, shape, cu, chunk_size, given):
+    """For h (a chunk axis c), what its positions assume: "" when chunk_size
+    was given and agrees with cu_seqlens; else a note that the positions
+    take chunks of fla's 64 (chunk_size not given), or that h's chunk count
+    is not the one cu_seqlens makes with chunk_size."""
+    if "c" not in axes:
+        return ""
+    if cu is not None:
+        made = int(np.sum(-(-np.diff(cu) // chunk_size)))
+        if shape[axes.index("c")] != made:
+            return ("; h has %d chunks where cu_seqlens makes %d of chunk_size = %d: pass "
+                    "h's chunk_size" % (shape[axes.index("c")], made, chunk_size))
+    if not given:
+        return ("; the positions take h's chunks as fla's 64 (pass chunk_size= for h of "
+                "another chunk)")
+    return ""
+
+
+def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_size=None):
     """Fail unless max |out - ref| / max |ref| <= rtol (kdalab's metric) and,
     when rms is given, the relative RMS <= rms (fla's metric, its
     assert_close's ratio). The message gives both metrics, the worst element
@@ -148,10 +167,14 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_siz
     position in it; for h (b, c, h, k, v), chunks of chunk_size positions,
     the positions whose state it is ("the state entering t = 192, left by
     positions t = 128..191") and with cu_seqlens the sequence and its chunk
-    (one chunk's states named "h[...]" get the axes b, h, k, v). pytest shows the caller's line, not this function's.
-    Returns (relative RMS, max relative error)."""
+    (one chunk's states named "h[...]" get the axes b, h, k, v); chunk_size
+    None: fla's 64, said in the message, which also says when h's chunk
+    count is not the one cu_seqlens makes with chunk_size. pytest shows the
+    caller's line, not this function's. Returns (relative RMS, max relative
+    error)."""
     __tracebackhide__ = True  # pytest: the failure is the caller's
     from .ops import _as_cu, _opts, as_f64, check_cu
+    given = chunk_size is not None
     chunk_size = 64 if chunk_size is None else chunk_size  # None: fla's
     _opts(chunk_size)  # a positive integer (h's chunks), else a ValueError naming it
     if rtol is None and rms is None:
@@ -177,8 +200,9 @@ def assert_close(name, ref, out, rtol=None, rms=None, cu_seqlens=None, chunk_siz
             first = tuple(int(i) for i in np.argwhere(over)[0])
             at = "first over rtol at %s: ref %r, out %r; %s" % (
                 _where(first, axes, cu, chunk_size), float(ref[first]), float(out[first]), at)
-        raise AssertionError("%s: %s (max error / max |ref| %.3g, relative RMS %.3g); %s" % (
-            name, ", ".join(bad), rel_max, r, at))
+        raise AssertionError("%s: %s (max error / max |ref| %.3g, relative RMS %.3g); %s%s" % (
+            name, ", ".join(bad), rel_max, r, at,
+            _chunk_note(axes, ref.shape, cu, chunk_size, given)))
     return r, rel_max
 
 
@@ -281,7 +305,8 @@ def release_buffers():
     inputs' float32 copies, the emulation's and the oracle's outputs, and
     with trials > 1 each trial's perturbed inputs and the perturbation's
     factors (at B = 2, T = 2048, H = 4, K = V = 128: 111 MB after
-    tolerance, 322 MB after grad_tolerance too with its default 8 trials).
+    tolerance, about 320 MB after grad_tolerance too with its default 8
+    trials, a few MB more with initial_state and dht).
     A thread keeps at most 1 GiB (the roles used longest ago make room for
     a new call's), and only its own: each thread of a pool that runs them
     keeps its own, freed when the thread ends or by release_buffers() in
@@ -527,7 +552,8 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     and at the end, each set of states against its own largest value; "ht"
     bounds them all, so it also checks a kernel's h (assert_close's metrics
     over a whole h never exceed the worst set's). trials=None: as many as
-    sample 2^20 elements of o and of the states in all, within [1, 8]: the
+    sample 2^20 elements of o and 2^20 of the states over the trials, within
+    [1, 8] (the smaller of the two decides): the
     states count B * NT * HV * K * V elements, NT the chunks of chunk_size
     (kdalab_call_n_chunks; with cu_seqlens each sequence's, summed), while
     that is at most 4x o's elements (K / chunk_size <= 4 in a plain batch);
@@ -795,12 +821,13 @@ def grad_tolerance(mech, q, k, v, g=None, beta=None, do=None, dht=None, initial_
 
 class Reference:
     """The kdalab_ref fixture: kdalab.torch's functions by fla's names, and
-    assert_close, errors, tolerance, grad_tolerance."""
+    assert_close, errors, tolerance, grad_tolerance, release_buffers."""
 
     assert_close = staticmethod(assert_close)
     errors = staticmethod(errors)
     tolerance = staticmethod(tolerance)
     grad_tolerance = staticmethod(grad_tolerance)
+    release_buffers = staticmethod(release_buffers)
 
     def __getattr__(self, name):
         from . import torch as kt
@@ -816,5 +843,6 @@ if _pytest is not None:
     @_pytest.fixture
     def kdalab_ref():
         """kdalab's float64 oracle with fla's signatures (kdalab.torch), and
-        kdalab.testing's assert_close, errors, tolerance and grad_tolerance."""
+        kdalab.testing's assert_close, errors, tolerance, grad_tolerance and
+        release_buffers."""
         return Reference()

@@ -299,10 +299,17 @@ def test_failures_name_axes_first_position_and_sequence():
         assert_close("h", h, wrong, rtol=0.1, cu_seqlens=np.array([0, 15, 40]), chunk_size=8)
     with pytest.raises(AssertionError, match=r"\(b=0, c=2, h=0, k=0, v=0\); the state entering "
                                              r"t = 128, left by positions t = 64..127"):
-        assert_close("h", h, wrong, rtol=0.1)  # plain: chunks of fla's 64
+        assert_close("h", h, wrong, rtol=0.1)  # plain: chunks of fla's 64, and it says so
+    with pytest.raises(AssertionError, match=r"take h's chunks as fla's 64 \(pass chunk_size="):
+        assert_close("h", h, wrong, rtol=0.1)
+    with pytest.raises(AssertionError) as given:  # given and agreeing: no note
+        assert_close("h", h, wrong, rtol=0.1, cu_seqlens=np.array([0, 15, 40]), chunk_size=8)
+    assert "fla's 64" not in str(given.value) and "h has" not in str(given.value)
     wrong = h.copy()
     wrong[0, 5] = 0  # cu_seqlens [0, 15, 32] makes 2 + 3 chunks of 8: c = 5 is past them
-    with pytest.raises(AssertionError, match=r"c=5.*; past the 5 chunks of 8 positions"):
+    with pytest.raises(AssertionError, match=r"c=5.*; past the 5 chunks of 8 positions.*; h has "
+                                             r"6 chunks where cu_seqlens makes 5 of "
+                                             r"chunk_size = 8: pass h's chunk_size"):
         assert_close("h", h, wrong, rtol=0.1, cu_seqlens=[0, 15, 32], chunk_size=8)
     with pytest.raises(ValueError, match="chunk_size"):
         assert_close("h", h, h, rtol=0.1, chunk_size=0)
@@ -517,6 +524,8 @@ def test_pytest_plugin_gives_kdalab_ref(pytester):
             o.sum().backward()
             assert q.grad is not None
             kdalab_ref.assert_close("o", o, o.float(), rtol=1e-6)
+            kdalab_ref.tolerance("kda", q.detach(), q.detach(), q.detach(), g, beta)
+            assert kdalab_ref.release_buffers() > 0
     """)
     pytester.runpytest_inprocess("-p", "kdalab.testing").assert_outcomes(passed=1)
     pytester.runpytest_inprocess().assert_outcomes(errors=1)  # no plugin, no fixture
