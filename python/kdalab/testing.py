@@ -571,7 +571,7 @@ def tolerance(mech, q, k, v, g=None, beta=None, initial_state=None, scale=None,
     state element sampled, beside o's and the inputs' copies (and with
     trials > 1 each trial's perturbed inputs), kept on the thread for the
     next call (release_buffers()): the first call on a thread maps them
-    fresh, 0.3x more at that size.
+    fresh, about 1.3x a repeated call's time at that size.
 
     mech is a row of the mechanism table (kdalab._lib.TABLE: "kda",
     "gated_deltanet", "deltanet", "linear_attention", "gla", "simple_gla",
