@@ -256,7 +256,7 @@ def _new_call():
     the previous call had to take fresh arrays beyond the budget, its
     buffers larger than it needed go first, so that a repeated call whose
     own needs fit the budget takes its buffers exact once and then finds
-    them all.""" 
+    them all."""
     pool = getattr(_kept, "pool", None) or {}
     if getattr(_kept, "over", False):
         for role in [r for r, e in pool.items() if e[0].size > e[2]]:
