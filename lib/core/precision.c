@@ -14,7 +14,6 @@
  *          kdalab_store_f64, kdalab_error_sums (lib/kdalab_precision.h)
  */
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -84,14 +83,11 @@ kdalab_status kdalab_store_f64(kdalab_precision p, const double *x, float *y, si
      * caller's mode (and which thread had it) changes nothing. Beyond float's
      * range it is IEEE 754's overflow, +-inf (C11 Annex F, which GCC and Clang
      * follow on every target we build). */
-#pragma omp parallel num_threads(kdalab__threads_for(n / 4096 + 1)) reduction(max : m)
+#pragma omp parallel num_threads(kdalab__threads_for(n / 4096 + 1))
     {
-        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        const size_t lo = n / nt * t + (t < n % nt ? t : n % nt);
-        const size_t hi = lo + n / nt + (t < n % nt);
         const int mode = kdalab__nearest_begin();
-#pragma omp simd reduction(max : m)
-        for (size_t i = lo; i < hi; i++) {
+#pragma omp for simd schedule(static) reduction(max : m)
+        for (size_t i = 0; i < n; i++) {
             const double a = fabs(x[i]);
             m = a > m ? a : m;
             y[i] = (float)x[i];
