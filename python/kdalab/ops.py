@@ -483,6 +483,12 @@ def _prepare(mech, q, k, v, g, beta, scale, initial_state, cu_seqlens, opt, a=No
     return call, scale, q, k, v, g, beta, h0, st
 
 
+def _fresh(name, shape):
+    """An output the library writes, `name`, as a fresh array: the default
+    alloc of _forward and _backward."""
+    return _lib.output(shape)
+
+
 def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_state,
              cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None,
              states=False, h_chunk=None, alloc=None, **opt):
@@ -500,7 +506,7 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
     b = as_f64(b, "b", 4, required=False)
     call, scale, q, k, v, g, beta, h0, st = _prepare(mech, q, k, v, g, beta, scale,
                                                      initial_state, cu_seqlens, opt, a, b)
-    new = alloc or (lambda name, shape: _lib.output(shape))
+    new = alloc or _fresh
     o = new("o", (call.B, call.T, call.HV, call.V))
     ht = new("ht", call.state_shape())
     if states and h_chunk is None and chunk_size is None:
@@ -558,7 +564,7 @@ def _backward(mech, form, q, k, v, g, beta, do, dht, scale, initial_state, cu_se
             s, e = int(bounds[n]), int(bounds[n + 1])
             dk_extra[:, s:e] = np.flip(np.cumsum(np.flip(dkc[:, s:e], 1), 1), 1)
     shapes = {"dq": qe.shape, "dk": ke.shape, "dv": v.shape, "dh0": call.state_shape()}
-    new = alloc or (lambda name, shape: _lib.output(shape))
+    new = alloc or _fresh
     out = {n: new(n, s) for n, s in shapes.items()}
     out["dg"] = new("dg", ge.shape) if ge is not None else None
     out["dbeta"] = new("dbeta", be.shape) if be is not None else None

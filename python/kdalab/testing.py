@@ -332,6 +332,18 @@ def _to_f32(arrays, role):
 
 
 _INPUTS = ("q", "k", "v", "g", "beta", "initial_state", "a", "b")  # _emulate's x, by name
+_STORED = (0, 1, 2, 4, 6, 7)  # _INPUTS stored in the format; g and the state in float32
+
+
+def _check_inputs(names, stored, x, peaks, precision, jitter, what):
+    """_check_range over an emulation's inputs x (named by names): those at
+    the indices `stored` against the format, the others (the log-decay, the
+    states) against float32, with the largest magnitudes (peaks) their
+    stored copies found."""
+    for fmt, idx in ((precision, stored),
+                     ("fp32", [i for i in range(len(x)) if i not in stored])):
+        _check_range([(names[i], x[i]) for i in idx], fmt, [peaks[i] for i in idx],
+                     jitter=jitter, what=what)
 
 
 def _emulate(call, x, scale, precision, chunk_size, states=True, check=None):
@@ -350,11 +362,8 @@ def _emulate(call, x, scale, precision, chunk_size, states=True, check=None):
     check=True: after the trials' perturbation, False: as they are)."""
     from . import _lib, ops
     f, peaks = _to_f32(x, "input")
-    if check is not None:  # q, k, v, beta (a, b) in the format; g and the state in float32
-        stored = (0, 1, 2, 4, 6, 7)
-        for fmt, idx in ((precision, stored), ("fp32", (3, 5))):
-            _check_range([(_INPUTS[i], x[i]) for i in idx], fmt, [peaks[i] for i in idx],
-                         jitter=check)
+    if check is not None:
+        _check_inputs(_INPUTS, _STORED, x, peaks, precision, check, "tolerance")
     o, ht = _buffer("o", x[2].shape), _buffer("ht", call.state_shape())
     opts = _lib.lib.kdalab_chunk_opts_default()
     opts.chunk, opts.precision = chunk_size, _lib.PRECISIONS[precision]
@@ -716,9 +725,8 @@ def _emulate_bwd(call, mech, x, scale, precision, chunk_size, check=None):
               for i, y in enumerate(x)]
     st = [y for y, _ in stored]
     if check is not None:
-        for fmt, idx in ((precision, _GRAD_STORED), ("fp32", (3, 5, 7))):
-            _check_range([(_GRAD_INPUTS[i], x[i]) for i in idx], fmt,
-                         [stored[i][1] for i in idx], jitter=check, what="grad_tolerance")
+        _check_inputs(_GRAD_INPUTS, _GRAD_STORED, x, [m for _, m in stored], precision, check,
+                      "grad_tolerance")
     out = {"dq": q.shape, "dk": k.shape, "dv": v.shape, "dh0": call.state_shape()}
     for name, y in (("dg", g), ("dbeta", beta), ("da", a), ("db", b)):
         if y is not None:
