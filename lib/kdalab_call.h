@@ -56,7 +56,12 @@ typedef enum {
 
 /* Which implementation runs it. Both agree to ~1e-15 relative in float64
  * (tests/test_call.c, tests/test_simd_chunk.c); the reference is the oracle
- * of record, the SIMD path the fast one. */
+ * of record, the SIMD path the fast one. The reference computes in the
+ * calling thread's rounding mode (fesetround): under FE_UPWARD or
+ * FE_DOWNWARD its KDA output moves by ~1e-14 relative (B = 1, T = 256,
+ * H = 2, K = V = 64), a rough reach of its own rounding; the SIMD path
+ * computes in round to nearest on every thread whatever the caller's mode
+ * (the same bits in any mode and on any thread count). */
 typedef enum {
     KDALAB_IMPL_REFERENCE = 0, /* lib/reference/: the equations as written, one (sequence,
                                   head) at a time                                        */

@@ -10,9 +10,10 @@
  * omp_set_num_threads, as PyTorch's import makes): a call then keeps one
  * workspace per thread of the setting. In any rounding mode of the caller
  * the threaded forms compute in round to nearest: the same bits as in the
- * default mode, on 1, 2 and 3 threads.
+ * default mode, on 1, 2 and 3 threads; the reference follows the caller's.
  */
 #include <fenv.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,47 @@ static void test_rounding_mode_changes_no_bits(void **state)
     gsl_rng_free(rng);
 }
 
+/* The reference, by contrast, computes in the caller's rounding mode
+ * (kdalab_call.h, kdalab_impl): its float64 chunkwise KDA output under
+ * FE_UPWARD and FE_DOWNWARD differs from round to nearest, by more than
+ * nothing and less than 1e-12 of the output's largest magnitude (about 1e-14
+ * measured: 256 directed roundings' reach, a thousand times unit roundoff at
+ * most). */
+static void test_reference_follows_the_callers_mode(void **state)
+{
+    (void)state;
+    gsl_rng *rng = test_rng(56);
+    random_problem p;
+    random_problem_make(&p, rng, KDALAB_KDA, (kdalab_dims){.B = 1, .T = 64, .H = 2, .K = 16,
+                                                           .V = 16}, -3.0, 0);
+    const size_t nv = n_v(&p.dims);
+    double *want = malloc(nv * sizeof *want), *got = malloc(nv * sizeof *got);
+    kdalab_call c = {.dims = p.dims, .HV = p.dims.H, .mech = KDALAB_KDA, .scale = 0.3,
+                     .form = KDALAB_FORM_CHUNK, .impl = KDALAB_IMPL_REFERENCE};
+    kdalab_tensors_f64 x = {.q = p.q, .k = p.k, .v = p.v, .g = p.g, .beta = p.beta, .o = want};
+    expect_status(kdalab_run_f64(&c, &x, NULL), KDALAB_OK, NULL);
+    double peak = 0;
+    for (size_t i = 0; i < nv; i++)
+        peak = fmax(peak, fabs(want[i]));
+    const int modes[] = {FE_UPWARD, FE_DOWNWARD};
+    x.o = got;
+    for (int mi = 0; mi < 2; mi++) {
+        fesetround(modes[mi]);
+        kdalab_status s = kdalab_run_f64(&c, &x, NULL);
+        fesetround(FE_TONEAREST);
+        expect_status(s, KDALAB_OK, NULL);
+        double diff = 0;
+        for (size_t i = 0; i < nv; i++)
+            diff = fmax(diff, fabs(got[i] - want[i]));
+        if (!(diff > 0 && diff < 1e-12 * peak))
+            fail_msg("mode %d: max |o - o_nearest| = %.3g of max |o| %.3g: expected (0, 1e-12) "
+                     "of it", mi, diff, peak);
+    }
+    free(want), free(got);
+    random_problem_free(&p);
+    gsl_rng_free(rng);
+}
+
 /* The generator of the case below: a 64-bit LCG, so the case is the same
  * draws on every machine. */
 static unsigned long long lcg_state;
@@ -318,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_overflow_changes_no_bits),
         cmocka_unit_test(test_set_num_threads),
         cmocka_unit_test(test_rounding_mode_changes_no_bits),
+        cmocka_unit_test(test_reference_follows_the_callers_mode),
     };
     return cmocka_run_group_tests_name("threads", tests, NULL, NULL);
 }
