@@ -25,7 +25,7 @@
  * reported is dense recurrence / KDA chunkwise, per token, in flops and in
  * CPU time. Every series runs in one thread, in float64.
  *
- * Timing: process CPU time (CLOCK_PROCESS_CPUTIME_ID) over --reps rounds
+ * Timing: process CPU time (lab_cpu_now, kdalab on one thread) over --reps rounds
  * (at least 5); each round times every point once, so a slow spell on the
  * machine hits one round of every series rather than every round of one. A
  * ratio is formed within each round, and the printout gives its median and
@@ -44,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <gsl/gsl_randist.h>
 
@@ -54,13 +53,6 @@
 #define MAX_LIST 16
 #define MAX_REPS 32
 #define POOL 4
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct {
     const char *Ks_s, *Cs_s;
@@ -178,7 +170,7 @@ static double time_one(const lab_ctx *x, series_kind s, inputs *in, size_t T, si
     kdalab_dims d = {.B = 1, .T = T, .H = 1, .K = in->K, .V = in->V};
     kdalab_chunk_opts op = kdalab_chunk_opts_default();
     op.chunk = C ? C : 64;
-    double scale = kdalab_default_scale(in->K), t0 = cpu_now();
+    double scale = kdalab_default_scale(in->K), t0 = lab_cpu_now();
     switch (s) {
     case DENSE_REC: dense_recurrence(in, T); break;
     case DENSE_PROD: dense_products(in, T, C ? C : 64); break;
@@ -199,7 +191,7 @@ static double time_one(const lab_ctx *x, series_kind s, inputs *in, size_t T, si
         break;
     }
     }
-    return cpu_now() - t0;
+    return lab_cpu_now() - t0;
 }
 
 /* One measured point. */
@@ -413,6 +405,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "Tmax", &p.Tmax, "most tokens per timing");
     lab_flag_double(&x, "work", &p.work, "flops per timed run (sets the tokens per point)");
     lab_parse(&x, argc, argv);
+    lab_one_thread(&x);
     p.nK = lab_parse_list(p.Ks_s, p.Ks, MAX_LIST);
     p.nC = lab_parse_list(p.Cs_s, p.Cs, MAX_LIST);
     int ok = p.nK > 0 && p.nC > 0 && p.reps >= 5 && p.reps <= MAX_REPS && p.Tmax >= 1 && p.work > 0.0;

@@ -17,7 +17,7 @@
  * each in kdalab_chunk_f64 and kdalab_chunk_f32 (lib/reference/chunk.c and
  * its float32 twin: one algorithm, the mode a parameter of its Gram step).
  *
- * Measured: CPU time per token (process CPU time over --reps rounds, at
+ * Measured: CPU time per token (process CPU time, kdalab on one thread, over --reps rounds, at
  * least 5, each round timing every point once; the tables are the medians,
  * and each ratio the verdict quotes is formed within a round and printed as
  * its median and range over the rounds, a "spread:" line) for C = 16 ... 256, one KDA head,
@@ -40,19 +40,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <gsl/gsl_randist.h>
 
 #include "common.h"
 #include "kdalab.h"
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct {
     size_t T, K, V, sub, reps, Cmin, Cmax;
@@ -122,7 +114,7 @@ static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt, 
     op.chunk = pt->C;
     op.subchunk = p->sub < pt->C ? p->sub : pt->C;
     op.decay = modes[pt->mi].mode;
-    double scale = kdalab_default_scale(p->K), t0 = cpu_now();
+    double scale = kdalab_default_scale(p->K), t0 = lab_cpu_now();
     kdalab_status st;
     if (pt->f32)
         st = kdalab_chunk_f32(&d, KDALAB_KDA, (float)scale, in->qf, in->kf, in->vf, in->gf,
@@ -130,7 +122,7 @@ static void run_point(const lab_ctx *x, const params *p, inputs *in, point *pt, 
     else
         st = kdalab_chunk_f64(&d, KDALAB_KDA, scale, in->q, in->k, in->v, in->g, in->beta,
                               NULL, in->o, NULL, &op, NULL);
-    double s = cpu_now() - t0;
+    double s = lab_cpu_now() - t0;
     if (st != KDALAB_ERANGE) lab_check(x, st, "chunkwise form");
     pt->st = st;
     pt->round[r] = s;
@@ -348,6 +340,7 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "Cmax", &p.Cmax, "largest chunk size");
     lab_flag_double(&x, "gmin", &p.gmin, "log-decay drawn from U(gmin, 0)");
     lab_parse(&x, argc, argv);
+    lab_one_thread(&x);
     if (p.T < 1 || p.K < 1 || p.V < 1 || p.sub < 1 || p.reps < 5 || p.reps > MAX_REPS || p.Cmin < 1 ||
         p.Cmax < p.Cmin || p.Cmax > p.T || !(p.gmin <= 0.0)) {
         fprintf(stderr, "%s: need T, K, V, sub >= 1, 5 <= reps <= %d, 1 <= Cmin <= Cmax <= T, "

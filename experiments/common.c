@@ -28,6 +28,15 @@ double lab_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double lab_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void lab_one_thread(const lab_ctx *x) { lab_check(x, kdalab_set_num_threads(1), "one thread"); }
+
 double lab_elapsed(const lab_ctx *x) { return lab_now() - x->t_start; }
 
 void lab_init(lab_ctx *x, const char *name, const char *about)

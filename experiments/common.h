@@ -7,7 +7,8 @@
  *             experiment, the command line, the seed, the parameters and what
  *             each column is (gnuplot skips '#' lines)
  *   progress  one line on stderr while a sweep runs
- *   timing    a monotonic clock (clock_gettime); the median and range of
+ *   timing    a monotonic clock and the process's CPU clock (clock_gettime),
+ *             one thread for kdalab's loops; the median and range of
  *             repeated timings, printed as one "spread:" line
  *   misc      a seeded GSL generator, random unit vectors and orthonormal sets,
  *             a status check, zeroed and float32 buffers
@@ -162,6 +163,18 @@ void lab_progress(lab_ctx *x, const char *what, size_t done, size_t total);
 
 /* Seconds on a monotonic clock (clock_gettime CLOCK_MONOTONIC). */
 double lab_now(void);
+
+/* CPU seconds the process has used, every thread's (clock_gettime
+ * CLOCK_PROCESS_CPUTIME_ID): the clock of an experiment that times work
+ * rather than waiting, on a machine it shares. Pair it with lab_one_thread:
+ * with a second thread, OpenMP's idle worker spins between kdalab's
+ * threaded input checks and its spinning would be counted too. */
+double lab_cpu_now(void);
+
+/* kdalab's own threaded loops (its input checks, the SIMD path) run on one
+ * thread from here on (kdalab_set_num_threads(1)): for an experiment whose
+ * numbers are one thread's. */
+void lab_one_thread(const lab_ctx *x);
 
 /* Seconds since lab_init. */
 double lab_elapsed(const lab_ctx *x);

@@ -17,7 +17,8 @@
 # from elsewhere): the machine and how long the run took, the findings table
 # (claim, experiment, verdict, where the verdict's numbers come from, the sweep,
 # the claim's figure as a thumbnail linking the full size; a timed claim's row
-# quotes its experiment's "spread:" lines, the median and range of its rounds),
+# quotes its experiment's "spread:" lines, the median and range of its rounds, and
+# the "verdict:" lines it computed from them),
 # then a section per experiment with its figures, the sweep they come from, and
 # the numbers the experiment printed. A figure or summary that is missing is
 # named as missing, never linked. Written to index.html.tmp, then renamed.
@@ -63,8 +64,10 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
     set -- "$full_dir/$n"*.tsv
     [ -f "$1" ] && full_note=$(awk -f "$note_awk" "$@")
     txt=0; [ -s "$res/$exp.txt" ] && txt=1
-    # a timed experiment's "spread:" lines (median and range of its rounds), for its claims' rows
-    [ $txt -eq 1 ] && sed -n 's/^spread: //p' "$res/$exp.txt" | while IFS= read -r sp; do
+    # a timed experiment's "spread:" lines (median and range of its rounds) and the verdicts
+    # it computed from them ("verdict:" lines), for its claims' rows
+    [ $txt -eq 1 ] && sed -n -e 's/^spread: //p' -e "s/^verdict: /this run's verdict: /p" \
+        "$res/$exp.txt" | while IFS= read -r sp; do
         printf 'spread\t%s\t%s\n' "$exp" "$sp" >> "$man"
     done
     printf 'exp\t%s\t%s\t%s\t%s\n' "$exp" "$run_note" "$full_note" "$txt" >> "$man"

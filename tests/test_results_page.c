@@ -14,7 +14,8 @@
  * shows its experiment's other variant runs as such, which the experiment's
  * section shows too; every row shows its drawn figures as thumbnails that link the full size, a
  * timed claim's row quotes its experiment's "spread:" lines (median and range
- * of its rounds) and says they move from machine to machine, and printouts
+ * of its rounds) and the "verdict:" lines it computed, says they move from
+ * machine to machine, and printouts
  * wrap their long lines. A results folder
  * that does not exist is one error and no page.
  *
@@ -161,7 +162,8 @@ static void page_names_every_figure_and_claim(void **state)
     write_text(res, "02_two_timescales.txt", "err <0.1 & \"cos\" > 0.9\n");
     write_text(res, "06_scaling.txt",
                "a table\nspread: exponent of softmax_attention_f64: median 1.999 (range 1.963 .. 2.029, 5 rounds)\n"
-               "spread: kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)\n");
+               "spread: kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)\n"
+               "verdict: per-channel decay costs no extra asymptotic cost: does not hold (fixture)\n");
     write_text(res, "14_recall_by_mechanism.tsv",
                "# 14_recall_by_mechanism: fixture\n"
                "# parameters: reduced sweep (fp32): D=32 H=2 T=40 vocab=65 steps=600 batch=16 seeds=1 test=512\n"
@@ -212,6 +214,10 @@ static void page_names_every_figure_and_claim(void **state)
                   "kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)") ||
         !in_block(html, ROW("no-extra-cost"), "move from machine to machine"))
         fail_msg("the findings row of no-extra-cost does not quote 06's spread lines and say they move");
+    /* and the verdict its experiment computed from them */
+    if (!in_block(html, ROW("no-extra-cost"),
+                  "this run's verdict: per-channel decay costs no extra asymptotic cost: does not hold (fixture)"))
+        fail_msg("the findings row of no-extra-cost does not quote 06's own verdict line");
     /* a timed claim whose experiment printed nothing says so */
     if (!in_block(html, ROW("dense-no-collapse"), "no spread lines printed"))
         fail_msg("the findings row of dense-no-collapse does not say its experiment printed no spread lines");
