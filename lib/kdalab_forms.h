@@ -308,11 +308,11 @@ typedef struct {
                                 /* pages cost more than the recomputation saves). The         */
                                 /* reference backward keeps every state.                      */
     size_t h_chunk;             /* the span of the states the SIMD forward writes to h        */
-                                /* (kdalab_tensors_f64.h): the state entering every h_chunk   */
-                                /* positions, a multiple of C (checked by every chunkwise     */
-                                /* call, KDALAB_EINVAL); 0: C. So a kernel's h at its         */
-                                /* chunk (fla's 64) comes from the float64 forward run at its */
-                                /* fastest C (16), which agrees with C = 64 to ~1e-15.        */
+                                /* (kdalab_tensors_f64's field h): the state entering every   */
+                                /* h_chunk positions, a multiple of C (checked by every       */
+                                /* chunkwise call, KDALAB_EINVAL); 0: C. So a kernel's h at   */
+                                /* its chunk (fla's 64) comes from the float64 forward run at */
+                                /* its fastest C (16), which agrees with C = 64 to ~1e-15.    */
 } kdalab_chunk_opts;
 
 /* The chunk options every path uses when given none (opts == NULL), and the

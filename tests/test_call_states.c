@@ -1,6 +1,6 @@
 /*
  * tests/test_call_states.c — h, the state entering each chunk, that the SIMD
- * chunkwise forward writes (kdalab_tensors_f64.h / _f32.h, fla's
+ * chunkwise forward writes (the field h of kdalab_tensors_f64 / _f32, fla's
  * return_intermediate_states): for every row of the mechanism table, in
  * float64 and float32, over a plain batch with a short last chunk, varlen
  * with grouped value heads, and a head whose value columns are split over

@@ -493,7 +493,7 @@ def _forward(mech, form, q, k, v, g, beta, scale, initial_state, output_final_st
              cu_seqlens, chunk_size=None, normalize=False, impl="simd", a=None, b=None,
              states=False, h_chunk=None, alloc=None, **opt):
     """(o, ht or None), and with states=True h, the state entering each chunk
-    ([B, NT, HV, K, V]: the SIMD chunkwise forward's kdalab_tensors_f64.h),
+    ([B, NT, HV, K, V]: the SIMD chunkwise forward's h, in kdalab_tensors_f64),
     as a third item: chunks of h_chunk positions; h_chunk None: of
     chunk_size, or with chunk_size None too of fla's 64 (_h_opts says which
     chunk the forward then runs). alloc: None (fresh arrays), or
@@ -611,7 +611,7 @@ def chunk_states(mech, q, k, v, g, beta, scale=None, initial_state=None, cu_seql
     chunk_size) (chunk 0's is the initial state, zero without one), or with
     cu_seqlens [1, NT, HV, K, V], NT counting every sequence's chunks in order.
     impl="simd": one call of the SIMD chunkwise forward, which writes them
-    (kdalab_tensors_f64.h), run at its fastest chunk where that divides
+    (kdalab_tensors_f64's h), run at its fastest chunk where that divides
     chunk_size (_h_opts); "reference": the reference chunkwise form run
     chunk by chunk, each chunk from the previous one's final state. In-kernel
     options, opt, as for the forward (pointwise in time)."""
