@@ -195,12 +195,32 @@ static int spelled_in_full(const char *arg, const char *name)
  * OPT_FLAG + i for the registered flag x->flags[i]. */
 enum { OPT_HELP = 'h', OPT_OUT = 256, OPT_SEED, OPT_FLAG };
 
-/* --out can be used: an existing directory this process may write into, or
- * a name whose parent directory it may create it in. Checked while the flags
- * are parsed, so a run that could not write its results stops before it
- * computes; made only when something is written (lab_out_dir), so a run
- * refused for a flag's value leaves no directory behind. Exits (status 1)
- * with one line otherwise. */
+/* Can a file be made in the existing directory dir? Made and removed at
+ * once: access() says yes to root where a file system still refuses (/proc,
+ * a read-only mount). NULL, or why not. */
+static const char *probe_dir(const char *dir)
+{
+    size_t n = strlen(dir) + sizeof "/.kdalab-probe-XXXXXX";
+    char *path = malloc(n);
+    if (!path)
+        return "out of memory";
+    snprintf(path, n, "%s/.kdalab-probe-XXXXXX", dir);
+    int fd = mkstemp(path);
+    const char *why = fd < 0 ? strerror(errno) : NULL;
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(path);
+    return why;
+}
+
+/* --out can be used: an existing directory this process can make a file in,
+ * or a name it can make a directory under (tried: made and removed at once).
+ * Checked while the flags are parsed, so a run that could not write its
+ * results stops before it computes; made for good only when something is
+ * written (lab_out_dir), so a run refused for a flag's value leaves no
+ * directory behind. Exits (status 1) with one line otherwise. */
 static void check_out(const lab_ctx *x)
 {
     struct stat st;
@@ -210,6 +230,8 @@ static void check_out(const lab_ctx *x)
             why = "it exists and is not a directory";
         else if (access(x->out, W_OK | X_OK) != 0)
             why = strerror(errno);
+        else
+            why = probe_dir(x->out);
     } else if (errno == ENOENT && lstat(x->out, &st) == 0) {
         why = "a symbolic link to nothing";
     } else if (errno == ENOENT) {
@@ -231,6 +253,10 @@ static void check_out(const lab_ctx *x)
             *slash = '\0';
         if (access(parent, W_OK | X_OK) != 0)
             why = strerror(errno);
+        else if (mkdir(x->out, 0755) != 0)
+            why = strerror(errno);
+        else
+            rmdir(x->out);
         free(parent);
     } else {
         why = strerror(errno);

@@ -118,7 +118,8 @@ static void a_flag_that_does_nothing_is_refused(void **state)
 
 /* --out: a value a program refuses after parsing leaves no directory behind
  * (it is made when the first result is written); one that cannot hold
- * results (a file, a missing parent) is refused at once, naming it. */
+ * results (a file, a missing parent, /proc even for root) is refused at
+ * once, naming it. */
 static void out_is_made_only_to_write_into(void **state)
 {
     (void)state;
@@ -141,6 +142,11 @@ static void out_is_made_only_to_write_into(void **state)
     assert_int_equal(symlink("no_such_dir", link), 0);
     assert_int_equal(run(err, sizeof err, "01_half_life", "--out %s", link), 1);
     expect_line("01", err, "a symbolic link to nothing", NULL);
+    /* where access() says yes to root but the file system refuses: tried at once */
+    assert_int_equal(run(err, sizeof err, "03_subchunk_range", "--out /proc"), 1);
+    expect_line("03", err, "--out /proc", "cannot write results there", NULL);
+    assert_int_equal(run(err, sizeof err, "03_subchunk_range", "--out /proc/kdalab_no"), 1);
+    expect_line("03", err, "--out /proc/kdalab_no", "cannot write results there", NULL);
 }
 
 static int setup(void **state)
