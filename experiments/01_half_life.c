@@ -395,12 +395,14 @@ int main(int argc, char **argv)
     p.na = lab_parse_list(p.decays, p.a, MAX_A);
     for (size_t i = 0; i < p.na; i++)
         if (!(p.a[i] > 0.0 && p.a[i] < 1.0)) p.na = 0;
-    if (p.na == 0 || p.K == 0 || p.V == 0 || p.T < 2 || p.heads == 0 || p.channels == 0 ||
-        p.tokens == 0 || !(p.lower_bound < 0) || !(p.x_std >= 0) || !(p.r_min > 0 && p.r_min < 1)) {
-        fprintf(stderr, "01_half_life: bad parameters (need a in (0,1), at most %d values; K, V, heads, "
-                        "channels, tokens >= 1; T >= 2; lower-bound < 0; r-min in (0,1))\n", MAX_A);
-        return 2;
-    }
+    lab_need(&x, p.na > 0, "--a", "1 to %d values, each in (0, 1)", MAX_A);
+    lab_need(&x, p.K >= 1 && p.V >= 1, "--K, --V", "K, V >= 1");
+    lab_need(&x, p.T >= 2, "--T", "T >= 2");
+    lab_need(&x, p.heads >= 1 && p.channels >= 1 && p.tokens >= 1, "--heads, --channels, --tokens",
+             "each >= 1");
+    lab_need(&x, p.lower_bound < 0, "--lower-bound", "a value < 0");
+    lab_need(&x, p.x_std >= 0, "--x-std", "a value >= 0");
+    lab_need(&x, p.r_min > 0 && p.r_min < 1, "--r-min", "a value in (0, 1)");
     gsl_rng *rng = lab_rng(&x);
     decay_fit fit[MAX_A];
     gate_sample gs;

@@ -549,14 +549,18 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "tol", &p.tol, "a fact counts as recalled when its error is below tol");
     lab_flag_size(&x, "seeds", &p.seeds, "random instances (keys, values, noise, rotation)");
     lab_parse(&x, argc, argv);
-    if (p.K < 2 || p.K % 2 || p.K > 256 || p.T < 2 || p.P < 1 || p.gap >= p.T - 1 || p.seeds < 2 || p.npts < 2 ||
-        !(p.sigma >= 0) || !(p.a_min > 0 && p.a_min < p.a_max && p.a_max < 1) ||
-        !(p.a_slow > 0 && p.a_slow <= 1) || !(p.a_fast > 0 && p.a_fast <= 1) || !(p.tol > 0)) {
-        fprintf(stderr, "02_two_timescales: bad parameters (K even in [2, 256], T >= 2, P >= 1, gap < T-1, "
-                        "seeds >= 2, points >= 2, 0 < a-min < a-max < 1, a-slow and a-fast in (0,1], sigma >= 0, "
-                        "tol > 0)\n");
-        return 2;
-    }
+    lab_need(&x, p.K >= 2 && p.K % 2 == 0 && p.K <= 256, "--K", "an even K in [2, 256]");
+    lab_need(&x, p.T >= 2, "--T", "T >= 2");
+    lab_need(&x, p.P >= 1, "--P", "P >= 1");
+    lab_need(&x, p.gap < p.T - 1, "--gap, --T", "gap < T - 1");
+    lab_need(&x, p.seeds >= 2, "--seeds", "seeds >= 2");
+    lab_need(&x, p.npts >= 2, "--points", "points >= 2");
+    lab_need(&x, p.sigma >= 0, "--sigma", "sigma >= 0");
+    lab_need(&x, p.a_min > 0 && p.a_min < p.a_max && p.a_max < 1, "--a-min, --a-max",
+             "0 < a-min < a-max < 1");
+    lab_need(&x, p.a_slow > 0 && p.a_slow <= 1, "--a-slow", "a value in (0, 1]");
+    lab_need(&x, p.a_fast > 0 && p.a_fast <= 1, "--a-fast", "a value in (0, 1]");
+    lab_need(&x, p.tol > 0, "--tol", "tol > 0");
     gsl_rng *rng = lab_rng(&x);
 
     /* The instances, drawn in pairs: one with noisy rewrite keys, one with

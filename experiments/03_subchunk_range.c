@@ -477,11 +477,9 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "gmax", &prm.g_hi, "largest per-step decay |g| of the log grid");
     lab_flag_size(&x, "iters", &prm.iters, "bisection steps per overflow threshold");
     lab_parse(&x, argc, argv);
-    if (prm.T < 1 || prm.K < 1 || prm.V < 1 || !(prm.g_lo > 0.0) || !(prm.g_hi >= prm.g_lo) ||
-        prm.n_log > 1000) {
-        fprintf(stderr, "%s: need T, K, V >= 1, 0 < gmin <= gmax, points <= 1000\n", x.name);
-        return 2;
-    }
+    lab_need(&x, prm.T >= 1 && prm.K >= 1 && prm.V >= 1, "--T, --K, --V", "each >= 1");
+    lab_need(&x, prm.g_lo > 0.0 && prm.g_hi >= prm.g_lo, "--gmin, --gmax", "0 < gmin <= gmax");
+    lab_need(&x, prm.n_log <= 1000, "--points", "points <= 1000");
 
     gsl_rng *rng = lab_rng(&x);
     problem pb;

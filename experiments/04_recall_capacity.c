@@ -452,15 +452,16 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < p.nr; i++)
         if (!(p.ratios[i] > 0.0 && p.ratios[i] <= 64.0)) p.nr = 0;
     if (p.sm_scale == 0.0) p.sm_scale = sqrt((double)p.K);
-    if (p.nr == 0 || p.K == 0 || p.seeds < 2 || !(p.beta > 0 && p.beta <= 2) ||
-        !(p.gdn_alpha > 0 && p.gdn_alpha <= 1) || !(p.hl_min > 0 && p.hl_min <= p.hl_max) ||
-        !(p.sm_scale > 0) || !(p.clean > 0 && p.clean <= 1) || !(p.cos_rec > -1 && p.cos_rec <= 1) ||
-        !(p.cos_exact > -1 && p.cos_exact <= 1)) {
-        fprintf(stderr, "04_recall_capacity: bad parameters (ratios > 0, at most %d; K >= 1; seeds >= 2; beta in "
-                        "(0,2]; gdn-alpha in (0,1]; 0 < hl-min <= hl-max; softmax-scale > 0; clean in (0,1]; "
-                        "cos-recalled and cos-exact in (-1,1])\n", MAX_N);
-        return 2;
-    }
+    lab_need(&x, p.nr > 0, "--ratios", "1 to %d numbers, each in (0, 64], comma-separated", MAX_N);
+    lab_need(&x, p.K >= 1, "--K", "K >= 1");
+    lab_need(&x, p.seeds >= 2, "--seeds", "seeds >= 2");
+    lab_need(&x, p.beta > 0 && p.beta <= 2, "--beta", "a value in (0, 2]");
+    lab_need(&x, p.gdn_alpha > 0 && p.gdn_alpha <= 1, "--gdn-alpha", "a value in (0, 1]");
+    lab_need(&x, p.hl_min > 0 && p.hl_min <= p.hl_max, "--hl-min, --hl-max", "0 < hl-min <= hl-max");
+    lab_need(&x, p.sm_scale > 0, "--softmax-scale", "a value >= 0 (0: sqrt(K))");
+    lab_need(&x, p.clean > 0 && p.clean <= 1, "--clean", "a value in (0, 1]");
+    lab_need(&x, p.cos_rec > -1 && p.cos_rec <= 1, "--cos-recalled", "a value in (-1, 1]");
+    lab_need(&x, p.cos_exact > -1 && p.cos_exact <= 1, "--cos-exact", "a value in (-1, 1]");
     p.V = p.K;
     p.Nmax = 0;
     for (size_t i = 0; i < p.nr; i++) {

@@ -516,18 +516,20 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "tau", &p.tau, "attention probe: logit of the planted token (sharpness)");
     lab_flag_double(&x, "exact", &p.exact, "cosine at or above which a recall counts as exact");
     lab_parse(&x, argc, argv);
-    if (p.L == 0 || p.d == 0 || p.H == 0 || p.d % p.H != 0 || p.min_ctx == 0 ||
-        p.decode == 0 || p.decode > p.min_ctx || p.rounds < 5 || p.rounds > MAX_ROUNDS ||
-        p.round_tokens == 0 || p.min_ctx > p.max_ctx || p.pool == 0 ||
-        p.recall_max == 0 || p.recall_max_all == 0 || p.recall_max_all > p.recall_max ||
-        !(p.tau > 0) || !(p.exact > 0 && p.exact <= 1)) {
-        fprintf(stderr, "%s: need layers, d-model, heads >= 1 with heads dividing d-model; "
-                        "1 <= decode-tokens <= min-context <= max-context; 5 <= rounds <= 32; "
-                        "round-tokens >= 1; pool >= 1; "
-                        "1 <= recall-max-all <= recall-max; tau > 0; 0 < exact <= 1\n",
-                x.name);
-        return 2;
-    }
+    lab_need(&x, p.L >= 1, "--layers", "layers >= 1");
+    lab_need(&x, p.d >= 1 && p.H >= 1 && p.d % p.H == 0, "--d-model, --heads",
+             "d-model, heads >= 1, heads dividing d-model");
+    lab_need(&x, p.decode >= 1 && p.decode <= p.min_ctx && p.min_ctx <= p.max_ctx,
+             "--decode-tokens, --min-context, --max-context",
+             "1 <= decode-tokens <= min-context <= max-context");
+    lab_need(&x, p.rounds >= 5 && p.rounds <= MAX_ROUNDS, "--rounds", "5 <= rounds <= %d",
+             MAX_ROUNDS);
+    lab_need(&x, p.round_tokens >= 1, "--round-tokens", "round-tokens >= 1");
+    lab_need(&x, p.pool >= 1, "--pool", "pool >= 1");
+    lab_need(&x, p.recall_max_all >= 1 && p.recall_max_all <= p.recall_max,
+             "--recall-max-all, --recall-max", "1 <= recall-max-all <= recall-max");
+    lab_need(&x, p.tau > 0, "--tau", "tau > 0");
+    lab_need(&x, p.exact > 0 && p.exact <= 1, "--exact", "a value in (0, 1]");
     lab_refuse_unused(&x, "pool", p.real_ctx >= p.max_ctx, "with --real-context >= --max-context: "
                       "every context is a real prefill, and only a cache fill draws from the pool");
     if (p.real_ctx > p.max_ctx)

@@ -418,12 +418,10 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "budget", &p.budget, "skip a point predicted to take longer (seconds)");
     lab_parse(&x, argc, argv);
     lab_one_thread(&x);
-    if (p.Tmin < 1 || p.Tmax < p.Tmin || p.H < 1 || p.K < 1 || p.V < 1 || p.reps < 5 || p.reps > MAX_REPS ||
-        !(p.budget > 0.0)) {
-        fprintf(stderr, "%s: need 1 <= Tmin <= Tmax, H, K, V >= 1, 5 <= reps <= %d, budget > 0\n",
-                x.name, MAX_REPS);
-        return 2;
-    }
+    lab_need(&x, p.Tmin >= 1 && p.Tmax >= p.Tmin, "--Tmin, --Tmax", "1 <= Tmin <= Tmax");
+    lab_need(&x, p.H >= 1 && p.K >= 1 && p.V >= 1, "--H, --K, --V", "each >= 1");
+    lab_need(&x, p.reps >= 5 && p.reps <= MAX_REPS, "--reps", "5 <= reps <= %d", MAX_REPS);
+    lab_need(&x, p.budget > 0.0, "--budget", "budget > 0 (seconds)");
 
     static timings tm;
     for (size_t T = p.Tmin; T < p.Tmax && tm.nT < MAX_T - 1; T *= 2) tm.Ts[tm.nT++] = T;

@@ -379,12 +379,12 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "sigma", &p.sigma, "log-normal spread of the data-dependent gate");
     lab_flag_double(&x, "reset-g", &p.reset_g, "log-decay of a hard reset (<= 0; not with --resets 0)");
     lab_parse(&x, argc, argv);
-    if (p.K < 1 || p.K > 64 || p.D < 2 || p.T < 2 * p.D + 2 || !(p.a > 0.0 && p.a <= 1.0) ||
-        !(p.sigma >= 0.0) || !(p.reset_g <= 0.0)) {
-        fprintf(stderr, "%s: need 1 <= K <= 64, D >= 2, T >= 2D+2, 0 < a <= 1, sigma >= 0, "
-                        "reset-g <= 0\n", x.name);
-        return 2;
-    }
+    lab_need(&x, p.K >= 1 && p.K <= 64, "--K", "1 <= K <= 64");
+    lab_need(&x, p.D >= 2, "--D", "D >= 2");
+    lab_need(&x, p.T >= 2 * p.D + 2, "--T, --D", "T >= 2 D + 2");
+    lab_need(&x, p.a > 0.0 && p.a <= 1.0, "--a", "a value in (0, 1]");
+    lab_need(&x, p.sigma >= 0.0, "--sigma", "sigma >= 0");
+    lab_need(&x, p.reset_g <= 0.0, "--reset-g", "a log-decay <= 0");
     lab_refuse_unused(&x, "reset-g", p.resets == 0,
                       "with --resets 0: there is no reset to give that log-decay");
     series_fit sf[MAX_FIT];

@@ -489,12 +489,12 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "gmin", &p.gmin, "log-decay drawn from U(gmin, 0) per channel");
     lab_flag_double(&x, "rank-tol", &p.rank_tol, "numerical rank: sigma_i > rank-tol * sigma_1");
     lab_parse(&x, argc, argv);
-    if (p.K1 < 1 || p.K2 < 1 || p.K1 > 1024 || p.K2 > 1024 || p.Cmax < 1 || p.Cmax > 4096 ||
-        p.T < 1 || p.T > 1048576 || !(p.gmin <= 0.0) || !(p.rank_tol > 0.0)) {
-        fprintf(stderr, "%s: need 1 <= K1, K2 <= 1024, 1 <= Cmax <= 4096, 1 <= T <= 2^20, "
-                        "gmin <= 0, rank-tol > 0\n", x.name);
-        return 2;
-    }
+    lab_need(&x, p.K1 >= 1 && p.K1 <= 1024 && p.K2 >= 1 && p.K2 <= 1024, "--K1, --K2",
+             "1 <= K1, K2 <= 1024");
+    lab_need(&x, p.Cmax >= 1 && p.Cmax <= 4096, "--Cmax", "1 <= Cmax <= 4096");
+    lab_need(&x, p.T >= 1 && p.T <= 1048576, "--T", "1 <= T <= 2^20");
+    lab_need(&x, p.gmin <= 0.0, "--gmin", "a log-decay <= 0");
+    lab_need(&x, p.rank_tol > 0.0, "--rank-tol", "rank-tol > 0");
     gsl_set_error_handler_off();
     gsl_rng *rng = lab_rng(&x);
     const size_t Ks[2] = {p.K1, p.K2};

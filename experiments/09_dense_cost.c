@@ -408,17 +408,16 @@ int main(int argc, char **argv)
     lab_one_thread(&x);
     p.nK = lab_parse_list(p.Ks_s, p.Ks, MAX_LIST);
     p.nC = lab_parse_list(p.Cs_s, p.Cs, MAX_LIST);
-    int ok = p.nK > 0 && p.nC > 0 && p.reps >= 5 && p.reps <= MAX_REPS && p.Tmax >= 1 && p.work > 0.0;
-    for (size_t i = 0; ok && i < p.nK; i++)
-        ok = p.Ks[i] >= 1 && p.Ks[i] <= 1024 && p.Ks[i] == floor(p.Ks[i]) &&
-             (i == 0 || p.Ks[i] > p.Ks[i - 1]);
-    for (size_t i = 0; ok && i < p.nC; i++)
-        ok = p.Cs[i] >= 1 && p.Cs[i] <= p.Tmax && p.Cs[i] == floor(p.Cs[i]);
-    if (!ok) {
-        fprintf(stderr, "%s: need ascending integer Ks in 1..1024, integer Cs in 1..Tmax, "
-                        "5 <= reps <= %d, work > 0\n", x.name, MAX_REPS);
-        return 2;
-    }
+    int ok_K = p.nK > 0, ok_C = p.nC > 0 && p.Tmax >= 1;
+    for (size_t i = 0; ok_K && i < p.nK; i++)
+        ok_K = p.Ks[i] >= 1 && p.Ks[i] <= 1024 && p.Ks[i] == floor(p.Ks[i]) &&
+               (i == 0 || p.Ks[i] > p.Ks[i - 1]);
+    for (size_t i = 0; ok_C && i < p.nC; i++)
+        ok_C = p.Cs[i] >= 1 && p.Cs[i] <= p.Tmax && p.Cs[i] == floor(p.Cs[i]);
+    lab_need(&x, ok_K, "--Ks", "ascending integers in 1 .. 1024, comma-separated");
+    lab_need(&x, ok_C, "--Cs, --Tmax", "integers in 1 .. Tmax, comma-separated");
+    lab_need(&x, p.reps >= 5 && p.reps <= MAX_REPS, "--reps", "5 <= reps <= %d", MAX_REPS);
+    lab_need(&x, p.work > 0.0, "--work", "work > 0");
     gsl_rng *rng = lab_rng(&x);
     point pts[MAX_POINTS];
     size_t np = measure(&x, &p, rng, pts);

@@ -341,12 +341,12 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "gmin", &p.gmin, "log-decay drawn from U(gmin, 0)");
     lab_parse(&x, argc, argv);
     lab_one_thread(&x);
-    if (p.T < 1 || p.K < 1 || p.V < 1 || p.sub < 1 || p.reps < 5 || p.reps > MAX_REPS || p.Cmin < 1 ||
-        p.Cmax < p.Cmin || p.Cmax > p.T || !(p.gmin <= 0.0)) {
-        fprintf(stderr, "%s: need T, K, V, sub >= 1, 5 <= reps <= %d, 1 <= Cmin <= Cmax <= T, "
-                        "gmin <= 0\n", x.name, MAX_REPS);
-        return 2;
-    }
+    lab_need(&x, p.T >= 1 && p.K >= 1 && p.V >= 1 && p.sub >= 1, "--T, --K, --V, --sub",
+             "each >= 1");
+    lab_need(&x, p.reps >= 5 && p.reps <= MAX_REPS, "--reps", "5 <= reps <= %d", MAX_REPS);
+    lab_need(&x, p.Cmin >= 1 && p.Cmin <= p.Cmax && p.Cmax <= p.T, "--Cmin, --Cmax, --T",
+             "1 <= Cmin <= Cmax <= T");
+    lab_need(&x, p.gmin <= 0.0, "--gmin", "a log-decay <= 0");
     size_t Cs[MAX_C], nC = 0;
     for (size_t C = p.Cmin; C <= p.Cmax && nC < MAX_C; C *= 2) Cs[nC++] = C;
     point pts[2 * N_MODES * MAX_C];

@@ -351,13 +351,13 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "hmin", &p.hmin, "shortest half-life of the timescale test, tokens");
     lab_flag_double(&x, "hmax", &p.hmax, "longest half-life, tokens");
     lab_parse(&x, argc, argv);
-    if (p.H < 1 || p.d < 1 || p.bytes < 1 || p.K < 2 || p.K > 1024 || p.steps < 1 ||
-        p.Nmin < 1 || p.Nmax < p.Nmin || p.Nmax > (1u << 24) || !(p.clear_g <= 0) ||
-        !(p.hmin > 0) || !(p.hmax >= p.hmin)) {
-        fprintf(stderr, "%s: need H, d, bytes, steps >= 1, 2 <= K <= 1024, 1 <= Nmin <= Nmax "
-                        "<= 2^24, clear-g <= 0, 0 < hmin <= hmax\n", x.name);
-        return 2;
-    }
+    lab_need(&x, p.H >= 1 && p.d >= 1 && p.bytes >= 1 && p.steps >= 1,
+             "--H, --d, --bytes, --steps", "each >= 1");
+    lab_need(&x, p.K >= 2 && p.K <= 1024, "--K", "2 <= K <= 1024");
+    lab_need(&x, p.Nmin >= 1 && p.Nmin <= p.Nmax && p.Nmax <= (1u << 24), "--Nmin, --Nmax",
+             "1 <= Nmin <= Nmax <= 2^24");
+    lab_need(&x, p.clear_g <= 0, "--clear-g", "a log-decay <= 0");
+    lab_need(&x, p.hmin > 0 && p.hmax >= p.hmin, "--hmin, --hmax", "0 < hmin <= hmax");
     gsl_rng *rng = lab_rng(&x);
     bytes_table(&x, &p);
 

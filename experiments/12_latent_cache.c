@@ -306,13 +306,14 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "check-N", &p.cN, "tokens of the equivalence check");
     lab_flag_size(&x, "check-dc", &p.cdc, "latent width of the equivalence check");
     lab_parse(&x, argc, argv);
-    if (p.layers < 1 || p.attn > p.layers || p.H < 1 || p.dh < 1 || p.dc < 1 ||
-        p.kda_heads < 1 || p.dk < 1 || p.cache_bytes < 1 || p.state_bytes < 1 || p.Nmin < 1 ||
-        p.Nmax < p.Nmin || p.cN < 1 || p.cN > 100000 || p.cdc < 1 || p.cdc > 4096) {
-        fprintf(stderr, "%s: need attn <= layers, every size >= 1, Nmin <= Nmax, check-N <= "
-                        "100000, check-dc <= 4096\n", x.name);
-        return 2;
-    }
+    lab_need(&x, p.layers >= 1 && p.attn <= p.layers, "--layers, --attn", "1 <= layers, attn <= layers");
+    lab_need(&x, p.H >= 1 && p.dh >= 1 && p.dc >= 1 && p.kda_heads >= 1 && p.dk >= 1,
+             "--H, --dh, --dc, --kda-heads, --dk", "each >= 1");
+    lab_need(&x, p.cache_bytes >= 1 && p.state_bytes >= 1, "--cache-bytes, --state-bytes",
+             "each >= 1");
+    lab_need(&x, p.Nmin >= 1 && p.Nmin <= p.Nmax, "--Nmin, --Nmax", "1 <= Nmin <= Nmax");
+    lab_need(&x, p.cN >= 1 && p.cN <= 100000, "--check-N", "1 <= check-N <= 100000");
+    lab_need(&x, p.cdc >= 1 && p.cdc <= 4096, "--check-dc", "1 <= check-dc <= 4096");
     model m[4];
     make_models(&p, m);
     write_models(&x, &p, m);

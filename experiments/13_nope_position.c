@@ -170,12 +170,11 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "test", &p.test, "held-out sequences the R^2 is measured on");
     lab_flag_double(&x, "ridge", &p.ridge, "ridge weight (on standardised features)");
     lab_parse(&x, argc, argv);
-    if (p.T < 2 || p.d == 0 || p.H == 0 || p.d % p.H || p.vocab == 0 || p.train == 0 ||
-        p.test == 0 || !(p.ridge >= 0)) {
-        fprintf(stderr, "%s: need T >= 2, H dividing d, vocab, train, test >= 1, ridge >= 0\n",
-                x.name);
-        return 2;
-    }
+    lab_need(&x, p.T >= 2, "--T", "T >= 2");
+    lab_need(&x, p.d >= 1 && p.H >= 1 && p.d % p.H == 0, "--d, --H", "d, H >= 1, H dividing d");
+    lab_need(&x, p.vocab >= 1 && p.train >= 1 && p.test >= 1, "--vocab, --train, --test",
+             "each >= 1");
+    lab_need(&x, p.ridge >= 0, "--ridge", "ridge >= 0");
     gsl_rng *rng = lab_rng(&x);
     double *emb = lab_zeros(&x, p.vocab * p.d);
     for (size_t i = 0; i < p.vocab * p.d; i++)

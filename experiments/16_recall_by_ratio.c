@@ -19,6 +19,7 @@
  * 16_recall_by_ratio_summary.tsv, one row per stack: attention share, mean
  * and sd accuracy, cache fraction.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -46,13 +47,13 @@ int main(int argc, char **argv)
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
     lab_mqar_flags(&x);
     lab_parse(&x, argc, argv);
+    lab_need(&x, seeds >= 1 && seeds <= MAX_SEEDS, "--seeds", "1 <= seeds <= %d", MAX_SEEDS);
+    lab_need(&x, L >= 2 && L <= 16, "--layers", "2 <= layers <= 16");
+    lab_need(&x, 2 * P < T, "--pairs", "2 pairs < T = %zu", T);
+    lab_need(&x, steps >= 1, "--steps", "steps >= 1");
+    lab_need(&x, lr > 0 && isfinite(lr), "--lr", "a finite lr > 0");
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     kdalab_train_keep_memory(); /* each step reuses the last one's pages */
-    if (seeds < 1 || seeds > MAX_SEEDS || L < 2 || L > 16 || 2 * P >= T) {
-        fprintf(stderr, "%s: need 1 <= --seeds <= %d, 2 <= --layers <= 16, 2 pairs < T\n",
-                x.name, MAX_SEEDS);
-        return 2;
-    }
     /* the stacks: pure KDA, hybrid:N for N = L-1, ..., 1 where L % (N+1) == 0, attention */
     char specs[20][32];
     size_t ns = 0;

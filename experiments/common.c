@@ -358,6 +358,19 @@ void lab_refuse_unused(const lab_ctx *x, const char *name, int unused, const cha
         bad_usage(x, "--%s does nothing %s", name, why);
 }
 
+void lab_need(const lab_ctx *x, int ok, const char *flags, const char *rule, ...)
+{
+    if (ok)
+        return;
+    va_list ap;
+    fprintf(stderr, "%s: %s: need ", x->name, flags);
+    va_start(ap, rule);
+    vfprintf(stderr, rule, ap);
+    va_end(ap);
+    fprintf(stderr, " (see --help)\n");
+    exit(2);
+}
+
 gsl_rng *lab_rng(const lab_ctx *x)
 {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);

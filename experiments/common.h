@@ -130,6 +130,15 @@ int lab_given(const lab_ctx *x, const char *name);
  * --resets 0: there is no reset to give a log-decay". */
 void lab_refuse_unused(const lab_ctx *x, const char *name, int unused, const char *why);
 
+/* One rule of the flags: when ok is 0, one line "NAME: FLAGS: need RULE (see
+ * --help)" and exit 2, so that a refused command line names the flag (or
+ * the flags that constrain each other) that broke the rule. Call after
+ * lab_parse, one rule at a time, e.g.
+ *   lab_need(&x, K >= 1 && K <= 64, "--K", "1 <= K <= 64");
+ * rule is a printf format for what follows. */
+__attribute__((format(printf, 4, 5))) void lab_need(const lab_ctx *x, int ok, const char *flags,
+                                                    const char *rule, ...);
+
 /* A GSL Mersenne-Twister generator seeded with x->seed (free with gsl_rng_free). */
 gsl_rng *lab_rng(const lab_ctx *x);
 

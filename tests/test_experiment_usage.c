@@ -4,8 +4,9 @@
  * program (one line naming the flag, exit 2, before any directory is made),
  * as `kdalab` refuses it, rather than the last one silently counting; and
  * a flag that would do nothing in the combination given is refused, naming
- * it and why (lab_refuse_unused); --out is made only when a result is
- * written, and one that cannot hold results is refused at once.
+ * it and why (lab_refuse_unused); a value out of range names its flag and
+ * the rule (lab_need); --out is made only when a result is written, and one
+ * that cannot hold results is refused at once.
  *
  * Runs every $KDALAB_BIN/NN_name (bin by default) that a refusal stops
  * before it computes anything: a fraction of a second each.
@@ -116,6 +117,24 @@ static void a_flag_that_does_nothing_is_refused(void **state)
     assert_false(tcli_exists(out)); /* refused before --out is made */
 }
 
+/* A value out of its rule's range (lab_need): one line naming the flag and
+ * the rule, exit 2, before anything is computed or --out is made. */
+static void a_value_out_of_range_names_its_flag(void **state)
+{
+    (void)state;
+    char err[4096], out[300];
+    snprintf(out, sizeof out, "%s/range", tmpdir);
+    assert_int_equal(run(err, sizeof err, "04_recall_capacity", "--out %s --ratios 1,,2", out), 2);
+    expect_line("04", err, "--ratios: need", NULL);
+    assert_int_equal(run(err, sizeof err, "04_recall_capacity", "--out %s --K 0", out), 2);
+    expect_line("04", err, "--K: need K >= 1", NULL);
+    assert_int_equal(run(err, sizeof err, "06_scaling", "--out %s --reps 4", out), 2);
+    expect_line("06", err, "--reps: need 5 <= reps", NULL);
+    assert_int_equal(run(err, sizeof err, "18_learned_timescales", "--out %s --steps 0", out), 2);
+    expect_line("18", err, "--steps: need steps >= 1", NULL);
+    assert_false(tcli_exists(out));
+}
+
 /* --out: a value a program refuses after parsing leaves no directory behind
  * (it is made when the first result is written); one that cannot hold
  * results (a file, a missing parent, /proc even for root) is refused at
@@ -176,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_experiment_refuses_a_flag_given_twice),
         cmocka_unit_test(a_flag_that_does_nothing_is_refused),
+        cmocka_unit_test(a_value_out_of_range_names_its_flag),
         cmocka_unit_test(out_is_made_only_to_write_into),
     };
     return cmocka_run_group_tests_name("experiment_usage", tests, setup, teardown);
