@@ -36,6 +36,7 @@
  *     --quick: fewer repetitions, T sweep to 16k; --table / --backward / --sweep:
  *     only that part (the table with the DPLR rows); --dplr: only the DPLR rows
  */
+#include <getopt.h>
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
@@ -510,25 +511,40 @@ static const kdalab_mechanism mechs[] = {KDALAB_LINEAR_ATTENTION, KDALAB_DELTANE
 int main(int argc, char **argv)
 {
     int quick = 0, table = 1, sweep = 1, backward = 1, dplr = 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0)
+    static const struct option opts[] = {{"quick", no_argument, NULL, 'q'},
+                                         {"sweep", no_argument, NULL, 's'},
+                                         {"table", no_argument, NULL, 't'},
+                                         {"backward", no_argument, NULL, 'b'},
+                                         {"dplr", no_argument, NULL, 'd'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *usage = "usage: %s [--quick] [--table | --backward | --sweep | --dplr]\n  speed "
+                        "of the SIMD path (--table: only the forward table, with the DPLR rows; "
+                        "--backward: only the backward's; --sweep: only the T sweep; --dplr: "
+                        "only the DPLR rows); see bench/simd.c\n";
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'q')
             quick = 1;
-        else if (strcmp(argv[i], "--sweep") == 0)
+        else if (c == 's')
             table = backward = dplr = 0;
-        else if (strcmp(argv[i], "--table") == 0)
+        else if (c == 't')
             sweep = backward = 0;
-        else if (strcmp(argv[i], "--backward") == 0)
+        else if (c == 'b')
             table = sweep = dplr = 0;
-        else if (strcmp(argv[i], "--dplr") == 0)
+        else if (c == 'd')
             table = sweep = backward = 0;
-        else {
-            printf("usage: %s [--quick] [--table | --backward | --sweep | --dplr]\n  speed of "
-                   "the SIMD path (--table: only the forward table, with the DPLR rows; "
-                   "--backward: only the backward's; --sweep: only the T sweep; --dplr: only "
-                   "the DPLR rows); see bench/simd.c\n",
-                   argv[0]);
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        else if (c == 'h') {
+            printf(usage, argv[0]);
+            return 0;
+        } else { /* getopt_long has named the flag on stderr */
+            fprintf(stderr, usage, argv[0]);
+            return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
+        fprintf(stderr, usage, argv[0]);
+        return 2;
     }
     if (!getenv("OMP_NUM_THREADS"))
         omp_set_num_threads(2);
