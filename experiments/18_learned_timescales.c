@@ -30,8 +30,10 @@
  * batches of the run's test stream (kdalab_mqar_test_seed).
  *
  * Reduced (make run): D = 32, H = 2 (d = 16), T = 64, one seed, 800 steps of
- * 16 sequences at learning rate 3e-3. Full (KDALAB_FULL=1): seeds 1-3, 2000
- * steps of 32 sequences.
+ * 16 sequences at learning rate 3e-3. Full (KDALAB_FULL=1): seeds 1-8 (the
+ * verdict rule's fewest, LAB_VERDICT_SEEDS), 2000 steps of 32 sequences.
+ * The verdicts: KDA against Gated DeltaNet on each answer's test accuracy,
+ * paired by seed, by the rule of verdict.h.
  *
  * Output (DIR = --out): 18_learned_timescales.tsv (one row per model: fact
  * and stream accuracy) and 18_learned_half_lives.tsv (one row per channel of
@@ -48,6 +50,7 @@
 
 #include "common.h"
 #include "mqar_train.h" /* lab_full */
+#include "verdict.h"
 
 #define N_FACT 8
 #define N_STREAM 24
@@ -172,7 +175,7 @@ static void mean_gate(const lab_ctx *x, const kdalab_model_config *c, const doub
 }
 
 typedef struct {
-    double fact_acc, stream_acc, seconds;
+    double fact_acc, stream_acc, fact_loss, stream_loss, seconds;
     double half_life[256]; /* per gate channel, tokens */
     size_t n_channels;
 } outcome;
@@ -202,27 +205,31 @@ static void run(lab_ctx *x, kdalab_mixer_kind mixer, size_t D, size_t H, size_t 
     kdalab_train_result tr;
     lab_check(x, kdalab_train_f64(&c, train_batch, NULL, theta, NULL, NULL, &tr), "train");
     out->seconds = tr.seconds;
-    double fa = 0, sa = 0;
+    double fa = 0, sa = 0, fl = 0, sl = 0;
     const size_t nb = 16;
     const unsigned long test = kdalab_mqar_test_seed(seed);
     double *mg = lab_zeros(x, D), *sum_g = lab_zeros(x, D);
     const size_t gw = mixer == KDALAB_MIXER_KDA ? D / H : 1;
     for (size_t i = 0; i < nb; i++) {
-        double a;
+        double a, l;
         make_batch(test, i, B, T, FACT, tok, tgt);
-        lab_check(x, kdalab_model_loss_f64(&c.model, theta, B, T, tok, tgt, NULL, &a, NULL),
+        lab_check(x, kdalab_model_loss_f64(&c.model, theta, B, T, tok, tgt, &l, &a, NULL),
                   "test");
         fa += a / (double)nb;
+        fl += l / (double)nb;
         make_batch(test, i, B, T, STREAM, tok, tgt);
-        lab_check(x, kdalab_model_loss_f64(&c.model, theta, B, T, tok, tgt, NULL, &a, NULL),
+        lab_check(x, kdalab_model_loss_f64(&c.model, theta, B, T, tok, tgt, &l, &a, NULL),
                   "test");
         sa += a / (double)nb;
+        sl += l / (double)nb;
         mean_gate(x, &c.model, theta, B * T, tok, mg);
         for (size_t j = 0; j < H * gw; j++)
             sum_g[j] += mg[j] / (double)nb;
     }
     out->fact_acc = fa;
     out->stream_acc = sa;
+    out->fact_loss = fl;
+    out->stream_loss = sl;
     out->n_channels = H * gw;
     for (size_t j = 0; j < H * gw; j++)
         out->half_life[j] = -log(2.0) / sum_g[j];
@@ -235,18 +242,18 @@ int main(int argc, char **argv)
     lab_init(&x, "18_learned_timescales", "learned half-lives: Gated DeltaNet vs KDA");
     const int full = lab_full();
     size_t D = 32, H = 2, T = 64, steps = full ? 2000 : 800, batch = full ? 32 : 16;
-    size_t seeds = full ? 3 : 1;
+    size_t seeds = full ? LAB_VERDICT_SEEDS : 1;
     double lr = 3e-3;
     lab_flag_size(&x, "steps", &steps, "optimiser steps per model");
     lab_flag_size(&x, "seeds", &seeds, "seeds per mixer, from --seed on");
     lab_flag_double(&x, "lr", &lr, "peak learning rate");
     lab_parse(&x, argc, argv);
+    lab_need(&x, steps >= 1, "--steps", "steps >= 1");
+    lab_need(&x, seeds >= 1 && seeds <= LAB_VERDICT_MAX_SEEDS, "--seeds", "1 <= seeds <= %d",
+             LAB_VERDICT_MAX_SEEDS);
+    lab_need(&x, lr > 0 && isfinite(lr), "--lr", "a finite lr > 0");
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */
     kdalab_train_keep_memory(); /* each step reuses the last one's pages */
-    if (D / H > 128 || seeds < 1 || seeds > 8) {
-        fprintf(stderr, "%s: need d <= 128 and 1 <= --seeds <= 8\n", x.name);
-        return 2;
-    }
     static const char *const cols[] = {
         "mixer", "gated_deltanet or kda (one block)", "seed", "seed",
         "fact_acc", "test accuracy on the fact, asked T - 2 positions after its value was written",
@@ -268,6 +275,7 @@ int main(int argc, char **argv)
            full ? "full" : "reduced", D, H, T, steps, seeds);
     const kdalab_mixer_kind kinds[2] = {KDALAB_MIXER_GATED_DELTANET, KDALAB_MIXER_KDA};
     double fact[2] = {0}, stream[2] = {0}, ratio_kda = 0;
+    double acc[2][2][LAB_VERDICT_MAX_SEEDS], loss[2][2][LAB_VERDICT_MAX_SEEDS]; /* [mixer][fact, stream][seed] */
     for (int k = 0; k < 2; k++)
         for (size_t s = 0; s < seeds; s++) {
             outcome o;
@@ -282,6 +290,8 @@ int main(int argc, char **argv)
             for (size_t j = 0; j < o.n_channels; j++)
                 fprintf(fh, "%s\t%lu\t%zu\t%.4f\t%.6f\n", name, x.seed + s, j, o.half_life[j],
                         exp(-log(2.0) / o.half_life[j]));
+            acc[k][0][s] = o.fact_acc, acc[k][1][s] = o.stream_acc;
+            loss[k][0][s] = o.fact_loss, loss[k][1][s] = o.stream_loss;
             fact[k] += o.fact_acc / (double)seeds;
             stream[k] += o.stream_acc / (double)seeds;
             if (k == 1)
@@ -293,10 +303,20 @@ int main(int argc, char **argv)
         }
     lab_tsv_close(&x, f);
     lab_tsv_close(&x, fh);
-    printf("  verdict: KDA %s the scalar gate (fact %.3f vs %.3f, stream %.3f vs %.3f); its "
-           "longest half-life is %.0fx its shortest%s\n",
-           fact[1] + stream[1] > fact[0] + stream[0] + 0.02 ? "beats" : "does NOT beat",
-           fact[1], fact[0], stream[1], stream[0], ratio_kda,
-           full ? "" : " — reduced sweep; see make run FULL=1");
+    printf("  mean over %zu seed(s): fact %.3f (KDA) and %.3f (Gated DeltaNet), stream %.3f and "
+           "%.3f; KDA's longest half-life is %.0fx its shortest%s\n",
+           seeds, fact[1], fact[0], stream[1], stream[0], ratio_kda,
+           full ? "" : " (reduced sweep; see make run FULL=1)");
+    /* the verdict rule (verdict.h), KDA against Gated DeltaNet paired by seed, on each answer;
+     * the no-recall loss: ln of the N_VALUE values an answer can be */
+    static const char *const what[2] = {"the fact, asked T - 2 positions after its value",
+                                        "the stream, asked 2-6 positions after"};
+    for (int a = 0; a < 2; a++) {
+        const lab_side kd = {"KDA", acc[1][a], loss[1][a]},
+                       gd = {"Gated DeltaNet", acc[0][a], loss[0][a]};
+        lab_verdict v;
+        lab_verdict_apply(&kd, &gd, seeds, x.seed, lab_no_recall_loss(N_VALUE), &v);
+        lab_verdict_print(stdout, what[a], &kd, &gd, &v);
+    }
     return 0;
 }

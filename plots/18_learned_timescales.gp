@@ -6,7 +6,8 @@
 #        left   what the verdict rests on: the test accuracy on the fact and on the stream, per
 #               mixer (bars: mean over seeds, labelled; points: each seed), with chance 1/16
 #        right  every gate channel's learned half-life for Gated DeltaNet (one per head) and KDA
-#               (one per key channel), on a log axis, a marker per seed, with the chapter's two
+#               (one per key channel), on a log axis, markers cycling by seed (one key entry per
+#               mixer, so the key hides no point), with the chapter's two
 #               timescales (decay 0.9 and 0.9999 per token) marked on the right axis
 #        the title says which sweep.
 if (!exists("dir")) dir = 'results'
@@ -23,7 +24,7 @@ per = nch / nheads
 set terminal pngcairo size 1500,680 font ',11'
 set output out.'/18_learned_timescales.png'
 if (seeds > 1) {
-    how = sprintf("one trained block per seed, %d seeds overlaid, a marker per seed", seeds)
+    how = sprintf("one trained block per seed, %d seeds overlaid", seeds)
 } else {
     how = "one trained block, one seed"
 }
@@ -101,7 +102,7 @@ set y2tics ("decay 0.9\nper token" hl9, "decay 0.9999\nper token" hl9999) tc rgb
 array kpt[3] = [7, 9, 13]
 array gpt[3] = [5, 11, 4]
 plot for [s = 1:seeds] f u (stringcolumn(1) eq 'kda' && $2 == s ? $3 : 1/0):4 with points pt kpt[(s - 1) % 3 + 1] ps 0.9 lc rgb '#cc3311' \
-         title (seeds > 1 ? sprintf('KDA channels, seed %d', s) : 'KDA channels'), \
+         title (s > 1 ? '' : seeds > 1 ? sprintf('KDA channels (%d seeds, markers cycle by seed)', seeds) : 'KDA channels'), \
      for [s = 1:seeds] f u (stringcolumn(1) eq 'gated_deltanet' && $2 == s ? $3 * per + per / 2 - 0.5 : 1/0):4 with points pt gpt[(s - 1) % 3 + 1] ps 1.8 lc rgb '#0044aa' \
-         title (seeds > 1 ? sprintf('Gated DeltaNet heads, seed %d (placed mid-head)', s) : 'Gated DeltaNet heads (placed mid-head)')
+         title (s > 1 ? '' : seeds > 1 ? sprintf('Gated DeltaNet heads (%d seeds; placed mid-head)', seeds) : 'Gated DeltaNet heads (placed mid-head)')
 unset multiplot

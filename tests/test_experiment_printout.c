@@ -1,7 +1,7 @@
 /*
  * tests/test_experiment_printout.c — what a training experiment prints reads
  * top to bottom: its header line (name, sweep, sizes) first, then one line
- * per trained model, then the verdict.
+ * per trained model, then the verdicts (one per answer, by the rule).
  *
  * Runs $KDALAB_BIN/18_learned_timescales (bin by default) cut to 2 optimiser
  * steps, into a temporary folder: two tiny models, about a second. Only the
@@ -48,12 +48,12 @@ static void header_before_model_lines(void **state)
             if (verdict)
                 fail_msg("a model line after the verdict: %s", line);
             models++;
-        } else if (strstr(line, "verdict:"))
+        } else if (strncmp(line, "  verdict (", 11) == 0)
             verdict++;
     }
     fclose(f);
     assert_int_equal(models, 2);
-    assert_int_equal(verdict, 1);
+    assert_int_equal(verdict, 2); /* the fact's and the stream's, by the verdict rule */
 }
 
 /* Run bin/<cmd> into the temporary folder; return its exit status. */
