@@ -2,7 +2,8 @@
  * experiments/common.h — the small functions every numbered experiment shares.
  *
  *   flags     --out DIR (default "results"), --seed N (default 1), --help, plus
- *             per-experiment flags registered in one line each (getopt_long)
+ *             per-experiment flags registered in one line each (getopt_long),
+ *             and each flag's rule (flags.c; the rest is common.c)
  *   TSV       a file DIR/NAME.tsv opened with a '#' header block naming the
  *             experiment, the command line, the seed, the parameters and what
  *             each column is (gnuplot skips '#' lines)
