@@ -522,7 +522,14 @@ int main(int argc, char **argv)
                         "of the SIMD path (--table: only the forward table, with the DPLR rows; "
                         "--backward: only the backward's; --sweep: only the T sweep; --dplr: "
                         "only the DPLR rows); see bench/simd.c\n";
-    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+    for (int c, li = -1; (c = getopt_long(argc, argv, "h", opts, &li)) != -1; li = -1) {
+        /* a flag in full, as the experiments take them: getopt_long would take a prefix */
+        if (li >= 0 && (strncmp(argv[optind - 1], "--", 2) != 0 ||
+                        strcmp(argv[optind - 1] + 2, opts[li].name) != 0)) {
+            fprintf(stderr, "%s: '%s': give the flag in full (--%s)\n", argv[0], argv[optind - 1],
+                    opts[li].name);
+            return 2;
+        }
         if (c == 'q')
             quick = 1;
         else if (c == 's')

@@ -387,18 +387,24 @@ static void fit_exponents(lab_ctx *x, const params *p, const timings *tm)
                          isfinite(s32);
     const int linear = fabs(lin_med.lo - 1) <= EXPONENT_TOL && fabs(lin_med.hi - 1) <= EXPONENT_TOL &&
                        fabs(s64 - 2) <= EXPONENT_TOL && fabs(s32 - 2) <= EXPONENT_TOL;
-    printf("\nverdict: linear mechanisms linear in T, softmax attention quadratic: %s (median "
-           "exponents: the linear series %.3f .. %.3f, softmax attention %.3f / %.3f in float64 / "
-           "float32; the rule: each within %.1f of 1 and of 2)\n",
-           !measured ? "not measured (fewer than 2 points at T >= --fit-min)"
-                     : linear ? "holds" : "does not hold",
-           lin_med.lo, lin_med.hi, s64, s32, EXPONENT_TOL);
-    printf("verdict: per-channel decay costs no extra asymptotic cost: %s (median exponents, "
-           "chunkwise, float64: KDA %.3f, Gated DeltaNet %.3f; the rule: within %.1f of each "
-           "other)\n",
-           !(isfinite(kda) && isfinite(gdn)) ? "not measured"
-           : fabs(kda - gdn) <= EXPONENT_TOL ? "holds" : "does not hold",
-           kda, gdn, EXPONENT_TOL);
+    static const char *const unmeasured = "not measured (fewer than 2 points at T >= --fit-min)";
+    if (measured)
+        printf("\nverdict: linear mechanisms linear in T, softmax attention quadratic: %s (median "
+               "exponents: the linear series %.3f .. %.3f, softmax attention %.3f / %.3f in "
+               "float64 / float32; the rule: each within %.1f of 1 and of 2)\n",
+               linear ? "holds" : "does not hold", lin_med.lo, lin_med.hi, s64, s32,
+               EXPONENT_TOL);
+    else
+        printf("\nverdict: linear mechanisms linear in T, softmax attention quadratic: %s\n",
+               unmeasured);
+    if (isfinite(kda) && isfinite(gdn))
+        printf("verdict: per-channel decay costs no extra asymptotic cost: %s (median exponents, "
+               "chunkwise, float64: KDA %.3f, Gated DeltaNet %.3f; the rule: within %.1f of each "
+               "other)\n",
+               fabs(kda - gdn) <= EXPONENT_TOL ? "holds" : "does not hold", kda, gdn,
+               EXPONENT_TOL);
+    else
+        printf("verdict: per-channel decay costs no extra asymptotic cost: %s\n", unmeasured);
 }
 
 int main(int argc, char **argv)

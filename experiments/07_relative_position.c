@@ -381,7 +381,7 @@ int main(int argc, char **argv)
     lab_parse(&x, argc, argv);
     lab_need(&x, p.K >= 1 && p.K <= 64, "--K", "1 <= K <= 64");
     lab_need(&x, p.D >= 2, "--D", "D >= 2");
-    lab_need(&x, p.T >= 2 * p.D + 2, "--T, --D", "T >= 2 D + 2");
+    lab_need(&x, p.T >= 2 && p.D <= (p.T - 2) / 2, "--T, --D", "T >= 2 D + 2"); /* no wrap */
     lab_need(&x, p.a > 0.0 && p.a <= 1.0, "--a", "a value in (0, 1]");
     lab_need(&x, p.sigma >= 0.0, "--sigma", "sigma >= 0");
     lab_need(&x, p.reset_g <= 0.0, "--reset-g", "a log-decay <= 0");

@@ -26,6 +26,7 @@
  * Output (DIR = --out): 13_nope_position.tsv, one line per (stack, probe).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,10 @@ int main(int argc, char **argv)
     lab_need(&x, p.vocab >= 1 && p.train >= 1 && p.test >= 1, "--vocab, --train, --test",
              "each >= 1");
     lab_need(&x, p.ridge >= 0, "--ridge", "ridge >= 0");
+    /* the probe's least squares (gsl_multifit_linear_svd) needs at least as many rows as
+     * features: train T positions against 1 + 2 d (the quadratic probe's) */
+    lab_need(&x, p.d <= SIZE_MAX / 4 && p.train <= SIZE_MAX / p.T && p.train * p.T >= 2 * p.d + 1,
+             "--train, --T, --d", "train T >= 2 d + 1 (the probe's rows, at least its features)");
     gsl_rng *rng = lab_rng(&x);
     double *emb = lab_zeros(&x, p.vocab * p.d);
     for (size_t i = 0; i < p.vocab * p.d; i++)

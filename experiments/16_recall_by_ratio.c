@@ -49,7 +49,7 @@ int main(int argc, char **argv)
     lab_parse(&x, argc, argv);
     lab_need(&x, seeds >= 1 && seeds <= MAX_SEEDS, "--seeds", "1 <= seeds <= %d", MAX_SEEDS);
     lab_need(&x, L >= 2 && L <= 16, "--layers", "2 <= layers <= 16");
-    lab_need(&x, 2 * P < T, "--pairs", "2 pairs < T = %zu", T);
+    lab_need(&x, P <= (T - 1) / 2, "--pairs", "2 pairs < T = %zu", T); /* 2 P < T, no wrap */
     lab_need(&x, steps >= 1, "--steps", "steps >= 1");
     lab_need(&x, lr > 0 && isfinite(lr), "--lr", "a finite lr > 0");
     kdalab_blas_choose_kernels(argv); /* a good command line: may restart the program, once */

@@ -46,8 +46,8 @@ gsl_rng *lab_rng(const lab_ctx *x)
     return r;
 }
 
-/* A run that is one job of a sweep (--list-jobs, --job, --census): the
-   assembling run writes the tables. */
+/* Is this run one job of a sweep, the listing of its jobs, or a look at them
+ * (census.c)? Then the assembling run writes the tables. */
 static int jobs_mode(const lab_ctx *x) { return x->list_jobs || x->job >= 0 || x->census; }
 
 /* The TSV files being written: each goes to <path>.tmp and is renamed to

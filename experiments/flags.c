@@ -64,8 +64,6 @@ void lab_flag_jobs(lab_ctx *x)
              "run job I of --list-jobs only (-1: the whole sweep)");
 }
 
-/* Is this run one job of a sweep, the listing of its jobs, or a look at them
- * (census.c)? */
 static void print_default(FILE *f, const lab_flag *fl)
 {
     switch (fl->type) {
@@ -185,18 +183,21 @@ static const char *probe_dir(const char *dir)
     const char *why = fd < 0 ? strerror(errno) : NULL;
     if (fd >= 0) {
         close(fd);
-        unlink(path);
+        if (unlink(path) != 0) /* an append-only directory: no result could be renamed in */
+            why = strerror(errno);
     }
     free(path);
     return why;
 }
 
 /* --out can be used: an existing directory this process can make a file in,
- * or a name it can make a directory under (tried: made and removed at once).
+ * or a new name in a directory it can make a file in (probe_dir; the new
+ * directory itself is not tried, so that jobs of a sweep started together
+ * on one new --out never remove a directory another has just made).
  * Checked while the flags are parsed, so a run that could not write its
- * results stops before it computes; made for good only when something is
- * written (lab_out_dir), so a run refused for a flag's value leaves no
- * directory behind. Exits (status 1) with one line otherwise. */
+ * results stops before it computes; made only when something is written
+ * (lab_out_dir), so a run refused for a flag's value leaves no directory
+ * behind. Exits (status 1) with one line otherwise. */
 static void check_out(const lab_ctx *x)
 {
     struct stat st;
@@ -229,10 +230,8 @@ static void check_out(const lab_ctx *x)
             *slash = '\0';
         if (access(parent, W_OK | X_OK) != 0)
             why = strerror(errno);
-        else if (mkdir(x->out, 0755) != 0)
-            why = strerror(errno);
         else
-            rmdir(x->out);
+            why = probe_dir(parent);
         free(parent);
     } else {
         why = strerror(errno);

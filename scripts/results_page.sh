@@ -65,8 +65,8 @@ for gp in "$plots"/[0-9][0-9]_*.gp; do
     [ -f "$1" ] && full_note=$(awk -f "$note_awk" "$@")
     txt=0; [ -s "$res/$exp.txt" ] && txt=1
     # a timed experiment's "spread:" lines (median and range of its rounds) and the verdicts
-    # it computed from them ("verdict:" lines), for its claims' rows
-    [ $txt -eq 1 ] && sed -n -e 's/^spread: //p' -e "s/^verdict: /this run's verdict: /p" \
+    # it computed from them ("verdict:" or "Verdict (...):" lines), for its claims' rows
+    [ $txt -eq 1 ] && sed -n -e 's/^spread: //p' -e "s/^[Vv]erdict[^:]*: /this run's verdict: /p" \
         "$res/$exp.txt" | while IFS= read -r sp; do
         printf 'spread\t%s\t%s\n' "$exp" "$sp" >> "$man"
     done

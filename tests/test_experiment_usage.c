@@ -132,6 +132,13 @@ static void a_value_out_of_range_names_its_flag(void **state)
     expect_line("06", err, "--reps: need 5 <= reps", NULL);
     assert_int_equal(run(err, sizeof err, "18_learned_timescales", "--out %s --steps 0", out), 2);
     expect_line("18", err, "--steps: need steps >= 1", NULL);
+    /* rules whose arithmetic could wrap, and a probe with fewer rows than features (GSL aborted) */
+    assert_int_equal(
+        run(err, sizeof err, "07_relative_position", "--out %s --D 9223372036854775807 --T 10", out), 2);
+    expect_line("07", err, "--T, --D: need T >= 2 D + 2", NULL);
+    assert_int_equal(run(err, sizeof err, "13_nope_position",
+                         "--out %s --T 4 --vocab 4 --train 4 --test 4", out), 2);
+    expect_line("13", err, "--train, --T, --d: need", NULL);
     assert_false(tcli_exists(out));
 }
 

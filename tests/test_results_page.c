@@ -164,6 +164,9 @@ static void page_names_every_figure_and_claim(void **state)
                "a table\nspread: exponent of softmax_attention_f64: median 1.999 (range 1.963 .. 2.029, 5 rounds)\n"
                "spread: kda_chunkwise_f64 / gated_deltanet_chunkwise_f64 at T = 8192: median 0.96x (range 0.84 .. 1.09x, 5 rounds)\n"
                "verdict: per-channel decay costs no extra asymptotic cost: does not hold (fixture)\n");
+    write_text(res, "10_chunk_cost.txt",
+               "a table\nspread: pairwise / safe at C = 256 (float64): median 2.7x (range 2.6 .. 2.7x, 5 rounds)\n"
+               "Verdict (medians of the rounds): the fixture's tensor is avoided\n");
     write_text(res, "14_recall_by_mechanism.tsv",
                "# 14_recall_by_mechanism: fixture\n"
                "# parameters: reduced sweep (fp32): D=32 H=2 T=40 vocab=65 steps=600 batch=16 seeds=1 test=512\n"
@@ -218,6 +221,8 @@ static void page_names_every_figure_and_claim(void **state)
     if (!in_block(html, ROW("no-extra-cost"),
                   "this run's verdict: per-channel decay costs no extra asymptotic cost: does not hold (fixture)"))
         fail_msg("the findings row of no-extra-cost does not quote 06's own verdict line");
+    if (!in_block(html, ROW("chunk-tensor"), "this run's verdict: the fixture's tensor is avoided"))
+        fail_msg("the findings row of chunk-tensor does not quote 10's Verdict line");
     /* a timed claim whose experiment printed nothing says so */
     if (!in_block(html, ROW("dense-no-collapse"), "no spread lines printed"))
         fail_msg("the findings row of dense-no-collapse does not say its experiment printed no spread lines");
