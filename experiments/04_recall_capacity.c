@@ -457,7 +457,8 @@ int main(int argc, char **argv)
     lab_need(&x, p.seeds >= 2, "--seeds", "seeds >= 2");
     lab_need(&x, p.beta > 0 && p.beta <= 2, "--beta", "a value in (0, 2]");
     lab_need(&x, p.gdn_alpha > 0 && p.gdn_alpha <= 1, "--gdn-alpha", "a value in (0, 1]");
-    lab_need(&x, p.hl_min > 0 && p.hl_min <= p.hl_max, "--hl-min, --hl-max", "0 < hl-min <= hl-max");
+    lab_need(&x, p.hl_min > 0 && p.hl_min <= p.hl_max, "--hl-min, --hl-max",
+             "0 < hl-min <= hl-max");
     lab_need(&x, p.sm_scale > 0, "--softmax-scale", "a value >= 0 (0: sqrt(K))");
     lab_need(&x, p.clean > 0 && p.clean <= 1, "--clean", "a value in (0, 1]");
     lab_need(&x, p.cos_rec > -1 && p.cos_rec <= 1, "--cos-recalled", "a value in (-1, 1]");

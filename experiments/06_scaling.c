@@ -385,8 +385,9 @@ static void fit_exponents(lab_ctx *x, const params *p, const timings *tm)
                  gdn = ex[series_index(tm, "gated_deltanet_chunkwise_f64")].median;
     const int measured = isfinite(lin_med.lo) && isfinite(lin_med.hi) && isfinite(s64) &&
                          isfinite(s32);
-    const int linear = fabs(lin_med.lo - 1) <= EXPONENT_TOL && fabs(lin_med.hi - 1) <= EXPONENT_TOL &&
-                       fabs(s64 - 2) <= EXPONENT_TOL && fabs(s32 - 2) <= EXPONENT_TOL;
+    const int linear = fabs(lin_med.lo - 1) <= EXPONENT_TOL &&
+                       fabs(lin_med.hi - 1) <= EXPONENT_TOL && fabs(s64 - 2) <= EXPONENT_TOL &&
+                       fabs(s32 - 2) <= EXPONENT_TOL;
     static const char *const unmeasured = "not measured (fewer than 2 points at T >= --fit-min)";
     if (measured)
         printf("\nverdict: linear mechanisms linear in T, softmax attention quadratic: %s (median "

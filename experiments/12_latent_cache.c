@@ -306,7 +306,8 @@ int main(int argc, char **argv)
     lab_flag_size(&x, "check-N", &p.cN, "tokens of the equivalence check");
     lab_flag_size(&x, "check-dc", &p.cdc, "latent width of the equivalence check");
     lab_parse(&x, argc, argv);
-    lab_need(&x, p.layers >= 1 && p.attn <= p.layers, "--layers, --attn", "1 <= layers, attn <= layers");
+    lab_need(&x, p.layers >= 1 && p.attn <= p.layers, "--layers, --attn",
+             "1 <= layers, attn <= layers");
     lab_need(&x, p.H >= 1 && p.dh >= 1 && p.dc >= 1 && p.kda_heads >= 1 && p.dk >= 1,
              "--H, --dh, --dc, --kda-heads, --dk", "each >= 1");
     lab_need(&x, p.cache_bytes >= 1 && p.state_bytes >= 1, "--cache-bytes, --state-bytes",

@@ -47,6 +47,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 
 #include "common.h"
 #include "mqar_train.h" /* lab_full */
@@ -274,8 +275,9 @@ int main(int argc, char **argv)
     printf("%s (%s sweep; D = %zu, H = %zu, T = %zu, %zu steps, %zu seed(s)):\n", x.name,
            full ? "full" : "reduced", D, H, T, steps, seeds);
     const kdalab_mixer_kind kinds[2] = {KDALAB_MIXER_GATED_DELTANET, KDALAB_MIXER_KDA};
-    double fact[2] = {0}, stream[2] = {0}, ratio_kda = 0;
-    double acc[2][2][LAB_VERDICT_MAX_SEEDS], loss[2][2][LAB_VERDICT_MAX_SEEDS]; /* [mixer][fact, stream][seed] */
+    double ratio_kda = 0;
+    /* [mixer][fact, stream][seed]: the verdicts' sides, and the means printed */
+    double acc[2][2][LAB_VERDICT_MAX_SEEDS], loss[2][2][LAB_VERDICT_MAX_SEEDS];
     for (int k = 0; k < 2; k++)
         for (size_t s = 0; s < seeds; s++) {
             outcome o;
@@ -292,8 +294,6 @@ int main(int argc, char **argv)
                         exp(-log(2.0) / o.half_life[j]));
             acc[k][0][s] = o.fact_acc, acc[k][1][s] = o.stream_acc;
             loss[k][0][s] = o.fact_loss, loss[k][1][s] = o.stream_loss;
-            fact[k] += o.fact_acc / (double)seeds;
-            stream[k] += o.stream_acc / (double)seeds;
             if (k == 1)
                 ratio_kda += hl[o.n_channels - 1] / hl[0] / (double)seeds;
             printf("  %-15s seed %lu: fact %.3f, stream %.3f; half-lives %.1f .. %.1f tokens "
@@ -305,7 +305,8 @@ int main(int argc, char **argv)
     lab_tsv_close(&x, fh);
     printf("  mean over %zu seed(s): fact %.3f (KDA) and %.3f (Gated DeltaNet), stream %.3f and "
            "%.3f; KDA's longest half-life is %.0fx its shortest%s\n",
-           seeds, fact[1], fact[0], stream[1], stream[0], ratio_kda,
+           seeds, gsl_stats_mean(acc[1][0], 1, seeds), gsl_stats_mean(acc[0][0], 1, seeds),
+           gsl_stats_mean(acc[1][1], 1, seeds), gsl_stats_mean(acc[0][1], 1, seeds), ratio_kda,
            full ? "" : " (reduced sweep; see make run FULL=1)");
     /* the verdict rule (verdict.h), KDA against Gated DeltaNet paired by seed, on each answer;
      * the no-recall loss: ln of the N_VALUE values an answer can be */
