@@ -96,16 +96,21 @@ static void usage(const lab_ctx *x, FILE *f)
     fprintf(f, "  --%-14s %s\n", "help", "print this list and exit");
 }
 
-/* A bad command line: one line on stderr naming the problem, exit 2. */
+/* A bad command line: one line on stderr, "NAME: LEAD<fmt's text> (see
+ * --help)", naming the problem; exit 2. */
+static void vbad_usage(const lab_ctx *x, const char *lead, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: %s", x->name, lead);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see --help)\n");
+    exit(2);
+}
+
 __attribute__((format(printf, 2, 3))) static void bad_usage(const lab_ctx *x, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s: ", x->name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see --help)\n");
-    exit(2);
+    vbad_usage(x, "", fmt, ap);
 }
 
 /* A non-negative decimal integer into *v; returns 0 on success. Digits
@@ -169,9 +174,10 @@ static int spelled_in_full(const char *arg, const char *name)
  * OPT_FLAG + i for the registered flag x->flags[i]. */
 enum { OPT_HELP = 'h', OPT_OUT = 256, OPT_SEED, OPT_FLAG };
 
-/* Can a file be made in the existing directory dir? Made and removed at
- * once: access() says yes to root where a file system still refuses (/proc,
- * a read-only mount). NULL, or why not. */
+/* Can a file be made in the directory dir? Made and removed at once, which
+ * says no where access() would say yes to root and the file system still
+ * refuses (/proc, a read-only mount), and no for a missing or closed
+ * directory as access() would. NULL, or why not. */
 static const char *probe_dir(const char *dir)
 {
     size_t n = strlen(dir) + sizeof "/.kdalab-probe-XXXXXX";
@@ -203,12 +209,7 @@ static void check_out(const lab_ctx *x)
     struct stat st;
     const char *why = NULL;
     if (stat(x->out, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            why = "it exists and is not a directory";
-        else if (access(x->out, W_OK | X_OK) != 0)
-            why = strerror(errno);
-        else
-            why = probe_dir(x->out);
+        why = S_ISDIR(st.st_mode) ? probe_dir(x->out) : "it exists and is not a directory";
     } else if (errno == ENOENT && lstat(x->out, &st) == 0) {
         why = "a symbolic link to nothing";
     } else if (errno == ENOENT) {
@@ -228,10 +229,7 @@ static void check_out(const lab_ctx *x)
             parent[1] = '\0';
         else
             *slash = '\0';
-        if (access(parent, W_OK | X_OK) != 0)
-            why = strerror(errno);
-        else
-            why = probe_dir(parent);
+        why = probe_dir(parent);
         free(parent);
     } else {
         why = strerror(errno);
@@ -337,11 +335,9 @@ void lab_need(const lab_ctx *x, int ok, const char *flags, const char *rule, ...
 {
     if (ok)
         return;
+    char lead[256];
+    snprintf(lead, sizeof lead, "%s: need ", flags);
     va_list ap;
-    fprintf(stderr, "%s: %s: need ", x->name, flags);
     va_start(ap, rule);
-    vfprintf(stderr, rule, ap);
-    va_end(ap);
-    fprintf(stderr, " (see --help)\n");
-    exit(2);
+    vbad_usage(x, lead, rule, ap);
 }
